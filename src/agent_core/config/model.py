@@ -1,0 +1,70 @@
+"""Model configuration types: the ``[model]`` table, partial profiles and the resolved model config."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from agent_core.types.base import FrozenModel, StrictModel
+
+
+class RetryConfig(FrozenModel):
+    max_attempts: int = Field(default=3, ge=1)
+    initial_backoff_ms: int = Field(default=500, ge=1)
+    max_backoff_ms: int = Field(default=8000, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryConfig:
+        if self.initial_backoff_ms > self.max_backoff_ms:
+            raise ValueError("retry.initial_backoff_ms must be <= retry.max_backoff_ms")
+        return self
+
+
+class PartialRetryConfig(StrictModel):
+    max_attempts: int | None = Field(default=None, ge=1)
+    initial_backoff_ms: int | None = Field(default=None, ge=1)
+    max_backoff_ms: int | None = Field(default=None, ge=1)
+
+
+class ModelSection(StrictModel):
+    """``[model]``: only ``provider`` and ``name`` are required."""
+
+    provider: str
+    base_url: str = ""
+    api_key_env: str = ""
+    name: str
+    context_window: int = Field(default=8192, ge=1)
+    max_output_tokens: int = Field(default=4096, ge=1)
+    temperature: float | None = 0.2
+    timeout_ms: int = Field(default=60000, ge=1)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+
+class ModelProfile(StrictModel):
+    """A partial model config (``[model_overrides.<name>]`` or an inline ``model_profile`` table)."""
+
+    provider: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    name: str | None = None
+    context_window: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    timeout_ms: int | None = Field(default=None, ge=1)
+    retry: PartialRetryConfig | None = None
+
+
+class ResolvedModelConfig(FrozenModel):
+    """Main ``[model]`` overlaid with the applicable profile; handed to provider factories."""
+
+    provider: str
+    base_url: str
+    api_key_env: str
+    name: str
+    context_window: int
+    max_output_tokens: int
+    temperature: float | None
+    timeout_ms: int
+    retry: RetryConfig
+    purpose: str = "main"
+    profile: str | None = None
+    source: str = ""

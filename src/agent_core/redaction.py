@@ -1,0 +1,113 @@
+"""Secret redaction: write-time (irreversible) and read-time (for replay/inspect).
+
+Write-time redaction replaces the *values* of secret environment variables: every variable named by
+an ``api_key_env`` setting, plus variables whose name matches :data:`SECRET_ENV_NAME` and whose value
+has at least 8 characters (runtime.md §10.4). Read-time redaction additionally masks the values of
+mapping keys that look sensitive (:data:`SENSITIVE_KEY`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "[REDACTED]"
+SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+SENSITIVE_KEY = re.compile(r"(?i)(api[_-]?key|authorization|token|secret|password|cookie|credential)")
+_MIN_PATTERN_SECRET = 8
+_MIN_NAMED_SECRET = 4
+
+
+class Redactor:
+    """Replaces secret environment values in strings and JSON-like structures.
+
+    The secret set is recomputed from the environment on every call (values may change while a
+    runtime lives); the computation is a cheap scan of ``os.environ``.
+    """
+
+    __slots__ = ("_cache", "_environ", "_named")
+
+    def __init__(self, secret_env_names: Iterable[str] = (), environ: Mapping[str, str] | None = None):
+        self._named: set[str] = {n for n in secret_env_names if n}
+        self._environ = environ
+        self._cache: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None = None
+
+    def add_secret_env(self, name: str) -> None:
+        """Registers one more env var name whose value is always a secret."""
+        if name:
+            self._named.add(name)
+            self._cache = None
+
+    def secrets(self) -> tuple[str, ...]:
+        """Current secret values, longest first."""
+        env = self._environ if self._environ is not None else os.environ
+        found: list[tuple[str, str]] = []
+        for name, value in env.items():
+            if name in self._named:
+                if len(value) >= _MIN_NAMED_SECRET:
+                    found.append((name, value))
+            elif len(value) >= _MIN_PATTERN_SECRET and SECRET_ENV_NAME.search(name):
+                found.append((name, value))
+        key = tuple(found)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        values = tuple(sorted({v for _, v in found}, key=len, reverse=True))
+        self._cache = (key, values)
+        return values
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets():
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def contains_secret(self, value: str) -> bool:
+        return any(s in value for s in self.secrets())
+
+    def bytes(self, value: bytes) -> bytes:
+        for secret in self.secrets():
+            raw = secret.encode("utf-8")
+            if raw in value:
+                value = value.replace(raw, REDACTED.encode())
+        return value
+
+    def value(self, obj: Any) -> Any:
+        """Deep-redacts strings inside dicts/lists/tuples; other values are returned unchanged."""
+        secrets = self.secrets()
+        if not secrets:
+            return obj
+        return _walk(obj, secrets)
+
+
+def _walk(obj: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(obj, str):
+        for secret in secrets:
+            if secret in obj:
+                obj = obj.replace(secret, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {_walk(k, secrets) if isinstance(k, str) else k: _walk(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_walk(v, secrets) for v in obj]
+    return obj
+
+
+def redact_sensitive_keys(obj: Any) -> Any:
+    """Read-time redaction: masks values under sensitive-looking mapping keys, recursively."""
+    if isinstance(obj, dict):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and SENSITIVE_KEY.search(k) and v is not None and not isinstance(v, bool):
+                out[k] = REDACTED
+            else:
+                out[k] = redact_sensitive_keys(v)
+        return out
+    if isinstance(obj, list | tuple):
+        return [redact_sensitive_keys(v) for v in obj]
+    return obj
+
+
+default_redactor = Redactor()
+"""Process-level redactor covering pattern-named secret env vars (used where no runtime is known)."""

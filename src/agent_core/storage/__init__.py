@@ -1,0 +1,1 @@
+"""SQLite session store, sequences and ids (storage.md)."""

@@ -1,0 +1,80 @@
+"""Identifier helpers (runtime.md §4): generated ids are ``<prefix><YYYYMMDD>_<HHMMSS>_<12 hex>``."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+
+from agent_core.errors import AgentCoreError, ErrorCode
+
+MAX_ID_LENGTH = 128
+SAFE_ID = re.compile(r"^[A-Za-z0-9_]+$")
+"""Characters allowed in core-generated ids (session ids are embedded in table names)."""
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+"""Characters allowed in model/user supplied identifiers (definition, worker, pool, server ids)."""
+SAFE_STEP = re.compile(r"^[a-z0-9_-]+$")
+"""Characters allowed in Task and step ids."""
+
+PREFIXES = {
+    "session": "sess_",
+    "agent": "agent_",
+    "run": "run_",
+    "node": "node_",
+    "event": "evt_",
+    "artifact": "artifact_",
+    "permission": "perm_",
+    "call": "call_",
+    "plan": "plan_",
+    "task": "task_",
+}
+
+
+def new_id(prefix: str) -> str:
+    """Returns a fresh id such as ``run_20260612_153022_a1b2c3d4e5f6`` (UTC time, 48 random bits)."""
+    now = datetime.now(UTC)
+    return f"{prefix}{now:%Y%m%d_%H%M%S}_{secrets.token_hex(6)}"
+
+
+def validate_id(value: object, prefix: str = "") -> str:
+    """Returns ``value`` if it is a safe id with ``prefix``; raises ``validation_error`` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise AgentCoreError(ErrorCode.validation_error, f"invalid id {value!r}: must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise AgentCoreError(
+            ErrorCode.validation_error, f"invalid id: longer than {MAX_ID_LENGTH} characters"
+        )
+    if prefix and not value.startswith(prefix):
+        raise AgentCoreError(ErrorCode.validation_error, f"invalid id {value!r}: expected prefix {prefix!r}")
+    if not SAFE_ID.match(value):
+        raise AgentCoreError(
+            ErrorCode.validation_error, f"invalid id {value!r}: only [A-Za-z0-9_] characters are allowed"
+        )
+    return value
+
+
+def validate_session_id(value: object) -> str:
+    """Session ids only need the safe character set (they are embedded in table names)."""
+    return validate_id(value, "")
+
+
+def validate_name(
+    value: object, what: str, *, pattern: re.Pattern[str] = SAFE_NAME, max_len: int = 128
+) -> str:
+    """Validates a model- or user-supplied identifier (no prefix required)."""
+    if not isinstance(value, str) or not value or len(value) > max_len or not pattern.match(value):
+        raise AgentCoreError(
+            ErrorCode.validation_error,
+            f"invalid {what} {value!r}: must be 1-{max_len} characters of {pattern.pattern}",
+        )
+    return value
+
+
+def is_printable_id(value: object) -> bool:
+    """True for provider ids we keep verbatim: non-empty, at most 128 printable characters."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID_LENGTH
+        and value.isprintable()
+        and not any(c.isspace() for c in value)
+    )

@@ -1,0 +1,183 @@
+"""The seam between the tool pipeline and the run that calls it.
+
+:class:`RunScope` describes the calling run; :class:`ToolRunSink` is implemented by the loop and is the
+only way the tool layer persists results, emits events, creates artifacts or buffers context nodes.
+:class:`ToolContext` is what a single handler sees (tools.md §7.3, contract.md §2.6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_core.types.content import ArtifactRefBlock, ContentBlock
+from agent_core.types.enums import AgentRole, EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.tools import ToolResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextNodeDraft:
+    """A synthetic context node produced by a tool, appended after the turn's tool results."""
+
+    node_type: NodeType
+    role: MessageRole
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolRunSink(Protocol):
+    """Run-side services used by the tool pipeline (implemented by the loop)."""
+
+    async def emit(
+        self,
+        event_type: EventType,
+        payload: dict[str, Any],
+        *,
+        tool_call_id: str | None = None,
+        level: EventLevel | None = None,
+    ) -> None:
+        """Emits one event for the run (persisted unless the type is transient)."""
+
+    async def commit_tool_result(
+        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
+    ) -> str:
+        """Persists the tool node (role ``tool``, one ``tool_result`` block, ``metadata.tool_name``) and
+        its ``tool_completed``/``tool_failed``/``tool_denied`` event in one transaction; returns node_id."""
+
+    async def create_artifact(
+        self,
+        data: bytes | str | Any,
+        *,
+        filename: str,
+        mime_type: str | None = None,
+        summary: str | None = None,
+        kind: str = "tool_output",
+        tool_call_id: str | None = None,
+    ) -> ArtifactRefBlock:
+        """Writes a redacted artifact for this run and registers it."""
+
+    async def register_artifact(
+        self,
+        path: Path,
+        *,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        summary: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> ArtifactRefBlock:
+        """Copies an existing file into the artifact store and registers it."""
+
+    def add_context_node(self, draft: ContextNodeDraft, *, tool_call_id: str) -> None:
+        """Buffers a context node; the loop appends it after the turn's last tool result node."""
+
+    def loaded_instruction_hash(self, path: str) -> str | None:
+        """Hash of the instruction file ``path`` already loaded on the run's active path, if any."""
+
+
+@dataclass(kw_only=True, eq=False)
+class RunScope:
+    """The calling run as the tool layer sees it."""
+
+    session_id: str
+    agent_id: str
+    run_id: str
+    agent_role: AgentRole
+    project_dir: Path
+    home_dir: Path
+    cwd: Path
+    cancel_event: asyncio.Event
+    effective_tools: frozenset[str]
+    parent_agent_id: str | None = None
+    parent_run_id: str | None = None
+    debug: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Role-specific data for internal tools (e.g. worker dispatch scope); never sent to a model."""
+
+
+@dataclass(kw_only=True, eq=False)
+class ToolContext:
+    """What one tool handler receives for one call."""
+
+    tool_call_id: str
+    tool_name: str
+    scope: RunScope
+    sink: ToolRunSink
+
+    @property
+    def session_id(self) -> str:
+        return self.scope.session_id
+
+    @property
+    def agent_id(self) -> str:
+        return self.scope.agent_id
+
+    @property
+    def run_id(self) -> str:
+        return self.scope.run_id
+
+    @property
+    def agent_role(self) -> str:
+        return self.scope.agent_role.value
+
+    @property
+    def parent_agent_id(self) -> str | None:
+        return self.scope.parent_agent_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self.scope.parent_run_id
+
+    @property
+    def project_dir(self) -> Path:
+        return self.scope.project_dir
+
+    @property
+    def home_dir(self) -> Path:
+        return self.scope.home_dir
+
+    @property
+    def cwd(self) -> Path:
+        return self.scope.cwd
+
+    @property
+    def cancel_event(self) -> asyncio.Event:
+        return self.scope.cancel_event
+
+    async def emit_progress(self, payload: dict[str, Any]) -> None:
+        """Emits a live ``tool_progress`` event with ``progress = payload``."""
+        await self.sink.emit(
+            EventType.tool_progress,
+            {"tool_name": self.tool_name, "progress": payload},
+            tool_call_id=self.tool_call_id,
+        )
+
+    async def create_artifact(
+        self,
+        data: bytes | str,
+        filename: str,
+        mime_type: str | None = None,
+        summary: str | None = None,
+    ) -> ArtifactRefBlock:
+        return await self.sink.create_artifact(
+            data, filename=filename, mime_type=mime_type, summary=summary, tool_call_id=self.tool_call_id
+        )
+
+    async def register_artifact(
+        self,
+        path: Path | str,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        summary: str | None = None,
+    ) -> ArtifactRefBlock:
+        return await self.sink.register_artifact(
+            Path(path),
+            filename=filename,
+            mime_type=mime_type,
+            summary=summary,
+            tool_call_id=self.tool_call_id,
+        )
+
+    def add_context_node(self, draft: ContextNodeDraft) -> None:
+        self.sink.add_context_node(draft, tool_call_id=self.tool_call_id)

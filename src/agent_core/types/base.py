@@ -1,0 +1,46 @@
+"""Pydantic base classes and UTC timestamp helpers shared by every type layer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    """Boundary model: unknown fields are rejected (contract.md §3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FrozenModel(BaseModel):
+    """Immutable, hashable boundary model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_ts(value: datetime | None = None) -> str:
+    """SQLite timestamp format: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (storage.md §4)."""
+    value = (value or utc_now()).astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def format_ts_ms(value: datetime | None = None) -> str:
+    """Task WAL timestamp format: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (task-board.md §2.3)."""
+    value = (value or utc_now()).astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_ts(value: str) -> datetime:
+    """Parses an ISO 8601 UTC string ending in ``Z`` or ``+00:00`` into an aware datetime."""
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)

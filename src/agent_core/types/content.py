@@ -1,0 +1,92 @@
+"""Content blocks and :class:`ErrorPayload` (contract.md §3.1, §3.5)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, model_validator
+
+from agent_core.errors.codes import ErrorCode
+from agent_core.types.base import StrictModel
+
+if TYPE_CHECKING:
+    from agent_core.redaction import Redactor
+
+
+class ErrorPayload(StrictModel):
+    """Structured, traceback-free error sent to the model, events and ``runs.error_json``."""
+
+    type: str = ""
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    details: dict[str, Any] = Field(default_factory=dict)
+    redacted: bool = False
+
+    @model_validator(mode="after")
+    def _default_type(self) -> ErrorPayload:
+        if not self.type:
+            self.type = self.code.value
+        return self
+
+    def redacted_copy(self, redactor: Redactor | None = None) -> ErrorPayload:
+        """Copy with secret values replaced in message and details, flagged ``redacted=True``."""
+        from agent_core.redaction import default_redactor
+
+        r = redactor or default_redactor
+        return self.model_copy(
+            update={"message": r.text(self.message), "details": r.value(self.details), "redacted": True}
+        )
+
+
+class TextBlock(StrictModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class JsonBlock(StrictModel):
+    type: Literal["json"] = "json"
+    data: Any | None = None
+    summary: str | None = None
+    artifact_id: str | None = None
+
+
+class ToolCallBlock(StrictModel):
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(StrictModel):
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    is_error: bool = False
+    content: list[ContentBlock]
+    error: ErrorPayload | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ArtifactRefBlock(StrictModel):
+    type: Literal["artifact_ref"] = "artifact_ref"
+    artifact_id: str
+    summary: str | None = None
+    mime_type: str | None = None
+
+
+ContentBlock = Annotated[
+    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock,
+    Field(discriminator="type"),
+]
+"""Discriminated union of the five v1 block types."""
+
+ToolResultBlock.model_rebuild()
+
+content_list_adapter: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
+"""Validates/serialises ``list[ContentBlock]`` (e.g. ``content_json`` columns)."""
+
+
+def text_of(blocks: list[ContentBlock]) -> str:
+    """Concatenated text of the ``text`` blocks."""
+    return "".join(b.text for b in blocks if isinstance(b, TextBlock))

@@ -1,0 +1,177 @@
+"""Provider-neutral model protocol (providers.md §2): requests, tool calls, usage and stream events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from agent_core.errors import ErrorCode, SchemaError
+from agent_core.types.base import StrictModel
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from agent_core.types.tools import ToolDefinition
+
+
+class ModelMessage(StrictModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SystemBlock(StrictModel):
+    """One system prompt block; the contract's ``PromptBlock`` is the same model."""
+
+    block_id: str
+    source: str
+    content: str
+    priority: int = 0
+    dynamic: bool = False
+    token_count: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+PromptBlock = SystemBlock
+
+
+class ToolChoiceNamed(StrictModel):
+    name: str
+
+
+class ModelRequest(StrictModel):
+    model: str
+    system: list[SystemBlock] = Field(default_factory=list)
+    messages: list[ModelMessage]
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    tool_choice: Literal["auto", "none", "required"] | ToolChoiceNamed = "auto"
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    stop_sequences: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+_ALLOWED_BLOCKS: dict[str, tuple[type, ...]] = {
+    "system": (TextBlock,),
+    "user": (TextBlock, JsonBlock, ArtifactRefBlock),
+    "assistant": (TextBlock, JsonBlock, ToolCallBlock),
+    "tool": (ToolResultBlock,),
+}
+
+
+def validate_request_messages(request: ModelRequest) -> None:
+    """Raises ``SchemaError`` when a message holds a block type its role may not carry (§2.2)."""
+    for index, message in enumerate(request.messages):
+        allowed = _ALLOWED_BLOCKS[message.role]
+        for block in message.content:
+            if not isinstance(block, allowed):
+                raise SchemaError(
+                    ErrorCode.schema_error,
+                    f"message {index} with role {message.role!r} may not contain a {block.type!r} block",
+                )
+
+
+class ToolCall(StrictModel):
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(StrictModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    raw_usage: dict[str, Any] = Field(default_factory=dict)
+
+
+def sum_usage(items: list[Usage]) -> Usage:
+    """Field-wise sum; optional counters stay ``None`` unless some call reported them (§10)."""
+    total = Usage()
+    for u in items:
+        total.input_tokens += u.input_tokens
+        total.output_tokens += u.output_tokens
+        total.total_tokens += u.total_tokens
+        for name in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+            value = getattr(u, name)
+            if value is not None:
+                setattr(total, name, (getattr(total, name) or 0) + value)
+    return total
+
+
+class StopReason(StrictModel):
+    reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "error"]
+    raw_stop_reason: str | None = None
+
+
+class ProviderErrorPayload(StrictModel):
+    type: str
+    code: str
+    message: str
+    retryable: bool
+    raw: dict[str, Any] | None = None
+    provider: str | None = None
+    model: str | None = None
+    capability: str | None = None
+    request_feature: str | None = None
+    status_code: int | None = None
+    retry_after_ms: int | None = None
+
+
+class ModelStarted(StrictModel):
+    type: Literal["model_started"] = "model_started"
+    provider: str
+    model: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelTextDelta(StrictModel):
+    type: Literal["model_text_delta"] = "model_text_delta"
+    text: str = Field(min_length=1)
+
+
+class ToolCallDelta(StrictModel):
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int
+    phase: Literal["start", "delta", "end"]
+    tool_call_id: str | None = None
+    name: str | None = None
+    arguments_delta: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCompleted(StrictModel):
+    type: Literal["model_completed"] = "model_completed"
+    content: list[ContentBlock]
+    tool_calls: list[ToolCall]
+    usage: Usage
+    stop_reason: StopReason
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelFailed(StrictModel):
+    type: Literal["model_failed"] = "model_failed"
+    error: ProviderErrorPayload
+    usage: Usage | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProviderDebug(StrictModel):
+    type: Literal["provider_debug"] = "provider_debug"
+    kind: str
+    data: dict[str, Any]
+
+
+ModelEvent = Annotated[
+    ModelStarted | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug,
+    Field(discriminator="type"),
+]

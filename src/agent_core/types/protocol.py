@@ -1,0 +1,61 @@
+"""Protocol layer: stable contracts with providers, tools and hooks. Contains no SQLite fields."""
+
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    ErrorPayload,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from agent_core.types.model import (
+    ModelCompleted,
+    ModelEvent,
+    ModelFailed,
+    ModelMessage,
+    ModelRequest,
+    ModelStarted,
+    ModelTextDelta,
+    PromptBlock,
+    ProviderDebug,
+    ProviderErrorPayload,
+    StopReason,
+    SystemBlock,
+    ToolCall,
+    ToolCallDelta,
+    ToolChoiceNamed,
+    Usage,
+)
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+__all__ = [
+    "ArtifactRefBlock",
+    "ContentBlock",
+    "ErrorPayload",
+    "JsonBlock",
+    "ModelCompleted",
+    "ModelEvent",
+    "ModelFailed",
+    "ModelMessage",
+    "ModelRequest",
+    "ModelStarted",
+    "ModelTextDelta",
+    "PermissionDecision",
+    "PermissionRequest",
+    "PromptBlock",
+    "ProviderDebug",
+    "ProviderErrorPayload",
+    "StopReason",
+    "SystemBlock",
+    "TextBlock",
+    "ToolCall",
+    "ToolCallBlock",
+    "ToolCallDelta",
+    "ToolChoiceNamed",
+    "ToolDefinition",
+    "ToolResult",
+    "ToolResultBlock",
+    "Usage",
+]

@@ -1,0 +1,286 @@
+"""Runtime/domain layer types used by SDK callers, the loop and the event stream (runtime.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from agent_core.types.base import StrictModel, utc_now
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    ErrorPayload,
+    JsonBlock,
+    TextBlock,
+)
+from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+
+
+class UserMessage(StrictModel):
+    """A user input; a bare ``str`` becomes ``[TextBlock(text=...)]`` (contract.md §3.4)."""
+
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _from_str(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [{"type": "text", "text": value}]
+        return value
+
+    @field_validator("content")
+    @classmethod
+    def _allowed_blocks(cls, blocks: list[ContentBlock]) -> list[ContentBlock]:
+        if not blocks:
+            raise ValueError("a user message needs at least one content block")
+        for block in blocks:
+            if not isinstance(block, TextBlock | JsonBlock | ArtifactRefBlock):
+                raise ValueError(f"{block.type!r} blocks are not allowed in a user message")
+        texts = [b for b in blocks if isinstance(b, TextBlock)]
+        if texts and all(not b.text.strip() for b in texts) and len(texts) == len(blocks):
+            raise ValueError("a user message text must not be empty or whitespace-only")
+        for block in texts:
+            if not block.text.strip():
+                raise ValueError("a user message text block must not be empty or whitespace-only")
+        return blocks
+
+
+class RuntimeEvent(StrictModel):
+    event_id: str
+    seq: int | None = None
+    run_seq: int | None = None
+    session_id: str
+    agent_id: str | None = None
+    run_id: str | None = None
+    level: Literal["debug", "info", "warning", "error"] = EventLevel.info.value
+    event_type: EventType
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class AgentDefinition(StrictModel):
+    agent_definition_id: str
+    name: str
+    description: str
+    body: str = ""
+    model_profile: str | dict[str, Any] | None = None
+    suggested_tools: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    overrides: str | None = None
+    source: Literal["builtin", "user", "code"]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Node(StrictModel):
+    node_id: str
+    node_seq: int
+    session_id: str
+    parent_id: str | None = None
+    agent_id: str
+    run_id: str | None = None
+    role: str
+    node_type: str
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    token_count: int | None = None
+    created_at: datetime
+
+
+class ArtifactRef(StrictModel):
+    artifact_id: str
+    session_id: str
+    agent_id: str | None = None
+    run_id: str | None = None
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    path: str
+    filename: str | None = None
+    mime_type: str | None = None
+    size_bytes: int | None = None
+    summary: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+
+
+class RunInfo(StrictModel):
+    run_id: str
+    session_id: str
+    agent_id: str
+    agent_type: str | None = None
+    purpose: str | None = None
+    parent_run_id: str | None = None
+    status: RunStatus
+    end_reason: EndReason | None = None
+    turn_count: int | None = None
+    usage: dict[str, Any] | None = None
+    error: ErrorPayload | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChildAgentResult(StrictModel):
+    status: str
+    summary: str = ""
+    findings: list[Any] = Field(default_factory=list)
+    artifacts: list[Any] = Field(default_factory=list)
+    step_id: str | None = None
+    proposed_actions: list[Any] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChildSummary(StrictModel):
+    child_run_id: str
+    child_agent_id: str
+    agent_type: str | None = None
+    purpose: str | None = None
+    status: str
+    result_summary: str | None = None
+
+
+class TaskInspectView(StrictModel):
+    task_id: str | None = None
+    wal_path: str
+    status: str | None = None
+    task: dict[str, Any] | None = None
+    wal_events: list[dict[str, Any]] = Field(default_factory=list)
+    error: ErrorPayload | None = None
+
+
+class ReplayResult(StrictModel):
+    session_id: str
+    run_id: str | None = None
+    runs: list[RunInfo] = Field(default_factory=list)
+    nodes: list[Node] = Field(default_factory=list)
+    events: list[RuntimeEvent] = Field(default_factory=list)
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    children: list[ChildSummary] = Field(default_factory=list)
+    tasks: list[TaskInspectView] = Field(default_factory=list)
+    redacted: bool = True
+
+
+class InspectAgent(StrictModel):
+    agent_id: str
+    agent_type: str | None = None
+    purpose: str | None = None
+    agent_definition_id: str | None = None
+    parent_agent_id: str | None = None
+
+
+class InspectResult(StrictModel):
+    run: RunInfo
+    agent: InspectAgent
+    nodes: list[Node] = Field(default_factory=list)
+    events: list[RuntimeEvent] = Field(default_factory=list)
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    result: ChildAgentResult | None = None
+    model_request: dict[str, Any] | None = None
+    redacted: bool = True
+
+
+class CancelResult(StrictModel):
+    run_id: str
+    status: RunStatus
+    cancelled: bool = False
+    was_queued: bool = False
+    already_terminal: bool = False
+    timed_out: bool = False
+
+
+class DeleteCounts(StrictModel):
+    nodes: int = 0
+    events: int = 0
+    runs: int = 0
+    agents: int = 0
+    artifacts: int = 0
+
+
+class DeleteFailure(StrictModel):
+    target: str
+    error: ErrorPayload
+
+
+class DeleteSessionResult(StrictModel):
+    session_id: str
+    deleted: bool
+    error: ErrorPayload | None = None
+    counts: DeleteCounts = Field(default_factory=DeleteCounts)
+    failures: list[DeleteFailure] = Field(default_factory=list)
+
+
+class CleanupItem(StrictModel):
+    kind: Literal["task_wal", "artifact"]
+    id: str | None = None
+    path: str
+    size_bytes: int = 0
+    reason: str
+
+
+class CleanupFailure(StrictModel):
+    item: CleanupItem
+    error: ErrorPayload
+
+
+class CleanupResult(StrictModel):
+    dry_run: bool
+    candidates: list[CleanupItem] = Field(default_factory=list)
+    deleted: list[CleanupItem] = Field(default_factory=list)
+    failures: list[CleanupFailure] = Field(default_factory=list)
+    freed_bytes: int = 0
+    partial_failure: bool = False
+
+
+class TokenBudget(StrictModel):
+    context_window: int
+    reserve_output_tokens: int
+    static_system_tokens: int
+    dynamic_system_budget: int
+    dynamic_system_tokens: int
+    non_system_budget: int
+    non_system_tokens: int
+    total_tokens: int
+
+
+class SystemBlockReport(StrictModel):
+    block_id: str
+    source: str
+    dynamic: bool
+    priority: int
+    token_count: int
+    selected: bool
+    reason: str | None = None
+
+
+class SyntheticBlockReport(StrictModel):
+    source_node_id: str
+    source_node_type: str
+    token_count: int
+
+
+class ArtifactDegradation(StrictModel):
+    node_id: str
+    artifact_id: str
+    action: Literal["artifact_ref", "summary"]
+
+
+class ContextBuildReport(StrictModel):
+    run_id: str
+    agent_id: str
+    turn: int
+    provider: str
+    model: str
+    token_budget: TokenBudget
+    included_node_ids: list[str] = Field(default_factory=list)
+    excluded_node_ids: list[str] = Field(default_factory=list)
+    excluded_reasons: dict[str, str] = Field(default_factory=dict)
+    compaction_node_id: str | None = None
+    system_blocks: list[SystemBlockReport] = Field(default_factory=list)
+    synthetic_blocks: list[SyntheticBlockReport] = Field(default_factory=list)
+    artifact_degradations: list[ArtifactDegradation] = Field(default_factory=list)
+    recovery_compact: bool = False
+    detail_artifact_id: str | None = None
+    unpaired_tool_call_ids: list[str] = Field(default_factory=list)
