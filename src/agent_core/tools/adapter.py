@@ -6,6 +6,7 @@ permissions, hooks or scheduling; the registry's pipeline does that around it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,11 +30,31 @@ class ToolAdapter(Protocol):
         ...
 
 
-class ToolPreflight(Protocol):
-    """Optional adapter hooks used before permission evaluation (tools.md §1, §15.4)."""
+@dataclass(kw_only=True)
+class Preflight:
+    """Facts about one call gathered before hooks and permissions (tools.md §16 step 3).
 
-    def target_scope(self, call: ToolCall, ctx: ToolContext) -> str | None: ...
+    An adapter that touches paths, runs commands or contacts hosts implements
+    ``async def preflight(call, ctx) -> Preflight``; it raises :class:`AgentCoreError` for hard boundary
+    errors (e.g. ``write_outside_allowed_roots`` for a command cwd, ``path_conflict``), which become the
+    call's error result without asking anyone.
+    """
 
-    def target_paths(self, call: ToolCall, ctx: ToolContext) -> list[Path]: ...
+    target_scope: str | None = None
+    """Normalised scope for ``allow_for_session`` (tools.md §15.4); ``None`` disables it."""
+    target_paths: list[Path] = field(default_factory=list)
+    """Resolved paths the call touches (sensitive checks, hook ``path_prefix`` matching)."""
+    network_host: str | None = None
+    cwd: Path | None = None
+    """Command/working directory; ``None`` means ``<project>``."""
+    env_summary: dict[str, str] = field(default_factory=dict)
+    sensitive: bool = False
+    """A target is on a sensitive path (reads/lists/searches must ask)."""
+    outside_write_roots: bool = False
+    """A write target lies outside the allowed write roots (ask with ``suggested_decision=deny``)."""
+    outside_project_search: bool = False
+    """``code.search`` root outside ``<project>`` (asks)."""
 
-    def network_host(self, call: ToolCall, ctx: ToolContext) -> str | None: ...
+
+class PreflightAdapter(ToolAdapter, Protocol):
+    async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight: ...
