@@ -1,0 +1,1 @@
+"""User-level hooks (mcp-hooks.md Part B)."""

@@ -1,0 +1,115 @@
+"""The seam between the loop/tool pipeline and user hooks (mcp-hooks.md Part B).
+
+The pipeline and the loop call a :class:`HookDispatcher`; the hooks package implements it from
+``${SOONG_AGENT_HOME}/hooks.json``. :data:`NO_HOOKS` is the dispatcher used when hooks are disabled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agent_core.tools.adapter import Preflight
+from agent_core.tools.context import RunScope, ToolRunSink
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookOutcome:
+    """Aggregated result of the hooks matched for one phase.
+
+    ``decision`` is ``"deny"`` if any matched hook denied, ``"allow"`` if at least one ran and none
+    denied, ``None`` if no hook matched. ``summary()`` is the ``hook_summary`` of PermissionRequest and
+    events: ``{"decision", "reasons", "hook_count"}``.
+    """
+
+    decision: Literal["allow", "deny"] | None = None
+    reasons: list[str] = field(default_factory=list)
+    hook_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def denied(self) -> bool:
+        return self.decision == "deny"
+
+    def summary(self) -> dict[str, Any] | None:
+        if self.hook_count == 0:
+            return None
+        return {"decision": self.decision, "reasons": list(self.reasons), "hook_count": self.hook_count}
+
+
+NO_OUTCOME = HookOutcome()
+
+
+class HookDispatcher(Protocol):
+    """Runs the hooks of one phase and emits ``hook_*`` events through ``sink``."""
+
+    async def session_start(self, *, scope: RunScope, sink: ToolRunSink) -> HookOutcome: ...
+
+    async def user_prompt_submit(self, *, scope: RunScope, sink: ToolRunSink, prompt: str) -> HookOutcome: ...
+
+    async def pre_tool_use(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        tool: ToolDefinition,
+        call: ToolCall,
+        preflight: Preflight,
+    ) -> HookOutcome: ...
+
+    async def post_tool_use(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        tool: ToolDefinition,
+        call: ToolCall,
+        result: ToolResult,
+    ) -> HookOutcome: ...
+
+    async def stop(self, *, scope: RunScope, sink: ToolRunSink, final_text: str) -> HookOutcome: ...
+
+    async def close(self) -> None: ...
+
+
+class NoHooks:
+    """A dispatcher with no hooks configured."""
+
+    async def session_start(self, *, scope: RunScope, sink: ToolRunSink) -> HookOutcome:
+        return NO_OUTCOME
+
+    async def user_prompt_submit(self, *, scope: RunScope, sink: ToolRunSink, prompt: str) -> HookOutcome:
+        return NO_OUTCOME
+
+    async def pre_tool_use(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        tool: ToolDefinition,
+        call: ToolCall,
+        preflight: Preflight,
+    ) -> HookOutcome:
+        return NO_OUTCOME
+
+    async def post_tool_use(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        tool: ToolDefinition,
+        call: ToolCall,
+        result: ToolResult,
+    ) -> HookOutcome:
+        return NO_OUTCOME
+
+    async def stop(self, *, scope: RunScope, sink: ToolRunSink, final_text: str) -> HookOutcome:
+        return NO_OUTCOME
+
+    async def close(self) -> None:
+        return None
+
+
+NO_HOOKS: HookDispatcher = NoHooks()
