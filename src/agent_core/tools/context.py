@@ -8,12 +8,14 @@ only way the tool layer persists results, emits events, creates artifacts or buf
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
 
@@ -74,6 +76,9 @@ class ToolRunSink(Protocol):
 
     def loaded_instruction_hash(self, path: str) -> str | None:
         """Hash of the instruction file ``path`` already loaded on the run's active path, if any."""
+
+    def active_path(self) -> Sequence[Node]:
+        """The calling agent's current active path, root first (read-only view)."""
 
 
 @dataclass(kw_only=True, eq=False)
