@@ -109,6 +109,9 @@ class ToolContext:
     tool_name: str
     scope: RunScope
     sink: ToolRunSink
+    allowed_outside_roots: bool = False
+    """Set by the pipeline when the permission decision explicitly allowed this call although its
+    pre-flight reported ``outside_write_roots`` (tools.md §12.3); adapters refuse such writes otherwise."""
 
     @property
     def session_id(self) -> str:
