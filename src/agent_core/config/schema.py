@@ -1,21 +1,45 @@
 """The ``config.toml`` schema (config.md §6). Attribute names equal TOML keys; unknown keys are errors.
 
-Path-valued keys hold absolute :class:`~pathlib.Path` values after placeholder expansion, which the
-loader performs before validation (``${SOONG_AGENT_HOME}``, ``<project>``, leading ``~``).
+Path-valued keys (``context.session_db_path``, ``memory.memory_dir``, ``plan.default_dir``,
+``task.wal_dir``, ``tools.allowed_write_roots[*]``) and ``tools.sensitive_paths`` entries are expanded by
+:func:`expand_placeholders` when validation runs with a path context::
+
+    Settings.model_validate(data, strict=True, context={"home": home, "project": project})
+
+which is what :func:`agent_core.config.load_config` does; afterwards every path key is a concrete absolute
+:class:`~pathlib.Path` (defaults filled) and ``memory.memory_dir`` is exactly ``<home>/memory``.
+Without a context (direct construction in unit tests) values are taken literally, path keys must be
+absolute, and omitted path keys keep their documented placeholder templates.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agent_core.config.model import ModelProfile, ModelSection
+from agent_core.errors import ConfigError, ErrorCode
 from agent_core.types.base import StrictModel
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+POOL_OR_WORKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+MCP_OVERRIDE_KEY = re.compile(r"^mcp\.[A-Za-z0-9_-]+\.(\*|[A-Za-z0-9_.-]+)$")
 DEFAULT_SENSITIVE_PATHS = [
     "~/.ssh",
     "~/.gnupg",
@@ -26,15 +50,82 @@ DEFAULT_SENSITIVE_PATHS = [
     ".env",
     ".env.*",
 ]
+HOME_PLACEHOLDER = "${SOONG_AGENT_HOME}"
+PROJECT_PLACEHOLDER = "<project>"
+DEFAULT_SESSION_DB_PATH = HOME_PLACEHOLDER + "/sessions.sqlite"
+DEFAULT_MEMORY_DIR = HOME_PLACEHOLDER + "/memory"
+DEFAULT_PLAN_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/plans"
+DEFAULT_WAL_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/tasks"
+_PLACEHOLDER = re.compile(r"\$\{SOONG_AGENT_HOME\}|<project>")
 
 MemoryCategory = Literal["user", "feedback", "reference"]
 MEMORY_CATEGORIES: tuple[MemoryCategory, ...] = ("user", "feedback", "reference")
 
 
-def _absolute(value: Path, key: str) -> Path:
+def expand_placeholders(value: str, home: Path, project: Path) -> str:
+    """Expands ``${SOONG_AGENT_HOME}`` → ``home``, ``<project>`` → ``project`` and a leading ``~`` (alone or
+    followed by ``/``) → the OS user's home. Nothing else is expanded (``${HOME}`` stays literal).
+
+    Raises ``ConfigError(config_error)`` if ``~`` is used but the OS home cannot be determined.
+    """
+    if value == "~" or value.startswith("~/"):
+        try:
+            user_home = str(Path.home())
+        except RuntimeError as exc:
+            raise ConfigError(
+                ErrorCode.config_error, f"cannot expand '~' in {value!r}: the OS home is unknown", cause=exc
+            ) from exc
+        value = user_home + value[1:]
+    return _PLACEHOLDER.sub(lambda m: str(home) if m.group(0) == HOME_PLACEHOLDER else str(project), value)
+
+
+def _path_context(info: ValidationInfo) -> tuple[Path, Path] | None:
+    ctx = info.context
+    if isinstance(ctx, dict) and isinstance(ctx.get("home"), Path) and isinstance(ctx.get("project"), Path):
+        return ctx["home"], ctx["project"]
+    return None
+
+
+def _expand_path(value: Any, info: ValidationInfo) -> Any:
+    if not isinstance(value, str | Path):
+        return value  # wrong type: reported by the type check
+    paths = _path_context(info)
+    text = str(value)
+    if paths is not None:
+        text = expand_placeholders(text, *paths)
+    return Path(text)
+
+
+def _require_absolute(value: Path, info: ValidationInfo) -> Path:
+    if _path_context(info) is None and _PLACEHOLDER.search(str(value)):
+        return value  # unexpanded template of a directly constructed Settings
     if not value.is_absolute():
-        raise ValueError(f"{key} must be an absolute path after placeholder expansion, got {str(value)!r}")
+        raise ValueError(f"must be an absolute path after placeholder expansion, got {str(value)!r}")
     return value
+
+
+def _expand_pattern(value: Any, info: ValidationInfo) -> Any:
+    paths = _path_context(info)
+    if paths is None or not isinstance(value, str):
+        return value
+    return expand_placeholders(value, *paths)
+
+
+ConfigPath = Annotated[Path, BeforeValidator(_expand_path), AfterValidator(_require_absolute)]
+"""A path-valued key: placeholders expanded (with a path context), must be absolute."""
+SensitivePattern = Annotated[str, BeforeValidator(_expand_pattern)]
+
+
+def _profile_tag(value: Any) -> str:
+    return "inline" if isinstance(value, dict | ModelProfile) else "name"
+
+
+ProfileRef = Annotated[
+    Annotated[str, Tag("name")] | Annotated[ModelProfile, Tag("inline")],
+    Discriminator(_profile_tag),
+]
+"""A ``model_profile`` value: a ``model_overrides`` name or an inline partial model table."""
+PROFILE_REF_TAGS = frozenset({"name", "inline"})
 
 
 class RuntimeSection(StrictModel):
@@ -43,7 +134,7 @@ class RuntimeSection(StrictModel):
 
 
 class ContextSection(StrictModel):
-    session_db_path: Path | None = None
+    session_db_path: ConfigPath = Field(default=Path(DEFAULT_SESSION_DB_PATH), validate_default=True)
     active_path_only: Literal[True] = True
     allow_branch_from: Literal["user_message"] = "user_message"
     branch_summary: Literal[False] = False
@@ -54,11 +145,6 @@ class ContextSection(StrictModel):
     task_recent_changes_limit: int = Field(default=20, ge=1)
     task_recent_changes_window_minutes: int = Field(default=30, ge=1)
 
-    @field_validator("session_db_path")
-    @classmethod
-    def _abs(cls, v: Path | None) -> Path | None:
-        return None if v is None else _absolute(v, "context.session_db_path")
-
 
 class CompactSection(StrictModel):
     enabled: bool = True
@@ -66,13 +152,13 @@ class CompactSection(StrictModel):
     keep_recent_tokens: int = Field(default=16000, ge=1)
     auto_background: bool = True
     recovery_sync: bool = True
-    model_profile: str | ModelProfile | None = None
+    model_profile: ProfileRef | None = None
     max_summary_tokens: int = Field(default=2048, ge=1)
 
 
 class MemorySection(StrictModel):
     enabled: bool = True
-    memory_dir: Path | None = None
+    memory_dir: ConfigPath = Field(default=Path(DEFAULT_MEMORY_DIR), validate_default=True)
     categories: list[MemoryCategory] = Field(default_factory=lambda: list(MEMORY_CATEGORIES), min_length=1)
     extract_every_messages: int = Field(default=32, ge=1)
     extract_every_tokens: int = Field(default=12000, ge=1)
@@ -80,81 +166,106 @@ class MemorySection(StrictModel):
     catalog_max_tokens: int = Field(default=4000, ge=1)
     recall_top_k: int = Field(default=5, ge=1)
     memory_context_token_budget: int = Field(default=6000, ge=1)
-    extract_model_profile: str | ModelProfile | None = None
-    recall_model_profile: str | ModelProfile | None = None
+    extract_model_profile: ProfileRef | None = None
+    recall_model_profile: ProfileRef | None = None
 
     @field_validator("categories")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError("memory.categories must not repeat a category")
+            raise ValueError("must not repeat a category")
         return v
+
+    @field_validator("memory_dir")
+    @classmethod
+    def _fixed_dir(cls, v: Path, info: ValidationInfo) -> Path:
+        paths = _path_context(info)
+        if paths is None:
+            return v
+        expected = paths[0] / "memory"
+        if Path(os.path.normpath(v)).resolve() != expected.resolve():
+            raise ValueError(
+                f"must be {DEFAULT_MEMORY_DIR} ({expected}) in v1, got {str(v)!r} (memory is user-level only)"
+            )
+        return expected
 
 
 class WorkerEntry(StrictModel):
-    worker_id: str | None = None
-    agent_definition_id: str
+    worker_id: str | None = Field(default=None, pattern=POOL_OR_WORKER_ID.pattern)
+    agent_definition_id: str = Field(min_length=1)
     allowed_tools: list[str] | None = None
 
 
 class WorkerPool(StrictModel):
-    pool_id: str
+    pool_id: str = Field(pattern=POOL_OR_WORKER_ID.pattern)
     workers: list[WorkerEntry] = Field(default_factory=list)
+
+
+def generated_worker_id(pool_id: str, position: int, agent_definition_id: str) -> str:
+    """Stable id for a worker entry without ``worker_id`` (multi-agent.md §9.2); ``position`` is 1-based."""
+    return f"{pool_id}_w{position}_{agent_definition_id}"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One configured worker: ``worker_id`` is explicit or generated, ``position`` is 1-based in its pool."""
+
+    pool_id: str
+    worker_id: str
+    position: int
+    agent_definition_id: str
+    allowed_tools: tuple[str, ...] | None
+    generated_id: bool
 
 
 class AgentsSection(StrictModel):
     max_children_per_run: int = Field(default=4, ge=1)
     max_concurrent_children_per_session: int = Field(default=8, ge=1)
-    default_sub_agent_definition: str = "default_sub_agent"
-    default_fork_agent_definition: str = "default_fork_agent"
+    default_sub_agent_definition: str = Field(default="default_sub_agent", min_length=1)
+    default_fork_agent_definition: str = Field(default="default_fork_agent", min_length=1)
     default_child_timeout_ms: int = Field(default=600000, ge=1)
     child_cancel_timeout_ms: int = Field(default=30000, ge=1)
     worker_pools: list[WorkerPool] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _structural(self) -> AgentsSection:
-        pool_ids: set[str] = set()
-        for pool in self.worker_pools:
-            if pool.pool_id in pool_ids:
-                raise ValueError(f"duplicate worker pool_id {pool.pool_id!r}")
-            pool_ids.add(pool.pool_id)
-            explicit = [w.worker_id for w in pool.workers if w.worker_id is not None]
-            if len(set(explicit)) != len(explicit):
-                raise ValueError(f"duplicate worker_id in pool {pool.pool_id!r}")
-            for index, worker in enumerate(pool.workers, start=1):
+    @field_validator("worker_pools")
+    @classmethod
+    def _structural(cls, pools: list[WorkerPool]) -> list[WorkerPool]:
+        """Structural checks of multi-agent.md §9.1 (reference checks happen at orchestrator start)."""
+        seen_pools: set[str] = set()
+        for p_index, pool in enumerate(pools):
+            where = f"agents.worker_pools[{p_index}]"
+            if pool.pool_id in seen_pools:
+                raise ValueError(f"{where}.pool_id: duplicate pool_id {pool.pool_id!r}")
+            seen_pools.add(pool.pool_id)
+            explicit: set[str] = set()
+            for w_index, worker in enumerate(pool.workers):
                 if worker.worker_id is None:
-                    generated = generated_worker_id(pool.pool_id, index, worker.agent_definition_id)
+                    continue
+                if worker.worker_id in explicit:
+                    raise ValueError(
+                        f"{where}.workers[{w_index}].worker_id: duplicate worker_id {worker.worker_id!r} "
+                        f"in pool {pool.pool_id!r}"
+                    )
+                explicit.add(worker.worker_id)
+            for w_index, worker in enumerate(pool.workers):
+                if worker.worker_id is None:
+                    generated = generated_worker_id(pool.pool_id, w_index + 1, worker.agent_definition_id)
                     if generated in explicit:
                         raise ValueError(
-                            f"generated worker id {generated!r} collides with an explicit worker_id in pool "
-                            f"{pool.pool_id!r}"
+                            f"{where}.workers[{w_index}]: generated worker id {generated!r} collides with an "
+                            f"explicit worker_id in pool {pool.pool_id!r}"
                         )
-        return self
-
-
-def generated_worker_id(pool_id: str, position: int, agent_definition_id: str) -> str:
-    """Stable id for a worker entry without ``worker_id`` (multi-agent.md §9.2)."""
-    return f"{pool_id}_w{position}_{agent_definition_id}"
+        return pools
 
 
 class PlanSection(StrictModel):
-    default_dir: Path | None = None
-    template_name: str = "default"
-
-    @field_validator("default_dir")
-    @classmethod
-    def _abs(cls, v: Path | None) -> Path | None:
-        return None if v is None else _absolute(v, "plan.default_dir")
+    default_dir: ConfigPath = Field(default=Path(DEFAULT_PLAN_DIR), validate_default=True)
+    template_name: str = Field(default="default", pattern=TEMPLATE_NAME.pattern)
 
 
 class TaskSection(StrictModel):
-    wal_dir: Path | None = None
+    wal_dir: ConfigPath = Field(default=Path(DEFAULT_WAL_DIR), validate_default=True)
     step_lease_timeout_ms: int = Field(default=300000, ge=1)
-
-    @field_validator("wal_dir")
-    @classmethod
-    def _abs(cls, v: Path | None) -> Path | None:
-        return None if v is None else _absolute(v, "task.wal_dir")
 
 
 class NetworkPolicy(StrictModel):
@@ -192,12 +303,20 @@ class ToolsMcp(StrictModel):
     tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     discovery_cache_ttl_ms: int = Field(default=300000, ge=1)
 
+    @field_validator("tool_overrides")
+    @classmethod
+    def _mcp_keys(cls, v: dict[str, ToolOverride]) -> dict[str, ToolOverride]:
+        for name in v:
+            if not MCP_OVERRIDE_KEY.match(name):
+                raise ValueError(f"key {name!r} must be 'mcp.<server_id>.<tool_name>' or 'mcp.<server_id>.*'")
+        return v
+
 
 class ToolsSection(StrictModel):
     declarative_enabled: bool = True
     disabled: list[str] = Field(default_factory=list)
     overrides: dict[str, ToolOverride] = Field(default_factory=dict)
-    allowed_write_roots: list[Path] = Field(default_factory=list)
+    allowed_write_roots: list[ConfigPath] = Field(default_factory=list)
     allow_tmp_write: bool = False
     default_timeout_ms: int = Field(default=120000, ge=1)
     max_timeout_ms: int = Field(default=600000, ge=1)
@@ -206,14 +325,11 @@ class ToolsSection(StrictModel):
     stderr_limit_bytes: int = Field(default=65536, ge=1)
     result_limit_bytes: int = Field(default=65536, ge=1)
     result_limit_tokens: int = Field(default=8000, ge=1)
-    sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
+    sensitive_paths: list[SensitivePattern] = Field(
+        default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS), validate_default=True
+    )
     network: ToolsNetwork = Field(default_factory=ToolsNetwork)
     mcp: ToolsMcp = Field(default_factory=ToolsMcp)
-
-    @field_validator("allowed_write_roots")
-    @classmethod
-    def _abs(cls, v: list[Path]) -> list[Path]:
-        return [_absolute(p, "tools.allowed_write_roots entry") for p in v]
 
     @field_validator("overrides")
     @classmethod
@@ -221,7 +337,7 @@ class ToolsSection(StrictModel):
         for name in v:
             if name.split(".", 1)[0] in {"code", "agent", "internal", "mcp"}:
                 raise ValueError(
-                    f"tools.overrides may not target built-in or MCP tool {name!r} "
+                    f"may not target built-in or MCP tool {name!r} "
                     "(use tools.mcp.tool_overrides for MCP tools)"
                 )
         return v
@@ -229,8 +345,11 @@ class ToolsSection(StrictModel):
     @model_validator(mode="after")
     def _timeouts(self) -> ToolsSection:
         if self.default_timeout_ms > self.max_timeout_ms:
-            raise ValueError("tools.default_timeout_ms must be <= tools.max_timeout_ms")
+            raise ValueError("tools.default_timeout_ms: must be <= tools.max_timeout_ms")
         return self
+
+
+_PATH_SECTIONS = ("context", "memory", "plan", "task", "tools")
 
 
 class Settings(StrictModel):
@@ -249,13 +368,30 @@ class Settings(StrictModel):
     hooks: HooksSection = Field(default_factory=HooksSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_with_paths(cls, data: Any) -> Any:
+        """Absent sections holding path keys are validated from ``{}`` so their defaults get expanded."""
+        if isinstance(data, dict):
+            data = dict(data)
+            for section in _PATH_SECTIONS:
+                data.setdefault(section, {})
+        return data
+
     @field_validator("model_overrides")
     @classmethod
     def _profile_names(cls, v: dict[str, Any]) -> dict[str, Any]:
         for name in v:
             if not PROFILE_NAME.match(name):
-                raise ValueError(f"model_overrides profile name {name!r} must match {PROFILE_NAME.pattern}")
+                raise ValueError(f"profile name {name!r} must match {PROFILE_NAME.pattern}")
         return v
+
+    @model_validator(mode="after")
+    def _required_model_values(self) -> Settings:
+        for key in ("provider", "name"):
+            if not getattr(self.model, key):
+                raise ValueError(f"model.{key}: must be a non-empty string")
+        return self
 
     @model_validator(mode="after")
     def _profile_refs(self) -> Settings:
@@ -265,5 +401,90 @@ class Settings(StrictModel):
             ("memory.recall_model_profile", self.memory.recall_model_profile),
         ):
             if isinstance(ref, str) and ref not in self.model_overrides:
-                raise ValueError(f"{key} names unknown profile {ref!r} (no [model_overrides.{ref}])")
+                raise ValueError(f"{key}: names unknown profile {ref!r} (no [model_overrides.{ref}])")
         return self
+
+
+def worker_entries(settings: Settings) -> list[WorkerSpec]:
+    """Every configured worker in config order (pools in order, entries in order), ids resolved."""
+    specs: list[WorkerSpec] = []
+    for pool in settings.agents.worker_pools:
+        for position, entry in enumerate(pool.workers, start=1):
+            generated = entry.worker_id is None
+            worker_id = (
+                generated_worker_id(pool.pool_id, position, entry.agent_definition_id)
+                if entry.worker_id is None
+                else entry.worker_id
+            )
+            specs.append(
+                WorkerSpec(
+                    pool_id=pool.pool_id,
+                    worker_id=worker_id,
+                    position=position,
+                    agent_definition_id=entry.agent_definition_id,
+                    allowed_tools=None if entry.allowed_tools is None else tuple(entry.allowed_tools),
+                    generated_id=generated,
+                )
+            )
+    return specs
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in PROFILE_REF_TAGS and isinstance(previous, str) and previous.endswith("model_profile"):
+            pass  # union tag of a model_profile value, not a key
+        else:
+            out += f".{part}" if out else part
+        previous = part
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _reason(error: Any) -> str:
+    kind = error["type"]
+    msg: str = error["msg"]
+    value = error.get("input")
+    tagged = any(part in PROFILE_REF_TAGS for part in error["loc"][-1:])
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        return "unknown key (not part of the config schema)"
+    if kind == "string_type" and tagged:
+        return f"must be a [model_overrides] profile name or an inline table, got {_shown(value)}"
+    if kind == "is_instance_of" and error.get("ctx", {}).get("class") == "Path":
+        return f"must be a path string, got {_shown(value)}"
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"must be a table, got {type(value).__name__}"
+    if kind == "list_type":
+        return f"must be an array, got {type(value).__name__}"
+    if msg.startswith("Value error, "):
+        return msg.removeprefix("Value error, ")
+    reason = msg.replace("Input should be", "must be", 1)
+    if isinstance(value, str | int | float | bool):
+        reason += f", got {_shown(value)}"
+    return reason
+
+
+def format_validation_error(exc: ValidationError, source: str) -> tuple[str, list[dict[str, str]]]:
+    """Turns a pydantic error into one readable message ``"invalid config <source>: <key>: <reason>; ..."``.
+
+    Returns the message and the structured ``[{"key", "reason"}]`` list (for ``ConfigError.details``).
+    """
+    items: list[dict[str, str]] = []
+    for error in exc.errors():
+        key = _key_path(tuple(error["loc"]))
+        reason = _reason(error)
+        head, sep, tail = reason.partition(": ")
+        if sep and " " not in head and (not key or head.startswith(key)):
+            key, reason = head, tail  # the validator named a more precise key itself
+        items.append({"key": key or "<root>", "reason": reason})
+    text = "; ".join(f"{item['key']}: {item['reason']}" for item in items)
+    return f"invalid config {source}: {text}", items
