@@ -1,0 +1,546 @@
+"""The prompt composer's budget and trimming (compact.md §4, §9; context.md §3–§5).
+
+:func:`compose` is pure: given the system blocks, the agent's active path (root → tip) and the limits, it
+returns the system blocks and messages of the next request plus the report data. Secondary degradation that
+needs I/O (artifactising large blocks, compact.md §9.4 step 3.1) is done by the caller, which passes the
+substitute blocks back in ``ComposeInput.substitutions`` and composes again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core.context.render import RenderCache
+from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter, compact_json
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from agent_core.types.enums import NodeType
+from agent_core.types.model import ModelMessage, SystemBlock
+from agent_core.types.runtime import (
+    ArtifactDegradation,
+    Node,
+    SyntheticBlockReport,
+    SystemBlockReport,
+    TokenBudget,
+)
+
+SUMMARY_LIMIT = 200
+TRUNCATION_MARKER = "\n[... truncated to fit the context budget ...]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComposeLimits:
+    context_window: int
+    reserve_output_tokens: int
+    dynamic_system_budget: int
+    non_system_budget: int | None = None
+    result_limit_bytes: int = 65536
+    result_limit_tokens: int = 8000
+    task_board_token_budget: int = 1200
+
+
+@dataclass(kw_only=True)
+class ComposeInput:
+    static_blocks: list[SystemBlock]
+    dynamic_blocks: list[SystemBlock]
+    path: Sequence[Node]
+    limits: ComposeLimits
+    current_run_id: str | None = None
+    current_user_node_id: str | None = None
+    task_board: str | None = None
+    substitutions: dict[str, ContentBlock] = field(default_factory=dict)
+    """Replacement blocks keyed by :func:`block_key` (secondary degradation done by the caller)."""
+
+
+@dataclass(frozen=True)
+class DegradableBlock:
+    key: str
+    node_id: str
+    block: ContentBlock
+    tokens: int
+
+
+@dataclass(kw_only=True)
+class Composition:
+    system: list[SystemBlock]
+    messages: list[ModelMessage]
+    fits: bool
+    static_overflow: bool
+    total_tokens: int
+    budget: TokenBudget
+    included_node_ids: list[str]
+    excluded_node_ids: list[str]
+    excluded_reasons: dict[str, str]
+    compaction_node_id: str | None
+    system_reports: list[SystemBlockReport]
+    synthetic_reports: list[SyntheticBlockReport]
+    degradations: list[ArtifactDegradation]
+    unpaired_tool_call_ids: list[str]
+    degradable: list[DegradableBlock]
+    """Protected blocks large enough for step 3.1 (largest first); empty when the prompt fits."""
+    covered_node_ids: list[str] = field(default_factory=list)
+    task_board_text: str | None = None
+
+    def report_fields(self) -> dict[str, Any]:
+        return {
+            "token_budget": self.budget,
+            "included_node_ids": self.included_node_ids,
+            "excluded_node_ids": self.excluded_node_ids,
+            "excluded_reasons": self.excluded_reasons,
+            "compaction_node_id": self.compaction_node_id,
+            "system_blocks": self.system_reports,
+            "synthetic_blocks": self.synthetic_reports,
+            "artifact_degradations": self.degradations,
+            "unpaired_tool_call_ids": self.unpaired_tool_call_ids,
+        }
+
+
+def block_key(node_id: str, *indexes: int) -> str:
+    return ":".join([node_id, *map(str, indexes)])
+
+
+def is_skipped_assistant(node: Node) -> str | None:
+    """``"partial"``/``"failed"`` for assistant nodes that never re-enter a prompt."""
+    if node.role != "assistant":
+        return None
+    meta = node.metadata
+    if meta.get("failed"):
+        return "failed"
+    if meta.get("partial") or meta.get("aborted"):
+        return "partial"
+    return None
+
+
+def latest_valid_compaction(path: Sequence[Node]) -> tuple[int | None, list[str]]:
+    """Index of the last valid compaction node on ``path`` and the ids of invalid ones (compact.md §3)."""
+    index_of = {n.node_id: i for i, n in enumerate(path)}
+    valid: int | None = None
+    prev_first_kept = -1
+    invalid: list[str] = []
+    for i, node in enumerate(path):
+        if node.node_type != NodeType.compaction:
+            continue
+        first_kept = index_of.get(str(node.metadata.get("first_kept_node_id")))
+        if first_kept is None or first_kept >= i or first_kept < prev_first_kept:
+            invalid.append(node.node_id)
+            continue
+        valid = i
+        prev_first_kept = first_kept
+    return valid, invalid
+
+
+@dataclass
+class _Item:
+    node: Node
+    message: ModelMessage
+    tokens: int
+    protected: bool = False
+
+
+def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAULT_COUNTER) -> Composition:
+    lim = inp.limits
+    window, reserve = lim.context_window, lim.reserve_output_tokens
+    system_reports: list[SystemBlockReport] = []
+    static = [_counted(b, counter) for b in inp.static_blocks]
+    static_tokens = sum(b.token_count or 0 for b in static)
+    for b in static:
+        system_reports.append(_sys_report(b, True, None))
+    static_overflow = static_tokens + reserve > window
+
+    dyn_budget = max(0, min(lim.dynamic_system_budget, window - static_tokens - reserve))
+    dynamic, dyn_used = _select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
+    non_system = max(0, window - reserve - static_tokens - dyn_used)
+    if lim.non_system_budget is not None:
+        non_system = min(non_system, lim.non_system_budget)
+
+    excluded: dict[str, str] = {}
+    items, compaction_id, covered = _candidates(inp, cache, counter, excluded)
+    unpaired = _repair_pairs(items, counter)
+    groups = _group(items)
+    _protect(groups, inp)
+
+    board_tokens = 0
+    board_text = inp.task_board
+    if board_text:
+        board_text = _truncate_to(board_text, lim.task_board_token_budget, counter)
+        board_tokens = counter.text(board_text) + MESSAGE_OVERHEAD + 5
+
+    degradations: list[ArtifactDegradation] = []
+
+    def total() -> int:
+        return sum(it.tokens for g in groups for it in g) + board_tokens
+
+    if total() > non_system:
+        _shrink_previews(groups, counter, degradations, protected=False)
+    while total() > non_system:
+        victim = next((g for g in groups if not any(it.protected for it in g)), None)
+        if victim is None:
+            break
+        groups.remove(victim)
+        for it in victim:
+            excluded[it.node.node_id] = "budget"
+    if total() > non_system:
+        _shrink_previews(groups, counter, degradations, protected=True)
+
+    flat = [it for g in groups for it in g]
+    while flat and flat[0].message.role != "user":
+        dropped = flat.pop(0)
+        excluded[dropped.node.node_id] = "budget"
+    messages = [it.message for it in flat]
+    if board_text:
+        messages.append(
+            ModelMessage(
+                role="user",
+                content=[TextBlock(text=f"<task_board>{board_text}</task_board>")],
+                metadata={"synthetic": True, "source": "task_board"},
+            )
+        )
+    non_system_tokens = sum(it.tokens for it in flat) + board_tokens
+    fits = not static_overflow and non_system_tokens <= non_system
+    degradable: list[DegradableBlock] = []
+    if not fits:
+        degradable = _degradable(flat, inp, non_system, counter)
+
+    included = [it.node.node_id for it in flat]
+    synthetic = [
+        SyntheticBlockReport(
+            source_node_id=it.node.node_id, source_node_type=it.node.node_type, token_count=it.tokens
+        )
+        for it in flat
+        if it.message.metadata.get("synthetic")
+    ]
+    budget = TokenBudget(
+        context_window=window,
+        reserve_output_tokens=reserve,
+        static_system_tokens=static_tokens,
+        dynamic_system_budget=dyn_budget,
+        dynamic_system_tokens=dyn_used,
+        non_system_budget=non_system,
+        non_system_tokens=non_system_tokens,
+        total_tokens=static_tokens + dyn_used + non_system_tokens,
+    )
+    return Composition(
+        system=static + dynamic,
+        messages=messages,
+        fits=fits,
+        static_overflow=static_overflow,
+        total_tokens=budget.total_tokens,
+        budget=budget,
+        included_node_ids=included,
+        excluded_node_ids=list(excluded),
+        excluded_reasons=excluded,
+        compaction_node_id=compaction_id,
+        system_reports=system_reports,
+        synthetic_reports=synthetic,
+        degradations=degradations,
+        unpaired_tool_call_ids=unpaired,
+        degradable=degradable,
+        covered_node_ids=covered,
+        task_board_text=board_text,
+    )
+
+
+def _counted(block: SystemBlock, counter: TokenCounter) -> SystemBlock:
+    if block.token_count is not None:
+        return block
+    return block.model_copy(update={"token_count": counter.text(block.content)})
+
+
+def _sys_report(block: SystemBlock, selected: bool, reason: str | None) -> SystemBlockReport:
+    return SystemBlockReport(
+        block_id=block.block_id,
+        source=block.source,
+        dynamic=block.dynamic,
+        priority=block.priority,
+        token_count=block.token_count or 0,
+        selected=selected,
+        reason=reason,
+    )
+
+
+def _truncate_to(text: str, max_tokens: int, counter: TokenCounter, marker: str = TRUNCATION_MARKER) -> str:
+    if counter.text(text) <= max_tokens:
+        return text
+    keep = max(0, max_tokens * 4 - len(marker))
+    return text[:keep] + marker
+
+
+def _select_dynamic(
+    blocks: list[SystemBlock], budget: int, counter: TokenCounter, reports: list[SystemBlockReport]
+) -> tuple[list[SystemBlock], int]:
+    ordered = sorted((_counted(b, counter) for b in blocks), key=lambda b: b.priority)
+    chosen: list[SystemBlock] = []
+    used = 0
+    for block in ordered:
+        tokens = block.token_count or 0
+        if used + tokens <= budget:
+            chosen.append(block)
+            used += tokens
+            reports.append(_sys_report(block, True, "selected"))
+            continue
+        room = budget - used
+        if room > 32:
+            marker = str(block.metadata.get("truncation_marker") or TRUNCATION_MARKER)
+            text = _truncate_to(block.content, room, counter, marker)
+            cut = block.model_copy(
+                update={
+                    "content": text,
+                    "token_count": counter.text(text),
+                    "metadata": {**block.metadata, "truncated": True},
+                }
+            )
+            chosen.append(cut)
+            used += cut.token_count or 0
+            reports.append(_sys_report(cut, True, "truncated"))
+        else:
+            reports.append(_sys_report(block, False, "budget"))
+    return chosen, used
+
+
+def _candidates(
+    inp: ComposeInput, cache: RenderCache, counter: TokenCounter, excluded: dict[str, str]
+) -> tuple[list[_Item], str | None, list[str]]:
+    path = inp.path
+    comp_index, invalid = latest_valid_compaction(path)
+    for node_id in invalid:
+        excluded[node_id] = "compacted"
+    ordered: list[Node] = list(path)
+    compaction_id: str | None = None
+    covered: list[str] = []
+    if comp_index is not None:
+        comp = path[comp_index]
+        compaction_id = comp.node_id
+        first_kept = str(comp.metadata.get("first_kept_node_id"))
+        start = next(i for i, n in enumerate(path) if n.node_id == first_kept)
+        for node in path[:start]:
+            if node.node_type != NodeType.instruction_context:
+                covered.append(node.node_id)
+                excluded[node.node_id] = "compacted"
+        for node in path[start:comp_index]:
+            if node.node_type == NodeType.compaction:
+                excluded[node.node_id] = "compacted"
+        ordered = [comp, *path[start:comp_index], *path[comp_index + 1 :]]
+    items: list[_Item] = []
+    for node in ordered:
+        if node.node_id in excluded:
+            continue
+        if node.node_type == NodeType.compaction and node.node_id != compaction_id:
+            excluded[node.node_id] = "compacted"
+            continue
+        skipped = is_skipped_assistant(node)
+        if skipped:
+            excluded[node.node_id] = skipped
+            continue
+        message, tokens = cache.get(node)
+        if message is None:
+            continue
+        if inp.substitutions:
+            message, tokens = _apply_substitutions(node, message, tokens, inp.substitutions, counter)
+        items.append(_Item(node, message, tokens))
+    return items, compaction_id, covered
+
+
+def _apply_substitutions(
+    node: Node, message: ModelMessage, tokens: int, subs: dict[str, ContentBlock], counter: TokenCounter
+) -> tuple[ModelMessage, int]:
+    changed = False
+    content: list[ContentBlock] = []
+    for i, block in enumerate(message.content):
+        key = block_key(node.node_id, i)
+        if key in subs:
+            content.append(subs[key])
+            changed = True
+            continue
+        if isinstance(block, ToolResultBlock):
+            inner: list[ContentBlock] = []
+            inner_changed = False
+            for j, sub_block in enumerate(block.content):
+                sub_key = block_key(node.node_id, i, j)
+                if sub_key in subs:
+                    inner.append(subs[sub_key])
+                    inner_changed = True
+                else:
+                    inner.append(sub_block)
+            if inner_changed:
+                block = block.model_copy(update={"content": inner})
+                changed = True
+        content.append(block)
+    if not changed:
+        return message, tokens
+    new = message.model_copy(update={"content": content})
+    return new, counter.message(content)
+
+
+def _repair_pairs(items: list[_Item], counter: TokenCounter) -> list[str]:
+    calls: set[str] = set()
+    results: set[str] = set()
+    for it in items:
+        for b in it.message.content:
+            if isinstance(b, ToolCallBlock):
+                calls.add(b.tool_call_id)
+            elif isinstance(b, ToolResultBlock):
+                results.add(b.tool_call_id)
+    unpaired = sorted((calls - results) | (results - calls))
+    if not unpaired:
+        return []
+    bad = set(unpaired)
+    keep: list[_Item] = []
+    for it in items:
+        content = [
+            b
+            for b in it.message.content
+            if not (isinstance(b, ToolCallBlock | ToolResultBlock) and b.tool_call_id in bad)
+        ]
+        if len(content) != len(it.message.content):
+            if not content:
+                continue
+            it.message = it.message.model_copy(update={"content": content})
+            it.tokens = counter.message(content)
+        keep.append(it)
+    items[:] = keep
+    return unpaired
+
+
+def _call_ids(message: ModelMessage) -> list[str]:
+    return [b.tool_call_id for b in message.content if isinstance(b, ToolCallBlock)]
+
+
+def _group(items: list[_Item]) -> list[list[_Item]]:
+    groups: list[list[_Item]] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        call_ids = _call_ids(item.message) if item.message.role == "assistant" else []
+        if not call_ids:
+            groups.append([item])
+            i += 1
+            continue
+        tools: list[_Item] = []
+        derived: list[_Item] = []
+        j = i + 1
+        while j < len(items):
+            nxt = items[j]
+            if nxt.message.role == "tool":
+                tools.append(nxt)
+            elif nxt.node.metadata.get("loaded_by_tool_call_id") in call_ids:
+                derived.append(nxt)
+            else:
+                break
+            j += 1
+        order = {cid: k for k, cid in enumerate(call_ids)}
+        tools.sort(key=lambda t: min((order.get(_result_id(t), len(order)),), default=len(order)))
+        group = [item, *tools, *derived]
+        if j < len(items) and items[j].message.role == "assistant" and not _call_ids(items[j].message):
+            group.append(items[j])
+            j += 1
+        groups.append(group)
+        i = j
+    return groups
+
+
+def _result_id(item: _Item) -> str:
+    for b in item.message.content:
+        if isinstance(b, ToolResultBlock):
+            return b.tool_call_id
+    return ""
+
+
+def _protect(groups: list[list[_Item]], inp: ComposeInput) -> None:
+    latest_compaction = None
+    for g in groups:
+        for it in g:
+            if it.node.node_type == NodeType.compaction:
+                latest_compaction = it.node.node_id
+    for g in groups:
+        for it in g:
+            node = it.node
+            if (
+                node.node_id == inp.current_user_node_id
+                or (inp.current_run_id is not None and node.run_id == inp.current_run_id)
+                or node.node_id == latest_compaction
+                or node.node_type in (NodeType.skill_context, NodeType.memory_context)
+            ):
+                for member in g:
+                    member.protected = True
+                break
+
+
+def _shrink_previews(
+    groups: list[list[_Item]], counter: TokenCounter, out: list[ArtifactDegradation], *, protected: bool
+) -> None:
+    for g in groups:
+        for it in g:
+            if it.protected != protected:
+                continue
+            new_content, changed = _shrink_blocks(
+                it.message.content, it.node.node_id, out, bare=not protected
+            )
+            if changed:
+                it.message = it.message.model_copy(update={"content": new_content})
+                it.tokens = counter.message(new_content)
+
+
+def _shrink_blocks(
+    blocks: list[ContentBlock], node_id: str, out: list[ArtifactDegradation], *, bare: bool
+) -> tuple[list[ContentBlock], bool]:
+    changed = False
+    result: list[ContentBlock] = []
+    for block in blocks:
+        is_preview = isinstance(block, ArtifactRefBlock) or (
+            isinstance(block, JsonBlock) and block.artifact_id
+        )
+        if is_preview and isinstance(block, ArtifactRefBlock | JsonBlock) and block.summary:
+            summary = None if bare else block.summary[:SUMMARY_LIMIT]
+            if summary != block.summary:
+                block = block.model_copy(update={"summary": summary})
+                out.append(
+                    ArtifactDegradation(node_id=node_id, artifact_id=str(block.artifact_id), action="summary")
+                )
+                changed = True
+        elif isinstance(block, ToolResultBlock):
+            inner, inner_changed = _shrink_blocks(block.content, node_id, out, bare=bare)
+            if inner_changed:
+                block = block.model_copy(update={"content": inner})
+                changed = True
+        result.append(block)
+    return result, changed
+
+
+def _degradable(
+    items: list[_Item], inp: ComposeInput, budget: int, counter: TokenCounter
+) -> list[DegradableBlock]:
+    lim = inp.limits
+    quarter = max(1, budget // 4)
+    found: list[DegradableBlock] = []
+
+    def consider(key: str, node_id: str, block: ContentBlock) -> None:
+        if key in inp.substitutions:
+            return
+        if isinstance(block, TextBlock):
+            raw = block.text
+        elif isinstance(block, JsonBlock) and block.data is not None:
+            raw = compact_json(block.data)
+        else:
+            return
+        tokens = counter.text(raw)
+        if tokens > quarter or tokens > lim.result_limit_tokens or len(raw.encode()) > lim.result_limit_bytes:
+            found.append(DegradableBlock(key, node_id, block, tokens))
+
+    for it in items:
+        node_id = it.node.node_id
+        for i, block in enumerate(it.message.content):
+            if isinstance(block, ToolResultBlock):
+                for j, inner in enumerate(block.content):
+                    consider(block_key(node_id, i, j), node_id, inner)
+            elif it.message.role != "assistant" or isinstance(block, JsonBlock):
+                consider(block_key(node_id, i), node_id, block)
+    found.sort(key=lambda d: d.tokens, reverse=True)
+    return found

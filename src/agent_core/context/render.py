@@ -1,0 +1,132 @@
+"""Maps context-tree nodes to provider-neutral messages (context.md §5.2, compact.md §9.2).
+
+``message`` nodes keep their role; internal nodes become ``user`` messages wrapped in a tag naming their
+origin, with ``metadata.synthetic=true``; ``instruction_context`` nodes and never-rendered notes produce
+nothing. Rendering is cached per node id (nodes are append-only).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    text_of,
+)
+from agent_core.types.enums import NodeType
+from agent_core.types.model import ModelMessage
+from agent_core.types.runtime import Node
+
+SYNTHETIC_TYPES = frozenset(
+    {
+        NodeType.skill_context.value,
+        NodeType.memory_context.value,
+        NodeType.compaction.value,
+        NodeType.child_result.value,
+        NodeType.plan_instruction.value,
+        NodeType.task_instruction.value,
+        NodeType.task_board.value,
+        NodeType.system_note.value,
+        NodeType.hook_context.value,
+    }
+)
+NEVER_RENDER = "never_render"
+"""Node metadata flag for nodes that are never rendered (e.g. a worker tree's root note)."""
+
+
+def attr(value: Any) -> str:
+    return escape(str(value if value is not None else ""), quote=True)
+
+
+def wrap_synthetic(node: Node) -> str:
+    """The tagged text of an internal node (context.md §5.2 wrappers)."""
+    body = text_of(node.content) or "".join(_block_text(b) for b in node.content)
+    meta = node.metadata
+    kind = node.node_type
+    if kind == NodeType.skill_context:
+        return f'<skill name="{attr(meta.get("skill_name"))}">{body}</skill>'
+    if kind == NodeType.memory_context:
+        ids = ",".join(meta.get("recalled_memory_ids") or [])
+        cats = ",".join(meta.get("categories") or [])
+        return f'<memory ids="{attr(ids)}" categories="{attr(cats)}">{body}</memory>'
+    if kind == NodeType.compaction:
+        return f'<compaction_summary first_kept_node_id="{attr(meta.get("first_kept_node_id"))}">{body}</compaction_summary>'
+    if kind == NodeType.child_result:
+        return (
+            f'<child_result agent_id="{attr(meta.get("child_agent_id"))}" run_id="{attr(meta.get("child_run_id"))}" '
+            f'status="{attr(meta.get("status"))}">{body}</child_result>'
+        )
+    if kind == NodeType.task_board:
+        return f"<task_board>{body}</task_board>"
+    return f"<{kind}>{body}</{kind}>"
+
+
+def _block_text(block: ContentBlock) -> str:
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, JsonBlock):
+        if block.data is not None:
+            from agent_core.context.tokens import compact_json
+
+            return compact_json(block.data)
+        return f"{block.summary or ''}\n[artifact {block.artifact_id}]"
+    if isinstance(block, ArtifactRefBlock):
+        return f"[artifact {block.artifact_id}: {block.summary or ''}]"
+    return ""
+
+
+def render_node(node: Node) -> ModelMessage | None:
+    """The message for one node, or ``None`` when the node is never rendered."""
+    if node.node_type == NodeType.instruction_context or node.metadata.get(NEVER_RENDER):
+        return None
+    if node.node_type in SYNTHETIC_TYPES:
+        return ModelMessage(
+            role="user",
+            content=[TextBlock(text=wrap_synthetic(node))],
+            metadata={"synthetic": True, "source_node_type": node.node_type, "source_node_id": node.node_id},
+        )
+    role = node.role if node.role in ("user", "assistant", "tool") else "user"
+    content: list[ContentBlock]
+    if role == "user":
+        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ArtifactRefBlock)]
+    elif role == "assistant":
+        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ToolCallBlock)]
+        content = [b for b in content if not (isinstance(b, TextBlock) and not b.text)]
+    else:
+        content = [b for b in node.content if isinstance(b, ToolResultBlock)]
+    if not content:
+        return None
+    return ModelMessage(role=role, content=content, metadata={"source_node_id": node.node_id})
+
+
+class RenderCache:
+    """Per-node rendered message and token estimate; valid forever because nodes never change."""
+
+    __slots__ = ("_counter", "_entries")
+
+    def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
+        self._counter = counter
+        self._entries: dict[str, tuple[ModelMessage | None, int]] = {}
+
+    def get(self, node: Node) -> tuple[ModelMessage | None, int]:
+        entry = self._entries.get(node.node_id)
+        if entry is None:
+            message = render_node(node)
+            tokens = self._counter.message(message.content) if message is not None else 0
+            entry = (message, tokens)
+            self._entries[node.node_id] = entry
+        return entry
+
+    def forget(self, node_ids: set[str]) -> None:
+        for node_id in node_ids:
+            self._entries.pop(node_id, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
