@@ -56,6 +56,7 @@ DEFAULT_SESSION_DB_PATH = HOME_PLACEHOLDER + "/sessions.sqlite"
 DEFAULT_MEMORY_DIR = HOME_PLACEHOLDER + "/memory"
 DEFAULT_PLAN_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/plans"
 DEFAULT_WAL_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/tasks"
+_SHOULD = re.compile(r"^(Input|String|List|Value|Dictionary|Tuple|Set|Object) should ")
 _PLACEHOLDER = re.compile(r"\$\{SOONG_AGENT_HOME\}|<project>")
 
 MemoryCategory = Literal["user", "feedback", "reference"]
@@ -467,7 +468,7 @@ def _reason(error: Any) -> str:
         return f"must be an array, got {type(value).__name__}"
     if msg.startswith("Value error, "):
         return msg.removeprefix("Value error, ")
-    reason = msg.replace("Input should be", "must be", 1)
+    reason = _SHOULD.sub("must ", msg, count=1)
     if isinstance(value, str | int | float | bool):
         reason += f", got {_shown(value)}"
     return reason
