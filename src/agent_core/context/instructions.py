@@ -1,0 +1,454 @@
+"""Instruction files: catalog scan, the ``instruction_catalog`` block and loaded ``instruction:<path>`` blocks.
+
+Contracts (context.md §7, contract.md §4.8 and §5):
+
+- :func:`scan_instruction_catalog` walks the user sources (``${home}/CLAUDE.md``, ``${home}/AGENTS.md``,
+  ``${home}/rules/**/*.md``) and the project sources (``<project>/**/CLAUDE.md``, ``<project>/**/AGENTS.md``),
+  skipping :data:`SKIP_DIRS`, ``<project>/.soong-agent/``, the home when it lies inside the project and
+  symlinked directories. ``CLAUDE.md`` wins over ``AGENTS.md`` in one directory. Entries carry paths and
+  frontmatter only, never bodies; at most :data:`MAX_CATALOG_ENTRIES`, user entries first, then project
+  entries, each group by relative POSIX path.
+- :func:`is_instruction_file` is the pure predicate ``code.read_file`` uses to decide whether a read
+  registers instruction context: it is independent of catalog truncation and of the same-directory rule.
+- :func:`instruction_blocks` turns the latest ``instruction_context`` node per path on the active path
+  (compacted nodes included) into dynamic blocks, most recently loaded first, checking freshness on disk.
+
+Scanning and freshness checks do blocking file I/O; async callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from html import escape
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from agent_core.tools.context import ContextNodeDraft
+from agent_core.types.content import TextBlock
+from agent_core.types.enums import MessageRole, NodeType
+from agent_core.types.model import SystemBlock
+from agent_core.types.runtime import Node
+
+logger = logging.getLogger("agent_core.context.instructions")
+
+InstructionScope = Literal["user", "project"]
+
+SKIP_DIRS: frozenset[str] = frozenset(
+    {".git", "node_modules", ".venv", "venv", "dist", "build", "target", ".next", ".cache", "__pycache__"}
+)
+"""Directory names never descended into (anywhere in a walk)."""
+INSTRUCTION_FILE_NAMES: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
+"""Name-matched instruction files, in same-directory precedence order."""
+PROJECT_STATE_DIR = ".soong-agent"
+RULES_DIR = "rules"
+MAX_CATALOG_ENTRIES = 200
+CATALOG_BLOCK_ID = "instruction_catalog"
+CATALOG_PRIORITY = 70
+INSTRUCTION_PRIORITY = 110
+INSTRUCTION_SOURCE = "instruction"
+FRONTMATTER_READ_LIMIT = 64 * 1024
+"""Bytes read from the head of a file to find its frontmatter (the catalog never needs the body)."""
+
+
+# --------------------------------------------------------------------------------------------- frontmatter
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frontmatter:
+    """A Markdown file split into YAML frontmatter and body.
+
+    ``data`` is ``{}`` when there is no frontmatter or it is unparsable; ``error`` names the problem in the
+    latter case (``body`` is then the whole text). Values are normalised to JSON-compatible types.
+    """
+
+    data: dict[str, Any]
+    body: str
+    present: bool
+    error: str | None = None
+
+
+def parse_frontmatter(text: str) -> Frontmatter:
+    """Splits a leading ``---`` YAML block (closed by ``---`` or ``...``) from ``text`` using ``safe_load``."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return Frontmatter(data={}, body=text, present=False)
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        return Frontmatter(data={}, body=text, present=True, error="unterminated frontmatter block")
+    try:
+        loaded = yaml.safe_load("".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        return Frontmatter(data={}, body=text, present=True, error=f"invalid YAML: {exc}")
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        return Frontmatter(data={}, body=text, present=True, error="frontmatter is not a mapping")
+    data = {str(k): _jsonable(v) for k, v in loaded.items()}
+    return Frontmatter(data=data, body="".join(lines[end + 1 :]), present=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------- predicate
+
+
+def _relative(path: Path, root: Path) -> Path | None:
+    try:
+        return path.relative_to(root)
+    except ValueError:
+        return None
+
+
+def _is_rules_name(name: str) -> bool:
+    return name.endswith(".md") and name != ".md"
+
+
+def is_instruction_file(path: Path, home: Path, project: Path) -> InstructionScope | None:
+    """Scope of ``path`` when it matches an instruction source of context.md §7.1, else ``None``.
+
+    Pure and lexical: all three arguments must already be resolved absolute paths. File names match
+    case-sensitively; paths inside :data:`SKIP_DIRS`, ``<project>/.soong-agent/`` or (for project
+    sources) a home lying inside the project never match.
+    """
+    name = path.name
+    user_rel = _relative(path, home)
+    if user_rel is not None:
+        parts = user_rel.parts
+        if len(parts) == 1 and name in INSTRUCTION_FILE_NAMES:
+            return "user"
+        if (
+            len(parts) >= 2
+            and parts[0] == RULES_DIR
+            and _is_rules_name(name)
+            and not SKIP_DIRS.intersection(parts[1:-1])
+        ):
+            return "user"
+    if name not in INSTRUCTION_FILE_NAMES:
+        return None
+    proj_rel = _relative(path, project)
+    if proj_rel is None:
+        return None
+    dirs = proj_rel.parts[:-1]
+    if dirs and dirs[0] == PROJECT_STATE_DIR:
+        return None
+    if SKIP_DIRS.intersection(dirs):
+        return None
+    if user_rel is not None and _relative(home, project) is not None:
+        return None
+    return "project"
+
+
+# ------------------------------------------------------------------------------------------------ catalog
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstructionEntry:
+    path: str
+    """Resolved absolute path, usable with ``code.read_file``."""
+    scope: InstructionScope
+    relative_path: str
+    """POSIX path relative to ``${SOONG_AGENT_HOME}`` (user) or ``<project>`` (project)."""
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    frontmatter_error: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract entry shape; ``frontmatter_error: true`` is added only for unparsable frontmatter."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "scope": self.scope,
+            "relative_path": self.relative_path,
+            "frontmatter": self.frontmatter,
+        }
+        if self.frontmatter_error:
+            out["frontmatter_error"] = True
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstructionCatalog:
+    entries: tuple[InstructionEntry, ...]
+    truncated: bool
+    total_found: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "truncated": self.truncated,
+            "total_found": self.total_found,
+            "entries": [e.to_dict() for e in self.entries],
+        }
+
+
+def scan_instruction_catalog(
+    home: Path, project: Path, *, limit: int = MAX_CATALOG_ENTRIES
+) -> InstructionCatalog:
+    """Scans the instruction sources afresh (called at every run start; context.md §7.2)."""
+    home = home.resolve()
+    project = project.resolve()
+    user = sorted(_scan_user(home, project), key=lambda e: e.relative_path)
+    proj = sorted(_scan_project(home, project), key=lambda e: e.relative_path)
+    found = user + proj
+    return InstructionCatalog(
+        entries=tuple(found[:limit]), truncated=len(found) > limit, total_found=len(found)
+    )
+
+
+def _pick_name(directory: str, filenames: Sequence[str]) -> str | None:
+    for name in INSTRUCTION_FILE_NAMES:
+        if name in filenames and os.path.isfile(os.path.join(directory, name)):
+            return name
+    return None
+
+
+def _entry(
+    file: Path, root: Path, scope: InstructionScope, home: Path, project: Path
+) -> InstructionEntry | None:
+    resolved = file.resolve()
+    if is_instruction_file(resolved, home, project) != scope:
+        logger.debug("instruction candidate %s resolves outside its source; skipped", file)
+        return None
+    rel = _relative(resolved, root)
+    if rel is None:
+        return None
+    front = _read_frontmatter(resolved)
+    return InstructionEntry(
+        path=str(resolved),
+        scope=scope,
+        relative_path=rel.as_posix(),
+        frontmatter=front.data,
+        frontmatter_error=front.error is not None,
+    )
+
+
+def _read_frontmatter(path: Path) -> Frontmatter:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(FRONTMATTER_READ_LIMIT)
+    except OSError as exc:
+        logger.warning("instruction file %s is unreadable: %s", path, exc)
+        return Frontmatter(data={}, body="", present=False, error=f"unreadable: {exc}")
+    front = parse_frontmatter(head.decode("utf-8", errors="replace"))
+    if front.error is not None:
+        logger.warning("instruction file %s has unparsable frontmatter: %s", path, front.error)
+    return front
+
+
+def _scan_user(home: Path, project: Path) -> list[InstructionEntry]:
+    out: list[InstructionEntry] = []
+    if not home.is_dir():
+        return out
+    name = _pick_name(str(home), os.listdir(home))
+    if name is not None and (entry := _entry(home / name, home, "user", home, project)) is not None:
+        out.append(entry)
+    rules = home / RULES_DIR
+    if not rules.is_dir() or rules.is_symlink():
+        return out
+    for dirpath, dirnames, filenames in os.walk(rules, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        for filename in filenames:
+            file = Path(dirpath, filename)
+            if _is_rules_name(filename) and file.is_file():
+                entry = _entry(file, home, "user", home, project)
+                if entry is not None:
+                    out.append(entry)
+    return out
+
+
+def _scan_project(home: Path, project: Path) -> list[InstructionEntry]:
+    out: list[InstructionEntry] = []
+    if not project.is_dir() or home == project:
+        return out
+    for dirpath, dirnames, filenames in os.walk(project, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if d not in SKIP_DIRS
+            and not (here == project and d == PROJECT_STATE_DIR)
+            and here / d != home
+            and not os.path.islink(os.path.join(dirpath, d))
+        ]
+        name = _pick_name(dirpath, filenames)
+        if name is not None and (entry := _entry(here / name, project, "project", home, project)):
+            out.append(entry)
+    return out
+
+
+def _json_line(value: dict[str, Any]) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("</", "<\\/")
+
+
+def catalog_block(catalog: InstructionCatalog) -> SystemBlock:
+    """The static ``instruction_catalog`` block: one compact JSON entry per line, no file bodies."""
+    head = (
+        f'<instruction_catalog truncated="{str(catalog.truncated).lower()}" '
+        f'total_found="{catalog.total_found}">'
+    )
+    lines = [head, *(_json_line(e.to_dict()) for e in catalog.entries), "</instruction_catalog>"]
+    return SystemBlock(
+        block_id=CATALOG_BLOCK_ID,
+        source=CATALOG_BLOCK_ID,
+        content="\n".join(lines),
+        priority=CATALOG_PRIORITY,
+        dynamic=False,
+        metadata={
+            "truncated": catalog.truncated,
+            "total_found": catalog.total_found,
+            "entry_count": len(catalog.entries),
+        },
+    )
+
+
+# ------------------------------------------------------------------------------------ loaded instructions
+
+
+def file_hash(data: bytes) -> str:
+    """SHA-256 hex digest of the file bytes (the ``hash`` of an ``instruction_context`` node)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def instruction_context_draft(
+    path: Path | str,
+    scope: InstructionScope,
+    data: bytes,
+    *,
+    mtime_ns: int,
+    size_bytes: int,
+    tool_call_id: str,
+) -> ContextNodeDraft:
+    """The ``instruction_context`` node a successful read of an instruction file writes (context.md §7.4).
+
+    ``data`` is the full file content (not the requested window); ``path`` the resolved path.
+    """
+    return ContextNodeDraft(
+        node_type=NodeType.instruction_context,
+        role=MessageRole.system,
+        content=[TextBlock(text=data.decode("utf-8", errors="replace"))],
+        metadata={
+            "path": str(path),
+            "scope": scope,
+            "hash": file_hash(data),
+            "mtime_ns": mtime_ns,
+            "size_bytes": size_bytes,
+            "loaded_by_tool_call_id": tool_call_id,
+        },
+    )
+
+
+def latest_instruction_nodes(path: Sequence[Node]) -> list[Node]:
+    """The latest ``instruction_context`` node per file path on ``path``, most recently loaded first.
+
+    Nodes covered by a compaction stay effective (they are system state, not conversation).
+    """
+    latest: dict[str, tuple[int, Node]] = {}
+    for index, node in enumerate(path):
+        if node.node_type != NodeType.instruction_context:
+            continue
+        file_path = node.metadata.get("path")
+        if isinstance(file_path, str) and file_path:
+            latest[file_path] = (index, node)
+    return [node for _, node in sorted(latest.values(), key=lambda item: item[0], reverse=True)]
+
+
+def truncation_marker(path: str) -> str:
+    """Marker the composer appends when an instruction block is cut; it points to ``code.read_file``."""
+    return (
+        "\n[... instruction file truncated to fit the context budget; read the rest with "
+        f'code.read_file(path="{path}") ...]\n</instruction>'
+    )
+
+
+def instruction_blocks(path: Sequence[Node]) -> tuple[list[SystemBlock], list[dict[str, Any]]]:
+    """Dynamic ``instruction:<path>`` blocks for the loaded instruction files on ``path``.
+
+    Freshness (checked at every build): when a file's ``mtime_ns``/size differ from its node, it is
+    re-hashed and, if the hash differs, re-read so the block carries the current content; a deleted or
+    unreadable file's block is dropped. The second value lists one note per such check for the
+    ``ContextBuildReport`` (``{path, node_id, action, reason, old_hash, new_hash}``).
+    """
+    blocks: list[SystemBlock] = []
+    notes: list[dict[str, Any]] = []
+    for node in latest_instruction_nodes(path):
+        block, note = _fresh_block(node)
+        if note is not None:
+            notes.append(note)
+        if block is not None:
+            blocks.append(block)
+    return blocks, notes
+
+
+def _fresh_block(node: Node) -> tuple[SystemBlock | None, dict[str, Any] | None]:
+    meta = node.metadata
+    file_path = str(meta["path"])
+    old_hash = meta.get("hash")
+    text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
+    note: dict[str, Any] | None = None
+
+    def make_note(action: str, reason: str, new_hash: str | None = None) -> dict[str, Any]:
+        return {
+            "path": file_path,
+            "node_id": node.node_id,
+            "action": action,
+            "reason": reason,
+            "old_hash": old_hash,
+            "new_hash": new_hash,
+        }
+
+    try:
+        st = os.stat(file_path)
+    except OSError:
+        return None, make_note("dropped", "missing")
+    if not stat.S_ISREG(st.st_mode):
+        return None, make_note("dropped", "not_a_file")
+    current_hash = old_hash
+    if st.st_mtime_ns != meta.get("mtime_ns") or st.st_size != meta.get("size_bytes"):
+        try:
+            data = Path(file_path).read_bytes()
+        except OSError:
+            return None, make_note("dropped", "unreadable")
+        current_hash = file_hash(data)
+        if current_hash != old_hash:
+            text = data.decode("utf-8", errors="replace")
+            note = make_note("reloaded", "content_changed", current_hash)
+        else:
+            note = make_note("kept", "hash_unchanged", current_hash)
+    scope = str(meta.get("scope") or "")
+    content = f'<instruction path="{escape(file_path)}" scope="{escape(scope)}">\n{text}\n</instruction>'
+    block = SystemBlock(
+        block_id=f"instruction:{file_path}",
+        source=INSTRUCTION_SOURCE,
+        content=content,
+        priority=INSTRUCTION_PRIORITY,
+        dynamic=True,
+        metadata={
+            "path": file_path,
+            "scope": scope,
+            "hash": current_hash,
+            "node_id": node.node_id,
+            "loaded_by_tool_call_id": meta.get("loaded_by_tool_call_id"),
+            "reloaded": current_hash != old_hash,
+            "truncation_marker": truncation_marker(file_path),
+        },
+    )
+    return block, note
