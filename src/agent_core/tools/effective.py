@@ -1,0 +1,260 @@
+"""Effective tool sets (tools.md §11): the role matrix, the per-run algorithm and ``allowed_tools`` checks.
+
+Everything here is pure. The role matrix (§11.3) is hard-coded: ``P`` = role-permitted, ``D`` = default.
+Tools outside the core table that are not in the ``agent.``/``internal.`` namespaces (declarative,
+Python-registered and ``mcp.*`` tools, user ``code.*`` tools) follow the "extension" row; unknown names in
+the ``agent.``/``internal.`` namespaces are never permitted. The child blacklist follows from the matrix:
+sub, fork, worker and compact rows never contain the blacklisted tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_core.config.schema import Settings
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.types.enums import AgentRole
+from agent_core.types.tools import ToolDefinition
+
+Level = Literal["D", "P"]
+UnavailableReason = Literal["disabled_by_config", "permission_denied", "mode_restricted", "policy_restricted"]
+
+_M, _O, _S, _F, _W = (AgentRole.main, AgentRole.orchestrator, AgentRole.sub, AgentRole.fork, AgentRole.worker)
+
+CODE_READ_TOOLS = frozenset({"code.read_file", "code.list_dir", "code.search"})
+CODE_WRITE_TOOLS = frozenset({"code.write_file", "code.edit_file", "code.run_command"})
+WORKER_STEP_TOOLS = frozenset(
+    {"agent.task_get", "agent.task_query_steps", "agent.task_claim_step", "agent.task_update_step"}
+)
+TASK_MUTATORS = frozenset(
+    {"agent.task_create", "agent.task_update", "agent.task_complete", "agent.task_fail", "agent.task_cancel"}
+)
+"""Task content/DAG-modifying tools: a worker calling one gets ``permission_denied`` (§11.6)."""
+
+_ORCH_TASK_TOOLS = ("agent.task_template", "agent.task_list", *sorted(TASK_MUTATORS))
+
+
+def _row(**levels: Level) -> dict[AgentRole, Level]:
+    return {AgentRole(role): level for role, level in levels.items()}
+
+
+ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
+    **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="D") for n in CODE_READ_TOOLS},
+    **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P") for n in CODE_WRITE_TOOLS},
+    "internal.load_skill": _row(main="D", orchestrator="D", sub="D", fork="D", worker="P"),
+    "internal.recall_memory": _row(main="D", orchestrator="D"),
+    "agent.list_agent_definitions": _row(main="D", orchestrator="D"),
+    "agent.create_sub_agent": _row(main="D", orchestrator="D"),
+    "agent.fork_agent": _row(main="D"),
+    "agent.list_workers": _row(orchestrator="D"),
+    "agent.dispatch_worker": _row(orchestrator="D"),
+    "agent.plan_template": _row(main="D", orchestrator="D"),
+    **{n: _row(orchestrator="D") for n in _ORCH_TASK_TOOLS},
+    **{
+        n: _row(orchestrator="D", worker="D")
+        for n in ("agent.task_get", "agent.task_query_steps", "agent.task_update_step")
+    },
+    "agent.task_claim_step": _row(worker="D"),
+}
+"""§11.3 rows of the core tools."""
+
+EXTENSION_ROW: dict[AgentRole, Level] = _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")
+"""Declarative, Python-registered and MCP tools."""
+
+
+def role_level(name: str, role: AgentRole) -> Level | None:
+    """``"D"``, ``"P"`` or ``None`` (never) for ``name`` under ``role``."""
+    row = ROLE_MATRIX.get(name)
+    if row is None:
+        if name.startswith(("agent.", "internal.")):
+            return None
+        row = EXTENSION_ROW
+    return row.get(role)
+
+
+def role_permits(name: str, role: AgentRole) -> bool:
+    return role_level(name, role) is not None
+
+
+def role_default(name: str, role: AgentRole) -> bool:
+    return role_level(name, role) == "D"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Config and policy filters
+
+
+def _mcp_server(definition: ToolDefinition) -> str | None:
+    if not definition.name.startswith("mcp."):
+        return None
+    server = definition.metadata.get("mcp_server_id")
+    if isinstance(server, str) and server:
+        return server
+    parts = definition.name.split(".")
+    return parts[1] if len(parts) > 2 else None
+
+
+def matches_disabled(name: str, patterns: Iterable[str]) -> bool:
+    """Exact canonical names or ``<prefix>.*`` namespace patterns (config ``tools.disabled``)."""
+    for pattern in patterns:
+        if pattern == name:
+            return True
+        if pattern.endswith(".*") and len(pattern) > 2 and name.startswith(pattern[:-1]):
+            return True
+    return False
+
+
+def disabled_by_config(definition: ToolDefinition, settings: Settings) -> bool:
+    """``tools.disabled``, MCP disabled servers/tools, declarative switch, ``memory.enabled``."""
+    tools = settings.tools
+    if matches_disabled(definition.name, tools.disabled):
+        return True
+    if definition.metadata.get("source") == "declarative" and not tools.declarative_enabled:
+        return True
+    server = _mcp_server(definition)
+    if server is not None and (
+        server in tools.mcp.disabled_servers or definition.name in tools.mcp.disabled_tools
+    ):
+        return True
+    return definition.name == "internal.recall_memory" and not settings.memory.enabled
+
+
+def removed_by_network_policy(definition: ToolDefinition, settings: Settings) -> bool:
+    return settings.permissions.network_policy.default == "deny" and "network" in definition.tags
+
+
+def apply_overrides(definition: ToolDefinition, settings: Settings) -> ToolDefinition:
+    """Applies ``tools.overrides[name]`` (permission / full tag replace) to declarative and Python tools.
+
+    Core and MCP tools are never affected (MCP overrides are applied at discovery). A declarative tool
+    keeps its ``declarative`` tag.
+    """
+    override = settings.tools.overrides.get(definition.name)
+    if override is None or definition.name.startswith(("code.", "agent.", "internal.", "mcp.")):
+        return definition
+    if definition.metadata.get("source") not in (None, "python", "declarative"):
+        return definition
+    update: dict[str, Any] = {}
+    if override.permission is not None:
+        update["permission"] = override.permission
+    if override.tags is not None:
+        tags = list(dict.fromkeys(override.tags))
+        if definition.metadata.get("source") == "declarative" and "declarative" not in tags:
+            tags.append("declarative")
+        update["tags"] = tags
+    return definition.model_copy(update=update) if update else definition
+
+
+# ---------------------------------------------------------------------------------------------------
+# The algorithm (§11.4)
+
+
+@dataclass(frozen=True)
+class EffectiveTools:
+    """The run's effective tool set; ``definitions`` (registration order, overrides applied) go to the
+    provider, ``names`` to :class:`RunScope.effective_tools`."""
+
+    names: frozenset[str]
+    definitions: tuple[ToolDefinition, ...]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+
+def _unavailable_reason(
+    definition: ToolDefinition, settings: Settings, role: AgentRole, failed_mcp_servers: Collection[str]
+) -> UnavailableReason | None:
+    if disabled_by_config(definition, settings):
+        return "disabled_by_config"
+    if removed_by_network_policy(definition, settings):
+        return "permission_denied"
+    if not role_permits(definition.name, role):
+        return "mode_restricted"
+    if _mcp_server(definition) in failed_mcp_servers:
+        return "policy_restricted"
+    return None
+
+
+def compute_effective_tools(
+    definitions: Iterable[ToolDefinition],
+    settings: Settings,
+    role: AgentRole,
+    *,
+    requested: Sequence[str] | None = None,
+    worker_entry_tools: Sequence[str] | None = None,
+    failed_mcp_servers: Collection[str] = (),
+) -> EffectiveTools:
+    """Steps 1–6 of §11.4. ``requested`` is the validated ``allowed_tools`` of the child (for workers:
+    the dispatch list); ``worker_entry_tools`` is the worker entry's ``allowed_tools`` ceiling."""
+    defs = [apply_overrides(d, settings) for d in definitions]
+    candidates = {
+        d.name: d for d in defs if _unavailable_reason(d, settings, role, failed_mcp_servers) is None
+    }
+    all_names = [d.name for d in defs]
+    wanted: set[str]
+    if role == AgentRole.compact:
+        wanted = set()
+    elif role == AgentRole.worker:
+        if worker_entry_tools is not None:
+            ceiling = set(worker_entry_tools)
+            base = set(worker_entry_tools)
+        else:
+            ceiling = {n for n in all_names if role_permits(n, role)}
+            base = {n for n in all_names if role_default(n, role)}
+        chosen = set(requested) if requested is not None else base
+        wanted = (chosen & ceiling) | (WORKER_STEP_TOOLS & ceiling)
+    elif requested is not None:
+        wanted = set(requested)
+    else:
+        wanted = {n for n in all_names if role_default(n, role)}
+    names = frozenset(n for n in wanted if n in candidates)
+    return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
+
+
+def validate_allowed_tools(
+    allowed_tools: Sequence[str],
+    definitions: Iterable[ToolDefinition],
+    settings: Settings,
+    role: AgentRole,
+    *,
+    worker_entry_tools: Sequence[str] | None = None,
+    failed_mcp_servers: Collection[str] = (),
+) -> list[str]:
+    """Checks a child's ``allowed_tools`` (§11.5); returns the de-duplicated list.
+
+    Raises ``validation_error`` with ``details.unavailable = [{tool, reason}]`` (reasons
+    ``disabled_by_config``, ``permission_denied``, ``mode_restricted``, ``policy_restricted`` — the latter
+    for a tool outside the worker's ceiling or of a failed MCP server) and ``details.unknown_tools`` for
+    names that are not registered.
+    """
+    if isinstance(allowed_tools, str) or not all(isinstance(n, str) for n in allowed_tools):
+        raise AgentCoreError(ErrorCode.validation_error, "allowed_tools must be a list of tool names")
+    names = list(dict.fromkeys(allowed_tools))
+    registered = {d.name: apply_overrides(d, settings) for d in definitions}
+    unknown = [n for n in names if n not in registered]
+    unavailable: list[dict[str, str]] = []
+    for name in names:
+        if name not in registered:
+            continue
+        reason = _unavailable_reason(registered[name], settings, role, failed_mcp_servers)
+        outside_ceiling = worker_entry_tools is not None and name not in worker_entry_tools
+        if reason is None and role == AgentRole.worker and outside_ceiling:
+            reason = "policy_restricted"
+        if reason is not None:
+            unavailable.append({"tool": name, "reason": reason})
+    if unknown or unavailable:
+        parts = []
+        if unknown:
+            parts.append("unknown tool(s): " + ", ".join(unknown))
+        if unavailable:
+            parts.append(
+                "unavailable tool(s): " + ", ".join(f"{u['tool']} ({u['reason']})" for u in unavailable)
+            )
+        raise AgentCoreError(
+            ErrorCode.validation_error,
+            "invalid allowed_tools: " + "; ".join(parts),
+            details={"unavailable": unavailable, "unknown_tools": unknown},
+        )
+    return names
