@@ -1,0 +1,47 @@
+"""Typed outcomes of one loop step and of a whole loop (ARCHITECTURE.md principle 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent_core.types.content import ErrorPayload
+from agent_core.types.enums import EndReason, RunStatus
+from agent_core.types.model import ModelCompleted, ProviderErrorPayload, Usage
+
+
+@dataclass(frozen=True)
+class StreamCompleted:
+    event: ModelCompleted
+    latency_ms: int
+
+
+@dataclass(frozen=True)
+class StreamFailed:
+    error: ProviderErrorPayload
+    partial_text: str
+    partial_tool_calls: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class StreamAborted:
+    partial_text: str
+    reason: str
+
+
+StreamResult = StreamCompleted | StreamFailed | StreamAborted
+
+
+@dataclass
+class LoopOutcome:
+    status: RunStatus
+    end_reason: EndReason | None
+    error: ErrorPayload | None = None
+    final_node_id: str | None = None
+    turn_count: int = 0
+    usage: Usage = field(default_factory=Usage)
+    final_text: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
