@@ -74,8 +74,10 @@ def test_ac10_relative_write_root_error_names_index_and_sensitive_pattern_kept(s
     assert s.tools.sensitive_paths == [
         "secrets.txt",
         str(soong_env.project / "private"),
-        str(Path.home() / ".ssh"),
+        "~/.ssh",
     ]
+    err = _load_error(soong_env, tools={"sensitive_paths": ["*.pem", "~root/.ssh"]})
+    assert _keys(err) == ["tools.sensitive_paths[1]"]
 
 
 def test_ac11_arrays_replace_defaults(soong_env: SoongEnv) -> None:
@@ -306,7 +308,7 @@ def test_settings_with_path_context_are_concrete() -> None:
     assert s.context.session_db_path == HOME / "sessions.sqlite"
     assert s.memory.memory_dir == HOME / "memory"
     assert s.task.wal_dir == PROJECT / ".soong-agent" / "tasks"
-    assert all("~" not in p for p in s.tools.sensitive_paths)
+    assert s.tools.sensitive_paths == DEFAULT_SENSITIVE_PATHS  # '~' is left to the sensitive-path matcher
 
 
 def test_expand_placeholders_rules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,6 +319,7 @@ def test_expand_placeholders_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert expand_placeholders("~/.ssh", HOME, PROJECT) == "/os/home/.ssh"
     assert expand_placeholders("a/~/b", HOME, PROJECT) == "a/~/b"
     assert expand_placeholders("~other/x", HOME, PROJECT) == "~other/x"
+    assert expand_placeholders("~/<project>", HOME, PROJECT, expand_user=False) == "~//p/project"
     assert expand_placeholders("${HOME}/$HOME/${SOONG_AGENT_HOME_X}", HOME, PROJECT) == (
         "${HOME}/$HOME/${SOONG_AGENT_HOME_X}"
     )

@@ -1,8 +1,9 @@
 """The ``config.toml`` schema (config.md §6). Attribute names equal TOML keys; unknown keys are errors.
 
 Path-valued keys (``context.session_db_path``, ``memory.memory_dir``, ``plan.default_dir``,
-``task.wal_dir``, ``tools.allowed_write_roots[*]``) and ``tools.sensitive_paths`` entries are expanded by
-:func:`expand_placeholders` when validation runs with a path context::
+``task.wal_dir``, ``tools.allowed_write_roots[*]``) are expanded by :func:`expand_placeholders` (placeholders
+and a leading ``~``) and ``tools.sensitive_paths`` entries get the two placeholders only (a leading ``~`` is
+left to the sensitive-path matcher) when validation runs with a path context::
 
     Settings.model_validate(data, strict=True, context={"home": home, "project": project})
 
@@ -63,13 +64,14 @@ MemoryCategory = Literal["user", "feedback", "reference"]
 MEMORY_CATEGORIES: tuple[MemoryCategory, ...] = ("user", "feedback", "reference")
 
 
-def expand_placeholders(value: str, home: Path, project: Path) -> str:
-    """Expands ``${SOONG_AGENT_HOME}`` → ``home``, ``<project>`` → ``project`` and a leading ``~`` (alone or
-    followed by ``/``) → the OS user's home. Nothing else is expanded (``${HOME}`` stays literal).
+def expand_placeholders(value: str, home: Path, project: Path, *, expand_user: bool = True) -> str:
+    """Expands ``${SOONG_AGENT_HOME}`` → ``home``, ``<project>`` → ``project`` and (unless ``expand_user`` is
+    false) a leading ``~`` (alone or followed by ``/``) → the OS user's home (``HOME``). Nothing else is
+    expanded: ``${HOME}``, ``$VAR`` and ``~name`` stay literal.
 
     Raises ``ConfigError(config_error)`` if ``~`` is used but the OS home cannot be determined.
     """
-    if value == "~" or value.startswith("~/"):
+    if expand_user and (value == "~" or value.startswith("~/")):
         try:
             user_home = str(Path.home())
         except RuntimeError as exc:
@@ -106,15 +108,22 @@ def _require_absolute(value: Path, info: ValidationInfo) -> Path:
 
 
 def _expand_pattern(value: Any, info: ValidationInfo) -> Any:
+    """Sensitive-path entries: placeholders only; a leading ``~`` is left to the matcher (tools.md §12.2)."""
     paths = _path_context(info)
     if paths is None or not isinstance(value, str):
         return value
-    return expand_placeholders(value, *paths)
+    return expand_placeholders(value, *paths, expand_user=False)
+
+
+def _check_pattern(value: str) -> str:
+    if value.startswith("~") and value != "~" and not value.startswith("~/"):
+        raise ValueError(f"only a leading '~' or '~/' denotes the user's home, got {value!r}")
+    return value
 
 
 ConfigPath = Annotated[Path, BeforeValidator(_expand_path), AfterValidator(_require_absolute)]
 """A path-valued key: placeholders expanded (with a path context), must be absolute."""
-SensitivePattern = Annotated[str, BeforeValidator(_expand_pattern)]
+SensitivePattern = Annotated[str, BeforeValidator(_expand_pattern), AfterValidator(_check_pattern)]
 
 
 def _profile_tag(value: Any) -> str:
