@@ -551,14 +551,19 @@ def test_memory_extraction_prompt_specifies_submit_schema() -> None:
     assert "memory_writer.submit" in text and "memory_writer.read_memory" in text
     (example,) = _json_blocks(text)
     assert set(example) == {"operations", "ignored_candidates", "duplicate_decisions", "conflicts"}
-    create, update = example["operations"]
-    assert create["op"] == "create" and update["op"] == "update"
-    assert set(create) == {"op", "category", "name", "summary", "tags", "body", "source_node_ids", "evidence"}
+    create_user, create_reference, update = example["operations"]
+    create_keys = {"op", "category", "name", "summary", "tags", "body", "source_node_ids"}
+    assert set(create_user) == create_keys and create_user["category"] == "user"
+    assert set(create_reference) == create_keys | {"evidence"} and create_reference["category"] == "reference"
     assert set(update) == {"op", "memory_id", "summary", "tags", "body", "source_node_ids"}
-    assert create["category"] in ("user", "feedback", "reference")
-    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", create["name"]) and len(create["name"]) <= 64
-    assert "\n" not in create["summary"] and len(create["summary"]) <= 200
-    assert create["source_node_ids"] and update["source_node_ids"]
+    assert update["op"] == "update"
+    for create in (create_user, create_reference):
+        assert create["op"] == "create"
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", create["name"]) and len(create["name"]) <= 64
+        assert "\n" not in create["summary"] and len(create["summary"]) <= 200
+        assert create["source_node_ids"] and create["body"].strip()
+        assert len(create["tags"]) <= 10 and all(len(tag) <= 40 for tag in create["tags"])
+    assert update["source_node_ids"]
     for key in ("ignored_candidates", "duplicate_decisions", "conflicts"):
         assert all(item["source_node_ids"] for item in example[key])
     for rule in ("16 KiB", "200 characters", "at most 10", "^[a-z0-9]+(-[a-z0-9]+)*$", "at most 8 turns"):
