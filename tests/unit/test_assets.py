@@ -240,7 +240,7 @@ def _copy_root(tmp_path: Path) -> Path:
     return root
 
 
-# --------------------------------------------------------------------------------------------- A7 / §15.45
+# ----------------------------------------------------------------------------------------- A7 / §15.45
 
 
 def test_a07_asset_paths_equal_contract_mapping() -> None:
@@ -293,7 +293,7 @@ def test_a07_assets_contain_no_dangerous_suggestions() -> None:
             assert phrase not in text, f"{asset_id} suggests {phrase!r}"
 
 
-# --------------------------------------------------------------------------------------------- config template
+# ------------------------------------------------------------------------------------- config template
 
 
 def test_a07_contract40_config_template_equals_contract_block() -> None:
@@ -330,7 +330,7 @@ def test_a07_config_template_is_accepted_by_the_config_loader(soong_env: SoongEn
     assert not loaded.session_db_path.exists()
 
 
-# --------------------------------------------------------------------------------------------- A9
+# -------------------------------------------------------------------------------------------------- A9
 
 
 def test_a09_unknown_asset_id_is_internal_error() -> None:
@@ -364,7 +364,7 @@ def test_a09_asset_text_is_not_in_python_sources() -> None:
                 assert line not in source, f"{path} contains body text of {asset_id}: {line[:60]!r}"
 
 
-# --------------------------------------------------------------------------------------------- versions / loader
+# ----------------------------------------------------------------------------------- versions / loader
 
 
 def test_template_version_is_sha256_prefix_and_recorded_as_metadata() -> None:
@@ -459,7 +459,7 @@ def test_plan_template_lookup_by_convention_in_a_root(tmp_path: Path) -> None:
     assert info.value.code == ErrorCode.internal_error
 
 
-# --------------------------------------------------------------------------------------------- §15.47
+# ---------------------------------------------------------------------------------------------- §15.47
 
 
 def test_contract47_static_block_order_ids_priorities_match_context_spec() -> None:
@@ -474,7 +474,7 @@ def test_contract47_static_block_order_ids_priorities_match_context_spec() -> No
         assert spec.asset_id in ASSET_PATHS and ASSET_PATHS[spec.asset_id].startswith("prompts/system/")
 
 
-# --------------------------------------------------------------------------------------------- agent assets
+# ---------------------------------------------------------------------------------------- agent assets
 
 
 @pytest.mark.parametrize("definition_id", list(BUILTIN_AGENT_ASSETS))
@@ -543,7 +543,7 @@ def test_compact_agent_specifies_payload_and_all_summary_headings() -> None:
     assert positions == sorted(positions)
 
 
-# --------------------------------------------------------------------------------------------- memory prompts
+# -------------------------------------------------------------------------------------- memory prompts
 
 
 def test_memory_extraction_prompt_specifies_submit_schema() -> None:
