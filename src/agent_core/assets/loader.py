@@ -59,10 +59,10 @@ with the job-only tools ``memory_writer.read_memory {"memory_id": str}`` and
 ``name`` matches ``^[a-z0-9]+(-[a-z0-9]+)*$`` (<= 64); ``summary`` one line <= 200 chars; ``tags``
 <= 10 of <= 40 chars; ``body`` non-empty <= 16 KiB; ``evidence`` only on ``reference`` memories.
 A conflict is resolved by an ``update`` (overwrite) and also listed in ``conflicts``. The job's
-user message is expected to carry the tagged sections ``<allowed_categories>``, ``<memory_catalog>`` (``MEMORY.md``),
-``<existing_memories>`` (all frontmatter), ``<conversation>`` (messages labelled with node id and
-role, new root user messages marked as candidates), ``<active_path_summary>`` and optionally
-``<compaction_summary>``.
+user message is expected to carry the tagged sections ``<allowed_categories>``,
+``<memory_catalog>`` (``MEMORY.md``), ``<existing_memories>`` (all frontmatter), ``<conversation>``
+(messages labelled with node id and role, new root user messages marked as candidates),
+``<active_path_summary>`` and optionally ``<compaction_summary>``.
 
 Recall selector (``memory.recall_selector``; context.md §9.9): no tools; the answer is exactly
 ``{"memory_ids": [str, ...]}`` in relevance order (``[]`` when nothing fits, at most ``<limit>``).
