@@ -13,6 +13,8 @@ import pytest
 
 from tests.fixtures.env import SoongEnv
 
+pytest_plugins = ["tests.fixtures.scripted_fixtures", "tests.fixtures.llama_server"]
+
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")
 

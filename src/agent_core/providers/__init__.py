@@ -1,0 +1,6 @@
+"""Provider layer: adapter protocol, registry and the built-in ``openai``/``anthropic``/``ollama`` adapters."""
+
+from agent_core.providers.base import ProviderAdapter, ProviderFactory
+from agent_core.providers.registry import ProviderRegistry
+
+__all__ = ["ProviderAdapter", "ProviderFactory", "ProviderRegistry"]

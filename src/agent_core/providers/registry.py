@@ -1,0 +1,93 @@
+"""Per-runtime provider registry (providers.md §12.1). No global singleton exists.
+
+Keys match ``^[a-z][a-z0-9_-]*$``; registering an existing key replaces it (last registration wins);
+an unknown key raises ``ConfigError(config_error)``. ``ProviderRegistry()`` holds exactly the built-in
+keys ``openai``, ``anthropic`` and ``ollama``; ``include_builtins=False`` starts empty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from agent_core.config.model import ResolvedModelConfig
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.providers.anthropic import AnthropicAdapter
+from agent_core.providers.base import ProviderAdapter, ProviderFactory
+from agent_core.providers.ollama import OllamaAdapter
+from agent_core.providers.openai_compatible import OpenAIAdapter
+
+PROVIDER_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+def builtin_factories() -> dict[str, ProviderFactory]:
+    """The built-in adapter classes by key."""
+    return {"openai": OpenAIAdapter, "anthropic": AnthropicAdapter, "ollama": OllamaAdapter}
+
+
+class ProviderRegistry:
+    """Maps provider keys to adapter classes or factories taking a :class:`ResolvedModelConfig`."""
+
+    def __init__(
+        self, factories: Mapping[str, ProviderFactory] | None = None, *, include_builtins: bool = True
+    ) -> None:
+        self._factories: dict[str, ProviderFactory] = {}
+        if include_builtins:
+            self._factories.update(builtin_factories())
+        for key, factory in (factories or {}).items():
+            self.register(key, factory)
+
+    def register(self, key: str, factory: ProviderFactory) -> None:
+        """Adds or replaces ``key``; a bad key or a non-callable factory is a ``config_error``."""
+        if not isinstance(key, str) or not PROVIDER_KEY.match(key):
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"invalid provider key {key!r}: must match {PROVIDER_KEY.pattern}",
+            )
+        if not callable(factory):
+            raise ConfigError(ErrorCode.config_error, f"provider factory for {key!r} is not callable")
+        self._factories[key] = factory
+
+    def ensure_builtins(self) -> None:
+        """Adds the built-in adapters for the keys this registry lacks (runtime.md §5.2)."""
+        for key, factory in builtin_factories().items():
+            self._factories.setdefault(key, factory)
+
+    def get(self, key: str) -> ProviderFactory:
+        try:
+            return self._factories[key]
+        except (KeyError, TypeError):
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"unknown model provider {key!r}; registered providers: {sorted(self._factories)}",
+            ) from None
+
+    def create(self, config: ResolvedModelConfig) -> ProviderAdapter:
+        """Builds an adapter for ``config.provider``; factory failures become ``config_error``."""
+        factory = self.get(config.provider)
+        try:
+            adapter = factory(config)
+        except AgentCoreError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"provider factory {config.provider!r} failed: {type(exc).__name__}: {exc}",
+                cause=exc,
+            ) from exc
+        if not callable(getattr(adapter, "stream", None)) or not callable(getattr(adapter, "close", None)):
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"provider factory {config.provider!r} returned {type(adapter).__name__}, "
+                "which lacks stream()/close()",
+            )
+        return adapter
+
+    def keys(self) -> list[str]:
+        return list(self._factories)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._factories
+
+    def __repr__(self) -> str:
+        return f"ProviderRegistry(keys={self.keys()!r})"
