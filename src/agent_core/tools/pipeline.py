@@ -1,0 +1,603 @@
+"""The turn executor: the tool-call pipeline of tools.md §16–§19 for one assistant message.
+
+Per call, in this fixed order: availability → provider argument errors → null-stripping and schema
+validation → adapter pre-flight → PreToolUse hooks → permission (policy, session cache, callback) →
+``tool_started`` → handler (``metadata.timeout_ms`` for Python tools) → normalisation → redaction →
+output limiting/artifacts → ``sink.commit_tool_result`` (node + event in one transaction) → PostToolUse
+hooks. Scheduling follows :mod:`agent_core.tools.scheduler`; within a batch the stages up to the
+permission step run in model order (hooks and prompts are never reordered), handlers overlap.
+
+Guarantees: every call gets exactly one committed result, returned in call order. A failed or denied
+``serial`` call skips the rest of the turn (``cancelled`` + ``metadata.skipped``). Cancellation
+(``scope.cancel_event`` set, or the task running :meth:`ToolExecutor.execute_turn` cancelled — which sets
+the event) abandons pending hooks/callbacks, cancels in-flight handlers cooperatively and answers every
+unfinished call with ``cancelled`` + ``metadata.aborted``; the executor then returns ``aborted=True``.
+The abort reason is ``scope.extras["abort_reason"]`` when the loop sets it, else ``"run_cancelled"``.
+Storage failures while committing are re-raised after the in-flight calls settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from agent_core.config.schema import Settings
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.hooks.base import HookDispatcher, HookOutcome
+from agent_core.permissions.gate import GateOutcome, PermissionGate, summarize_arguments
+from agent_core.redaction import Redactor
+from agent_core.tools.adapter import Preflight
+from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
+from agent_core.tools.effective import TASK_MUTATORS, apply_overrides
+from agent_core.tools.normalize import (
+    artifact_ids,
+    error_result,
+    exception_result,
+    limit_output,
+    normalize_return,
+    redact_result,
+    result_summary,
+)
+from agent_core.tools.registry import RegisteredTool, ToolRegistry
+from agent_core.tools.scheduler import CallClass, CallGroup, call_class, plan_groups
+from agent_core.tools.schema import validate_arguments
+from agent_core.types.content import ContentBlock
+from agent_core.types.enums import AgentRole, EventType
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NO_ARTIFACTIZE = frozenset({"code.read_file"})
+"""Tools whose results are never moved into artifacts (tools.md §18)."""
+SKIP_REASON_WRITE_FAILED = "previous_write_failed"
+
+
+@dataclass
+class TurnOutcome:
+    """What the loop gets back: one result per call (call order) and whether cancellation hit the turn."""
+
+    results: list[ToolResult]
+    aborted: bool = False
+    aborted_call_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prepared:
+    index: int
+    call: ToolCall
+    entry: RegisteredTool | None
+    definition: ToolDefinition | None
+    available: bool
+    klass: CallClass
+
+    @property
+    def internal(self) -> bool:
+        return self.definition is not None and "internal" in self.definition.tags
+
+
+@dataclass
+class _Ready:
+    """A call that passed every gate and may run."""
+
+    call: ToolCall
+    ctx: ToolContext
+    entry: RegisteredTool
+    definition: ToolDefinition
+    gate: GateOutcome
+
+
+@dataclass
+class _Final:
+    result: ToolResult
+    kind: Literal["completed", "failed", "denied"]
+    extra: dict[str, Any] = field(default_factory=dict)
+    executed: bool = False
+    aborted: bool = False
+    call: ToolCall | None = None
+    """The validated call (set for executed calls; PostToolUse input)."""
+
+
+class _Aborted(Exception):
+    """Cancellation reached a call; ``started`` = its handler was running, ``partial`` its late value."""
+
+    def __init__(self, *, started: bool = False, partial: Any = None) -> None:
+        super().__init__("aborted")
+        self.started = started
+        self.partial = partial
+
+
+class _HandlerTimeout(Exception):
+    pass
+
+
+@dataclass
+class _Turn:
+    scope: RunScope
+    sink: ToolRunSink
+    prepared: list[_Prepared]
+    results: list[ToolResult | None]
+    aborted_ids: list[str] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    commit_errors: list[BaseException] = field(default_factory=list)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.scope.cancel_event.is_set()
+
+    @property
+    def abort_reason(self) -> str:
+        return str(self.scope.extras.get("abort_reason") or "run_cancelled")
+
+
+async def _settle(task: asyncio.Future[T]) -> tuple[T | None, BaseException | None]:
+    """Waits until ``task`` finished (ignoring cancellation of the waiter); returns (value, error)."""
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            continue
+    if task.cancelled():
+        return None, asyncio.CancelledError()
+    error = task.exception()
+    return (None, error) if error is not None else (task.result(), None)
+
+
+class ToolExecutor:
+    """Executes the tool calls of one assistant message (the loop's seam, tools.md §16–§19)."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        settings: Settings,
+        gate: PermissionGate,
+        hooks: HookDispatcher,
+        redactor: Redactor,
+    ) -> None:
+        self._registry = registry
+        self._settings = settings
+        self._gate = gate
+        self._hooks = hooks
+        self._redactor = redactor
+
+    # -- turn ---------------------------------------------------------------------------------------
+
+    async def execute_turn(self, calls: list[ToolCall], scope: RunScope, sink: ToolRunSink) -> TurnOutcome:
+        prepared = [self._prepare(i, call, scope) for i, call in enumerate(calls)]
+        turn = _Turn(scope=scope, sink=sink, prepared=prepared, results=[None] * len(calls))
+        externally_cancelled = False
+        try:
+            await self._run_groups(turn, plan_groups([p.klass for p in prepared]))
+        except asyncio.CancelledError:
+            externally_cancelled = True
+            scope.cancel_event.set()
+        finish = asyncio.ensure_future(self._finish(turn))
+        _, error = await _settle(finish)
+        if externally_cancelled:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        if error is not None:
+            raise error
+        if turn.commit_errors:
+            raise turn.commit_errors[0]
+        results = [r for r in turn.results if r is not None]
+        return TurnOutcome(results=results, aborted=bool(turn.aborted_ids), aborted_call_ids=turn.aborted_ids)
+
+    def _prepare(self, index: int, call: ToolCall, scope: RunScope) -> _Prepared:
+        entry = self._registry.get(call.name)
+        definition = apply_overrides(entry.definition, self._settings) if entry is not None else None
+        available = entry is not None and call.name in scope.effective_tools
+        return _Prepared(
+            index=index,
+            call=call,
+            entry=entry,
+            definition=definition,
+            available=available,
+            klass=call_class(definition) if available else "parallel",
+        )
+
+    async def _run_groups(self, turn: _Turn, groups: list[CallGroup]) -> None:
+        for group in groups:
+            if turn.cancelled or turn.commit_errors:
+                return
+            await self._run_group(turn, group)
+            if group.kind == "serial":
+                result = turn.results[group.indices[0]]
+                if result is not None and result.is_error and not turn.cancelled:
+                    await self._skip_rest(turn, group.indices[0] + 1)
+                    return
+
+    async def _run_group(self, turn: _Turn, group: CallGroup) -> None:
+        previous: asyncio.Event | None = None
+        tasks: list[asyncio.Task[None]] = []
+        for index in group.indices:
+            gate_done = asyncio.Event()
+            tasks.append(asyncio.create_task(self._run_call(turn, turn.prepared[index], previous, gate_done)))
+            previous = gate_done
+        turn.tasks = tasks
+        await asyncio.wait(tasks)
+
+    async def _finish(self, turn: _Turn) -> None:
+        """Lets in-flight calls settle, then answers every call still without a result (aborted)."""
+        for task in turn.tasks:
+            await _settle(task)
+        if turn.commit_errors:
+            return
+        for prep in turn.prepared:
+            if turn.results[prep.index] is None:
+                await self._commit(turn, prep, self._aborted_final(turn, prep, _Aborted(started=False)))
+
+    async def _skip_rest(self, turn: _Turn, start: int) -> None:
+        for prep in turn.prepared[start:]:
+            message = "skipped: an earlier write call in this turn failed"
+            result = error_result(
+                prep.call.tool_call_id,
+                prep.call.name,
+                ErrorCode.cancelled,
+                message,
+                metadata={"skipped": True, "skip_reason": SKIP_REASON_WRITE_FAILED},
+            )
+            extra = {"aborted": False, "skipped": True, "reason": SKIP_REASON_WRITE_FAILED}
+            await self._commit(turn, prep, _Final(result, "failed", extra))
+            if turn.commit_errors:
+                return
+
+    # -- one call -----------------------------------------------------------------------------------
+
+    async def _run_call(
+        self, turn: _Turn, prep: _Prepared, previous: asyncio.Event | None, gate_done: asyncio.Event
+    ) -> None:
+        try:
+            try:
+                if previous is not None:
+                    await self._race(previous.wait(), turn)
+                staged = await self._gates(turn, prep)
+            finally:
+                gate_done.set()
+            final = staged if isinstance(staged, _Final) else await self._execute(turn, prep, staged)
+        except _Aborted as aborted:
+            final = self._aborted_final(turn, prep, aborted)
+        except Exception as exc:
+            logger.exception("tool pipeline failure for %s", prep.call.name)
+            result = exception_result(exc, prep.call.tool_call_id, prep.call.name)
+            final = _Final(result, "failed", {"aborted": False, "reason": "pipeline_error"})
+        committed = await self._commit(turn, prep, final)
+        if committed is not None and final.executed and not final.aborted and prep.definition is not None:
+            await self._post_hooks(turn, prep.definition, final.call or prep.call, committed)
+
+    async def _gates(self, turn: _Turn, prep: _Prepared) -> _Final | _Ready:
+        """Stages 1–5; returns a final answer for a call that must not run, else the ready call."""
+        if turn.cancelled:
+            raise _Aborted(started=False)
+        call, scope = prep.call, turn.scope
+        if not prep.available or prep.entry is None or prep.definition is None:
+            return self._unavailable(prep, scope)
+        definition, entry = prep.definition, prep.entry
+        provider_error = call.metadata.get("arguments_error")
+        if provider_error:
+            message = f"invalid tool arguments: {provider_error}"
+            errors = [{"path": "$", "message": str(provider_error)}]
+            result = error_result(
+                call.tool_call_id, call.name, ErrorCode.validation_error, message, details={"errors": errors}
+            )
+            return _Final(result, "failed", {"aborted": False, "reason": "validation_error"})
+        try:
+            arguments = validate_arguments(definition.input_schema, call.arguments)
+        except AgentCoreError as exc:
+            result = exception_result(exc, call.tool_call_id, call.name)
+            return _Final(result, "failed", {"aborted": False, "reason": "validation_error"})
+        call = call.model_copy(update={"arguments": arguments})
+        ctx = ToolContext(tool_call_id=call.tool_call_id, tool_name=call.name, scope=scope, sink=turn.sink)
+        try:
+            preflight = await self._race(self._preflight(entry, call, ctx), turn)
+        except _Aborted:
+            raise
+        except Exception as exc:
+            result = exception_result(exc, call.tool_call_id, call.name)
+            return _Final(result, "failed", {"aborted": False, "reason": "preflight_failed"})
+        try:
+            hook = await self._race(
+                self._hooks.pre_tool_use(
+                    scope=scope, sink=turn.sink, tool=definition, call=call, preflight=preflight
+                ),
+                turn,
+            )
+        except _Aborted:
+            raise
+        except Exception as exc:
+            logger.exception("PreToolUse dispatch failed for %s", call.name)
+            message = f"PreToolUse hook dispatch failed: {type(exc).__name__}"
+            result = error_result(call.tool_call_id, call.name, ErrorCode.internal_error, message)
+            return _Final(result, "failed", {"aborted": False, "reason": "hook_error"})
+        if hook.denied:
+            return await self._hook_denied(turn, prep, hook)
+        gate = await self._race(
+            self._gate.check(
+                tool=definition,
+                arguments=arguments,
+                requester=scope,
+                facts=preflight,
+                hook_summary=hook.summary(),
+            ),
+            turn,
+        )
+        if not gate.allowed:
+            return await self._permission_denied(turn, prep, gate, hook)
+        ctx.allowed_outside_roots = preflight.outside_write_roots
+        return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate)
+
+    def _unavailable(self, prep: _Prepared, scope: RunScope) -> _Final:
+        call = prep.call
+        if scope.agent_role == AgentRole.worker and call.name in TASK_MUTATORS:
+            message = f"workers may not call '{call.name}': Task content is modified only by the Orchestrator"
+            result = error_result(call.tool_call_id, call.name, ErrorCode.permission_denied, message)
+            extra = {"denied_by": "permission", "reason": message, "hook_summary": None}
+            return _Final(result, "denied", extra)
+        message = f"tool '{call.name}' is not available in this run"
+        result = error_result(call.tool_call_id, call.name, ErrorCode.tool_not_available, message)
+        return _Final(result, "failed", {"aborted": False, "reason": "tool_not_available"})
+
+    async def _preflight(self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext) -> Preflight:
+        adapter: Any = entry.adapter
+        hook = getattr(adapter, "preflight", None)
+        if callable(hook):
+            value = await _maybe_await(hook(call, ctx))
+            if not isinstance(value, Preflight):
+                raise AgentCoreError(
+                    ErrorCode.internal_error, "adapter pre-flight returned no Preflight record"
+                )
+            return value
+        preflight = Preflight()
+        for attr in ("target_scope", "target_paths", "network_host"):
+            method = getattr(adapter, attr, None)
+            if callable(method):
+                setattr(preflight, attr, await _maybe_await(method(call, ctx)))
+        preflight.target_paths = list(preflight.target_paths or [])
+        return preflight
+
+    async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> _Final:
+        reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"
+        summary = hook.summary()
+        payload = {"phase": "PreToolUse", "reason": reason, "hook_summary": summary}
+        await turn.sink.emit(
+            EventType.hook_denied, self._redactor.value(payload), tool_call_id=prep.call.tool_call_id
+        )
+        result = error_result(
+            prep.call.tool_call_id,
+            prep.call.name,
+            ErrorCode.permission_denied,
+            f"denied by PreToolUse hook: {reason}",
+            error_type="hook_denied",
+            details={"hook_summary": summary},
+        )
+        return _Final(result, "denied", {"denied_by": "hook", "reason": reason, "hook_summary": summary})
+
+    async def _permission_denied(
+        self, turn: _Turn, prep: _Prepared, gate: GateOutcome, hook: HookOutcome
+    ) -> _Final:
+        call = prep.call
+        reason = gate.reason or "permission denied"
+        details: dict[str, Any] = {"reasons": list(gate.reasons)}
+        if gate.failure is not None:
+            details["permission_failure"] = gate.failure
+            error = {
+                "code": ErrorCode.permission_denied.value,
+                "message": gate.failure_message or reason,
+                "details": {"permission_failure": gate.failure},
+            }
+            payload = {
+                "tool_name": call.name,
+                "request_id": gate.request.request_id if gate.request else None,
+                "error": error,
+            }
+            await turn.sink.emit(
+                EventType.permission_failed, self._redactor.value(payload), tool_call_id=call.tool_call_id
+            )
+        if gate.request is not None:
+            details["request_id"] = gate.request.request_id
+        code = gate.error_code or ErrorCode.permission_denied
+        result = error_result(call.tool_call_id, call.name, code, reason, details=details)
+        extra = {"denied_by": "permission", "reason": reason, "hook_summary": hook.summary()}
+        return _Final(result, "denied", extra)
+
+    async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> _Final:
+        call, definition = ready.call, ready.definition
+        payload: dict[str, Any] = {
+            "tool_name": call.name,
+            "args_summary": summarize_arguments(call.arguments, self._redactor),
+            "permission": definition.permission,
+            "tags": list(definition.tags),
+            "permission_outcome": ready.gate.permission_outcome(),
+        }
+        if prep.internal:
+            payload["internal"] = True
+        await turn.sink.emit(EventType.tool_started, payload, tool_call_id=call.tool_call_id)
+        timeout_ms = self._timeout_ms(ready.entry, definition)
+        started = time.monotonic()
+        try:
+            value = await self._run_handler(ready.entry.adapter.execute(call, ready.ctx), turn, timeout_ms)
+        except _Aborted:
+            raise
+        except _HandlerTimeout:
+            message = f"tool '{call.name}' timed out after {timeout_ms} ms"
+            result = error_result(
+                call.tool_call_id, call.name, ErrorCode.timeout, message, details={"timeout_ms": timeout_ms}
+            )
+        except Exception as exc:
+            result = exception_result(exc, call.tool_call_id, call.name)
+            await self._attach_traceback(turn, result, exc)
+        else:
+            result = normalize_return(value, call.tool_call_id, call.name)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        if result.is_error:
+            extra = {"aborted": False, "duration_ms": duration_ms}
+            return _Final(result, "failed", extra, executed=True, call=call)
+        return _Final(result, "completed", {"duration_ms": duration_ms}, executed=True, call=call)
+
+    def _timeout_ms(self, entry: RegisteredTool, definition: ToolDefinition) -> int | None:
+        if not entry.python:
+            return None
+        value = definition.metadata.get("timeout_ms")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return None
+        return min(value, self._settings.tools.max_timeout_ms)
+
+    async def _attach_traceback(self, turn: _Turn, result: ToolResult, exc: BaseException) -> None:
+        if not turn.scope.debug or result.error is None:
+            return
+        text = self._redactor.text("".join(traceback.format_exception(exc)))
+        try:
+            ref = await turn.sink.create_artifact(
+                text,
+                filename="traceback.txt",
+                mime_type="text/plain",
+                summary=f"traceback of {result.tool_name}",
+                kind="traceback",
+                tool_call_id=result.tool_call_id,
+            )
+        except Exception:
+            logger.warning("could not store the traceback artifact of %s", result.tool_name, exc_info=True)
+            return
+        result.error.details["traceback_artifact_id"] = ref.artifact_id
+
+    def _aborted_final(self, turn: _Turn, prep: _Prepared, aborted: _Aborted) -> _Final:
+        call, reason = prep.call, turn.abort_reason
+        partial: list[ContentBlock] = []
+        if aborted.partial is not None:
+            late = normalize_return(aborted.partial, call.tool_call_id, call.name)
+            partial = [] if late.is_error and late.error and not late.content else list(late.content)
+        metadata: dict[str, Any] = {"aborted": True, "partial": bool(partial), "abort_reason": reason}
+        extra: dict[str, Any] = {"aborted": True, "reason": reason}
+        if aborted.started:
+            message = f"tool call aborted: {reason}"
+        else:
+            message = f"tool call skipped: {reason}"
+            metadata["skipped"] = True
+            extra["skipped"] = True
+        result = error_result(
+            call.tool_call_id,
+            call.name,
+            ErrorCode.cancelled,
+            message,
+            metadata=metadata,
+            extra_content=partial,
+        )
+        return _Final(result, "failed", extra, aborted=True)
+
+    # -- committing ---------------------------------------------------------------------------------
+
+    async def _commit(self, turn: _Turn, prep: _Prepared, final: _Final) -> ToolResult | None:
+        """Redacts, limits, commits node + event; records the result (``None`` if storage failed)."""
+        call = prep.call
+        try:
+            result = redact_result(final.result, self._redactor)
+            if call.name not in NO_ARTIFACTIZE:
+                result = await limit_output(
+                    result,
+                    limit_bytes=self._settings.tools.result_limit_bytes,
+                    limit_tokens=self._settings.tools.result_limit_tokens,
+                    sink=turn.sink,
+                    force=result.metadata.get("artifactize") is True,
+                )
+            event_type, payload = self._event(call.name, result, final)
+            if prep.internal:
+                payload["internal"] = True
+            await turn.sink.commit_tool_result(result, event_type=event_type, payload=payload)
+        except Exception as exc:
+            logger.error("committing the result of %s failed: %s", call.name, exc)
+            turn.commit_errors.append(exc)
+            return None
+        turn.results[prep.index] = result
+        if final.aborted:
+            turn.aborted_ids.append(call.tool_call_id)
+        return result
+
+    def _event(self, tool_name: str, result: ToolResult, final: _Final) -> tuple[EventType, dict[str, Any]]:
+        if final.kind == "completed":
+            payload = {
+                "tool_name": tool_name,
+                "duration_ms": final.extra.get("duration_ms", 0),
+                "summary": result_summary(result),
+                "artifact_ids": artifact_ids(result),
+            }
+            return EventType.tool_completed, payload
+        if final.kind == "denied":
+            payload = {
+                "tool_name": tool_name,
+                "denied_by": final.extra["denied_by"],
+                "reason": self._redactor.text(str(final.extra.get("reason") or "")),
+                "hook_summary": self._redactor.value(final.extra.get("hook_summary")),
+            }
+            return EventType.tool_denied, payload
+        error = result.error.model_dump(mode="json") if result.error is not None else None
+        payload = {"tool_name": tool_name, "error": error, **final.extra}
+        payload.setdefault("aborted", False)
+        return EventType.tool_failed, payload
+
+    async def _post_hooks(
+        self, turn: _Turn, definition: ToolDefinition, call: ToolCall, result: ToolResult
+    ) -> None:
+        try:
+            await self._race(
+                self._hooks.post_tool_use(
+                    scope=turn.scope, sink=turn.sink, tool=definition, call=call, result=result
+                ),
+                turn,
+            )
+        except _Aborted:
+            return
+        except Exception:
+            logger.warning("PostToolUse dispatch failed for %s", call.name, exc_info=True)
+
+    # -- cancellation-aware waiting -----------------------------------------------------------------
+
+    async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
+        """Awaits ``awaitable`` unless the run is cancelled first (then it is cancelled: ``_Aborted``)."""
+        if turn.cancelled:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise _Aborted(started=False)
+        task = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(turn.scope.cancel_event.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        await _settle(task)
+        raise _Aborted(started=False)
+
+    async def _run_handler(
+        self, awaitable: Coroutine[Any, Any, Any], turn: _Turn, timeout_ms: int | None
+    ) -> Any:
+        """Runs a handler; cancellation → ``_Aborted(started=True)``, timeout → ``_HandlerTimeout``."""
+        task = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(turn.scope.cancel_event.wait())
+        timeout = timeout_ms / 1000 if timeout_ms is not None else None
+        try:
+            done, _ = await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        late, _ = await _settle(task)
+        if turn.cancelled:
+            raise _Aborted(started=True, partial=late)
+        raise _HandlerTimeout()
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
