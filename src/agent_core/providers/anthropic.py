@@ -153,7 +153,7 @@ class StreamTranslator:
             return self._block_delta(chunk)
         if kind == "content_block_stop":
             index = chunk.get("index")
-            if self._blocks.get(index) == "tool_use":  # type: ignore[arg-type]
+            if isinstance(index, int) and self._blocks.get(index) == "tool_use":
                 return self._asm.end_call(index)
             return []
         if kind == "message_delta":

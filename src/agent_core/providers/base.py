@@ -201,8 +201,13 @@ class MessageAssembler:
         provider_id: str | None,
         provider_name: str,
         metadata: dict[str, Any] | None = None,
+        id_may_follow: bool = False,
     ) -> list[ModelEvent]:
-        """Opens a tool call; emits ``tool_call_delta(phase="start")`` with the canonical name."""
+        """Opens a tool call; emits ``tool_call_delta(phase="start")`` with the canonical name.
+
+        Without a provider id a ``call_`` id is generated at once, unless ``id_may_follow`` (the id may
+        arrive in a later fragment; it is then fixed at :meth:`set_call_id` or at the call's end).
+        """
         meta = dict(metadata or {})
         meta["provider_tool_name"] = provider_name
         call = _PendingCall(
@@ -212,7 +217,7 @@ class MessageAssembler:
             tool_call_id=None,
             metadata=meta,
         )
-        if provider_id is not None:
+        if provider_id is not None or not id_may_follow:
             call.tool_call_id = self._claim_id(call, provider_id)
         self._calls[key] = call
         self._parts.append(call)

@@ -220,6 +220,7 @@ class StreamTranslator:
                 provider_id=call_id or None,
                 provider_name=str(function.get("name") or ""),
                 metadata={"provider_index": index} if isinstance(index, int) else {},
+                id_may_follow=True,
             )
         elif call_id:
             self._asm.set_call_id(key, call_id)
