@@ -1,4 +1,4 @@
-"""Loaded instruction content: ``instruction_context`` drafts and dynamic ``instruction:<path>`` blocks.
+"""Loaded instruction content: dynamic ``instruction:<path>`` blocks from ``instruction_context`` nodes.
 
 Covers the block/freshness half of testing.md F6–F8 and contract.md §15 item 35 and context.md acceptance
 checks 15–17 (the ``code.read_file`` half — result fields, ``already_loaded`` — belongs to the code tools).
@@ -13,32 +13,15 @@ from pathlib import Path
 from agent_core.context.instructions import (
     INSTRUCTION_PRIORITY,
     InstructionScope,
-    file_hash,
     instruction_blocks,
-    instruction_context_draft,
     latest_instruction_nodes,
 )
 from agent_core.storage.ids import new_id
-from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock
-from agent_core.types.enums import MessageRole, NodeType
+from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
 from tests.fixtures.env import SoongEnv
-
-
-def _node(draft: ContextNodeDraft, seq: int) -> Node:
-    return Node(
-        node_id=new_id("node_"),
-        node_seq=seq,
-        session_id="sess_t",
-        agent_id="agent_t",
-        role=draft.role.value,
-        node_type=draft.node_type.value,
-        content=list(draft.content),
-        metadata=dict(draft.metadata),
-        created_at=utc_now(),
-    )
 
 
 def _message(text: str, seq: int, node_type: NodeType = NodeType.message, **meta: object) -> Node:
@@ -55,38 +38,37 @@ def _message(text: str, seq: int, node_type: NodeType = NodeType.message, **meta
     )
 
 
+def file_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _load(path: Path, seq: int, scope: InstructionScope = "project", call_id: str = "call_1") -> Node:
+    """An ``instruction_context`` node as ``code.read_file`` writes it (context.md §7.4)."""
     data = path.read_bytes()
     st = path.stat()
-    draft = instruction_context_draft(
-        path, scope, data, mtime_ns=st.st_mtime_ns, size_bytes=st.st_size, tool_call_id=call_id
+    return Node(
+        node_id=new_id("node_"),
+        node_seq=seq,
+        session_id="sess_t",
+        agent_id="agent_t",
+        role="system",
+        node_type=NodeType.instruction_context.value,
+        content=[TextBlock(text=data.decode("utf-8"))],
+        metadata={
+            "path": str(path),
+            "scope": scope,
+            "hash": file_hash(data),
+            "mtime_ns": st.st_mtime_ns,
+            "size_bytes": st.st_size,
+            "loaded_by_tool_call_id": call_id,
+        },
+        created_at=utc_now(),
     )
-    return _node(draft, seq)
 
 
 def _bump_mtime(path: Path) -> None:
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-
-
-def test_instruction_context_draft_shape(soong_env: SoongEnv) -> None:
-    path = soong_env.write_project("CLAUDE.md", "rule one\nrule two\n")
-    data = path.read_bytes()
-    draft = instruction_context_draft(
-        path, "project", data, mtime_ns=123, size_bytes=len(data), tool_call_id="call_x"
-    )
-    assert draft.node_type == NodeType.instruction_context
-    assert draft.role == MessageRole.system
-    assert draft.content == [TextBlock(text="rule one\nrule two\n")]
-    assert draft.metadata == {
-        "path": str(path),
-        "scope": "project",
-        "hash": hashlib.sha256(data).hexdigest(),
-        "mtime_ns": 123,
-        "size_bytes": len(data),
-        "loaded_by_tool_call_id": "call_x",
-    }
-    assert file_hash(data) == draft.metadata["hash"]
 
 
 def test_f06_loaded_instruction_becomes_dynamic_block(soong_env: SoongEnv) -> None:

@@ -1,7 +1,8 @@
 """Instruction catalog scan, catalog block and the instruction-file predicate (context.md §7.1–§7.3).
 
-Covers testing.md F1–F5, F9 (predicate half), F13; contract.md §15 items 33–34 and the predicate half of 35;
-context.md acceptance checks 9–14 and the predicate half of 18.
+Covers testing.md F1–F5 and F13; contract.md §15 items 33–34; context.md acceptance checks 9–14. The
+predicate itself (:func:`match_instruction_file`, F9) belongs to the code tools; here only the catalog's
+agreement with it is checked.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import pytest
 from agent_core.context.instructions import (
     CATALOG_PRIORITY,
     MAX_CATALOG_ENTRIES,
-    SKIP_DIRS,
     catalog_block,
-    is_instruction_file,
-    parse_frontmatter,
     scan_instruction_catalog,
 )
+from agent_core.tools.instruction_files import match_instruction_file
+from agent_core.tools.paths import SKIP_DIRS
 from tests.fixtures.env import SoongEnv
 
 
@@ -211,17 +211,6 @@ def test_frontmatter_error_and_normalised_values(soong_env: SoongEnv) -> None:
     json.loads(catalog_block(catalog).content.splitlines()[1])
 
 
-def test_parse_frontmatter_splits_body() -> None:
-    front = parse_frontmatter("\ufeff---\r\nname: x\r\n---\r\nline 1\nline 2\n")
-    assert front.present and front.error is None
-    assert front.data == {"name": "x"}
-    assert front.body == "line 1\nline 2\n"
-    empty = parse_frontmatter("---\n---\nbody")
-    assert empty.present and empty.data == {} and empty.body == "body"
-    plain = parse_frontmatter("# Title\n---\nnot frontmatter\n")
-    assert not plain.present and plain.body.startswith("# Title")
-
-
 def test_f13_more_than_200_files_truncated_after_200(soong_env: SoongEnv) -> None:
     env = soong_env
     for i in range(205):
@@ -279,38 +268,6 @@ def test_catalog_block_escapes_closing_tag_in_frontmatter(soong_env: SoongEnv) -
 # ------------------------------------------------------------------------------------------------ predicate
 
 
-def test_f09_predicate_matches_sources_and_rejects_ordinary_files(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    project = tmp_path / "project"
-
-    def check(path: Path) -> str | None:
-        return is_instruction_file(path, home, project)
-
-    assert check(home / "CLAUDE.md") == "user"
-    assert check(home / "AGENTS.md") == "user"
-    assert check(home / "rules" / "a.md") == "user"
-    assert check(home / "rules" / "x" / "y" / "CLAUDE.md") == "user"
-    assert check(home / "rules" / "node_modules" / "a.md") is None
-    assert check(home / "rules" / "a.txt") is None
-    assert check(home / "notes.md") is None
-    assert check(home / "sub" / "CLAUDE.md") is None
-    assert check(home / "skills" / "review.md") is None
-    assert check(project / "CLAUDE.md") == "project"
-    assert check(project / "AGENTS.md") == "project"
-    assert check(project / "a" / "b" / "AGENTS.md") == "project"
-    assert check(project / "README.md") is None
-    assert check(project / "docs" / "guide.md") is None
-    assert check(project / ".soong-agent" / "plans" / "implement-auth.md") is None
-    assert check(project / ".soong-agent" / "CLAUDE.md") is None
-    assert check(project / ".soong-agent" / "rules" / "a.md") is None
-    assert check(project / "rules" / "a.md") is None
-    assert check(project / "claude.md") is None
-    assert check(tmp_path / "elsewhere" / "CLAUDE.md") is None
-    for skipped in SKIP_DIRS:
-        assert check(project / skipped / "CLAUDE.md") is None
-        assert check(project / "pkg" / skipped / "x" / "AGENTS.md") is None
-
-
 def test_predicate_ignores_precedence_and_catalog_truncation(soong_env: SoongEnv) -> None:
     env = soong_env
     env.write_project("CLAUDE.md", "x\n")
@@ -319,17 +276,9 @@ def test_predicate_ignores_precedence_and_catalog_truncation(soong_env: SoongEnv
         env.write_project(f"d{i}/CLAUDE.md", "x\n")
     catalog = scan_instruction_catalog(env.home, env.project, limit=1)
     assert str(agents) not in {e.path for e in catalog.entries}
-    assert is_instruction_file(agents, env.home, env.project) == "project"
-    assert is_instruction_file(env.project / "d2" / "CLAUDE.md", env.home, env.project) == "project"
-
-
-def test_predicate_with_home_inside_project(tmp_path: Path) -> None:
-    project = tmp_path / "p"
-    home = project / "h"
-    assert is_instruction_file(home / "CLAUDE.md", home, project) == "user"
-    assert is_instruction_file(home / "rules" / "r.md", home, project) == "user"
-    assert is_instruction_file(home / "sub" / "CLAUDE.md", home, project) is None
-    assert is_instruction_file(project / "CLAUDE.md", home, project) == "project"
+    for path in (agents, env.project / "d2" / "CLAUDE.md"):
+        ref = match_instruction_file(path, project_dir=env.project, home_dir=env.home)
+        assert ref is not None and ref.scope == "project"
 
 
 def test_catalog_entries_all_satisfy_the_predicate(soong_env: SoongEnv) -> None:
@@ -341,4 +290,6 @@ def test_catalog_entries_all_satisfy_the_predicate(soong_env: SoongEnv) -> None:
     catalog = scan_instruction_catalog(env.home, env.project)
     assert len(catalog.entries) == 5
     for entry in catalog.entries:
-        assert is_instruction_file(Path(entry.path), env.home, env.project) == entry.scope
+        ref = match_instruction_file(Path(entry.path), project_dir=env.project, home_dir=env.home)
+        assert ref is not None
+        assert (ref.scope, ref.relative_path) == (entry.scope, entry.relative_path)

@@ -4,12 +4,12 @@ Contracts (context.md §7, contract.md §4.8 and §5):
 
 - :func:`scan_instruction_catalog` walks the user sources (``${home}/CLAUDE.md``, ``${home}/AGENTS.md``,
   ``${home}/rules/**/*.md``) and the project sources (``<project>/**/CLAUDE.md``, ``<project>/**/AGENTS.md``),
-  skipping :data:`SKIP_DIRS`, ``<project>/.soong-agent/``, the home when it lies inside the project and
-  symlinked directories. ``CLAUDE.md`` wins over ``AGENTS.md`` in one directory. Entries carry paths and
-  frontmatter only, never bodies; at most :data:`MAX_CATALOG_ENTRIES`, user entries first, then project
-  entries, each group by relative POSIX path.
-- :func:`is_instruction_file` is the pure predicate ``code.read_file`` uses to decide whether a read
-  registers instruction context: it is independent of catalog truncation and of the same-directory rule.
+  skipping :data:`~agent_core.tools.paths.SKIP_DIRS`, ``<project>/.soong-agent/``, the home when it lies
+  inside the project and symlinked directories. ``CLAUDE.md`` wins over ``AGENTS.md`` in one directory.
+  Every entry also satisfies :func:`~agent_core.tools.instruction_files.match_instruction_file` (the
+  predicate ``code.read_file`` uses), so a symlinked file resolving outside its source is left out.
+  Entries carry paths and frontmatter only, never bodies; at most :data:`MAX_CATALOG_ENTRIES`, user entries
+  first, then project entries, each group by relative POSIX path.
 - :func:`instruction_blocks` turns the latest ``instruction_context`` node per path on the active path
   (compacted nodes included) into dynamic blocks, most recently loaded first, checking freshness on disk.
 
@@ -25,16 +25,20 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
 from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from agent_core.tools.context import ContextNodeDraft
+from agent_core.tools.instruction_files import (
+    INSTRUCTION_NAMES,
+    PROJECT_PRIVATE_DIR,
+    Frontmatter,
+    match_instruction_file,
+    split_frontmatter,
+)
+from agent_core.tools.paths import SKIP_DIRS
 from agent_core.types.content import TextBlock
-from agent_core.types.enums import MessageRole, NodeType
+from agent_core.types.enums import NodeType
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import Node
 
@@ -42,13 +46,6 @@ logger = logging.getLogger("agent_core.context.instructions")
 
 InstructionScope = Literal["user", "project"]
 
-SKIP_DIRS: frozenset[str] = frozenset(
-    {".git", "node_modules", ".venv", "venv", "dist", "build", "target", ".next", ".cache", "__pycache__"}
-)
-"""Directory names never descended into (anywhere in a walk)."""
-INSTRUCTION_FILE_NAMES: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
-"""Name-matched instruction files, in same-directory precedence order."""
-PROJECT_STATE_DIR = ".soong-agent"
 RULES_DIR = "rules"
 MAX_CATALOG_ENTRIES = 200
 CATALOG_BLOCK_ID = "instruction_catalog"
@@ -57,106 +54,6 @@ INSTRUCTION_PRIORITY = 110
 INSTRUCTION_SOURCE = "instruction"
 FRONTMATTER_READ_LIMIT = 64 * 1024
 """Bytes read from the head of a file to find its frontmatter (the catalog never needs the body)."""
-
-
-# --------------------------------------------------------------------------------------------- frontmatter
-
-
-@dataclass(frozen=True, kw_only=True)
-class Frontmatter:
-    """A Markdown file split into YAML frontmatter and body.
-
-    ``data`` is ``{}`` when there is no frontmatter or it is unparsable; ``error`` names the problem in the
-    latter case (``body`` is then the whole text). Values are normalised to JSON-compatible types.
-    """
-
-    data: dict[str, Any]
-    body: str
-    present: bool
-    error: str | None = None
-
-
-def parse_frontmatter(text: str) -> Frontmatter:
-    """Splits a leading ``---`` YAML block (closed by ``---`` or ``...``) from ``text`` using ``safe_load``."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].rstrip() != "---":
-        return Frontmatter(data={}, body=text, present=False)
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
-        return Frontmatter(data={}, body=text, present=True, error="unterminated frontmatter block")
-    try:
-        loaded = yaml.safe_load("".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        return Frontmatter(data={}, body=text, present=True, error=f"invalid YAML: {exc}")
-    if loaded is None:
-        loaded = {}
-    if not isinstance(loaded, dict):
-        return Frontmatter(data={}, body=text, present=True, error="frontmatter is not a mapping")
-    data = {str(k): _jsonable(v) for k, v in loaded.items()}
-    return Frontmatter(data=data, body="".join(lines[end + 1 :]), present=True)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-# ---------------------------------------------------------------------------------------------- predicate
-
-
-def _relative(path: Path, root: Path) -> Path | None:
-    try:
-        return path.relative_to(root)
-    except ValueError:
-        return None
-
-
-def _is_rules_name(name: str) -> bool:
-    return name.endswith(".md") and name != ".md"
-
-
-def is_instruction_file(path: Path, home: Path, project: Path) -> InstructionScope | None:
-    """Scope of ``path`` when it matches an instruction source of context.md §7.1, else ``None``.
-
-    Pure and lexical: all three arguments must already be resolved absolute paths. File names match
-    case-sensitively; paths inside :data:`SKIP_DIRS`, ``<project>/.soong-agent/`` or (for project
-    sources) a home lying inside the project never match.
-    """
-    name = path.name
-    user_rel = _relative(path, home)
-    if user_rel is not None:
-        parts = user_rel.parts
-        if len(parts) == 1 and name in INSTRUCTION_FILE_NAMES:
-            return "user"
-        if (
-            len(parts) >= 2
-            and parts[0] == RULES_DIR
-            and _is_rules_name(name)
-            and not SKIP_DIRS.intersection(parts[1:-1])
-        ):
-            return "user"
-    if name not in INSTRUCTION_FILE_NAMES:
-        return None
-    proj_rel = _relative(path, project)
-    if proj_rel is None:
-        return None
-    dirs = proj_rel.parts[:-1]
-    if dirs and dirs[0] == PROJECT_STATE_DIR:
-        return None
-    if SKIP_DIRS.intersection(dirs):
-        return None
-    if user_rel is not None and _relative(home, project) is not None:
-        return None
-    return "project"
 
 
 # ------------------------------------------------------------------------------------------------ catalog
@@ -214,29 +111,25 @@ def scan_instruction_catalog(
 
 
 def _pick_name(directory: str, filenames: Sequence[str]) -> str | None:
-    for name in INSTRUCTION_FILE_NAMES:
+    for name in INSTRUCTION_NAMES:
         if name in filenames and os.path.isfile(os.path.join(directory, name)):
             return name
     return None
 
 
-def _entry(
-    file: Path, root: Path, scope: InstructionScope, home: Path, project: Path
-) -> InstructionEntry | None:
+def _entry(file: Path, scope: InstructionScope, home: Path, project: Path) -> InstructionEntry | None:
     resolved = file.resolve()
-    if is_instruction_file(resolved, home, project) != scope:
+    ref = match_instruction_file(resolved, project_dir=project, home_dir=home)
+    if ref is None or ref.scope != scope:
         logger.debug("instruction candidate %s resolves outside its source; skipped", file)
-        return None
-    rel = _relative(resolved, root)
-    if rel is None:
         return None
     front = _read_frontmatter(resolved)
     return InstructionEntry(
         path=str(resolved),
         scope=scope,
-        relative_path=rel.as_posix(),
+        relative_path=ref.relative_path,
         frontmatter=front.data,
-        frontmatter_error=front.error is not None,
+        frontmatter_error=front.error,
     )
 
 
@@ -246,10 +139,10 @@ def _read_frontmatter(path: Path) -> Frontmatter:
             head = fh.read(FRONTMATTER_READ_LIMIT)
     except OSError as exc:
         logger.warning("instruction file %s is unreadable: %s", path, exc)
-        return Frontmatter(data={}, body="", present=False, error=f"unreadable: {exc}")
-    front = parse_frontmatter(head.decode("utf-8", errors="replace"))
-    if front.error is not None:
-        logger.warning("instruction file %s has unparsable frontmatter: %s", path, front.error)
+        return Frontmatter(error=True)
+    front = split_frontmatter(head.decode("utf-8", errors="replace"))
+    if front.error:
+        logger.warning("instruction file %s has unparsable frontmatter", path)
     return front
 
 
@@ -258,7 +151,7 @@ def _scan_user(home: Path, project: Path) -> list[InstructionEntry]:
     if not home.is_dir():
         return out
     name = _pick_name(str(home), os.listdir(home))
-    if name is not None and (entry := _entry(home / name, home, "user", home, project)) is not None:
+    if name is not None and (entry := _entry(home / name, "user", home, project)) is not None:
         out.append(entry)
     rules = home / RULES_DIR
     if not rules.is_dir() or rules.is_symlink():
@@ -267,8 +160,8 @@ def _scan_user(home: Path, project: Path) -> list[InstructionEntry]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
         for filename in filenames:
             file = Path(dirpath, filename)
-            if _is_rules_name(filename) and file.is_file():
-                entry = _entry(file, home, "user", home, project)
+            if filename.endswith(".md") and file.is_file():
+                entry = _entry(file, "user", home, project)
                 if entry is not None:
                     out.append(entry)
     return out
@@ -284,12 +177,12 @@ def _scan_project(home: Path, project: Path) -> list[InstructionEntry]:
             d
             for d in dirnames
             if d not in SKIP_DIRS
-            and not (here == project and d == PROJECT_STATE_DIR)
+            and not (here == project and d == PROJECT_PRIVATE_DIR)
             and here / d != home
             and not os.path.islink(os.path.join(dirpath, d))
         ]
         name = _pick_name(dirpath, filenames)
-        if name is not None and (entry := _entry(here / name, project, "project", home, project)):
+        if name is not None and (entry := _entry(here / name, "project", home, project)):
             out.append(entry)
     return out
 
@@ -326,34 +219,6 @@ def catalog_block(catalog: InstructionCatalog) -> SystemBlock:
 def file_hash(data: bytes) -> str:
     """SHA-256 hex digest of the file bytes (the ``hash`` of an ``instruction_context`` node)."""
     return hashlib.sha256(data).hexdigest()
-
-
-def instruction_context_draft(
-    path: Path | str,
-    scope: InstructionScope,
-    data: bytes,
-    *,
-    mtime_ns: int,
-    size_bytes: int,
-    tool_call_id: str,
-) -> ContextNodeDraft:
-    """The ``instruction_context`` node a successful read of an instruction file writes (context.md §7.4).
-
-    ``data`` is the full file content (not the requested window); ``path`` the resolved path.
-    """
-    return ContextNodeDraft(
-        node_type=NodeType.instruction_context,
-        role=MessageRole.system,
-        content=[TextBlock(text=data.decode("utf-8", errors="replace"))],
-        metadata={
-            "path": str(path),
-            "scope": scope,
-            "hash": file_hash(data),
-            "mtime_ns": mtime_ns,
-            "size_bytes": size_bytes,
-            "loaded_by_tool_call_id": tool_call_id,
-        },
-    )
 
 
 def latest_instruction_nodes(path: Sequence[Node]) -> list[Node]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.context.instructions import parse_frontmatter
+from agent_core.tools.instruction_files import split_frontmatter
 from agent_core.types.model import SystemBlock
 
 logger = logging.getLogger("agent_core.skills")
@@ -182,9 +182,9 @@ def _parse_skill_file(path: Path) -> tuple[str, str, dict[str, Any]] | str:
 
 def validate_skill_frontmatter(text: str) -> tuple[str, str, dict[str, Any]] | str:
     """Validates the required ``name``/``description`` frontmatter of a skill file's text."""
-    front = parse_frontmatter(text)
-    if front.error is not None:
-        return f"frontmatter error: {front.error}"
+    front = split_frontmatter(text)
+    if front.error:
+        return "unparsable YAML frontmatter"
     if not front.present:
         return "missing frontmatter (name and description are required)"
     name = front.data.get("name")

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.context.instructions import parse_frontmatter
+from agent_core.context.composer import latest_valid_compaction
 from agent_core.errors import ErrorCode, ToolError
 from agent_core.skills.catalog import SkillCatalog, SkillEntry
 from agent_core.tools.context import ContextNodeDraft, ToolContext
+from agent_core.tools.instruction_files import split_frontmatter
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall
@@ -73,11 +74,11 @@ def read_skill_body(entry: SkillEntry) -> LoadedSkill:
             details={"skill_name": entry.name, "skill_path": str(entry.path)},
             cause=exc,
         ) from exc
-    front = parse_frontmatter(text)
-    if front.error is not None:
+    front = split_frontmatter(text)
+    if front.error:
         raise ToolError(
             ErrorCode.skill_load_failed,
-            f"skill '{entry.name}' has invalid frontmatter: {front.error}",
+            f"skill '{entry.name}' has unparsable frontmatter",
             details={"skill_name": entry.name, "skill_path": str(entry.path)},
         )
     body = front.body
@@ -87,16 +88,11 @@ def read_skill_body(entry: SkillEntry) -> LoadedSkill:
 
 def visible_nodes(path: Sequence[Node]) -> Sequence[Node]:
     """``path`` without the nodes covered by its last valid compaction (compact.md §3–§4)."""
-    index_of = {n.node_id: i for i, n in enumerate(path)}
-    start = 0
-    prev_first_kept = -1
-    for i, node in enumerate(path):
-        if node.node_type != NodeType.compaction:
-            continue
-        first_kept = index_of.get(str(node.metadata.get("first_kept_node_id")))
-        if first_kept is None or first_kept >= i or first_kept < prev_first_kept:
-            continue
-        start = prev_first_kept = first_kept
+    index, _ = latest_valid_compaction(path)
+    if index is None:
+        return path
+    first_kept = str(path[index].metadata.get("first_kept_node_id"))
+    start = next(i for i, n in enumerate(path) if n.node_id == first_kept)
     return path[start:]
 
 
