@@ -244,7 +244,7 @@ class RegisteredTool:
 
 def check_canonical_name(name: Any, *, user: bool) -> str:
     """Validates a canonical name (and, for user registrations, the reserved namespaces)."""
-    if not isinstance(name, str) or not CANONICAL_NAME.match(name):
+    if not isinstance(name, str) or not CANONICAL_NAME.fullmatch(name):
         raise _invalid(
             f"invalid tool name {name!r}: expected two or more dot-separated segments of [A-Za-z0-9_-]",
             tool=name,
