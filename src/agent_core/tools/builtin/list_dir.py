@@ -1,0 +1,145 @@
+"""``code.list_dir`` (contract.md §4.3, tools.md §13.2).
+
+Entries are ``{"path", "type", "size_bytes"}`` relative to the listed directory, sorted by ``path``.
+Recursive listings never follow symlinked directories, list but never enter the skip directories, and —
+below a target that is not itself sensitive — omit entries whose basename matches a sensitive glob and
+do not enter sensitive prefix directories. A walk visits at most :data:`MAX_WALK_ENTRIES` entries
+(``truncated`` is then set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools.adapter import Preflight
+from agent_core.tools.builtin.base import READONLY_TAGS, Args, ToolEnv, invalid, object_schema, ok
+from agent_core.tools.context import ToolContext
+from agent_core.tools.paths import SKIP_DIRS, SensitiveMatcher
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+NAME = "code.list_dir"
+DEFAULT_LIMIT = 1000
+MAX_WALK_ENTRIES = 200_000
+
+
+def _kind(entry: os.DirEntry[str]) -> tuple[str, int | None]:
+    try:
+        if entry.is_symlink():
+            return "symlink", None
+        if entry.is_dir(follow_symlinks=False):
+            return "dir", None
+        if entry.is_file(follow_symlinks=False):
+            return "file", entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return "other", None
+    return "other", None
+
+
+def _scan(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def list_entries(
+    root: Path, *, recursive: bool, limit: int, hide: SensitiveMatcher | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """Lists ``root``; ``hide`` (when given) filters sensitive entries below it. Returns (entries, truncated)."""
+    found: list[dict[str, Any]] = []
+    walk_cut = False
+    stack: list[tuple[str, str]] = [(os.fspath(root), "")]
+    while stack:
+        directory, prefix = stack.pop()
+        for entry in _scan(directory):
+            if hide is not None and hide.name_matches(entry.name):
+                continue
+            kind, size = _kind(entry)
+            rel = prefix + entry.name
+            found.append({"path": rel, "type": kind, "size_bytes": size})
+            if len(found) >= MAX_WALK_ENTRIES:
+                walk_cut = True
+                stack.clear()
+                break
+            if not recursive or kind != "dir" or entry.name in SKIP_DIRS:
+                continue
+            if hide is not None and hide.under_prefix(Path(entry.path)):
+                continue
+            stack.append((entry.path, rel + "/"))
+    found.sort(key=lambda e: e["path"])
+    return found[:limit], walk_cut or len(found) > limit
+
+
+class ListDirTool:
+    name = NAME
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=NAME,
+            description=(
+                "List a directory. Non-recursive by default; recursive listings skip the contents of "
+                ".git, node_modules, .venv, venv, dist, build, target, .next, .cache and __pycache__."
+            ),
+            input_schema=object_schema(
+                {
+                    "path": {
+                        "type": "string",
+                        "description": "Directory (relative to the project or absolute).",
+                    },
+                    "recursive": {"type": "boolean", "default": False},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Maximum entries (default 1000).",
+                    },
+                },
+                ["path"],
+            ),
+            permission="readonly",
+            tags=list(READONLY_TAGS),
+            metadata={"concurrency": "parallel", "source": "code"},
+        )
+
+    def _args(self, arguments: dict[str, Any]) -> tuple[str, bool, int]:
+        args = Args(NAME, arguments, ("path", "recursive", "limit"))
+        path = args.required_string("path")
+        recursive = args.boolean("recursive", False)
+        limit = args.integer("limit", DEFAULT_LIMIT, minimum=1)
+        assert limit is not None
+        return path, recursive, limit
+
+    def preflight(self, args: dict[str, Any], env: ToolEnv) -> Preflight:
+        path, _, _ = self._args(args)
+        target = env.resolve(path)
+        return Preflight(
+            target_scope=str(target.resolved),
+            target_paths=[target.resolved],
+            sensitive=env.is_sensitive(target),
+        )
+
+    async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
+        raw_path, recursive, limit = self._args(call.arguments)
+        target = env.resolve(raw_path)
+        directory = target.resolved
+        try:
+            st = os.stat(directory)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise AgentCoreError(
+                ErrorCode.file_not_found,
+                f"directory not found: {directory}",
+                details={"path": str(directory)},
+            ) from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise invalid(f"{directory} is not a directory", path=str(directory))
+        hide = None if env.is_sensitive(target) else env.sensitive
+        entries, truncated = await asyncio.to_thread(
+            list_entries, directory, recursive=recursive, limit=limit, hide=hide if recursive else None
+        )
+        return ok(call, {"entries": entries, "truncated": truncated}, metadata={"path": str(directory)})

@@ -1,0 +1,376 @@
+"""The command runner shared by ``code.run_command``, declarative tools and hooks (tools.md §13.7).
+
+Contract:
+
+* :func:`run_process` spawns ``argv`` with :func:`asyncio.create_subprocess_exec` (or a shell string with
+  :func:`asyncio.create_subprocess_shell`, for user-level declarative tools and hooks only) in a **new
+  session / process group**, with exactly the given environment (build it with :func:`build_env`) and
+  stdin from ``stdin_data`` (then closed) or ``/dev/null``.
+* stdout and stderr are captured separately: the first :data:`CAPTURE_CAP_BYTES` bytes of each stream plus
+  a rolling tail (so head+tail truncation is exact however long the stream is). ``on_stdout_line`` makes
+  stdout streamed line by line to a consumer instead of being captured.
+* Timeout: SIGTERM to the whole group, SIGKILL after :data:`KILL_GRACE_S` seconds, ``timed_out=True``.
+  ``cancel_event`` being set does the same and returns the partial output with ``cancelled=True``; a task
+  cancellation terminates the group the same way and re-raises :class:`asyncio.CancelledError`.
+* When the leader exits normally, any process it left in its group is killed too: nothing keeps running
+  after the runner returns.
+* :func:`head_tail` renders a stream over its limit as first half + ``... [truncated N bytes] ...`` +
+  last half, cut on UTF-8 character boundaries and decoded with replacement.
+
+The runner never redacts: callers redact inline text and artifacts (they know the secret set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+
+KILL_GRACE_S = 2.0
+CAPTURE_CAP_BYTES = 64 * 1024 * 1024
+"""Maximum bytes of one stream kept for its artifact; beyond it the artifact is flagged truncated."""
+DEFAULT_TAIL_KEEP = 1024 * 1024
+_READ_CHUNK = 65536
+_DRAIN_AFTER_EXIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class StreamCapture:
+    """One captured output stream."""
+
+    head: bytes
+    """The first ``CAPTURE_CAP_BYTES`` bytes (the whole stream when it was not longer)."""
+    tail: bytes
+    """The last bytes of the stream (meaningful when ``total_bytes > len(head)``)."""
+    total_bytes: int
+
+    @property
+    def overflowed(self) -> bool:
+        """More bytes were produced than kept in :attr:`head`."""
+        return self.total_bytes > len(self.head)
+
+    def text(self) -> str:
+        return self.head.decode("utf-8", errors="replace")
+
+
+EMPTY_CAPTURE = StreamCapture(head=b"", tail=b"", total_bytes=0)
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What happened to one process."""
+
+    exit_code: int | None
+    """Exit status (negative = killed by that signal); ``None`` when timed out or cancelled."""
+    stdout: StreamCapture
+    stderr: StreamCapture
+    timed_out: bool
+    cancelled: bool
+    duration_ms: int
+
+    @property
+    def partial(self) -> bool:
+        """Timed out or cancelled after producing some output."""
+        return (self.timed_out or self.cancelled) and (self.stdout.total_bytes + self.stderr.total_bytes) > 0
+
+
+class _Capture:
+    def __init__(self, cap: int, tail_keep: int) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._cap = cap
+        self._tail_keep = tail_keep
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+        self.tail += chunk
+        if len(self.tail) > self._tail_keep:
+            del self.tail[: len(self.tail) - self._tail_keep]
+
+    def freeze(self) -> StreamCapture:
+        return StreamCapture(head=bytes(self.head), tail=bytes(self.tail), total_bytes=self.total)
+
+
+def build_env(
+    allowlist: Iterable[str],
+    *,
+    required: Iterable[str] = (),
+    required_by: str = "",
+    extra: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for a child: ``allowlist`` names present in ``environ`` (missing ones omitted), every
+    ``required`` name (missing → ``config_error`` naming the variable and ``required_by``), then ``extra``
+    (explicit values such as ``SOONG_AGENT_HOME`` for hooks). Nothing else is ever passed."""
+    source = os.environ if environ is None else environ
+    env: dict[str, str] = {}
+    for name in allowlist:
+        if name in source:
+            env[name] = source[name]
+    for name in required:
+        if name not in source:
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"environment variable {name!r} required by {required_by or 'a tool'} is not set",
+                details={"variable": name, "required_by": required_by},
+            )
+        env[name] = source[name]
+    if extra:
+        env.update(extra)
+    return env
+
+
+def env_summary(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{name: "<set>" | "<unset>"}`` for the permission request; values are never included."""
+    source = os.environ if environ is None else environ
+    return {name: ("<set>" if name in source else "<unset>") for name in names}
+
+
+def resolve_executable(name: str, *, cwd: Path, env: Mapping[str, str]) -> Path:
+    """``argv[0]`` with a ``/`` resolves against ``cwd``; otherwise it is looked up in ``env["PATH"]``
+    (``os.defpath`` when PATH is not passed). Not found / not an executable file → ``file_not_found``."""
+    if not name or "\x00" in name:
+        raise AgentCoreError(ErrorCode.validation_error, "argv[0] must be a non-empty string without NUL")
+    if "/" in name:
+        candidate = Path(os.path.normpath(os.path.join(os.fspath(cwd), name)))
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+        found = None
+    else:
+        found = shutil.which(name, path=env.get("PATH", os.defpath))
+        if found is not None:
+            return Path(found)
+    raise AgentCoreError(
+        ErrorCode.file_not_found,
+        f"executable {name!r} not found" + ("" if "/" in name else " on the allowlisted PATH"),
+        details={"executable": name},
+    )
+
+
+def _utf8_start(data: bytes, index: int) -> int:
+    """Smallest index ≥ ``index`` that starts a UTF-8 character."""
+    while index < len(data) and (data[index] & 0xC0) == 0x80:
+        index += 1
+    return index
+
+
+def utf8_prefix(data: bytes, limit: int) -> bytes:
+    """The longest prefix of ``data`` of at most ``limit`` bytes that ends on a character boundary."""
+    if len(data) <= limit:
+        return data
+    cut = limit
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return data[:cut]
+
+
+def head_tail(capture: StreamCapture, limit: int) -> tuple[str, bool]:
+    """Inline text of a stream under ``limit`` bytes: the whole stream, or first half + marker + last
+    half (``... [truncated N bytes] ...``, N = bytes left out). Returns ``(text, truncated)``."""
+    if capture.total_bytes <= limit:
+        return capture.text(), False
+    head = utf8_prefix(capture.head, limit // 2)
+    keep_tail = limit - limit // 2
+    source = capture.head if not capture.overflowed else capture.tail
+    tail_raw = source[-keep_tail:] if keep_tail else b""
+    tail = tail_raw[_utf8_start(tail_raw, 0) :]
+    omitted = capture.total_bytes - len(head) - len(tail)
+    text = (
+        head.decode("utf-8", errors="replace")
+        + f"... [truncated {omitted} bytes] ..."
+        + tail.decode("utf-8", errors="replace")
+    )
+    return text, True
+
+
+async def _pump(
+    stream: asyncio.StreamReader | None, capture: _Capture, on_line: Callable[[bytes], None] | None
+) -> None:
+    if stream is None:
+        return
+    if on_line is None:
+        while chunk := await stream.read(_READ_CHUNK):
+            capture.feed(chunk)
+        return
+    pending = bytearray()
+    while chunk := await stream.read(_READ_CHUNK):
+        capture.total += len(chunk)
+        pending += chunk
+        while (nl := pending.find(b"\n")) >= 0:
+            line = bytes(pending[: nl + 1])
+            del pending[: nl + 1]
+            on_line(line)
+    if pending:
+        on_line(bytes(pending))
+
+
+async def _feed_stdin(writer: asyncio.StreamWriter | None, data: bytes) -> None:
+    if writer is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        writer.write(data)
+        await writer.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+        writer.close()
+        await writer.wait_closed()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+async def _terminate(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+    """SIGTERM to the group, SIGKILL after ``grace_s`` if the leader is still alive."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=grace_s)
+    except TimeoutError:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def _finish_readers(readers: Sequence[asyncio.Task[None]]) -> None:
+    _, pending = await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT_S)
+    for task in pending:  # a process that escaped the group still holds the pipe
+        task.cancel()
+    for task in readers:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _spawn(
+    argv: Sequence[str] | None,
+    shell_command: str | None,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    with_stdin: bool,
+) -> asyncio.subprocess.Process:
+    stdin = asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL
+    pipe = asyncio.subprocess.PIPE
+    if argv is not None:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=os.fspath(cwd),
+            env=dict(env),
+            stdin=stdin,
+            stdout=pipe,
+            stderr=pipe,
+            start_new_session=True,
+        )
+    assert shell_command is not None
+    return await asyncio.create_subprocess_shell(
+        shell_command,
+        cwd=os.fspath(cwd),
+        env=dict(env),
+        stdin=stdin,
+        stdout=pipe,
+        stderr=pipe,
+        start_new_session=True,
+    )
+
+
+async def run_process(
+    argv: Sequence[str] | None = None,
+    *,
+    shell_command: str | None = None,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_data: bytes | None = None,
+    timeout_ms: int | None = None,
+    cancel_event: asyncio.Event | None = None,
+    on_stdout_line: Callable[[bytes], None] | None = None,
+    capture_cap: int = CAPTURE_CAP_BYTES,
+    tail_keep: int = DEFAULT_TAIL_KEEP,
+    kill_grace_s: float = KILL_GRACE_S,
+) -> CommandOutcome:
+    """Runs one process to completion, timeout or cancellation (see the module docstring).
+
+    Exactly one of ``argv`` (exec; ``argv[0]`` should already be resolved) and ``shell_command`` must be
+    given. Spawn failures raise ``file_not_found`` (missing executable/cwd) or ``internal_error``.
+    """
+    if (argv is None) == (shell_command is None):
+        raise AgentCoreError(ErrorCode.validation_error, "exactly one of argv and shell_command is required")
+    if argv is not None and (not argv or any("\x00" in a for a in argv)):
+        raise AgentCoreError(ErrorCode.validation_error, "argv must be non-empty and free of NUL bytes")
+    started = time.monotonic()
+    if cancel_event is not None and cancel_event.is_set():
+        return CommandOutcome(None, EMPTY_CAPTURE, EMPTY_CAPTURE, False, True, 0)
+    try:
+        proc = await _spawn(argv, shell_command, cwd=cwd, env=env, with_stdin=stdin_data is not None)
+    except FileNotFoundError as exc:
+        raise AgentCoreError(
+            ErrorCode.file_not_found,
+            f"cannot start command: {exc.strerror}: {exc.filename!r}",
+            details={"executable": argv[0] if argv else None},
+            cause=exc,
+        ) from exc
+    except OSError as exc:
+        raise AgentCoreError(
+            ErrorCode.internal_error, f"cannot start command: {exc.strerror or exc}", cause=exc
+        ) from exc
+
+    out = _Capture(capture_cap, max(tail_keep, 1))
+    err = _Capture(capture_cap, max(tail_keep, 1))
+    readers = [
+        asyncio.create_task(_pump(proc.stdout, out, on_stdout_line)),
+        asyncio.create_task(_pump(proc.stderr, err, None)),
+    ]
+    feeder = asyncio.create_task(_feed_stdin(proc.stdin, stdin_data or b""))
+    waiter = asyncio.create_task(proc.wait())
+    watchers: set[asyncio.Future[Any]] = {waiter}
+    cancel_watch: asyncio.Task[bool] | None = None
+    if cancel_event is not None:
+        cancel_watch = asyncio.create_task(cancel_event.wait())
+        watchers.add(cancel_watch)
+    timed_out = cancelled = False
+    try:
+        timeout_s = None if timeout_ms is None else timeout_ms / 1000
+        done, _ = await asyncio.wait(watchers, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if waiter in done:
+            _signal_group(proc.pid, signal.SIGKILL)  # leftovers of the group must not outlive the call
+        else:
+            cancelled = bool(cancel_watch is not None and cancel_watch in done)
+            timed_out = not cancelled
+            await _terminate(proc, kill_grace_s)
+        await _finish_readers(readers)
+    except asyncio.CancelledError:
+        try:
+            await _terminate(proc, kill_grace_s)
+        finally:
+            _signal_group(proc.pid, signal.SIGKILL)
+            for task in readers:
+                task.cancel()
+        raise
+    finally:
+        feeder.cancel()
+        if cancel_watch is not None:
+            cancel_watch.cancel()
+        if not waiter.done():
+            waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await feeder
+    exit_code = None if (timed_out or cancelled) else proc.returncode
+    return CommandOutcome(
+        exit_code=exit_code,
+        stdout=out.freeze(),
+        stderr=err.freeze(),
+        timed_out=timed_out,
+        cancelled=cancelled,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
