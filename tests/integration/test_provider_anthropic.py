@@ -1,0 +1,187 @@
+"""The ``anthropic`` adapter over real HTTP against the scripted Messages server (C4 adapter half,
+acceptance 12–13 end to end)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_core.providers.anthropic import AnthropicAdapter
+from agent_core.types.content import TextBlock
+from agent_core.types.model import ModelCompleted, ModelFailed, ModelTextDelta, ProviderDebug, ToolCallDelta
+from tests.fixtures.provider_requests import (
+    SleepRecorder,
+    assistant,
+    call_block,
+    collect,
+    make_request,
+    model_config,
+    result_block,
+    system_blocks,
+    tool,
+    tool_message,
+    types_of,
+    user,
+)
+from tests.fixtures.scripted_servers import (
+    AnthropicWire,
+    Response,
+    ScriptedAnthropicServer,
+    ScriptedRequest,
+    advertised_tool_name,
+    stream,
+)
+
+KEY = "sk-ant-test-abcdef0123456789"
+
+
+@pytest.fixture
+def adapter(scripted_anthropic: ScriptedAnthropicServer, monkeypatch: pytest.MonkeyPatch) -> AnthropicAdapter:
+    monkeypatch.setenv("SOONG_TEST_API_KEY", KEY)
+    config = model_config("anthropic", scripted_anthropic.base_url, api_key_env="SOONG_TEST_API_KEY")
+    return AnthropicAdapter(config, sleep=SleepRecorder())
+
+
+async def test_c04_anthropic_text_and_tool_use_stream(
+    scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
+) -> None:
+    arguments = {"path": "src", "recursive": False}
+
+    def respond(req: ScriptedRequest) -> Response:
+        name = advertised_tool_name(req, "list_dir")
+        frames = AnthropicWire.tool_stream(
+            [("toolu_01A", name, arguments)], text="Looking.", fragments=5, cache_read=7, cache_write=2
+        )
+        return stream(frames)
+
+    scripted_anthropic.handler(respond)
+    request = make_request("list src", tools=[tool("code.list_dir")], system=system_blocks("core", "project"))
+    events = await collect(adapter, request)
+    await adapter.close()
+
+    assert types_of(events)[0] == "model_started" and types_of(events).count("model_started") == 1
+    assert [e.text for e in events if isinstance(e, ModelTextDelta)] == ["Looking."]
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert [d.phase for d in deltas] == ["start", *["delta"] * 5, "end"]
+    assert deltas[0].name == "code.list_dir" and deltas[0].tool_call_id == "toolu_01A"
+    done = events[-1]
+    assert isinstance(done, ModelCompleted)
+    (call,) = done.tool_calls
+    assert (call.tool_call_id, call.name, call.arguments) == ("toolu_01A", "code.list_dir", arguments)
+    assert done.content[0] == TextBlock(text="Looking.")
+    assert done.stop_reason.model_dump() == {"reason": "tool_use", "raw_stop_reason": "tool_use"}
+    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (10, 7, 17)
+    assert (done.usage.cache_read_tokens, done.usage.cache_write_tokens) == (7, 2)
+    assert done.metadata["request_id"] == "req_scripted_1" and done.metadata["response_id"] == "msg_scripted"
+
+    (sent,) = scripted_anthropic.requests
+    assert sent.path == "/v1/messages"
+    assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent.headers
+    body = sent.json
+    assert body["system"] == [{"type": "text", "text": "core"}, {"type": "text", "text": "project"}]
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert body["tools"][0]["input_schema"] == request.tools[0].input_schema
+    assert body["stream"] is True and body["max_tokens"] == 1024
+
+
+async def test_c04_anthropic_tool_result_goes_back_in_user_message(
+    scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
+) -> None:
+    scripted_anthropic.enqueue(stream(AnthropicWire.text_stream("src has 2 files")))
+    request = make_request(
+        tools=[tool("code.list_dir")],
+        messages=[
+            user("list src"),
+            assistant(TextBlock(text="Looking."), call_block("toolu_01A", "code.list_dir", {"path": "src"})),
+            tool_message(result_block("toolu_01A", "a.py\nb.py")),
+        ],
+    )
+    events = await collect(adapter, request)
+    await adapter.close()
+    assert isinstance(events[-1], ModelCompleted) and events[-1].stop_reason.reason == "end_turn"
+    messages = scripted_anthropic.requests[0].json["messages"]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "toolu_01A", "name": "code__list_dir", "input": {"path": "src"}},
+        ],
+    }
+    assert messages[2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a.py\nb.py", "is_error": False}
+        ],
+    }
+
+
+async def test_anthropic_thinking_block_ignored_and_text_kept(
+    scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
+) -> None:
+    thinking = AnthropicWire.frame(
+        "content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}}
+    )
+    thinking_delta = AnthropicWire.frame(
+        "content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "secret plan"}}
+    )
+    frames = [
+        AnthropicWire.message_start(),
+        thinking,
+        thinking_delta,
+        AnthropicWire.block_stop(0),
+        AnthropicWire.text_start(1),
+        AnthropicWire.text_delta(1, "Answer"),
+        AnthropicWire.block_stop(1),
+        AnthropicWire.message_delta("max_tokens", 3),
+        AnthropicWire.message_stop(),
+    ]
+    scripted_anthropic.enqueue(stream(frames))
+    events = await collect(adapter, make_request())
+    await adapter.close()
+    assert [e.kind for e in events if isinstance(e, ProviderDebug)] == ["ignored_block"]
+    done = events[-1]
+    assert isinstance(done, ModelCompleted)
+    assert done.content == [TextBlock(text="Answer")]
+    assert done.stop_reason.model_dump() == {"reason": "max_tokens", "raw_stop_reason": "max_tokens"}
+    assert "secret plan" not in json.dumps(done.model_dump())
+
+
+async def test_c08_anthropic_error_event_after_text(
+    scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
+) -> None:
+    frames = [AnthropicWire.message_start(), AnthropicWire.text_start(0), AnthropicWire.text_delta(0, "part")]
+    scripted_anthropic.enqueue(stream([*frames, AnthropicWire.error("overloaded_error", "Overloaded")]))
+    events = await collect(adapter, make_request())
+    await adapter.close()
+    assert types_of(events) == ["model_started", "model_text_delta", "model_failed"]
+    failed = events[-1]
+    assert isinstance(failed, ModelFailed)
+    assert (failed.error.type, failed.error.code, failed.error.retryable) == (
+        "server",
+        "provider_error",
+        True,
+    )
+    assert failed.error.provider == "anthropic" and failed.error.model == "test-model"
+    assert failed.usage is not None and failed.usage.input_tokens == 10
+    assert len(scripted_anthropic.requests) == 1  # text was yielded: no retry
+
+
+async def test_anthropic_error_event_before_output_is_retried(
+    scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
+) -> None:
+    scripted_anthropic.enqueue(
+        stream([AnthropicWire.message_start(), AnthropicWire.error("overloaded_error", "Overloaded")]),
+        stream(AnthropicWire.text_stream("fine")),
+    )
+    events = await collect(adapter, make_request())
+    await adapter.close()
+    assert types_of(events) == ["model_started", "model_text_delta", "model_completed"]
+    done = events[-1]
+    assert isinstance(done, ModelCompleted)
+    assert done.metadata["retry"]["attempts"] == 2
+    assert done.metadata["retry"]["retries"][0]["error_type"] == "server"
+    assert done.metadata["retry"]["last_error"]["message"].startswith(
+        "anthropic stream error (overloaded_error)"
+    )
