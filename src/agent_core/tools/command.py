@@ -233,24 +233,38 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
+async def _leader_exit(proc: asyncio.subprocess.Process) -> int:
+    """Waits for the leader's exit status only. ``Process.wait()`` also waits for the pipes to close, which a
+    background group member may keep open; the status is known as soon as the child watcher reaps it."""
+    delay = 0.002
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
 async def _terminate(proc: asyncio.subprocess.Process, grace_s: float) -> None:
     """SIGTERM to the group, SIGKILL after ``grace_s`` if the leader is still alive."""
     _signal_group(proc.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(proc.wait(), timeout=grace_s)
+        await asyncio.wait_for(_leader_exit(proc), timeout=grace_s)
     except TimeoutError:
         pass
     _signal_group(proc.pid, signal.SIGKILL)
-    await proc.wait()
+    await _leader_exit(proc)
 
 
-async def _finish_readers(readers: Sequence[asyncio.Task[None]]) -> None:
+async def _finish_readers(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
     _, pending = await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT_S)
-    for task in pending:  # a process that escaped the group still holds the pipe
+    for task in pending:  # a process that escaped the group (setsid) still holds the pipe
         task.cancel()
     for task in readers:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    if pending:
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
 
 
 async def _spawn(
@@ -332,7 +346,7 @@ async def run_process(
         asyncio.create_task(_pump(proc.stderr, err, None)),
     ]
     feeder = asyncio.create_task(_feed_stdin(proc.stdin, stdin_data or b""))
-    waiter = asyncio.create_task(proc.wait())
+    waiter = asyncio.create_task(_leader_exit(proc))
     watchers: set[asyncio.Future[Any]] = {waiter}
     cancel_watch: asyncio.Task[bool] | None = None
     if cancel_event is not None:
@@ -348,7 +362,7 @@ async def run_process(
             cancelled = bool(cancel_watch is not None and cancel_watch in done)
             timed_out = not cancelled
             await _terminate(proc, kill_grace_s)
-        await _finish_readers(readers)
+        await _finish_readers(proc, readers)
     except asyncio.CancelledError:
         try:
             await _terminate(proc, kill_grace_s)
