@@ -1,0 +1,547 @@
+"""Task DAG state models and the Task WAL record schema (task-board.md §2.3, §3, §9; contract.md §7).
+
+* :class:`Task` / :class:`TaskStep` are the in-memory DAG state (mutated only by ``TaskDag.apply``).
+* :class:`TaskSnapshot` / :class:`StepSnapshot` are the fixed ``task_created`` snapshot shapes.
+* :class:`TaskWalEvent` is one WAL line: exactly the ten common fields, ``extra="forbid"``. Each of the 17
+  event types has its own subclass whose ``payload`` model holds exactly the contract.md §7.2 keys, all
+  required (``null`` / ``[]`` where no value applies). :func:`parse_wal_event` validates a line against the
+  discriminated union of the 17 subclasses; any other ``event_type`` is rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
+
+from agent_core.types.base import StrictModel
+from agent_core.types.enums import StepStatus, TaskStatus
+
+TASK_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
+"""Pattern shared by ``task_id`` and ``step_id`` (task-board.md §3.3)."""
+TaskIdStr = Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+CORE_ACTOR = "core"
+"""``actor_agent_id`` of records without a triggering run (restore-time reconciliation)."""
+
+_WAL_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|\+00:00)$")
+
+TERMINAL_TASK_STATUSES = frozenset({TaskStatus.completed, TaskStatus.failed, TaskStatus.cancelled})
+CLOSED_STEP_STATUSES = frozenset({StepStatus.completed, StepStatus.failed, StepStatus.cancelled})
+UNFINISHED_STEP_STATUSES = frozenset(
+    {StepStatus.pending, StepStatus.ready, StepStatus.blocked, StepStatus.claimed, StepStatus.running}
+)
+HELD_STEP_STATUSES = frozenset({StepStatus.claimed, StepStatus.running})
+
+
+# --------------------------------------------------------------------------------------------------
+# In-memory state
+# --------------------------------------------------------------------------------------------------
+
+
+class TaskStep(BaseModel):
+    """One schedulable step (task-board.md §3.2). ``created_at``, ``status_reason`` and ``metadata`` are
+    runtime fields rebuilt by replay and never part of the ``task_created`` snapshot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step_id: str
+    title: str
+    summary: str
+    status: StepStatus = StepStatus.pending
+    depends_on_step_ids: list[str] = Field(default_factory=list)
+    required: bool = True
+    worker_pool_id: str | None = None
+    claimed_by_agent_id: str | None = None
+    claimed_by_run_id: str | None = None
+    lease_expires_at: str | None = None
+    result_summary: str | None = None
+    artifact_ids: list[str] = Field(default_factory=list)
+    updated_at: str
+    created_at: str
+    status_reason: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """``dispatch_snapshot`` and ``updated_after_dispatch`` while the step is held; ``{}`` otherwise."""
+
+    def to_snapshot(self) -> StepSnapshot:
+        return StepSnapshot(
+            step_id=self.step_id,
+            title=self.title,
+            summary=self.summary,
+            status=self.status,
+            depends_on_step_ids=list(self.depends_on_step_ids),
+            required=self.required,
+            worker_pool_id=self.worker_pool_id,
+            claimed_by_agent_id=self.claimed_by_agent_id,
+            claimed_by_run_id=self.claimed_by_run_id,
+            lease_expires_at=self.lease_expires_at,
+            result_summary=self.result_summary,
+            artifact_ids=list(self.artifact_ids),
+            updated_at=self.updated_at,
+        )
+
+    def reset_execution(self) -> None:
+        """Clears claim, lease, results, reason and metadata (any transition back to ``pending``)."""
+        self.claimed_by_agent_id = None
+        self.claimed_by_run_id = None
+        self.lease_expires_at = None
+        self.result_summary = None
+        self.artifact_ids = []
+        self.status_reason = None
+        self.metadata = {}
+
+
+class Task(BaseModel):
+    """One Task DAG (task-board.md §3.1); ``steps`` are kept in step creation order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    wal_path: str
+    title: str
+    summary: str
+    status: TaskStatus = TaskStatus.pending
+    root_step_ids: list[str] = Field(default_factory=list)
+    steps: list[TaskStep] = Field(default_factory=list)
+    created_by_agent_id: str
+    created_by_run_id: str
+    created_at: str
+    updated_at: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_TASK_STATUSES
+
+
+# --------------------------------------------------------------------------------------------------
+# The task_created snapshot (contract.md §7.2 Decisions)
+# --------------------------------------------------------------------------------------------------
+
+
+class StepSnapshot(StrictModel):
+    step_id: TaskIdStr
+    title: NonEmptyStr
+    summary: NonEmptyStr
+    status: StepStatus
+    depends_on_step_ids: list[str]
+    required: bool
+    worker_pool_id: str | None
+    claimed_by_agent_id: str | None
+    claimed_by_run_id: str | None
+    lease_expires_at: str | None
+    result_summary: str | None
+    artifact_ids: list[str]
+    updated_at: str
+
+
+class TaskSnapshot(StrictModel):
+    task_id: TaskIdStr
+    wal_path: str
+    title: NonEmptyStr
+    summary: NonEmptyStr
+    status: TaskStatus
+    root_step_ids: list[str]
+    steps: list[StepSnapshot]
+    created_by_agent_id: str
+    created_by_run_id: str
+    created_at: str
+    updated_at: str
+
+
+class TaskSummaryPayload(StrictModel):
+    """``task_updated.payload.task_summary``."""
+
+    task_id: str
+    title: str
+    status: TaskStatus
+    step_status_counts: dict[str, int]
+
+
+# --------------------------------------------------------------------------------------------------
+# Payloads: exactly the contract.md §7.2 keys, every key required
+# --------------------------------------------------------------------------------------------------
+
+
+class TaskCreatedPayload(StrictModel):
+    task: TaskSnapshot
+
+
+class TaskRunningPayload(StrictModel):
+    previous_status: TaskStatus
+    status: Literal["running"]
+    reason: str | None
+
+
+class TaskUpdatedPayload(StrictModel):
+    operations: list[dict[str, Any]]
+    updated_after_dispatch_step_ids: list[str]
+    task_summary: TaskSummaryPayload
+
+
+class TaskReopenedPayload(StrictModel):
+    previous_status: TaskStatus
+    status: Literal["pending"]
+    reason: str | None
+
+
+class TaskCompletedPayload(StrictModel):
+    result_summary: str | None
+    cancelled_optional_step_ids: list[str]
+
+
+class TaskFailedPayload(StrictModel):
+    reason: str | None
+    failed_step_ids: list[str]
+
+
+class TaskCancelledPayload(StrictModel):
+    reason: str | None
+    cancelled_step_ids: list[str]
+
+
+class StepReadyPayload(StrictModel):
+    previous_status: StepStatus
+    status: Literal["ready"]
+    depends_on_step_ids: list[str]
+
+
+class StepClaimedPayload(StrictModel):
+    previous_status: StepStatus
+    claimed_by_agent_id: str
+    claimed_by_run_id: str
+    lease_expires_at: str
+
+
+class StepStartedPayload(StrictModel):
+    previous_status: StepStatus
+    status: Literal["running"]
+    lease_expires_at: str
+
+
+class StepUpdatedPayload(StrictModel):
+    previous_status: StepStatus
+    status: StepStatus
+    result_summary: str | None
+    artifact_ids: list[str]
+    lease_expires_at: str | None
+
+
+class StepBlockedPayload(StrictModel):
+    previous_status: StepStatus
+    reason: str | None
+    result_summary: str | None
+    artifact_ids: list[str]
+
+
+class StepCompletedPayload(StrictModel):
+    previous_status: StepStatus
+    result_summary: str | None
+    artifact_ids: list[str]
+
+
+class StepFailedPayload(StrictModel):
+    previous_status: StepStatus
+    reason: str | None
+    result_summary: str | None
+    artifact_ids: list[str]
+
+
+class StepCancelledPayload(StrictModel):
+    previous_status: StepStatus
+    reason: str | None
+    result_summary: str | None
+
+
+class StepReopenedPayload(StrictModel):
+    previous_status: StepStatus
+    status: Literal["pending"]
+    reason: str | None
+
+
+class StepLeaseExpiredPayload(StrictModel):
+    previous_status: StepStatus
+    claimed_by_agent_id: str
+    claimed_by_run_id: str
+    expired_at: str
+
+
+WalPayload = (
+    TaskCreatedPayload
+    | TaskRunningPayload
+    | TaskUpdatedPayload
+    | TaskReopenedPayload
+    | TaskCompletedPayload
+    | TaskFailedPayload
+    | TaskCancelledPayload
+    | StepReadyPayload
+    | StepClaimedPayload
+    | StepStartedPayload
+    | StepUpdatedPayload
+    | StepBlockedPayload
+    | StepCompletedPayload
+    | StepFailedPayload
+    | StepCancelledPayload
+    | StepReopenedPayload
+    | StepLeaseExpiredPayload
+)
+
+WalEventType = Literal[
+    "task_created",
+    "task_running",
+    "task_updated",
+    "task_reopened",
+    "task_completed",
+    "task_failed",
+    "task_cancelled",
+    "task_step_ready",
+    "task_step_claimed",
+    "task_step_started",
+    "task_step_updated",
+    "task_step_blocked",
+    "task_step_completed",
+    "task_step_failed",
+    "task_step_cancelled",
+    "task_step_reopened",
+    "task_step_lease_expired",
+]
+
+PAYLOAD_MODELS: dict[str, type[StrictModel]] = {
+    "task_created": TaskCreatedPayload,
+    "task_running": TaskRunningPayload,
+    "task_updated": TaskUpdatedPayload,
+    "task_reopened": TaskReopenedPayload,
+    "task_completed": TaskCompletedPayload,
+    "task_failed": TaskFailedPayload,
+    "task_cancelled": TaskCancelledPayload,
+    "task_step_ready": StepReadyPayload,
+    "task_step_claimed": StepClaimedPayload,
+    "task_step_started": StepStartedPayload,
+    "task_step_updated": StepUpdatedPayload,
+    "task_step_blocked": StepBlockedPayload,
+    "task_step_completed": StepCompletedPayload,
+    "task_step_failed": StepFailedPayload,
+    "task_step_cancelled": StepCancelledPayload,
+    "task_step_reopened": StepReopenedPayload,
+    "task_step_lease_expired": StepLeaseExpiredPayload,
+}
+"""``event_type`` → payload model (the 17 WAL record types, in contract order)."""
+
+TERMINAL_EVENT_STATUS: dict[str, TaskStatus] = {
+    "task_completed": TaskStatus.completed,
+    "task_failed": TaskStatus.failed,
+    "task_cancelled": TaskStatus.cancelled,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# WAL records
+# --------------------------------------------------------------------------------------------------
+
+
+class TaskWalEvent(StrictModel):
+    """One WAL line: exactly the ten common fields of contract.md §7.1.
+
+    Use the per-type subclasses (or :func:`parse_wal_event`) to build and read records; the base class
+    checks that its ``payload`` model matches ``event_type`` when used directly.
+    """
+
+    wal_seq: int = Field(ge=1, strict=True)
+    session_id: NonEmptyStr
+    event_id: Annotated[str, StringConstraints(pattern=r"^evt_[A-Za-z0-9_]+$")]
+    event_type: WalEventType
+    actor_agent_id: NonEmptyStr
+    actor_run_id: str | None
+    task_id: NonEmptyStr
+    step_id: str | None
+    payload: WalPayload
+    created_at: str
+
+    @model_validator(mode="after")
+    def _common_rules(self) -> TaskWalEvent:
+        expected = PAYLOAD_MODELS[self.event_type]
+        if type(self.payload) is not expected:
+            raise ValueError(f"payload does not match event_type {self.event_type!r}")
+        is_step_event = self.event_type.startswith("task_step_")
+        if is_step_event and not self.step_id:
+            raise ValueError(f"{self.event_type} requires step_id")
+        if not is_step_event and self.step_id is not None:
+            raise ValueError(f"{self.event_type} is task-level: step_id must be null")
+        if (self.actor_run_id is None) != (self.actor_agent_id == CORE_ACTOR):
+            raise ValueError('actor_run_id may be null only (and must be null) when actor_agent_id is "core"')
+        if not _WAL_TS.match(self.created_at):
+            raise ValueError("created_at must be a UTC ISO 8601 timestamp")
+        return self
+
+    def to_line(self) -> bytes:
+        """The record as one JSON line terminated by ``\\n``."""
+        return self.model_dump_json().encode("utf-8") + b"\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class TaskCreatedEvent(TaskWalEvent):
+    event_type: Literal["task_created"]
+    payload: TaskCreatedPayload
+
+
+class TaskRunningEvent(TaskWalEvent):
+    event_type: Literal["task_running"]
+    payload: TaskRunningPayload
+
+
+class TaskUpdatedEvent(TaskWalEvent):
+    event_type: Literal["task_updated"]
+    payload: TaskUpdatedPayload
+
+
+class TaskReopenedEvent(TaskWalEvent):
+    event_type: Literal["task_reopened"]
+    payload: TaskReopenedPayload
+
+
+class TaskCompletedEvent(TaskWalEvent):
+    event_type: Literal["task_completed"]
+    payload: TaskCompletedPayload
+
+
+class TaskFailedEvent(TaskWalEvent):
+    event_type: Literal["task_failed"]
+    payload: TaskFailedPayload
+
+
+class TaskCancelledEvent(TaskWalEvent):
+    event_type: Literal["task_cancelled"]
+    payload: TaskCancelledPayload
+
+
+class StepReadyEvent(TaskWalEvent):
+    event_type: Literal["task_step_ready"]
+    payload: StepReadyPayload
+
+
+class StepClaimedEvent(TaskWalEvent):
+    event_type: Literal["task_step_claimed"]
+    payload: StepClaimedPayload
+
+
+class StepStartedEvent(TaskWalEvent):
+    event_type: Literal["task_step_started"]
+    payload: StepStartedPayload
+
+
+class StepUpdatedEvent(TaskWalEvent):
+    event_type: Literal["task_step_updated"]
+    payload: StepUpdatedPayload
+
+
+class StepBlockedEvent(TaskWalEvent):
+    event_type: Literal["task_step_blocked"]
+    payload: StepBlockedPayload
+
+
+class StepCompletedEvent(TaskWalEvent):
+    event_type: Literal["task_step_completed"]
+    payload: StepCompletedPayload
+
+
+class StepFailedEvent(TaskWalEvent):
+    event_type: Literal["task_step_failed"]
+    payload: StepFailedPayload
+
+
+class StepCancelledEvent(TaskWalEvent):
+    event_type: Literal["task_step_cancelled"]
+    payload: StepCancelledPayload
+
+
+class StepReopenedEvent(TaskWalEvent):
+    event_type: Literal["task_step_reopened"]
+    payload: StepReopenedPayload
+
+
+class StepLeaseExpiredEvent(TaskWalEvent):
+    event_type: Literal["task_step_lease_expired"]
+    payload: StepLeaseExpiredPayload
+
+
+EVENT_CLASSES: dict[str, type[TaskWalEvent]] = {
+    "task_created": TaskCreatedEvent,
+    "task_running": TaskRunningEvent,
+    "task_updated": TaskUpdatedEvent,
+    "task_reopened": TaskReopenedEvent,
+    "task_completed": TaskCompletedEvent,
+    "task_failed": TaskFailedEvent,
+    "task_cancelled": TaskCancelledEvent,
+    "task_step_ready": StepReadyEvent,
+    "task_step_claimed": StepClaimedEvent,
+    "task_step_started": StepStartedEvent,
+    "task_step_updated": StepUpdatedEvent,
+    "task_step_blocked": StepBlockedEvent,
+    "task_step_completed": StepCompletedEvent,
+    "task_step_failed": StepFailedEvent,
+    "task_step_cancelled": StepCancelledEvent,
+    "task_step_reopened": StepReopenedEvent,
+    "task_step_lease_expired": StepLeaseExpiredEvent,
+}
+
+AnyWalEvent = Annotated[
+    TaskCreatedEvent
+    | TaskRunningEvent
+    | TaskUpdatedEvent
+    | TaskReopenedEvent
+    | TaskCompletedEvent
+    | TaskFailedEvent
+    | TaskCancelledEvent
+    | StepReadyEvent
+    | StepClaimedEvent
+    | StepStartedEvent
+    | StepUpdatedEvent
+    | StepBlockedEvent
+    | StepCompletedEvent
+    | StepFailedEvent
+    | StepCancelledEvent
+    | StepReopenedEvent
+    | StepLeaseExpiredEvent,
+    Field(discriminator="event_type"),
+]
+
+wal_event_adapter: TypeAdapter[TaskWalEvent] = TypeAdapter(AnyWalEvent)
+"""Validates one WAL record (dict or JSON) into its per-type subclass."""
+
+
+def parse_wal_event(data: bytes | str | dict[str, Any]) -> TaskWalEvent:
+    """Validates one WAL line; raises :class:`pydantic.ValidationError` on any schema violation."""
+    if isinstance(data, dict):
+        return wal_event_adapter.validate_python(data)
+    return wal_event_adapter.validate_json(data)
+
+
+def make_wal_event(
+    event_type: str,
+    *,
+    wal_seq: int,
+    session_id: str,
+    event_id: str,
+    actor_agent_id: str,
+    actor_run_id: str | None,
+    task_id: str,
+    step_id: str | None,
+    payload: StrictModel,
+    created_at: str,
+) -> TaskWalEvent:
+    """Builds a validated record of ``event_type`` (its subclass chosen from :data:`EVENT_CLASSES`)."""
+    cls = EVENT_CLASSES[event_type]
+    return cls(
+        wal_seq=wal_seq,
+        session_id=session_id,
+        event_id=event_id,
+        event_type=event_type,
+        actor_agent_id=actor_agent_id,
+        actor_run_id=actor_run_id,
+        task_id=task_id,
+        step_id=step_id,
+        payload=payload,
+        created_at=created_at,
+    )
