@@ -76,8 +76,8 @@ def test_providers_ac09_openai_fragmented_tool_arguments() -> None:
         oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'th": "a.t'}}]}),
         oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'xt", "max_lines": 3}'}}]}),
         oa_chunk({}, "tool_calls"),
+        openai_compatible.END_OF_STREAM,
     ]
-    t.mark_done()
     events = run(t, chunks)
     deltas = [e for e in events if isinstance(e, ToolCallDelta)]
     assert [d.phase for d in deltas] == ["start", "delta", "delta", "delta", "end"]

@@ -48,6 +48,8 @@ STOP_REASONS = {
     "content_filter": "content_filter",
 }
 OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user"})
+END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
+"""Chunk the transport feeds for the ``data: [DONE]`` terminator."""
 
 
 def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
@@ -154,15 +156,15 @@ class StreamTranslator:
         self._finish_reason: str | None = None
         self._done = False
         self._failed = False
+        self._finished = False
         self._ids: dict[str, object] = {}
         self._last_key: object | None = None
         self._next_index = 0
 
-    def mark_done(self) -> None:
-        """Records the ``data: [DONE]`` terminator."""
-        self._done = True
-
     def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        if chunk.get("__end_of_stream__"):
+            self._done = True
+            return self.finish()
         error = chunk.get("error")
         if error:
             self._failed = True
@@ -235,8 +237,9 @@ class StreamTranslator:
         return events
 
     def finish(self) -> list[ModelEvent]:
-        if self._failed:
+        if self._failed or self._finished:
             return []
+        self._finished = True
         if not self._done and self._finish_reason is None:
             return [self._asm.protocol_failure("openai stream ended before [DONE] or a finish_reason")]
         events = self._asm.end_open_calls()
@@ -275,10 +278,8 @@ class OpenAIAdapter(HttpStreamAdapter):
             async for _name, data in events:
                 text = data.strip()
                 if text == "[DONE]":
-                    if isinstance(translator, StreamTranslator):
-                        translator.mark_done()
-                    return
-                if text:
+                    yield END_OF_STREAM
+                elif text:
                     yield decode_json_object(text)
 
     def _http_error(self, request: ModelRequest, status: int, raw: dict[str, Any]) -> ProviderErrorPayload:

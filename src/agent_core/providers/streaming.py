@@ -213,6 +213,19 @@ async def ndjson_objects(response: httpx.Response) -> AsyncGenerator[dict[str, A
                 yield decode_json_object(line)
 
 
+async def drain(chunks: AsyncIterator[dict[str, Any]], timeout_s: float) -> None:
+    """Reads what is left of a finished body (bounded) so the connection can return to the pool.
+
+    A body that does not end in time is abandoned; the response is then closed, not reused.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for _ in chunks:
+                pass
+    except Exception:  # TimeoutError or a late transport error: the result is already complete
+        pass
+
+
 # -- the shared adapter -----------------------------------------------------------------------------
 class HttpStreamAdapter:
     """Base of the built-in adapters: pre-flight, transport, retries, metadata, cancellation.
@@ -225,6 +238,7 @@ class HttpStreamAdapter:
     default_base_url: ClassVar[str] = ""
     option_keys: ClassVar[frozenset[str]] = frozenset()
     request_id_header: ClassVar[str] = ""
+    drain_timeout_s: ClassVar[float] = 0.25
 
     def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
         self.config = config
@@ -450,6 +464,8 @@ class HttpStreamAdapter:
                                     yield event
                                 if terminal is not None:
                                     break
+                            if terminal is not None:
+                                await drain(chunks, self.drain_timeout_s)
                         if terminal is None:
                             for event in translator.finish():
                                 if isinstance(event, ModelCompleted | ModelFailed):
