@@ -377,3 +377,18 @@ async def test_providers_ac26_unknown_option_in_own_namespace_only(case: Case) -
     events = await collect(adapter, make_request(provider_options=foreign))
     await adapter.close()
     assert isinstance(events[-1], ModelCompleted)
+
+
+async def test_close_during_stream_ends_it_without_retry(case: Case) -> None:
+    case.server.enqueue(hold_open(case.first_text))
+    adapter = case.adapter(SleepRecorder())
+    events: list[ModelEvent] = []
+    async for event in adapter.stream(make_request()):
+        events.append(event)
+        if isinstance(event, ModelTextDelta):
+            await asyncio.wait_for(adapter.close(), 5)
+    assert types_of(events) == ["model_started", "model_text_delta", "model_failed"]
+    failed = failed_of(events)
+    assert (failed.error.type, failed.error.retryable) == ("closed", False)
+    assert case.chat_requests() == 1
+    assert await case.server.until_disconnected(1, timeout=2)

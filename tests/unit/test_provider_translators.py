@@ -553,3 +553,21 @@ def test_assembler_merges_text_segments_and_orders_blocks() -> None:
     assert [b.type for b in done.content] == ["text", "tool_call", "text"]
     assert isinstance(done.content[0], TextBlock) and done.content[0].text == "ab"
     assert done.stop_reason.reason == "tool_use" and done.stop_reason.raw_stop_reason is None
+
+
+def test_anthropic_separate_text_blocks_stay_separate() -> None:
+    t = anthropic.StreamTranslator(model="m", name_map=NAMES)
+    events = run(
+        t,
+        [
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "one"}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " two"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "three"}},
+            {"type": "content_block_stop", "index": 1},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+            {"type": "message_stop"},
+        ],
+    )
+    assert completed(events).content == [TextBlock(text="one two"), TextBlock(text="three")]

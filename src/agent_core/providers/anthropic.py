@@ -191,6 +191,7 @@ class StreamTranslator:
             return [self._asm.protocol_failure("anthropic content_block_start without an index")]
         self._blocks[index] = block_type
         if block_type == "text":
+            self._asm.break_text()
             return self._asm.text(str(block.get("text") or ""))
         if block_type == "tool_use":
             block_id = block.get("id")

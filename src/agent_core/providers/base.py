@@ -187,6 +187,11 @@ class MessageAssembler:
         self.delta_count += 1
         return [ModelTextDelta(text=text)]
 
+    def break_text(self) -> None:
+        """Starts a new text segment (a provider text block boundary)."""
+        if self._parts and isinstance(self._parts[-1], list) and self._parts[-1]:
+            self._parts.append([])
+
     # -- tool calls -------------------------------------------------------------------------------
     def has_call(self, key: object) -> bool:
         return key in self._calls

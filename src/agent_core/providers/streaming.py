@@ -58,6 +58,10 @@ class StreamProtocolError(Exception):
     """Raised by the readers for an undecodable chunk (classified ``protocol``)."""
 
 
+class AdapterClosedError(Exception):
+    """Raised internally when an attempt starts after ``close()`` (classified ``closed``)."""
+
+
 class ChunkTranslator(Protocol):
     """Pure translator of raw provider chunks to ``ModelEvent``s (§11.0)."""
 
@@ -140,6 +144,8 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
 
     if isinstance(exc, StreamProtocolError):
         return "protocol", str(exc)
+    if isinstance(exc, AdapterClosedError):
+        return "closed", "adapter closed during the request"
     if isinstance(exc, httpx.TimeoutException):
         return "timeout", f"request timed out ({type(exc).__name__})"
     if isinstance(exc, httpx.DecodingError | httpx.LocalProtocolError):
@@ -362,6 +368,8 @@ class HttpStreamAdapter:
         while True:
             retry.attempts += 1
             try:
+                if self._closed:
+                    raise AdapterClosedError
                 async with self._client().stream("POST", url, content=content, headers=headers) as response:
                     if response.status_code >= 400:
                         error = await self._status_failure(request, response)
@@ -443,6 +451,8 @@ class HttpStreamAdapter:
             terminal: ModelCompleted | ModelFailed | None = None
             error: ProviderErrorPayload | None = None
             try:
+                if self._closed:
+                    raise AdapterClosedError
                 async with self._client().stream("POST", url, content=body, headers=headers) as response:
                     status_code = response.status_code
                     request_id = response.headers.get(self.request_id_header) or request_id
@@ -474,6 +484,8 @@ class HttpStreamAdapter:
                                 yield event
             except Exception as exc:  # httpx/reader failures; CancelledError/GeneratorExit propagate
                 type_, message = classify_exception(exc)
+                if self._closed:  # close() ran while this stream was in flight: never retry
+                    type_, message = "closed", "adapter closed during the request"
                 error = self._error(
                     type_, f"{self.provider_key}: {message}", request, status_code=status_code
                 )
