@@ -14,6 +14,8 @@ from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
+SessionSource = Literal["new", "resume"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class HookOutcome:
@@ -43,11 +45,21 @@ NO_OUTCOME = HookOutcome()
 
 
 class HookDispatcher(Protocol):
-    """Runs the hooks of one phase and emits ``hook_*`` events through ``sink``."""
+    """Runs the hooks of one phase and emits ``hook_*`` events through ``sink``.
 
-    async def session_start(self, *, scope: RunScope, sink: ToolRunSink) -> HookOutcome: ...
+    Optional keyword arguments feed the ``HookInput`` of mcp-hooks.md §B5: ``source`` (SessionStart),
+    ``message`` (UserPromptSubmit: the user message as JSON), ``preflight``/``duration_ms``
+    (PostToolUse; a dispatcher may remember the PreToolUse pre-flight itself), ``turn_count`` and
+    ``stop_hook_active`` (Stop). Observe-only phases never return a deny.
+    """
 
-    async def user_prompt_submit(self, *, scope: RunScope, sink: ToolRunSink, prompt: str) -> HookOutcome: ...
+    async def session_start(
+        self, *, scope: RunScope, sink: ToolRunSink, source: SessionSource = "new"
+    ) -> HookOutcome: ...
+
+    async def user_prompt_submit(
+        self, *, scope: RunScope, sink: ToolRunSink, prompt: str, message: dict[str, Any] | None = None
+    ) -> HookOutcome: ...
 
     async def pre_tool_use(
         self,
@@ -67,9 +79,19 @@ class HookDispatcher(Protocol):
         tool: ToolDefinition,
         call: ToolCall,
         result: ToolResult,
+        preflight: Preflight | None = None,
+        duration_ms: int | None = None,
     ) -> HookOutcome: ...
 
-    async def stop(self, *, scope: RunScope, sink: ToolRunSink, final_text: str) -> HookOutcome: ...
+    async def stop(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        final_text: str,
+        turn_count: int = 0,
+        stop_hook_active: bool = False,
+    ) -> HookOutcome: ...
 
     async def close(self) -> None: ...
 
@@ -77,10 +99,14 @@ class HookDispatcher(Protocol):
 class NoHooks:
     """A dispatcher with no hooks configured."""
 
-    async def session_start(self, *, scope: RunScope, sink: ToolRunSink) -> HookOutcome:
+    async def session_start(
+        self, *, scope: RunScope, sink: ToolRunSink, source: SessionSource = "new"
+    ) -> HookOutcome:
         return NO_OUTCOME
 
-    async def user_prompt_submit(self, *, scope: RunScope, sink: ToolRunSink, prompt: str) -> HookOutcome:
+    async def user_prompt_submit(
+        self, *, scope: RunScope, sink: ToolRunSink, prompt: str, message: dict[str, Any] | None = None
+    ) -> HookOutcome:
         return NO_OUTCOME
 
     async def pre_tool_use(
@@ -102,10 +128,20 @@ class NoHooks:
         tool: ToolDefinition,
         call: ToolCall,
         result: ToolResult,
+        preflight: Preflight | None = None,
+        duration_ms: int | None = None,
     ) -> HookOutcome:
         return NO_OUTCOME
 
-    async def stop(self, *, scope: RunScope, sink: ToolRunSink, final_text: str) -> HookOutcome:
+    async def stop(
+        self,
+        *,
+        scope: RunScope,
+        sink: ToolRunSink,
+        final_text: str,
+        turn_count: int = 0,
+        stop_hook_active: bool = False,
+    ) -> HookOutcome:
         return NO_OUTCOME
 
     async def close(self) -> None:
