@@ -298,7 +298,7 @@ async def test_c09_aclose_of_the_generator_closes_http_response(case: Case) -> N
     async for event in gen:
         if isinstance(event, ModelTextDelta):
             break
-    await gen.aclose()  # type: ignore[attr-defined]
+    await gen.aclose()
     assert await case.server.until_disconnected(1, timeout=2)
     await adapter.close()
 

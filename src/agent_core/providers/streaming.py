@@ -406,7 +406,7 @@ class HttpStreamAdapter:
         if client is not None:
             await client.aclose()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Streams one model call (see the module docstring for the contract)."""
         if self._closed:
             yield ModelFailed(
