@@ -365,6 +365,8 @@ async def test_internal_events_redaction_progress_and_post_hooks(tmp_path: Path,
     }
     [(post_id, post_result)] = hooks.post_calls
     assert post_id == "c1" and post_result == result  # a post-hook "deny" changes nothing
+    [extras] = hooks.post_extras
+    assert isinstance(extras["duration_ms"], int) and extras["preflight"] is not None
 
 
 async def test_post_hooks_skip_calls_that_did_not_execute(tmp_path: Path, sink: RecordingSink) -> None:

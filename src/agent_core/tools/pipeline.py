@@ -23,7 +23,7 @@ import inspect
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -45,9 +45,19 @@ from agent_core.tools.normalize import (
     result_summary,
 )
 from agent_core.tools.registry import RegisteredTool, ToolRegistry
-from agent_core.tools.scheduler import CallClass, CallGroup, call_class, plan_groups
+from agent_core.tools.scheduler import (
+    Aborted,
+    CallClass,
+    CallGroup,
+    HandlerTimedOut,
+    call_class,
+    plan_groups,
+    race_cancel,
+    run_handler,
+    settle,
+)
 from agent_core.tools.schema import validate_arguments
-from agent_core.types.content import ContentBlock
+from agent_core.types.content import ContentBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
@@ -59,6 +69,9 @@ T = TypeVar("T")
 NO_ARTIFACTIZE = frozenset({"code.read_file"})
 """Tools whose results are never moved into artifacts (tools.md §18)."""
 SKIP_REASON_WRITE_FAILED = "previous_write_failed"
+DEFAULT_CANCEL_GRACE_S = 2.5
+"""How long an in-flight handler may take to return partial output after the cancel event fired before
+its task is cancelled (covers the command runner's SIGTERM → SIGKILL grace of 2 s)."""
 
 
 @dataclass
@@ -93,6 +106,7 @@ class _Ready:
     entry: RegisteredTool
     definition: ToolDefinition
     gate: GateOutcome
+    preflight: Preflight
 
 
 @dataclass
@@ -104,19 +118,7 @@ class _Final:
     aborted: bool = False
     call: ToolCall | None = None
     """The validated call (set for executed calls; PostToolUse input)."""
-
-
-class _Aborted(Exception):
-    """Cancellation reached a call; ``started`` = its handler was running, ``partial`` its late value."""
-
-    def __init__(self, *, started: bool = False, partial: Any = None) -> None:
-        super().__init__("aborted")
-        self.started = started
-        self.partial = partial
-
-
-class _HandlerTimeout(Exception):
-    pass
+    preflight: Preflight | None = None
 
 
 @dataclass
@@ -138,19 +140,6 @@ class _Turn:
         return str(self.scope.extras.get("abort_reason") or "run_cancelled")
 
 
-async def _settle(task: asyncio.Future[T]) -> tuple[T | None, BaseException | None]:
-    """Waits until ``task`` finished (ignoring cancellation of the waiter); returns (value, error)."""
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            continue
-    if task.cancelled():
-        return None, asyncio.CancelledError()
-    error = task.exception()
-    return (None, error) if error is not None else (task.result(), None)
-
-
 class ToolExecutor:
     """Executes the tool calls of one assistant message (the loop's seam, tools.md §16–§19)."""
 
@@ -162,12 +151,14 @@ class ToolExecutor:
         gate: PermissionGate,
         hooks: HookDispatcher,
         redactor: Redactor,
+        cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
     ) -> None:
         self._registry = registry
         self._settings = settings
         self._gate = gate
         self._hooks = hooks
         self._redactor = redactor
+        self._cancel_grace_s = cancel_grace_s
 
     # -- turn ---------------------------------------------------------------------------------------
 
@@ -181,7 +172,7 @@ class ToolExecutor:
             externally_cancelled = True
             scope.cancel_event.set()
         finish = asyncio.ensure_future(self._finish(turn))
-        _, error = await _settle(finish)
+        _, error = await settle(finish)
         if externally_cancelled:
             task = asyncio.current_task()
             if task is not None:
@@ -230,12 +221,12 @@ class ToolExecutor:
     async def _finish(self, turn: _Turn) -> None:
         """Lets in-flight calls settle, then answers every call still without a result (aborted)."""
         for task in turn.tasks:
-            await _settle(task)
+            await settle(task)
         if turn.commit_errors:
             return
         for prep in turn.prepared:
             if turn.results[prep.index] is None:
-                await self._commit(turn, prep, self._aborted_final(turn, prep, _Aborted(started=False)))
+                await self._commit(turn, prep, self._aborted_final(turn, prep, Aborted(started=False)))
 
     async def _skip_rest(self, turn: _Turn, start: int) -> None:
         for prep in turn.prepared[start:]:
@@ -265,7 +256,7 @@ class ToolExecutor:
             finally:
                 gate_done.set()
             final = staged if isinstance(staged, _Final) else await self._execute(turn, prep, staged)
-        except _Aborted as aborted:
+        except Aborted as aborted:
             final = self._aborted_final(turn, prep, aborted)
         except Exception as exc:
             logger.exception("tool pipeline failure for %s", prep.call.name)
@@ -273,12 +264,12 @@ class ToolExecutor:
             final = _Final(result, "failed", {"aborted": False, "reason": "pipeline_error"})
         committed = await self._commit(turn, prep, final)
         if committed is not None and final.executed and not final.aborted and prep.definition is not None:
-            await self._post_hooks(turn, prep.definition, final.call or prep.call, committed)
+            await self._post_hooks(turn, prep.definition, final, committed)
 
     async def _gates(self, turn: _Turn, prep: _Prepared) -> _Final | _Ready:
         """Stages 1–5; returns a final answer for a call that must not run, else the ready call."""
         if turn.cancelled:
-            raise _Aborted(started=False)
+            raise Aborted(started=False)
         call, scope = prep.call, turn.scope
         if not prep.available or prep.entry is None or prep.definition is None:
             return self._unavailable(prep, scope)
@@ -300,7 +291,7 @@ class ToolExecutor:
         ctx = ToolContext(tool_call_id=call.tool_call_id, tool_name=call.name, scope=scope, sink=turn.sink)
         try:
             preflight = await self._race(self._preflight(entry, call, ctx), turn)
-        except _Aborted:
+        except Aborted:
             raise
         except Exception as exc:
             result = exception_result(exc, call.tool_call_id, call.name)
@@ -312,7 +303,7 @@ class ToolExecutor:
                 ),
                 turn,
             )
-        except _Aborted:
+        except Aborted:
             raise
         except Exception as exc:
             logger.exception("PreToolUse dispatch failed for %s", call.name)
@@ -334,7 +325,7 @@ class ToolExecutor:
         if not gate.allowed:
             return await self._permission_denied(turn, prep, gate, hook)
         ctx.allowed_outside_roots = preflight.outside_write_roots
-        return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate)
+        return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
 
     def _unavailable(self, prep: _Prepared, scope: RunScope) -> _Final:
         call = prep.call
@@ -425,10 +416,15 @@ class ToolExecutor:
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
         try:
-            value = await self._run_handler(ready.entry.adapter.execute(call, ready.ctx), turn, timeout_ms)
-        except _Aborted:
+            value = await run_handler(
+                ready.entry.adapter.execute(call, ready.ctx),
+                turn.scope.cancel_event,
+                timeout_ms,
+                grace_s=self._cancel_grace_s,
+            )
+        except Aborted:
             raise
-        except _HandlerTimeout:
+        except HandlerTimedOut:
             message = f"tool '{call.name}' timed out after {timeout_ms} ms"
             result = error_result(
                 call.tool_call_id, call.name, ErrorCode.timeout, message, details={"timeout_ms": timeout_ms}
@@ -441,8 +437,9 @@ class ToolExecutor:
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error:
             extra = {"aborted": False, "duration_ms": duration_ms}
-            return _Final(result, "failed", extra, executed=True, call=call)
-        return _Final(result, "completed", {"duration_ms": duration_ms}, executed=True, call=call)
+            return _Final(result, "failed", extra, executed=True, call=call, preflight=ready.preflight)
+        extra = {"duration_ms": duration_ms}
+        return _Final(result, "completed", extra, executed=True, call=call, preflight=ready.preflight)
 
     def _timeout_ms(self, entry: RegisteredTool, definition: ToolDefinition) -> int | None:
         if not entry.python:
@@ -470,13 +467,17 @@ class ToolExecutor:
             return
         result.error.details["traceback_artifact_id"] = ref.artifact_id
 
-    def _aborted_final(self, turn: _Turn, prep: _Prepared, aborted: _Aborted) -> _Final:
+    def _aborted_final(self, turn: _Turn, prep: _Prepared, aborted: Aborted) -> _Final:
         call, reason = prep.call, turn.abort_reason
         partial: list[ContentBlock] = []
+        has_partial = False
         if aborted.partial is not None:
             late = normalize_return(aborted.partial, call.tool_call_id, call.name)
-            partial = [] if late.is_error and late.error and not late.content else list(late.content)
-        metadata: dict[str, Any] = {"aborted": True, "partial": bool(partial), "abort_reason": reason}
+            own_message = late.error.message if late.error is not None else None
+            partial = [b for b in late.content if not (isinstance(b, TextBlock) and b.text == own_message)]
+            flag = late.metadata.get("partial")
+            has_partial = flag if isinstance(flag, bool) else bool(partial)
+        metadata: dict[str, Any] = {"aborted": True, "partial": has_partial, "abort_reason": reason}
         extra: dict[str, Any] = {"aborted": True, "reason": reason}
         if aborted.started:
             message = f"tool call aborted: {reason}"
@@ -544,59 +545,31 @@ class ToolExecutor:
         payload.setdefault("aborted", False)
         return EventType.tool_failed, payload
 
+    async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
+        return await race_cancel(awaitable, turn.scope.cancel_event)
+
     async def _post_hooks(
-        self, turn: _Turn, definition: ToolDefinition, call: ToolCall, result: ToolResult
+        self, turn: _Turn, definition: ToolDefinition, final: _Final, result: ToolResult
     ) -> None:
+        call = final.call
+        assert call is not None
         try:
             await self._race(
                 self._hooks.post_tool_use(
-                    scope=turn.scope, sink=turn.sink, tool=definition, call=call, result=result
+                    scope=turn.scope,
+                    sink=turn.sink,
+                    tool=definition,
+                    call=call,
+                    result=result,
+                    preflight=final.preflight,
+                    duration_ms=final.extra.get("duration_ms"),
                 ),
                 turn,
             )
-        except _Aborted:
+        except Aborted:
             return
         except Exception:
             logger.warning("PostToolUse dispatch failed for %s", call.name, exc_info=True)
-
-    # -- cancellation-aware waiting -----------------------------------------------------------------
-
-    async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
-        """Awaits ``awaitable`` unless the run is cancelled first (then it is cancelled: ``_Aborted``)."""
-        if turn.cancelled:
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
-            raise _Aborted(started=False)
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(turn.scope.cancel_event.wait())
-        try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        await _settle(task)
-        raise _Aborted(started=False)
-
-    async def _run_handler(
-        self, awaitable: Coroutine[Any, Any, Any], turn: _Turn, timeout_ms: int | None
-    ) -> Any:
-        """Runs a handler; cancellation → ``_Aborted(started=True)``, timeout → ``_HandlerTimeout``."""
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(turn.scope.cancel_event.wait())
-        timeout = timeout_ms / 1000 if timeout_ms is not None else None
-        try:
-            done, _ = await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        late, _ = await _settle(task)
-        if turn.cancelled:
-            raise _Aborted(started=True, partial=late)
-        raise _HandlerTimeout()
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -1,21 +1,28 @@
-"""Concurrency classes and turn grouping (tools.md §17). Pure.
+"""Concurrency classes, turn grouping (tools.md §17) and cancellation-aware waiting (§19).
 
 A call's class is ``agent`` (``metadata.concurrency == "agent"``), ``serial`` (permission ``write``, tag
 ``dangerous`` or ``metadata.concurrency == "serial"``) or ``parallel``. Calls outside the effective set
 never execute and are classed ``parallel`` (they form no write boundary). Consecutive ``parallel``
 calls form one batch, consecutive ``agent`` calls one group, every ``serial`` call its own group; groups
-run strictly one after another.
+run strictly one after another (:func:`plan_groups` is pure).
+
+:func:`race_cancel` and :func:`run_handler` await one stage of a call unless the run's cancel event fires
+first; the abandoned stage is cancelled and awaited until it settled (cooperative cancellation), then
+:class:`Aborted` is raised.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import inspect
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from agent_core.types.tools import ToolDefinition
 
 CallClass = Literal["parallel", "serial", "agent"]
+T = TypeVar("T")
 
 
 def call_class(definition: ToolDefinition | None) -> CallClass:
@@ -45,3 +52,77 @@ def plan_groups(classes: Sequence[CallClass]) -> list[CallGroup]:
         else:
             groups.append(CallGroup(kind, (index,)))
     return groups
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cancellation-aware waiting
+
+
+class Aborted(Exception):
+    """Cancellation reached a call; ``started`` = its handler was running, ``partial`` its late value."""
+
+    def __init__(self, *, started: bool = False, partial: Any = None) -> None:
+        super().__init__("aborted")
+        self.started = started
+        self.partial = partial
+
+
+class HandlerTimedOut(Exception):
+    """A handler exceeded its ``metadata.timeout_ms`` and was cancelled."""
+
+
+async def settle(task: asyncio.Future[T]) -> tuple[T | None, BaseException | None]:
+    """Waits until ``task`` finished (ignoring cancellation of the waiter); returns (value, error)."""
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            continue
+    if task.cancelled():
+        return None, asyncio.CancelledError()
+    error = task.exception()
+    return (None, error) if error is not None else (task.result(), None)
+
+
+async def race_cancel(awaitable: Awaitable[T], cancel_event: asyncio.Event) -> T:
+    """Awaits ``awaitable`` unless ``cancel_event`` fires first (then it is cancelled: :class:`Aborted`)."""
+    if cancel_event.is_set():
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise Aborted(started=False)
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(cancel_event.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await settle(task)
+    raise Aborted(started=False)
+
+
+async def run_handler(
+    awaitable: Awaitable[Any], cancel_event: asyncio.Event, timeout_ms: int | None, *, grace_s: float = 0.0
+) -> Any:
+    """Runs a handler. Timeout → the task is cancelled, :class:`HandlerTimedOut`. Cancellation → the
+    handler gets ``grace_s`` to return by itself (cooperative handlers watch ``ctx.cancel_event`` and return
+    partial output), then its task is cancelled; raises ``Aborted(started=True, partial=<late value>)``.
+    A handler returning after the cancel event fired counts as aborted."""
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(cancel_event.wait())
+    timeout = timeout_ms / 1000 if timeout_ms is not None else None
+    try:
+        done, _ = await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task in done and not cancel_event.is_set():
+        return task.result()
+    if cancel_event.is_set() and not task.done() and grace_s > 0:
+        await asyncio.wait({task}, timeout=grace_s)
+    task.cancel()  # no-op when it already finished
+    late, _ = await settle(task)
+    if cancel_event.is_set():
+        raise Aborted(started=True, partial=late)
+    raise HandlerTimedOut()
