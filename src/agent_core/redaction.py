@@ -94,6 +94,11 @@ def _walk(obj: Any, secrets: tuple[str, ...]) -> Any:
     return obj
 
 
+def redact_with(obj: Any, secrets: tuple[str, ...]) -> Any:
+    """Deep-redacts ``obj`` with a secret set computed once by :meth:`Redactor.secrets` (hot paths)."""
+    return _walk(obj, secrets) if secrets else obj
+
+
 def redact_sensitive_keys(obj: Any) -> Any:
     """Read-time redaction: masks values under sensitive-looking mapping keys, recursively."""
     if isinstance(obj, dict):

@@ -1,0 +1,201 @@
+"""Draft → row serialisation with write-time redaction (storage.md §8.2, runtime.md §10.4).
+
+Everything here runs in the caller's task *before* a write is queued, so the writer's critical
+section only binds ready-made values. ``secrets`` is the tuple from :meth:`Redactor.secrets`, computed
+once per write; an empty tuple takes the fast path (no walk, direct pydantic JSON dump).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.redaction import Redactor, redact_with
+from agent_core.storage.drafts import EventDraft, NodeDraft
+from agent_core.types.base import format_ts, utc_now
+from agent_core.types.content import ContentBlock, content_list_adapter
+from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.mappers import dump_json
+from agent_core.types.runtime import Node, RuntimeEvent
+
+
+def _invalid(message: str) -> AgentCoreError:
+    return AgentCoreError(ErrorCode.validation_error, message)
+
+
+def _unserialisable(what: str, exc: BaseException) -> StorageError:
+    return StorageError(ErrorCode.storage_error, f"cannot serialise {what}: {exc}", cause=exc)
+
+
+def jsonable(value: Any, what: str, secrets: tuple[str, ...]) -> Any:
+    """Redacted JSON-compatible form of ``value`` (models, datetimes, enums, paths are converted)."""
+    try:
+        plain = to_jsonable_python(value)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise _unserialisable(what, exc) from exc
+    return redact_with(plain, secrets)
+
+
+def json_text(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise _unserialisable(what, exc) from exc
+
+
+def json_column(value: Any, what: str, redactor: Redactor) -> str | None:
+    """A ``*_json`` column value: JSON text is redacted as JSON; other values are dumped redacted;
+    ``None`` and empty mappings become ``NULL``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return redact_json_text(value, redactor.secrets(), redactor)
+    plain = jsonable(value, what, redactor.secrets())
+    if isinstance(plain, dict) and not plain:
+        return None
+    return json_text(plain, what)
+
+
+def redact_json_text(text: str | None, secrets: tuple[str, ...], redactor: Redactor) -> str | None:
+    """Redacts secrets inside JSON text by value (so JSON-escaped secrets are found too)."""
+    if text is None or not secrets:
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return redactor.text(text)
+    redacted = redact_with(value, secrets)
+    return text if redacted == value else dump_json(redacted)
+
+
+@dataclass(slots=True)
+class PreparedNode:
+    draft: NodeDraft
+    role: MessageRole
+    node_type: NodeType
+    content: list[ContentBlock]
+    content_json: str
+    metadata: dict[str, Any]
+    metadata_json: str | None
+    created_at: datetime
+    created_at_text: str
+
+    def row(self, node_seq: int, parent_id: str | None) -> tuple[Any, ...]:
+        d = self.draft
+        return (
+            d.node_id, node_seq, parent_id, d.agent_id, d.run_id, self.role.value, self.node_type.value,
+            self.content_json, self.metadata_json, d.token_count, self.created_at_text,
+        )  # fmt: skip
+
+    def node(self, session_id: str, node_seq: int, parent_id: str | None) -> Node:
+        d = self.draft
+        return Node.model_construct(
+            node_id=d.node_id,
+            node_seq=node_seq,
+            session_id=session_id,
+            parent_id=parent_id,
+            agent_id=d.agent_id,
+            run_id=d.run_id,
+            role=self.role,
+            node_type=self.node_type,
+            content=self.content,
+            metadata=self.metadata,
+            token_count=d.token_count,
+            created_at=self.created_at,
+        )
+
+
+def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
+    try:
+        role, node_type = MessageRole(draft.role), NodeType(draft.node_type)
+    except ValueError as exc:
+        raise _invalid(f"invalid node role/type: {exc}") from exc
+    if draft.token_count is not None and not isinstance(draft.token_count, int):
+        raise _invalid("token_count must be an int or None")
+    blocks = list(draft.content)
+    try:
+        if secrets:
+            plain = content_list_adapter.dump_python(blocks, mode="json")
+            redacted = redact_with(plain, secrets)
+            if redacted != plain:
+                blocks = content_list_adapter.validate_python(redacted)
+            content_json = json_text(redacted, "node content")
+        else:
+            content_json = content_list_adapter.dump_json(blocks).decode("utf-8")
+    except (PydanticSerializationError, ValueError) as exc:
+        raise _unserialisable("node content", exc) from exc
+    metadata = jsonable(draft.metadata, "node metadata", secrets) if draft.metadata else {}
+    if not isinstance(metadata, dict):
+        raise _invalid("node metadata must be a mapping")
+    created = draft.created_at or utc_now()
+    return PreparedNode(
+        draft=draft,
+        role=role,
+        node_type=node_type,
+        content=blocks,
+        content_json=content_json,
+        metadata=metadata,
+        metadata_json=json_text(metadata, "node metadata") if metadata else None,
+        created_at=created,
+        created_at_text=format_ts(created),
+    )
+
+
+@dataclass(slots=True)
+class PreparedEvent:
+    draft: EventDraft
+    level: EventLevel
+    event_type: EventType
+    payload: dict[str, Any]
+    payload_json: str | None
+    created_at: datetime
+    created_at_text: str
+
+    def row(self, seq: int, run_seq: int | None) -> tuple[Any, ...]:
+        d = self.draft
+        return (
+            d.event_id, seq, run_seq, d.agent_id, d.run_id, self.level.value, self.event_type.value,
+            d.node_id, d.tool_call_id, self.payload_json, self.created_at_text,
+        )  # fmt: skip
+
+    def event(self, session_id: str, seq: int, run_seq: int | None) -> RuntimeEvent:
+        d = self.draft
+        return RuntimeEvent.model_construct(
+            event_id=d.event_id,
+            seq=seq,
+            run_seq=run_seq,
+            session_id=session_id,
+            agent_id=d.agent_id,
+            run_id=d.run_id,
+            level=self.level.value,
+            event_type=self.event_type,
+            node_id=d.node_id,
+            tool_call_id=d.tool_call_id,
+            payload=self.payload,
+            created_at=self.created_at,
+        )
+
+
+def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
+    try:
+        level, event_type = EventLevel(draft.level), EventType(draft.event_type)
+    except ValueError as exc:
+        raise _invalid(f"invalid event level/type: {exc}") from exc
+    payload = jsonable(draft.payload, "event payload", secrets) if draft.payload else {}
+    if not isinstance(payload, dict):
+        raise _invalid("an event payload must be a mapping")
+    created = draft.created_at or utc_now()
+    return PreparedEvent(
+        draft=draft,
+        level=level,
+        event_type=event_type,
+        payload=payload,
+        payload_json=json_text(payload, "event payload") if payload else None,
+        created_at=created,
+        created_at_text=format_ts(created),
+    )

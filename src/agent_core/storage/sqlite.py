@@ -1,0 +1,604 @@
+"""The SQLite session store (storage.md §2–§6): one writer connection behind a FIFO writer queue, one
+read connection, built-in migrations, per-session node/event tables and cached sequence counters.
+
+Contracts:
+
+- Every write method is ONE queued writer operation = ONE ``BEGIN IMMEDIATE`` … ``COMMIT``; on failure
+  nothing is stored, caches/counters are untouched and the caller gets ``StorageError(storage_error)``
+  (invalid arguments: ``AgentCoreError(validation_error)``).
+- Reads use the second connection and never wait behind the writer queue; they see committed data.
+- ``node_seq`` / ``seq`` are per-session counters starting at 1, ``run_seq`` a per-run counter starting
+  at 1. ``MAX(...)`` is read once per session/run, then incremented in memory and advanced only after
+  the transaction commits. One storage manager owns a database file (the runtime has exactly one).
+- Node content/metadata, event payloads, ``*_json`` columns and artifact summaries are redacted with
+  the :class:`Redactor` before they are serialised (write-time redaction, runtime.md §10.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.redaction import Redactor
+from agent_core.storage import schema as S
+from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
+from agent_core.storage.ids import validate_session_id
+from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
+from agent_core.storage.rows import json_column, prepare_event, prepare_node, redact_json_text
+from agent_core.storage.writer import Txn, WriterQueue, wrap_storage_error
+from agent_core.types.base import format_ts
+from agent_core.types.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    RunStatus,
+)
+from agent_core.types.mappers import (
+    event_from_record,
+    node_from_record,
+    record_from_row,
+)
+from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
+from agent_core.types.storage import (
+    AgentRecord,
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
+    StorageRecord,
+)
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=StorageRecord)
+
+BUSY_TIMEOUT_MS = 5000
+STATEMENT_CACHE = 2048
+NODE_SESSION_CACHE = 200_000
+NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
+_ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
+    "runs": {"status": RunStatus, "end_reason": EndReason},
+    "agents": {"status": AgentStatus, "agent_type": AgentType},
+}
+
+
+def _invalid(message: str) -> AgentCoreError:
+    return AgentCoreError(ErrorCode.validation_error, message)
+
+
+class StorageManager:
+    """Owns the SQLite file, its connections, the writer queue and the sequence counters."""
+
+    def __init__(
+        self, db_path: Path, *, redactor: Redactor, migrations: Sequence[Migration] = MIGRATIONS
+    ) -> None:
+        self._db_path = Path(db_path)
+        self._redactor = redactor
+        self._migrations = tuple(migrations)
+        self._writer_conn: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._writer: WriterQueue | None = None
+        self._open_lock = asyncio.Lock()
+        self._sql: dict[str, S.SessionSql] = {}
+        self._known_sessions: set[str] = set()
+        self._node_seq: dict[str, int] = {}
+        self._seq: dict[str, int] = {}
+        self._run_seq: dict[str, int] = {}
+        self._node_sessions: dict[str, str] = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def db_path(self) -> Path:
+        return self._db_path
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None and not self._writer.closing
+
+    @property
+    def redactor(self) -> Redactor:
+        return self._redactor
+
+    async def open(self) -> None:
+        """Idempotent. Creates parent dirs, sets WAL/busy_timeout/synchronous, applies migrations.
+
+        Failure → ``StorageError`` (``storage_error``, or ``migration_failed`` from a migration) and every
+        connection opened so far is closed again.
+        """
+        async with self._open_lock:
+            if self._writer is not None and not self._writer.closing:
+                return
+            writer: aiosqlite.Connection | None = None
+            reader: aiosqlite.Connection | None = None
+            try:
+                self._db_path.parent.mkdir(parents=True, exist_ok=True)
+                writer = await self._connect()
+                mode = next(iter(await writer.execute_fetchall("PRAGMA journal_mode=WAL")))[0]
+                if str(mode).lower() != "wal":
+                    raise StorageError(
+                        ErrorCode.storage_error, f"cannot enable WAL journal mode (got {mode!r})"
+                    )
+                await writer.execute_fetchall("PRAGMA synchronous=NORMAL")
+                await apply_migrations(writer, self._migrations)
+                reader = await self._connect()
+                await reader.execute_fetchall("PRAGMA query_only=ON")
+            except BaseException as exc:
+                for conn in (reader, writer):
+                    if conn is not None:
+                        await _close_quietly(conn)
+                if isinstance(exc, Exception):
+                    raise wrap_storage_error(exc, f"opening {self._db_path}") from exc
+                raise
+            self._writer_conn, self._reader = writer, reader
+            self._writer = WriterQueue(writer)
+            self._writer.start()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(
+            str(self._db_path), isolation_level=None, cached_statements=STATEMENT_CACHE
+        )
+        try:
+            await conn.execute_fetchall(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except BaseException:
+            await _close_quietly(conn)
+            raise
+        return conn
+
+    async def close(self) -> None:
+        """Drains the writer queue, then closes both connections. Idempotent."""
+        async with self._open_lock:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                await writer.drain_and_stop()
+            for conn in (self._reader, self._writer_conn):
+                if conn is not None:
+                    await _close_quietly(conn)
+            self._reader = self._writer_conn = None
+            self._known_sessions.clear()
+            self._node_seq.clear()
+            self._seq.clear()
+            self._run_seq.clear()
+
+    def _queue(self) -> WriterQueue:
+        if self._writer is None or self._writer.closing:
+            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
+        return self._writer
+
+    def _session_sql(self, session_id: str) -> S.SessionSql:
+        sql = self._sql.get(session_id)
+        if sql is None:
+            sql = self._sql[session_id] = S.SessionSql.build(session_id)
+        return sql
+
+    # ---- redaction / serialisation --------------------------------------------------------------
+
+    def _redact_record(self, record: R) -> R:
+        secrets = self._redactor.secrets()
+        if not secrets:
+            return record
+        update: dict[str, Any] = {}
+        for name in type(record).model_fields:
+            value = getattr(record, name)
+            if name.endswith("_json") and value is not None:
+                update[name] = redact_json_text(value, secrets, self._redactor)
+            elif name == "summary" and isinstance(value, str):
+                update[name] = self._redactor.text(value)
+        return record.model_copy(update=update)
+
+    def _column_value(self, table: str, column: str, value: Any) -> Any:
+        enum_type = _ENUM_COLUMNS[table].get(column)
+        if enum_type is not None and value is not None:
+            try:
+                return enum_type(value).value
+            except ValueError as exc:
+                raise _invalid(f"invalid {table}.{column} value {value!r}") from exc
+        if column.endswith("_json"):
+            return json_column(value, f"{table}.{column}", self._redactor)
+        if isinstance(value, datetime):
+            return format_ts(value)
+        if value is not None and not isinstance(value, str | int):
+            raise _invalid(f"invalid {table}.{column} value of type {type(value).__name__}")
+        return value
+
+    def _update_statement(
+        self, table: str, key: str, key_value: str, fields: dict[str, Any], allowed: frozenset[str]
+    ) -> tuple[str, list[Any]]:
+        unknown = set(fields) - allowed
+        if unknown:
+            raise _invalid(f"cannot update {table} column(s) {sorted(unknown)}")
+        columns = sorted(fields)
+        params = [self._column_value(table, c, fields[c]) for c in columns]
+        if "updated_at" not in fields:
+            columns.append("updated_at")
+            params.append(format_ts())
+        assignments = ", ".join(f"{c} = ?" for c in columns)
+        return f"UPDATE {table} SET {assignments} WHERE {key} = ?", [*params, key_value]
+
+    # ---- simple writes --------------------------------------------------------------------------
+
+    async def create_session(self, session: SessionRecord, root_agent: AgentRecord) -> None:
+        """Inserts the session + root agent rows and creates ``nodes_<sid>``/``events_<sid>`` (one txn)."""
+        sql = self._session_sql(validate_session_id(session.session_id))
+        if root_agent.session_id != session.session_id:
+            raise _invalid("the root agent must belong to the new session")
+        session_row = self._redact_record(session).row()
+        agent_row = self._redact_record(root_agent).row()
+        sid = session.session_id
+
+        def op(txn: Txn) -> None:
+            if txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (sid,)):
+                raise _invalid(f"session {sid!r} already exists")
+            txn.execute(S.INSERT_SESSION, session_row)
+            txn.execute(S.INSERT_AGENT, agent_row)
+            for statement in sql.create:
+                txn.execute(statement)
+
+            def committed() -> None:
+                self._known_sessions.add(sid)
+                self._node_seq[sid] = 0
+                self._seq[sid] = 0
+
+            txn.after_commit(committed)
+
+        await self._queue().submit(op)
+
+    async def _insert(self, statement: str, record: StorageRecord) -> None:
+        row = self._redact_record(record).row()
+
+        def op(txn: Txn) -> None:
+            txn.execute(statement, row)
+
+        await self._queue().submit(op)
+
+    async def insert_agent(self, record: AgentRecord) -> None:
+        await self._insert(S.INSERT_AGENT, record)
+
+    async def insert_run(self, record: RunRecord) -> None:
+        await self._insert(S.INSERT_RUN, record)
+
+    async def insert_artifact(self, record: ArtifactRecord) -> None:
+        await self._insert(S.INSERT_ARTIFACT, record)
+
+    async def _update(self, table: str, key: str, key_value: str, fields: dict[str, Any]) -> None:
+        allowed = S.UPDATABLE_RUN_COLUMNS if table == "runs" else S.UPDATABLE_AGENT_COLUMNS
+        statement, params = self._update_statement(table, key, key_value, fields, allowed)
+
+        def op(txn: Txn) -> None:
+            if txn.execute(statement, params) == 0:
+                raise _invalid(f"unknown {table[:-1]} {key_value!r}")
+
+        await self._queue().submit(op)
+
+    async def update_agent(self, agent_id: str, **fields: Any) -> None:
+        """Updates agent columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
+        await self._update("agents", "agent_id", agent_id, fields)
+
+    async def update_run(self, run_id: str, **fields: Any) -> None:
+        """Updates run columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
+        await self._update("runs", "run_id", run_id, fields)
+
+    async def delete_artifact_row(self, artifact_id: str) -> bool:
+        def op(txn: Txn) -> bool:
+            return txn.execute("DELETE FROM artifacts WHERE artifact_id = ?", (artifact_id,)) > 0
+
+        return await self._queue().submit(op)
+
+    async def delete_session_rows(self, session_id: str) -> DeleteCounts:
+        """Drops ``nodes_<sid>``/``events_<sid>`` and deletes the session's rows in every global table."""
+        sql = self._session_sql(session_id)
+
+        def op(txn: Txn) -> tuple[DeleteCounts, list[str]]:
+            self._ensure_session(txn, session_id)
+            run_ids = [
+                r[0] for r in txn.fetchall("SELECT run_id FROM runs WHERE session_id = ?", (session_id,))
+            ]
+            counts = DeleteCounts(
+                nodes=int(txn.scalar(sql.count_nodes)),
+                events=int(txn.scalar(sql.count_events)),
+                runs=txn.execute("DELETE FROM runs WHERE session_id = ?", (session_id,)),
+                agents=txn.execute("DELETE FROM agents WHERE session_id = ?", (session_id,)),
+                artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
+            )
+            txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            for statement in sql.drop:
+                txn.execute(statement)
+
+            def committed() -> None:
+                self._forget_session(session_id, run_ids)
+
+            txn.after_commit(committed)
+            return counts, run_ids
+
+        counts, _ = await self._queue().submit(op)
+        return counts
+
+    def _forget_session(self, session_id: str, run_ids: Sequence[str]) -> None:
+        self._known_sessions.discard(session_id)
+        self._sql.pop(session_id, None)
+        self._node_seq.pop(session_id, None)
+        self._seq.pop(session_id, None)
+        for run_id in run_ids:
+            self._run_seq.pop(run_id, None)
+        stale = [n for n, s in self._node_sessions.items() if s == session_id]
+        for node_id in stale:
+            del self._node_sessions[node_id]
+
+    def _ensure_session(self, txn: Txn, session_id: str) -> None:
+        if session_id in self._known_sessions:
+            return
+        if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
+            raise _invalid(f"unknown session {session_id!r}")
+        sid = session_id
+        txn.after_commit(lambda: self._known_sessions.add(sid))
+
+    # ---- the hot path ---------------------------------------------------------------------------
+
+    def _counter(self, txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
+        value = cache.get(key)
+        if value is None:
+            value = int(txn.scalar(sql, params) or 0)
+        return value
+
+    async def append(
+        self,
+        session_id: str,
+        *,
+        nodes: Sequence[NodeDraft] = (),
+        events: Sequence[EventDraft] = (),
+        active_node_id: str | Unset | None = UNSET,
+        run_update: tuple[str, dict[str, Any]] | None = None,
+        agent_update: tuple[str, dict[str, Any]] | None = None,
+        tip: Tip | None = None,
+    ) -> AppendResult:
+        """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
+
+        Allocates ``node_seq`` / ``seq`` / ``run_seq``; a draft with ``parent_id=FROM_TIP`` is chained
+        onto ``tip`` (then onto the previous node of this call); after commit ``tip`` points at the
+        last node written. On failure nothing is stored and no counter moves.
+        """
+        sql = self._session_sql(session_id)
+        secrets = self._redactor.secrets()
+        prepared_nodes = [prepare_node(d, secrets) for d in nodes]
+        prepared_events = [prepare_event(d, secrets) for d in events]
+        if tip is None and any(p.draft.parent_id is TipMarker.FROM_TIP for p in prepared_nodes):
+            raise _invalid("parent_id=FROM_TIP needs a tip")
+        updates: list[tuple[str, list[Any], str]] = []
+        if run_update is not None:
+            stmt, params = self._update_statement("runs", "run_id", *run_update, S.UPDATABLE_RUN_COLUMNS)
+            updates.append((stmt, params, f"run {run_update[0]!r}"))
+        if agent_update is not None:
+            stmt, params = self._update_statement(
+                "agents", "agent_id", *agent_update, S.UPDATABLE_AGENT_COLUMNS
+            )
+            updates.append((stmt, params, f"agent {agent_update[0]!r}"))
+        now = format_ts()
+
+        def op(txn: Txn) -> AppendResult:
+            self._ensure_session(txn, session_id)
+            result = AppendResult()
+            node_seq = seq = 0
+            if prepared_nodes:
+                node_seq = self._counter(txn, self._node_seq, session_id, sql.max_node_seq)
+                chain = tip.node_id if tip is not None else None
+                rows = []
+                for p in prepared_nodes:
+                    node_seq += 1
+                    parent = p.draft.parent_id
+                    if isinstance(parent, TipMarker):
+                        parent = chain
+                    rows.append(p.row(node_seq, parent))
+                    result.nodes.append(p.node(session_id, node_seq, parent))
+                    chain = p.draft.node_id
+                txn.executemany(sql.insert_node, rows)
+            run_seqs: dict[str, int] = {}
+            if prepared_events:
+                seq = self._counter(txn, self._seq, session_id, sql.max_seq)
+                rows = []
+                for p_e in prepared_events:
+                    seq += 1
+                    run_id = p_e.draft.run_id
+                    run_seq: int | None = None
+                    if run_id is not None:
+                        if run_id not in run_seqs:
+                            run_seqs[run_id] = self._counter(
+                                txn, self._run_seq, run_id, sql.max_run_seq, run_id
+                            )
+                        run_seq = run_seqs[run_id] = run_seqs[run_id] + 1
+                    rows.append(p_e.row(seq, run_seq))
+                    result.events.append(p_e.event(session_id, seq, run_seq))
+                txn.executemany(sql.insert_event, rows)
+            if not isinstance(active_node_id, Unset):
+                txn.execute(
+                    "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
+                    (active_node_id, now, session_id),
+                )
+            for stmt, params, what in updates:
+                if txn.execute(stmt, params) == 0:
+                    raise _invalid(f"unknown {what}")
+
+            def committed() -> None:
+                if prepared_nodes:
+                    self._node_seq[session_id] = node_seq
+                    for node in result.nodes:
+                        self._remember_node(node.node_id, session_id)
+                    if tip is not None:
+                        tip.node_id = result.nodes[-1].node_id
+                if prepared_events:
+                    self._seq[session_id] = seq
+                self._run_seq.update(run_seqs)
+
+            txn.after_commit(committed)
+            return result
+
+        return await self._queue().submit(op)
+
+    def _remember_node(self, node_id: str, session_id: str) -> None:
+        if len(self._node_sessions) >= NODE_SESSION_CACHE:
+            self._node_sessions.pop(next(iter(self._node_sessions)))
+        self._node_sessions[node_id] = session_id
+
+    # ---- reads ----------------------------------------------------------------------------------
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._reader is None:
+            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
+        try:
+            return list(await self._reader.execute_fetchall(sql, params))
+        except Exception as exc:
+            raise wrap_storage_error(exc, "read") from exc
+
+    async def _records(self, cls: type[R], sql: str, params: Sequence[Any] = ()) -> list[R]:
+        columns = tuple(cls.model_fields)
+        return [record_from_row(cls, columns, row) for row in await self._read(sql, params)]
+
+    async def _require_session(self, session_id: str) -> S.SessionSql:
+        sql = self._session_sql(session_id)
+        if session_id not in self._known_sessions:
+            if not await self._read("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
+                raise _invalid(f"unknown session {session_id!r}")
+            self._known_sessions.add(session_id)
+        return sql
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        rows = await self._records(SessionRecord, f"{S.SELECT_SESSION} WHERE session_id = ?", (session_id,))
+        return rows[0] if rows else None
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        """Most recently updated first."""
+        return await self._records(SessionRecord, f"{S.SELECT_SESSION} ORDER BY updated_at DESC, rowid DESC")
+
+    async def get_agent(self, agent_id: str) -> AgentRecord | None:
+        rows = await self._records(AgentRecord, f"{S.SELECT_AGENT} WHERE agent_id = ?", (agent_id,))
+        return rows[0] if rows else None
+
+    async def list_agents(self, session_id: str) -> list[AgentRecord]:
+        """In creation order."""
+        return await self._records(
+            AgentRecord, f"{S.SELECT_AGENT} WHERE session_id = ? ORDER BY rowid", (session_id,)
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._records(RunRecord, f"{S.SELECT_RUN} WHERE run_id = ?", (run_id,))
+        return rows[0] if rows else None
+
+    async def list_runs(self, session_id: str) -> list[RunRecord]:
+        """In creation order."""
+        return await self._records(
+            RunRecord, f"{S.SELECT_RUN} WHERE session_id = ? ORDER BY rowid", (session_id,)
+        )
+
+    async def list_non_terminal_runs(self, session_id: str) -> list[RunRecord]:
+        """Runs still ``queued`` / ``pending`` / ``running`` (in creation order)."""
+        marks = ", ".join("?" for _ in NON_TERMINAL_RUN_STATUSES)
+        return await self._records(
+            RunRecord,
+            f"{S.SELECT_RUN} WHERE session_id = ? AND status IN ({marks}) ORDER BY rowid",
+            (session_id, *(s.value for s in NON_TERMINAL_RUN_STATUSES)),
+        )
+
+    async def _nodes(self, session_id: str, sql: str, params: Sequence[Any]) -> list[Node]:
+        columns = NodeRecord.columns()
+        return [
+            node_from_record(record_from_row(NodeRecord, columns, row), session_id)
+            for row in await self._read(sql, params)
+        ]
+
+    async def get_node(self, session_id: str, node_id: str) -> Node | None:
+        sql = await self._require_session(session_id)
+        nodes = await self._nodes(session_id, f"{sql.select_nodes} WHERE node_id = ?", (node_id,))
+        return nodes[0] if nodes else None
+
+    async def list_nodes(
+        self, session_id: str, *, run_id: str | None = None, agent_id: str | None = None
+    ) -> list[Node]:
+        """Nodes ordered by ``node_seq``, optionally filtered by run and/or agent."""
+        sql = await self._require_session(session_id)
+        where, params = _filters(run_id=run_id, agent_id=agent_id)
+        return await self._nodes(session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params)
+
+    async def node_path(self, session_id: str, node_id: str) -> list[Node]:
+        """Nodes from the root to ``node_id`` along ``parent_id``; unknown node → ``validation_error``."""
+        sql = await self._require_session(session_id)
+        path = await self._nodes(session_id, sql.node_path, (node_id,))
+        if not path:
+            raise _invalid(f"unknown node {node_id!r} in session {session_id!r}")
+        return path
+
+    async def find_node_session(self, node_id: str) -> str | None:
+        """The session holding ``node_id``: cache first, then sessions most-recently-updated first."""
+        cached = self._node_sessions.get(node_id)
+        if cached is not None:
+            return cached
+        for (session_id,) in await self._read(
+            "SELECT session_id FROM sessions ORDER BY updated_at DESC, rowid DESC"
+        ):
+            try:
+                sql = self._session_sql(session_id)
+            except AgentCoreError:
+                continue
+            if await self._read(sql.node_exists, (node_id,)):
+                self._remember_node(node_id, session_id)
+                return str(session_id)
+        return None
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        run_id: str | None = None,
+    ) -> list[RuntimeEvent]:
+        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds."""
+        sql = await self._require_session(session_id)
+        where, params = _filters(run_id=run_id)
+        clauses = [where] if where else []
+        if from_seq is not None:
+            clauses.append(f"{' AND' if clauses else ' WHERE'} seq >= ?")
+            params.append(from_seq)
+        if to_seq is not None:
+            clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
+            params.append(to_seq)
+        columns = EventRecord.columns()
+        rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
+        return [event_from_record(record_from_row(EventRecord, columns, row), session_id) for row in rows]
+
+    async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
+        rows = await self._records(
+            ArtifactRecord, f"{S.SELECT_ARTIFACT} WHERE artifact_id = ?", (artifact_id,)
+        )
+        return rows[0] if rows else None
+
+    async def list_artifacts(
+        self, *, session_id: str | None = None, run_id: str | None = None
+    ) -> list[ArtifactRecord]:
+        """Oldest first (``created_at``, then insertion order)."""
+        where, params = _filters(session_id=session_id, run_id=run_id)
+        return await self._records(
+            ArtifactRecord, f"{S.SELECT_ARTIFACT}{where} ORDER BY created_at, rowid", params
+        )
+
+
+def _filters(**values: str | None) -> tuple[str, list[Any]]:
+    """`` WHERE a = ? AND b = ?`` for the non-``None`` keyword values."""
+    used = [(k, v) for k, v in values.items() if v is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in used), [v for _, v in used]
+
+
+async def _close_quietly(conn: aiosqlite.Connection) -> None:
+    try:
+        await conn.close()
+    except Exception:
+        log.debug("closing a SQLite connection failed", exc_info=True)

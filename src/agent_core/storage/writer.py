@@ -1,0 +1,168 @@
+"""The single SQLite writer queue (storage.md §3).
+
+One asyncio task consumes a FIFO of ``(operation, future)`` pairs. An operation is a *synchronous*
+callable receiving a :class:`Txn`; the whole ``BEGIN IMMEDIATE`` … operation … ``COMMIT`` runs as one
+call on the writer connection's aiosqlite thread (one thread hop per transaction instead of one per
+statement — this keeps the hot path cheap). On any exception the transaction is rolled back, the
+operation's ``after_commit`` callbacks are discarded and the caller's future receives the error
+(:class:`AgentCoreError` unchanged, anything else wrapped as ``StorageError(storage_error)``). After a
+successful ``COMMIT`` the callbacks run on the event loop, before the next operation starts: this is
+where in-memory counters and caches are advanced.
+
+Operations run on another thread: they may read manager state but must only *change* it through
+``after_commit``. A write that has been enqueued always runs; cancelling the awaiting task does not
+cancel it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Txn:
+    """The open write transaction handed to a queued operation (used on the connection thread)."""
+
+    __slots__ = ("_after", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._after: list[Callable[[], None]] = []
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Runs ``callback`` on the event loop only if (and right after) this transaction commits."""
+        self._after.append(callback)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Executes one statement; returns the number of changed rows (DML) or -1."""
+        return int(self.conn.execute(sql, params).rowcount)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+
+WriteOp = Callable[[Txn], T]
+_Item = tuple[Callable[[Txn], Any], "asyncio.Future[Any]"]
+
+
+def wrap_storage_error(exc: BaseException, what: str) -> AgentCoreError:
+    """``AgentCoreError`` unchanged; anything else becomes ``StorageError(storage_error)``."""
+    if isinstance(exc, AgentCoreError):
+        return exc
+    return StorageError(ErrorCode.storage_error, f"{what} failed: {type(exc).__name__}: {exc}", cause=exc)
+
+
+async def run_on_connection_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Runs ``fn(sqlite3_connection)`` on the aiosqlite connection thread in a single hop.
+
+    aiosqlite exposes no public call for this; ``Connection._execute`` and ``Connection._conn`` are the
+    primitives every public aiosqlite method is built on (unchanged since aiosqlite 0.17).
+    """
+    raw: sqlite3.Connection = conn._conn
+    execute: Callable[..., Awaitable[Any]] = conn._execute
+    return cast(T, await execute(fn, raw))
+
+
+def _transaction(
+    op: Callable[[Txn], T],
+) -> Callable[[sqlite3.Connection], tuple[T, list[Callable[[], None]]]]:
+    def run(conn: sqlite3.Connection) -> tuple[T, list[Callable[[], None]]]:
+        txn = Txn(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = op(txn)
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.exception("ROLLBACK failed")
+            raise
+        return result, txn._after
+
+    return run
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Marks the error as retrieved, so a caller cancelled while waiting causes no loop warning."""
+    if not future.cancelled():
+        future.exception()
+
+
+class WriterQueue:
+    """FIFO of write transactions executed one at a time on one connection."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="agent_core-sqlite-writer")
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    async def submit(self, op: WriteOp[T]) -> T:
+        """Enqueues ``op`` and waits for its committed result (or its error)."""
+        if self._closing or self._task is None:
+            raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)
+        self._queue.put_nowait((op, future))
+        return await asyncio.shield(future)
+
+    async def drain_and_stop(self) -> None:
+        """Refuses new writes, finishes every queued one, then stops the writer task."""
+        self._closing = True
+        if self._task is None:
+            return
+        self._queue.put_nowait(None)
+        try:
+            await asyncio.shield(self._task)
+        finally:
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            op, future = item
+            try:
+                result, callbacks = await run_on_connection_thread(self._conn, _transaction(op))
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(wrap_storage_error(exc, "write transaction"))
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:  # a cache callback must never break the writer
+                    log.exception("after_commit callback failed")
+            if not future.done():
+                future.set_result(result)
