@@ -430,3 +430,48 @@ async def test_acc89_acc90_every_call_gets_exactly_one_result_randomised(project
         if failed_write is not None:
             assert all(r.metadata.get("skipped") for r in outcome.results[failed_write + 1 :])
         assert not outcome.aborted
+
+
+class SlowSink(RecordingSink):
+    """Commits run on a separate writer task (like the SQLite writer queue) and take a while: cancelling
+    the awaiting task does not stop a commit that was already handed over."""
+
+    async def _write(self, result: ToolResult, event_type: EventType, payload: dict[str, Any]) -> str:
+        await asyncio.sleep(0.05)
+        return await super().commit_tool_result(result, event_type=event_type, payload=payload)
+
+    async def commit_tool_result(
+        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
+    ) -> str:
+        writer = asyncio.ensure_future(self._write(result, event_type, payload))
+        return await asyncio.shield(writer)
+
+
+async def test_cancellation_never_interrupts_or_duplicates_a_commit(project: Path, tmp_path: Path) -> None:
+    reg = ToolRegistry()
+    reg.register_tool(
+        defn("x.fail", "write"),
+        lambda a, c: ToolResult(tool_call_id="", tool_name="", content=[], is_error=True),
+    )
+    reg.register_tool(defn("x.read"), lambda a, c: "r")
+    executor, _ = make_executor(reg)
+    sink = SlowSink(tmp_path / "slow")
+    scope = scope_of(project, "x.fail", "x.read")
+    calls = [
+        tool_call("x.fail", "c0"),
+        tool_call("x.read", "c1"),
+        tool_call("x.read", "c2"),
+        tool_call("x.read", "c3"),
+    ]
+    task = asyncio.create_task(executor.execute_turn(calls, scope, sink))
+    for _ in range(200):  # wait until the skip commits are under way
+        if len(sink.committed) >= 2:
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    outcome = await asyncio.wait_for(task, 2)
+    ids = [r.tool_call_id for r, _, _ in sink.committed]
+    assert sorted(ids) == ["c0", "c1", "c2", "c3"]  # every call exactly once
+    assert [r.tool_call_id for r in outcome.results] == ["c0", "c1", "c2", "c3"]
+    assert outcome.results[1].metadata.get("skipped") is True
+    assert scope.cancel_event.is_set()

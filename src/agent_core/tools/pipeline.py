@@ -498,8 +498,12 @@ class ToolExecutor:
     # -- committing ---------------------------------------------------------------------------------
 
     async def _commit(self, turn: _Turn, prep: _Prepared, final: _Final) -> ToolResult | None:
-        """Redacts, limits, commits node + event; records the result (``None`` if storage failed)."""
+        """Redacts, limits, commits node + event; records the result (``None`` if storage failed).
+
+        The commit itself is never interrupted: a cancellation of the awaiting task is re-raised only
+        after the result was recorded, so a call is never answered twice."""
         call = prep.call
+        interrupted = False
         try:
             result = redact_result(final.result, self._redactor)
             if call.name not in NO_ARTIFACTIZE:
@@ -513,14 +517,26 @@ class ToolExecutor:
             event_type, payload = self._event(call.name, result, final)
             if prep.internal:
                 payload["internal"] = True
-            await turn.sink.commit_tool_result(result, event_type=event_type, payload=payload)
+            commit = asyncio.ensure_future(
+                turn.sink.commit_tool_result(result, event_type=event_type, payload=payload)
+            )
+            while not commit.done():
+                try:
+                    await asyncio.wait({commit})
+                except asyncio.CancelledError:
+                    interrupted = True
+            commit.result()
         except Exception as exc:
             logger.error("committing the result of %s failed: %s", call.name, exc)
             turn.commit_errors.append(exc)
+            if interrupted:
+                raise asyncio.CancelledError() from None
             return None
         turn.results[prep.index] = result
         if final.aborted:
             turn.aborted_ids.append(call.tool_call_id)
+        if interrupted:
+            raise asyncio.CancelledError()
         return result
 
     def _event(self, tool_name: str, result: ToolResult, final: _Final) -> tuple[EventType, dict[str, Any]]:
