@@ -498,3 +498,16 @@ async def test_acc83_h15_network_confirm_and_allow_list(project: Path, sink: Rec
         and req.metadata["reasons"] == ["network"]
     )
     assert tool.calls == 4
+
+
+async def test_internal_tool_hook_denial_events_are_marked_internal(
+    project: Path, sink: RecordingSink
+) -> None:
+    reg = ToolRegistry()
+    reg.register_adapter(InternalTools(), internal=True)
+    executor, _ = make_executor(reg, hooks=FakeHooks(deny={"agent"}))
+    scope = scope_of(project, effective_tools=frozenset({"agent.task_get"}))
+    [result] = (await executor.execute_turn([tool_call("agent.task_get", "c1")], scope, sink)).results
+    assert result.error is not None and result.error.type == "hook_denied"
+    assert [e.event_type for e in sink.events] == [EventType.hook_denied, EventType.tool_denied]
+    assert all(e.payload["internal"] is True for e in sink.events)

@@ -359,7 +359,9 @@ class ToolExecutor:
     async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> _Final:
         reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"
         summary = hook.summary()
-        payload = {"phase": "PreToolUse", "reason": reason, "hook_summary": summary}
+        payload: dict[str, Any] = {"phase": "PreToolUse", "reason": reason, "hook_summary": summary}
+        if prep.internal:
+            payload["internal"] = True
         await turn.sink.emit(
             EventType.hook_denied, self._redactor.value(payload), tool_call_id=prep.call.tool_call_id
         )
@@ -386,11 +388,13 @@ class ToolExecutor:
                 "message": gate.failure_message or reason,
                 "details": {"permission_failure": gate.failure},
             }
-            payload = {
+            payload: dict[str, Any] = {
                 "tool_name": call.name,
                 "request_id": gate.request.request_id if gate.request else None,
                 "error": error,
             }
+            if prep.internal:
+                payload["internal"] = True
             await turn.sink.emit(
                 EventType.permission_failed, self._redactor.value(payload), tool_call_id=call.tool_call_id
             )
