@@ -17,6 +17,7 @@ from agent_core.tools.effective import (
     compute_effective_tools,
     matches_disabled,
     role_level,
+    unmatched_overrides,
     validate_allowed_tools,
 )
 from agent_core.types.enums import AgentRole
@@ -247,6 +248,10 @@ def test_overrides_apply_to_python_and_declarative_tools_only() -> None:
     assert by_name["decl.tool"].tags == ["custom", "declarative"]
     core = d("code.read_file", source="code")
     assert apply_overrides(core, settings) is core
+    extra = make_settings(
+        tools={"overrides": {"my.tool": {"permission": "write"}, "gone.tool": {"tags": []}}}
+    )
+    assert unmatched_overrides(registry_defs(), extra) == ["gone.tool"]
 
 
 def test_definitions_keep_registration_order_and_requested_narrows_main() -> None:

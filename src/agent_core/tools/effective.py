@@ -147,6 +147,12 @@ def apply_overrides(definition: ToolDefinition, settings: Settings) -> ToolDefin
     return definition.model_copy(update=update) if update else definition
 
 
+def unmatched_overrides(definitions: Iterable[ToolDefinition], settings: Settings) -> list[str]:
+    """``tools.overrides`` keys naming no registered tool (the runtime logs a warning for each)."""
+    registered = {d.name for d in definitions}
+    return [name for name in settings.tools.overrides if name not in registered]
+
+
 # ---------------------------------------------------------------------------------------------------
 # The algorithm (§11.4)
 
