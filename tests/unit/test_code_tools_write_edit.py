@@ -320,3 +320,32 @@ async def test_edit_outside_roots_refused_without_explicit_allow(h: CodeToolsHar
     assert outside.read_text() == "x\n"
     assert not (await h.run(EDIT, allowed_outside_roots=True, **args)).is_error
     assert outside.read_text() == "y\n"
+
+
+def test_exclusive_atomic_write_never_clobbers(tmp_path: Path) -> None:
+    from agent_core.tools.builtin.fileio import atomic_write
+
+    target = tmp_path / "t.txt"
+    atomic_write(target, b"first", exclusive=True)
+    with pytest.raises(FileExistsError):
+        atomic_write(target, b"second", exclusive=True)
+    assert target.read_bytes() == b"first" and leftovers(tmp_path) == []
+    atomic_write(target, b"third")
+    assert target.read_bytes() == b"third" and leftovers(tmp_path) == []
+
+
+async def test_write_race_with_concurrent_creation_is_path_conflict(
+    h: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file appears between the last conflict check and the write: nothing is clobbered."""
+    from agent_core.tools.builtin import write_file as module
+
+    real = module.atomic_write
+
+    def racing(target: Path, data: bytes, *, exclusive: bool = False) -> None:
+        target.write_text("someone else")
+        real(target, data, exclusive=exclusive)
+
+    monkeypatch.setattr(module, "atomic_write", racing)
+    assert await h.error(WRITE, path="race.txt", content="mine") == "path_conflict"
+    assert (h.project / "race.txt").read_text() == "someone else"

@@ -193,7 +193,14 @@ class EditFileTool:
             applied = len(request.edits)
         data = encode_utf8(new_text, "result")
         prepare_parent(target, create=not existed)
-        await asyncio.to_thread(atomic_write, target, data)
+        try:
+            await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
+        except FileExistsError as exc:
+            raise AgentCoreError(
+                ErrorCode.path_conflict,
+                f"{target} appeared while editing; nothing written",
+                details={"path": str(target)},
+            ) from exc
         return ok(call, {"path": str(target), "edits_applied": applied, "bytes_written": len(data)})
 
 

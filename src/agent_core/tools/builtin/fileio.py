@@ -157,8 +157,24 @@ def _current_umask() -> int:
     return 0o022
 
 
-def atomic_write(target: Path, data: bytes) -> None:
-    """Replaces/creates ``target`` (a resolved path whose parent exists) atomically."""
+def _publish_exclusive(tmp_name: str, target: Path) -> None:
+    try:
+        os.link(tmp_name, target)
+    except FileExistsError:
+        raise
+    except OSError:
+        if os.path.lexists(target):
+            raise FileExistsError(target) from None
+        os.replace(tmp_name, target)
+        return
+    os.unlink(tmp_name)
+
+
+def atomic_write(target: Path, data: bytes, *, exclusive: bool = False) -> None:
+    """Replaces/creates ``target`` (a resolved path whose parent exists) atomically.
+
+    ``exclusive`` publishes the temp file with ``link()`` so that a file created concurrently is never
+    clobbered (:class:`FileExistsError`); filesystems without hard links fall back to a checked rename."""
     parent = target.parent
     mode: int | None = None
     with contextlib.suppress(FileNotFoundError):
@@ -176,7 +192,10 @@ def atomic_write(target: Path, data: bytes) -> None:
             os.chmod(tmp_name, mode)
         else:
             os.chmod(tmp_name, 0o666 & ~_current_umask())
-        os.replace(tmp_name, target)
+        if exclusive:
+            _publish_exclusive(tmp_name, target)
+        else:
+            os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)

@@ -119,7 +119,14 @@ class WriteFileTool:
         conflict_check(target, overwrite)
         prepare_parent(target, create=create_dirs)
         existed = conflict_check(target, overwrite)
-        await asyncio.to_thread(atomic_write, target, data)
+        try:
+            await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
+        except FileExistsError as exc:
+            raise AgentCoreError(
+                ErrorCode.path_conflict,
+                f"{target} appeared while writing; nothing written",
+                details={"path": str(target)},
+            ) from exc
         return ok(
             call,
             {"path": str(target), "bytes_written": len(data), "created": not existed, "overwritten": existed},
