@@ -414,3 +414,47 @@ async def test_path_attack_table(attack: Attack, tmp_path: Path, monkeypatch: py
 
 def test_attack_table_is_large_enough() -> None:
     assert len(ATTACKS) >= 40 and len({a.id for a in ATTACKS}) == len(ATTACKS)
+
+
+H14_FILES = [
+    "~/.ssh/id_rsa",
+    "~/.gnupg/x",
+    "~/.aws/credentials",
+    "~/.config/gcloud/x",
+    "k.pem",
+    "k.key",
+    ".env",
+    ".env.local",
+]
+H14_DIRS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud"]
+
+
+@pytest.mark.parametrize("target", H14_FILES)
+async def test_h14_h02_sensitive_reads_and_searches_are_flagged(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool half of H14/H2: pre-flight marks the target sensitive (the gate then asks or denies)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "fake_home"))
+    h = make_harness(tmp_path)
+    path = Path(os.path.expanduser(target)) if target.startswith("~") else h.project / target
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("needle secret\n")
+    read = await h.preflight("code.read_file", path=target)
+    search = await h.preflight("code.search", query="needle", path=target)
+    assert read.sensitive and search.sensitive
+    assert read.target_scope == search.target_scope == str(path.resolve())
+    assert search.outside_project_search is target.startswith("~")
+    unrelated = await h.preflight("code.read_file", path=str(path.parent / "README"))
+    assert unrelated.sensitive is target.startswith("~")  # everything below ~/.ssh etc. is sensitive
+
+
+@pytest.mark.parametrize("target", H14_DIRS)
+async def test_h14_sensitive_directory_listing_is_flagged(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "fake_home"))
+    h = make_harness(tmp_path)
+    Path(os.path.expanduser(target)).mkdir(parents=True)
+    assert (await h.preflight("code.list_dir", path=target)).sensitive
+    assert (await h.preflight("code.list_dir", path=target, recursive=True)).sensitive
+    assert not (await h.preflight("code.list_dir", path="~")).sensitive
