@@ -258,3 +258,21 @@ async def test_search_truncated_when_more_matches_than_limit(engine: CodeToolsHa
     write(h.project, "many.txt", "needle\n" * 150)
     data = await h.ok(SEARCH, query="needle")
     assert len(data["matches"]) == 100 and data["truncated"] and data["matches"][-1]["line"] == 100
+
+
+async def test_candidate_cap_is_deterministic_and_flags_truncation(
+    engine: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_core.tools.builtin import search as module
+
+    monkeypatch.setattr(module, "MAX_CANDIDATES", 5)
+    h = engine
+    for i in range(10):
+        write(h.project, f"d{i}/f.txt", "needle\nneedle\n")
+    data = await h.ok(SEARCH, query="needle", limit=3)
+    assert data["truncated"] is True
+    assert [(os.path.relpath(m["path"], h.project), m["line"]) for m in data["matches"]] == [
+        ("d0/f.txt", 1),
+        ("d0/f.txt", 2),
+        ("d1/f.txt", 1),
+    ]
