@@ -279,11 +279,11 @@ class StorageManager:
 
         await self._queue().submit(op)
 
-    async def update_agent(self, agent_id: str, **fields: Any) -> None:
+    async def update_agent(self, agent_id: str, /, **fields: Any) -> None:
         """Updates agent columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
         await self._update("agents", "agent_id", agent_id, fields)
 
-    async def update_run(self, run_id: str, **fields: Any) -> None:
+    async def update_run(self, run_id: str, /, **fields: Any) -> None:
         """Updates run columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
         await self._update("runs", "run_id", run_id, fields)
 

@@ -45,7 +45,7 @@ class StorageRecord(StrictModel):
 
     def row(self) -> tuple[object, ...]:
         """Values in column order, ready to bind to an ``INSERT``."""
-        return tuple(getattr(self, name) for name in self.model_fields)
+        return tuple(getattr(self, name) for name in type(self).model_fields)
 
 
 class SessionRecord(StorageRecord):

@@ -1,0 +1,32 @@
+"""Artifacts: the file store + registry, automatic artifactisation and cleanup (storage.md §10–§11)."""
+
+from agent_core.artifacts.artifactize import (
+    artifactize_json_block,
+    compact_json,
+    estimate_tokens,
+    json_summary,
+    should_artifactize,
+)
+from agent_core.artifacts.cleanup import (
+    ARTIFACT_KINDS,
+    DEBUG_KINDS,
+    ORDINARY_KINDS,
+    cleanup_artifacts,
+    cleanup_task_wals,
+)
+from agent_core.artifacts.manager import ArtifactManager, sanitize_filename
+
+__all__ = [
+    "ARTIFACT_KINDS",
+    "DEBUG_KINDS",
+    "ORDINARY_KINDS",
+    "ArtifactManager",
+    "artifactize_json_block",
+    "cleanup_artifacts",
+    "cleanup_task_wals",
+    "compact_json",
+    "estimate_tokens",
+    "json_summary",
+    "sanitize_filename",
+    "should_artifactize",
+]
