@@ -563,7 +563,9 @@ class TaskService:
         include_terminal = inp.include_terminal or (status is not None and status in TERMINAL_TASK_STATUSES)
         items: list[tuple[str, Any]] = []
         if status is None or status not in TERMINAL_TASK_STATUSES:
-            active = sorted(self._active.values(), key=lambda e: e.dag.task.updated_at, reverse=True)
+            active = sorted(
+                self._active.values(), key=lambda e: (e.dag.task.updated_at, e.dag.task_id), reverse=True
+            )
             items += [("active", e) for e in active if status is None or e.dag.status == status]
             if status is None:
                 items += [("unavailable", (p, err)) for p, err in self._unavailable.items()]
