@@ -236,3 +236,12 @@ def test_sanitize_filename_length_keeps_extension() -> None:
     long = sanitize_filename("a" * 300 + ".json")
     assert len(long) == 128 and long.endswith(".json")
     assert len(sanitize_filename("b" * 300)) == 128
+
+
+async def test_artifact_of_unknown_session_is_rejected_and_leaves_no_file(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        with pytest.raises(AgentCoreError) as info:
+            await env.artifacts.create("x", filename="a.txt", kind="debug", session_id="sess_missing")
+        assert info.value.code == ErrorCode.validation_error
+        assert _files(env.home / "sessions") == []
+        assert env.query("SELECT COUNT(*) FROM artifacts") == [(0,)]

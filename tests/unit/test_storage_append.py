@@ -417,3 +417,20 @@ async def test_cancelled_caller_does_not_cancel_a_queued_write(tmp_path: Path) -
         assert isinstance(done[2], asyncio.CancelledError)
     async with opened_store(tmp_path) as env2:  # close() drained the queue: all five were written
         assert [n.node_seq for n in await env2.storage.list_nodes(sid)] == [1, 2, 3, 4, 5]
+
+
+async def test_rows_must_reference_an_existing_session_and_agent(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        other_sid, _ = await env.new_session()
+        for call in (
+            env.new_run("sess_missing", aid),
+            env.new_run(sid, "agent_missing"),
+            env.new_run(other_sid, aid),  # the agent belongs to another session
+            env.new_agent("sess_missing"),
+        ):
+            with pytest.raises(AgentCoreError) as info:
+                await call
+            assert info.value.code == ErrorCode.validation_error
+        assert env.query("SELECT COUNT(*) FROM runs") == [(0,)]
+        assert env.query("SELECT COUNT(*) FROM agents") == [(2,)]

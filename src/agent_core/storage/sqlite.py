@@ -252,21 +252,33 @@ class StorageManager:
 
         await self._queue().submit(op)
 
-    async def _insert(self, statement: str, record: StorageRecord) -> None:
+    async def _insert(
+        self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
+    ) -> None:
+        """Inserts one row after checking that its session (and ``agent_id``, if given) exists."""
         row = self._redact_record(record).row()
+        session_id = record.session_id
 
         def op(txn: Txn) -> None:
+            self._ensure_session(txn, session_id)
+            if agent_id is not None and not txn.scalar(
+                "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
+            ):
+                raise _invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
             txn.execute(statement, row)
 
         await self._queue().submit(op)
 
     async def insert_agent(self, record: AgentRecord) -> None:
+        """Inserts an agent row of an existing session."""
         await self._insert(S.INSERT_AGENT, record)
 
     async def insert_run(self, record: RunRecord) -> None:
-        await self._insert(S.INSERT_RUN, record)
+        """Inserts a run row of an existing session and agent."""
+        await self._insert(S.INSERT_RUN, record, agent_id=record.agent_id)
 
     async def insert_artifact(self, record: ArtifactRecord) -> None:
+        """Inserts an artifact registry row of an existing session."""
         await self._insert(S.INSERT_ARTIFACT, record)
 
     async def _update(self, table: str, key: str, key_value: str, fields: dict[str, Any]) -> None:
