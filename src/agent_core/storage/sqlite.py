@@ -64,6 +64,7 @@ R = TypeVar("R", bound=StorageRecord)
 BUSY_TIMEOUT_MS = 5000
 STATEMENT_CACHE = 2048
 NODE_SESSION_CACHE = 200_000
+SESSION_SQL_CACHE = 4096
 NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
 _ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
     "runs": {"status": RunStatus, "end_reason": EndReason},
@@ -136,7 +137,7 @@ class StorageManager:
                 for conn in (reader, writer):
                     if conn is not None:
                         await _close_quietly(conn)
-                if isinstance(exc, Exception):
+                if isinstance(exc, Exception) and not isinstance(exc, AgentCoreError):
                     raise wrap_storage_error(exc, f"opening {self._db_path}") from exc
                 raise
             self._writer_conn, self._reader = writer, reader
@@ -177,7 +178,10 @@ class StorageManager:
     def _session_sql(self, session_id: str) -> S.SessionSql:
         sql = self._sql.get(session_id)
         if sql is None:
-            sql = self._sql[session_id] = S.SessionSql.build(session_id)
+            sql = S.SessionSql.build(session_id)
+            if len(self._sql) >= SESSION_SQL_CACHE:  # bound the cache against lookups of bogus ids
+                self._sql.clear()
+            self._sql[session_id] = sql
         return sql
 
     # ---- redaction / serialisation --------------------------------------------------------------
@@ -466,6 +470,8 @@ class StorageManager:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
         try:
             return list(await self._reader.execute_fetchall(sql, params))
+        except AgentCoreError:
+            raise
         except Exception as exc:
             raise wrap_storage_error(exc, "read") from exc
 
