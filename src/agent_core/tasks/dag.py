@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.inputs import (
     AddDependencyOp,
@@ -39,6 +41,22 @@ from agent_core.tasks.models import (
     TaskWalEvent,
 )
 from agent_core.types.enums import StepStatus, TaskStatus
+
+_UPDATABLE = (
+    StepStatus.claimed,
+    StepStatus.running,
+    StepStatus.pending,
+    StepStatus.ready,
+    StepStatus.blocked,
+)
+_UNFINISHED = tuple(UNFINISHED_STEP_STATUSES)
+
+
+def _set(model: BaseModel, **values: Any) -> None:
+    """Assigns already-validated field values. The state models do not validate on assignment, so writing
+    ``__dict__`` is equivalent to attribute assignment without pydantic's per-attribute overhead, which
+    dominates the replay of long WALs."""
+    model.__dict__.update(values)
 
 
 class IllegalTransition(AgentCoreError):
@@ -247,7 +265,7 @@ class TaskDag:
             raise IllegalTransition(message=f"{event.event_type} may only be the first record")
         handler(self, event)
         self.last_wal_seq = event.wal_seq
-        self.task.updated_at = event.created_at
+        self.task.__dict__["updated_at"] = event.created_at  # see _set
 
     # ------------------------------------------------------------------ task-level handlers
 
@@ -290,8 +308,7 @@ class TaskDag:
             raise IllegalTransition(message="no ready advance while the Task is blocked")
         if not self.deps_completed(step):
             raise IllegalTransition(message=f"step {step.step_id} has unfinished dependencies")
-        step.status = StepStatus.ready
-        step.updated_at = ev.created_at
+        _set(step, status=StepStatus.ready, updated_at=ev.created_at)
 
     def _on_step_claimed(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.ready,))
@@ -302,97 +319,104 @@ class TaskDag:
             raise IllegalTransition(message=f"step {step.step_id} has unfinished dependencies")
         if p.claimed_by_run_id in self.run_claims:
             raise IllegalTransition(message=f"run {p.claimed_by_run_id} already claimed a step")
-        step.status = StepStatus.claimed
-        step.claimed_by_agent_id = p.claimed_by_agent_id
-        step.claimed_by_run_id = p.claimed_by_run_id
-        step.lease_expires_at = p.lease_expires_at
-        step.metadata = {
-            "dispatch_snapshot": {
-                "title": step.title,
-                "summary": step.summary,
-                "depends_on_step_ids": list(step.depends_on_step_ids),
-                "worker_pool_id": step.worker_pool_id,
-                "required": step.required,
-            },
-            "updated_after_dispatch": False,
+        snapshot = {
+            "title": step.title,
+            "summary": step.summary,
+            "depends_on_step_ids": list(step.depends_on_step_ids),
+            "worker_pool_id": step.worker_pool_id,
+            "required": step.required,
         }
-        step.updated_at = ev.created_at
+        _set(
+            step,
+            status=StepStatus.claimed,
+            claimed_by_agent_id=p.claimed_by_agent_id,
+            claimed_by_run_id=p.claimed_by_run_id,
+            lease_expires_at=p.lease_expires_at,
+            metadata={"dispatch_snapshot": snapshot, "updated_after_dispatch": False},
+            updated_at=ev.created_at,
+        )
         self.run_claims[p.claimed_by_run_id] = step.step_id
 
     def _on_step_started(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.claimed,))
-        step.status = StepStatus.running
-        step.lease_expires_at = ev.payload.lease_expires_at
-        step.updated_at = ev.created_at
+        _set(
+            step,
+            status=StepStatus.running,
+            lease_expires_at=ev.payload.lease_expires_at,
+            updated_at=ev.created_at,
+        )
 
     def _on_step_updated(self, ev: Any) -> None:
-        allowed = (StepStatus.claimed, StepStatus.running, StepStatus.pending, StepStatus.ready)
-        step = self._require_step(ev, (*allowed, StepStatus.blocked))
+        step = self._require_step(ev, _UPDATABLE)
         p = ev.payload
         if p.status != step.status:
             raise IllegalTransition(message="task_step_updated cannot change the step status")
-        held = step.status in HELD_STEP_STATUSES
-        if held != (p.lease_expires_at is not None):
+        if (step.status in HELD_STEP_STATUSES) != (p.lease_expires_at is not None):
             raise IllegalTransition(message="a lease is carried exactly by held steps")
-        step.result_summary = p.result_summary
-        step.artifact_ids = list(p.artifact_ids)
-        step.lease_expires_at = p.lease_expires_at
-        step.updated_at = ev.created_at
+        _set(
+            step,
+            result_summary=p.result_summary,
+            artifact_ids=list(p.artifact_ids),
+            lease_expires_at=p.lease_expires_at,
+            updated_at=ev.created_at,
+        )
 
     def _on_step_blocked(self, ev: Any) -> None:
         step = self._require_step(
             ev, (StepStatus.claimed, StepStatus.running, StepStatus.pending, StepStatus.ready)
         )
         p = ev.payload
-        step.status = StepStatus.blocked
-        step.claimed_by_agent_id = None
-        step.claimed_by_run_id = None
-        step.lease_expires_at = None
-        step.result_summary = p.result_summary
-        step.artifact_ids = list(p.artifact_ids)
-        step.status_reason = p.reason
-        step.metadata = {}
-        step.updated_at = ev.created_at
+        _set(
+            step,
+            status=StepStatus.blocked,
+            claimed_by_agent_id=None,
+            claimed_by_run_id=None,
+            lease_expires_at=None,
+            result_summary=p.result_summary,
+            artifact_ids=list(p.artifact_ids),
+            status_reason=p.reason,
+            metadata={},
+            updated_at=ev.created_at,
+        )
 
     def _on_step_completed(self, ev: Any) -> None:
         # A held step keeps running even when its dependencies were edited after dispatch (§4.7).
         step = self._require_step(ev, (StepStatus.claimed, StepStatus.running, StepStatus.ready))
-        self._close(step, StepStatus.completed, ev)
-        step.artifact_ids = list(ev.payload.artifact_ids)
+        self._close(step, StepStatus.completed, ev, artifact_ids=list(ev.payload.artifact_ids))
 
     def _on_step_failed(self, ev: Any) -> None:
-        step = self._require_step(ev, tuple(UNFINISHED_STEP_STATUSES))
-        self._close(step, StepStatus.failed, ev)
-        step.artifact_ids = list(ev.payload.artifact_ids)
-        step.status_reason = ev.payload.reason
+        step = self._require_step(ev, _UNFINISHED)
+        p = ev.payload
+        self._close(step, StepStatus.failed, ev, artifact_ids=list(p.artifact_ids), status_reason=p.reason)
 
     def _on_step_cancelled(self, ev: Any) -> None:
-        step = self._require_step(ev, tuple(UNFINISHED_STEP_STATUSES))
-        self._close(step, StepStatus.cancelled, ev)
-        step.status_reason = ev.payload.reason
+        step = self._require_step(ev, _UNFINISHED)
+        self._close(step, StepStatus.cancelled, ev, status_reason=ev.payload.reason)
 
     def _on_step_reopened(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.blocked, StepStatus.failed))
-        step.status = StepStatus.pending
         step.reset_execution()
-        step.updated_at = ev.created_at
+        _set(step, status=StepStatus.pending, updated_at=ev.created_at)
 
     def _on_step_lease_expired(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.claimed, StepStatus.running))
         p = ev.payload
         if p.claimed_by_run_id != step.claimed_by_run_id or p.claimed_by_agent_id != step.claimed_by_agent_id:
             raise IllegalTransition(message="lease expiry names a different claim holder")
-        step.status = StepStatus.pending
         step.reset_execution()
-        step.updated_at = ev.created_at
+        _set(step, status=StepStatus.pending, updated_at=ev.created_at)
 
-    def _close(self, step: TaskStep, status: StepStatus, ev: Any) -> None:
+    def _close(self, step: TaskStep, status: StepStatus, ev: Any, **extra: Any) -> None:
         """Moves a step to a closed status: the lease ends, ``claimed_by_*`` stay as history."""
-        step.status = status
-        step.lease_expires_at = None
-        step.result_summary = ev.payload.result_summary
-        step.metadata = {}
-        step.updated_at = ev.created_at
+        _set(
+            step,
+            status=status,
+            lease_expires_at=None,
+            result_summary=ev.payload.result_summary,
+            metadata={},
+            updated_at=ev.created_at,
+            **extra,
+        )
 
     def _require_task(self, status: TaskStatus, ev: Any) -> None:
         if self.task.status != status:

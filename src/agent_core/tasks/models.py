@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
@@ -25,7 +24,10 @@ NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 CORE_ACTOR = "core"
 """``actor_agent_id`` of records without a triggering run (restore-time reconciliation)."""
 
-_WAL_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|\+00:00)$")
+WalTimestamp = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|\+00:00)$")
+]
+"""UTC ISO 8601 (``Z`` or ``+00:00``); core writes millisecond precision with ``Z``."""
 
 TERMINAL_TASK_STATUSES = frozenset({TaskStatus.completed, TaskStatus.failed, TaskStatus.cancelled})
 CLOSED_STEP_STATUSES = frozenset({StepStatus.completed, StepStatus.failed, StepStatus.cancelled})
@@ -355,22 +357,17 @@ class TaskWalEvent(StrictModel):
     task_id: NonEmptyStr
     step_id: str | None
     payload: WalPayload
-    created_at: str
+    created_at: WalTimestamp
 
     @model_validator(mode="after")
     def _common_rules(self) -> TaskWalEvent:
-        expected = PAYLOAD_MODELS[self.event_type]
-        if type(self.payload) is not expected:
-            raise ValueError(f"payload does not match event_type {self.event_type!r}")
-        is_step_event = self.event_type.startswith("task_step_")
-        if is_step_event and not self.step_id:
-            raise ValueError(f"{self.event_type} requires step_id")
-        if not is_step_event and self.step_id is not None:
-            raise ValueError(f"{self.event_type} is task-level: step_id must be null")
         if (self.actor_run_id is None) != (self.actor_agent_id == CORE_ACTOR):
             raise ValueError('actor_run_id may be null only (and must be null) when actor_agent_id is "core"')
-        if not _WAL_TS.match(self.created_at):
-            raise ValueError("created_at must be a UTC ISO 8601 timestamp")
+        if type(self) is TaskWalEvent:  # subclasses enforce these through their field types
+            if type(self.payload) is not PAYLOAD_MODELS[self.event_type]:
+                raise ValueError(f"payload does not match event_type {self.event_type!r}")
+            if self.event_type.startswith("task_step_") != (self.step_id is not None) or self.step_id == "":
+                raise ValueError("step_id is required for task_step_* events and null for task-level events")
         return self
 
     def to_line(self) -> bytes:
@@ -381,87 +378,95 @@ class TaskWalEvent(StrictModel):
         return self.model_dump(mode="json")
 
 
-class TaskCreatedEvent(TaskWalEvent):
+class _TaskLevelEvent(TaskWalEvent):
+    step_id: None
+
+
+class _StepLevelEvent(TaskWalEvent):
+    step_id: NonEmptyStr
+
+
+class TaskCreatedEvent(_TaskLevelEvent):
     event_type: Literal["task_created"]
     payload: TaskCreatedPayload
 
 
-class TaskRunningEvent(TaskWalEvent):
+class TaskRunningEvent(_TaskLevelEvent):
     event_type: Literal["task_running"]
     payload: TaskRunningPayload
 
 
-class TaskUpdatedEvent(TaskWalEvent):
+class TaskUpdatedEvent(_TaskLevelEvent):
     event_type: Literal["task_updated"]
     payload: TaskUpdatedPayload
 
 
-class TaskReopenedEvent(TaskWalEvent):
+class TaskReopenedEvent(_TaskLevelEvent):
     event_type: Literal["task_reopened"]
     payload: TaskReopenedPayload
 
 
-class TaskCompletedEvent(TaskWalEvent):
+class TaskCompletedEvent(_TaskLevelEvent):
     event_type: Literal["task_completed"]
     payload: TaskCompletedPayload
 
 
-class TaskFailedEvent(TaskWalEvent):
+class TaskFailedEvent(_TaskLevelEvent):
     event_type: Literal["task_failed"]
     payload: TaskFailedPayload
 
 
-class TaskCancelledEvent(TaskWalEvent):
+class TaskCancelledEvent(_TaskLevelEvent):
     event_type: Literal["task_cancelled"]
     payload: TaskCancelledPayload
 
 
-class StepReadyEvent(TaskWalEvent):
+class StepReadyEvent(_StepLevelEvent):
     event_type: Literal["task_step_ready"]
     payload: StepReadyPayload
 
 
-class StepClaimedEvent(TaskWalEvent):
+class StepClaimedEvent(_StepLevelEvent):
     event_type: Literal["task_step_claimed"]
     payload: StepClaimedPayload
 
 
-class StepStartedEvent(TaskWalEvent):
+class StepStartedEvent(_StepLevelEvent):
     event_type: Literal["task_step_started"]
     payload: StepStartedPayload
 
 
-class StepUpdatedEvent(TaskWalEvent):
+class StepUpdatedEvent(_StepLevelEvent):
     event_type: Literal["task_step_updated"]
     payload: StepUpdatedPayload
 
 
-class StepBlockedEvent(TaskWalEvent):
+class StepBlockedEvent(_StepLevelEvent):
     event_type: Literal["task_step_blocked"]
     payload: StepBlockedPayload
 
 
-class StepCompletedEvent(TaskWalEvent):
+class StepCompletedEvent(_StepLevelEvent):
     event_type: Literal["task_step_completed"]
     payload: StepCompletedPayload
 
 
-class StepFailedEvent(TaskWalEvent):
+class StepFailedEvent(_StepLevelEvent):
     event_type: Literal["task_step_failed"]
     payload: StepFailedPayload
 
 
-class StepCancelledEvent(TaskWalEvent):
+class StepCancelledEvent(_StepLevelEvent):
     event_type: Literal["task_step_cancelled"]
     payload: StepCancelledPayload
 
 
-class StepReopenedEvent(TaskWalEvent):
+class StepReopenedEvent(_StepLevelEvent):
     event_type: Literal["task_step_reopened"]
     payload: StepReopenedPayload
 
 
-class StepLeaseExpiredEvent(TaskWalEvent):
+class StepLeaseExpiredEvent(_StepLevelEvent):
     event_type: Literal["task_step_lease_expired"]
     payload: StepLeaseExpiredPayload
 
