@@ -1007,7 +1007,15 @@ class TaskService:
             dags = [d for d in dags if d.task_id == scope.task_id]
         recent = list(self._recent)
         if scope is not None:
-            recent = [r for r in recent if r.task_id == scope.task_id]
+            steps = {s.step_id: s for d in dags for s in d.steps()}
+
+            def visible(change: RecentChange) -> bool:
+                step = steps.get(change.step_id) if change.step_id is not None else None
+                return change.task_id == scope.task_id and (
+                    change.step_id is None or (step is not None and self._in_scope(scope, step))
+                )
+
+            recent = [r for r in recent if visible(r)]
         return render_task_board(
             dags,
             recent,
