@@ -1,0 +1,1 @@
+"""Public SDK facade: the runtime, run handles, replay and inspect."""

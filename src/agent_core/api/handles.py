@@ -1,0 +1,82 @@
+"""``RunHandle``: the caller's view of one run (contract.md §2.5, runtime.md §6.2)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.runtime.state import RunState
+from agent_core.types.content import ErrorPayload
+from agent_core.types.enums import EndReason, RunMode, RunStatus
+from agent_core.types.runtime import CancelResult, InspectResult, RuntimeEvent
+
+if TYPE_CHECKING:
+    from agent_core.api.runtime import AgentRuntime
+
+
+class RunHandle:
+    """A started (or queued) run. ``events()`` is a single-consumer live stream; history comes from replay."""
+
+    __slots__ = ("_runtime", "_state")
+
+    def __init__(self, runtime: AgentRuntime, state: RunState) -> None:
+        self._runtime = runtime
+        self._state = state
+
+    @property
+    def run_id(self) -> str:
+        return self._state.run_id
+
+    @property
+    def session_id(self) -> str:
+        return self._state.session_id
+
+    @property
+    def agent_id(self) -> str:
+        return self._state.agent_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self._state.status
+
+    @property
+    def mode(self) -> RunMode:
+        return self._state.mode
+
+    @property
+    def end_reason(self) -> EndReason | None:
+        return self._state.end_reason
+
+    @property
+    def error(self) -> ErrorPayload | None:
+        return self._state.error
+
+    def events(self, debug: bool = False) -> AsyncIterator[RuntimeEvent]:
+        """The run's live events (user-visible only unless ``debug``); ends after the terminal event."""
+        return self._state.channel.subscribe(debug=debug)
+
+    async def cancel(self) -> CancelResult:
+        """Cancels the whole run; waits at most ``runtime.cancel_timeout_ms`` for it to stop."""
+        return await self._runtime._cancel_run(self._state)
+
+    async def wait(self) -> RunStatus:
+        """Waits until the run is terminal (does not consume the event stream)."""
+        await self._state.done.wait()
+        return self._state.status
+
+    async def inspect_child(self, child_run_id: str, include_sensitive: bool = False) -> InspectResult:
+        """Full detail of a child run created directly by this run."""
+        return await self._runtime._inspect_child(self._state, child_run_id, include_sensitive)
+
+    def child_events(self, child_run_id: str, debug: bool = False) -> AsyncIterator[RuntimeEvent]:
+        """Live events of a direct child run (only events emitted after subscription)."""
+        child = self._state.children.get(child_run_id)
+        if child is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error, f"run {child_run_id!r} is not a child run of {self.run_id!r}"
+            )
+        return child.channel.subscribe(debug=debug)
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, status={self.status.value!r})"

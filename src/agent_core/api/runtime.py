@@ -1,0 +1,248 @@
+"""``AgentRuntime``: the SDK entry point (contract.md §2, runtime.md §5).
+
+Construction is synchronous and only resolves paths and validates ``config.toml`` (nothing is created on
+disk). Opening (``async with`` or the first awaited call) opens SQLite, verifies the packaged assets and
+wires the registries. The runtime facade only assembles parts; their logic lives in their packages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from agent_core.api import replay as replay_api
+from agent_core.api.handles import RunHandle
+from agent_core.api.wiring import open_services
+from agent_core.config.loader import LoadedConfig, load_config
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.providers.base import ProviderFactory
+from agent_core.providers.registry import ProviderRegistry
+from agent_core.runtime.runs import RunManager
+from agent_core.runtime.state import RunState
+from agent_core.tools.registry import ToolHandler, ToolRegistry
+from agent_core.types.enums import RunMode
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.runtime import (
+    AgentDefinition,
+    CancelResult,
+    CleanupResult,
+    DeleteSessionResult,
+    InspectResult,
+    Node,
+    ReplayResult,
+    UserMessage,
+)
+from agent_core.types.tools import ToolDefinition
+
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+class AgentRuntime:
+    """Runs agents on one project with one user-level configuration."""
+
+    def __init__(
+        self,
+        project_dir: str | Path | None = None,
+        config_path: str | Path | None = None,
+        home_dir: str | Path | None = None,
+        session_db_path: str | Path | None = None,
+        permission_callback: PermissionCallback | None = None,
+        provider_registry: ProviderRegistry | None = None,
+        tool_registry: ToolRegistry | None = None,
+        debug: bool = False,
+    ) -> None:
+        self._config: LoadedConfig = load_config(
+            home_dir=home_dir,
+            config_path=config_path,
+            project_dir=project_dir,
+            session_db_path=session_db_path,
+        )
+        self._permission_callback = permission_callback
+        self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
+        self._tools = tool_registry if tool_registry is not None else ToolRegistry()
+        self._debug = debug
+        self._code_definitions: list[AgentDefinition] = []
+        self._manager: RunManager | None = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    @property
+    def project_dir(self) -> Path:
+        return self._config.project
+
+    @property
+    def home_dir(self) -> Path:
+        return self._config.home
+
+    async def __aenter__(self) -> AgentRuntime:
+        await self._open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _check_open_allowed(self) -> None:
+        if self._closed:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closed")
+
+    async def _open(self) -> RunManager:
+        self._check_open_allowed()
+        if self._manager is not None:
+            return self._manager
+        async with self._open_lock:
+            self._check_open_allowed()
+            if self._manager is None:
+                self._manager = await open_services(
+                    self._config,
+                    providers=self._providers,
+                    tools=self._tools,
+                    permission_callback=self._permission_callback,
+                    debug=self._debug,
+                    code_definitions=self._code_definitions,
+                )
+            return self._manager
+
+    async def close(self) -> None:
+        """Stops new runs, cancels queued and active runs, closes adapters, hooks, MCP and storage."""
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._closing)
+
+    async def _shutdown(self) -> None:
+        manager = self._manager
+        if manager is None:
+            return
+        from agent_core.api.wiring import close_services
+
+        await close_services(manager)
+
+    # ---- registration ---------------------------------------------------------------------------
+    def register_provider(self, key: str, factory: ProviderFactory) -> None:
+        self._check_open_allowed()
+        self._providers.register(key, factory)
+
+    def register_tool(self, definition: ToolDefinition, handler: ToolHandler) -> None:
+        self._check_open_allowed()
+        self._tools.register_tool(definition, handler)
+
+    def register_agent_definition(
+        self, definition: AgentDefinition, source: Literal["code"] = "code"
+    ) -> None:
+        self._check_open_allowed()
+        definition = definition.model_copy(update={"source": "code"})
+        if self._manager is not None:
+            registry = self._manager.services.extras.get("agent_definitions")
+            if registry is not None:
+                registry.register(definition)
+                return
+        self._code_definitions.append(definition)
+
+    # ---- runs ------------------------------------------------------------------------------------
+    async def start(
+        self,
+        message: str | UserMessage,
+        session_id: str | None = None,
+        mode: Literal["normal", "orchestrator"] = "normal",
+    ) -> RunHandle:
+        """Starts (or queues) a run and returns its handle without waiting for completion."""
+        manager = await self._open()
+        if isinstance(message, str):
+            try:
+                message = UserMessage(content=message)
+            except ValidationError as exc:
+                raise AgentCoreError(
+                    ErrorCode.validation_error, f"invalid message: {exc.errors()[0]['msg']}"
+                ) from exc
+        elif not isinstance(message, UserMessage):
+            raise AgentCoreError(ErrorCode.validation_error, "message must be a str or a UserMessage")
+        try:
+            run_mode = RunMode(mode)
+        except ValueError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        state = await manager.start(message, session_id, run_mode)
+        return RunHandle(self, state)
+
+    async def _cancel_run(self, state: RunState) -> CancelResult:
+        if self._manager is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return await self._manager.cancel(state)
+
+    async def _inspect_child(
+        self, parent: RunState, child_run_id: str, include_sensitive: bool
+    ) -> InspectResult:
+        manager = await self._open()
+        return await replay_api.inspect_child(manager, parent, child_run_id, include_sensitive)
+
+    async def switch_node(self, session_id: str, node_id: str) -> Node:
+        manager = await self._open()
+        return await replay_api.switch_node(manager, session_id, node_id)
+
+    # ---- replay / inspect -----------------------------------------------------------------------
+    async def replay_session(
+        self,
+        session_id: str,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_sensitive: bool = False,
+    ) -> ReplayResult:
+        manager = await self._open()
+        return await replay_api.replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
+
+    async def replay_run(self, run_id: str, include_sensitive: bool = False) -> ReplayResult:
+        manager = await self._open()
+        return await replay_api.replay_run(manager, run_id, include_sensitive)
+
+    async def get_node_path(self, node_id: str) -> list[Node]:
+        manager = await self._open()
+        return await replay_api.get_node_path(manager, node_id)
+
+    # ---- deletion and cleanup -------------------------------------------------------------------
+    async def delete_session(self, session_id: str) -> DeleteSessionResult:
+        manager = await self._open()
+        return await replay_api.delete_session(manager, session_id)
+
+    async def delete_artifact(self, artifact_id: str) -> CleanupResult:
+        manager = await self._open()
+        return await manager.services.artifacts.delete(artifact_id)
+
+    async def cleanup_project_tasks(
+        self,
+        project: str | Path,
+        dry_run: bool = True,
+        include_failed: bool = False,
+        include_cancelled: bool = False,
+        older_than: datetime | None = None,
+    ) -> CleanupResult:
+        manager = await self._open()
+        return await replay_api.cleanup_project_tasks(
+            manager, project, dry_run, include_failed, include_cancelled, older_than
+        )
+
+    async def cleanup_artifacts(
+        self,
+        session_id: str | None = None,
+        dry_run: bool = True,
+        include_all: bool = False,
+        older_than: datetime | None = None,
+        max_bytes: int | None = None,
+    ) -> CleanupResult:
+        manager = await self._open()
+        return await replay_api.cleanup_artifacts(
+            manager, session_id, dry_run, include_all, older_than, max_bytes
+        )
+
+    def _services_extra(self, name: str) -> Any:
+        return self._manager.services.extras.get(name) if self._manager else None

@@ -1,0 +1,140 @@
+"""Assembles an open runtime from its parts and tears it down again (runtime.md §5.2, §5.4)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agent_core.artifacts.manager import ArtifactManager
+from agent_core.assets.loader import AssetLoader
+from agent_core.config.loader import LoadedConfig
+from agent_core.config.model import ModelProfile
+from agent_core.context.instructions import catalog_block, instruction_blocks, scan_instruction_catalog
+from agent_core.permissions.gate import PermissionGate
+from agent_core.providers.registry import ProviderRegistry
+from agent_core.redaction import Redactor
+from agent_core.runtime.runs import RunManager
+from agent_core.runtime.services import Services
+from agent_core.runtime.state import RunState
+from agent_core.skills.catalog import SkillCatalog
+from agent_core.skills.tool import SkillToolAdapter
+from agent_core.storage.sqlite import StorageManager
+from agent_core.tools.builtin import CodeToolsAdapter
+from agent_core.tools.effective import EffectiveTools
+from agent_core.tools.pipeline import ToolExecutor
+from agent_core.tools.registry import ToolRegistry
+from agent_core.types.enums import AgentRole
+from agent_core.types.model import SystemBlock
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.runtime import AgentDefinition, Node
+
+log = logging.getLogger("agent_core.runtime")
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+def secret_env_names(config: LoadedConfig) -> set[str]:
+    """Every env var named by an ``api_key_env`` anywhere in the config (write-time redaction)."""
+    settings = config.settings
+    names = {settings.model.api_key_env}
+    profiles: list[Any] = list(settings.model_overrides.values())
+    profiles += [settings.compact.model_profile, settings.memory.extract_model_profile]
+    profiles.append(settings.memory.recall_model_profile)
+    for profile in profiles:
+        if isinstance(profile, ModelProfile) and profile.api_key_env:
+            names.add(profile.api_key_env)
+    return {n for n in names if n}
+
+
+async def open_services(
+    config: LoadedConfig,
+    *,
+    providers: ProviderRegistry,
+    tools: ToolRegistry,
+    permission_callback: PermissionCallback | None,
+    debug: bool,
+    code_definitions: Sequence[AgentDefinition],
+) -> RunManager:
+    """Opens storage, verifies assets and wires every registry; releases everything on failure."""
+    redactor = Redactor(secret_env_names(config))
+    storage = StorageManager(config.session_db_path, redactor=redactor)
+    await storage.open()
+    try:
+        assets = AssetLoader()
+        assets.verify_all()
+        assets.template(config.settings.plan.template_name)
+        providers.ensure_builtins()
+        settings = config.settings
+        tools.register_adapter(
+            CodeToolsAdapter(settings, redactor=redactor), internal=True
+        )
+        skills = SkillCatalog(config.home)
+        tools.register_adapter(SkillToolAdapter(skills), internal=True)
+        gate = PermissionGate(permission_callback, settings, redactor=redactor)
+        hooks_dispatcher = _load_hooks(config)
+        executor = ToolExecutor(
+            tools, settings=settings, gate=gate, hooks=hooks_dispatcher, redactor=redactor
+        )
+        services = Services(
+            config=config,
+            redactor=redactor,
+            storage=storage,
+            artifacts=ArtifactManager(config.home, storage, redactor),
+            assets=assets,
+            providers=providers,
+            tools=tools,
+            executor=executor,
+            gate=gate,
+            hooks=hooks_dispatcher,
+            debug=debug,
+        )
+        manager = RunManager(services)
+        _install_context_features(manager, config, skills)
+        return manager
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await storage.close()
+        raise
+
+
+def _load_hooks(config: LoadedConfig) -> Any:
+    from agent_core.hooks.base import NO_HOOKS
+
+    return NO_HOOKS
+
+
+def _install_context_features(manager: RunManager, config: LoadedConfig, skills: SkillCatalog) -> None:
+    def instruction_catalog() -> SystemBlock | None:
+        return catalog_block(scan_instruction_catalog(config.home, config.project))
+
+    manager.instruction_catalog = instruction_catalog
+
+    def instructions(_path: Sequence[Node]) -> list[SystemBlock]:
+        blocks, _notes = instruction_blocks(_path)
+        return blocks
+
+    def features(state: RunState, role: AgentRole, effective: EffectiveTools) -> list[Any]:
+        sources: list[Any] = [instructions]
+        if "internal.load_skill" in effective.names:
+            skills.refresh()
+
+            def skill_catalog(_path: Sequence[Node]) -> list[SystemBlock]:
+                block = skills.block()
+                return [block] if block is not None else []
+
+            sources.append(skill_catalog)
+        return sources
+
+    manager.extra_dynamic_sources.append(features)
+
+
+async def close_services(manager: RunManager) -> None:
+    services = manager.services
+    await manager.close()
+    await services.close_adapters()
+    with contextlib.suppress(Exception):
+        await services.hooks.close()
+    with contextlib.suppress(Exception):
+        await services.tools.close()
+    await services.storage.close()

@@ -1,0 +1,591 @@
+"""Starting, queueing, running and cancelling runs (runtime.md §6–§8).
+
+:class:`RunManager` owns the sessions loaded in this runtime, the per-session FIFO queue of user runs and
+the live :class:`RunState` of every run. Root runs go through :meth:`RunManager._run_root`; child runs
+(sub/fork/worker/compact) use :meth:`RunManager.execute_agent_run`, which shares the loop driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core.config.model import ResolvedModelConfig
+from agent_core.config.profiles import resolve_purpose_model
+from agent_core.context.composer import ComposeLimits
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.events.stream import EventChannel
+from agent_core.loop.cursor import AgentCursor
+from agent_core.loop.driver import CompactionHooks, Interruption, LoopSpec, NoCompaction, run_loop
+from agent_core.loop.outcome import LoopOutcome
+from agent_core.loop.recorder import RunRecorder
+from agent_core.runtime.prompt import DynamicSource, RunPrompt, runtime_state_block, static_blocks
+from agent_core.runtime.services import Services
+from agent_core.runtime.state import RunState, SessionState
+from agent_core.storage.ids import new_id, validate_session_id
+from agent_core.tools.context import RunScope
+from agent_core.tools.effective import EffectiveTools, compute_effective_tools
+from agent_core.types.base import format_ts
+from agent_core.types.content import ArtifactRefBlock, ErrorPayload, text_of
+from agent_core.types.enums import (
+    AgentRole,
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventType,
+    MessageRole,
+    NodeType,
+    RunMode,
+    RunStatus,
+    SessionStatus,
+)
+from agent_core.types.model import SystemBlock
+from agent_core.types.runtime import CancelResult, UserMessage
+from agent_core.types.storage import AgentRecord, RunRecord, SessionRecord
+
+log = logging.getLogger("agent_core.runtime")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(kw_only=True, eq=False)
+class AgentRunSpec:
+    """Everything that differs between agent runs; consumed by :meth:`RunManager.execute_agent_run`."""
+
+    state: RunState
+    session: SessionState
+    cursor: AgentCursor
+    model: ResolvedModelConfig
+    effective: EffectiveTools
+    role: AgentRole
+    root_agent: bool
+    dynamic_sources: list[DynamicSource] = field(default_factory=list)
+    task_board: Callable[[], str | None] | None = None
+    current_user_node_id: str | None = None
+    max_turns: int | None = None
+    parent_agent_id: str | None = None
+    parent_run_id: str | None = None
+    scope_extras: dict[str, Any] = field(default_factory=dict)
+    compaction: CompactionHooks | None = None
+    purpose: str | None = None
+    agent_type: AgentType = AgentType.main
+    interruption: Callable[[], Interruption] | None = None
+
+
+class RunManager:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.sessions: dict[str, SessionState] = {}
+        self.runs: dict[str, RunState] = {}
+        self.closing = False
+        self.extra_dynamic_sources: list[
+            Callable[[RunState, AgentRole, EffectiveTools], list[DynamicSource]]
+        ] = []
+        """Feature hooks contributing dynamic blocks (skills, memory catalog, ...)."""
+        self.instruction_catalog: Callable[[], SystemBlock | None] = lambda: None
+        self.task_board_for: Callable[[RunState, AgentRole], Callable[[], str | None] | None] = lambda s, r: (
+            None
+        )
+        self.compaction_for: Callable[[RunState, AgentCursor, AgentRole], CompactionHooks] = lambda s, c, r: (
+            NoCompaction()
+        )
+        self.orchestrator_check: Callable[[], Awaitable[None]] | None = None
+        self.on_run_end: list[Callable[[RunState], Awaitable[None]]] = []
+        self.on_cancel: list[Callable[[RunState], Awaitable[None]]] = []
+
+    # ---- sessions ---------------------------------------------------------------------------------
+    async def get_session(self, session_id: str) -> SessionState:
+        """The loaded session, loading it from SQLite on first use (``validation_error`` if unknown)."""
+        validate_session_id(session_id)
+        state = self.sessions.get(session_id)
+        if state is not None:
+            return state
+        record = await self.services.storage.get_session(session_id)
+        if record is None:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        if record.status != SessionStatus.active:
+            raise AgentCoreError(ErrorCode.validation_error, f"session {session_id!r} is archived")
+        root = await self.services.storage.get_agent(record.root_agent_id)
+        mode = RunMode.orchestrator if root and root.agent_type == AgentType.orchestrator else RunMode.normal
+        path = (
+            await self.services.storage.node_path(session_id, record.active_node_id)
+            if record.active_node_id
+            else []
+        )
+        state = SessionState(
+            session_id=session_id,
+            mode=mode,
+            root_agent_id=record.root_agent_id,
+            cwd=record.cwd,
+            cursor=AgentCursor(record.root_agent_id, path),
+            active_node_id=record.active_node_id,
+        )
+        self.sessions[session_id] = state
+        return state
+
+    async def _new_session(self, mode: RunMode) -> SessionState:
+        storage = self.services.storage
+        now = format_ts()
+        while True:
+            session_id = new_id("sess_")
+            if session_id not in self.sessions and await storage.get_session(session_id) is None:
+                break
+        agent_id = new_id("agent_")
+        agent_type = AgentType.orchestrator if mode == RunMode.orchestrator else AgentType.main
+        name = "Orchestrator" if mode == RunMode.orchestrator else "main"
+        project = str(self.services.config.project)
+        await storage.create_session(
+            SessionRecord(
+                session_id=session_id,
+                cwd=project,
+                root_agent_id=agent_id,
+                status=SessionStatus.active,
+                metadata_json=dumps({"mode": mode.value}),
+                created_at=now,
+                updated_at=now,
+            ),
+            AgentRecord(
+                agent_id=agent_id,
+                session_id=session_id,
+                agent_type=agent_type,
+                status=AgentStatus.idle,
+                metadata_json=dumps({"name": name, "mode": mode.value}),
+                created_at=now,
+                updated_at=now,
+            ),
+        )
+        state = SessionState(
+            session_id=session_id,
+            mode=mode,
+            root_agent_id=agent_id,
+            cwd=project,
+            cursor=AgentCursor(agent_id),
+        )
+        self.sessions[session_id] = state
+        return state
+
+    # ---- start --------------------------------------------------------------------------------
+    async def start(self, message: UserMessage, session_id: str | None, mode: RunMode) -> RunState:
+        purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
+        model = resolve_purpose_model(self.services.config, purpose)
+        if model.provider not in self.services.providers:
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"{self.services.config.config_path}: [model].provider {model.provider!r} is not a registered "
+                f"provider (known: {', '.join(self.services.providers.keys())})",
+            )
+        if session_id is not None:
+            session = await self.get_session(session_id)
+            if session.mode != mode:
+                raise AgentCoreError(
+                    ErrorCode.validation_error,
+                    f"session {session_id!r} runs in {session.mode.value!r} mode; cannot start a {mode.value!r} run",
+                )
+            if mode == RunMode.orchestrator and self.orchestrator_check is not None:
+                await self.orchestrator_check()
+        else:
+            if mode == RunMode.orchestrator and self.orchestrator_check is not None:
+                await self.orchestrator_check()
+            session = await self._new_session(mode)
+        queued = session.busy
+        run_id = new_id("run_")
+        now = format_ts()
+        agent_type = AgentType.orchestrator if mode == RunMode.orchestrator else AgentType.main
+        await self.services.storage.insert_run(
+            RunRecord(
+                run_id=run_id,
+                session_id=session.session_id,
+                agent_id=session.root_agent_id,
+                status=RunStatus.queued if queued else RunStatus.pending,
+                metadata_json=dumps(
+                    {"mode": mode.value, "model": _model_meta(model), "agent_type": agent_type.value}
+                ),
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        state = RunState(
+            run_id=run_id,
+            session_id=session.session_id,
+            agent_id=session.root_agent_id,
+            mode=mode,
+            role=AgentRole.orchestrator if mode == RunMode.orchestrator else AgentRole.main,
+            agent_type=agent_type,
+            status=RunStatus.queued if queued else RunStatus.pending,
+            channel=EventChannel(),
+            message=message,
+            was_queued=queued,
+        )
+        state.extras["model"] = model
+        state.extras["recorder"] = self.recorder_for(state, session.cursor, root_agent=True)
+        self.runs[run_id] = state
+        session.live_runs[run_id] = state
+        if queued:
+            session.queue.append(state)
+            await self.recorder(state).emit(
+                EventType.run_queued, {"queue_position": len(session.queue), "mode": mode.value}
+            )
+        else:
+            session.active = state
+            state.task = asyncio.create_task(self._run_root(session, state), name=f"run {run_id}")
+        return state
+
+    def recorder_for(self, state: RunState, cursor: AgentCursor, *, root_agent: bool) -> RunRecorder:
+        return RunRecorder(
+            storage=self.services.storage,
+            artifacts=self.services.artifacts,
+            channel=state.channel,
+            cursor=cursor,
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            run_id=state.run_id,
+            redactor=self.services.redactor,
+            root_agent=root_agent,
+            counter=self.services.counter,
+        )
+
+    @staticmethod
+    def recorder(state: RunState) -> RunRecorder:
+        rec = state.extras["recorder"]
+        assert isinstance(rec, RunRecorder)
+        return rec
+
+    # ---- root runs ----------------------------------------------------------------------------
+    async def _run_root(self, session: SessionState, state: RunState) -> None:
+        rec = self.recorder(state)
+        try:
+            if state.was_queued:
+                await rec.emit(EventType.run_dequeued, {"reason": "started"})
+            if state.cancel_event.is_set():
+                await self._cancel_before_loop(state)
+                return
+            model: ResolvedModelConfig = state.extras["model"]
+            effective = compute_effective_tools(
+                self.services.tools.definitions(), self.services.settings, state.role
+            )
+            cursor = session.cursor
+            if not cursor.truncate_to(session.active_node_id):
+                record = await self.services.storage.get_session(session.session_id)
+                active = record.active_node_id if record else None
+                session.active_node_id = active
+                cursor.reset(
+                    await self.services.storage.node_path(session.session_id, active) if active else []
+                )
+            assert state.message is not None
+            user_node_id = new_id("node_")
+            spec = AgentRunSpec(
+                state=state,
+                session=session,
+                cursor=cursor,
+                model=model,
+                effective=effective,
+                role=state.role,
+                root_agent=True,
+                current_user_node_id=user_node_id,
+                agent_type=state.agent_type,
+                task_board=self.task_board_for(state, state.role),
+            )
+
+            async def first_nodes(scope: RunScope) -> None:
+                assert state.message is not None
+                hooks = self.services.hooks
+                if not session.session_started:
+                    session.session_started = True
+                    await hooks.session_start(scope=scope, sink=rec)
+                text = text_of(state.message.content)
+                await rec.write_node(
+                    node_id=user_node_id,
+                    role=MessageRole.user,
+                    node_type=NodeType.message,
+                    content=list(state.message.content),
+                    metadata=dict(state.message.metadata),
+                    events=[(EventType.message_created, {"role": "user", "text_preview": text[:200]}, None)],
+                    run_update={"start_node_id": user_node_id},
+                )
+                session.active_node_id = user_node_id
+                await hooks.user_prompt_submit(scope=scope, sink=rec, prompt=text)
+
+            await self.execute_agent_run(spec, first_nodes)
+        except Exception as exc:
+            await self._fail_before_loop(state, exc)
+        finally:
+            if not state.terminal:
+                state.finish(RunStatus.failed, EndReason.failed, None)
+            session.active_node_id = session.cursor.visible_tip
+            if session.active is state:
+                session.active = None
+            session.live_runs.pop(state.run_id, None)
+            await self._after_run(state)
+            self._start_next(session)
+
+    async def execute_agent_run(
+        self, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None
+    ) -> LoopOutcome:
+        """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
+        services = self.services
+        state = spec.state
+        rec = self.recorder(state)
+        settings = services.settings
+        scope = RunScope(
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            run_id=state.run_id,
+            agent_role=spec.role,
+            project_dir=services.config.project,
+            home_dir=services.config.home,
+            cwd=services.config.project,
+            cancel_event=state.cancel_event,
+            effective_tools=spec.effective.names,
+            parent_agent_id=spec.parent_agent_id,
+            parent_run_id=spec.parent_run_id,
+            debug=services.debug,
+            extras=spec.scope_extras,
+        )
+        max_turns = spec.max_turns or settings.runtime.max_turns
+        state.status = RunStatus.running
+        await rec.emit_event(
+            EventType.loop_started,
+            {"mode": state.mode.value, "agent_type": spec.agent_type.value, "max_turns": max_turns},
+            run_update={"status": RunStatus.running.value},
+        )
+        if first_nodes is not None:
+            await first_nodes(scope)
+        tools = list(spec.effective.definitions)
+        catalog = self.instruction_catalog() if spec.role != AgentRole.compact else None
+        static = static_blocks(
+            services.assets,
+            role=spec.role.value,
+            mode=state.mode.value,
+            agent_id=state.agent_id,
+            tools=tools,
+            instruction_catalog=catalog,
+            counter=services.counter,
+        )
+        project = str(services.config.project)
+
+        def runtime_state(_path: Sequence[Any]) -> list[SystemBlock]:
+            return [
+                runtime_state_block(
+                    project=project,
+                    mode=state.mode.value,
+                    role=spec.role.value,
+                    session_id=state.session_id,
+                    agent_id=state.agent_id,
+                    run_id=state.run_id,
+                )
+            ]
+
+        sources: list[DynamicSource] = list(spec.dynamic_sources)
+        for feature in self.extra_dynamic_sources:
+            sources.extend(feature(state, spec.role, spec.effective))
+        sources.append(runtime_state)
+
+        async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
+            return await services.artifacts.create(
+                data,
+                filename=filename,
+                summary=summary,
+                kind="context_degradation",
+                session_id=state.session_id,
+                agent_id=state.agent_id,
+                run_id=state.run_id,
+            )
+
+        async def save_debug_artifact(kind: str, data: Any, filename: str) -> str | None:
+            ref = await services.artifacts.create(
+                data,
+                filename=filename,
+                kind=kind,
+                session_id=state.session_id,
+                agent_id=state.agent_id,
+                run_id=state.run_id,
+            )
+            return ref.artifact_id
+
+        limits = ComposeLimits(
+            context_window=spec.model.context_window,
+            reserve_output_tokens=settings.context.reserve_output_tokens,
+            dynamic_system_budget=settings.context.dynamic_system_budget,
+            non_system_budget=settings.context.non_system_budget,
+            result_limit_bytes=settings.tools.result_limit_bytes,
+            result_limit_tokens=settings.tools.result_limit_tokens,
+            task_board_token_budget=settings.context.task_board_token_budget,
+        )
+        prompt = RunPrompt(
+            cursor=spec.cursor,
+            static=static,
+            limits=limits,
+            dynamic_sources=sources,
+            task_board=spec.task_board,
+            current_run_id=state.run_id,
+            current_user_node_id=spec.current_user_node_id,
+            make_artifact=make_artifact,
+            counter=services.counter,
+        )
+        metadata: dict[str, Any] = {
+            "session_id": state.session_id,
+            "agent_id": state.agent_id,
+            "run_id": state.run_id,
+            "agent_type": spec.agent_type.value,
+        }
+        if spec.purpose:
+            metadata["purpose"] = spec.purpose
+        loop = LoopSpec(
+            recorder=rec,
+            adapter=services.adapter_for(spec.model),
+            provider=spec.model.provider,
+            model=spec.model.name,
+            temperature=spec.model.temperature,
+            max_output_tokens=spec.model.max_output_tokens,
+            scope=scope,
+            tools=tools,
+            executor=services.executor,
+            hooks=services.hooks,
+            prompt=prompt,
+            redactor=services.redactor,
+            max_turns=max_turns,
+            request_metadata=metadata,
+            compaction=spec.compaction or self.compaction_for(state, spec.cursor, spec.role),
+            debug=services.debug,
+            save_debug_artifact=save_debug_artifact,
+            interruption=spec.interruption
+            or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
+        )
+        outcome = await run_loop(loop)
+        state.finish(outcome.status, outcome.end_reason, outcome.error)
+        return outcome
+
+    async def _cancel_before_loop(self, state: RunState) -> None:
+        rec = self.recorder(state)
+        await rec.emit_event(
+            EventType.run_cancelled,
+            {
+                "reason": state.cancel_reason or "cancel_requested",
+                "was_queued": state.was_queued,
+                "end_reason": None,
+            },
+            run_update={"status": RunStatus.cancelled.value},
+        )
+        state.finish(RunStatus.cancelled, None, None)
+
+    async def _fail_before_loop(self, state: RunState, exc: BaseException) -> None:
+        if isinstance(exc, AgentCoreError):
+            error = exc.to_payload(self.services.redactor)
+        else:
+            log.exception("run %s failed before its loop", state.run_id)
+            error = ErrorPayload(
+                code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}"
+            ).redacted_copy(self.services.redactor)
+        if state.terminal:
+            return
+        rec = self.recorder(state)
+        with contextlib.suppress(Exception):
+            await rec.emit(EventType.error, error.model_dump(mode="json"))
+            await rec.emit_event(
+                EventType.loop_failed,
+                {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
+                run_update={
+                    "status": RunStatus.failed.value,
+                    "end_reason": EndReason.failed.value,
+                    "error_json": error.model_dump_json(),
+                },
+            )
+        state.finish(RunStatus.failed, EndReason.failed, error)
+
+    async def _after_run(self, state: RunState) -> None:
+        for callback in self.on_run_end:
+            try:
+                await callback(state)
+            except Exception:
+                log.exception("run-end observer failed for %s", state.run_id)
+
+    def _start_next(self, session: SessionState) -> None:
+        while session.queue and session.active is None:
+            nxt = session.queue.popleft()
+            if nxt.terminal:
+                continue
+            session.active = nxt
+            nxt.status = RunStatus.pending
+            nxt.task = asyncio.create_task(self._run_root(session, nxt), name=f"run {nxt.run_id}")
+
+    # ---- cancellation -------------------------------------------------------------------------
+    async def cancel(self, state: RunState, *, reason: str = "cancel_requested") -> CancelResult:
+        if state.terminal:
+            return CancelResult(
+                run_id=state.run_id,
+                status=state.status,
+                cancelled=state.status == RunStatus.cancelled,
+                already_terminal=True,
+            )
+        session = self.sessions.get(state.session_id)
+        if state.status == RunStatus.queued and session is not None and state in session.queue:
+            session.queue.remove(state)
+            rec = self.recorder(state)
+            state.cancel_reason = reason
+            state.cancel_event.set()
+            await rec.emit(EventType.run_dequeued, {"reason": "cancelled"})
+            await self._cancel_before_loop(state)
+            session.live_runs.pop(state.run_id, None)
+            return CancelResult(run_id=state.run_id, status=state.status, cancelled=True, was_queued=True)
+        if not state.cancel_event.is_set():
+            state.cancel_reason = state.cancel_reason or reason
+            state.cancel_event.set()
+            for callback in self.on_cancel:
+                try:
+                    await callback(state)
+                except Exception:
+                    log.exception("cancel observer failed for %s", state.run_id)
+        timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
+        timed_out = False
+        try:
+            await asyncio.wait_for(state.done.wait(), timeout)
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(Exception):
+                await self.recorder(state).emit(
+                    EventType.cancel_timeout,
+                    {"cancel_timeout_ms": self.services.settings.runtime.cancel_timeout_ms},
+                )
+        return CancelResult(
+            run_id=state.run_id,
+            status=state.status,
+            cancelled=state.status == RunStatus.cancelled,
+            timed_out=timed_out,
+        )
+
+    async def close(self) -> None:
+        """Cancels queued then active runs, waiting at most ``runtime.cancel_timeout_ms`` overall."""
+        self.closing = True
+        for session in self.sessions.values():
+            for queued in list(session.queue):
+                await self.cancel(queued, reason="runtime_closed")
+        live = [r for r in self.runs.values() if not r.terminal]
+        for run in live:
+            if not run.cancel_event.is_set():
+                run.cancel_reason = run.cancel_reason or "runtime_closed"
+                run.cancel_event.set()
+        tasks = [r.task for r in live if r.task is not None]
+        if tasks:
+            timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
+            _done, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+
+
+def _model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
+    return {
+        "provider": model.provider,
+        "name": model.name,
+        "base_url": model.base_url,
+        "profile": model.profile,
+        "purpose": model.purpose,
+    }
