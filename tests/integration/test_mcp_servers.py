@@ -551,3 +551,26 @@ async def test_streamable_http_server(
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 5)
+
+
+async def test_startup_timeout_fails_only_that_server(
+    harness: Callable[..., McpHarness], tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "mute.pid"
+    mute = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(30)"
+    servers = {
+        "mute": {"command": sys.executable, "args": ["-c", mute, str(pid_file)], "startup_timeout_ms": 500},
+        "ok": stdio([READ_ONLY]),
+    }
+    h = harness(servers)
+    started = time.monotonic()
+    _, effective, failed = await h.start_run()
+    assert time.monotonic() - started < 3.5, "the run start does not wait for the dead server to be reaped"
+    assert failed == {"mute"} and "mcp.ok.lookup" in effective.names
+    (failure,) = h.failures()
+    assert failure["phase"] == "connect" and failure["error"]["code"] == "timeout"
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists(), "the unresponsive server process was stopped"

@@ -377,7 +377,7 @@ async def test_post_tool_use_remembers_preflight_and_matches_path_prefix(
     assert data["tool_result"]["is_error"] is True and data["tool_result"]["error"]["message"] == "bad"
 
 
-async def test_stop_input_and_deny(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_h21_stop_hook_input_and_deny_outcome(soong_env: SoongEnv, tmp_path: Path) -> None:
     log = tmp_path / "stop.log"
     marker = tmp_path / "once"
     rules = {

@@ -313,6 +313,10 @@ class McpClient:
         """Closes the session and stops a stdio server process; idempotent."""
         self._stop.set()
         task = self._task
+        if task is not None and not task.done() and self._session is None:
+            task.cancel()  # still connecting: nothing waits for the stop signal yet
+            with contextlib.suppress(BaseException):
+                await task
         if task is not None and not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)

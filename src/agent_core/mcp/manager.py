@@ -143,6 +143,7 @@ class McpManager:
         self._clock = clock
         self._states = {s.server_id: _ServerState(config=s) for s in catalog}
         self._closed = False
+        self._closing: set[asyncio.Task[None]] = set()
         for server in catalog:
             for name in (*server.env_allowlist, *server.headers_env.values()):
                 self._redactor.add_secret_env(name)
@@ -326,13 +327,18 @@ class McpManager:
             await emit(EventType.mcp_server_failed, dict(payload))
 
     async def _drop_client(self, state: _ServerState) -> None:
+        """Unregisters the server's tools and closes its client in the background (a dead stdio server
+        may take the SDK's termination grace to reap; no run start waits for that). :meth:`close` awaits
+        every pending close."""
         if state.adapter is not None:
             self._registry.unregister_adapter(state.adapter)
             state.adapter = None
         client, state.client = state.client, None
         state.discovered_at = None
         if client is not None:
-            await client.close()
+            task = asyncio.create_task(client.close(), name=f"mcp-close-{state.config.server_id}")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     # -- calls --------------------------------------------------------------------------------------
 
@@ -413,3 +419,5 @@ class McpManager:
         """Closes every client and stops stdio server processes; idempotent."""
         self._closed = True
         await asyncio.gather(*(self.close_server(sid) for sid in list(self._states)), return_exceptions=True)
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
