@@ -574,3 +574,24 @@ async def test_startup_timeout_fails_only_that_server(
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists(), "the unresponsive server process was stopped"
+
+
+async def test_refresh_reconnects_a_session_that_died_while_idle(
+    harness: Callable[..., McpHarness], tmp_path: Path
+) -> None:
+    log = tmp_path / "srv.log"
+    h = harness({"srv": stdio([READ_ONLY], log)}, tools={"mcp": {"discovery_cache_ttl_ms": 1000}})
+    await h.start_run()
+    (pid,) = starts(log)
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 3
+    while Path(f"/proc/{pid}/status").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    h.clock.now += 2.0
+    scope, effective, failed = await h.start_run()
+    assert failed == set() and not h.failures()
+    assert len(starts(log)) == 2 and "mcp.srv.lookup" in effective.names
+    ok = (await h.executor().execute_turn([tool_call("mcp.srv.lookup", "l1")], scope, h.sink)).results[0]
+    assert not ok.is_error

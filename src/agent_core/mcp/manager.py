@@ -217,19 +217,32 @@ class McpManager:
             state.attempts += 1
             await self._connect_and_discover(state, emit)
 
+    async def _connect(self, state: _ServerState, deadline: float) -> McpClient:
+        await self._drop_client(state)
+        client = self._new_client(state.config)
+        state.client = client
+        await client.connect(max(deadline - time.monotonic(), 0.001))
+        return client
+
     async def _connect_and_discover(self, state: _ServerState, emit: Emit | None) -> None:
         server = state.config
-        deadline = self._clock() + server.startup_timeout_ms / 1000
+        deadline = time.monotonic() + server.startup_timeout_ms / 1000
         phase = "connect"
         try:
-            if state.client is None or not state.client.alive:
-                await self._drop_client(state)
-                client = self._new_client(server)
-                state.client = client
-                await client.connect(max(deadline - self._clock(), 0.001))
-            assert state.client is not None
+            reused = state.client is not None and state.client.alive
+            client = (
+                state.client if reused and state.client is not None else await self._connect(state, deadline)
+            )
             phase = "discover"
-            remote = await state.client.list_tools(max(deadline - self._clock(), 0.001))
+            try:
+                remote = await client.list_tools(max(deadline - time.monotonic(), 0.001))
+            except McpTransportError:
+                if not reused:
+                    raise
+                phase = "connect"  # the cached session died while idle: reconnect once
+                client = await self._connect(state, deadline)
+                phase = "discover"
+                remote = await client.list_tools(max(deadline - time.monotonic(), 0.001))
         except (AgentCoreError, McpTransportError, McpTimeoutError, McpCallError, OSError) as exc:
             await self._fail(state, phase, exc, emit)
             return
