@@ -17,11 +17,11 @@ from agent_core.tasks.decide import (
     decide_lease_expiry,
     decide_run_end,
     decide_terminate,
-    decide_update,
     decide_update_step,
 )
 from agent_core.tasks.inputs import StepInput, TaskUpdateInput, TaskUpdateStepInput
 from agent_core.tasks.models import TaskStep, TaskWalEvent, make_wal_event, parse_wal_event
+from agent_core.tasks.patch import decide_update
 from agent_core.types.enums import StepStatus
 
 NOW = datetime(2026, 6, 12, 15, 30, tzinfo=UTC)

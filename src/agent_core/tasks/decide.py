@@ -17,17 +17,8 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.storage.ids import new_id
 from agent_core.tasks.dag import Actor, TaskDag, find_cycle
 from agent_core.tasks.inputs import (
-    AddDependencyOp,
-    AddStepOp,
-    CancelStepOp,
-    DeleteStepOp,
-    RemoveDependencyOp,
-    ReopenStepOp,
     StepInput,
-    TaskOperation,
     TaskUpdateStepInput,
-    UpdateStepOp,
-    UpdateTaskOp,
     dedupe,
 )
 from agent_core.tasks.models import (
@@ -48,11 +39,9 @@ from agent_core.tasks.models import (
     TaskCompletedPayload,
     TaskCreatedPayload,
     TaskFailedPayload,
-    TaskReopenedPayload,
     TaskRunningPayload,
     TaskSnapshot,
     TaskStep,
-    TaskUpdatedPayload,
     TaskWalEvent,
     make_wal_event,
 )
@@ -66,11 +55,10 @@ WORKER_END_REASONS = (
     "worker_cancelled",
     "worker_timeout",
 )
-_EDITABLE_FOR_DELETE = (StepStatus.pending, StepStatus.ready, StepStatus.cancelled)
-_FROZEN_TOPOLOGY = (StepStatus.completed, StepStatus.cancelled)
 
 
-def _err(code: ErrorCode, message: str, **details: Any) -> AgentCoreError:
+def error(code: ErrorCode, message: str, **details: Any) -> AgentCoreError:
+    """A business error carrying ``details`` (the pipeline turns it into an error result)."""
     return AgentCoreError(code, message, details=details)
 
 
@@ -157,18 +145,18 @@ def decide_create(
 ) -> list[TaskWalEvent]:
     """``task_created`` (all pending) followed by the root ``task_step_ready`` records and ``task_running``."""
     if actor.run_id is None:
-        raise _err(ErrorCode.permission_denied, "a Task is created by an Orchestrator run")
+        raise error(ErrorCode.permission_denied, "a Task is created by an Orchestrator run")
     seen: set[str] = set()
     for step in steps:
         if step.step_id in seen:
-            raise _err(
+            raise error(
                 ErrorCode.validation_error, f"duplicate step_id {step.step_id!r}", step_id=step.step_id
             )
         seen.add(step.step_id)
     for step in steps:
         for dep in step.depends_on_step_ids:
             if dep not in seen:
-                raise _err(
+                raise error(
                     ErrorCode.validation_error,
                     f"step {step.step_id} depends on unknown step {dep!r}",
                     step_id=step.step_id,
@@ -188,10 +176,10 @@ def decide_create(
     ]
     cycle = find_cycle(probe)
     if cycle is not None:
-        raise _err(ErrorCode.dependency_cycle, f"dependency cycle: {' -> '.join(cycle)}", cycle=cycle)
+        raise error(ErrorCode.dependency_cycle, f"dependency cycle: {' -> '.join(cycle)}", cycle=cycle)
     for step in steps:
         if step.worker_pool_id is not None and not pool_ok(step.worker_pool_id):
-            raise _err(
+            raise error(
                 ErrorCode.validation_error,
                 f"unknown worker_pool_id {step.worker_pool_id!r}",
                 step_id=step.step_id,
@@ -289,7 +277,7 @@ def decide_run_end(
 ) -> list[TaskWalEvent]:
     """Worker-run-end fallback (task-board.md §6): fails the step ``run_id`` still holds, if any."""
     if reason not in WORKER_END_REASONS:
-        raise _err(ErrorCode.validation_error, f"unknown worker run end reason {reason!r}")
+        raise error(ErrorCode.validation_error, f"unknown worker run end reason {reason!r}")
     if dag.task.terminal:
         return []
     held = [s for s in dag.steps() if s.claimed_by_run_id == run_id and s.status in HELD_STEP_STATUSES]
@@ -319,16 +307,16 @@ def precheck_claim(
 ) -> TaskStep:
     """Claim checks 3–5 of task-board.md §5.8 (before lease reconciliation)."""
     if run_id in dag.run_claims:
-        raise _err(
+        raise error(
             ErrorCode.step_already_claimed_by_run,
             f"this worker run already claimed step {dag.run_claims[run_id]!r}; a run claims at most one step",
             step_id=step_id,
         )
     step = dag.step(step_id)
     if step is None:
-        raise _err(ErrorCode.step_not_found, f"unknown step {step_id!r}", step_id=step_id)
+        raise error(ErrorCode.step_not_found, f"unknown step {step_id!r}", step_id=step_id)
     if not in_scope(step):
-        raise _err(ErrorCode.permission_denied, f"step {step_id!r} is outside this worker's scope")
+        raise error(ErrorCode.permission_denied, f"step {step_id!r} is outside this worker's scope")
     return step
 
 
@@ -338,13 +326,15 @@ def decide_claim(
     """Claim checks 7–8 and the ``task_step_claimed`` record (status ``claimed``, not ``running``)."""
     step = dag.step(step_id)
     if step is None:
-        raise _err(ErrorCode.step_not_found, f"unknown step {step_id!r}", step_id=step_id)
+        raise error(ErrorCode.step_not_found, f"unknown step {step_id!r}", step_id=step_id)
     if step.status in HELD_STEP_STATUSES:
-        raise _err(ErrorCode.step_already_claimed, f"step {step_id!r} is already claimed", step_id=step_id)
+        raise error(ErrorCode.step_already_claimed, f"step {step_id!r} is already claimed", step_id=step_id)
     if step.status != StepStatus.ready or not dag.deps_completed(step):
-        raise _err(ErrorCode.step_not_ready, f"step {step_id!r} is {step.status}, not ready", step_id=step_id)
+        raise error(
+            ErrorCode.step_not_ready, f"step {step_id!r} is {step.status}, not ready", step_id=step_id
+        )
     if actor.run_id is None:
-        raise _err(ErrorCode.permission_denied, "claims are made by worker runs")
+        raise error(ErrorCode.permission_denied, "claims are made by worker runs")
     builder = RecordBuilder(dag, actor=actor, now=now)
     builder.add(
         "task_step_claimed",
@@ -375,14 +365,14 @@ def decide_update_step(
     """``agent.task_update_step`` (task-board.md §4.2, §5.9); ``inp.artifact_ids`` are already verified."""
     step = dag.step(inp.step_id)
     if step is None:
-        raise _err(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}", step_id=inp.step_id)
+        raise error(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}", step_id=inp.step_id)
     status = inp.status
     has_results = inp.result_summary is not None or inp.artifact_ids is not None
     summary = inp.result_summary if inp.result_summary is not None else step.result_summary
     artifacts = dedupe([*step.artifact_ids, *(inp.artifact_ids or [])])
     builder = RecordBuilder(dag, actor=actor, now=now)
     current = step.status
-    bad = _err(
+    bad = error(
         ErrorCode.validation_error,
         f"step {step.step_id} cannot go from {current} to {status or current} this way",
         step_id=step.step_id,
@@ -391,11 +381,11 @@ def decide_update_step(
 
     if is_worker:
         if status == StepStatus.pending:
-            raise _err(ErrorCode.permission_denied, "only the Orchestrator reopens a step")
+            raise error(ErrorCode.permission_denied, "only the Orchestrator reopens a step")
         if not (current in HELD_STEP_STATUSES and step.claimed_by_run_id == actor.run_id):
             if step.claimed_by_run_id == actor.run_id and current not in UNFINISHED_STEP_STATUSES:
-                raise _err(ErrorCode.validation_error, f"step {step.step_id} is {current} and closed")
-            raise _err(ErrorCode.permission_denied, f"this worker run does not hold step {step.step_id}")
+                raise error(ErrorCode.validation_error, f"step {step.step_id} is {current} and closed")
+            raise error(ErrorCode.permission_denied, f"this worker run does not hold step {step.step_id}")
         lease = lease_until(now, lease_ms)
         if status is None or status == current:
             builder.add("task_step_updated", step.step_id, _updated(current, summary, artifacts, lease))
@@ -483,185 +473,6 @@ def _close_step(
     builder.add(f"task_step_{status.value}", step_id, payload)
 
 
-# ---------------------------------------------------------------------------------------- task_update
-
-
-def decide_update(
-    dag: TaskDag,
-    ops: Sequence[TaskOperation],
-    raw_ops: list[dict[str, Any]],
-    *,
-    actor: Actor,
-    now: datetime,
-    pool_ok: PoolCheck,
-) -> tuple[list[TaskWalEvent], list[str]]:
-    """``agent.task_update``: returns the records and ``updated_after_dispatch_step_ids``.
-
-    Ops are checked in order on a scratch copy (errors carry ``details.op_index``); then one
-    ``task_updated`` is written, followed in op order by ``task_step_cancelled`` / ``task_step_reopened`` /
-    ``task_reopened``, then derived records. ``task_summary`` describes the state after the whole commit.
-    Decision (keeps replay order-independent): a patch may change the Task status at most once.
-    """
-    targeted = {op.step_id for op in ops if isinstance(op, CancelStepOp | ReopenStepOp)}
-    status_changes = 0
-    for index, op in enumerate(ops):
-        if isinstance(op, DeleteStepOp) and op.step_id in targeted:
-            raise _err(
-                ErrorCode.validation_error,
-                f"step {op.step_id} is cancelled/reopened and deleted in the same patch",
-                op_index=index,
-            )
-        if isinstance(op, UpdateTaskOp) and op.status is not None:
-            status_changes += 1
-            if status_changes > 1:
-                raise _err(
-                    ErrorCode.validation_error, "a patch may change the Task status once", op_index=index
-                )
-    ts = format_ts_ms(now)
-    scratch = dag.clone()
-    touched: set[str] = set()
-    after_dispatch: list[str] = []
-    dep_origin: dict[str, int] = {}
-    for index, op in enumerate(ops):
-        try:
-            _check_op(scratch, op, pool_ok)
-            target = getattr(op, "step_id", None)
-            step = scratch.step(target) if isinstance(target, str) else None
-            if (
-                isinstance(op, UpdateStepOp | AddDependencyOp | RemoveDependencyOp)
-                and step is not None
-                and step.status in HELD_STEP_STATUSES
-                and step.step_id not in after_dispatch
-            ):
-                after_dispatch.append(step.step_id)
-            scratch.apply_operation(op, ts, replay=False, touched=touched)
-            if isinstance(op, AddStepOp):
-                dep_origin[op.step.step_id] = index
-            elif isinstance(op, AddDependencyOp | RemoveDependencyOp) or (
-                isinstance(op, UpdateStepOp) and "depends_on_step_ids" in op.fields.model_fields_set
-            ):
-                dep_origin[op.step_id] = index
-            cycle = find_cycle(scratch.steps())
-            if cycle is not None:
-                raise _err(ErrorCode.dependency_cycle, f"dependency cycle: {' -> '.join(cycle)}", cycle=cycle)
-        except AgentCoreError as exc:
-            exc.details.setdefault("op_index", index)
-            raise
-    try:
-        scratch.finish_operations(ts)
-    except AgentCoreError as exc:
-        origin = dep_origin.get(str(exc.details.get("step_id")), len(ops) - 1)
-        exc.details.setdefault("op_index", origin)
-        raise
-
-    builder = RecordBuilder(dag, actor=actor, now=now)
-    updated = builder.add(
-        "task_updated",
-        None,
-        TaskUpdatedPayload(
-            operations=raw_ops,
-            updated_after_dispatch_step_ids=after_dispatch,
-            task_summary=dag.task_summary_payload(),
-        ),
-    )
-    for op in ops:
-        if isinstance(op, CancelStepOp):
-            step = _must(builder.work.step(op.step_id))
-            builder.add(
-                "task_step_cancelled",
-                op.step_id,
-                StepCancelledPayload(
-                    previous_status=step.status, reason=op.reason, result_summary=step.result_summary
-                ),
-            )
-        elif isinstance(op, ReopenStepOp):
-            step = _must(builder.work.step(op.step_id))
-            builder.add(
-                "task_step_reopened",
-                op.step_id,
-                StepReopenedPayload(previous_status=step.status, status="pending", reason=op.reason),
-            )
-        elif isinstance(op, UpdateTaskOp) and op.status == "pending":
-            builder.add(
-                "task_reopened",
-                None,
-                TaskReopenedPayload(previous_status=TaskStatus.blocked, status="pending", reason=op.reason),
-            )
-    builder.derive()
-    payload = updated.payload
-    assert isinstance(payload, TaskUpdatedPayload)
-    payload.task_summary = builder.work.task_summary_payload()
-    return builder.records, after_dispatch
-
-
-def _must(step: TaskStep | None) -> TaskStep:
-    if step is None:  # pragma: no cover - guarded by the scratch validation
-        raise _err(ErrorCode.internal_error, "step vanished while building a patch")
-    return step
-
-
-def _check_op(dag: TaskDag, op: TaskOperation, pool_ok: PoolCheck) -> None:
-    """Orchestrator rules of task-board.md §4.7–§4.8 at the op's position (structure is checked by
-    :meth:`TaskDag.apply_operation`)."""
-    if isinstance(op, UpdateTaskOp):
-        if op.status == "blocked" and dag.status not in (TaskStatus.pending, TaskStatus.running):
-            raise _err(ErrorCode.validation_error, f"a {dag.status} Task cannot be blocked")
-        if op.status == "pending" and dag.status != TaskStatus.blocked:
-            raise _err(ErrorCode.validation_error, f"a {dag.status} Task cannot be reopened")
-        return
-    if isinstance(op, AddStepOp):
-        if dag.step(op.step.step_id) is not None:
-            raise _err(ErrorCode.validation_error, f"step_id {op.step.step_id!r} already exists")
-        pool = op.effective_pool()
-        if pool is not None and not pool_ok(pool):
-            raise _err(ErrorCode.validation_error, f"unknown worker_pool_id {pool!r}")
-        return
-    step = dag.step(op.step_id)
-    if step is None:
-        raise _err(ErrorCode.step_not_found, f"unknown step {op.step_id!r}", step_id=op.step_id)
-    status = step.status
-    if isinstance(op, UpdateStepOp):
-        if op.fields.touches_scheduling and status in _FROZEN_TOPOLOGY:
-            raise _err(
-                ErrorCode.validation_error,
-                f"a {status} step only allows title/summary edits",
-                step_id=step.step_id,
-            )
-        pool = op.fields.worker_pool_id
-        if pool is not None and not pool_ok(pool):
-            raise _err(ErrorCode.validation_error, f"unknown worker_pool_id {pool!r}")
-    elif isinstance(op, DeleteStepOp):
-        if status not in _EDITABLE_FOR_DELETE:
-            raise _err(ErrorCode.validation_error, f"a {status} step cannot be deleted", step_id=step.step_id)
-        dependents = dag.dependents(step.step_id)
-        if dependents:
-            raise _err(
-                ErrorCode.step_has_dependents,
-                f"steps {dependents} depend on {step.step_id}",
-                step_id=step.step_id,
-                dependents=dependents,
-            )
-    elif isinstance(op, AddDependencyOp | RemoveDependencyOp):
-        if status in _FROZEN_TOPOLOGY:
-            raise _err(ErrorCode.validation_error, f"the dependencies of a {status} step are frozen")
-        if isinstance(op, AddDependencyOp):
-            if op.depends_on_step_id == op.step_id:
-                raise _err(ErrorCode.dependency_cycle, f"step {op.step_id} cannot depend on itself")
-            if dag.step(op.depends_on_step_id) is None:
-                raise _err(ErrorCode.validation_error, f"unknown dependency {op.depends_on_step_id!r}")
-            if op.depends_on_step_id in step.depends_on_step_ids:
-                raise _err(ErrorCode.validation_error, "the dependency already exists")
-        elif op.depends_on_step_id not in step.depends_on_step_ids:
-            raise _err(ErrorCode.validation_error, "the dependency does not exist")
-    elif isinstance(op, CancelStepOp):
-        if status not in (StepStatus.pending, StepStatus.ready):
-            raise _err(
-                ErrorCode.validation_error, f"a {status} step cannot be cancelled", step_id=step.step_id
-            )
-    elif isinstance(op, ReopenStepOp) and status not in (StepStatus.blocked, StepStatus.failed):
-        raise _err(ErrorCode.validation_error, f"a {status} step cannot be reopened", step_id=step.step_id)
-
-
 # ---------------------------------------------------------------------------------------- task closers
 
 
@@ -671,10 +482,10 @@ def decide_complete(
     """``agent.task_complete`` (task-board.md §5.10)."""
     held = [s.step_id for s in dag.steps() if s.status in HELD_STEP_STATUSES]
     if held:
-        raise _err(ErrorCode.validation_error, f"steps {held} are still claimed/running", step_ids=held)
+        raise error(ErrorCode.validation_error, f"steps {held} are still claimed/running", step_ids=held)
     missing = [s.step_id for s in dag.steps() if s.required and s.status != StepStatus.completed]
     if missing:
-        raise _err(
+        raise error(
             ErrorCode.validation_error, f"required steps {missing} are not completed", step_ids=missing
         )
     builder = RecordBuilder(dag, actor=actor, now=now)

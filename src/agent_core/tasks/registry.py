@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.tasks.dag import Actor
-from agent_core.tasks.service import CancelWorkerRuns, TaskService
+from agent_core.tasks.service import TaskService
+from agent_core.tasks.store import CancelWorkerRuns
 from agent_core.tasks.wal import WalWriter
 from agent_core.types.base import utc_now
 from agent_core.types.enums import EventType

@@ -31,7 +31,8 @@ from agent_core.tasks.inputs import (
     parse_input,
 )
 from agent_core.tasks.scope import TaskCaller
-from agent_core.tasks.service import EmitFn, TaskService
+from agent_core.tasks.service import TaskService
+from agent_core.tasks.store import EmitFn
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType, MessageRole, NodeType, StepStatus, TaskStatus
