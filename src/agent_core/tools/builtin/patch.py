@@ -11,9 +11,9 @@ exactly; a hunk may sit at a line offset from its header position (searched near
 overlapping an earlier hunk) but no fuzz is applied; ``\\ No newline at end of file`` is honoured on both
 sides. Any mismatch raises ``patch_apply_failed``; nothing is partially applied.
 
-The ``whatthepatch`` parser is deliberately not used for this: it splits on every Unicode line break,
-merges a second ``--- a/x``/``+++ b/x`` section into the first file's last hunk, cuts paths at ``:`` and
-drops the final-newline markers, all of which would make the strictness rules above unenforceable.
+Parsing uses the maintained ``unidiff`` library (which keeps several file sections apart, reports renames,
+binary and deleted files, keeps ``:`` in paths and the final-newline markers); this module only enforces the
+single-file/no-rename rules and applies the parsed hunks strictly.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 
 DEV_NULL = "/dev/null"
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HEADERLESS = "__headerless__"
 _UNSUPPORTED = (
     ("rename from ", "rename"),
     ("rename to ", "rename"),
@@ -113,93 +114,71 @@ def header_path(raw: str) -> str:
     return path
 
 
-def _parse_hunk(lines: list[str], i: int, match: re.Match[str]) -> tuple[Hunk, int]:
-    old_len = int(match.group(2)) if match.group(2) is not None else 1
-    new_len = int(match.group(4)) if match.group(4) is not None else 1
-    hunk = Hunk(int(match.group(1)), old_len, int(match.group(3)), new_len)
-    old_marked = new_marked = -1
+def _hunk_from(parsed: Any) -> Hunk:
+    hunk = Hunk(parsed.source_start, parsed.source_length, parsed.target_start, parsed.target_length)
     last_kind = ""
-    while (
-        len(hunk.old_lines) < old_len
-        or len(hunk.new_lines) < new_len
-        or (i < len(lines) and lines[i].startswith("\\"))
-    ):
-        if i >= len(lines):
-            raise _invalid("malformed hunk: the diff ends before the hunk's line counts are reached")
-        line = lines[i]
-        i += 1
-        if line.startswith("\\"):
-            if last_kind in (" ", "-"):
-                old_marked = len(hunk.old_lines) - 1
-            if last_kind in (" ", "+"):
-                new_marked = len(hunk.new_lines) - 1
+    for line in parsed:
+        kind = line.line_type
+        if kind == "\\":
             if not last_kind:
                 raise _invalid("malformed hunk: '\\' marker without a preceding line")
+            if last_kind in (" ", "-"):
+                hunk.old_no_eol = True
+            if last_kind in (" ", "+"):
+                hunk.new_no_eol = True
             continue
-        kind, body = (line[:1], line[1:]) if line else (" ", "")
-        if kind not in (" ", "-", "+"):
-            raise _invalid(f"malformed hunk line {line[:80]!r}")
-        if kind in (" ", "-") and len(hunk.old_lines) >= old_len:
-            raise _invalid("malformed hunk: more old-side lines than the header declares")
-        if kind in (" ", "+") and len(hunk.new_lines) >= new_len:
-            raise _invalid("malformed hunk: more new-side lines than the header declares")
+        body = line.value[:-1] if line.value.endswith("\n") else line.value
         if kind in (" ", "-"):
+            if hunk.old_no_eol:
+                raise _invalid("malformed hunk: 'No newline' marker is not on the last old line")
             hunk.old_lines.append(body)
         if kind in (" ", "+"):
+            if hunk.new_no_eol:
+                raise _invalid("malformed hunk: 'No newline' marker is not on the last new line")
             hunk.new_lines.append(body)
         last_kind = kind
-    if old_marked >= 0:
-        if old_marked != len(hunk.old_lines) - 1:
-            raise _invalid("malformed hunk: 'No newline' marker is not on the last old line")
-        hunk.old_no_eol = True
-    if new_marked >= 0:
-        if new_marked != len(hunk.new_lines) - 1:
-            raise _invalid("malformed hunk: 'No newline' marker is not on the last new line")
-        hunk.new_no_eol = True
-    return hunk, i
+    if len(hunk.old_lines) != hunk.old_len or len(hunk.new_lines) != hunk.new_len:
+        raise _invalid("malformed hunk: line counts do not match the hunk header")
+    return hunk
 
 
 def parse_unified_diff(text: str) -> FilePatch:
-    """Parses one file's unified diff (see module docstring); raises ``validation_error``."""
+    """Parses one file's unified diff with ``unidiff`` (see module docstring); raises ``validation_error``."""
+    from unidiff import PatchSet
+    from unidiff.errors import UnidiffParseError
+
     if "\x00" in text:
         raise _invalid("unified_diff must not contain NUL bytes")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    patch = FilePatch()
-    headers = sections = 0
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    for line in text.split("\n"):
         for prefix, what in _UNSUPPORTED:
             if line.startswith(prefix):
                 raise _invalid(f"unified_diff: {what} patches are not supported", line=line[:120])
-        if line.startswith("diff "):
-            sections += 1
-            if sections > 1:
-                raise _invalid("unified_diff must change a single file; use one code.edit_file call per file")
-            i += 1
-            continue
-        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            headers += 1
-            if headers > 1 or (patch.hunks and sections == 0):
-                raise _invalid("unified_diff must change a single file; use one code.edit_file call per file")
-            patch.old_path = header_path(line[4:])
-            patch.new_path = header_path(lines[i + 1][4:])
-            if patch.new_path == DEV_NULL:
-                raise _invalid("unified_diff: file deletion is not supported")
-            i += 2
-            continue
-        match = _HUNK.match(line)
-        if match:
-            hunk, i = _parse_hunk(lines, i + 1, match)
-            patch.hunks.append(hunk)
-            continue
-        if line.startswith("@@"):
-            raise _invalid(f"malformed hunk header {line[:80]!r}")
-        i += 1
-    if not patch.hunks:
+    if sum(1 for line in text.split("\n") if line.startswith("diff ")) > 1:
+        raise _invalid("unified_diff must change a single file; use one code.edit_file call per file")
+    has_header = any(line.startswith("--- ") for line in text.split("\n"))
+    source = text if has_header else "--- " + _HEADERLESS + "\n+++ " + _HEADERLESS + "\n" + text
+    if not source.endswith("\n"):
+        source += "\n"
+    try:
+        files = PatchSet(source)
+    except UnidiffParseError as exc:
+        raise _invalid(f"malformed unified diff: {exc}") from exc
+    if len(files) > 1:
+        raise _invalid("unified_diff must change a single file; use one code.edit_file call per file")
+    if not files or not len(files[0]):
         raise _invalid("unified_diff contains no hunks")
+    parsed = files[0]
+    if parsed.is_binary_file:
+        raise _invalid("unified_diff: binary patches are not supported")
+    if header_path(parsed.target_file) == DEV_NULL:
+        raise _invalid("unified_diff: file deletion is not supported")
+    if parsed.is_rename:
+        raise _invalid("unified_diff: rename patches are not supported")
+    patch = FilePatch()
+    if has_header:
+        patch.old_path = header_path(parsed.source_file)
+        patch.new_path = header_path(parsed.target_file)
+    patch.hunks = [_hunk_from(h) for h in parsed]
     return patch
 
 
