@@ -144,7 +144,7 @@ def _hunk_from(parsed: Any) -> Hunk:
 
 def parse_unified_diff(text: str) -> FilePatch:
     """Parses one file's unified diff with ``unidiff`` (see module docstring); raises ``validation_error``."""
-    from unidiff import PatchSet
+    from unidiff.patch import PatchSet
     from unidiff.errors import UnidiffParseError
 
     if "\x00" in text:
