@@ -452,3 +452,18 @@ async def test_replay_of_100k_lines_benchmark(tmp_path: Path) -> None:
     print(f"replayed {outcome.records} WAL lines in {elapsed:.3f} s wall, {cpu:.3f} s CPU")
     assert outcome.records == 100_000
     assert elapsed < 3.0
+
+
+async def test_default_writer_fsyncs_every_commit(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(wal_mod.os, "fsync", counting)
+    h.service = h.new_service(writer=wal_mod.WalWriter())
+    await create(h, step("a"), step("b"))
+    await claim(h, "a")
+    assert len(synced) == 2  # one create commit, one claim commit

@@ -290,9 +290,10 @@ def replay_wal(path: Path, *, session_id: str, repair: bool, recent: int = 64) -
                 dag = TaskDag.from_created(event, wal_path=str(path))
             else:
                 dag.apply(event)
-        except IllegalTransition as exc:
+        except (AgentCoreError, ValueError) as exc:
+            message = exc.message if isinstance(exc, AgentCoreError) else str(exc)
             raise WalReplayError(
-                path, f"line {number}: {exc.message}", task_id=task_id or event.task_id, line=number
+                path, f"line {number}: {message}", task_id=task_id or event.task_id, line=number
             ) from exc
         last.append(event)
     assert dag is not None
