@@ -23,32 +23,40 @@ _MIN_NAMED_SECRET = 4
 class Redactor:
     """Replaces secret environment values in strings and JSON-like structures.
 
-    The secret set is recomputed from the environment on every call (values may change while a
-    runtime lives); the computation is a cheap scan of ``os.environ``.
+    Secret values are re-read from the environment on every call (values may change while a runtime
+    lives). The candidate variable *names* are cached and re-matched only when the set of variable names
+    changes, so a call costs a key comparison and a few dictionary lookups.
     """
 
-    __slots__ = ("_cache", "_environ", "_named")
+    __slots__ = ("_cache", "_candidates", "_environ", "_named")
 
     def __init__(self, secret_env_names: Iterable[str] = (), environ: Mapping[str, str] | None = None):
         self._named: set[str] = {n for n in secret_env_names if n}
         self._environ = environ
         self._cache: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None = None
+        self._candidates: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def add_secret_env(self, name: str) -> None:
         """Registers one more env var name whose value is always a secret."""
         if name:
             self._named.add(name)
             self._cache = None
+            self._candidates = None
 
     def secrets(self) -> tuple[str, ...]:
         """Current secret values, longest first."""
         env = self._environ if self._environ is not None else os.environ
+        keys = tuple(env)
+        if self._candidates is None or self._candidates[0] != keys:
+            names = tuple(n for n in keys if n in self._named or SECRET_ENV_NAME.search(n))
+            self._candidates = (keys, names)
         found: list[tuple[str, str]] = []
-        for name, value in env.items():
-            if name in self._named:
-                if len(value) >= _MIN_NAMED_SECRET:
-                    found.append((name, value))
-            elif len(value) >= _MIN_PATTERN_SECRET and SECRET_ENV_NAME.search(name):
+        for name in self._candidates[1]:
+            value = env.get(name)
+            if value is None:
+                continue
+            minimum = _MIN_NAMED_SECRET if name in self._named else _MIN_PATTERN_SECRET
+            if len(value) >= minimum:
                 found.append((name, value))
         key = tuple(found)
         if self._cache is not None and self._cache[0] == key:
