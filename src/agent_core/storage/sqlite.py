@@ -17,6 +17,7 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -32,7 +33,14 @@ from agent_core.storage import schema as S
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core.storage.ids import validate_session_id
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
-from agent_core.storage.rows import json_column, prepare_event, prepare_node, redact_json_text
+from agent_core.storage.rows import (
+    json_column,
+    json_text,
+    jsonable,
+    prepare_event,
+    prepare_node,
+    redact_json_text,
+)
 from agent_core.storage.writer import Txn, WriterQueue, wrap_storage_error
 from agent_core.types.base import format_ts
 from agent_core.types.enums import (
@@ -375,12 +383,15 @@ class StorageManager:
         run_update: tuple[str, dict[str, Any]] | None = None,
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
+        session_metadata: dict[str, Any] | None = None,
     ) -> AppendResult:
         """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
 
         Allocates ``node_seq`` / ``seq`` / ``run_seq``; a draft with ``parent_id=FROM_TIP`` is chained
         onto ``tip`` (then onto the previous node of this call); after commit ``tip`` points at the
-        last node written. On failure nothing is stored and no counter moves.
+        last node written. On failure nothing is stored and no counter moves. ``session_metadata``
+        merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
+        same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
         """
         sql = self._session_sql(session_id)
         secrets = self._redactor.secrets()
@@ -388,6 +399,9 @@ class StorageManager:
         prepared_events = [prepare_event(d, secrets) for d in events]
         if tip is None and any(p.draft.parent_id is TipMarker.FROM_TIP for p in prepared_nodes):
             raise _invalid("parent_id=FROM_TIP needs a tip")
+        meta_updates = (
+            jsonable(session_metadata, "sessions.metadata_json", secrets) if session_metadata else None
+        )
         updates: list[tuple[str, list[Any], str]] = []
         if run_update is not None:
             stmt, params = self._update_statement("runs", "run_id", *run_update, S.UPDATABLE_RUN_COLUMNS)
@@ -441,6 +455,8 @@ class StorageManager:
             for stmt, params, what in updates:
                 if txn.execute(stmt, params) == 0:
                     raise _invalid(f"unknown {what}")
+            if meta_updates:
+                _merge_session_metadata(txn, session_id, meta_updates, now)
 
             def committed() -> None:
                 if prepared_nodes:
@@ -605,6 +621,24 @@ class StorageManager:
         return await self._records(
             ArtifactRecord, f"{S.SELECT_ARTIFACT}{where} ORDER BY created_at, rowid", params
         )
+
+
+def _merge_session_metadata(txn: Txn, session_id: str, updates: dict[str, Any], now: str) -> None:
+    raw = txn.scalar("SELECT metadata_json FROM sessions WHERE session_id = ?", (session_id,))
+    try:
+        current = json.loads(raw) if raw else {}
+    except ValueError:
+        current = {}
+    merged = current if isinstance(current, dict) else {}
+    for key, value in updates.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    txn.execute(
+        "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE session_id = ?",
+        (json_text(merged, "sessions.metadata_json") if merged else None, now, session_id),
+    )
 
 
 def _filters(**values: str | None) -> tuple[str, list[Any]]:
