@@ -172,7 +172,7 @@ class MemorySection(StrictModel):
     categories: list[MemoryCategory] = Field(default_factory=lambda: list(MEMORY_CATEGORIES), min_length=1)
     extract_every_messages: int = Field(default=32, ge=1)
     extract_every_tokens: int = Field(default=12000, ge=1)
-    idle_seconds: int = Field(default=120, ge=1)
+    idle_seconds: float = Field(default=120, gt=0)
     catalog_max_tokens: int = Field(default=4000, ge=1)
     recall_top_k: int = Field(default=5, ge=1)
     memory_context_token_budget: int = Field(default=6000, ge=1)
