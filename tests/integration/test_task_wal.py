@@ -467,3 +467,18 @@ async def test_default_writer_fsyncs_every_commit(h: TaskHarness, monkeypatch: p
     await create(h, step("a"), step("b"))
     await claim(h, "a")
     assert len(synced) == 2  # one create commit, one claim commit
+
+
+async def test_secret_values_never_reach_the_wal(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEPLOY_TOKEN", "s3cr3t-value-123456")
+    await create(h, step("a"), summary="use s3cr3t-value-123456 to deploy")
+    worker = await claim(h, "a")
+    await h.ok(
+        worker,
+        "agent.task_update_step",
+        task_id="t1",
+        step_id="a",
+        result_summary="token s3cr3t-value-123456",
+    )
+    raw = h.wal().read_text()
+    assert "s3cr3t-value-123456" not in raw and raw.count("[REDACTED]") == 2

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from agent_core.assets.loader import Asset, AssetLoader
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.redaction import Redactor, default_redactor
 from agent_core.tasks.dag import Actor
 from agent_core.tasks.inputs import (
     MAX_OPERATIONS,
@@ -250,10 +251,15 @@ class TaskToolAdapter:
     """Serves every ``agent.task_*`` tool; one instance per runtime."""
 
     def __init__(
-        self, services: TaskServiceSource, *, template_loader: Callable[[str], Asset] | None = None
+        self,
+        services: TaskServiceSource,
+        *,
+        template_loader: Callable[[str], Asset] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self._services = services
         self._load_template = template_loader or AssetLoader().load
+        self._redactor = redactor or default_redactor
         self._handlers: dict[str, _Handler] = {
             "agent.task_create": lambda s, c, a, e: s.create_task(c, parse_input(TaskCreateInput, a), emit=e),
             "agent.task_get": lambda s, c, a, e: s.get_task(c, parse_input(TaskGetInput, a), emit=e),
@@ -283,7 +289,10 @@ class TaskToolAdapter:
         return task_tool_definitions()
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """Runs one Task tool. Arguments pass the write-time redactor first, so secret values never reach
+        a WAL line (ids are unaffected: secrets are long and ids are validated afterwards)."""
         caller = TaskCaller.from_run_scope(ctx.scope)
+        call = call.model_copy(update={"arguments": self._redactor.value(call.arguments)})
         if call.name == "agent.task_template":
             data = self._template(call, ctx, caller)
         else:
