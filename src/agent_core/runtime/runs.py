@@ -99,6 +99,10 @@ class RunManager:
         self.orchestrator_check: Callable[[], Awaitable[None]] | None = None
         self.on_run_end: list[Callable[[RunState], Awaitable[None]]] = []
         self.on_cancel: list[Callable[[RunState], Awaitable[None]]] = []
+        self.on_run_start: list[Callable[[RunState], None]] = []
+        """Sync callbacks when a root run is created (queued or started), e.g. to cancel idle timers."""
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
+        """Async callbacks at the end of :meth:`close` (runs stopped, storage still open)."""
 
     # ---- sessions ---------------------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionState:
@@ -227,6 +231,11 @@ class RunManager:
         state.extras["recorder"] = self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
         session.live_runs[run_id] = state
+        for observer in self.on_run_start:
+            try:
+                observer(state)
+            except Exception:
+                log.exception("run-start observer failed for %s", run_id)
         if queued:
             session.queue.append(state)
             await self.recorder(state).emit(
@@ -579,6 +588,11 @@ class RunManager:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=2)
+        for callback in self.on_close:
+            try:
+                await callback()
+            except Exception:
+                log.exception("close observer failed")
 
 
 def _model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
