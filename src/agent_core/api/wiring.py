@@ -12,6 +12,8 @@ from agent_core.assets.loader import AssetLoader
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile
 from agent_core.context.instructions import catalog_block, instruction_blocks, scan_instruction_catalog
+from agent_core.hooks import load_hooks
+from agent_core.mcp import McpManager, load_mcp_catalog
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
@@ -22,6 +24,7 @@ from agent_core.skills.catalog import SkillCatalog
 from agent_core.skills.tool import SkillToolAdapter
 from agent_core.storage.sqlite import StorageManager
 from agent_core.tools.builtin import CodeToolsAdapter
+from agent_core.tools.declarative import load_declarative_tools
 from agent_core.tools.effective import EffectiveTools
 from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
@@ -66,13 +69,17 @@ async def open_services(
         assets.template(config.settings.plan.template_name)
         providers.ensure_builtins()
         settings = config.settings
-        tools.register_adapter(
-            CodeToolsAdapter(settings, redactor=redactor), internal=True
-        )
+        tools.register_adapter(CodeToolsAdapter(settings, redactor=redactor), internal=True)
         skills = SkillCatalog(config.home)
         tools.register_adapter(SkillToolAdapter(skills), internal=True)
         gate = PermissionGate(permission_callback, settings, redactor=redactor)
-        hooks_dispatcher = _load_hooks(config)
+        hooks_dispatcher = load_hooks(config, redactor=redactor)
+        declarative = (
+            load_declarative_tools(config, redactor=redactor) if settings.tools.declarative_enabled else None
+        )
+        if declarative is not None:
+            declarative.register(tools)
+        mcp = McpManager(load_mcp_catalog(config), settings, registry=tools, redactor=redactor)
         executor = ToolExecutor(
             tools, settings=settings, gate=gate, hooks=hooks_dispatcher, redactor=redactor
         )
@@ -89,6 +96,7 @@ async def open_services(
             hooks=hooks_dispatcher,
             debug=debug,
         )
+        services.extras["mcp"] = mcp
         manager = RunManager(services)
         _install_context_features(manager, config, skills)
         return manager
@@ -96,12 +104,6 @@ async def open_services(
         with contextlib.suppress(Exception):
             await storage.close()
         raise
-
-
-def _load_hooks(config: LoadedConfig) -> Any:
-    from agent_core.hooks.base import NO_HOOKS
-
-    return NO_HOOKS
 
 
 def _install_context_features(manager: RunManager, config: LoadedConfig, skills: SkillCatalog) -> None:
@@ -135,6 +137,10 @@ async def close_services(manager: RunManager) -> None:
     await services.close_adapters()
     with contextlib.suppress(Exception):
         await services.hooks.close()
+    mcp = services.extras.get("mcp")
+    if mcp is not None:
+        with contextlib.suppress(Exception):
+            await mcp.close()
     with contextlib.suppress(Exception):
         await services.tools.close()
     await services.storage.close()

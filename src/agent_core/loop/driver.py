@@ -185,6 +185,7 @@ class _LoopState:
     final_text: str = ""
     final_node_id: str | None = None
     in_tools: bool = False
+    stop_denials: int = 0
 
 
 def _failed(state: _LoopState, error: ErrorPayload, reason: EndReason = EndReason.failed) -> LoopOutcome:
@@ -261,8 +262,15 @@ async def _turns(spec: LoopSpec, state: _LoopState) -> LoopOutcome:
             if state.continuations > MAX_CONTINUATIONS:
                 return LoopOutcome(RunStatus.failed, EndReason.max_output_tokens_recovery)
             continue
-        stop = await spec.hooks.stop(scope=spec.scope, sink=rec, final_text=state.final_text)
+        stop = await spec.hooks.stop(
+            scope=spec.scope,
+            sink=rec,
+            final_text=state.final_text,
+            turn_count=state.turns,
+            stop_hook_active=state.stop_denials > 0,
+        )
         if stop.denied:
+            state.stop_denials += 1
             reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
             await rec.emit(
                 EventType.hook_denied, {"phase": "Stop", "reason": reason, "hook_summary": stop.summary()}
@@ -316,7 +324,7 @@ async def _build_request(spec: LoopSpec, state: _LoopState) -> ModelRequest:
         model=spec.model,
         system=composition.system,
         messages=composition.messages,
-        tools=spec.tools,
+        tools=[t for t in spec.tools if t.name in spec.scope.effective_tools],
         tool_choice="auto",
         temperature=spec.temperature,
         max_output_tokens=spec.max_output_tokens,
@@ -352,12 +360,11 @@ async def _emit_report(spec: LoopSpec, state: _LoopState, composition: Compositi
         provider=spec.provider,
         model=spec.model,
         recovery_compact=recovered,
+        compact_triggered="recovery" if recovered else "none",
+        task_board=composition.task_board_text or None,
         **composition.report_fields(),
     )
     payload = report.model_dump(mode="json")
-    payload["compact_triggered"] = "recovery" if recovered else "none"
-    if composition.task_board_text:
-        payload["task_board"] = composition.task_board_text
     if spec.debug and spec.save_debug_artifact is not None:
         detail = {
             **payload,

@@ -246,6 +246,16 @@ class RunManager:
             state.task = asyncio.create_task(self._run_root(session, state), name=f"run {run_id}")
         return state
 
+    async def connect_mcp(
+        self, state: RunState, *, needed: bool, servers: Sequence[str] | None = None
+    ) -> set[str]:
+        """Connects the MCP servers a run needs (lazily); returns the failed server ids."""
+        mcp = self.services.extras.get("mcp")
+        if mcp is None:
+            return set()
+        failed: set[str] = await mcp.ensure_connected(needed, self.recorder(state).emit, servers=servers)
+        return failed
+
     def recorder_for(self, state: RunState, cursor: AgentCursor, *, root_agent: bool) -> RunRecorder:
         return RunRecorder(
             storage=self.services.storage,
@@ -276,8 +286,12 @@ class RunManager:
                 await self._cancel_before_loop(state)
                 return
             model: ResolvedModelConfig = state.extras["model"]
+            failed_mcp = await self.connect_mcp(state, needed=True)
             effective = compute_effective_tools(
-                self.services.tools.definitions(), self.services.settings, state.role
+                self.services.tools.definitions(),
+                self.services.settings,
+                state.role,
+                failed_mcp_servers=failed_mcp,
             )
             cursor = session.cursor
             if not cursor.truncate_to(session.active_node_id):
@@ -307,7 +321,8 @@ class RunManager:
                 hooks = self.services.hooks
                 if not session.session_started:
                     session.session_started = True
-                    await hooks.session_start(scope=scope, sink=rec)
+                    resumed = session.active_node_id is not None
+                    await hooks.session_start(scope=scope, sink=rec, source="resume" if resumed else "new")
                 text = text_of(state.message.content)
                 await rec.write_node(
                     node_id=user_node_id,
@@ -319,7 +334,9 @@ class RunManager:
                     run_update={"start_node_id": user_node_id},
                 )
                 session.active_node_id = user_node_id
-                await hooks.user_prompt_submit(scope=scope, sink=rec, prompt=text)
+                await hooks.user_prompt_submit(
+                    scope=scope, sink=rec, prompt=text, message=state.message.model_dump(mode="json")
+                )
 
             await self.execute_agent_run(spec, first_nodes)
         except Exception as exc:
@@ -355,8 +372,13 @@ class RunManager:
             parent_agent_id=spec.parent_agent_id,
             parent_run_id=spec.parent_run_id,
             debug=services.debug,
-            extras=spec.scope_extras,
+            extras={
+                "mode": state.mode.value,
+                **({"purpose": spec.purpose} if spec.purpose else {}),
+                **spec.scope_extras,
+            },
         )
+        state.extras["scope"] = scope
         max_turns = spec.max_turns or settings.runtime.max_turns
         state.status = RunStatus.running
         await rec.emit_event(
