@@ -114,6 +114,7 @@ class TaskService(WorkerRunSupport):
         entry = TaskEntry(dag=dag, path=path)
         self._active[inp.task_id] = entry
         self._tombstones.pop(inp.task_id, None)
+        self._first_ids.pop(path, None)
         self._remember(records)
         for record in records:
             await (emit or self._emit)(

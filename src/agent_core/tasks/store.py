@@ -25,23 +25,11 @@ from agent_core.storage.ids import validate_id
 from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.board import RecentChange, render_task_board
 from agent_core.tasks.dag import CORE, Actor, TaskDag
-from agent_core.tasks.decide import (
-    decide_heal,
-    decide_lease_expiry,
-)
-from agent_core.tasks.inputs import (
-    dedupe,
-)
-from agent_core.tasks.models import (
-    HELD_STEP_STATUSES,
-    TaskStep,
-    TaskWalEvent,
-)
+from agent_core.tasks.decide import decide_heal, decide_lease_expiry
+from agent_core.tasks.inputs import dedupe
+from agent_core.tasks.models import HELD_STEP_STATUSES, TaskStep, TaskWalEvent
 from agent_core.tasks.scope import TaskCaller, WorkerTaskScope
-from agent_core.tasks.views import (
-    event_payload,
-    inspect_task,
-)
+from agent_core.tasks.views import event_payload, inspect_task
 from agent_core.tasks.wal import WalAppendError, WalReplayError, WalWriter
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole, EventType, StepStatus, TaskStatus
@@ -207,8 +195,19 @@ class TaskStore:
                 )
             await self._emit_wal_failed(entry.path, exc, "append", actor, emit, task_id=entry.dag.task_id)
             raise
-        for record in records:
-            entry.dag.apply(record)
+        try:
+            for record in records:
+                entry.dag.apply(record)
+        except AgentCoreError as exc:  # pragma: no cover - decisions validate on a copy first
+            self._active.pop(entry.dag.task_id, None)
+            self._unavailable[entry.path] = AgentCoreError(
+                ErrorCode.task_wal_unavailable,
+                f"Task {entry.dag.task_id} is unavailable: a committed record could not be applied",
+                details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
+            )
+            raise AgentCoreError(
+                ErrorCode.internal_error, f"inconsistent Task commit: {exc.message}"
+            ) from exc
         self._remember(records)
         if entry.dag.task.terminal:
             self._active.pop(entry.dag.task_id, None)

@@ -9,15 +9,9 @@ from typing import Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.dag import Actor, TaskDag
-from agent_core.tasks.decide import (
-    decide_run_end,
-)
-from agent_core.tasks.inputs import (
-    dedupe,
-)
-from agent_core.tasks.models import (
-    TaskWalEvent,
-)
+from agent_core.tasks.decide import decide_run_end
+from agent_core.tasks.inputs import dedupe
+from agent_core.tasks.models import TaskWalEvent
 from agent_core.tasks.store import EmitFn, TaskStore, TerminalTask
 from agent_core.types.enums import EventType, TaskStatus
 
@@ -82,11 +76,11 @@ class WorkerRunSupport(TaskStore):
                     ErrorCode.validation_error, f"unknown step ids {unknown}", details={"step_ids": unknown}
                 )
             default_pool = self.default_pool_id()
-            foreign = [
-                s
-                for s in allowed
-                if ((step := target.dag.step(s)) and (step.worker_pool_id or default_pool) != pool)
-            ]
+            foreign = []
+            for step_id in allowed:
+                step = target.dag.step(step_id)
+                if step is not None and (step.worker_pool_id or default_pool) != pool:
+                    foreign.append(step_id)
             if foreign:
                 raise AgentCoreError(
                     ErrorCode.permission_denied,
