@@ -144,8 +144,8 @@ def _hunk_from(parsed: Any) -> Hunk:
 
 def parse_unified_diff(text: str) -> FilePatch:
     """Parses one file's unified diff with ``unidiff`` (see module docstring); raises ``validation_error``."""
-    from unidiff.patch import PatchSet
     from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
 
     if "\x00" in text:
         raise _invalid("unified_diff must not contain NUL bytes")
