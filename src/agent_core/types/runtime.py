@@ -284,3 +284,7 @@ class ContextBuildReport(StrictModel):
     recovery_compact: bool = False
     detail_artifact_id: str | None = None
     unpaired_tool_call_ids: list[str] = Field(default_factory=list)
+    compact_triggered: Literal["none", "auto", "recovery"] = "none"
+    """compact.md §9 extra payload key: which compact (if any) this build triggered."""
+    task_board: str | None = None
+    """The ephemeral task board text of this build (context.md §13.5), so requests can be rebuilt."""
