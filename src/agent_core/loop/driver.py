@@ -77,7 +77,9 @@ class PromptSource(Protocol):
 class CompactionHooks(Protocol):
     async def before_build(self) -> None: ...
 
-    async def after_build(self, composition: Composition) -> None: ...
+    async def after_build(self, composition: Composition) -> bool | None:
+        """Called for a composition that fits, before its report; True when it triggered a compaction."""
+        ...
 
     async def recover(self, composition: Composition) -> bool: ...
 
@@ -86,7 +88,7 @@ class NoCompaction:
     async def before_build(self) -> None:
         return None
 
-    async def after_build(self, composition: Composition) -> None:
+    async def after_build(self, composition: Composition) -> bool | None:
         return None
 
     async def recover(self, composition: Composition) -> bool:
@@ -308,6 +310,8 @@ async def _build_request(spec: LoopSpec, state: _LoopState) -> ModelRequest:
             composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
     if not composition.fits:
         recovered = await spec.compaction.recover(composition)
+        if spec.cancel_event.is_set():
+            raise _Terminal(_interrupted(spec, EndReason.aborted_streaming))
         if recovered:
             substitutions = {}
             composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
@@ -316,10 +320,10 @@ async def _build_request(spec: LoopSpec, state: _LoopState) -> ModelRequest:
                 if more:
                     substitutions.update(more)
                     composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
-    await _emit_report(spec, state, composition, recovered)
+    triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
+    await _emit_report(spec, state, composition, recovered, triggered)
     if not composition.fits:
         raise _Terminal(_prompt_too_long(state, composition, compact_attempted=True))
-    await spec.compaction.after_build(composition)
     request = ModelRequest.model_construct(
         model=spec.model,
         system=composition.system,
@@ -352,7 +356,9 @@ def _prompt_too_long(state: _LoopState, composition: Composition, *, compact_att
     return LoopOutcome(RunStatus.failed, EndReason.prompt_too_long, error=error, turn_count=state.turns)
 
 
-async def _emit_report(spec: LoopSpec, state: _LoopState, composition: Composition, recovered: bool) -> None:
+async def _emit_report(
+    spec: LoopSpec, state: _LoopState, composition: Composition, recovered: bool, triggered: bool = False
+) -> None:
     report = ContextBuildReport(
         run_id=spec.recorder.run_id or "",
         agent_id=spec.recorder.agent_id,
@@ -360,7 +366,7 @@ async def _emit_report(spec: LoopSpec, state: _LoopState, composition: Compositi
         provider=spec.provider,
         model=spec.model,
         recovery_compact=recovered,
-        compact_triggered="recovery" if recovered else "none",
+        compact_triggered="recovery" if recovered else ("auto" if triggered else "none"),
         task_board=composition.task_board_text or None,
         **composition.report_fields(),
     )
