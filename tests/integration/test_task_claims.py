@@ -24,7 +24,7 @@ def h(tmp_path: Path) -> TaskHarness:
     )
 
 
-async def test_k05_a33_concurrent_claims_of_one_step(h: TaskHarness) -> None:
+async def test_k05_tb33_concurrent_claims_of_one_step(h: TaskHarness) -> None:
     await create(h, step("s1"))
     w1, w2 = h.worker("t1", name="w1"), h.worker("t1", name="w2")
     results = await asyncio.gather(
@@ -86,7 +86,7 @@ async def test_sixteen_workers_claim_each_step_exactly_once(h: TaskHarness) -> N
     assert [x["wal_seq"] for x in h.lines()] == list(range(1, len(h.lines()) + 1))
 
 
-async def test_k06_a32_a36_claim_then_start(h: TaskHarness) -> None:
+async def test_k06_tb32_tb36_claim_then_start(h: TaskHarness) -> None:
     await create(h, step("s1"))
     worker = h.worker("t1")
     claimed = await h.ok(worker, "agent.task_claim_step", task_id="t1", step_id="s1")
@@ -111,7 +111,7 @@ async def test_k06_a32_a36_claim_then_start(h: TaskHarness) -> None:
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled", "blocked"])
-async def test_k07_claimed_to_terminal_or_blocked_directly(h: TaskHarness, status: str) -> None:
+async def test_k07_tb37_claimed_to_terminal_or_blocked_directly(h: TaskHarness, status: str) -> None:
     await create(h, step("s1"))
     h.artifacts.add("artifact_1")
     worker = await claim(h, "s1")
@@ -139,7 +139,7 @@ async def test_k07_claimed_to_terminal_or_blocked_directly(h: TaskHarness, statu
         assert step_state.claimed_by_run_id == worker.run_id
 
 
-async def test_k08_a38_a39_blocked_step_is_out_of_the_workers_hands(h: TaskHarness) -> None:
+async def test_k08_tb34_tb38_tb39_blocked_step_is_out_of_the_workers_hands(h: TaskHarness) -> None:
     await create(h, step("s1"))
     worker = await claim(h, "s1")
     await h.ok(
@@ -170,7 +170,7 @@ async def test_j09_one_claim_per_worker_run(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.step_already_claimed_by_run and statuses(h)["s2"] == "ready"
 
 
-async def test_k12_a39_a40_workers_cannot_change_content_or_foreign_steps(h: TaskHarness) -> None:
+async def test_k12_tb39_tb40_workers_cannot_change_content_or_foreign_steps(h: TaskHarness) -> None:
     await create(h, step("s1"), step("s2"))
     worker = await claim(h, "s1")
     other = await claim(h, "s2", name="w2")
@@ -198,7 +198,7 @@ async def test_k12_a39_a40_workers_cannot_change_content_or_foreign_steps(h: Tas
     assert other.run_id != worker.run_id
 
 
-async def test_k09_a46_a47_lease_expiry(tmp_path: Path) -> None:
+async def test_k09_tb46_tb47_lease_expiry(tmp_path: Path) -> None:
     h = TaskHarness(project=tmp_path.resolve(), session_id="sess_lease", clock=ManualClock(), lease_ms=100)
     await create(h, step("s1"), step("s2"))
     worker = await claim(h, "s1")
@@ -278,7 +278,7 @@ async def test_artifact_ids_are_appended_and_must_exist(h: TaskHarness) -> None:
     assert h.types()[-2:] == ["task_step_started", "task_step_updated"]
 
 
-async def test_k10_a44_worker_run_end_fallback(h: TaskHarness) -> None:
+async def test_k10_tb44_worker_run_end_fallback(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c"), step("d"))
     wa = await claim(h, "a")
     wb = await claim(h, "b", name="w2")
@@ -305,7 +305,7 @@ async def test_k10_a44_worker_run_end_fallback(h: TaskHarness) -> None:
     assert statuses(h)["d"] == "claimed" and wd.run_id  # other claims untouched
 
 
-async def test_a45_fallback_skips_released_and_terminal(h: TaskHarness) -> None:
+async def test_tb45_fallback_skips_released_and_terminal(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c"))
     wa = await finish(h, "a")
     wb = await finish(h, "b", "blocked")
@@ -323,7 +323,7 @@ async def test_a45_fallback_skips_released_and_terminal(h: TaskHarness) -> None:
     assert end.wal_event_ids == [] and end.step_status == "cancelled" and len(h.lines()) == n
 
 
-async def test_j06_a35_j20_scope_enforcement(h: TaskHarness) -> None:
+async def test_j06_tb35_j20_scope_enforcement(h: TaskHarness) -> None:
     await create(h, step("s1"), step("s2"), step("p", worker_pool_id="other"))
     await create(h, step("x"), task_id="t2", wal_name="two")
     worker = h.worker("t1", allowed=["s2"])
@@ -352,7 +352,7 @@ async def test_j06_a35_j20_scope_enforcement(h: TaskHarness) -> None:
     assert [s["step_id"] for s in query["steps"]] == ["p"]
 
 
-async def test_j08_a51_no_ready_step_ends_with_no_step_claimed(h: TaskHarness) -> None:
+async def test_j08_tb51_no_ready_step_ends_with_no_step_claimed(h: TaskHarness) -> None:
     await create(h, step("a"), step("b", "a"), step("c", "a"))
     worker = h.worker("t1", allowed=["b", "c"])
     n = len(h.lines())
@@ -399,7 +399,7 @@ async def test_j19_check_dispatchable(h: TaskHarness) -> None:
     assert info.value.code == ErrorCode.task_not_found
 
 
-async def test_j21_a50_worker_ready_query_defaults(h: TaskHarness) -> None:
+async def test_j21_tb50_worker_ready_query_defaults(h: TaskHarness) -> None:
     await create(
         h, *(step(f"s{i}") for i in range(7)), step("blocked-by", "s0"), step("p", worker_pool_id="other")
     )
@@ -412,7 +412,7 @@ async def test_j21_a50_worker_ready_query_defaults(h: TaskHarness) -> None:
     assert [s["step_id"] for s in query["steps"]] == ["s1", "s2", "s3", "s4", "s5", "s6"]
 
 
-async def test_k37_a48_a49_orchestrator_query_filters(h: TaskHarness) -> None:
+async def test_k37_tb48_tb49_orchestrator_query_filters(h: TaskHarness) -> None:
     await create(h, *(step(f"s{i:02d}") for i in range(60)))
     orch = h.orchestrator()
     await h.ok(orch, "agent.task_update_step", task_id="t1", step_id="s05", status="blocked")

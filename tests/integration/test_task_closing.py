@@ -50,7 +50,7 @@ async def mixed_task(h: TaskHarness) -> tuple[Any, Any]:
     return w1, w2
 
 
-async def test_k15_a55_task_cancel(h: TaskHarness) -> None:
+async def test_k15_tb55_task_cancel(h: TaskHarness) -> None:
     w1, w2 = await mixed_task(h)
     n = len(h.lines())
     result = await h.ok(h.orchestrator(), "agent.task_cancel", task_id="t1", reason="user changed plans")
@@ -97,7 +97,7 @@ def sorted_holders(h: TaskHarness) -> list[str]:
     return [runs[s] for s in ("gate", "clm", "run")]
 
 
-async def test_k16_a54_task_fail(h: TaskHarness) -> None:
+async def test_k16_tb54_task_fail(h: TaskHarness) -> None:
     await mixed_task(h)
     n = len(h.lines())
     result = await h.ok(h.orchestrator(), "agent.task_fail", task_id="t1")
@@ -139,7 +139,7 @@ async def test_holders_may_finish_while_the_termination_waits(tmp_path: Path) ->
     assert h.lines()[-1]["payload"]["cancelled_step_ids"] == ["b"]
 
 
-async def test_k34_a56_ignored_cancellation_does_not_block_termination(tmp_path: Path) -> None:
+async def test_k34_tb56_ignored_cancellation_does_not_block_termination(tmp_path: Path) -> None:
     h = TaskHarness(project=tmp_path.resolve(), session_id="sess_slow", clock=ManualClock())
     await create(h, step("a"))
     wa = await claim(h, "a")
@@ -188,7 +188,7 @@ async def test_k34_a_hanging_cancel_hook_is_bounded(tmp_path: Path) -> None:
     assert h.types()[-1] == "task_failed"
 
 
-async def test_k17_a53_complete_cancels_open_optional_steps(h: TaskHarness) -> None:
+async def test_k17_tb53_complete_cancels_open_optional_steps(h: TaskHarness) -> None:
     await create(
         h,
         step("req"),
@@ -225,7 +225,7 @@ async def test_k17_a53_complete_cancels_open_optional_steps(h: TaskHarness) -> N
     )
 
 
-async def test_k40_a52_complete_preconditions(h: TaskHarness) -> None:
+async def test_k40_tb52_complete_preconditions(h: TaskHarness) -> None:
     await create(h, step("req"), step("opt", required=False))
     n = len(h.lines())
     exc = await h.err(h.orchestrator(), "agent.task_complete", task_id="t1")
@@ -250,7 +250,7 @@ async def test_k40_a52_complete_preconditions(h: TaskHarness) -> None:
 
 
 @pytest.mark.parametrize("closer", ["agent.task_complete", "agent.task_fail", "agent.task_cancel"])
-async def test_k18_k35_a57_terminal_is_irreversible(h: TaskHarness, closer: str) -> None:
+async def test_k18_k35_tb57_terminal_is_irreversible(h: TaskHarness, closer: str) -> None:
     await create(h, step("a", required=False), step("b", required=False))
     w = await claim(h, "a")
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="a", status="completed")
@@ -277,7 +277,7 @@ async def test_k18_k35_a57_terminal_is_irreversible(h: TaskHarness, closer: str)
     assert len(h.lines()) == n
 
 
-async def test_k36_a13_a14_restart_skips_terminal_tasks(h: TaskHarness) -> None:
+async def test_k36_tb13_tb14_restart_skips_terminal_tasks(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="done", wal_name="done")
     await finish(h, "a", task_id="done", result_summary="ok")
     await h.ok(h.orchestrator(), "agent.task_complete", task_id="done")
@@ -305,7 +305,7 @@ async def test_k36_a13_a14_restart_skips_terminal_tasks(h: TaskHarness) -> None:
     assert replayed[0].payload["records"] == len(h.lines("live"))
 
 
-async def test_k19_a15_a16_terminal_paging(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_k19_tb15_tb16_terminal_paging(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(60):
         await h.ok(
             h.orchestrator(),

@@ -32,7 +32,7 @@ async def update_err(h: TaskHarness, *ops: dict[str, object], task_id: str = "t1
 # ----------------------------------------------------------------------------------------- create
 
 
-async def test_k01_k04_create_writes_snapshot_ready_and_running(h: TaskHarness, tmp_path: Path) -> None:
+async def test_k01_k04_tb01_create_writes_snapshot_ready_and_running(h: TaskHarness, tmp_path: Path) -> None:
     result = await create(h, step("s1"), step("s2", "s1"))
     wal = tmp_path.resolve() / ".soong-agent" / "tasks" / "sess_tasks" / "work.wal.jsonl"
     assert wal.is_file() and result["wal_path"] == str(wal)
@@ -88,7 +88,7 @@ async def test_k01_k04_create_writes_snapshot_ready_and_running(h: TaskHarness, 
     assert h.lines()[-1]["step_id"] == "s2"
 
 
-async def test_a07_k01_every_line_has_exactly_the_common_fields(h: TaskHarness) -> None:
+async def test_tb07_k01_every_line_has_exactly_the_common_fields(h: TaskHarness) -> None:
     await create(h, step("a"), step("b", "a"))
     await finish(h, "a")
     await update(h, {"op": "update_task", "title": "new"})
@@ -110,13 +110,13 @@ async def test_a07_k01_every_line_has_exactly_the_common_fields(h: TaskHarness) 
         assert (line["step_id"] is None) == (not line["event_type"].startswith("task_step_"))
 
 
-async def test_a02_c39_k01_wal_name_with_suffix(h: TaskHarness) -> None:
+async def test_tb02_ct39_k01_wal_name_with_suffix(h: TaskHarness) -> None:
     result = await create(h, step("a"), wal_name="work.wal.jsonl")
     assert Path(str(result["wal_path"])).name == "work.wal.jsonl"
 
 
 @pytest.mark.parametrize("name", ["", ".hidden", "a/b", "../x", "/abs", "Work", "a.b", "x" * 65])
-async def test_a03_k23_bad_wal_names_create_nothing(h: TaskHarness, name: str) -> None:
+async def test_tb03_k23_bad_wal_names_create_nothing(h: TaskHarness, name: str) -> None:
     exc = await h.err(
         h.orchestrator(),
         "agent.task_create",
@@ -130,7 +130,7 @@ async def test_a03_k23_bad_wal_names_create_nothing(h: TaskHarness, name: str) -
     assert not h.session_dir.exists() or list(h.session_dir.iterdir()) == []
 
 
-async def test_a04_a05_k02_path_conflict_and_duplicate_task_id(h: TaskHarness) -> None:
+async def test_tb04_tb05_k02_path_conflict_and_duplicate_task_id(h: TaskHarness) -> None:
     await create(h, step("a"))
     before = h.wal().read_bytes()
     exc = await h.err(
@@ -163,7 +163,7 @@ async def test_a04_a05_k02_path_conflict_and_duplicate_task_id(h: TaskHarness) -
     )
 
 
-async def test_a06_k23_ids_and_duplicates(h: TaskHarness) -> None:
+async def test_tb06_k23_ids_and_duplicates(h: TaskHarness) -> None:
     for bad in ["", "a/b", "..", "A B", "x" * 65, "Up", "a.b"]:
         exc = await h.err(
             h.orchestrator(),
@@ -239,7 +239,7 @@ async def test_k03_create_cycle_and_unknown_dependency_rejected(h: TaskHarness) 
     assert h.lines()[0]["payload"]["task"]["steps"][0]["depends_on_step_ids"] == ["a", "b"]
 
 
-async def test_a08_k46_actor_fields_come_from_the_run(h: TaskHarness) -> None:
+async def test_tb08_k46_actor_fields_come_from_the_run(h: TaskHarness) -> None:
     exc = await h.err(
         h.orchestrator(),
         "agent.task_create",
@@ -266,7 +266,7 @@ async def test_a08_k46_actor_fields_come_from_the_run(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error
 
 
-async def test_a09_a10_ready_order_and_same_commit(h: TaskHarness) -> None:
+async def test_tb09_tb10_ready_order_and_same_commit(h: TaskHarness) -> None:
     result = await create(h, step("a"), step("b"), step("c", "a", "b"))
     assert [(x["event_type"], x["step_id"]) for x in h.lines()] == [
         ("task_created", None),
@@ -286,7 +286,7 @@ async def test_a09_a10_ready_order_and_same_commit(h: TaskHarness) -> None:
     assert done["wal_event_ids"] == [x["event_id"] for x in tail]
 
 
-async def test_k22_a76_two_tasks_have_separate_wals(h: TaskHarness) -> None:
+async def test_k22_tb76_two_tasks_have_separate_wals(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="t1", wal_name="one")
     await create(h, step("a"), task_id="t2", wal_name="two")
     two_before = h.wal("two").read_bytes()
@@ -297,7 +297,7 @@ async def test_k22_a76_two_tasks_have_separate_wals(h: TaskHarness) -> None:
     assert sorted(p.name for p in h.session_dir.iterdir()) == ["one.wal.jsonl", "two.wal.jsonl"]
 
 
-async def test_a78_k17j_creating_ready_steps_starts_nothing(h: TaskHarness) -> None:
+async def test_tb78_j17_creating_ready_steps_starts_nothing(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"))
     assert h.cancel_requests == [] and h.service.holder_run_ids("t1") == []
     assert statuses(h) == {"a": "ready", "b": "ready"}
@@ -306,7 +306,7 @@ async def test_a78_k17j_creating_ready_steps_starts_nothing(h: TaskHarness) -> N
 # ----------------------------------------------------------------------------------------- task_update
 
 
-async def test_a19_k21_patch_writes_one_task_updated_with_input_ops(h: TaskHarness) -> None:
+async def test_tb19_k21_patch_writes_one_task_updated_with_input_ops(h: TaskHarness) -> None:
     await create(h, step("s1"), step("s2"), step("s3"))
     ops = [
         {"op": "add_step", "step": step("s4")},
@@ -335,7 +335,7 @@ async def test_a19_k21_patch_writes_one_task_updated_with_input_ops(h: TaskHarne
     assert statuses(h)["s4"] == "pending"
 
 
-async def test_a20_k21_failing_op_commits_nothing_and_names_index(h: TaskHarness) -> None:
+async def test_tb20_k21_failing_op_commits_nothing_and_names_index(h: TaskHarness) -> None:
     await create(h, step("s1"), step("s2"))
     before = h.service.active_dags()[0].snapshot()
     lines = len(h.lines())
@@ -362,7 +362,7 @@ async def test_a20_k21_failing_op_commits_nothing_and_names_index(h: TaskHarness
     assert statuses(h)["s2"] == "pending"
 
 
-async def test_a21_k03_cycles_and_self_dependency(h: TaskHarness) -> None:
+async def test_tb21_k03_cycles_and_self_dependency(h: TaskHarness) -> None:
     await create(h, step("s1"), step("s2", "s1"))
     lines = len(h.lines())
     exc = await update_err(h, {"op": "add_dependency", "step_id": "s1", "depends_on_step_id": "s2"})
@@ -378,7 +378,7 @@ async def test_a21_k03_cycles_and_self_dependency(h: TaskHarness) -> None:
     assert len(h.lines()) == lines and statuses(h) == {"s1": "ready", "s2": "pending"}
 
 
-async def test_a22_k13_ops_apply_in_order_for_deletes(h: TaskHarness) -> None:
+async def test_tb22_k13_ops_apply_in_order_for_deletes(h: TaskHarness) -> None:
     await create(h, step("a"), step("c", "a"))
     exc = await update_err(
         h,
@@ -411,7 +411,7 @@ async def test_k21_edge_rules(h: TaskHarness) -> None:
     assert added is not None and added.worker_pool_id == "other" and added.required is False
 
 
-async def test_a23_k30_delete_rules(h: TaskHarness) -> None:
+async def test_tb23_k30_delete_rules(h: TaskHarness) -> None:
     await create(
         h, *(step(x) for x in ["pend", "rdy", "blk", "fal", "cmp", "clm", "run", "cnl"]), step("gate", "cmp")
     )
@@ -436,7 +436,7 @@ async def test_a23_k30_delete_rules(h: TaskHarness) -> None:
     assert set(statuses(h)) == {"blk", "fal", "cmp", "clm", "run", "gate"}
 
 
-async def test_a24_a26_k14_cancel_step(h: TaskHarness) -> None:
+async def test_tb24_tb26_k14_cancel_step(h: TaskHarness) -> None:
     await create(h, step("a"), step("b", "a"), step("c"), step("d"), step("e"))
     await claim(h, "c")
     w = await claim(h, "d")
@@ -467,7 +467,7 @@ async def test_a24_a26_k14_cancel_step(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error and statuses(h, "t2") == {"x": "ready"}
 
 
-async def test_a25_k26_reopen_step(h: TaskHarness) -> None:
+async def test_tb25_k26_reopen_step(h: TaskHarness) -> None:
     await create(h, step("a"), step("b", "a"), step("c"))
     await finish(h, "a")
     await finish(h, "b", "failed", reason="boom")
@@ -486,7 +486,7 @@ async def test_a25_k26_reopen_step(h: TaskHarness) -> None:
         assert exc.code == ErrorCode.validation_error
 
 
-async def test_a27_k28_completed_and_cancelled_steps_are_history(h: TaskHarness) -> None:
+async def test_tb27_tb41_k28_completed_and_cancelled_steps_are_history(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("z"))
     await finish(h, "a", result_summary="done")
     await update(h, {"op": "cancel_step", "step_id": "b"})
@@ -508,7 +508,7 @@ async def test_a27_k28_completed_and_cancelled_steps_are_history(h: TaskHarness)
     assert exc.code == ErrorCode.validation_error and len(h.lines()) == n
 
 
-async def test_a28_k29_ready_demotion_is_implicit_and_replays(h: TaskHarness) -> None:
+async def test_tb28_k29_ready_demotion_is_implicit_and_replays(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"))
     n = len(h.lines())
     await update(h, {"op": "add_dependency", "step_id": "b", "depends_on_step_id": "a"})
@@ -520,7 +520,7 @@ async def test_a28_k29_ready_demotion_is_implicit_and_replays(h: TaskHarness) ->
     assert h.types()[-2:] == ["task_updated", "task_step_ready"]
 
 
-async def test_a29_k11_editing_a_running_step(h: TaskHarness) -> None:
+async def test_tb29_k11_editing_a_running_step(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c", "a"))
     w = await claim(h, "b")
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="b", status="running")
@@ -555,7 +555,7 @@ async def test_a29_k11_editing_a_running_step(h: TaskHarness) -> None:
     assert inspect.task is not None and inspect.wal_events[-1]["event_type"] == "task_step_completed"
 
 
-async def test_k11_edit_fields_for_every_editable_status(h: TaskHarness) -> None:
+async def test_k11_k29_tb30_edit_fields_for_every_editable_status(h: TaskHarness) -> None:
     await create(h, *(step(x) for x in ["pend", "rdy", "blk", "fal", "clm", "run", "dep"]))
     await update(h, {"op": "add_dependency", "step_id": "pend", "depends_on_step_id": "dep"})
     await h.ok(h.orchestrator(), "agent.task_update_step", task_id="t1", step_id="blk", status="blocked")
@@ -587,7 +587,7 @@ async def test_k11_edit_fields_for_every_editable_status(h: TaskHarness) -> None
     assert statuses(h)["pend"] == "ready" and statuses(h)["blk"] == "blocked"
 
 
-async def test_a31_a42_orchestrator_step_status_rules(h: TaskHarness) -> None:
+async def test_tb31_tb42_tb43_orchestrator_step_status_rules(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c"), step("d", "a"), step("e"))
     orch = h.orchestrator()
     exc = await h.err(orch, "agent.task_update_step", task_id="t1", step_id="a", status="ready")
@@ -621,7 +621,7 @@ async def test_a31_a42_orchestrator_step_status_rules(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error  # failed results are immutable
 
 
-async def test_a59_a62_k31_k32_task_block_and_reopen(h: TaskHarness) -> None:
+async def test_tb59_tb60_tb61_tb62_k31_k32_task_block_and_reopen(h: TaskHarness) -> None:
     await create(h, step("a"), step("b", "a"), step("c"))
     w = await claim(h, "a")
     n = len(h.lines())
@@ -666,7 +666,7 @@ async def test_a59_a62_k31_k32_task_block_and_reopen(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.task_terminal
 
 
-async def test_a63_a64_k33_core_never_closes_a_task(h: TaskHarness) -> None:
+async def test_tb63_tb64_k33_core_never_closes_a_task(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("opt", required=False))
     await finish(h, "a", "failed")
     await finish(h, "b", "failed")
@@ -685,7 +685,7 @@ async def test_a63_a64_k33_core_never_closes_a_task(h: TaskHarness) -> None:
     assert got["diagnostics"] == {"stalled": False, "completeable": True} and got["status"] == "running"
 
 
-async def test_a65_k27_failed_and_cancelled_dependencies_block(h: TaskHarness) -> None:
+async def test_tb65_k27_failed_and_cancelled_dependencies_block(h: TaskHarness) -> None:
     await create(h, step("opt", required=False), step("req", "opt"), step("f"), step("g", "f"))
     await update(h, {"op": "cancel_step", "step_id": "opt"})
     await finish(h, "f", "failed")
@@ -696,7 +696,7 @@ async def test_a65_k27_failed_and_cancelled_dependencies_block(h: TaskHarness) -
     assert statuses(h)["g"] == "ready"
 
 
-async def test_a70_write_result_shape(h: TaskHarness) -> None:
+async def test_tb70_write_result_shape(h: TaskHarness) -> None:
     result = await create(h, step("a"))
     assert set(result) == {"task", "changed_steps", "wal_event_ids", "wal_path"}
     assert set(result["task"]) == {
@@ -725,7 +725,7 @@ async def test_a70_write_result_shape(h: TaskHarness) -> None:
     assert {"task", "changed_steps", "wal_event_ids", "step", "lease_expires_at", "task_id"} <= set(upd)
 
 
-async def test_a69_k25_task_template(h: TaskHarness) -> None:
+async def test_tb69_k25_task_template(h: TaskHarness) -> None:
     orch = h.orchestrator()
     result = await h.ok(orch, "agent.task_template", goal="ship the login fix")
     assert result["template_id"] == "template.task_dag.default" and len(result["template_version"]) == 12
@@ -740,7 +740,7 @@ async def test_a69_k25_task_template(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.permission_denied
 
 
-async def test_k49_a66_non_orchestrators_are_refused(h: TaskHarness) -> None:
+async def test_k49_tb66_non_orchestrators_are_refused(h: TaskHarness) -> None:
     await create(h, step("a"))
     for role in (AgentRole.main, AgentRole.sub, AgentRole.fork, AgentRole.compact):
         scope = h.scope(role)
@@ -771,7 +771,7 @@ async def test_k49_a66_non_orchestrators_are_refused(h: TaskHarness) -> None:
     assert h.types() == ["task_created", "task_step_ready", "task_running"]
 
 
-async def test_a71_events_mirror_wal_records(h: TaskHarness) -> None:
+async def test_tb71_events_mirror_wal_records(h: TaskHarness) -> None:
     orch = h.orchestrator()
     await create(h, step("a"))
     events = h.events(orch)
@@ -790,7 +790,7 @@ async def test_a71_events_mirror_wal_records(h: TaskHarness) -> None:
     )
 
 
-async def test_a72_no_markdown_or_extra_files(h: TaskHarness, tmp_path: Path) -> None:
+async def test_tb72_no_markdown_or_extra_files(h: TaskHarness, tmp_path: Path) -> None:
     await create(h, step("a"))
     await h.ok(h.orchestrator(), "agent.task_template", goal="x")
     await finish(h, "a")

@@ -45,7 +45,7 @@ def h(tmp_path: Path) -> TaskHarness:
     return TaskHarness(project=tmp_path.resolve(), session_id="sess_pipe", clock=ManualClock())
 
 
-async def test_k46_a68_task_tools_never_ask_for_permission(h: TaskHarness) -> None:
+async def test_k46_tb68_task_tools_never_ask_for_permission(h: TaskHarness) -> None:
     recorder = PermissionRecorder.never()
     p = Pipeline(h, recorder)
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
@@ -79,7 +79,7 @@ async def test_k46_a68_task_tools_never_ask_for_permission(h: TaskHarness) -> No
     assert started and started[0].payload.get("internal") is True
 
 
-async def test_k49_a66_availability_by_role(h: TaskHarness) -> None:
+async def test_k49_tb66_availability_by_role(h: TaskHarness) -> None:
     p = Pipeline(h, PermissionRecorder.never())
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
     await p.run(
@@ -110,7 +110,7 @@ async def test_k49_a66_availability_by_role(h: TaskHarness) -> None:
     assert "agent.task_archive" not in p.registry.names() and "agent.task_delete" not in p.registry.names()
 
 
-async def test_a33_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
+async def test_tb33_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
     p = Pipeline(h, PermissionRecorder.never())
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
     await p.run(
@@ -127,7 +127,7 @@ async def test_a33_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
     assert bad.error is not None and bad.error.code == "step_not_found" and bad.error.details["op_index"] == 0
 
 
-async def test_c53_every_transition_writes_exact_payload_keys(h: TaskHarness) -> None:
+async def test_ct53_every_transition_writes_exact_payload_keys(h: TaskHarness) -> None:
     """Drives Tasks through all 17 WAL record types and checks payload keys and fixed values."""
     orch = h.orchestrator()
     await h.ok(

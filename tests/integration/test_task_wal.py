@@ -47,7 +47,7 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, *, truncate_fails: bool = False
     return calls
 
 
-async def test_k43_a11_append_failure_leaves_memory_and_file_unchanged(
+async def test_k43_tb11_append_failure_leaves_memory_and_file_unchanged(
     h: TaskHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await create(h, step("a"), step("b", "a"))
@@ -108,7 +108,7 @@ async def test_k43_create_failure_leaves_no_file(h: TaskHarness, monkeypatch: py
     await create(h, step("a"))
 
 
-async def test_k20_a12_replay_after_restart_reproduces_the_dag(h: TaskHarness, tmp_path: Path) -> None:
+async def test_k20_tb12_ct38_replay_after_restart_reproduces_the_dag(h: TaskHarness, tmp_path: Path) -> None:
     h.artifacts.add("artifact_1")
     await create(h, step("a"), step("b", "a"), step("c"), step("d"), step("e"))
     await update_ops(
@@ -158,7 +158,7 @@ async def update_ops(h: TaskHarness, *ops: dict[str, Any]) -> None:
     await h.ok(h.orchestrator(), "agent.task_update", task_id="t1", operations=list(ops))
 
 
-async def test_a18_torn_tail_is_truncated(h: TaskHarness) -> None:
+async def test_tb18_torn_tail_is_truncated(h: TaskHarness) -> None:
     await create(h, step("a"))
     await claim(h, "a")
     good = h.wal().read_bytes()
@@ -195,7 +195,7 @@ async def test_unterminated_but_complete_tail_is_kept(h: TaskHarness) -> None:
     "corruption",
     ["not json", "unknown_type", "seq_gap", "other_session", "illegal", "extra_field", "empty_line"],
 )
-async def test_k44_a17_corrupt_middle_line_makes_only_that_task_unavailable(
+async def test_k44_tb17_corrupt_middle_line_makes_only_that_task_unavailable(
     h: TaskHarness, corruption: str
 ) -> None:
     await create(h, step("a"), step("b"))
@@ -305,7 +305,7 @@ async def test_inspect_views_cover_active_and_terminal(h: TaskHarness) -> None:
     assert h.service.active_wal_paths() == [h.wal()]
 
 
-async def test_a73_cleanup_lists_terminal_wals_only(h: TaskHarness) -> None:
+async def test_tb73_cleanup_lists_terminal_wals_only(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="c1", wal_name="completed")
     await finish(h, "a", task_id="c1")
     await h.ok(h.orchestrator(), "agent.task_complete", task_id="c1")

@@ -40,7 +40,7 @@ async def board_state(h: TaskHarness) -> None:
     await finish(h, "done")
 
 
-async def test_a74_k48_orchestrator_board_order_and_fields(h: TaskHarness) -> None:
+async def test_tb74_k48_orchestrator_board_order_and_fields(h: TaskHarness) -> None:
     await board_state(h)
     text = h.service.board_summary(TaskCaller.from_run_scope(h.orchestrator()))
     assert text is not None
@@ -86,7 +86,7 @@ async def test_viewer_sees_own_claims_in_their_own_section(h: TaskHarness) -> No
     assert "step_id=b" in lines[lines.index("Claimed/running:") + 1]
 
 
-async def test_k48_a74_tiny_budget_keeps_blocked_and_running(h: TaskHarness) -> None:
+async def test_k48_tb74_tiny_budget_keeps_blocked_and_running(h: TaskHarness) -> None:
     await board_state(h)
     await create(h, *(step(f"r{i}") for i in range(10)), task_id="t2", wal_name="two")
     caller = TaskCaller.from_run_scope(h.orchestrator())
@@ -103,7 +103,7 @@ async def test_k48_a74_tiny_budget_keeps_blocked_and_running(h: TaskHarness) -> 
     assert "Trimmed to status counts" in small and "t2:" in small
 
 
-async def test_a75_recent_changes_limit_and_window(h: TaskHarness) -> None:
+async def test_tb75_recent_changes_limit_and_window(h: TaskHarness) -> None:
     await create(h, step("old"))
     h.clock.advance(31 * 60 * 1000)
     await create(h, *(step(f"s{i}") for i in range(30)), task_id="t2", wal_name="two")

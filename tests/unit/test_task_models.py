@@ -79,7 +79,7 @@ def claimed_line(**overrides: Any) -> dict[str, Any]:
     return line
 
 
-def test_c37_the_task_spec_example_line_parses() -> None:
+def test_ct37_the_task_spec_example_line_parses() -> None:
     event = parse_wal_event(claimed_line())
     assert type(event).__name__ == "StepClaimedEvent"
     assert list(type(event).model_fields) == COMMON
@@ -87,14 +87,14 @@ def test_c37_the_task_spec_example_line_parses() -> None:
 
 
 @pytest.mark.parametrize("missing", COMMON)
-def test_c37_missing_common_field_fails(missing: str) -> None:
+def test_ct37_missing_common_field_fails(missing: str) -> None:
     line = claimed_line()
     del line[missing]
     with pytest.raises(ValidationError):
         parse_wal_event(line)
 
 
-def test_c37_extra_field_and_unknown_event_type_fail() -> None:
+def test_ct37_extra_field_and_unknown_event_type_fail() -> None:
     with pytest.raises(ValidationError):
         parse_wal_event(claimed_line(extra=1))
     for bad in ("task_step_claim_skipped", "task_wal_replayed", "task_wal_failed", "no_step_claimed", "x"):
@@ -103,7 +103,7 @@ def test_c37_extra_field_and_unknown_event_type_fail() -> None:
     assert set(PAYLOAD_MODELS) == set(WAL_EVENT_TYPES) and len(WAL_EVENT_TYPES) == 17
 
 
-def test_c37_payload_keys_are_exact_and_all_required() -> None:
+def test_ct37_payload_keys_are_exact_and_all_required() -> None:
     for event_type, keys in CONTRACT_PAYLOAD_KEYS.items():
         assert set(PAYLOAD_MODELS[event_type].model_fields) == keys, event_type
         assert all(f.is_required() for f in PAYLOAD_MODELS[event_type].model_fields.values()), event_type
@@ -117,7 +117,7 @@ def test_c37_payload_keys_are_exact_and_all_required() -> None:
         parse_wal_event(line)
 
 
-def test_c37_common_field_rules() -> None:
+def test_ct37_common_field_rules() -> None:
     with pytest.raises(ValidationError):  # step events need step_id
         parse_wal_event(claimed_line(step_id=None))
     with pytest.raises(ValidationError):  # task-level events have step_id null
@@ -146,7 +146,7 @@ def test_c37_common_field_rules() -> None:
         )
 
 
-def test_c37_base_class_checks_payload_matches_event_type() -> None:
+def test_ct37_base_class_checks_payload_matches_event_type() -> None:
     line = claimed_line()
     TaskWalEvent.model_validate(line)
     wrong = copy.deepcopy(line)
@@ -166,7 +166,7 @@ def test_to_line_round_trips() -> None:
 
 
 @pytest.mark.parametrize("name", ["work", "work.wal.jsonl", "a-b_c9", "x" * 64, "x" * 64 + ".wal.jsonl"])
-def test_k01_c39_wal_name_accepted(name: str) -> None:
+def test_k01_ct39_wal_name_accepted(name: str) -> None:
     base = name.removesuffix(".wal.jsonl")
     assert normalize_wal_name(name) == base + ".wal.jsonl"
 
@@ -199,7 +199,7 @@ def test_k23_task_and_step_id_rules(bad: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["priority", "order", "reorder"])
-def test_k24_ordering_fields_rejected(field: str) -> None:
+def test_k24_tb77_ordering_fields_rejected(field: str) -> None:
     with pytest.raises(ValidationError):
         StepInput.model_validate(
             {"step_id": "s", "title": "t", "summary": "s", "depends_on_step_ids": [], field: 1}
@@ -289,7 +289,7 @@ def test_update_step_input_rules() -> None:
 # ---------------------------------------------------------------------------------------------- tools
 
 
-def test_k38_c36_tool_definitions() -> None:
+def test_k38_tb77_ct36_tool_definitions() -> None:
     defs = task_tool_definitions()
     names = [d.name for d in defs]
     assert names == list(TASK_TOOL_NAMES) and len(names) == 11
