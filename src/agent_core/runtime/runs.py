@@ -20,6 +20,7 @@ from agent_core.config.profiles import resolve_purpose_model
 from agent_core.context.composer import ComposeLimits
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
+from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import CompactionHooks, Interruption, LoopSpec, NoCompaction, run_loop
 from agent_core.loop.outcome import LoopOutcome
@@ -478,7 +479,7 @@ class RunManager:
             scope=scope,
             tools=tools,
             executor=services.executor,
-            hooks=services.hooks,
+            hooks=NO_HOOKS if spec.role == AgentRole.compact else services.hooks,
             prompt=prompt,
             redactor=services.redactor,
             max_turns=max_turns,
