@@ -19,7 +19,7 @@ from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.storage.ids import validate_session_id
 from agent_core.types.content import ErrorPayload
-from agent_core.types.enums import EventType
+from agent_core.types.enums import AgentRole, EventType
 from agent_core.types.mappers import artifact_from_record, run_info_from_record
 from agent_core.types.runtime import (
     ArtifactRef,
@@ -288,7 +288,10 @@ def _latest_request_view(events: list[RuntimeEvent], nodes: list[Node]) -> dict[
 
 async def switch_node(manager: RunManager, session_id: str, node_id: str) -> Node:
     session = await manager.get_session(session_id)
-    if session.busy or any(not r.terminal for r in session.live_runs.values()):
+    # A background compact fork never blocks a switch: its result turns stale instead (compact.md §8).
+    if session.busy or any(
+        not r.terminal and r.role != AgentRole.compact for r in session.live_runs.values()
+    ):
         raise AgentCoreError(ErrorCode.session_active, f"session {session_id!r} has a queued or running run")
     storage = manager.services.storage
     node = await storage.get_node(session_id, node_id)
