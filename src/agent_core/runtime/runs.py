@@ -26,6 +26,7 @@ from agent_core.loop.driver import CompactionHooks, Interruption, LoopSpec, NoCo
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
 from agent_core.runtime.prompt import DynamicSource, RunPrompt, runtime_state_block, static_blocks
+from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.storage.ids import new_id, validate_session_id
@@ -132,6 +133,7 @@ class RunManager:
             cursor=AgentCursor(record.root_agent_id, path),
             active_node_id=record.active_node_id,
         )
+        await recover_session(self.services, state, live_run_ids=set(self.runs))
         self.sessions[session_id] = state
         return state
 
