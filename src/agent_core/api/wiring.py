@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agent_core.agents.tools import install as install_agents
 from agent_core.artifacts.manager import ArtifactManager
 from agent_core.assets.loader import AssetLoader
 from agent_core.config.loader import LoadedConfig
@@ -99,6 +100,7 @@ async def open_services(
         services.extras["mcp"] = mcp
         manager = RunManager(services)
         _install_context_features(manager, config, skills)
+        install_agents(manager, code_definitions)
         return manager
     except BaseException:
         with contextlib.suppress(Exception):

@@ -200,7 +200,15 @@ class RunRecorder:
             metadata=result.metadata,
         )
         metadata: dict[str, Any] = {"tool_name": result.tool_name}
-        for key in ("aborted", "partial", "abort_reason", "skipped"):
+        for key in (
+            "aborted",
+            "partial",
+            "abort_reason",
+            "skipped",
+            "child_agent_id",
+            "child_run_id",
+            "stream_id",
+        ):
             if key in result.metadata:
                 metadata[key] = result.metadata[key]
         node = await self.write_node(

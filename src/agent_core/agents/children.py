@@ -1,0 +1,704 @@
+"""The child-run launcher shared by sub, fork and worker runs (multi-agent.md §1, §5, §12-§15).
+
+:meth:`ChildLauncher.run` is called from an agent-tool handler and returns when the child reached a
+terminal state (or was abandoned after a cancel timeout). Contracts:
+
+* Before anything is written (no ``agents``/``runs`` row, no event): the parent must not be cancelled,
+  ``allowed_tools`` must pass ``validate_allowed_tools`` for the child role, ``expected_output_schema``
+  must be in the core subset (``validation_error``), the model resolves via the definition profile and a
+  registered provider (``config_error``), and the limits ``agents.max_children_per_run`` /
+  ``max_concurrent_children_per_session`` hold (``child_agent_limit_exceeded``, no queuing). These
+  checks and the slot reservation run without awaiting, so parallel calls are admitted in model order.
+* The child gets its own agent (one-shot) or reuses ``ChildSpec.agent_id`` (workers), its own run and
+  :class:`RunState` (in ``parent.children``, ``session.live_runs`` and ``manager.runs``), its own event
+  channel (no buffering before subscription), an effective tool set computed for its role with
+  ``requested=allowed_tools``, the ``agent_definition:<id>`` block (``RunState.extras``), and a first
+  synthetic user node ``<delegated_task>``/``<worker_dispatch>`` on ``ChildSpec.base_path``. It never moves
+  ``sessions.active_node_id``.
+* Parent-stream summary events go through the parent's recorder: ``child_agent_created``,
+  ``child_agent_completed`` / ``child_agent_failed`` / ``child_result_schema_validation_failed``, and the
+  cancellation events of :meth:`ChildLauncher.request_cancel` (``child_agent_cancel_requested`` →
+  ``child_agent_cancelled`` or, after ``agents.child_cancel_timeout_ms``, ``child_agent_cancel_timeout``;
+  nothing is force-killed and a timed-out child keeps running in the background).
+* A child timeout ends the run ``aborted`` with error code ``timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
+from agent_core.agents.results import (
+    build_result,
+    output_artifact_ids,
+    run_error,
+    schema_problems,
+    structured_output,
+)
+from agent_core.config.model import ModelProfile, ResolvedModelConfig
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
+from agent_core.events.stream import EventChannel
+from agent_core.loop.cursor import AgentCursor
+from agent_core.loop.driver import Interruption
+from agent_core.loop.outcome import LoopOutcome
+from agent_core.runtime.runs import AgentRunSpec, RunManager
+from agent_core.runtime.state import RunState, SessionState
+from agent_core.storage.ids import new_id
+from agent_core.tools.context import RunScope, ToolContext
+from agent_core.tools.effective import EffectiveTools, compute_effective_tools, validate_allowed_tools
+from agent_core.tools.schema import check_schema
+from agent_core.types.base import format_ts
+from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock
+from agent_core.types.enums import (
+    AgentRole,
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventType,
+    MessageRole,
+    NodeType,
+    RunStatus,
+)
+from agent_core.types.runtime import AgentDefinition, ChildAgentResult, Node
+from agent_core.types.storage import AgentRecord, RunRecord
+from agent_core.types.tools import ToolResult
+
+log = logging.getLogger("agent_core.agents")
+
+ModelPolicy = Callable[[AgentDefinition, AgentRole], ModelProfile | dict[str, Any] | None]
+"""Internal runtime/SDK policy hook: a partial profile layered over the definition's (it wins)."""
+_HIDDEN_ARTIFACT_KINDS = frozenset(
+    {"provider_raw", "context_report", "debug", "traceback", "hook_log", "context_degradation"}
+)
+_ROLE_AGENT_TYPE = {
+    AgentRole.sub: AgentType.sub,
+    AgentRole.fork: AgentType.fork,
+    AgentRole.worker: AgentType.sub,
+}
+
+
+@dataclass(kw_only=True, eq=False)
+class ChildSpec:
+    """One child run requested by an agent tool (arguments already schema-validated)."""
+
+    role: AgentRole
+    definition: AgentDefinition
+    tool_call_id: str
+    first_text: str
+    """Body of the first synthetic user node, already wrapped (``<delegated_task>…``)."""
+    purpose: str
+    allowed_tools: list[str] | None = None
+    expected_output_schema: dict[str, Any] | None = None
+    timeout_ms: int | None = None
+    base_path: Sequence[Node] = ()
+    """The child's initial active path (fork: the parent's path up to the calling assistant node)."""
+    fork_from_node_id: str | None = None
+    agent_id: str | None = None
+    """An existing agent to run (workers); ``None`` creates a one-shot agent."""
+    worker_entry_tools: Sequence[str] | None = None
+    agent_metadata: dict[str, Any] = field(default_factory=dict)
+    run_metadata: dict[str, Any] = field(default_factory=dict)
+    first_node_metadata: dict[str, Any] = field(default_factory=dict)
+    scope_extras: dict[str, Any] = field(default_factory=dict)
+    task_board: Callable[[], str | None] | None = None
+    step_id: Callable[[RunState], str | None] | None = None
+    """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""
+
+
+@dataclass(kw_only=True, eq=False)
+class ChildOutcome:
+    """What the agent tool returns to its parent."""
+
+    state: RunState
+    result: ChildAgentResult
+    error: ErrorPayload | None
+    schema_errors: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {
+            "child_agent_id": self.state.agent_id,
+            "child_run_id": self.state.run_id,
+            "stream_id": self.state.run_id,
+        }
+
+    def tool_result(self, tool_call_id: str, tool_name: str, body: dict[str, Any]) -> ToolResult:
+        """``body`` (ids, result, ...) as JSON content; an error adds its message and ``error``."""
+        data = dict(body)
+        if self.schema_errors:
+            data["errors"] = self.schema_errors
+        content: list[Any] = [JsonBlock(data=data)]
+        if self.error is not None:
+            content.insert(0, TextBlock(text=f"child agent error ({self.error.code}): {self.error.message}"))
+        return ToolResult(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            content=content,
+            is_error=self.error is not None,
+            error=self.error,
+            metadata=self.ids,
+        )
+
+
+@dataclass(kw_only=True)
+class _Prepared:
+    model: ResolvedModelConfig
+    effective: EffectiveTools
+    allowed_tools: list[str] | None
+    timeout_ms: int
+    requested_timeout_ms: int | None
+
+
+class ChildLauncher:
+    """Starts child runs for agent tools and propagates cancellation from parents."""
+
+    def __init__(self, manager: RunManager, registry: AgentDefinitionRegistry) -> None:
+        self.manager = manager
+        self.registry = registry
+        self.model_policy: ModelPolicy | None = None
+
+    @property
+    def settings(self) -> Any:
+        return self.manager.services.settings
+
+    # ---- admission ----------------------------------------------------------------------------
+    def _prepare(self, spec: ChildSpec) -> _Prepared:
+        services = self.manager.services
+        definitions = services.tools.definitions()
+        allowed = None
+        if spec.allowed_tools is not None:
+            allowed = validate_allowed_tools(
+                spec.allowed_tools,
+                definitions,
+                services.settings,
+                spec.role,
+                worker_entry_tools=spec.worker_entry_tools,
+            )
+        if spec.expected_output_schema is not None:
+            try:
+                check_schema(spec.expected_output_schema, where="expected_output_schema")
+            except SchemaError as exc:
+                raise AgentCoreError(
+                    ErrorCode.validation_error, f"unsupported expected_output_schema: {exc.message}"
+                ) from exc
+        agents = services.settings.agents
+        requested = spec.timeout_ms
+        if requested is not None and (isinstance(requested, bool) or requested < 1):
+            raise AgentCoreError(ErrorCode.validation_error, "timeout_ms must be an integer >= 1")
+        timeout_ms = (
+            min(requested, agents.default_child_timeout_ms) if requested else agents.default_child_timeout_ms
+        )
+        policy = self.model_policy(spec.definition, spec.role) if self.model_policy else None
+        model = self.registry.resolve_model(spec.definition, purpose=spec.role.value, policy=policy)
+        if model.provider not in services.providers:
+            raise ConfigError(
+                ErrorCode.config_error,
+                f"agent definition {spec.definition.agent_definition_id!r}: model provider "
+                f"{model.provider!r} is not registered",
+            )
+        effective = compute_effective_tools(
+            definitions,
+            services.settings,
+            spec.role,
+            requested=allowed,
+            worker_entry_tools=spec.worker_entry_tools,
+        )
+        return _Prepared(
+            model=model,
+            effective=effective,
+            allowed_tools=allowed,
+            timeout_ms=timeout_ms,
+            requested_timeout_ms=requested,
+        )
+
+    def _check_limits(self, parent: RunState, session: SessionState) -> None:
+        agents = self.settings.agents
+        per_run = sum(1 for c in parent.children.values() if _counts(c))
+        if per_run >= agents.max_children_per_run:
+            raise AgentCoreError(
+                ErrorCode.child_agent_limit_exceeded,
+                f"run {parent.run_id} already has {per_run} active child run(s) "
+                f"(agents.max_children_per_run = {agents.max_children_per_run})",
+                details={"limit": "max_children_per_run", "value": agents.max_children_per_run},
+            )
+        per_session = sum(1 for r in session.live_runs.values() if r.parent is not None and _counts(r))
+        if per_session >= agents.max_concurrent_children_per_session:
+            raise AgentCoreError(
+                ErrorCode.child_agent_limit_exceeded,
+                f"session {session.session_id} already has {per_session} active child run(s) "
+                f"(agents.max_concurrent_children_per_session = {agents.max_concurrent_children_per_session})",
+                details={
+                    "limit": "max_concurrent_children_per_session",
+                    "value": agents.max_concurrent_children_per_session,
+                },
+            )
+
+    # ---- the run ------------------------------------------------------------------------------
+    async def run(self, ctx: ToolContext, spec: ChildSpec) -> ChildOutcome:
+        """Validates, starts and awaits one child run (raises ``AgentCoreError`` before any start)."""
+        manager = self.manager
+        parent = manager.runs.get(ctx.run_id)
+        session = manager.sessions.get(ctx.session_id)
+        if parent is None or session is None:
+            raise AgentCoreError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
+        if parent.cancel_event.is_set() or manager.closing:
+            raise AgentCoreError(ErrorCode.cancelled, "the calling run is being cancelled; no child starts")
+        prepared = self._prepare(spec)
+        self._check_limits(parent, session)
+        state = self._register(parent, session, spec, prepared)
+        try:
+            await self._write_rows(state, parent, spec, prepared)
+        except BaseException:
+            self._unregister(state, parent, session)
+            raise
+        created = {
+            "child_agent_id": state.agent_id,
+            "agent_type": state.agent_type.value,
+            "purpose": spec.purpose,
+            "agent_definition_id": spec.definition.agent_definition_id,
+            "definition_source": spec.definition.source,
+            "child_run_id": state.run_id,
+            "tool_call_id": spec.tool_call_id,
+        }
+        if spec.fork_from_node_id is not None:
+            created["fork_from_node_id"] = spec.fork_from_node_id
+        if spec.agent_id is None:
+            await self._parent_emit(parent, EventType.child_agent_created, created, spec.tool_call_id)
+        state.status = RunStatus.pending
+        state.task = asyncio.create_task(
+            self._execute(state, parent, session, spec, prepared), name=f"child run {state.run_id}"
+        )
+        timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
+        return await self._finish(state, parent, spec, prepared, timed_out)
+
+    def _register(
+        self, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
+    ) -> RunState:
+        agent_id = spec.agent_id or new_id("agent_")
+        run_id = new_id("run_")
+        state = RunState(
+            run_id=run_id,
+            session_id=parent.session_id,
+            agent_id=agent_id,
+            mode=parent.mode,
+            role=spec.role,
+            agent_type=_ROLE_AGENT_TYPE.get(spec.role, AgentType.sub),
+            status=RunStatus.pending,
+            channel=EventChannel(buffer_before_subscribe=False),
+            purpose=spec.purpose,
+            parent=parent,
+        )
+        cursor = AgentCursor(agent_id, spec.base_path)
+        state.extras["cursor"] = cursor
+        state.extras["recorder"] = self.manager.recorder_for(state, cursor, root_agent=False)
+        state.extras["model"] = prepared.model
+        state.extras["child_launcher"] = self
+        state.extras[AGENT_DEFINITION_BLOCK] = self.registry.definition_block(spec.definition)
+        parent.children[run_id] = state
+        session.live_runs[run_id] = state
+        self.manager.runs[run_id] = state
+        return state
+
+    def _unregister(self, state: RunState, parent: RunState, session: SessionState) -> None:
+        parent.children.pop(state.run_id, None)
+        session.live_runs.pop(state.run_id, None)
+        self.manager.runs.pop(state.run_id, None)
+
+    async def _write_rows(
+        self, state: RunState, parent: RunState, spec: ChildSpec, prepared: _Prepared
+    ) -> None:
+        storage = self.manager.services.storage
+        now = format_ts()
+        definition = spec.definition
+        if spec.agent_id is None:
+            agent_meta = {
+                "name": definition.name,
+                "purpose": spec.purpose,
+                "agent_definition_id": definition.agent_definition_id,
+                "definition_source": definition.source,
+                "mode": parent.mode.value,
+                **spec.agent_metadata,
+            }
+            await storage.insert_agent(
+                AgentRecord(
+                    agent_id=state.agent_id,
+                    session_id=state.session_id,
+                    parent_agent_id=parent.agent_id,
+                    agent_type=state.agent_type,
+                    created_by_run_id=parent.run_id,
+                    fork_from_node_id=spec.fork_from_node_id,
+                    status=AgentStatus.running,
+                    metadata_json=_dumps(agent_meta),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        else:
+            await storage.update_agent(state.agent_id, status=AgentStatus.running.value)
+        run_meta: dict[str, Any] = {
+            "mode": parent.mode.value,
+            "agent_type": state.agent_type.value,
+            "agent_role": spec.role.value,
+            "purpose": spec.purpose,
+            "parent_agent_id": parent.agent_id,
+            "parent_run_id": parent.run_id,
+            "tool_call_id": spec.tool_call_id,
+            "agent_definition_id": definition.agent_definition_id,
+            "definition_source": definition.source,
+            "model": model_meta(prepared.model),
+            "effective_tools": sorted(prepared.effective.names),
+            "allowed_tools": prepared.allowed_tools,
+            "timeout_ms": prepared.timeout_ms,
+            **spec.run_metadata,
+        }
+        if prepared.requested_timeout_ms is not None and prepared.requested_timeout_ms > prepared.timeout_ms:
+            run_meta["requested_timeout_ms"] = prepared.requested_timeout_ms
+            run_meta["timeout_clamped"] = True
+        await storage.insert_run(
+            RunRecord(
+                run_id=state.run_id,
+                session_id=state.session_id,
+                agent_id=state.agent_id,
+                status=RunStatus.pending,
+                metadata_json=_dumps(run_meta),
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    async def _execute(
+        self, state: RunState, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
+    ) -> None:
+        rec = self.manager.recorder(state)
+        cursor: AgentCursor = state.extras["cursor"]
+        node_id = new_id("node_")
+        run_spec = AgentRunSpec(
+            state=state,
+            session=session,
+            cursor=cursor,
+            model=prepared.model,
+            effective=prepared.effective,
+            role=spec.role,
+            root_agent=False,
+            current_user_node_id=node_id,
+            parent_agent_id=parent.agent_id,
+            parent_run_id=parent.run_id,
+            scope_extras=dict(spec.scope_extras),
+            purpose=spec.purpose,
+            agent_type=state.agent_type,
+            task_board=spec.task_board,
+            interruption=lambda: _interruption(state),
+        )
+
+        async def first_nodes(_scope: RunScope) -> None:
+            metadata = {
+                "synthetic": True,
+                "source": "agent_tool",
+                "parent_agent_id": parent.agent_id,
+                "parent_run_id": parent.run_id,
+                "tool_call_id": spec.tool_call_id,
+                "agent_definition_id": spec.definition.agent_definition_id,
+                **spec.first_node_metadata,
+            }
+            await rec.write_node(
+                node_id=node_id,
+                role=MessageRole.user,
+                node_type=NodeType.message,
+                content=[TextBlock(text=spec.first_text)],
+                metadata=metadata,
+                events=[
+                    (EventType.message_created, {"role": "user", "text_preview": spec.first_text[:200]}, None)
+                ],
+                run_update={"start_node_id": node_id},
+            )
+
+        try:
+            if state.cancel_event.is_set():
+                await self._cancel_before_loop(state)
+            else:
+                state.extras["outcome"] = await self.manager.execute_agent_run(run_spec, first_nodes)
+        except Exception as exc:
+            await self._fail_before_loop(state, exc)
+        finally:
+            if not state.terminal:
+                state.finish(RunStatus.failed, EndReason.failed, None)
+            session.live_runs.pop(state.run_id, None)
+            if state.extras.get("finalized") and spec.agent_id is None:
+                with contextlib.suppress(Exception):
+                    await self.manager.services.storage.update_agent(
+                        state.agent_id, status=_agent_status(state.status).value
+                    )
+
+    async def _cancel_before_loop(self, state: RunState) -> None:
+        info = _interruption(state)
+        await self.manager.recorder(state).emit_event(
+            EventType.run_cancelled,
+            {"reason": info.reason, "was_queued": False, "end_reason": None},
+            run_update={"status": info.status.value},
+        )
+        state.finish(info.status, None, info.error)
+
+    async def _fail_before_loop(self, state: RunState, exc: BaseException) -> None:
+        services = self.manager.services
+        if isinstance(exc, AgentCoreError):
+            error = exc.to_payload(services.redactor)
+        else:
+            log.exception("child run %s failed before or outside its loop", state.run_id)
+            error = ErrorPayload(
+                code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}"
+            ).redacted_copy(services.redactor)
+        if state.terminal:
+            return
+        with contextlib.suppress(Exception):
+            rec = self.manager.recorder(state)
+            await rec.emit(EventType.error, error.model_dump(mode="json"))
+            await rec.emit_event(
+                EventType.loop_failed,
+                {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
+                run_update={
+                    "status": RunStatus.failed.value,
+                    "end_reason": EndReason.failed.value,
+                    "error_json": error.model_dump_json(),
+                },
+            )
+        state.finish(RunStatus.failed, EndReason.failed, error)
+
+    async def _await_child(self, ctx: ToolContext, state: RunState, timeout_ms: int) -> bool:
+        """Waits for the child; on timeout or parent cancellation requests its cancel and waits for the
+        cancel watcher (bounded by ``agents.child_cancel_timeout_ms``). Returns whether it timed out."""
+        done = asyncio.ensure_future(state.done.wait())
+        cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
+        interrupted = False
+        try:
+            await asyncio.wait(
+                {done, cancelled}, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            interrupted = True
+        finally:
+            done.cancel()
+            cancelled.cancel()
+        if state.terminal:
+            return False
+        parent_cancel = interrupted or ctx.cancel_event.is_set()
+        if not parent_cancel:
+            state.extras["timed_out"] = True
+        watcher = self.request_cancel(state, "parent_cancelled" if parent_cancel else "timeout")
+        while not watcher.done():
+            try:
+                await asyncio.wait({watcher})
+            except asyncio.CancelledError:
+                if self.manager.closing:
+                    raise
+        return not parent_cancel
+
+    # ---- cancellation -------------------------------------------------------------------------
+    def request_cancel(self, child: RunState, reason: str) -> asyncio.Future[None]:
+        """Sets the child's cancel request (idempotent) and starts its watcher, which emits
+        ``child_agent_cancel_requested`` then ``child_agent_cancelled`` or ``child_agent_cancel_timeout``."""
+        watcher = child.extras.get("cancel_watcher")
+        if isinstance(watcher, asyncio.Future):
+            return watcher
+        child.cancel_reason = child.cancel_reason or reason
+        child.cancel_event.set()
+        future: asyncio.Future[None] = asyncio.ensure_future(self._watch_cancel(child, reason))
+        child.extras["cancel_watcher"] = future
+        return future
+
+    async def _watch_cancel(self, child: RunState, reason: str) -> None:
+        parent = child.parent
+        if parent is None:
+            return
+        ids = {"child_agent_id": child.agent_id, "child_run_id": child.run_id}
+        await self._parent_emit(parent, EventType.child_agent_cancel_requested, {**ids, "reason": reason})
+        limit_ms = self.settings.agents.child_cancel_timeout_ms
+        try:
+            await asyncio.wait_for(child.done.wait(), limit_ms / 1000)
+        except TimeoutError:
+            payload = {**ids, "child_cancel_timeout_ms": limit_ms}
+            await self._parent_emit(parent, EventType.child_agent_cancel_timeout, payload)
+            return
+        await self._parent_emit(parent, EventType.child_agent_cancelled, ids)
+
+    async def on_parent_cancel(self, parent: RunState) -> None:
+        """``RunManager.on_cancel`` hook: cancel requests to every active child this launcher started."""
+        for child in list(parent.children.values()):
+            if not child.terminal and child.extras.get("child_launcher") is self:
+                self.request_cancel(child, "parent_cancelled")
+
+    async def _parent_emit(
+        self,
+        parent: RunState,
+        event_type: EventType,
+        payload: dict[str, Any],
+        tool_call_id: str | None = None,
+    ) -> None:
+        try:
+            await self.manager.recorder(parent).emit(event_type, payload, tool_call_id=tool_call_id)
+        except Exception:
+            log.warning("could not emit %s on run %s", event_type.value, parent.run_id, exc_info=True)
+
+    # ---- result -------------------------------------------------------------------------------
+    async def _finish(
+        self, state: RunState, parent: RunState, spec: ChildSpec, prepared: _Prepared, timed_out: bool
+    ) -> ChildOutcome:
+        outcome: LoopOutcome | None = state.extras.get("outcome")
+        run_status = (
+            state.status if state.terminal else (RunStatus.aborted if timed_out else RunStatus.cancelled)
+        )
+        final_text = outcome.final_text if outcome is not None else ""
+        output = structured_output(final_text) if run_status == RunStatus.completed else None
+        error = run_error(
+            run_status,
+            state.error,
+            timed_out=timed_out,
+            end_reason=state.end_reason.value if state.end_reason else None,
+        )
+        metadata: dict[str, Any] = {
+            "agent_definition_id": spec.definition.agent_definition_id,
+            "model": {
+                k: v for k, v in model_meta(prepared.model).items() if k in ("provider", "name", "profile")
+            },
+            "end_reason": state.end_reason.value if state.end_reason else None,
+            "turn_count": outcome.turn_count if outcome is not None else 0,
+            "usage": outcome.usage.model_dump() if outcome is not None else None,
+        }
+        result = build_result(
+            run_status=run_status,
+            final_text=final_text,
+            output=output,
+            error=error,
+            artifacts=await self._artifacts(state, output),
+            metadata=metadata,
+            step_id=spec.step_id(state) if spec.step_id else None,
+        )
+        problems: list[dict[str, str]] = []
+        if error is None and spec.expected_output_schema is not None:
+            problems = self.manager.services.redactor.value(
+                schema_problems(spec.expected_output_schema, output)
+            )
+            if problems:
+                result = result.model_copy(update={"status": "failed"})
+                error = ErrorPayload(
+                    code=ErrorCode.schema_error,
+                    message="the child's structured output does not match expected_output_schema",
+                    details={"errors": problems},
+                )
+        state.child_result = result
+        ids = {"child_agent_id": state.agent_id, "child_run_id": state.run_id}
+        if problems:
+            await self._parent_emit(
+                parent, EventType.child_result_schema_validation_failed, {**ids, "errors": problems}
+            )
+        payload: dict[str, Any]
+        if error is None:
+            payload = {**ids, "status": result.status, "summary": result.summary}
+            await self._parent_emit(parent, EventType.child_agent_completed, payload, spec.tool_call_id)
+        elif error.code != ErrorCode.cancelled:
+            payload = {**ids, "error": error.model_dump(mode="json"), "summary": result.summary}
+            await self._parent_emit(parent, EventType.child_agent_failed, payload, spec.tool_call_id)
+        elif "cancel_watcher" not in state.extras:
+            await self._parent_emit(parent, EventType.child_agent_cancelled, ids, spec.tool_call_id)
+        await self._store_result(state, spec, result)
+        return ChildOutcome(state=state, result=result, error=error, schema_errors=problems)
+
+    async def _artifacts(self, state: RunState, output: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        storage = self.manager.services.storage
+        refs: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        try:
+            records = await storage.list_artifacts(run_id=state.run_id)
+            for record in records:
+                kind = json.loads(record.metadata_json or "{}").get("kind")
+                if kind in _HIDDEN_ARTIFACT_KINDS:
+                    continue
+                refs.append(_artifact_ref(record.artifact_id, record.summary, record.mime_type))
+                seen.add(record.artifact_id)
+            for artifact_id in output_artifact_ids(output):
+                if artifact_id in seen:
+                    continue
+                listed = await storage.get_artifact(artifact_id)
+                if listed is not None and listed.session_id == state.session_id:
+                    refs.append(_artifact_ref(artifact_id, listed.summary, listed.mime_type))
+                    seen.add(artifact_id)
+        except Exception:
+            log.warning("could not list the artifacts of child run %s", state.run_id, exc_info=True)
+        return refs
+
+    async def _store_result(self, state: RunState, spec: ChildSpec, result: ChildAgentResult) -> None:
+        storage = self.manager.services.storage
+        try:
+            if spec.agent_id is None:
+                status = _agent_status(state.status) if state.terminal else _agent_status_for(result)
+                await storage.update_agent(
+                    state.agent_id, status=status.value, result_json=result.model_dump_json()
+                )
+            else:
+                row = await storage.get_run(state.run_id)
+                meta = json.loads(row.metadata_json or "{}") if row is not None else {}
+                meta["result"] = result.model_dump(mode="json")
+                await storage.update_run(state.run_id, metadata_json=_dumps(meta))
+                await storage.update_agent(state.agent_id, status=AgentStatus.idle.value)
+        except Exception:
+            log.warning("could not store the result of child run %s", state.run_id, exc_info=True)
+        state.extras["finalized"] = True
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _counts(run: RunState) -> bool:
+    """Active child runs counted by the limits (compact forks never count)."""
+    return not run.terminal and run.role != AgentRole.compact
+
+
+def _interruption(state: RunState) -> Interruption:
+    if state.extras.get("timed_out"):
+        error = ErrorPayload(code=ErrorCode.timeout, message="the child run exceeded its timeout_ms")
+        return Interruption(status=RunStatus.aborted, reason="timeout", error=error)
+    return Interruption(reason=state.cancel_reason or "cancel_requested")
+
+
+def _agent_status(status: RunStatus) -> AgentStatus:
+    if status == RunStatus.completed:
+        return AgentStatus.completed
+    if status == RunStatus.cancelled:
+        return AgentStatus.cancelled
+    return AgentStatus.failed
+
+
+def _agent_status_for(result: ChildAgentResult) -> AgentStatus:
+    return AgentStatus.cancelled if result.status == "cancelled" else AgentStatus.failed
+
+
+def _artifact_ref(artifact_id: str, summary: str | None, mime_type: str | None) -> dict[str, Any]:
+    ref: dict[str, Any] = {"artifact_id": artifact_id}
+    if summary:
+        ref["summary"] = summary
+    if mime_type:
+        ref["mime_type"] = mime_type
+    return ref
+
+
+def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
+    """The resolved model as recorded in run metadata and results."""
+    return {
+        "provider": model.provider,
+        "name": model.name,
+        "base_url": model.base_url,
+        "profile": model.profile,
+        "purpose": model.purpose,
+        "temperature": model.temperature,
+        "source": model.source,
+    }
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
