@@ -15,6 +15,7 @@ from agent_core.config.model import ModelProfile
 from agent_core.context.instructions import catalog_block, instruction_blocks, scan_instruction_catalog
 from agent_core.hooks import load_hooks
 from agent_core.mcp import McpManager, load_mcp_catalog
+from agent_core.memory import install as install_memory
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
@@ -101,6 +102,7 @@ async def open_services(
         manager = RunManager(services)
         _install_context_features(manager, config, skills)
         install_agents(manager, code_definitions)
+        install_memory(manager)
         return manager
     except BaseException:
         with contextlib.suppress(Exception):
