@@ -10,6 +10,7 @@ from typing import Any
 from agent_core.agents.tools import install as install_agents
 from agent_core.artifacts.manager import ArtifactManager
 from agent_core.assets.loader import AssetLoader
+from agent_core.compact import install as install_compaction
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile
 from agent_core.context.instructions import catalog_block, instruction_blocks, scan_instruction_catalog
@@ -103,6 +104,7 @@ async def open_services(
         _install_context_features(manager, config, skills)
         install_agents(manager, code_definitions)
         install_memory(manager)
+        await install_compaction(manager)
         return manager
     except BaseException:
         with contextlib.suppress(Exception):
