@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +109,10 @@ class ChildSpec:
     task_board: Callable[[], str | None] | None = None
     step_id: Callable[[RunState], str | None] | None = None
     """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""
+    on_admitted: Callable[[RunState], Awaitable[None]] | None = None
+    """Called once the child passed admission and is registered, before its rows are written (workers:
+    create the reused agent lazily, point the cursor at its tree, announce the dispatch). Raising
+    aborts the start like a failed row write."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -253,6 +257,8 @@ class ChildLauncher:
         self._check_limits(parent, session)
         state = self._register(parent, session, spec, prepared)
         try:
+            if spec.on_admitted is not None:
+                await spec.on_admitted(state)
             await self._write_rows(state, parent, spec, prepared)
         except BaseException:
             self._unregister(state, parent, session)
@@ -501,9 +507,12 @@ class ChildLauncher:
     # ---- cancellation -------------------------------------------------------------------------
     def request_cancel(self, child: RunState, reason: str) -> asyncio.Future[None]:
         """Sets the child's cancel request (idempotent) and starts its watcher, which emits
-        ``child_agent_cancel_requested`` then ``child_agent_cancelled`` or ``child_agent_cancel_timeout``."""
+        ``child_agent_cancel_requested`` then ``child_agent_cancelled`` or ``child_agent_cancel_timeout``.
+
+        While a watcher is pending it is returned; a child still running after its watcher timed out gets
+        a new request (e.g. a Task-level cancel of a worker abandoned after its own timeout)."""
         watcher = child.extras.get("cancel_watcher")
-        if isinstance(watcher, asyncio.Future):
+        if isinstance(watcher, asyncio.Future) and (not watcher.done() or child.terminal):
             return watcher
         child.cancel_reason = child.cancel_reason or reason
         child.cancel_event.set()
