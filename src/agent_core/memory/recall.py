@@ -58,7 +58,7 @@ def recall_definition(top_k: int) -> ToolDefinition:
             "properties": {
                 "query": {"type": "string", "minLength": 1, "description": "What you are looking for."},
                 "limit": {
-                    "type": ["integer", "null"],
+                    "type": "integer",
                     "minimum": 1,
                     "maximum": top_k,
                     "description": f"Maximum number of memories to load (at most {top_k}).",

@@ -123,6 +123,11 @@ class MemoryScheduler:
             self._arm_idle(session_id, jobs)
         return reason
 
+    def idle_pending(self, session_id: str) -> bool:
+        """Whether an idle timer is armed for ``session_id``."""
+        jobs = self._sessions.get(session_id)
+        return jobs is not None and jobs.idle is not None and not jobs.idle.done()
+
     def outcomes(self, session_id: str) -> list[ExtractionOutcome]:
         """Outcomes of the finished jobs of ``session_id`` in this runtime (oldest first)."""
         jobs = self._sessions.get(session_id)
