@@ -467,12 +467,11 @@ class AgentDefinitionRegistry:
         definition = next((d for d in self._tools() if d.name == name), None)
         if definition is not None:
             definition = apply_overrides(definition, settings)
-            if disabled_by_config(definition, settings):
-                return "disabled_by_config", "listed in tools.disabled or disabled by MCP/memory config"
-        elif name.startswith("mcp."):
-            server = name.split(".")[1]
-            if server in settings.tools.mcp.disabled_servers or name in settings.tools.mcp.disabled_tools:
-                return "disabled_by_config", "MCP server or tool disabled in config"
+        probe = definition or ToolDefinition(
+            name=name, description="", input_schema={"type": "object"}, permission="readonly"
+        )
+        if disabled_by_config(probe, settings):
+            return "disabled_by_config", "listed in tools.disabled or disabled by MCP/memory config"
         if not role_permits(name, role):
             return "mode_restricted", f"not permitted for agent role {role.value!r}"
         if ceiling is not None and name not in ceiling:
