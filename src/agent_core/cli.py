@@ -306,6 +306,9 @@ async def _consume(run: RunHandle, printer: _Printer) -> None:
 
 
 async def _run(args: argparse.Namespace, out: _Output, err: _Output, stdin: TextIO | None) -> int:
+    # Cold start: httpx imports its optional command-line client (click, pygments) whenever those are
+    # installed; this process never uses it, so it is marked unavailable (httpx then defines a stub).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     from agent_core.api.runtime import AgentRuntime
     from agent_core.errors import AgentCoreError
     from agent_core.types.permissions import PermissionDecision
