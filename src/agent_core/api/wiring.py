@@ -17,6 +17,7 @@ from agent_core.context.instructions import catalog_block, instruction_blocks, s
 from agent_core.hooks import load_hooks
 from agent_core.mcp import McpManager, load_mcp_catalog
 from agent_core.memory import install as install_memory
+from agent_core.orchestrator.install import install as install_orchestrator
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
@@ -103,6 +104,7 @@ async def open_services(
         manager = RunManager(services)
         _install_context_features(manager, config, skills)
         install_agents(manager, code_definitions)
+        install_orchestrator(manager)
         install_memory(manager)
         await install_compaction(manager)
         return manager

@@ -105,6 +105,8 @@ class RunManager:
         """Sync callbacks when a root run is created (queued or started), e.g. to cancel idle timers."""
         self.on_close: list[Callable[[], Awaitable[None]]] = []
         """Async callbacks at the end of :meth:`close` (runs stopped, storage still open)."""
+        self.before_root_run: list[Callable[[RunState], Awaitable[None]]] = []
+        """Async callbacks when a root run starts, before its loop (e.g. restoring the session's Tasks)."""
 
     # ---- sessions ---------------------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionState:
@@ -288,6 +290,8 @@ class RunManager:
             if state.cancel_event.is_set():
                 await self._cancel_before_loop(state)
                 return
+            for prepare in self.before_root_run:
+                await prepare(state)
             model: ResolvedModelConfig = state.extras["model"]
             failed_mcp = await self.connect_mcp(state, needed=True)
             effective = compute_effective_tools(

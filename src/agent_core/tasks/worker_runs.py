@@ -11,7 +11,7 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.dag import Actor, TaskDag
 from agent_core.tasks.decide import decide_run_end
 from agent_core.tasks.inputs import dedupe
-from agent_core.tasks.models import TaskWalEvent
+from agent_core.tasks.models import TaskStep, TaskWalEvent
 from agent_core.tasks.store import EmitFn, TaskStore, TerminalTask
 from agent_core.types.enums import EventType, TaskStatus
 
@@ -88,6 +88,16 @@ class WorkerRunSupport(TaskStore):
                     details={"step_ids": foreign},
                 )
         return DispatchCheck(task_id=task_id, worker_pool_id=pool, allowed_step_ids=allowed)
+
+    def claimed_step(self, task_id: str, run_id: str) -> TaskStep | None:
+        """The step ``run_id`` claimed in ``task_id`` (active, or ended in this process), if any."""
+        entry = self._active.get(task_id)
+        tomb = self._tombstones.get(task_id)
+        dag = entry.dag if entry is not None else (tomb.dag if tomb is not None else None)
+        if dag is None:
+            return None
+        claimed = dag.run_claims.get(run_id)
+        return dag.step(claimed) if claimed is not None else None
 
     async def on_worker_run_end(
         self,

@@ -1,0 +1,200 @@
+"""``agent.list_workers``, ``agent.dispatch_worker`` and ``agent.plan_template`` (contract.md §6,
+tools.md §10, context.md §11).
+
+Definitions: permission ``readonly``; ``agent.list_workers`` and ``agent.plan_template`` are tagged
+``agent`` + ``internal`` + ``readonly`` and run ``parallel``; ``agent.dispatch_worker`` is tagged ``agent``
++ ``internal`` with concurrency ``agent``. Input schemas forbid extra keys. Role checks repeat the effective
+set (defense in depth): worker tools are Orchestrator-only, the plan tool is main/Orchestrator only; any
+other caller gets ``tool_not_available``.
+
+``agent.plan_template(goal?, suggested_dir?)`` loads ``template.plan.<plan.template_name>``, adds the goal
+(default: the text of the run's root user message) and the suggested directory (default
+``plan.default_dir``; a given one is resolved against ``<project>`` and must stay inside it), creates that
+directory when missing, buffers one ``plan_instruction`` context node (metadata ``synthetic``,
+``template_id``, ``template_version``, ``suggested_dir``, ``loaded_by_tool_call_id``) and returns
+``{template_id, template_version, suggested_dir, plan_created: false}``. It never writes a plan file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError, ToolError
+from agent_core.orchestrator.dispatch import WorkerDispatcher
+from agent_core.runtime.runs import RunManager
+from agent_core.tasks.inputs import parse_input
+from agent_core.tools.context import ContextNodeDraft, ToolContext
+from agent_core.types.base import StrictModel
+from agent_core.types.content import TextBlock, text_of
+from agent_core.types.enums import AgentRole, MessageRole, NodeType
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition
+
+LIST_WORKERS_TOOL = "agent.list_workers"
+DISPATCH_WORKER_TOOL = "agent.dispatch_worker"
+PLAN_TEMPLATE_TOOL = "agent.plan_template"
+ORCHESTRATOR_TOOL_NAMES = (LIST_WORKERS_TOOL, DISPATCH_WORKER_TOOL, PLAN_TEMPLATE_TOOL)
+
+_STR = {"type": "string"}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def orchestrator_tool_definitions() -> list[ToolDefinition]:
+    read_tags = ["agent", "internal", "readonly"]
+    return [
+        ToolDefinition(
+            name=LIST_WORKERS_TOOL,
+            description="List the workers of the configured worker pools with their definition, suggested "
+            "tools and current status (idle/busy/unavailable).",
+            input_schema=_obj(
+                {"worker_pool_id": {**_STR, "description": "Only this pool (default: every valid pool)."}}, []
+            ),
+            permission="readonly",
+            tags=read_tags,
+            metadata={"concurrency": "parallel", "source": "agent"},
+        ),
+        ToolDefinition(
+            name=DISPATCH_WORKER_TOOL,
+            description="Start one run of a pool worker for a Task and wait for its result. The worker "
+            "claims at most one ready step itself (limit it with allowed_step_ids); the step status in the "
+            "Task DAG is authoritative.",
+            input_schema=_obj(
+                {
+                    "task_id": {**_STR, "description": "The Task the worker may see."},
+                    "worker_pool_id": {**_STR, "description": "Pool (default pool when omitted)."},
+                    "worker_agent_id": {**_STR, "description": "Worker to start (first idle when omitted)."},
+                    "allowed_step_ids": {**_STRINGS, "description": "Hard scope of steps it may claim."},
+                    "instruction": {**_STR, "minLength": 1, "description": "What the worker should do."},
+                    "context": {**_STR, "description": "Everything the worker needs to know."},
+                    "constraints": {**_STRINGS, "description": "Rules the worker must follow."},
+                    "allowed_tools": {**_STRINGS, "description": "Narrows the worker's tools."},
+                    "expected_output_schema": {
+                        "type": "object",
+                        "description": "JSON Schema (core subset) the worker's final JSON must match.",
+                    },
+                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Maximum run time in ms."},
+                },
+                ["task_id", "instruction"],
+            ),
+            permission="readonly",
+            tags=["agent", "internal"],
+            metadata={"concurrency": "agent", "source": "agent"},
+        ),
+        ToolDefinition(
+            name=PLAN_TEMPLATE_TOOL,
+            description="Load the plan-writing instructions (for a goal) as a context block for your next "
+            "turn and make sure the plan directory exists. Writes no plan; write it with code.write_file.",
+            input_schema=_obj(
+                {
+                    "goal": {**_STR, "description": "The goal to plan (default: the user's request)."},
+                    "suggested_dir": {**_STR, "description": "Plan directory inside the project."},
+                },
+                [],
+            ),
+            permission="readonly",
+            tags=read_tags,
+            metadata={"concurrency": "parallel", "source": "agent"},
+        ),
+    ]
+
+
+class _ListWorkersInput(StrictModel):
+    worker_pool_id: str | None = None
+
+
+class _PlanTemplateInput(StrictModel):
+    goal: str | None = None
+    suggested_dir: str | None = Field(default=None, min_length=1)
+
+
+def _not_available(name: str) -> ToolError:
+    return ToolError(ErrorCode.tool_not_available, f"tool '{name}' is not available in this run")
+
+
+class OrchestratorToolAdapter:
+    """:class:`~agent_core.tools.adapter.ToolAdapter` for the worker tools and the plan tool."""
+
+    def __init__(self, manager: RunManager, dispatcher: WorkerDispatcher) -> None:
+        self.manager = manager
+        self.dispatcher = dispatcher
+
+    def definitions(self) -> list[ToolDefinition]:
+        return orchestrator_tool_definitions()
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> Any:
+        role = ctx.scope.agent_role
+        if call.name == PLAN_TEMPLATE_TOOL and role in (AgentRole.main, AgentRole.orchestrator):
+            return self._plan_template(call, ctx)
+        if role != AgentRole.orchestrator or call.name not in (LIST_WORKERS_TOOL, DISPATCH_WORKER_TOOL):
+            raise _not_available(call.name)
+        if call.name == LIST_WORKERS_TOOL:
+            inp = parse_input(_ListWorkersInput, call.arguments)
+            return self.dispatcher.list_workers(ctx.session_id, inp.worker_pool_id)
+        return await self.dispatcher.dispatch(call, ctx)
+
+    async def close(self) -> None:
+        await self.dispatcher.close()
+
+    # ---- agent.plan_template ------------------------------------------------------------------
+    def _plan_template(self, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
+        inp = parse_input(_PlanTemplateInput, call.arguments)
+        services = self.manager.services
+        settings = services.settings
+        project = Path(os.path.normpath(services.config.project))
+        if inp.suggested_dir is not None:
+            raw = Path(inp.suggested_dir).expanduser()
+            target = Path(os.path.normpath(raw if raw.is_absolute() else project / raw))
+            if target != project and project not in target.parents:
+                raise AgentCoreError(
+                    ErrorCode.validation_error,
+                    f"suggested_dir must lie inside the project ({project})",
+                    details={"suggested_dir": inp.suggested_dir},
+                )
+        else:
+            target = Path(os.path.normpath(settings.plan.default_dir))
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                ErrorCode.storage_error, f"cannot create the plan directory {target}: {exc}"
+            ) from exc
+        asset = services.assets.template(settings.plan.template_name)
+        goal = inp.goal if inp.goal is not None and inp.goal.strip() else self._root_message(ctx)
+        sections = [asset.text.rstrip("\n")]
+        if goal:
+            sections.append(f"## Goal\n\n{goal}")
+        sections.append(
+            f"## Suggested plan directory\n\n{target}\n\nWrite the plan as a new Markdown file in this "
+            "directory, named after its content."
+        )
+        ctx.add_context_node(
+            ContextNodeDraft(
+                node_type=NodeType.plan_instruction,
+                role=MessageRole.user,
+                content=[TextBlock(text="\n\n".join(sections) + "\n")],
+                metadata={
+                    "synthetic": True,
+                    **asset.template_metadata,
+                    "goal": goal,
+                    "suggested_dir": str(target),
+                    "loaded_by_tool_call_id": ctx.tool_call_id,
+                },
+            )
+        )
+        return {**asset.template_metadata, "suggested_dir": str(target), "plan_created": False}
+
+    def _root_message(self, ctx: ToolContext) -> str | None:
+        state = self.manager.runs.get(ctx.run_id)
+        while state is not None and state.parent is not None:
+            state = state.parent
+        if state is None or state.message is None:
+            return None
+        return text_of(state.message.content) or None
