@@ -154,7 +154,7 @@ class WorkerPools:
         if not self._order:
             raise ConfigError(
                 ErrorCode.config_error,
-                "orchestrator mode needs at least one [[agents.worker_pools]] entry; none is configured",
+                "orchestrator mode needs at least one worker pool ([[agents.worker_pools]]); none is configured",
             )
         raise ConfigError(
             ErrorCode.config_error,
