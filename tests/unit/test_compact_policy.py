@@ -204,6 +204,14 @@ def test_skipped_nodes_are_neither_counted_nor_summarised() -> None:
     )
 
 
+def test_split_falls_back_before_a_trailing_tool_result() -> None:
+    path = [*turn(0), user(), assistant(20, ("c1",)), tool("c1", 600), assistant(20, ("c2",)), tool("c2", 600)]
+    plan = plan_cut(path, keep_recent_tokens=200, non_system_budget=1000)
+    assert plan is not None and plan.split_turn
+    assert plan.first_kept_node_id == path[-2].node_id  # the assistant call whose result is the tip
+    assert_pairs_not_split(path, plan.first_kept_node_id)
+
+
 def test_dangling_tool_call_does_not_block_cuts() -> None:
     dangling = assistant(20, ("call_lost",))
     path = [user(), dangling, *turn(1), *turn(2), *turn(3)]
@@ -264,8 +272,12 @@ def test_cut_invariants_property(path: list[Node], keep: int, budget: int) -> No
         # aligned to the user message starting the tentative cut's turn: the kept tail reaches the target
         assert tokens_of(path[cut:]) >= target
         assert all(path[i].role != "user" for i in range(cut + 1, tentative + 1))
-    else:
+    elif cut >= tentative:
         # the turn was split (or the next turn started first): the nearest valid cut at/after the tentative one
-        assert cut >= tentative
         for i in range(max(tentative, 1), cut):
             assert path[i].role == "tool" or (path[i].role == "user" and i == tentative)
+    else:
+        # nothing valid at or after the tentative cut: the nearest valid intra-turn cut before it
+        assert plan.split_turn and first_kept.role == "assistant"
+        assert all(path[i].role == "tool" for i in range(max(tentative, 1), len(path)))
+        assert all(path[i].role == "tool" for i in range(cut + 1, tentative))

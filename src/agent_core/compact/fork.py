@@ -266,6 +266,14 @@ async def run_compact_fork(
     compact_input = build_input(
         req.plan, facts, tokens_before=req.tokens_before, budget_tokens=budget, counter=services.counter
     )
+    if not compact_input.fits:
+        error = ErrorPayload(
+            type="prompt_too_long",
+            code=ErrorCode.validation_error,
+            message="the compact input does not fit the compact model's context window",
+            details={"budget": budget, "estimated_tokens": services.counter.text(compact_input.text)},
+        )
+        return CompactFailure(reason="error", error=error)
     state = await _persist_fork(manager, req, model)
     if req.mode == "auto":
         state.task = asyncio.current_task()

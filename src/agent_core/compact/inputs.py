@@ -9,7 +9,7 @@ summary is always kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent_core.compact.policy import CutPlan
@@ -160,6 +160,22 @@ class CompactInput:
     text: str
     truncated: bool
     omitted_entries: int
+    fits: bool = True
+    """False when even the shortest form exceeds the budget (the compaction then fails)."""
+
+
+def _smallest_drop(count: int, fits: Callable[[int], bool]) -> int | None:
+    """The smallest ``k`` in ``0..count`` with ``fits(k)`` (``fits`` is monotone), else ``None``."""
+    if not fits(count):
+        return None
+    low, high = 0, count
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def build_input(
@@ -170,21 +186,24 @@ def build_input(
     budget_tokens: int,
     counter: TokenCounter = DEFAULT_COUNTER,
 ) -> CompactInput:
-    """The fork's user message; oldest conversation entries are dropped to fit ``budget_tokens``."""
+    """The fork's user message, shortened to ``budget_tokens``: first the oldest ``<conversation>``
+    entries are dropped; if that is not enough, the oldest split-turn prefix entries after the turn's first
+    entry (the user message) are dropped too. The previous summary is always kept."""
     previous = plan.previous_compaction
     conversation = [line for node in plan.conversation for line in node_lines(node)]
     prefix = [line for node in plan.split_prefix for line in node_lines(node)]
 
-    def render(entries: Sequence[str], omitted: int) -> str:
+    def omitted_marker(count: int) -> list[str]:
+        return [f"[… {count} earlier items omitted …]"] if count else []
+
+    def render(conv_drop: int, prefix_drop: int) -> str:
         sections: list[str] = []
         if previous is not None:
             sections.append(_section("previous_summary", [text_of(previous.content)]))
-        body = list(entries)
-        if omitted:
-            body.insert(0, f"[… {omitted} earlier items omitted …]")
-        sections.append(_section("conversation", body))
+        sections.append(_section("conversation", omitted_marker(conv_drop) + conversation[conv_drop:]))
         if plan.split_turn:
-            sections.append(_section("split_turn_prefix", prefix))
+            body = prefix[:1] + omitted_marker(prefix_drop) + prefix[1 + prefix_drop :]
+            sections.append(_section("split_turn_prefix", body))
         sections.append(
             _section(
                 "file_operations",
@@ -204,19 +223,14 @@ def build_input(
         )
         return "\n\n".join(sections)
 
-    def size(text: str) -> int:
-        return counter.text(text) + MESSAGE_OVERHEAD
+    def fits(text: str) -> bool:
+        return counter.text(text) + MESSAGE_OVERHEAD <= budget_tokens
 
-    text = render(conversation, 0)
-    if size(text) <= budget_tokens:
-        return CompactInput(text=text, truncated=False, omitted_entries=0)
-    # Drop the oldest entries: find the smallest number that fits (sizes shrink monotonically).
-    low, high = 1, len(conversation)
-    while low < high:
-        mid = (low + high) // 2
-        if size(render(conversation[mid:], mid)) <= budget_tokens:
-            high = mid
-        else:
-            low = mid + 1
-    omitted = low if conversation else 0
-    return CompactInput(text=render(conversation[omitted:], omitted), truncated=True, omitted_entries=omitted)
+    conv_drop = _smallest_drop(len(conversation), lambda k: fits(render(k, 0)))
+    if conv_drop is not None:
+        return CompactInput(text=render(conv_drop, 0), truncated=conv_drop > 0, omitted_entries=conv_drop)
+    droppable = max(0, len(prefix) - 1)
+    prefix_drop = _smallest_drop(droppable, lambda k: fits(render(len(conversation), k)))
+    omitted = len(conversation) + (prefix_drop if prefix_drop is not None else droppable)
+    text = render(len(conversation), prefix_drop if prefix_drop is not None else droppable)
+    return CompactInput(text=text, truncated=True, omitted_entries=omitted, fits=prefix_drop is not None)

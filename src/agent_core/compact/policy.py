@@ -9,7 +9,9 @@ Cut rules (compact.md §6): the summarisable range starts at ``s`` (the last val
 tail reaches ``effective_keep_recent`` gives the tentative cut ``c``; the cut is then aligned to the user
 ``message`` node starting ``c``'s turn when that node lies after ``s`` and the tail from it fits, else the
 turn is split at the nearest assistant node at or after ``c`` with no open tool call (its earlier calls
-all answered before it). A cut never lands on a tool node nor between a ``tool_call`` and its results.
+all answered before it). When no such node exists at or after ``c`` (``c`` is the tip's tool result), the
+nearest such node before ``c`` inside the turn is used, keeping a slightly larger tail. A cut never lands
+on a tool node nor between a ``tool_call`` and its results.
 """
 
 from __future__ import annotations
@@ -178,6 +180,13 @@ def plan_cut(
             if _is_assistant_message(path[j]):
                 cut, split = j, True
                 break
+        if cut is None:
+            # No valid cut at or after c (c is the tip's tool result, say): keep a little more instead.
+            floor = max(start, turn_start if turn_start is not None else start)
+            for j in range(tentative - 1, floor, -1):
+                if open_calls[j] == 0 and _is_assistant_message(path[j]):
+                    cut, split = j, True
+                    break
     if cut is None:
         return None
     prefix_start = cut
