@@ -280,14 +280,32 @@ class _Printer:
             self.notice(
                 f"[run] queued behind another run of this session (position {p.get('queue_position')})"
             )
-        elif kind == "child_agent_created":
-            self.notice(f"[agent] started {p.get('agent_type', 'child')} agent {p.get('child_agent_id', '')}")
-        elif kind in ("child_agent_completed", "child_agent_failed", "child_agent_cancelled"):
-            self.notice(f"[agent] child run {p.get('child_run_id', '')} {kind.rsplit('_', 1)[-1]}")
+        elif kind.startswith(("child_agent_", "worker_dispatch")):
+            self._agent_notice(kind, p)
         elif kind == "loop_aborted" and not self.cancel_requested:
             self.notice(f"[run] aborted: {p.get('abort_reason') or p.get('end_reason')}")
         elif kind == "run_cancelled":
             self.notice("[run] cancelled")
+
+    def _agent_notice(self, kind: str, p: dict[str, Any]) -> None:
+        run = p.get("child_run_id") or "-"
+        if kind == "child_agent_created":
+            definition = p.get("agent_definition_id") or "child"
+            self.notice(
+                f"[agent] created {definition} ({p.get('agent_type')}) agent {p.get('child_agent_id')}"
+            )
+        elif kind == "worker_dispatched":
+            self.notice(
+                f"[agent] dispatched worker {p.get('worker_agent_id')} on task {p.get('task_id')} (run {run})"
+            )
+        elif kind == "worker_dispatch_failed":
+            self.notice(f"[agent] worker dispatch failed: {_error_text(p.get('error') or {})}")
+        elif kind == "child_agent_completed":
+            self.notice(f"[agent] child run {run} {p.get('status') or 'completed'}")
+        elif kind == "child_agent_failed":
+            self.notice(f"[agent] child run {run} failed: {_error_text(p.get('error') or {})}")
+        elif kind == "child_agent_cancelled":
+            self.notice(f"[agent] child run {run} cancelled")
 
     def finish(self) -> None:
         self._flush_error()

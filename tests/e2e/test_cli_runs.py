@@ -81,7 +81,7 @@ def test_o09_list_dir_round_trip(soong_env: SoongEnv, scripted_ollama: ScriptedO
 class OrchestratorScript:
     """Drives the Orchestrator (routing on the advertised ``dispatch_worker`` tool) through
     ``task_create`` → ``dispatch_worker`` → ``task_complete`` and the worker (routing on
-    ``task_claim_step``) through claim → complete. Requests without those tools get a plain answer.
+    ``task_claim_step``) through claim → complete.
     """
 
     def __init__(self) -> None:
@@ -126,7 +126,7 @@ class OrchestratorScript:
                     {"task_id": "t1", "step_id": "s1", "status": "completed", "result_summary": "done"},
                 )
             return stream(OllamaWire.text_stream("Step s1 completed."))
-        return stream(OllamaWire.text_stream("Orchestration finished."))
+        raise AssertionError(f"unexpected model request with tools {names}")
 
 
 def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
@@ -155,16 +155,18 @@ def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOll
     assert json.loads(run["metadata_json"])["agent_type"] == "orchestrator"
     first = chat_requests(scripted_ollama)[0]
     assert "orchestrator" in json.dumps(first.json["messages"][0]).lower()
-    if not script.task_tools_seen:
-        # Task tools / worker pools are not wired into the runtime yet: the run is an Orchestrator run
-        # (asserted above); the Task WAL part of O4 starts applying once the Orchestrator advertises them.
-        return
+    assert script.task_tools_seen, "the Orchestrator was not offered agent.dispatch_worker"
     wal_files = list((soong_env.project / ".soong-agent" / "tasks" / session_id).glob("*.wal.jsonl"))
     assert len(wal_files) == 1, wal_files
     kinds = [json.loads(line)["event_type"] for line in wal_files[0].read_text().splitlines()]
     for kind in ("task_created", "task_step_claimed", "task_step_completed", "task_completed"):
         assert kind in kinds, (kind, kinds)
-    assert script.worker_turns >= 2
+    assert script.orchestrator_turns == 4 and script.worker_turns == 3
+    assert "[tool] agent.task_create done" in result.stderr
+    assert "[agent] dispatched worker w1 on task t1" in result.stderr
+    assert "[tool] agent.task_complete done" in result.stderr
+    (task_row,) = [json.loads(line) for line in wal_files[0].read_text().splitlines()][-1:]
+    assert task_row["event_type"] == "task_completed"
 
 
 # -- exit status 130 after Ctrl-C -----------------------------------------------------------------------
@@ -223,3 +225,16 @@ def test_o12_sigint_during_permission_prompt_exits_130(
     assert not (soong_env.project / "x.txt").exists()
     (run,) = rows(soong_env, "SELECT status FROM runs")
     assert run["status"] == "cancelled"
+
+
+def test_o04_orchestrator_without_worker_pools_fails_at_startup(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url}, agents={"worker_pools": []}
+    )
+    result = run_cli(["run", "--orchestrator", "--path", str(soong_env.project), "do work"])
+    assert result.exit_code == 1, result
+    assert "worker" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert chat_requests(scripted_ollama) == []
