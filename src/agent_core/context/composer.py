@@ -66,6 +66,8 @@ class DegradableBlock:
     node_id: str
     block: ContentBlock
     tokens: int
+    tool_name: str | None = None
+    """Canonical tool name when the block belongs to a tool result node."""
 
 
 @dataclass(kw_only=True)
@@ -521,7 +523,7 @@ def _degradable(
     quarter = max(1, budget // 4)
     found: list[DegradableBlock] = []
 
-    def consider(key: str, node_id: str, block: ContentBlock) -> None:
+    def consider(key: str, node_id: str, block: ContentBlock, tool_name: str | None = None) -> None:
         if key in inp.substitutions:
             return
         if isinstance(block, TextBlock):
@@ -532,14 +534,15 @@ def _degradable(
             return
         tokens = counter.text(raw)
         if tokens > quarter or tokens > lim.result_limit_tokens or len(raw.encode()) > lim.result_limit_bytes:
-            found.append(DegradableBlock(key, node_id, block, tokens))
+            found.append(DegradableBlock(key, node_id, block, tokens, tool_name))
 
     for it in items:
         node_id = it.node.node_id
         for i, block in enumerate(it.message.content):
             if isinstance(block, ToolResultBlock):
+                tool_name = it.node.metadata.get("tool_name")
                 for j, inner in enumerate(block.content):
-                    consider(block_key(node_id, i, j), node_id, inner)
+                    consider(block_key(node_id, i, j), node_id, inner, tool_name)
             elif it.message.role != "assistant" or isinstance(block, JsonBlock):
                 consider(block_key(node_id, i), node_id, block)
     found.sort(key=lambda d: d.tokens, reverse=True)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from agent_core.context.composer import Composition
 from agent_core.errors import AgentCoreError, ErrorCode, ProviderError, StorageError
 from agent_core.hooks.base import HookDispatcher
+from agent_core.loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core.loop.outcome import (
     LoopOutcome,
     StreamAborted,
@@ -140,6 +142,21 @@ def _interrupted(spec: LoopSpec, end_reason: EndReason) -> LoopOutcome:
     return LoopOutcome(info.status, end_reason, error=info.error)
 
 
+async def _with_traceback(spec: LoopSpec, error: ErrorPayload, exc: BaseException) -> ErrorPayload:
+    """Debug mode: stores the redacted traceback as a ``traceback`` artifact referenced from ``details``."""
+    if not spec.debug or spec.save_debug_artifact is None:
+        return error
+    text = spec.redactor.text("".join(traceback.format_exception(exc)))
+    try:
+        artifact_id = await spec.save_debug_artifact("traceback", text, "traceback.txt")
+    except Exception:
+        log.warning("could not store the traceback artifact of run %s", spec.recorder.run_id, exc_info=True)
+        return error
+    if artifact_id is None:
+        return error
+    return error.model_copy(update={"details": {**error.details, "traceback_artifact_id": artifact_id}})
+
+
 class _Terminal(Exception):
     def __init__(self, outcome: LoopOutcome) -> None:
         self.outcome = outcome
@@ -157,18 +174,12 @@ async def run_loop(spec: LoopSpec) -> LoopOutcome:
         with contextlib.suppress(BaseException):
             await asyncio.shield(_finish(spec, state, outcome, abort_reason="runtime_shutdown"))
         raise
-    except StorageError as exc:
-        outcome = _failed(state, exc.to_payload(spec.redactor))
-    except AgentCoreError as exc:
-        outcome = _failed(state, exc.to_payload(spec.redactor))
+    except AgentCoreError as exc:  # StorageError included
+        outcome = _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
     except Exception as exc:
         log.exception("loop failed unexpectedly")
-        outcome = _failed(
-            state,
-            ErrorPayload(code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}").redacted_copy(
-                spec.redactor
-            ),
-        )
+        error = ErrorPayload(code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}")
+        outcome = _failed(state, await _with_traceback(spec, error.redacted_copy(spec.redactor), exc))
     outcome.turn_count = state.turns
     outcome.usage = sum_usage(state.usages)
     outcome.final_text = state.final_text
@@ -239,6 +250,8 @@ async def _turns(spec: LoopSpec, state: _LoopState) -> LoopOutcome:
                     if v is not None
                 },
             ).redacted_copy(spec.redactor)
+            if result.exc is not None:
+                payload = await _with_traceback(spec, payload, result.exc)
             return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
         completed = _normalise_calls(result.event)
         state.usages.append(completed.usage)
@@ -388,6 +401,25 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
     partial_calls: dict[int, str] = {}
     raw_debug: dict[str, Any] = {}
     started = time.monotonic()
+    text_redactor = DeltaRedactor(spec.redactor)
+    arg_redactors: dict[int, DeltaRedactor] = {}
+    aggregate = DeltaAggregator() if spec.debug else None
+
+    async def forward_text(text: str) -> None:
+        """Live deltas carry only secret-free text (a secret split across deltas is held back)."""
+        if not text:
+            return
+        await rec.emit(EventType.model_text_delta, {"text": text})
+        await rec.emit(EventType.message_delta, {"text": text})
+        if aggregate is not None:
+            aggregate.add(text)
+
+    async def end_text() -> None:
+        """Releases held-back text; in debug mode persists the call's text as aggregated deltas."""
+        await forward_text(text_redactor.flush())
+        if aggregate is not None:
+            for chunk in aggregate.drain():
+                await rec.persist_event(EventType.model_text_delta, {"text": chunk})
 
     async def consume() -> StreamResult:
         agen = spec.adapter.stream(request)
@@ -395,11 +427,16 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
             async for event in agen:
                 if isinstance(event, ModelTextDelta):
                     text_parts.append(event.text)
-                    await rec.emit(EventType.model_text_delta, {"text": event.text})
-                    await rec.emit(EventType.message_delta, {"text": event.text})
+                    await forward_text(text_redactor.feed(event.text))
                 elif isinstance(event, ToolCallDelta):
                     if event.phase == "start" and event.name:
                         partial_calls[event.index] = event.name
+                    arguments = event.arguments_delta
+                    args_redactor = arg_redactors.setdefault(event.index, DeltaRedactor(spec.redactor))
+                    if arguments:
+                        arguments = args_redactor.feed(arguments)
+                    if event.phase == "end":
+                        arguments = ((arguments or "") + args_redactor.flush()) or arguments
                     await rec.emit(
                         EventType.tool_call_delta,
                         {
@@ -407,7 +444,7 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
                             "phase": event.phase,
                             "tool_call_id": event.tool_call_id,
                             "name": event.name,
-                            "arguments_delta": event.arguments_delta,
+                            "arguments_delta": arguments,
                         },
                         tool_call_id=event.tool_call_id,
                     )
@@ -427,6 +464,7 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
                         },
                     )
                 elif isinstance(event, ModelCompleted):
+                    await end_text()
                     problem = _validate_completed(event)
                     if problem:
                         return StreamFailed(
@@ -440,16 +478,19 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
                         event.metadata.setdefault("_raw_debug", raw_debug)
                     return StreamCompleted(event, int((time.monotonic() - started) * 1000))
                 elif isinstance(event, ModelFailed):
+                    await end_text()
                     return StreamFailed(
                         event.error, "".join(text_parts), list(partial_calls.values()), event.usage
                     )
         except ProviderError as exc:
+            await end_text()
             return StreamFailed(exc.payload, "".join(text_parts), list(partial_calls.values()))
         finally:
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
+        await end_text()
         return StreamFailed(
             ProviderErrorPayload(
                 type="protocol",
@@ -485,6 +526,7 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
                 ),
                 "".join(text_parts),
                 list(partial_calls.values()),
+                exc=exc,
             )
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):

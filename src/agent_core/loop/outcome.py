@@ -21,6 +21,8 @@ class StreamFailed:
     partial_text: str
     partial_tool_calls: list[str] = field(default_factory=list)
     usage: Usage | None = None
+    exc: BaseException | None = None
+    """The unexpected exception behind an ``internal`` failure (its traceback is a debug artifact)."""
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,17 @@ class RunRecorder:
             await self._deliver(result.events)
             return result.events[0]
 
+    async def persist_event(
+        self, event_type: EventType, payload: dict[str, Any], *, tool_call_id: str | None = None
+    ) -> RuntimeEvent:
+        """Persists an event without delivering it live (also a normally transient type: debug-mode
+        aggregated text deltas, whose text the live stream already carried)."""
+        async with self._lock:
+            result = await self.storage.append(
+                self.session_id, events=[self._draft(event_type, payload, tool_call_id, None)]
+            )
+            return result.events[0]
+
     async def _deliver(self, events: Sequence[RuntimeEvent]) -> None:
         for event in events:
             for observer in self.observers:

@@ -15,6 +15,7 @@ from agent_core.assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
 from agent_core.context.composer import ComposeInput, ComposeLimits, Composition, compose
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter, compact_json
 from agent_core.loop.cursor import AgentCursor
+from agent_core.tools.pipeline import NO_ARTIFACTIZE
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import SystemBlock
@@ -167,6 +168,15 @@ class RunPrompt:
                 filename = "data.json"
                 preview = compact_json(block.data)[:200]
             else:
+                continue
+            if item.tool_name in NO_ARTIFACTIZE:
+                # the file is the durable copy (tools.md §18): shorten the view, create no artifact
+                note = (
+                    f"[{item.tool_name} output shortened for this prompt ({item.tokens} tokens); re-read the "
+                    f"file with start_line/max_lines for the rest] {preview}..."
+                )
+                subs[item.key] = TextBlock(text=note)
+                over -= item.tokens - self.counter.text(note) - 8
                 continue
             summary = f"{preview}... (full content in artifact; {item.tokens} tokens)"
             ref = await self.make_artifact(data, filename, summary)

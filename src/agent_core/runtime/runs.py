@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -524,6 +525,8 @@ class RunManager:
         if state.terminal:
             return
         rec = self.recorder(state)
+        if self.services.debug:
+            error = await self._with_traceback(state, error, exc)
         with contextlib.suppress(Exception):
             await rec.emit(EventType.error, error.model_dump(mode="json"))
             await rec.emit_event(
@@ -536,6 +539,26 @@ class RunManager:
                 },
             )
         state.finish(RunStatus.failed, EndReason.failed, error)
+
+    async def _with_traceback(self, state: RunState, error: ErrorPayload, exc: BaseException) -> ErrorPayload:
+        """Stores the redacted traceback as a debug artifact referenced by ``details.traceback_artifact_id``."""
+        text = self.services.redactor.text("".join(traceback.format_exception(exc)))
+        try:
+            ref = await self.services.artifacts.create(
+                text,
+                filename="traceback.txt",
+                mime_type="text/plain",
+                kind="traceback",
+                session_id=state.session_id,
+                agent_id=state.agent_id,
+                run_id=state.run_id,
+            )
+        except Exception:
+            log.warning("could not store the traceback artifact of run %s", state.run_id, exc_info=True)
+            return error
+        return error.model_copy(
+            update={"details": {**error.details, "traceback_artifact_id": ref.artifact_id}}
+        )
 
     async def _after_run(self, state: RunState) -> None:
         for callback in self.on_run_end:
