@@ -32,6 +32,7 @@ from tests.fixtures.memory import (
     run_finished,
     submit,
 )
+from tests.fixtures.multi_agent import ChildRouter, child_done
 from tests.fixtures.runtime import collect, open_runtime, rows
 
 ON: dict[str, Any] = {"memory": {"enabled": True}}
@@ -390,8 +391,7 @@ async def test_m17_ac30_idle_job_runs_after_idle_seconds_and_a_new_run_cancels_i
         await collect(second)
         await run_finished(second)
         assert router.requests["memory_extraction"] == [] and scheduler.idle_pending(run.session_id)
-        await asyncio.sleep(0.05)
-        await memory_of(rt).scheduler.wait_quiet()
+        await memory_of(rt).scheduler.wait_quiet(include_idle=True)
         outcomes = memory_of(rt).scheduler.outcomes(run.session_id)
     assert [o.reason for o in outcomes] == ["idle"]
     [request] = router.requests["memory_extraction"]
@@ -517,3 +517,37 @@ async def test_m14_m18_main_model_fallback_and_request_content(soong_env: SoongE
     assert "PLAN-BODY-MARKER" not in prompt
     assert "tool=code.read_file: ok" in prompt and "content omitted" in prompt
     assert memory_events(soong_env, run.session_id)[-1]["event_type"] == "memory_extraction_completed"
+
+
+async def test_m06_extraction_takes_no_child_concurrency_slot(soong_env: SoongEnv) -> None:
+    children = ChildRouter().add("MARK-SUB", child_done("sub ok"))
+    router = MemoryRouter(fallback=children).extraction(submit(lambda r: {"ignored_candidates": []}))
+    router.gate = asyncio.Event()
+    fake = memory_fake(
+        router,
+        text("noted"),
+        tool_calls(("agent.create_sub_agent", {"task": "MARK-SUB check"}, "call_sub")),
+        text("done"),
+    )
+    config = {"memory": {"enabled": True}, "agents": {"max_concurrent_children_per_session": 1}}
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        run = await run_once(rt, "remember I prefer tabs")
+        for _ in range(200):
+            if router.active["memory_extraction"]:
+                break
+            await asyncio.sleep(0.01)
+        assert router.active["memory_extraction"] == 1  # held on the gate
+        await run_once(rt, "now delegate", session_id=run.session_id)
+        assert len(children.requests["MARK-SUB"]) == 1
+        mains = [r for r in fake.requests if r.metadata.get("agent_type") == "main"]
+        result = next(
+            b
+            for m in mains[-1].messages
+            for b in m.content
+            if isinstance(b, ToolResultBlock) and b.tool_call_id == "call_sub"
+        )
+        assert not result.is_error
+        router.gate.set()
+        await memory_of(rt).scheduler.wait_quiet()
+    agents = rows(soong_env, "SELECT agent_type FROM agents WHERE session_id = ?", run.session_id)
+    assert sorted(a["agent_type"] for a in agents) == ["main", "sub"]

@@ -133,12 +133,13 @@ class MemoryScheduler:
         jobs = self._sessions.get(session_id)
         return list(jobs.outcomes) if jobs is not None else []
 
-    async def wait_quiet(self, timeout: float = 10.0) -> None:
-        """Waits until no job, re-evaluation or idle timer is pending (tests, diagnostics)."""
+    async def wait_quiet(self, timeout: float = 10.0, *, include_idle: bool = False) -> None:
+        """Waits until no job or re-evaluation (and, with ``include_idle``, no idle timer) is pending."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            pending = [t for t in self._tasks if not t.done()]
+            idle = {j.idle for j in self._sessions.values() if j.idle is not None}
+            pending = [t for t in self._tasks if not t.done() and (include_idle or t not in idle)]
             if not pending:
                 return
             remaining = deadline - loop.time()
