@@ -16,7 +16,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
