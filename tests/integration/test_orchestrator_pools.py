@@ -22,6 +22,7 @@ from tests.fixtures.orchestrator import (
     pools,
     result_json,
     result_of,
+    roomy,
     step,
     two_workers,
     worker,
@@ -62,7 +63,7 @@ async def test_j01_check12_orchestrator_needs_a_valid_pool(
     soong_env: SoongEnv, agents: dict[str, Any]
 ) -> None:
     fake = FakeProvider(text("normal mode still works"))
-    async with open_runtime(soong_env, fake, config={"agents": agents}) as rt:
+    async with open_runtime(soong_env, fake, config=roomy({"agents": agents})) as rt:
         with pytest.raises(AgentCoreError) as info:
             await rt.start("do task", mode="orchestrator")
         assert info.value.code == "config_error"
@@ -103,7 +104,7 @@ async def test_invalid_pool_is_reported_and_excluded(soong_env: SoongEnv) -> Non
         ("broken", [worker("b1", definition="missing_definition")]),
         ("good", [worker("g1")]),
     )
-    async with open_runtime(soong_env, fake, config=config) as rt:
+    async with open_runtime(soong_env, fake, config=roomy(config)) as rt:
         run = await rt.start("go", mode="orchestrator")
         await finish(run)
     listed = result_json(result_of(router, "c_list"))["workers"]
@@ -122,7 +123,7 @@ async def test_j02_j04_j11_list_workers(soong_env: SoongEnv) -> None:
         ),
         text("done"),
     )
-    async with open_runtime(soong_env, fake, config=two_workers()) as rt:
+    async with open_runtime(soong_env, fake, config=roomy(two_workers())) as rt:
         run = await rt.start("go", mode="orchestrator")
         await finish(run)
     listed = result_json(result_of(router, "c_all"))["workers"]
@@ -175,7 +176,7 @@ async def test_j03_j12_structural_pool_errors_fail_startup(soong_env: SoongEnv) 
 async def _listed_ids(env: SoongEnv, config: dict[str, Any]) -> list[str]:
     fake = FakeProvider()
     router = Router(fake).orch(tool_calls(("agent.list_workers", {}, "c")), text("ok"))
-    async with open_runtime(env, fake, config=config) as rt:
+    async with open_runtime(env, fake, config=roomy(config)) as rt:
         await finish(await rt.start("go", mode="orchestrator"))
     return [w["worker_agent_id"] for w in result_json(result_of(router, "c"))["workers"]]
 
@@ -213,7 +214,7 @@ async def test_default_pool_rule(soong_env: SoongEnv) -> None:
         text("ok"),
     )
     config = pools(("alpha", [worker("a1")]), ("beta", [worker("b1")]))
-    async with open_runtime(soong_env, fake, config=config) as rt:
+    async with open_runtime(soong_env, fake, config=roomy(config)) as rt:
         await finish(await rt.start("go", mode="orchestrator"))
     assert result_json(result_of(router, "c_d"))["worker_pool_id"] == "alpha"
     assert result_json(result_of(router, "c_d"))["worker_agent_id"] == "a1"
@@ -222,7 +223,7 @@ async def test_default_pool_rule(soong_env: SoongEnv) -> None:
 async def test_j22_check26_check27_role_restricted_agent_tools(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     router = Router(fake).orch(tool_calls(("agent.fork_agent", {"task": "x"}, "c_fork")), text("ok"))
-    async with open_runtime(soong_env, fake) as rt:
+    async with open_runtime(soong_env, fake, config=roomy()) as rt:
         run = await rt.start("go", mode="orchestrator")
         await finish(run)
         orch_tools = {t.name for t in router.orchestrator_requests[0].tools}
