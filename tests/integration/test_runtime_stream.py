@@ -255,3 +255,48 @@ async def test_runtime35_context_built_precedes_every_request(soong_env: SoongEn
         )
     ]
     assert [ContextBuildReport.model_validate(p).turn for p in stored] == [1, 2]
+
+
+async def test_secret_split_across_deltas_is_never_delivered(
+    soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-" + "0123456789abcdef" * 2
+    monkeypatch.setenv("SOONG_TEST_API_KEY", secret)
+    reply = f"the key is {secret} and {secret[:10]} is only a prefix"
+    fake = FakeProvider(text(reply, chunks=len(reply) // 3), text(reply, chunks=7))
+    config = {"model": {"api_key_env": "SOONG_TEST_API_KEY"}}
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        live = await rt.start("hello")
+        live_events = await collect(live, debug=True)
+        unconsumed = await rt.start("again", session_id=live.session_id)
+        await unconsumed.wait()  # deltas coalesce in the attachment buffer before anyone reads
+        buffered = await collect(unconsumed, debug=True)
+    expected = reply.replace(secret, "[REDACTED]")
+    for events in (live_events, buffered):
+        assert all(secret not in e.model_dump_json() for e in events)
+        for kind in (EventType.message_delta, EventType.model_text_delta):
+            assert "".join(str(e.payload["text"]) for e in events if e.event_type == kind) == expected
+        final = next(e for e in events if e.event_type == EventType.message_completed)
+        assert final.payload["text"] == expected
+
+
+async def test_debug_runtime_persists_aggregated_text_deltas(soong_env: SoongEnv) -> None:
+    reply = "".join(f"{i:05d} " for i in range(1700))  # 10200 characters
+    fake = FakeProvider(text(reply, chunks=300))
+    async with open_runtime(soong_env, fake, debug=True) as rt:
+        run = await rt.start("hello")
+        live = await collect(run, debug=True)
+    assert any(e.event_type == EventType.model_text_delta for e in live)
+    assert all(e.seq is None for e in live if e.event_type == EventType.model_text_delta)
+    stored = persisted_events(soong_env, run.session_id, run.run_id)
+    chunks = [
+        json.loads(str(r["payload_json"]))["text"] for r in stored if r["event_type"] == "model_text_delta"
+    ]
+    assert [len(c) for c in chunks] == [4096, 4096, len(reply) - 8192]
+    assert "".join(chunks) == reply
+    kinds = [r["event_type"] for r in stored]
+    last_delta = max(i for i, k in enumerate(kinds) if k == "model_text_delta")
+    assert kinds.index("model_started") < kinds.index("model_text_delta") and last_delta < kinds.index(
+        "model_completed"
+    )
+    assert "message_delta" not in kinds
