@@ -104,7 +104,7 @@ class WorkerDispatcher:
         self.definitions = definitions
         self.launcher = launcher
         self.slots = WorkerSlots()
-        self._deferred: set[asyncio.Task[None]] = set()
+        self._deferred: set[asyncio.Future[Any]] = set()
 
     # ================================================================== agent.list_workers
 
@@ -203,13 +203,17 @@ class WorkerDispatcher:
         slot.waiting = False
         state = outcome.state
         if state.terminal:
-            end = await service.on_worker_run_end(
-                state.run_id,
-                agent_id=state.agent_id,
-                task_id=inp.task_id,
-                ending=run_ending(state),
-                worker_agent_id=worker.worker_id,
+            fallback = asyncio.ensure_future(
+                service.on_worker_run_end(
+                    state.run_id,
+                    agent_id=state.agent_id,
+                    task_id=inp.task_id,
+                    ending=run_ending(state),
+                    worker_agent_id=worker.worker_id,
+                )
             )
+            self._track(fallback)
+            end = await asyncio.shield(fallback)  # the fallback completes even if this call is aborted
             facts = {
                 "claimed_step_id": end.claimed_step_id,
                 "step_status": end.step_status,
@@ -508,7 +512,9 @@ class WorkerDispatcher:
                 worker_agent_id=worker_id,
             )
 
-        task = asyncio.ensure_future(later())
+        self._track(asyncio.ensure_future(later()))
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
         self._deferred.add(task)
         task.add_done_callback(self._deferred.discard)
 
