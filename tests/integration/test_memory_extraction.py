@@ -551,3 +551,16 @@ async def test_m06_extraction_takes_no_child_concurrency_slot(soong_env: SoongEn
         await memory_of(rt).scheduler.wait_quiet()
     agents = rows(soong_env, "SELECT agent_type FROM agents WHERE session_id = ?", run.session_id)
     assert sorted(a["agent_type"] for a in agents) == ["main", "sub"]
+
+
+async def test_delete_session_and_cleanup_never_touch_memory(soong_env: SoongEnv) -> None:
+    router = MemoryRouter().extraction(submit(lambda r: {"operations": [create_op(r)]}))
+    async with open_runtime(soong_env, memory_fake(router, text("ok")), config=ON) as rt:
+        run = await run_once(rt, "remember I prefer tabs")
+        await memory_of(rt).scheduler.wait_quiet()
+        before = memory_files(soong_env)
+        assert len(before) == 2
+        result = await rt.delete_session(run.session_id)
+        assert result.deleted
+        await rt.cleanup_artifacts(dry_run=False, include_all=True)
+    assert memory_files(soong_env) == before
