@@ -135,19 +135,36 @@ def render_task_board(
         lines.append(f"(+{len(headers) - shown_headers} more active Tasks not shown)")
         used += count(lines[-1]) + 1
     trimmed: dict[str, int] = {}
+    kept_sections: list[tuple[str, list[tuple[str, str]]]] = []
     for title, items in sections:
-        kept: list[str] = []
+        kept: list[tuple[str, str]] = []
         for task_id, item in items:
             cost = count(item) + 1 + (0 if kept else count(title) + 1)
             if used + cost <= token_budget:
-                kept.append(item)
+                kept.append((task_id, item))
                 used += cost
             elif task_id:
                 trimmed[task_id] = trimmed.get(task_id, 0) + 1
+        kept_sections.append((title, kept))
+
+    def trim_note() -> str:
+        note = "; ".join(f"{task_id}: {n}" for task_id, n in trimmed.items())
+        return f"Trimmed to status counts (items not listed): {note}"
+
+    # the note must fit as well: drop the lowest-priority kept items until it does
+    while trimmed and used + count(trim_note()) + 1 > token_budget:
+        victim = next((kept for _, kept in reversed(kept_sections) if kept), None)
+        if victim is None:
+            break
+        task_id, item = victim.pop()
+        title = next(t for t, k in kept_sections if k is victim)
+        used -= count(item) + 1 + (0 if victim else count(title) + 1)
+        if task_id:
+            trimmed[task_id] = trimmed.get(task_id, 0) + 1
+    for title, kept in kept_sections:
         if kept:
             lines.append(title)
-            lines.extend(kept)
+            lines.extend(item for _, item in kept)
     if trimmed:
-        note = "; ".join(f"{task_id}: {n}" for task_id, n in trimmed.items())
-        lines.append(f"Trimmed to status counts (items not listed): {note}")
+        lines.append(trim_note())
     return "\n".join(lines)
