@@ -227,6 +227,8 @@ def test_update_keeps_id_path_and_created_at_and_replaces_sources(soong_env: Soo
     assert front.id == old.id and front.category == "feedback"
     assert front.created_at == old.front.created_at and front.updated_at == "2025-06-01T12:00:00.000000Z"
     assert front.source_node_ids == ["node_user"] and front.summary == "new summary" and body == "new body\n"
+    with pytest.raises(AgentCoreError, match="of the update target is not allowed"):
+        _plan(soong_env, _payload(update), existing={old.id: old}, categories={"user"})
     with pytest.raises(AgentCoreError, match="updated twice"):
         _plan(soong_env, _payload(update, update), existing={old.id: old})
     with pytest.raises(SchemaError):

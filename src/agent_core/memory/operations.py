@@ -211,6 +211,8 @@ def plan_commit(payload: SubmitPayload, ctx: PlanContext) -> CommitPlan:
             if op.memory_id in plan.updated_ids:
                 raise _fail(f"{where}: memory {op.memory_id!r} is updated twice")
             category = ctx.existing[op.memory_id].category
+            if category not in ctx.categories:
+                raise _fail(f"{where}: category {category!r} of the update target is not allowed")
         _check_text_fields(where, op, ctx)
         _check_sources(where, category, op, ctx)
         if isinstance(op, CreateOp):
