@@ -394,6 +394,7 @@ async def test_m17_ac30_idle_job_runs_after_idle_seconds_and_a_new_run_cancels_i
         await memory_of(rt).scheduler.wait_quiet(include_idle=True)
         outcomes = memory_of(rt).scheduler.outcomes(run.session_id)
     assert [o.reason for o in outcomes] == ["idle"]
+    assert [e["payload"]["reason"] for e in memory_events(soong_env, run.session_id)] == ["idle", "idle"]
     [request] = router.requests["memory_extraction"]
     assert len(candidates(request)) == 2
 
