@@ -18,9 +18,10 @@ from agent_core.types.content import JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import ModelRequest
 from tests.fixtures.env import SoongEnv
-from tests.fixtures.fake_provider import fail, text, tool_calls
+from tests.fixtures.fake_provider import FakeProvider, fail, text, tool_calls
 from tests.fixtures.memory import MemoryRouter, memory_fake, memory_of, prompt_of, selector
 from tests.fixtures.multi_agent import ChildRouter, child_done
+from tests.fixtures.orchestrator import Router, create_args, roomy, step, two_workers, worker_result
 from tests.fixtures.runtime import collect, open_runtime, rows
 from tests.fixtures.tool_pipeline import PermissionRecorder
 
@@ -287,3 +288,33 @@ async def test_catalog_block_follows_memory_md_changes_between_builds(soong_env:
     second_block = next(b for b in main_requests(fake)[1].system if b.block_id == "memory_catalog")
     assert "- edited entry" in second_block.content and second_block.metadata["truncated"] is False
     assert Path(second_block.metadata["path"]) == catalog
+
+
+async def test_m09_m20_worker_gets_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+    seed(soong_env)
+    fake = FakeProvider()
+    orchestrator = Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1")), "c_create")),
+        tool_calls(("agent.dispatch_worker", {"task_id": "t1", "instruction": "job:r take s1"}, "c_d1")),
+        text("done"),
+    )
+    orchestrator.job(
+        "r",
+        tool_calls((RECALL, {"query": "q"}, "w_recall")),
+        text('{"status": "completed", "summary": "worker finished"}'),
+    )
+    router = MemoryRouter(fallback=orchestrator)
+    fake.route(router)
+    async with open_runtime(soong_env, fake, config={**roomy(two_workers()), **ON}) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        await collect(run)
+    assert run.status == RunStatus.completed, run.error
+    assert "memory_catalog" in block_ids(orchestrator.orchestrator_requests[0])
+    worker_requests = [r for reqs in orchestrator.worker_requests.values() for r in reqs]
+    assert worker_requests
+    for request in worker_requests:
+        assert RECALL not in {t.name for t in request.tools}
+        assert "memory_catalog" not in block_ids(request)
+    error = worker_result(orchestrator, "w_recall").error
+    assert error is not None and error.code == ErrorCode.tool_not_available
+    assert router.requests["memory_recall"] == []
