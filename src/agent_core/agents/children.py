@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
@@ -41,6 +41,7 @@ from agent_core.agents.results import (
     schema_problems,
     structured_output,
 )
+from agent_core.agents.spec import ChildOutcome, ChildSpec, model_meta
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
@@ -54,7 +55,7 @@ from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools, validate_allowed_tools
 from agent_core.tools.schema import check_schema
 from agent_core.types.base import format_ts
-from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock
+from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
@@ -65,11 +66,12 @@ from agent_core.types.enums import (
     NodeType,
     RunStatus,
 )
-from agent_core.types.runtime import AgentDefinition, ChildAgentResult, Node
+from agent_core.types.runtime import AgentDefinition, ChildAgentResult
 from agent_core.types.storage import AgentRecord, RunRecord
-from agent_core.types.tools import ToolResult
 
 log = logging.getLogger("agent_core.agents")
+
+__all__ = ["ChildLauncher", "ChildOutcome", "ChildSpec", "ModelPolicy", "model_meta"]
 
 ModelPolicy = Callable[[AgentDefinition, AgentRole], ModelProfile | dict[str, Any] | None]
 """Internal runtime/SDK policy hook: a partial profile layered over the definition's (it wins)."""
@@ -81,73 +83,6 @@ _ROLE_AGENT_TYPE = {
     AgentRole.fork: AgentType.fork,
     AgentRole.worker: AgentType.sub,
 }
-
-
-@dataclass(kw_only=True, eq=False)
-class ChildSpec:
-    """One child run requested by an agent tool (arguments already schema-validated)."""
-
-    role: AgentRole
-    definition: AgentDefinition
-    tool_call_id: str
-    first_text: str
-    """Body of the first synthetic user node, already wrapped (``<delegated_task>…``)."""
-    purpose: str
-    allowed_tools: list[str] | None = None
-    expected_output_schema: dict[str, Any] | None = None
-    timeout_ms: int | None = None
-    base_path: Sequence[Node] = ()
-    """The child's initial active path (fork: the parent's path up to the calling assistant node)."""
-    fork_from_node_id: str | None = None
-    agent_id: str | None = None
-    """An existing agent to run (workers); ``None`` creates a one-shot agent."""
-    worker_entry_tools: Sequence[str] | None = None
-    agent_metadata: dict[str, Any] = field(default_factory=dict)
-    run_metadata: dict[str, Any] = field(default_factory=dict)
-    first_node_metadata: dict[str, Any] = field(default_factory=dict)
-    scope_extras: dict[str, Any] = field(default_factory=dict)
-    task_board: Callable[[], str | None] | None = None
-    step_id: Callable[[RunState], str | None] | None = None
-    """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""
-    on_admitted: Callable[[RunState], Awaitable[None]] | None = None
-    """Called once the child passed admission and is registered, before its rows are written (workers:
-    create the reused agent lazily, point the cursor at its tree, announce the dispatch). Raising
-    aborts the start like a failed row write."""
-
-
-@dataclass(kw_only=True, eq=False)
-class ChildOutcome:
-    """What the agent tool returns to its parent."""
-
-    state: RunState
-    result: ChildAgentResult
-    error: ErrorPayload | None
-    schema_errors: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def ids(self) -> dict[str, str]:
-        return {
-            "child_agent_id": self.state.agent_id,
-            "child_run_id": self.state.run_id,
-            "stream_id": self.state.run_id,
-        }
-
-    def tool_result(self, tool_call_id: str, tool_name: str, body: dict[str, Any]) -> ToolResult:
-        """``body`` (ids, result, ...) as JSON content; an error adds its message and ``error``."""
-        data = dict(body)
-        if self.schema_errors:
-            data["errors"] = self.schema_errors
-        content: list[Any] = [JsonBlock(data=data)]
-        if self.error is not None:
-            content.insert(0, TextBlock(text=f"child agent error ({self.error.code}): {self.error.message}"))
-        return ToolResult(
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            content=content,
-            is_error=self.error is not None,
-            error=self.error,
-            metadata=self.ids,
-        )
 
 
 @dataclass(kw_only=True)
@@ -694,19 +629,6 @@ def _artifact_ref(artifact_id: str, summary: str | None, mime_type: str | None) 
     if mime_type:
         ref["mime_type"] = mime_type
     return ref
-
-
-def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
-    """The resolved model as recorded in run metadata and results."""
-    return {
-        "provider": model.provider,
-        "name": model.name,
-        "base_url": model.base_url,
-        "profile": model.profile,
-        "purpose": model.purpose,
-        "temperature": model.temperature,
-        "source": model.source,
-    }
 
 
 def _dumps(value: Any) -> str:

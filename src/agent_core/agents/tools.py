@@ -16,8 +16,9 @@ import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from agent_core.agents.children import ChildLauncher, ChildSpec
+from agent_core.agents.children import ChildLauncher
 from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
+from agent_core.agents.spec import ChildSpec
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
 from agent_core.runtime.prompt import DynamicSource
 from agent_core.runtime.runs import RunManager
