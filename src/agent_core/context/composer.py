@@ -58,6 +58,8 @@ class ComposeInput:
     task_board: str | None = None
     substitutions: dict[str, ContentBlock] = field(default_factory=dict)
     """Replacement blocks keyed by :func:`block_key` (secondary degradation done by the caller)."""
+    tool_tokens: int = 0
+    """Estimated tokens of the tool schemas sent with the request; counted as static (never trimmed)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     window, reserve = lim.context_window, lim.reserve_output_tokens
     system_reports: list[SystemBlockReport] = []
     static = [_counted(b, counter) for b in inp.static_blocks]
-    static_tokens = sum(b.token_count or 0 for b in static)
+    static_tokens = sum(b.token_count or 0 for b in static) + inp.tool_tokens
     for b in static:
         system_reports.append(_sys_report(b, True, None))
     static_overflow = static_tokens + reserve > window

@@ -52,6 +52,16 @@ def role_text(*, role: str, mode: str, agent_id: str, hints: Sequence[str] = ())
     return "\n".join(lines)
 
 
+def tool_schema_tokens(tools: Sequence[ToolDefinition], counter: TokenCounter = DEFAULT_COUNTER) -> int:
+    """Estimated prompt cost of the tool definitions a provider receives (name, description, schema)."""
+    return sum(
+        counter.text(
+            compact_json({"name": t.name, "description": t.description, "parameters": t.input_schema})
+        )
+        for t in tools
+    )
+
+
 def runtime_state_block(
     *, project: str, mode: str, role: str, session_id: str, agent_id: str, run_id: str
 ) -> SystemBlock:
@@ -127,6 +137,7 @@ class RunPrompt:
     current_user_node_id: str | None = None
     make_artifact: ArtifactMaker | None = None
     counter: TokenCounter = DEFAULT_COUNTER
+    tool_tokens: int = 0
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
@@ -144,6 +155,7 @@ class RunPrompt:
             current_user_node_id=self.current_user_node_id,
             task_board=board,
             substitutions=substitutions,
+            tool_tokens=self.tool_tokens,
         )
         result = compose(inp, self.cursor.cache, self.counter)
         result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)

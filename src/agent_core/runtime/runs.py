@@ -26,7 +26,13 @@ from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import CompactionHooks, Interruption, LoopSpec, NoCompaction, run_loop
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
-from agent_core.runtime.prompt import DynamicSource, RunPrompt, runtime_state_block, static_blocks
+from agent_core.runtime.prompt import (
+    DynamicSource,
+    RunPrompt,
+    runtime_state_block,
+    static_blocks,
+    tool_schema_tokens,
+)
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
@@ -437,7 +443,9 @@ class RunManager:
                 run_id=state.run_id,
             )
 
-        async def save_debug_artifact(kind: str, data: Any, filename: str) -> str | None:
+        async def save_debug_artifact(
+            kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
+        ) -> str | None:
             ref = await services.artifacts.create(
                 data,
                 filename=filename,
@@ -445,6 +453,7 @@ class RunManager:
                 session_id=state.session_id,
                 agent_id=state.agent_id,
                 run_id=state.run_id,
+                metadata=metadata,
             )
             return ref.artifact_id
 
@@ -467,6 +476,7 @@ class RunManager:
             current_user_node_id=spec.current_user_node_id,
             make_artifact=make_artifact,
             counter=services.counter,
+            tool_tokens=tool_schema_tokens(tools, services.counter),
         )
         metadata: dict[str, Any] = {
             "session_id": state.session_id,
