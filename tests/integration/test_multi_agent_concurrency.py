@@ -360,3 +360,18 @@ async def test_a47_d10_cancel_timeout_keeps_the_child_running(soong_env: SoongEn
         assert results_by_id(main_requests(fake)[5])["c3"][0] is False
     first = results_by_id(main_requests(fake)[1])["c1"]
     assert first[2].code == ErrorCode.timeout
+
+
+async def test_runtime_close_cancels_running_children(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    router = ChildRouter().add("MARK-CLOSE", hang(gate))
+    fake = routed_fake(router, tool_calls(("agent.create_sub_agent", {"task": "MARK-CLOSE"}, "c1")))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("go")
+        await wait_for(lambda: "MARK-CLOSE" in router.requests)
+        started = time.monotonic()
+    assert time.monotonic() - started < 3
+    assert run.status == RunStatus.cancelled and fake.cancelled == 1
+    child = rows(soong_env, "SELECT status FROM runs WHERE run_id != ?", run.run_id)
+    assert [r["status"] for r in child] == ["cancelled"]
+    assert rows(soong_env, "SELECT status FROM agents WHERE parent_agent_id IS NOT NULL")[0][0] == "cancelled"

@@ -367,8 +367,11 @@ class ChildLauncher:
         except Exception as exc:
             await self._fail_before_loop(state, exc)
         finally:
-            if not state.terminal:
-                state.finish(RunStatus.failed, EndReason.failed, None)
+            if not state.terminal:  # the task itself was cancelled (runtime shutdown)
+                if state.cancel_event.is_set():
+                    state.finish(RunStatus.cancelled, EndReason.aborted_streaming, None)
+                else:
+                    state.finish(RunStatus.failed, EndReason.failed, None)
             session.live_runs.pop(state.run_id, None)
             if state.extras.get("finalized") and spec.agent_id is None:
                 with contextlib.suppress(Exception):
