@@ -2,6 +2,9 @@
 
 The fake stream helper routes child requests by a marker in their ``<delegated_task>`` text
 (:class:`tests.fixtures.multi_agent.ChildRouter`); main-agent turns come from the script.
+
+Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
+``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def child_run_rows(env: SoongEnv, session_id: str) -> list[Any]:
     )
 
 
-async def test_i07_a17_a19_i18_i20_create_sub_agent_default(soong_env: SoongEnv) -> None:
+async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(soong_env: SoongEnv) -> None:
     router = ChildRouter().add("MARK-SUB", child_done("sub finished", findings=["f1"]))
     fake = routed_fake(
         router,
@@ -179,7 +182,9 @@ async def test_i07_a17_a19_i18_i20_create_sub_agent_default(soong_env: SoongEnv)
     assert active["active_node_id"] == final[-1]["node_id"]
 
 
-async def test_i07_i17_a18_a16_inline_instructions_and_model_args_rejected(soong_env: SoongEnv) -> None:
+async def test_i07_i17_check18_check16_inline_instructions_and_model_args_rejected(
+    soong_env: SoongEnv,
+) -> None:
     bad_args = [
         ("agent.create_sub_agent", {"task": "x", "system_prompt": "evil"}, "c1"),
         ("agent.create_sub_agent", {"task": "x", "instructions": "evil"}, "c2"),
@@ -208,7 +213,7 @@ async def test_i07_i17_a18_a16_inline_instructions_and_model_args_rejected(soong
     assert len(rows(soong_env, "SELECT run_id FROM runs")) == 1
 
 
-async def test_i08_i21_d12_a20_t24_allowed_tools_narrow_the_child(soong_env: SoongEnv) -> None:
+async def test_i08_i21_d12_check20_tools24_allowed_tools_narrow_the_child(soong_env: SoongEnv) -> None:
     soong_env.write_home(
         "agents/writer.md",
         "# Writer\nWRITER-BODY",
@@ -254,7 +259,7 @@ async def test_i08_i21_d12_a20_t24_allowed_tools_narrow_the_child(soong_env: Soo
     assert meta["effective_tools"] == ["code.read_file"] and meta["allowed_tools"] == ["code.read_file"]
 
 
-async def test_i09_a21_t25_t27_invalid_allowed_tools_start_nothing(soong_env: SoongEnv) -> None:
+async def test_i09_check21_tools25_tools27_invalid_allowed_tools_start_nothing(soong_env: SoongEnv) -> None:
     bad = [
         ["code.nope"],
         ["no.such_tool"],
@@ -287,7 +292,7 @@ async def test_i09_a21_t25_t27_invalid_allowed_tools_start_nothing(soong_env: So
     assert child_rows(soong_env, run.session_id) == [] and len(rows(soong_env, "SELECT 1 FROM runs")) == 1
 
 
-async def test_i10_t78_a49_child_permission_request_context(soong_env: SoongEnv) -> None:
+async def test_i10_tools78_check49_child_permission_request_context(soong_env: SoongEnv) -> None:
     router = ChildRouter().add(
         "MARK-WRITE",
         tool_calls(("code.write_file", {"path": "out.txt", "content": "hello"}, "w1")),
@@ -308,7 +313,9 @@ async def test_i10_t78_a49_child_permission_request_context(soong_env: SoongEnv)
     assert (soong_env.project / "out.txt").read_text() == "hello"
 
 
-async def test_i24_i28_a23_a24_t20_child_does_not_inherit_parent_tools(soong_env: SoongEnv) -> None:
+async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_tools(
+    soong_env: SoongEnv,
+) -> None:
     router = ChildRouter().add("MARK-SUB", child_done()).add("MARK-FORK", child_done())
     fake = routed_fake(
         router,
@@ -341,7 +348,9 @@ async def test_i24_i28_a23_a24_t20_child_does_not_inherit_parent_tools(soong_env
         assert child_tools == expected
 
 
-async def test_i15_a22_a26_child_calls_to_parent_only_tools_are_not_available(soong_env: SoongEnv) -> None:
+async def test_i15_i27_check22_check26_child_calls_to_parent_only_tools_are_not_available(
+    soong_env: SoongEnv,
+) -> None:
     forbidden = [
         ("agent.list_agent_definitions", {}, "x1"),
         ("agent.fork_agent", {"task": "t"}, "x2"),
@@ -378,7 +387,7 @@ async def test_i15_a22_a26_child_calls_to_parent_only_tools_are_not_available(so
     assert len(child_rows(soong_env, run.session_id)) == 2  # no grandchildren
 
 
-async def test_a27_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> None:
+async def test_check27_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> None:
     fake = routed_fake(
         ChildRouter(),
         tool_calls(
@@ -396,7 +405,7 @@ async def test_a27_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> None:
         assert block.error is not None and block.error.code == ErrorCode.tool_not_available
 
 
-async def test_i07_a26_orchestrator_creates_sub_agents_but_cannot_fork(soong_env: SoongEnv) -> None:
+async def test_i07_check26_orchestrator_creates_sub_agents_but_cannot_fork(soong_env: SoongEnv) -> None:
     router = ChildRouter().add("MARK-ORCH", child_done("helper done"))
     fake = routed_fake(
         router,
@@ -421,7 +430,7 @@ async def test_i07_a26_orchestrator_creates_sub_agents_but_cannot_fork(soong_env
     assert len(router.requests["MARK-ORCH"]) == 1
 
 
-async def test_i25_a16_model_profile_resolution(soong_env: SoongEnv) -> None:
+async def test_i25_check16_model_profile_resolution(soong_env: SoongEnv) -> None:
     soong_env.write_home(
         "agents/small.md",
         "# Small\nbody",
@@ -497,7 +506,7 @@ async def _child_stream(
     return parent_events, child_events
 
 
-async def test_i26_a45_r34_r40_child_stream_and_inspect(soong_env: SoongEnv) -> None:
+async def test_i26_check45_rt34_rt40_child_stream_and_inspect(soong_env: SoongEnv) -> None:
     router = ChildRouter().add(
         "MARK-STREAM",
         tool_calls(("demo.secret", {}, "s1"), lead_text="CHILD-THINKING"),
@@ -573,7 +582,7 @@ async def test_i26_a45_r34_r40_child_stream_and_inspect(soong_env: SoongEnv) -> 
     )
 
 
-async def test_a46_replay_session_has_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
+async def test_check46_replay_session_has_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
     router = ChildRouter().add(
         "MARK-R",
         tool_calls(("code.list_dir", {"path": "."}, "l1"), lead_text="CHILD-TRANSCRIPT"),
@@ -598,7 +607,7 @@ async def test_a46_replay_session_has_child_summaries_not_transcripts(soong_env:
     )
 
 
-async def test_i27_a25_fork_inherits_the_active_path_only(soong_env: SoongEnv) -> None:
+async def test_i27_check25_fork_inherits_the_active_path_only(soong_env: SoongEnv) -> None:
     router = ChildRouter().add("MARK-FORK", child_done("forked"))
     fake = routed_fake(
         router,
@@ -670,7 +679,7 @@ async def test_i27_a25_fork_inherits_the_active_path_only(soong_env: SoongEnv) -
     )
 
 
-async def test_i05_i19_a09_fork_override_body_and_empty_body_fallback(soong_env: SoongEnv) -> None:
+async def test_i05_i19_check09_fork_override_body_and_empty_body_fallback(soong_env: SoongEnv) -> None:
     soong_env.write_home(
         "agents/fork.md",
         "# Forky\nFORK-OVERRIDE",

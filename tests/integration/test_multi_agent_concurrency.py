@@ -1,4 +1,8 @@
-"""Parallel children, limits, result schemas, timeouts and cancellation (multi-agent.md §12, §14, §15)."""
+"""Parallel children, limits, result schemas, timeouts and cancellation (multi-agent.md §12, §14, §15).
+
+Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
+``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ def main_requests(fake: FakeProvider) -> list[ModelRequest]:
     return [r for r in fake.requests if r.metadata["agent_type"] in ("main", "orchestrator")]
 
 
-async def test_d09_a41_r23_t86_three_parallel_sub_agents_one_fails(soong_env: SoongEnv) -> None:
+async def test_d09_check41_rt23_tools86_three_parallel_sub_agents_one_fails(soong_env: SoongEnv) -> None:
     """The issue's required test: three children run concurrently, one fails, the parent's next request
     carries all three results and nothing of the child transcripts."""
     soong_env.write_project("data.txt", "FILE-SECRET-CONTENT\n")
@@ -106,7 +110,7 @@ async def test_d09_a41_r23_t86_three_parallel_sub_agents_one_fails(soong_env: So
     assert statuses == ["completed", "completed", "failed"]
 
 
-async def test_d10_a42_max_children_per_run(soong_env: SoongEnv) -> None:
+async def test_d10_check42_max_children_per_run(soong_env: SoongEnv) -> None:
     router = (
         ChildRouter().add("MARK-ONE", delayed(0.3, child_done("one"))).add("MARK-THREE", child_done("three"))
     )
@@ -137,7 +141,7 @@ async def test_d10_a42_max_children_per_run(soong_env: SoongEnv) -> None:
     )
 
 
-async def test_d10_a42_max_concurrent_children_per_session(soong_env: SoongEnv) -> None:
+async def test_d10_check42_max_concurrent_children_per_session(soong_env: SoongEnv) -> None:
     router = ChildRouter().add("MARK-ONE", delayed(0.3, child_done("one")))
     fake = routed_fake(
         router,
@@ -158,7 +162,7 @@ async def test_d10_a42_max_concurrent_children_per_session(soong_env: SoongEnv) 
     assert results["c2"][2].details["limit"] == "max_concurrent_children_per_session"
 
 
-async def test_a43_i29_a44_result_schema_validation(soong_env: SoongEnv) -> None:
+async def test_check43_i29_check44_result_schema_validation(soong_env: SoongEnv) -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     router = (
         ChildRouter()
@@ -214,7 +218,7 @@ async def test_a43_i29_a44_result_schema_validation(soong_env: SoongEnv) -> None
     assert failed_runs == {e.payload["child_run_id"] for e in schema_events}
 
 
-async def test_a48_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -> None:
+async def test_check48_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     router = ChildRouter().add("MARK-SLOW", hang(gate)).add("MARK-CLAMP", child_done("clamped"))
     fake = routed_fake(
@@ -261,7 +265,7 @@ async def test_a48_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -
     )
 
 
-async def test_a47_parent_cancel_reaches_children(soong_env: SoongEnv) -> None:
+async def test_check47_parent_cancel_reaches_children(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     router = ChildRouter().add("MARK-HANG", hang(gate, lead_text="working"))
     fake = routed_fake(router, tool_calls(("agent.create_sub_agent", {"task": "MARK-HANG"}, "c1")))
@@ -295,7 +299,7 @@ async def test_a47_parent_cancel_reaches_children(soong_env: SoongEnv) -> None:
     assert fake.cancelled == 1
 
 
-async def test_a47_d10_cancel_timeout_keeps_the_child_running(soong_env: SoongEnv) -> None:
+async def test_check47_d10_cancel_timeout_keeps_the_child_running(soong_env: SoongEnv) -> None:
     marker = soong_env.project / "stubborn.done"
 
     def stubborn(args: dict[str, Any], ctx: Any) -> str:

@@ -1,5 +1,9 @@
 """The AgentDefinition registry through the public API (multi-agent.md §4, §6, §18; testing.md I1-I6, I11-I15,
-I22, I23)."""
+I22, I23).
+
+Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
+``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ async def startup_error(env: SoongEnv, **kwargs: Any) -> AgentCoreError:
     return err.value
 
 
-async def test_i01_a01_a02_a06_i15_builtin_catalog(soong_env: SoongEnv) -> None:
+async def test_i01_check01_check02_check06_i15_builtin_catalog(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     async with open_runtime(soong_env, fake) as rt:
         entries = await list_definitions(rt, fake)
@@ -82,7 +86,7 @@ async def test_i01_a01_a02_a06_i15_builtin_catalog(soong_env: SoongEnv) -> None:
     assert bad.error is not None and bad.error.code == ErrorCode.validation_error
 
 
-async def test_i02_a03_user_definition_body_in_system_not_description(soong_env: SoongEnv) -> None:
+async def test_i02_check03_user_definition_body_in_system_not_description(soong_env: SoongEnv) -> None:
     write_def(
         soong_env,
         "reviewer.md",
@@ -114,7 +118,7 @@ async def test_i02_a03_user_definition_body_in_system_not_description(soong_env:
 
 
 @pytest.mark.parametrize("missing", ["id", "name", "description"])
-async def test_a04_i11_required_frontmatter(soong_env: SoongEnv, missing: str) -> None:
+async def test_check04_i11_required_frontmatter(soong_env: SoongEnv, missing: str) -> None:
     front = {"id": "x", "name": "X", "description": "d"}
     del front[missing]
     write_def(soong_env, "x.md", **front)
@@ -145,7 +149,7 @@ async def test_non_mapping_frontmatter_is_invalid(soong_env: SoongEnv) -> None:
     assert (await startup_error(soong_env)).code == ErrorCode.invalid_agent_definition
 
 
-async def test_i03_a05_i22_suggested_tools_validation_and_availability(soong_env: SoongEnv) -> None:
+async def test_i03_check05_i22_suggested_tools_validation_and_availability(soong_env: SoongEnv) -> None:
     write_def(soong_env, "bad.md", id="bad", name="B", description="d", suggested_tools=["code.nope"])
     error = await startup_error(soong_env)
     assert error.code == ErrorCode.invalid_agent_definition and "code.nope" in error.message
@@ -185,7 +189,7 @@ async def test_i03_a05_i22_suggested_tools_validation_and_availability(soong_env
     )
 
 
-async def test_i04_a07_duplicate_user_files(soong_env: SoongEnv) -> None:
+async def test_i04_check07_duplicate_user_files(soong_env: SoongEnv) -> None:
     write_def(soong_env, "a.md", id="dup", name="A", description="d")
     write_def(soong_env, "b.md", id="dup", name="B", description="d", overrides="user:dup")
     assert (await startup_error(soong_env)).code == ErrorCode.duplicate_agent_definition
@@ -211,7 +215,7 @@ async def test_i04_duplicate_code_registrations(soong_env: SoongEnv) -> None:
         assert len(registry.inspect()["helper"]["chain"]) == 1
 
 
-async def test_a08_user_overrides_builtin(soong_env: SoongEnv) -> None:
+async def test_check08_user_overrides_builtin(soong_env: SoongEnv) -> None:
     write_def(
         soong_env, "sub.md", "# Mine\nUSER-SUB-BODY", id="default_sub_agent", name="Mine", description="d"
     )
@@ -263,14 +267,14 @@ async def test_a08_user_overrides_builtin(soong_env: SoongEnv) -> None:
         ({"id": "x", "overrides": "project:x"}, ErrorCode.invalid_agent_definition),
     ],
 )
-async def test_a10_a11_a13_i13_user_override_errors(
+async def test_check10_check11_check13_i13_user_override_errors(
     soong_env: SoongEnv, front: dict[str, Any], code: ErrorCode
 ) -> None:
     write_def(soong_env, "x.md", name="X", description="d", **front)
     assert (await startup_error(soong_env)).code == code
 
 
-async def test_a11_i13_user_file_cannot_override_code(soong_env: SoongEnv) -> None:
+async def test_check11_i13_user_file_cannot_override_code(soong_env: SoongEnv) -> None:
     write_def(soong_env, "x.md", id="helper", name="X", description="d", overrides="code:helper")
     soong_env.write_config()
     rt = AgentRuntime(project_dir=soong_env.project)
@@ -281,7 +285,7 @@ async def test_a11_i13_user_file_cannot_override_code(soong_env: SoongEnv) -> No
     assert err.value.code == ErrorCode.invalid_agent_override
 
 
-async def test_i06_a12_i13_code_overrides_user_and_builtin(soong_env: SoongEnv) -> None:
+async def test_i06_check12_i13_code_overrides_user_and_builtin(soong_env: SoongEnv) -> None:
     write_def(soong_env, "reviewer.md", "# Reviewer\nUSER-BODY", id="reviewer", name="R", description="d")
     router = ChildRouter().add("MARK-CODE", child_done())
     fake = routed_fake(router)
@@ -316,7 +320,7 @@ async def test_i06_a12_i13_code_overrides_user_and_builtin(soong_env: SoongEnv) 
     ]
 
 
-async def test_a13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) -> None:
+async def test_check13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         for bad in (
             definition("default_compact_agent"),
@@ -333,14 +337,14 @@ async def test_a13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) -> N
 
 
 @pytest.mark.parametrize("bad_id", ["Reviewer", "a/b", "a.b", "a b", "-x", "", "x" * 65])
-async def test_a14_i11_id_rules(soong_env: SoongEnv, bad_id: str) -> None:
+async def test_check14_i11_id_rules(soong_env: SoongEnv, bad_id: str) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         with pytest.raises(AgentCoreError) as err:
             rt.register_agent_definition(definition(bad_id))
         assert err.value.code == ErrorCode.invalid_agent_definition
 
 
-async def test_a14_i11_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
+async def test_check14_i11_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
     long_id = "a" * 64
     write_def(soong_env, "zzz-file-name.md", id="my_agent-1", name="N", description="d")
     fake = FakeProvider()
@@ -350,7 +354,7 @@ async def test_a14_i11_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
     assert long_id in ids and "my_agent-1" in ids and "zzz-file-name" not in ids
 
 
-async def test_a15_i23_tags(soong_env: SoongEnv) -> None:
+async def test_check15_i23_tags(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         for tags in (["t" * 65], [""], [f"t{i}" for i in range(33)]):
             with pytest.raises(AgentCoreError) as err:

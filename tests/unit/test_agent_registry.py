@@ -1,5 +1,9 @@
 """Pure parts of the multi-agent package: definition parsing, override resolution, packaged assets,
-model resolution and the child result contract (multi-agent.md §4, §12)."""
+model resolution and the child result contract (multi-agent.md §4, §12).
+
+Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
+``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+"""
 
 from __future__ import annotations
 
@@ -87,7 +91,7 @@ def test_parse_rejects_invalid_frontmatter(front: str) -> None:
     assert err.value.code == ErrorCode.invalid_agent_definition
 
 
-def test_a51_packaged_agent_assets_parse_with_titles() -> None:
+def test_check51_packaged_agent_assets_parse_with_titles() -> None:
     loader = AssetLoader()
     for agent_id, asset_id in BUILTIN_AGENT_ASSETS.items():
         asset = loader.load(asset_id)
@@ -109,7 +113,9 @@ def test_a51_packaged_agent_assets_parse_with_titles() -> None:
 
 
 @pytest.mark.parametrize("problem", ["missing", "empty", "wrong_id"])
-def test_a51_broken_agent_asset_is_internal_error(soong_env: SoongEnv, tmp_path: Path, problem: str) -> None:
+def test_check51_broken_agent_asset_is_internal_error(
+    soong_env: SoongEnv, tmp_path: Path, problem: str
+) -> None:
     root = tmp_path / "assets"
     shutil.copytree(PACKAGE_ASSETS, root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     target = root / "agents" / "default_fork_agent.md"
