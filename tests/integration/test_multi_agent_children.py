@@ -138,6 +138,14 @@ async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(
     assert "MARK-SUB" not in system and "CTX-TEXT" not in system
     blocks = {b.block_id: b for b in child_req.system}
     assert blocks["agent_definition:default_sub_agent"].priority == 100
+    assert blocks["agent_definition:default_sub_agent"].dynamic is True
+    assert not [
+        b
+        for r in fake.requests
+        if r.metadata["agent_type"] == "main"
+        for b in r.system
+        if b.block_id.startswith("agent_definition:")
+    ]
     description = "General-purpose helper for one self-contained task"
     assert description not in everything
     # persisted rows
