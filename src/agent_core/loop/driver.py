@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,6 +97,12 @@ class NoCompaction:
         return False
 
 
+class DebugArtifactSaver(Protocol):
+    async def __call__(
+        self, kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
+    ) -> str | None: ...
+
+
 @dataclass(kw_only=True, eq=False)
 class LoopSpec:
     recorder: RunRecorder
@@ -115,7 +121,7 @@ class LoopSpec:
     request_metadata: dict[str, Any]
     compaction: CompactionHooks = field(default_factory=NoCompaction)
     debug: bool = False
-    save_debug_artifact: Callable[[str, Any, str], Awaitable[str | None]] | None = None
+    save_debug_artifact: DebugArtifactSaver | None = None
     """``(kind, data, filename) -> artifact_id`` used in debug mode for raw/provider/report artifacts."""
     on_model_request: Callable[[ModelRequest], None] | None = None
     interruption: Callable[[], Interruption] = field(default_factory=lambda: _default_interruption)
@@ -591,11 +597,17 @@ async def _persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_
     if spec.debug and raw and spec.save_debug_artifact is not None:
         if "raw_request" in raw:
             metadata["raw_request_artifact_id"] = await spec.save_debug_artifact(
-                "provider_raw", raw["raw_request"], "raw_request.json"
+                "provider_raw",
+                raw["raw_request"],
+                "raw_request.json",
+                {"direction": "request", "source": spec.provider},
             )
         if "raw_response" in raw:
             metadata["raw_response_artifact_id"] = await spec.save_debug_artifact(
-                "provider_raw", raw["raw_response"], "raw_response.jsonl"
+                "provider_raw",
+                raw["raw_response"],
+                "raw_response.jsonl",
+                {"direction": "response", "source": spec.provider},
             )
     text = text_of(completed.content)
     model_payload = {
