@@ -379,3 +379,53 @@ async def test_runtime_close_cancels_running_children(soong_env: SoongEnv) -> No
     child = rows(soong_env, "SELECT status FROM runs WHERE run_id != ?", run.run_id)
     assert [r["status"] for r in child] == ["cancelled"]
     assert rows(soong_env, "SELECT status FROM agents WHERE parent_agent_id IS NOT NULL")[0][0] == "cancelled"
+
+
+async def test_check47_slow_child_outlives_the_tool_grace_but_not_the_cancel_timeout(
+    soong_env: SoongEnv,
+) -> None:
+    """The parent's pipeline cancels the agent-tool handler after its grace period; the handler still waits
+    for the child (bounded by ``child_cancel_timeout_ms``) and records its cancellation."""
+
+    def slow(args: dict[str, Any], ctx: Any) -> str:
+        time.sleep(3.0)
+        return "slow done"
+
+    router = ChildRouter().add("MARK-SLOW", tool_calls(("demo.slow", {}, "s1")))
+    fake = routed_fake(router, tool_calls(("agent.create_sub_agent", {"task": "MARK-SLOW"}, "c1")))
+    config = {"agents": {"child_cancel_timeout_ms": 4500}}
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        rt.register_tool(
+            ToolDefinition(
+                name="demo.slow",
+                description="Slow.",
+                input_schema={"type": "object", "properties": {}},
+                permission="readonly",
+            ),
+            slow,
+        )
+        run = await rt.start("go")
+        events = []
+        async for event in run.events(debug=True):
+            events.append(event)
+            if event.event_type == EventType.tool_started and event.run_id == run.run_id:
+                await wait_for(lambda: "MARK-SLOW" in router.requests)
+                await asyncio.sleep(0.2)
+                result = await run.cancel()
+                assert result.timed_out  # runtime.cancel_timeout_ms (2 s) < the child's 3 s
+        assert run.status == RunStatus.cancelled
+    names = types(events)
+    assert "child_agent_cancel_timeout" not in names
+    order = ["child_agent_cancel_requested", "child_agent_cancelled", "run_cancelled"]
+    assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
+    child = next(e for e in events if e.event_type == EventType.child_agent_cancelled).payload
+    assert (
+        rows(soong_env, "SELECT status FROM agents WHERE agent_id = ?", child["child_agent_id"])[0][0]
+        == "cancelled"
+    )
+    tool_node = rows(
+        soong_env,
+        f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'tool' AND run_id = ?",
+        run.run_id,
+    )[0]
+    assert child["child_run_id"] in tool_node["content_json"]

@@ -29,9 +29,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
 from agent_core.agents.results import (
@@ -70,6 +70,7 @@ from agent_core.types.runtime import AgentDefinition, ChildAgentResult
 from agent_core.types.storage import AgentRecord, RunRecord
 
 log = logging.getLogger("agent_core.agents")
+T = TypeVar("T")
 
 __all__ = ["ChildLauncher", "ChildOutcome", "ChildSpec", "ModelPolicy", "model_meta"]
 
@@ -191,13 +192,6 @@ class ChildLauncher:
         prepared = self._prepare(spec)
         self._check_limits(parent, session)
         state = self._register(parent, session, spec, prepared)
-        try:
-            if spec.on_admitted is not None:
-                await spec.on_admitted(state)
-            await self._write_rows(state, parent, spec, prepared)
-        except BaseException:
-            self._unregister(state, parent, session)
-            raise
         created = {
             "child_agent_id": state.agent_id,
             "agent_type": state.agent_type.value,
@@ -209,14 +203,34 @@ class ChildLauncher:
         }
         if spec.fork_from_node_id is not None:
             created["fork_from_node_id"] = spec.fork_from_node_id
-        if spec.agent_id is None:
-            await self._parent_emit(parent, EventType.child_agent_created, created, spec.tool_call_id)
+        try:
+            if spec.on_admitted is not None:
+                await spec.on_admitted(state)
+            await self._write_rows(state, parent, spec, prepared)
+            if spec.agent_id is None:
+                await self._parent_emit(parent, EventType.child_agent_created, created, spec.tool_call_id)
+        except BaseException:
+            self._unregister(state, parent, session)
+            raise
         state.status = RunStatus.pending
         state.task = asyncio.create_task(
             self._execute(state, parent, session, spec, prepared), name=f"child run {state.run_id}"
         )
         timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
-        return await self._finish(state, parent, spec, prepared, timed_out)
+        return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
+
+    async def _uninterrupted(self, awaitable: Awaitable[T]) -> T:
+        """Awaits ``awaitable`` to the end even if the handler is cancelled meanwhile (the parent's tool
+        pipeline cancels an agent-tool handler after its grace period); only runtime shutdown interrupts."""
+        future = asyncio.ensure_future(awaitable)
+        while not future.done():
+            try:
+                await asyncio.wait({future})
+            except asyncio.CancelledError:
+                if self.manager.closing:
+                    future.cancel()
+                    raise
+        return future.result()
 
     def _register(
         self, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
@@ -434,12 +448,7 @@ class ChildLauncher:
         if not parent_cancel:
             state.extras["timed_out"] = True
         watcher = self.request_cancel(state, "parent_cancelled" if parent_cancel else "timeout")
-        while not watcher.done():
-            try:
-                await asyncio.wait({watcher})
-            except asyncio.CancelledError:
-                if self.manager.closing:
-                    raise
+        await self._uninterrupted(asyncio.shield(watcher))
         return not parent_cancel
 
     # ---- cancellation -------------------------------------------------------------------------
