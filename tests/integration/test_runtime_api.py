@@ -526,3 +526,40 @@ async def test_a09_unknown_plan_template_fails_startup(soong_env: SoongEnv) -> N
     assert info.value.code == ErrorCode.config_error
     if (soong_env.home / "sessions.sqlite").exists():
         assert rows(soong_env, "SELECT count(*) AS n FROM sessions")[0]["n"] == 0
+
+
+# ---- D2: orchestrator mode identity ------------------------------------------------------------------
+
+
+async def test_d02_orchestrator_mode_identity(soong_env: SoongEnv) -> None:
+    from tests.fixtures.tool_pipeline import PermissionRecorder
+
+    fake = FakeProvider(
+        tool_calls(("code.write_file", {"path": "out.txt", "content": "x"}, "call_w")),
+        text("orchestrated"),
+        text("normal"),
+    )
+    permissions = PermissionRecorder.always("allow_once")
+    async with open_runtime(soong_env, fake, permission_callback=permissions) as rt:
+        orch = await rt.start("do task", mode="orchestrator")
+        assert orch.mode == RunMode.orchestrator
+        await collect(orch)
+        normal = await rt.start("plain", mode="normal")
+        await collect(normal)
+        with pytest.raises(AgentCoreError) as mixed:
+            await rt.start("normal in orchestrator session", session_id=orch.session_id)
+        assert mixed.value.code == ErrorCode.validation_error
+    assert orch.status == RunStatus.completed, orch.error
+    agents = rows(
+        soong_env,
+        "SELECT agent_type, parent_agent_id, metadata_json FROM agents WHERE session_id = ?",
+        orch.session_id,
+    )
+    roots = [a for a in agents if a["parent_agent_id"] is None]
+    assert [a["agent_type"] for a in roots] == ["orchestrator"]
+    assert "main" not in {a["agent_type"] for a in agents}
+    assert '"Orchestrator"' in roots[0]["metadata_json"]
+    assert [r.agent_role for r in permissions.requests] == ["orchestrator"]
+    assert fake.requests[0].metadata["agent_type"] == "orchestrator"
+    normal_agents = rows(soong_env, "SELECT agent_type FROM agents WHERE session_id = ?", normal.session_id)
+    assert [a["agent_type"] for a in normal_agents] == ["main"] and normal.mode == RunMode.normal

@@ -465,10 +465,9 @@ async def test_runtime41_corrupt_task_wal_does_not_break_replay(soong_env: Soong
         wal.write_text('{"wal_seq": 1, "event_type": "task_cre\n{not json\n', encoding="utf-8")
         replay = await rt.replay_session(run.session_id)
         assert [n.role for n in replay.nodes] == ["user", "assistant"]
-        for view in replay.tasks:
-            if Path(view.wal_path) == wal:
-                assert view.task is None and view.error is not None
-                assert view.error.code == "task_wal_unavailable"
+        (view,) = [v for v in replay.tasks if Path(v.wal_path) == wal]
+        assert view.task is None and view.error is not None
+        assert view.error.code == "task_wal_unavailable" and view.error.message
         cleanup = await rt.cleanup_project_tasks(soong_env.project)
         assert [f.error.code for f in cleanup.failures] == ["task_wal_unavailable"]
         assert wal.exists()
@@ -503,3 +502,46 @@ async def test_runtime48_no_traceback_artifact_without_debug(soong_env: SoongEnv
         await collect(run)
     assert run.error is not None and "traceback_artifact_id" not in run.error.details
     assert rows(soong_env, "SELECT count(*) AS n FROM artifacts")[0]["n"] == 0
+
+
+# ---- E2 child part / check 36: child transcripts are not expanded ------------------------------------
+
+
+async def test_e02_runtime36_replay_keeps_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
+    child_reply = (
+        'Child transcript text.\n```json\n{"status": "completed", "summary": "child summary ok"}\n```'
+    )
+
+    def route(request: Any) -> Any:
+        if request.metadata.get("agent_type") == "sub":
+            return text(child_reply)
+        return None
+
+    fake = FakeProvider(
+        tool_calls(("agent.create_sub_agent", {"task": "look at the child secret word"}, "call_child")),
+        text("parent done"),
+    ).route(route)
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("delegate")
+        events = await collect(run)
+        replay = await rt.replay_session(run.session_id)
+        (child_id,) = [
+            e.payload["child_run_id"] for e in events if e.event_type.value == "child_agent_created"
+        ]
+        child_replay = await rt.replay_run(child_id)
+        inspected = await run.inspect_child(child_id)
+    assert run.status == RunStatus.completed, run.error
+    assert {n.agent_id for n in replay.nodes} == {run.agent_id}
+    assert "Child transcript text" not in replay.model_dump_json().replace("child summary ok", "")
+    assert {e.agent_id for e in replay.events} <= {run.agent_id, None}
+    names = {e.event_type.value for e in replay.events}
+    assert {"child_agent_created", "child_agent_completed"} <= names
+    (child,) = replay.children
+    assert child.child_run_id == child_id and child.agent_type == "sub" and child.status == "completed"
+    assert child.result_summary == "child summary ok"
+    # the child's own transcript is available through replay_run / inspect_child
+    assert any("Child transcript text" in json.dumps(n.model_dump(mode="json")) for n in child_replay.nodes)
+    assert {n.run_id for n in inspected.nodes} == {child_id} and inspected.run.run_id == child_id
+    assert inspected.result is not None and inspected.result.summary == "child summary ok"
+    parent_request = json.dumps([m.model_dump(mode="json") for m in fake.requests[-1].messages])
+    assert "child summary ok" in parent_request and "Child transcript text" not in parent_request
