@@ -205,11 +205,27 @@ def test_skipped_nodes_are_neither_counted_nor_summarised() -> None:
 
 
 def test_split_falls_back_before_a_trailing_tool_result() -> None:
-    path = [*turn(0), user(), assistant(20, ("c1",)), tool("c1", 600), assistant(20, ("c2",)), tool("c2", 600)]
+    path = [
+        *turn(0),
+        user(),
+        assistant(20, ("c1",)),
+        tool("c1", 600),
+        assistant(20, ("c2",)),
+        tool("c2", 600),
+    ]
     plan = plan_cut(path, keep_recent_tokens=200, non_system_budget=1000)
     assert plan is not None and plan.split_turn
     assert plan.first_kept_node_id == path[-2].node_id  # the assistant call whose result is the tip
     assert_pairs_not_split(path, plan.first_kept_node_id)
+
+
+def test_a_never_rendered_root_does_not_count_as_an_earlier_turn() -> None:
+    root = node("user", 30, node_type="system_note", metadata={"never_render": True})
+    path = [root, user(50), assistant(3000, ("c1",)), tool("c1", 40)]
+    plan = plan_cut(path, keep_recent_tokens=500, non_system_budget=20_000)
+    assert plan is not None and plan.split_turn
+    assert plan.range_start_node_id == path[1].node_id and plan.first_kept_node_id == path[2].node_id
+    assert [n.node_id for n in plan.split_prefix] == [path[1].node_id]
 
 
 def test_dangling_tool_call_does_not_block_cuts() -> None:

@@ -139,7 +139,9 @@ def plan_cut(
         return None
     comp_index, _invalid = latest_valid_compaction(path)
     previous: Node | None = None
-    start = 0
+    # Without a compaction the range starts at the first node the model can see (a worker's root note
+    # is never rendered, so it does not make the first turn look like a later one).
+    start = next((i for i, n in enumerate(path) if is_counted(n)), 0)
     if comp_index is not None:
         previous = path[comp_index]
         first_kept = str(previous.metadata.get("first_kept_node_id"))
