@@ -43,6 +43,7 @@ from agent_core.agents.results import (
 )
 from agent_core.agents.spec import ChildOutcome, ChildSpec, model_meta
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
+from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
 from agent_core.loop.cursor import AgentCursor
@@ -104,7 +105,7 @@ class ChildLauncher:
         self.model_policy: ModelPolicy | None = None
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> Settings:
         return self.manager.services.settings
 
     # ---- admission ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from agent_core.assets.loader import BUILTIN_AGENT_ASSETS, Asset, AssetLoader
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.profiles import ProfileError, resolve_model
+from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools.effective import (
     ROLE_MATRIX,
@@ -246,7 +247,7 @@ class AgentDefinitionRegistry:
         self._resolved: dict[str, ResolvedDefinition] = {}
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> Settings:
         return self._config.settings
 
     # ---- loading ------------------------------------------------------------------------------
