@@ -20,7 +20,11 @@ terminal state (or was abandoned after a cancel timeout). Contracts:
   cancellation events of :meth:`ChildLauncher.request_cancel` (``child_agent_cancel_requested`` →
   ``child_agent_cancelled`` or, after ``agents.child_cancel_timeout_ms``, ``child_agent_cancel_timeout``;
   nothing is force-killed and a timed-out child keeps running in the background).
-* A child timeout ends the run ``aborted`` with error code ``timeout``.
+* ``child_agent_created`` is emitted only for a new agent; ``ChildSpec.on_admitted`` runs after admission
+  and before the rows (workers create their reused agent and announce the dispatch there).
+* A child timeout ends the run ``aborted`` with error code ``timeout``. After a timeout or a parent
+  cancellation the caller waits for the cancel watcher; the pipeline cancelling the agent-tool handler
+  after its grace period does not interrupt that wait or the result bookkeeping (only shutdown does).
 """
 
 from __future__ import annotations
