@@ -1,0 +1,291 @@
+"""Runtime edge cases through the public API: the event catalogue (payload keys, levels, visibility,
+persistence), max_tokens continuations, resuming a session in a new runtime, queue progress after failures,
+cancellation while a permission prompt is open, context reports for skipped nodes, and a few argument checks
+(runtime.md §6–§10)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agent_core import AgentCoreError, EndReason, ErrorCode, RunStatus, RuntimeEvent, ToolDefinition
+from agent_core.types.enums import DEBUG_ONLY_EVENTS, TRANSIENT_EVENTS, EventType
+from tests.fixtures.env import SoongEnv
+from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls
+from tests.fixtures.runtime import collect, open_runtime, rows, types
+
+# runtime.md §9.7: (visibility, persisted, level, payload keys) of the events the loop itself emits
+CATALOGUE: dict[str, tuple[str, str, str, set[str]]] = {
+    "run_queued": ("U", "P", "info", {"queue_position", "mode"}),
+    "run_dequeued": ("U", "P", "info", {"reason"}),
+    "run_cancelled": ("U", "P", "warning", {"reason", "was_queued", "end_reason"}),
+    "run_completed": ("U", "P", "info", {"end_reason", "turn_count", "usage", "final_node_id"}),
+    "cancel_timeout": ("U", "P", "warning", {"cancel_timeout_ms"}),
+    "loop_started": ("U", "P", "info", {"mode", "agent_type", "max_turns"}),
+    "loop_completed": ("U", "P", "info", {"end_reason", "turn_count"}),
+    "loop_aborted": ("U", "P", "warning", {"end_reason", "abort_reason"}),
+    "loop_failed": ("U", "P", "error", {"end_reason", "error"}),
+    "aborted_streaming": ("U", "P", "warning", {"abort_reason", "partial_node_id"}),
+    "aborted_tools": ("U", "P", "warning", {"abort_reason", "tool_call_ids"}),
+    "context_built": ("D", "P", "debug", {"run_id", "agent_id", "turn", "token_budget", "system_blocks"}),
+    "message_created": ("U", "P", "info", {"role", "text_preview"}),
+    "message_delta": ("U", "T", "info", {"text"}),
+    "message_completed": ("U", "P", "info", {"role", "text", "has_tool_calls"}),
+    "model_started": ("D", "P", "info", {"provider", "model", "turn"}),
+    "model_text_delta": ("D", "T", "debug", {"text"}),
+    "tool_call_delta": ("D", "T", "debug", {"index", "phase", "tool_call_id", "name", "arguments_delta"}),
+    "model_completed": (
+        "D",
+        "P",
+        "info",
+        {"stop_reason", "raw_stop_reason", "usage", "tool_call_count", "latency_ms", "retries"},
+    ),
+    "model_failed": ("U", "P", "error", {"error", "partial_node_id"}),
+    "tool_started": ("U", "P", "info", {"tool_name", "args_summary", "permission", "tags"}),
+    "tool_progress": ("U", "T", "info", {"tool_name", "progress"}),
+    "tool_completed": ("U", "P", "info", {"tool_name", "duration_ms", "summary", "artifact_ids"}),
+    "tool_failed": ("U", "P", "warning", {"tool_name", "error", "aborted"}),
+    "tool_denied": ("U", "P", "warning", {"tool_name", "denied_by", "reason", "hook_summary"}),
+    "error": ("U", "P", "error", {"type", "code", "message", "retryable", "details", "redacted"}),
+}
+
+
+def tool_def(name: str, permission: str = "readonly") -> ToolDefinition:
+    return ToolDefinition(
+        name=name,
+        description=f"{name} test tool.",
+        input_schema={"type": "object", "properties": {}},
+        permission=permission,  # type: ignore[arg-type]
+    )
+
+
+def check_catalogue(events: list[RuntimeEvent]) -> set[str]:
+    seen = set()
+    for event in events:
+        name = event.event_type.value
+        if name not in CATALOGUE:
+            continue
+        seen.add(name)
+        visibility, persisted, level, keys = CATALOGUE[name]
+        assert keys <= set(event.payload), (name, keys - set(event.payload))
+        assert event.level == level, (name, event.level)
+        assert (event.event_type in DEBUG_ONLY_EVENTS) == (visibility == "D"), name
+        assert (event.seq is None) == (persisted == "T"), name
+        if event.tool_call_id is None:
+            assert not name.startswith("tool_"), name
+    return seen
+
+
+async def test_event_catalogue_payload_keys_levels_and_persistence(soong_env: SoongEnv) -> None:
+    entered = asyncio.Event()
+    cancel_gate = asyncio.Event()
+
+    async def progress(args: dict[str, Any], ctx: Any) -> str:
+        await ctx.emit_progress({"pct": 50})
+        return "ok"
+
+    async def broken(args: dict[str, Any], ctx: Any) -> str:
+        raise RuntimeError("nope")
+
+    async def blocking(args: dict[str, Any], ctx: Any) -> str:
+        entered.set()
+        await ctx.cancel_event.wait()
+        return "partial"
+
+    fake = FakeProvider(
+        tool_calls(
+            ("demo.progress", {}, "call_p"), ("demo.broken", {}, "call_b"), ("demo.write", {}, "call_w")
+        ),
+        text("done"),
+        hang(cancel_gate, lead_text="partial"),
+        tool_calls(("demo.blocking", {}, "call_x")),
+        fail(after_text="oops"),
+    )
+    all_events: list[RuntimeEvent] = []
+    async with open_runtime(soong_env, fake) as rt:
+        rt.register_tool(tool_def("demo.progress"), progress)
+        rt.register_tool(tool_def("demo.broken"), broken)
+        rt.register_tool(tool_def("demo.write", "write"), progress)  # denied: no permission callback
+        rt.register_tool(tool_def("demo.blocking"), blocking)
+        first = await rt.start("one")
+        all_events += await collect(first, debug=True)
+        sid = first.session_id
+        streaming = await rt.start("two", session_id=sid)
+        queued = await rt.start("three", session_id=sid)
+        stream_events = asyncio.create_task(collect(streaming, debug=True))
+        queued_events = asyncio.create_task(collect(queued, debug=True))
+        await asyncio.sleep(0.05)
+        await streaming.cancel()
+        await asyncio.wait_for(entered.wait(), 5)
+        await queued.cancel()
+        all_events += await stream_events + await queued_events
+        failing = await rt.start("four", session_id=sid)
+        all_events += await collect(failing, debug=True)
+    seen = check_catalogue(all_events)
+    expected = set(CATALOGUE) - {"cancel_timeout"}
+    assert expected <= seen, expected - seen
+    # persisted events carry the same payloads as delivered
+    stored = {r["event_id"]: r for r in rows(soong_env, f'SELECT * FROM "events_{sid}"')}
+    for event in all_events:
+        if event.seq is not None:
+            row = stored[event.event_id]
+            assert row["seq"] == event.seq and row["event_type"] == event.event_type.value
+            assert json.loads(row["payload_json"] or "{}") == event.payload
+    assert {t.value for t in TRANSIENT_EVENTS} == {
+        "message_delta",
+        "model_text_delta",
+        "tool_call_delta",
+        "tool_progress",
+        "provider_debug",
+    }
+
+
+async def test_max_tokens_continuations(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(
+        text("part one ", stop="max_tokens"),
+        text("part two", stop="end_turn"),
+        *[text(f"cut {i}", stop="max_tokens") for i in range(4)],
+    )
+    async with open_runtime(soong_env, fake) as rt:
+        ok = await rt.start("long")
+        await collect(ok)
+        too_long = await rt.start("longer", session_id=ok.session_id)
+        events = await collect(too_long)
+    assert ok.status == RunStatus.completed and ok.end_reason == EndReason.completed
+    assert "part one" in json.dumps([m.model_dump(mode="json") for m in fake.requests[1].messages])
+    assert too_long.status == RunStatus.failed and too_long.end_reason == EndReason.max_output_tokens_recovery
+    assert len(fake.requests) == 2 + 4  # the first answer and at most 3 continuations
+    assert events[-1].event_type == EventType.loop_failed
+    assert events[-1].payload["end_reason"] == "max_output_tokens_recovery"
+
+
+async def test_resume_session_in_a_new_runtime(soong_env: SoongEnv) -> None:
+    fake1 = FakeProvider(text("remembered answer"))
+    async with open_runtime(soong_env, fake1) as rt:
+        first = await rt.start("first question")
+        await collect(first)
+    fake2 = FakeProvider(text("second answer"))
+    async with open_runtime(soong_env, fake2, write_config=False) as rt2:
+        second = await rt2.start("follow up", session_id=first.session_id)
+        await collect(second)
+        assert second.agent_id == first.agent_id
+    sent = json.dumps([m.model_dump(mode="json") for m in fake2.requests[0].messages])
+    assert "first question" in sent and "remembered answer" in sent and "follow up" in sent
+    nodes = rows(
+        soong_env, f'SELECT node_id, parent_id, role FROM "nodes_{first.session_id}" ORDER BY node_seq'
+    )
+    assert nodes[2]["parent_id"] == nodes[1]["node_id"]
+
+
+async def test_queue_continues_after_failed_and_cancelled_runs(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider(fail(), hang(gate), text("third works"))
+    async with open_runtime(soong_env, fake) as rt:
+        r1 = await rt.start("one")
+        r2 = await rt.start("two", session_id=r1.session_id)
+        r3 = await rt.start("three", session_id=r1.session_id)
+        await collect(r1)
+        while len(fake.requests) < 2:
+            await asyncio.sleep(0.005)
+        await r2.cancel()
+        await collect(r3)
+    assert [r.status for r in (r1, r2, r3)] == [RunStatus.failed, RunStatus.cancelled, RunStatus.completed]
+
+
+async def test_cancel_while_permission_prompt_is_open(soong_env: SoongEnv) -> None:
+    asked = asyncio.Event()
+    released: list[str] = []
+
+    async def never_answers(request: Any) -> Any:
+        asked.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            released.append(request.tool_name)
+
+    executed: list[str] = []
+
+    async def write(args: dict[str, Any], ctx: Any) -> str:
+        executed.append("ran")
+        return "written"
+
+    fake = FakeProvider(tool_calls(("demo.write", {}, "call_w")))
+    async with open_runtime(soong_env, fake, permission_callback=never_answers) as rt:
+        rt.register_tool(tool_def("demo.write", "write"), write)
+        run = await rt.start("write something")
+        await asyncio.wait_for(asked.wait(), 5)
+        result = await run.cancel()
+        events = await collect(run)
+    assert result.cancelled and not result.timed_out and run.end_reason == EndReason.aborted_tools
+    assert executed == [] and released == ["demo.write"]
+    assert types(events)[-3:] == ["aborted_tools", "loop_aborted", "run_cancelled"]
+    tool_row = rows(soong_env, f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'tool'")[0]
+    assert json.loads(tool_row["content_json"])[0]["error"]["code"] == "cancelled"
+
+
+async def test_context_report_never_includes_partial_or_failed_nodes(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider(fail(after_text="half"), hang(gate, lead_text="cut"), text("fine"))
+    async with open_runtime(soong_env, fake) as rt:
+        r1 = await rt.start("one")
+        await collect(r1)
+        r2 = await rt.start("two", session_id=r1.session_id)
+        while len(fake.requests) < 2:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)
+        await r2.cancel()
+        r3 = await rt.start("three", session_id=r1.session_id)
+        events = await collect(r3, debug=True)
+    report = next(e for e in events if e.event_type == EventType.context_built).payload
+    nodes = rows(soong_env, f'SELECT node_id, metadata_json FROM "nodes_{r1.session_id}" ORDER BY node_seq')
+    failed = next(n["node_id"] for n in nodes if '"failed":true' in (n["metadata_json"] or ""))
+    aborted = next(n["node_id"] for n in nodes if '"aborted":true' in (n["metadata_json"] or ""))
+    assert failed not in report["included_node_ids"] and aborted not in report["included_node_ids"]
+    # they are not even on the active path: the next user node hangs off the last visible node
+    parents = {
+        n["node_id"]: n["parent_id"]
+        for n in rows(soong_env, f'SELECT node_id, parent_id FROM "nodes_{r1.session_id}"')
+    }
+    users = [
+        n["node_id"]
+        for n in rows(
+            soong_env, f"SELECT node_id FROM \"nodes_{r1.session_id}\" WHERE role = 'user' ORDER BY node_seq"
+        )
+    ]
+    assert parents[failed] == users[0] and parents[aborted] == users[1]
+    assert parents[users[1]] == users[0] and parents[users[2]] == users[1]
+    sent = json.dumps([m.model_dump(mode="json") for m in fake.requests[2].messages])
+    assert "half" not in sent and '"cut"' not in sent and "one" in sent and "two" in sent
+
+
+async def test_message_preview_and_finished_stream(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(text("ok"))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("x" * 500)
+        events = await collect(run)
+        assert [e async for e in run.events()] == []  # the stream already ended; nothing is replayed
+    created = next(e for e in events if e.event_type == EventType.message_created)
+    assert created.payload["text_preview"] == "x" * 200
+
+
+async def test_session_argument_checks(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(text("a"), text("b"))
+    async with open_runtime(soong_env, fake) as rt:
+        r1 = await rt.start("one")
+        await collect(r1)
+        r2 = await rt.start("two")
+        await collect(r2)
+        other_node = rows(soong_env, f'SELECT node_id FROM "nodes_{r2.session_id}"')[0]["node_id"]
+        with pytest.raises(AgentCoreError) as cross:
+            await rt.switch_node(r1.session_id, other_node)
+        assert cross.value.code == ErrorCode.validation_error
+        assert (await rt.delete_session(r2.session_id)).deleted
+        with pytest.raises(AgentCoreError) as gone:
+            await rt.start("again", session_id=r2.session_id)
+        assert gone.value.code == ErrorCode.validation_error
+        with pytest.raises(AgentCoreError) as bad_path:
+            await rt.get_node_path(other_node)
+        assert bad_path.value.code == ErrorCode.validation_error
