@@ -81,6 +81,8 @@ async def test_d03_runtime13_14_queue_fifo(soong_env: SoongEnv) -> None:
         streams = [asyncio.create_task(collect(r)) for r in queued]
         await asyncio.sleep(0.05)
         assert len(fake.requests) == 1  # queued runs send nothing
+        assert {run_row(soong_env, r.run_id)["status"] for r in queued} == {"queued"}
+        assert run_row(soong_env, run1.run_id)["status"] == "running"
         gate.set()
         all_events = [await collect(run1), *[await s for s in streams]]
     for events in all_events[1:]:
@@ -486,3 +488,28 @@ async def test_d11_sessions_run_concurrently(soong_env: SoongEnv) -> None:
         assert [n["role"] for n in ns] == ["user", "assistant"]
         assert json.loads(ns[1]["content_json"])[0]["text"] == f"reply {key}"
         assert active_node(soong_env, run.session_id) == ns[1]["node_id"]
+
+
+async def test_d03_concurrent_starts_on_one_session_queue_in_order(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider(text("a"), hang(gate), text("c"), text("d"))
+    async with open_runtime(soong_env, fake) as rt:
+        first = await rt.start("one")
+        await collect(first)
+        sid = first.session_id
+        # a fresh runtime: the session is loaded (and recovered) by the first of the concurrent calls only
+    async with open_runtime(soong_env, fake, write_config=False) as rt2:
+        runs = await asyncio.gather(*[rt2.start(f"message {i}", session_id=sid) for i in range(3)])
+        assert [r.status for r in runs].count(RunStatus.queued) == 2
+        await until(lambda: len(fake.requests) == 2)
+        await asyncio.sleep(0.05)
+        assert len(fake.requests) == 2  # only one run of the session is active at a time
+        gate.set()
+        for run in runs:
+            await collect(run)
+    assert [r.status for r in runs] == [RunStatus.completed] * 3
+    users = [n for n in nodes(soong_env, sid) if n["role"] == "user"]
+    assert [json.loads(u["content_json"])[0]["text"] for u in users[1:]] == [f"message {i}" for i in range(3)]
+    assert [r["status"] for r in rows(soong_env, "SELECT status FROM runs WHERE session_id = ?", sid)] == [
+        "completed"
+    ] * 4

@@ -108,6 +108,7 @@ class RunManager:
         self.orchestrator_check: Callable[[], Awaitable[None]] | None = None
         self.on_run_end: list[Callable[[RunState], Awaitable[None]]] = []
         self.on_cancel: list[Callable[[RunState], Awaitable[None]]] = []
+        self._session_load_lock = asyncio.Lock()
         self.on_run_start: list[Callable[[RunState], None]] = []
         """Sync callbacks when a root run is created (queued or started), e.g. to cancel idle timers."""
         self.on_close: list[Callable[[], Awaitable[None]]] = []
@@ -122,6 +123,13 @@ class RunManager:
         state = self.sessions.get(session_id)
         if state is not None:
             return state
+        async with self._session_load_lock:  # concurrent first uses load (and recover) a session once
+            state = self.sessions.get(session_id)
+            if state is not None:
+                return state
+            return await self._load_session(session_id)
+
+    async def _load_session(self, session_id: str) -> SessionState:
         record = await self.services.storage.get_session(session_id)
         if record is None:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
@@ -210,6 +218,12 @@ class RunManager:
             if mode == RunMode.orchestrator and self.orchestrator_check is not None:
                 await self.orchestrator_check()
             session = await self._new_session(mode)
+        async with session.lock:  # the queue decision and the registration are atomic per session
+            return await self._register_root_run(session, message, mode, model)
+
+    async def _register_root_run(
+        self, session: SessionState, message: UserMessage, mode: RunMode, model: ResolvedModelConfig
+    ) -> RunState:
         queued = session.busy
         run_id = new_id("run_")
         now = format_ts()
@@ -227,6 +241,9 @@ class RunManager:
                 updated_at=now,
             )
         )
+        promoted = queued and not session.busy  # the active run ended while the row was written
+        if promoted:
+            queued = False
         state = RunState(
             run_id=run_id,
             session_id=session.session_id,
@@ -255,6 +272,8 @@ class RunManager:
             )
         else:
             session.active = state
+            if promoted:
+                await self.services.storage.update_run(run_id, status=RunStatus.pending.value)
             state.task = asyncio.create_task(self._run_root(session, state), name=f"run {run_id}")
         return state
 
@@ -293,7 +312,11 @@ class RunManager:
         rec = self.recorder(state)
         try:
             if state.was_queued:
-                await rec.emit(EventType.run_dequeued, {"reason": "started"})
+                await rec.emit_event(
+                    EventType.run_dequeued,
+                    {"reason": "started"},
+                    run_update={"status": RunStatus.pending.value},
+                )
             if state.cancel_event.is_set():
                 await self._cancel_before_loop(state)
                 return
