@@ -563,3 +563,21 @@ async def test_d02_orchestrator_mode_identity(soong_env: SoongEnv) -> None:
     assert fake.requests[0].metadata["agent_type"] == "orchestrator"
     normal_agents = rows(soong_env, "SELECT agent_type FROM agents WHERE session_id = ?", normal.session_id)
     assert [a["agent_type"] for a in normal_agents] == ["main"] and normal.mode == RunMode.normal
+
+
+async def test_a05_lazy_open_on_first_call_without_async_with(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(text("lazy"))
+    soong_env.write_config()
+    rt = AgentRuntime(
+        project_dir=soong_env.project, provider_registry=ProviderRegistry({"fake": fake.factory})
+    )
+    try:
+        run = await rt.start("hi")  # opens storage lazily
+        await collect(run)
+        assert run.status == RunStatus.completed
+    finally:
+        await rt.close()
+    assert fake.closed == 1
+    never_opened = AgentRuntime(project_dir=soong_env.project)
+    await never_opened.close()  # nothing to release; still idempotent
+    await never_opened.close()

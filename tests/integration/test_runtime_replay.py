@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import secrets
 import sys
 from datetime import UTC, datetime, timedelta
@@ -318,19 +319,24 @@ async def test_runtime50_storage17_18_switch_node(soong_env: SoongEnv) -> None:
 
 
 async def test_e06_large_command_output_artifact(
-    soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
+    soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="agent_core")
     secret = f"sk-test-{secrets.token_hex(12)}"
     monkeypatch.setenv("SOONG_TEST_API_KEY", secret)
     argv = [sys.executable, "-c", f"print('x'*100000); print('{secret}')"]
     fake = FakeProvider(tool_calls(("code.run_command", {"argv": argv}, "call_cmd")), text("ok"))
     config = {"model": {"api_key_env": "SOONG_TEST_API_KEY"}, "tools": {"stdout_limit_bytes": 1024}}
-    async with open_runtime(
-        soong_env, fake, config=config, permission_callback=PermissionRecorder.always("allow_once")
-    ) as rt:
+    permissions = PermissionRecorder.always("allow_once")
+    async with open_runtime(soong_env, fake, config=config, permission_callback=permissions) as rt:
         run = await rt.start("run it")
         await collect(run)
     assert run.status == RunStatus.completed
+    (request,) = permissions.requests
+    assert secret not in request.model_dump_json() and "[REDACTED]" in request.args_summary
+    assert all(secret not in record.getMessage() for record in caplog.records)
+    sent = json.dumps([m.model_dump(mode="json") for m in fake.requests[1].messages])
+    assert secret not in sent  # the model sees the redacted result too
     sid = run.session_id
     tool_node = next(n for n in node_rows(soong_env, sid) if n["role"] == "tool")
     block = json.loads(tool_node["content_json"])[0]
@@ -545,3 +551,17 @@ async def test_e02_runtime36_replay_keeps_child_summaries_not_transcripts(soong_
     assert inspected.result is not None and inspected.result.summary == "child summary ok"
     parent_request = json.dumps([m.model_dump(mode="json") for m in fake.requests[-1].messages])
     assert "child summary ok" in parent_request and "Child transcript text" not in parent_request
+
+
+async def test_cleanup_and_delete_artifact_argument_errors(soong_env: SoongEnv) -> None:
+    async with open_runtime(soong_env, FakeProvider()) as rt:
+        with pytest.raises(AgentCoreError) as missing:
+            await rt.cleanup_project_tasks(soong_env.project / "does-not-exist")
+        assert missing.value.code == ErrorCode.config_error
+        file_target = soong_env.write_project("src/a.py", "x = 1\n")
+        assert (await rt.cleanup_project_tasks(file_target)).candidates == []  # a file means its parent
+        unknown = await rt.delete_artifact("artifact_20260101_000000_000000000000")
+        assert unknown.partial_failure and unknown.failures[0].error.code == "file_not_found"
+        with pytest.raises(AgentCoreError) as bad_session:
+            await rt.cleanup_artifacts(session_id="x; DROP TABLE artifacts")
+        assert bad_session.value.code == ErrorCode.validation_error
