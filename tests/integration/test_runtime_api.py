@@ -581,3 +581,30 @@ async def test_a05_lazy_open_on_first_call_without_async_with(soong_env: SoongEn
     never_opened = AgentRuntime(project_dir=soong_env.project)
     await never_opened.close()  # nothing to release; still idempotent
     await never_opened.close()
+
+
+async def test_failed_open_releases_everything_and_a_later_call_retries(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(text("second attempt works"))
+    soong_env.write_config()
+    soong_env.write_home("hooks.json", "{not json")
+    registry = ToolRegistry()
+    registry.register_tool(echo_tool(), echo)
+    rt = AgentRuntime(
+        project_dir=soong_env.project,
+        provider_registry=ProviderRegistry({"fake": fake.factory}),
+        tool_registry=registry,
+    )
+    with pytest.raises(ConfigError) as info:
+        await rt.start("first")
+    assert info.value.code == ErrorCode.config_error and "hooks.json" in info.value.message
+    assert registry.names() == ["demo.echo"]  # the failed attempt left the caller's registry as it was
+    soong_env.write_home("hooks.json", '{"version": 1, "hooks": {}}')
+    async with open_runtime(soong_env, FakeProvider(text("other")), write_config=False) as other:
+        await collect(await other.start("another runtime uses the released database meanwhile"))
+    try:
+        run = await rt.start("second")
+        await collect(run)
+        assert run.status == RunStatus.completed, run.error
+        assert "demo.echo" in {t.name for t in fake.requests[0].tools}
+    finally:
+        await rt.close()

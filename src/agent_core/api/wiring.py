@@ -66,6 +66,7 @@ async def open_services(
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
     storage = StorageManager(config.session_db_path, redactor=redactor)
+    caller_adapters = {id(a) for a in tools.adapters()}
     await storage.open()
     try:
         assets = AssetLoader()
@@ -109,6 +110,12 @@ async def open_services(
         await install_compaction(manager)
         return manager
     except BaseException:
+        # a later call retries opening: drop what this attempt registered in the caller's registry
+        for adapter in tools.adapters():
+            if id(adapter) not in caller_adapters:
+                tools.unregister_adapter(adapter)
+                with contextlib.suppress(Exception):
+                    await adapter.close()
         with contextlib.suppress(Exception):
             await storage.close()
         raise
