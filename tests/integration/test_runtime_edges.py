@@ -289,3 +289,34 @@ async def test_session_argument_checks(soong_env: SoongEnv) -> None:
         with pytest.raises(AgentCoreError) as bad_path:
             await rt.get_node_path(other_node)
         assert bad_path.value.code == ErrorCode.validation_error
+
+
+async def test_prompt_too_long_when_the_static_prompt_cannot_fit(soong_env: SoongEnv) -> None:
+    fake = FakeProvider()
+    async with open_runtime(soong_env, fake, config={"model": {"context_window": 3000}}) as rt:
+        run = await rt.start("hello")
+        events = await collect(run, debug=True)
+    assert run.status == RunStatus.failed and run.end_reason == EndReason.prompt_too_long
+    assert fake.requests == []  # nothing was sent
+    names = types(events)
+    assert "context_built" in names and names[-1] == "loop_failed"
+    assert events[-1].payload["end_reason"] == "prompt_too_long"
+    row = rows(soong_env, "SELECT status, end_reason, error_json FROM runs WHERE run_id = ?", run.run_id)[0]
+    assert (row["status"], row["end_reason"]) == ("failed", "prompt_too_long")
+    assert json.loads(row["error_json"])["details"]["estimated_tokens"] > 3000 - 1024
+
+
+async def test_huge_user_message_is_degraded_not_failed(soong_env: SoongEnv) -> None:
+    fake = FakeProvider(text("read it"))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("start " + "word " * 20000)
+        events = await collect(run, debug=True)
+    assert run.status == RunStatus.completed, run.error
+    report = next(e for e in events if e.event_type == EventType.context_built).payload
+    assert report["artifact_degradations"] and report["artifact_degradations"][0]["action"] == "artifact_ref"
+    sent = json.dumps([m.model_dump(mode="json") for m in fake.requests[0].messages])
+    assert len(sent) < 20000 and "artifact_" in sent
+    kinds = [
+        json.loads(r["metadata_json"])["kind"] for r in rows(soong_env, "SELECT metadata_json FROM artifacts")
+    ]
+    assert kinds == ["context_degradation"]
