@@ -16,6 +16,8 @@ from typing import Any
 REDACTED = "[REDACTED]"
 SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
 SENSITIVE_KEY = re.compile(r"(?i)(api[_-]?key|authorization|token|secret|password|cookie|credential)")
+TOKEN_COUNT_KEY = re.compile(r"(?i)tokens|token_(count|budget)")
+"""Keys of token counters; exempt from read-time redaction when their value is numeric."""
 _MIN_PATTERN_SECRET = 8
 _MIN_NAMED_SECRET = 4
 
@@ -107,12 +109,32 @@ def redact_with(obj: Any, secrets: tuple[str, ...]) -> Any:
     return _walk(obj, secrets) if secrets else obj
 
 
+def _is_token_count(key: str, value: Any) -> bool:
+    """Token *counters* (``input_tokens``, ``token_budget`` ...) hold numbers, not credentials."""
+    if not TOKEN_COUNT_KEY.search(key):
+        return False
+    if isinstance(value, dict):
+        return all(_is_number(v) or v is None for v in value.values())
+    return _is_number(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def redact_sensitive_keys(obj: Any) -> Any:
-    """Read-time redaction: masks values under sensitive-looking mapping keys, recursively."""
+    """Read-time redaction: masks values under sensitive-looking mapping keys, recursively (numeric token
+    counters such as ``usage.input_tokens`` or ``token_budget`` stay readable)."""
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for k, v in obj.items():
-            if isinstance(k, str) and SENSITIVE_KEY.search(k) and v is not None and not isinstance(v, bool):
+            if (
+                isinstance(k, str)
+                and SENSITIVE_KEY.search(k)
+                and v is not None
+                and not isinstance(v, bool)
+                and not _is_token_count(k, v)
+            ):
                 out[k] = REDACTED
             else:
                 out[k] = redact_sensitive_keys(v)

@@ -565,3 +565,33 @@ async def test_cleanup_and_delete_artifact_argument_errors(soong_env: SoongEnv) 
         with pytest.raises(AgentCoreError) as bad_session:
             await rt.cleanup_artifacts(session_id="x; DROP TABLE artifacts")
         assert bad_session.value.code == ErrorCode.validation_error
+
+
+async def test_e02_default_replay_keeps_token_counters_readable(soong_env: SoongEnv) -> None:
+    from agent_core import ContextBuildReport
+
+    async def creds(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"token": "abc123", "access_tokens": ["t1"], "max_tokens": 5, "password": 1234}
+
+    fake = FakeProvider(tool_calls(("demo.creds", {}, "call_c")), text("ok"))
+    async with open_runtime(soong_env, fake) as rt:
+        rt.register_tool(tool_def("demo.creds"), creds)
+        run = await rt.start("hello")
+        await collect(run)
+        replay = await rt.replay_session(run.session_id)
+    completed = [e for e in replay.events if e.event_type.value == "model_completed"]
+    assert completed and all(e.payload["usage"]["input_tokens"] == 10 for e in completed)
+    done = next(e for e in replay.events if e.event_type.value == "run_completed")
+    assert done.payload["usage"]["total_tokens"] == 15 + 12
+    for event in replay.events:
+        if event.event_type.value == "context_built":
+            ContextBuildReport.model_validate(event.payload)  # still a valid report after redaction
+    assistant = next(n for n in replay.nodes if n.role == "assistant")
+    assert assistant.metadata["usage"]["output_tokens"] == 5
+    data = next(n for n in replay.nodes if n.role == "tool").content[0].content[0].data  # type: ignore[union-attr]
+    assert data == {
+        "token": "[REDACTED]",
+        "access_tokens": "[REDACTED]",
+        "max_tokens": 5,
+        "password": "[REDACTED]",
+    }
