@@ -320,3 +320,32 @@ async def test_huge_user_message_is_degraded_not_failed(soong_env: SoongEnv) -> 
         json.loads(r["metadata_json"])["kind"] for r in rows(soong_env, "SELECT metadata_json FROM artifacts")
     ]
     assert kinds == ["context_degradation"]
+
+
+async def test_active_node_advances_during_the_run_and_session_row(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider(tool_calls(("code.list_dir", {"path": "."}, "call_1")), hang(gate), fail())
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("hello")
+        while len(fake.requests) < 2:
+            await asyncio.sleep(0.005)
+        sid = run.session_id
+        tool_node = rows(soong_env, f"SELECT node_id FROM \"nodes_{sid}\" WHERE role = 'tool'")[0]["node_id"]
+        active = rows(soong_env, "SELECT active_node_id FROM sessions WHERE session_id = ?", sid)[0][0]
+        assert active == tool_node  # advanced while the run is still going
+        gate.set()
+        await collect(run)
+        failed = await rt.start("again", session_id=sid)
+        await collect(failed)
+        replay = await rt.replay_session(sid)
+    session = rows(soong_env, "SELECT cwd, status, root_agent_id FROM sessions WHERE session_id = ?", sid)[0]
+    assert (session["cwd"], session["status"], session["root_agent_id"]) == (
+        str(soong_env.project),
+        "active",
+        run.agent_id,
+    )
+    infos = {r.run_id: r for r in replay.runs}
+    assert infos[run.run_id].status == RunStatus.completed and infos[run.run_id].turn_count == 2
+    assert infos[run.run_id].usage is not None and infos[run.run_id].agent_type == "main"
+    assert infos[failed.run_id].status == RunStatus.failed and infos[failed.run_id].error is not None
+    assert infos[failed.run_id].error.code == "provider_error" and infos[failed.run_id].error.redacted
