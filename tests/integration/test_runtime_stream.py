@@ -300,3 +300,30 @@ async def test_debug_runtime_persists_aggregated_text_deltas(soong_env: SoongEnv
         "model_completed"
     )
     assert "message_delta" not in kinds
+
+
+async def test_runtime11_task_internals_are_debug_only(soong_env: SoongEnv) -> None:
+    step = {"step_id": "s1", "title": "one", "summary": "first step", "depends_on_step_ids": []}
+    create = {"task_id": "t1", "wal_name": "work", "title": "T", "summary": "S", "steps": [step]}
+    fake = FakeProvider(
+        tool_calls(("agent.task_create", create, "call_task"), ("code.list_dir", {"path": "."}, "call_ls")),
+        tool_calls(("agent.task_create", {"task_id": "bad id!"}, "call_bad")),
+        text("planned"),
+    )
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("plan the work", mode="orchestrator")
+        stream = run.events()
+        plain = [e async for e in stream]
+    assert run.status == RunStatus.completed, run.error
+    tool_events = [e for e in plain if e.event_type.value.startswith("tool_")]
+    assert {e.tool_call_id for e in tool_events} == {"call_ls"}
+    assert not [e for e in plain if e.event_type.value.startswith("task_")]
+    stored = persisted_events(soong_env, run.session_id, run.run_id)
+    by_call = {(r["event_type"], r["tool_call_id"]) for r in stored}
+    assert {
+        ("tool_started", "call_task"),
+        ("tool_completed", "call_task"),
+        ("tool_failed", "call_bad"),
+    } <= by_call
+    assert "task_created" in {r["event_type"] for r in stored}
+    assert (soong_env.project / ".soong-agent" / "tasks" / run.session_id / "work.wal.jsonl").is_file()

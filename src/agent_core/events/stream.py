@@ -27,6 +27,27 @@ from agent_core.types.runtime import RuntimeEvent
 
 QUEUE_CAPACITY = 256
 _TEXT_DELTAS = frozenset({EventType.message_delta, EventType.model_text_delta})
+_TOOL_EVENTS = frozenset(
+    {
+        EventType.tool_started,
+        EventType.tool_progress,
+        EventType.tool_completed,
+        EventType.tool_failed,
+        EventType.tool_denied,
+    }
+)
+TASK_TOOL_PREFIX = "agent.task_"
+
+
+def user_visible(event: RuntimeEvent) -> bool:
+    """Whether ``events(debug=False)`` delivers ``event`` (runtime.md §9.7): not a debug-only type and not a
+    tool event of an ``agent.task_*`` tool (Task internals are debug-only)."""
+    if event.event_type in DEBUG_ONLY_EVENTS:
+        return False
+    if event.event_type in _TOOL_EVENTS:
+        name = event.payload.get("tool_name")
+        return not (isinstance(name, str) and name.startswith(TASK_TOOL_PREFIX))
+    return True
 
 
 class EventChannel:
@@ -117,7 +138,7 @@ class EventChannel:
                     event = self._buffer.popleft()
                     if len(self._buffer) < QUEUE_CAPACITY:
                         self._space.set()
-                    if debug or event.event_type not in DEBUG_ONLY_EVENTS:
+                    if debug or user_visible(event):
                         yield event
                 if self._closed:
                     return
