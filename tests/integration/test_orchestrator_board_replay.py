@@ -293,3 +293,46 @@ async def test_k44_check41_corrupt_wal_is_unavailable_while_replay_works(soong_e
     assert len(failed) == 1 and failed[0]["payload"]["phase"] == "replay"
     assert failed[0]["payload"]["wal_path"] == str(path)
     assert json.loads(failed[0]["payload_json"])["error"]["code"] in ("storage_error", "task_wal_unavailable")
+
+
+async def test_tb73_delete_session_keeps_wals_and_cleanup_is_explicit(soong_env: SoongEnv) -> None:
+    fake = FakeProvider()
+    Router(fake).orch(
+        tool_calls(
+            ("agent.task_create", create_args("ok", step("s1")), "c1"),
+            ("agent.task_create", create_args("bad", step("s1")), "c2"),
+            ("agent.task_create", create_args("stop", step("s1")), "c3"),
+            ("agent.task_create", create_args("live", step("s1")), "c4"),
+        ),
+        tool_calls(
+            ("agent.task_update_step", {"task_id": "ok", "step_id": "s1", "status": "completed"}, "u")
+        ),
+        tool_calls(
+            ("agent.task_complete", {"task_id": "ok"}, "t_ok"),
+        ),
+        tool_calls(("agent.task_fail", {"task_id": "bad"}, "t_bad")),
+        tool_calls(("agent.task_cancel", {"task_id": "stop"}, "t_stop")),
+        text("done"),
+    )
+    async with open_runtime(soong_env, fake, config=roomy()) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        await finish(run)
+        directory = tasks_dir(soong_env, run.session_id)
+        names = sorted(p.name for p in directory.iterdir())
+        assert names == [
+            "bad-work.wal.jsonl",
+            "live-work.wal.jsonl",
+            "ok-work.wal.jsonl",
+            "stop-work.wal.jsonl",
+        ]
+        deleted = await rt.delete_session(run.session_id)
+        assert deleted.deleted
+        assert sorted(p.name for p in directory.iterdir()) == names
+        default = await rt.cleanup_project_tasks(soong_env.project)
+        assert default.dry_run and [c.id for c in default.candidates] == ["ok"]
+        assert sorted(p.name for p in directory.iterdir()) == names
+        everything = await rt.cleanup_project_tasks(
+            soong_env.project, dry_run=False, include_failed=True, include_cancelled=True
+        )
+        assert sorted(c.id for c in everything.deleted) == ["bad", "ok", "stop"]
+    assert sorted(p.name for p in directory.iterdir()) == ["live-work.wal.jsonl"]

@@ -473,3 +473,95 @@ async def test_j20_j21_worker_task_scope_and_ready_query(soong_env: SoongEnv) ->
         "task_step_ready",
         "task_running",
     ]
+
+
+async def test_k05_parallel_workers_race_for_one_step(soong_env: SoongEnv) -> None:
+    fake = FakeProvider()
+    router = Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c1")),
+        tool_calls(dispatch("d1", instruction="job:race"), dispatch("d2", instruction="job:race")),
+        text("done"),
+    )
+    router.job(
+        "race",
+        tool_calls(("agent.task_claim_step", {"task_id": "t1", "step_id": "s1"})),
+        text(DONE),
+    )
+    async with open_runtime(soong_env, fake, config=roomy(two_workers())) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        await finish(run)
+    results = [result_json(result_of(router, c)) for c in ("d1", "d2")]
+    claimed = [r for r in results if r["claimed_step_id"] == "s1"]
+    lost = [r for r in results if r["no_step_claimed"]]
+    assert len(claimed) == 1 and len(lost) == 1
+    assert not result_of(router, "d1").is_error and not result_of(router, "d2").is_error
+    lines = wal_lines(soong_env, run.session_id, "t1-work")
+    assert [r["step_id"] for r in lines if r["event_type"] == "task_step_claimed"] == ["s1"]
+    codes = [e["payload"]["code"] for e in events(soong_env, run.session_id, "task_step_claim_skipped")]
+    assert sorted(codes) == ["no_step_claimed", "step_already_claimed"]
+
+
+async def test_i10_check22_worker_permissions_and_content_rights(soong_env: SoongEnv) -> None:
+    from tests.fixtures.tool_pipeline import PermissionRecorder
+
+    target = soong_env.project / "notes.txt"
+    fake = FakeProvider()
+    router = Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),
+        tool_calls(dispatch("d", instruction="job:w", allowed_tools=["code.write_file"])),
+        text("done"),
+    )
+    router.job(
+        "w",
+        tool_calls(
+            (
+                "agent.task_update",
+                {"task_id": "t1", "operations": [{"op": "update_task", "title": "mine now"}]},
+                "w_update",
+            )
+        ),
+        tool_calls(("code.write_file", {"path": str(target), "content": "hi"}, "w_write")),
+        text(DONE),
+    )
+    permissions = PermissionRecorder.always("allow_once")
+    async with open_runtime(soong_env, fake, config=roomy(), permission_callback=permissions) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        await finish(run)
+    assert error_code(worker_result(router, "w_update")) == "permission_denied"
+    assert wal_types(soong_env, run.session_id, "t1-work") == [
+        "task_created",
+        "task_step_ready",
+        "task_running",
+    ]
+    (request,) = permissions.requests
+    res = result_json(result_of(router, "d"))
+    assert request.tool_name == "code.write_file" and request.agent_role == "worker"
+    assert (request.agent_id, request.run_id) == (res["child_agent_id"], res["child_run_id"])
+    assert (request.parent_agent_id, request.parent_run_id) == (run.agent_id, run.run_id)
+    assert target.read_text(encoding="utf-8") == "hi"
+
+
+async def test_j18_check34_terminal_tasks_are_not_dispatchable(soong_env: SoongEnv) -> None:
+    fake = FakeProvider()
+    router = Router(fake).orch(
+        tool_calls(
+            ("agent.task_create", create_args("done", step("s1")), "c1"),
+            ("agent.task_create", create_args("bad", step("s1")), "c2"),
+        ),
+        tool_calls(
+            ("agent.task_update_step", {"task_id": "done", "step_id": "s1", "status": "completed"}, "u")
+        ),
+        tool_calls(("agent.task_complete", {"task_id": "done"}, "fin")),
+        tool_calls(("agent.task_fail", {"task_id": "bad", "reason": "no"}, "fail")),
+        tool_calls(
+            ("agent.dispatch_worker", {"task_id": "done", "instruction": "x"}, "d_done"),
+            ("agent.dispatch_worker", {"task_id": "bad", "instruction": "x"}, "d_bad"),
+        ),
+        text("ok"),
+    )
+    async with open_runtime(soong_env, fake, config=roomy()) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        await finish(run)
+    assert error_code(result_of(router, "d_done")) == "task_not_dispatchable"
+    assert error_code(result_of(router, "d_bad")) == "task_not_dispatchable"
+    assert child_runs(soong_env, run.session_id, run.agent_id) == []

@@ -4,6 +4,7 @@ multi-agent.md §9.4, §15, §19 checks 47–48; testing.md K10, K15 and K34 run
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from tests.fixtures.orchestrator import (
     wal_lines,
     watch,
 )
-from tests.fixtures.runtime import open_runtime
+from tests.fixtures.runtime import open_runtime, rows
 
 DONE = '{"status": "completed", "summary": "worker finished"}'
 
@@ -130,7 +131,9 @@ async def test_k10_check47_parent_cancel_cancels_the_worker(soong_env: SoongEnv)
 
 
 @pytest.mark.parametrize("release_on", ["task_cancel_request", "task_terminal"], ids=["honoured", "ignored"])
-async def test_k15_k34_tb55_tb56_task_cancel_stops_live_workers(soong_env: SoongEnv, release_on: str) -> None:
+async def test_k15_k34_tb55_tb56_tb58_task_cancel_stops_live_workers(
+    soong_env: SoongEnv, release_on: str
+) -> None:
     """Workers abandoned after their own timeout still hold claimed/running steps when the Orchestrator
     cancels the Task: their runs get a task_cancelled cancel request and every unfinished step ends."""
     stubborn = Stubborn()
@@ -211,6 +214,15 @@ async def test_k15_k34_tb55_tb56_task_cancel_stops_live_workers(soong_env: Soong
     )
     for call_id in ("d_a", "d_b"):
         child = result_json(result_of(router, call_id))["child_run_id"]
+        # tb58: the worker's own transcript (its late tool result) is persisted in its run
+        (row,) = rows(soong_env, "SELECT status FROM runs WHERE run_id = ?", child)
+        assert row["status"] == "aborted"  # its own timeout came first
+        tool_nodes = rows(
+            soong_env,
+            f"SELECT metadata_json FROM nodes_{run.session_id} WHERE run_id = ? AND role = 'tool'",
+            child,
+        )
+        assert any(json.loads(n["metadata_json"]).get("tool_name") == Stubborn.NAME for n in tool_nodes)
         kinds = [
             (e["event_type"], e["payload"].get("reason"))
             for e in events(soong_env, run.session_id)

@@ -3,6 +3,7 @@ J22; runtime.md check 12)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from agent_core import AgentCoreError
 from agent_core.orchestrator.pools import worker_agent_id
 from tests.fixtures.env import REMOVE, SoongEnv
-from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
+from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
 from tests.fixtures.orchestrator import (
     Router,
     create_args,
@@ -27,7 +28,7 @@ from tests.fixtures.orchestrator import (
     two_workers,
     worker,
 )
-from tests.fixtures.runtime import open_runtime, rows
+from tests.fixtures.runtime import open_runtime, rows, wait_for
 
 
 def _counts(env: SoongEnv) -> tuple[int, int]:
@@ -246,3 +247,52 @@ async def test_j22_check26_check27_role_restricted_agent_tools(soong_env: SoongE
 
     assert error_code(result_for([main_request], "m_list")) == "tool_not_available"
     assert error_code(result_for([main_request], "m_d")) == "tool_not_available"
+
+
+async def test_j02_j04_check31_busy_workers_show_their_run_and_step(soong_env: SoongEnv) -> None:
+    """Both same-type workers can be dispatched explicitly; while w2 runs, listing shows it busy with its
+    run and claimed step, and w1 idle without those fields."""
+    gate = asyncio.Event()
+    fake = FakeProvider()
+    router = Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c")),
+        tool_calls(
+            (
+                "agent.dispatch_worker",
+                {"task_id": "t1", "instruction": "job:one", "worker_agent_id": "w1"},
+                "d1",
+            )
+        ),
+        tool_calls(
+            (
+                "agent.dispatch_worker",
+                {"task_id": "t1", "instruction": "job:two", "worker_agent_id": "w2"},
+                "d2",
+            )
+        ),
+        text("done"),
+    )
+    router.job("one", text("{}"))
+    router.job(
+        "two",
+        tool_calls(("agent.task_claim_step", {"task_id": "t1", "step_id": "s2"}, "claim")),
+        hang(gate, then=text("{}")),
+    )
+    async with open_runtime(soong_env, fake, config=roomy(two_workers())) as rt:
+        run = await rt.start("go", mode="orchestrator")
+        dispatcher = rt._services_extra("worker_dispatcher")
+        await wait_for(lambda: any(len(r) >= 2 for r in router.worker_requests.values()), timeout=10)
+        busy = {w["worker_agent_id"]: w for w in dispatcher.list_workers(run.session_id, None)["workers"]}
+        gate.set()
+        await finish(run)
+        after = {
+            w["worker_agent_id"]: w["status"]
+            for w in dispatcher.list_workers(run.session_id, None)["workers"]
+        }
+    two = result_json(result_of(router, "d2"))
+    assert result_json(result_of(router, "d1"))["worker_agent_id"] == "w1" and two["worker_agent_id"] == "w2"
+    assert busy["w2"]["status"] == "busy"
+    assert busy["w2"]["current_run_id"] == two["child_run_id"] and busy["w2"]["current_step_id"] == "s2"
+    assert busy["w1"]["status"] == "idle"
+    assert "current_run_id" not in busy["w1"] and "current_step_id" not in busy["w1"]
+    assert after == {"w1": "idle", "w2": "idle"}
