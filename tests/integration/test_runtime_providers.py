@@ -179,3 +179,70 @@ async def test_providers23_28_assistant_node_usage_and_token_counts(soong_env: S
     assert usage["input_tokens"] == 20 and usage["output_tokens"] == 5 + len("All done.")
     assert usage["total_tokens"] == 15 + 10 + len("All done.")
     assert events[-1].payload["usage"]["input_tokens"] == 20
+
+
+def _turn(*events: Any) -> Any:
+    async def turn(fake: FakeProvider, request: Any) -> Any:
+        for event in events:
+            yield event
+
+    return turn
+
+
+async def test_providers_protocol_violations_fail_the_run(soong_env: SoongEnv) -> None:
+    from agent_core.types.content import ToolCallBlock
+    from agent_core.types.model import (
+        ModelCompleted,
+        ModelStarted,
+        ModelTextDelta,
+        StopReason,
+        ToolCall,
+        Usage,
+    )
+
+    started = ModelStarted(provider="fake", model="test-model")
+    mismatched = ModelCompleted(
+        content=[ToolCallBlock(tool_call_id="call_a", name="code.list_dir", arguments={"path": "."})],
+        tool_calls=[ToolCall(tool_call_id="call_b", name="code.list_dir", arguments={"path": "."})],
+        usage=Usage(),
+        stop_reason=StopReason(reason="tool_use"),
+    )
+    fake = FakeProvider(
+        _turn(started, ModelTextDelta(text="and then nothing")),  # no terminal event
+        _turn(started, mismatched),
+    )
+    async with open_runtime(soong_env, fake) as rt:
+        first = await rt.start("one")
+        await collect(first)
+        second = await rt.start("two", session_id=first.session_id)
+        await collect(second)
+    for run in (first, second):
+        assert run.status == RunStatus.failed and run.error is not None
+        assert (run.error.type, run.error.code) == ("protocol", "provider_error")
+    roles = [r["role"] for r in rows(soong_env, f'SELECT role FROM "nodes_{first.session_id}"')]
+    assert roles.count("tool") == 0  # no tool ran for the invalid completion
+
+
+async def test_long_provider_tool_call_id_is_replaced(soong_env: SoongEnv) -> None:
+    from agent_core.types.content import ToolCallBlock
+    from agent_core.types.model import ModelCompleted, ModelStarted, StopReason, ToolCall, Usage
+
+    raw_id = "x" * 200
+    completed = ModelCompleted(
+        content=[ToolCallBlock(tool_call_id=raw_id, name="code.list_dir", arguments={"path": "."})],
+        tool_calls=[ToolCall(tool_call_id=raw_id, name="code.list_dir", arguments={"path": "."})],
+        usage=Usage(),
+        stop_reason=StopReason(reason="tool_use"),
+    )
+    fake = FakeProvider(_turn(ModelStarted(provider="fake", model="test-model"), completed), text("done"))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("go")
+        await collect(run)
+    assert run.status == RunStatus.completed, run.error
+    assistant = rows(
+        soong_env, f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'assistant'"
+    )[0]
+    block = json.loads(assistant["content_json"])[0]
+    assert block["tool_call_id"].startswith("call_") and block["metadata"]["provider_tool_call_id"] == raw_id
+    tool = rows(soong_env, f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'tool'")[0]
+    assert json.loads(tool["content_json"])[0]["tool_call_id"] == block["tool_call_id"]
