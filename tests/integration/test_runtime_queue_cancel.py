@@ -513,3 +513,31 @@ async def test_d03_concurrent_starts_on_one_session_queue_in_order(soong_env: So
     assert [r["status"] for r in rows(soong_env, "SELECT status FROM runs WHERE session_id = ?", sid)] == [
         "completed"
     ] * 4
+
+
+async def test_storage_failure_while_committing_a_tool_result_fails_the_run(
+    soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Txn.executemany
+
+    def failing(self: Txn, sql: str, params: Any) -> None:
+        params = list(params)
+        if (
+            "INSERT INTO" in sql
+            and '"events_' in sql
+            and any("tool_completed" in map(str, p) for p in params)
+        ):
+            raise OSError("injected: disk full")
+        real(self, sql, params)
+
+    monkeypatch.setattr(Txn, "executemany", failing)
+    fake = FakeProvider(
+        tool_calls(("code.list_dir", {"path": "."}, "call_1"), ("code.list_dir", {"path": "."}, "call_2"))
+    )
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("hello")
+        events = await asyncio.wait_for(collect(run), 10)
+    assert run.status == RunStatus.failed and run.error is not None and run.error.code == "storage_error"
+    assert types(events)[-2:] == ["error", "loop_failed"] and len(fake.requests) == 1
+    assert [n["role"] for n in nodes(soong_env, run.session_id)] == ["user", "assistant"]
+    assert run_row(soong_env, run.run_id)["status"] == "failed"
