@@ -69,7 +69,14 @@ async def test_j05_j16_check32_check39_check44_parallel_fallback_dispatch(soong_
     async with open_runtime(soong_env, fake, config=roomy(two_workers())) as rt:
         run = await rt.start("go", mode="orchestrator")
         assert (await finish(run)).value == "completed"
-    first, second = result_json(result_of(router, "c_d1")), result_json(result_of(router, "c_d2"))
+        first, second = result_json(result_of(router, "c_d1")), result_json(result_of(router, "c_d2"))
+        inspected = await run.inspect_child(first["child_run_id"])
+        replay = await rt.replay_session(run.session_id)
+    # the worker's per-run result is what inspect and replay report
+    assert inspected.result is not None and inspected.result.step_id == "s1"
+    summaries = {c.child_run_id: (c.purpose, c.result_summary) for c in replay.children}
+    assert summaries[first["child_run_id"]] == ("worker", "worker finished")
+    assert summaries[second["child_run_id"]] == ("worker", "worker finished")
     assert (first["worker_agent_id"], first["selection_reason"]) == ("w1", "fallback_first_idle")
     assert (second["worker_agent_id"], second["selection_reason"]) == ("w2", "fallback_first_idle")
     for res, step_id, summary in ((first, "s1", "s1 result"), (second, "s2", "s2 result")):

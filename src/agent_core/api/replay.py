@@ -107,7 +107,10 @@ async def replay_session(
             continue
         agent = agent_by_id.get(run.agent_id)
         meta = _json_object(agent.metadata_json) if agent else {}
-        child_result = _json_object(agent.result_json) if agent else {}
+        per_run = _json_object(run.metadata_json).get("result")  # workers: one result per run
+        child_result = (
+            per_run if isinstance(per_run, dict) else (_json_object(agent.result_json) if agent else {})
+        )
         children.append(
             ChildSummary(
                 child_run_id=run.run_id,
@@ -221,9 +224,8 @@ async def inspect_child(
     nodes = await storage.list_nodes(run.session_id, run_id=child_run_id)
     events = await storage.list_events(run.session_id, run_id=child_run_id)
     artifacts = [artifact_from_record(a) for a in await storage.list_artifacts(run_id=child_run_id)]
-    result_data = _json_object(_json_object(run.metadata_json).get("result_json")) or _json_object(
-        agent.result_json
-    )
+    per_run = _json_object(run.metadata_json).get("result")  # workers: one result per run
+    result_data = per_run if isinstance(per_run, dict) else _json_object(agent.result_json)
     child_result = None
     if result_data:
         with contextlib.suppress(Exception):
