@@ -183,8 +183,8 @@ class WorkerDispatcher:
             spec = self._child_spec(ctx, parent, service, slot, scope, inp, reason)
             outcome = await self.launcher.run(ctx, spec)
         except AgentCoreError as exc:
-            if slot is not None and slot.reserved:
-                slot.reserved = False
+            if slot is not None and slot.run is not None and slot.run.task is None:
+                slot.run, slot.waiting = None, False  # admitted, but its rows could not be written
             await self._emit(
                 parent,
                 EventType.worker_dispatch_failed,
