@@ -120,6 +120,7 @@ async def test_k47_task_events_are_debug_only(soong_env: SoongEnv) -> None:
         debug_events = await collect(debug, debug=True)
         replay = await rt.replay_session(plain.session_id)
     assert not [e for e in plain_events if e.event_type.value.startswith("task_")]
+    assert not [e for e in plain_events if str(e.payload.get("tool_name", "")).startswith("agent.task_")]
     debug_task = [e for e in debug_events if e.event_type.value.startswith("task_")]
     assert [e.event_type.value for e in debug_task] == ["task_created", "task_step_ready", "task_running"]
     for event in debug_task:
