@@ -27,6 +27,7 @@ from tests.fixtures.scripted_servers import (
     ScriptedOllamaServer,
     ScriptedRequest,
     advertised_tool_name,
+    error,
     hold_open,
     stream,
 )
@@ -238,3 +239,33 @@ def test_o04_orchestrator_without_worker_pools_fails_at_startup(
     assert "worker" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert chat_requests(scripted_ollama) == []
+
+
+# -- max_tokens continuations on an OpenAI-compatible server (llama.cpp) -------------------------------
+
+
+def test_o08_max_tokens_continuation_sends_one_trailing_assistant_message(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    """A continuation chain is sent as ONE assistant message: llama.cpp servers reject a request that
+    ends with two assistant messages ("Cannot have 2 or more assistant messages at the end of the list")."""
+    soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
+
+    def reply(request: ScriptedRequest) -> Any:
+        roles = [m["role"] for m in request.json["messages"]]
+        if roles[-2:] == ["assistant", "assistant"]:
+            return error(400, {"error": "Cannot have 2 or more assistant messages at the end of the list."})
+        turn = len(chat_requests(scripted_ollama))
+        if turn < 3:
+            return stream(OllamaWire.text_stream(f"part{turn} ", done_reason="length"))
+        return stream(OllamaWire.text_stream("end."))
+
+    scripted_ollama.handler(reply)
+    result = run_cli(["run", "--path", str(soong_env.project), "write a long text"])
+    assert result.exit_code == 0, result
+    assert result.stdout == "part1 \npart2 \nend.\n"
+    last = chat_requests(scripted_ollama)[-1].json["messages"]
+    assert [m["role"] for m in last[-2:]] == ["user", "assistant"]
+    assert last[-1]["content"] == "part1 part2 "
+    (run,) = rows(soong_env, "SELECT status, turn_count FROM runs")
+    assert (run["status"], run["turn_count"]) == ("completed", 3)

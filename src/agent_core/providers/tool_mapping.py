@@ -155,7 +155,9 @@ def system_texts(request: ModelRequest) -> list[str]:
 
 
 def conversation(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """Non-system messages with consecutive ``tool`` messages merged into one.
+    """Non-system messages with consecutive ``tool`` messages merged into one, and consecutive
+    ``assistant`` messages (a ``max_tokens`` continuation chain) merged into one whose adjoining text
+    blocks are concatenated, so no request ends with two assistant messages (llama.cpp rejects that).
 
     Tool results in a merged message follow the order of the preceding assistant's tool calls
     (pairing by ``tool_call_id``); results without a matching call keep their relative order at the end.
@@ -166,6 +168,13 @@ def conversation(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
             continue
         if message.role == "tool" and out and out[-1].role == "tool":
             out[-1] = out[-1].model_copy(update={"content": [*out[-1].content, *message.content]})
+        elif message.role == "assistant" and out and out[-1].role == "assistant":
+            head, tail = list(out[-1].content), list(message.content)
+            last, first = (head[-1], tail[0]) if head and tail else (None, None)
+            if isinstance(last, TextBlock) and isinstance(first, TextBlock):
+                head[-1] = TextBlock(text=last.text + first.text)
+                tail = tail[1:]
+            out[-1] = out[-1].model_copy(update={"content": [*head, *tail]})
         else:
             out.append(message)
     result: list[ModelMessage] = []
