@@ -58,10 +58,11 @@ def test_o08_o09_real_model_cli_run(llama_server_8k: LlamaServer, soong_env: Soo
             "api_key_env": "",
             "name": llama_server_8k.model,
             "context_window": CONTEXT,
-            "max_output_tokens": 96,
+            "max_output_tokens": 256,
+            "temperature": 0.2,
             "timeout_ms": 480000,
         },
-        context={"reserve_output_tokens": 96},
+        context={"reserve_output_tokens": 256},
     )
     soong_env.write_project("README.md", "# Demo\n\nA tiny demo project.\n")
     result = run_cli(["run", "--path", str(soong_env.project), "Say hello"], stdin="3\n", timeout=560)
