@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agent_core.redaction import redact_with
+from agent_core.redaction import redact_sensitive_keys, redact_with
 from agent_core.storage.rows import json_text, jsonable
 from agent_core.types.content import JsonBlock
 
@@ -47,9 +47,16 @@ def compact_json(data: Any) -> str:
 
 
 def json_summary(data: Any, compact: str | None = None) -> str:
-    """Shape description + the first 500 characters of the compact JSON."""
+    """Shape description + the first 500 characters of the compact JSON.
+
+    The preview masks values under sensitive-looking keys (``password``, ``token``, ...): a summary is a
+    plain string, which read-time redaction cannot see into; the full data stays in the artifact.
+    """
     text = compact if compact is not None else compact_json(data)
     size = len(text.encode("utf-8"))
+    masked = redact_sensitive_keys(data)
+    if masked != data:
+        text = compact_json(masked)
     if isinstance(data, dict):
         keys = [str(k) for k in data]
         listed = ", ".join(keys[:MAX_LISTED_KEYS]) + (", …" if len(keys) > MAX_LISTED_KEYS else "")

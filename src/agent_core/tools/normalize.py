@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.redaction import Redactor
+from agent_core.redaction import Redactor, redact_sensitive_keys
 from agent_core.tools.context import ToolRunSink
 from agent_core.types.content import (
     ArtifactRefBlock,
@@ -176,9 +176,16 @@ def _too_large(text: str, limit_bytes: int, limit_tokens: int) -> bool:
 
 
 def json_summary(data: Any, serialized: str | None = None) -> str:
-    """Shape description (type, keys or item count, byte size) plus the first 500 characters."""
+    """Shape description (type, keys or item count, byte size) plus the first 500 characters.
+
+    The preview masks values under sensitive-looking keys (``password``, ``token``, ...): a summary is a
+    plain string, which read-time redaction cannot see into; the full data stays in the artifact.
+    """
     text = serialized if serialized is not None else _compact_json(data)
     size = len(text.encode("utf-8"))
+    masked = redact_sensitive_keys(data)
+    if masked != data:
+        text = _compact_json(masked)
     if isinstance(data, dict):
         keys = list(data)
         shown = ", ".join(str(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
@@ -287,12 +294,16 @@ def artifact_ids(result: ToolResult) -> list[str]:
 
 
 def result_summary(result: ToolResult, limit: int = EVENT_SUMMARY_CHARS) -> str:
-    """A short single-line description of the result for ``tool_completed`` events."""
+    """A short single-line description of the result for ``tool_completed`` events (values under
+    sensitive-looking keys masked: read-time redaction cannot see into the string)."""
     for block in result.content:
         if isinstance(block, TextBlock) and block.text.strip():
             text = " ".join(block.text.split())
         elif isinstance(block, JsonBlock):
-            text = block.summary if block.data is None and block.summary else _compact_json(block.data)
+            if block.data is None and block.summary:
+                text = block.summary
+            else:
+                text = _compact_json(redact_sensitive_keys(block.data))
         elif isinstance(block, ArtifactRefBlock):
             text = block.summary or f"artifact {block.artifact_id}"
         else:
