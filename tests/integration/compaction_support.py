@@ -11,7 +11,9 @@ from typing import Any
 from agent_core import AgentRuntime, ToolDefinition
 from agent_core.types.content import text_of
 from agent_core.types.model import ModelEvent, ModelRequest
+from tests.fixtures.env import SoongEnv, deep_merge
 from tests.fixtures.fake_provider import FakeProvider, Turn, hang, text
+from tests.fixtures.runtime import collect, open_runtime
 
 SECTIONS = (
     "## Goal",
@@ -103,6 +105,42 @@ def words(tokens: int) -> str:
     return ("abc " * tokens).strip()
 
 
-def compact_config(**compact: Any) -> dict[str, Any]:
-    """A 10000-token window (non-system budget ~3200 with the test static prompt) and compact overrides."""
-    return {"model": {"context_window": 10000}, "compact": compact}
+async def base_tokens(
+    env: SoongEnv,
+    config: dict[str, Any] | None = None,
+    *,
+    setup: Callable[[AgentRuntime], None] | None = None,
+) -> int:
+    """The estimate of a one-word request with this config and tools (system blocks + the message).
+
+    Tests size their windows and thresholds relative to it, so editing a packaged prompt never breaks them.
+    The probe session is deleted again.
+    """
+    fake = FakeProvider(text("ok"))
+    probe = deep_merge(config or {}, {"compact": {"enabled": False}})
+    async with open_runtime(env, fake, config=probe) as rt:
+        if setup is not None:
+            setup(rt)
+        run = await rt.start("probe")
+        events = await collect(run, debug=True)
+        deleted = await rt.delete_session(run.session_id)
+        assert deleted.deleted
+    report = next(e.payload for e in events if e.event_type == "context_built")
+    return int(report["token_budget"]["total_tokens"])
+
+
+async def background_config(
+    env: SoongEnv, extra: dict[str, Any] | None = None, *, setup: Callable[[AgentRuntime], None] | None = None
+) -> dict[str, Any]:
+    """Two earlier ~300-token turns cross the background threshold on the third run's first build
+    (threshold = base + 470; window = base + 3000, non-system budget ~1900); one turn does not."""
+    base = await base_tokens(env, extra, setup=setup)
+    window = base + 3000
+    compact = {"reserve_tokens": window - (base + 470), "keep_recent_tokens": 200}
+    return deep_merge(extra or {}, {"model": {"context_window": window}, "compact": compact})
+
+
+async def recovery_config(env: SoongEnv, **compact: Any) -> dict[str, Any]:
+    """Background compaction off; a non-system budget of ~3270 tokens (window = base + 4300)."""
+    base = await base_tokens(env, setup=register_blob)
+    return {"model": {"context_window": base + 4300}, "compact": {"auto_background": False, **compact}}

@@ -16,7 +16,7 @@ from tests.fixtures.runtime import collect, open_runtime, rows, types, wait_for
 from tests.fixtures.tool_pipeline import PermissionRecorder
 from tests.integration.compaction_support import (
     SUMMARY_MARK,
-    compact_config,
+    background_config,
     compact_turn,
     held_compact,
     is_compact,
@@ -25,9 +25,6 @@ from tests.integration.compaction_support import (
     words,
 )
 from tests.integration.test_runtime_hooks_mcp import hook
-
-# threshold = max(10000 - 3800, (10000 - 1024) // 2) = 6200: two earlier 300-token turns cross it.
-BACKGROUND = compact_config(reserve_tokens=3800, keep_recent_tokens=200)
 
 
 async def _two_turns(rt: object, fake: FakeProvider) -> str:
@@ -60,7 +57,8 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third answer"))
         third = await rt.start("third question", session_id=sid)
@@ -74,7 +72,8 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
         assert started.payload["mode"] == "auto" and started.agent_id == third.agent_id
         assert started.run_id == third.run_id
         pending = next(e for e in events if e.event_type == "compact_pending")
-        assert pending.payload["tokens_estimate"] > pending.payload["threshold"] == 6200
+        threshold = config["model"]["context_window"] - config["compact"]["reserve_tokens"]
+        assert pending.payload["tokens_estimate"] > pending.payload["threshold"] == threshold
         report = next(e for e in events if e.event_type == "context_built")
         assert report.payload["compact_triggered"] == "auto"
         fork = rows(
@@ -149,7 +148,8 @@ async def test_m13_m03_failed_background_compaction_leaves_the_run_unaffected_ac
 ) -> None:
     fake = FakeProvider()
     route_compact(fake, lambda _r: fail("provider_error"))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third answer"))
         third = await rt.start("third question", session_id=sid)
@@ -192,7 +192,8 @@ async def test_m13_empty_summary_or_missing_cut_is_a_schema_error_acceptance_6(s
     )
     fake = FakeProvider()
     route_compact(fake, lambda _r: next(answers))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         for n in range(3):
             fake.script(text(f"answer {n}"))
@@ -210,7 +211,8 @@ async def test_m05_stale_after_switch_node_acceptance_12(soong_env: SoongEnv) ->
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third answer"))
         third = await rt.start("third question", session_id=sid)
@@ -245,7 +247,8 @@ async def test_m01_compaction_is_applied_at_the_next_safe_point_of_a_running_run
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
 
         async def release(args: dict[str, object], ctx: object) -> str:
             gate.set()
@@ -286,10 +289,11 @@ async def test_m05_stale_by_supersession_of_a_recovery_compaction_acceptance_13(
 
     fake = FakeProvider()
     route_compact(fake, choose)  # type: ignore[arg-type]
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env, setup=register_blob)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         register_blob(rt)
         sid = await _two_turns(rt, fake)
-        blobs = [tool_calls(("demo.blob", {"n": 480}, f"call_{i}")) for i in range(6)]
+        blobs = [tool_calls(("demo.blob", {"n": 300}, f"call_{i}")) for i in range(6)]
         fake.script(*blobs, text("done"))
         third = await rt.start("third question", session_id=sid)
         events = await collect(third, debug=True)
@@ -313,6 +317,7 @@ async def test_m04_compact_fork_has_no_tools_hooks_or_permissions_acceptance_15(
         "Stop": [{"hooks": [hook("--log", str(log))]}],
         "PreToolUse": [{"hooks": [hook("--log", str(log))]}],
     }
+    config = await background_config(soong_env, {"memory": {"enabled": True}})
     soong_env.write_home("hooks.json", json.dumps({"version": 1, "hooks": rules}))
     forbidden = (
         "internal.recall_memory",
@@ -324,7 +329,6 @@ async def test_m04_compact_fork_has_no_tools_hooks_or_permissions_acceptance_15(
     answers = iter([first_turn])
     fake = FakeProvider()
     route_compact(fake, lambda _r: next(answers, compact_turn()))
-    config = {**BACKGROUND, "memory": {"enabled": True}}
     async with open_runtime(
         soong_env, fake, config=config, permission_callback=PermissionRecorder.never()
     ) as rt:
@@ -358,13 +362,15 @@ async def test_m04_compact_fork_has_no_tools_hooks_or_permissions_acceptance_15(
 async def test_m11_compact_model_profile_acceptance_16(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     route_compact(fake, lambda _r: compact_turn())
-    config = {
-        **BACKGROUND,
-        "model_overrides": {
-            "compact": {"name": "compact-model", "max_output_tokens": 300, "temperature": 0.3}
+    config = await background_config(
+        soong_env,
+        {
+            "model_overrides": {
+                "compact": {"name": "compact-model", "max_output_tokens": 300, "temperature": 0.3}
+            },
+            "compact": {"max_summary_tokens": 200},
         },
-        "compact": {**BACKGROUND["compact"], "max_summary_tokens": 200},
-    }
+    )
     async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third"))
@@ -379,10 +385,8 @@ async def test_m11_compact_model_profile_acceptance_16(soong_env: SoongEnv) -> N
 async def test_m11_compact_without_profile_uses_the_main_model(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     route_compact(fake, lambda _r: compact_turn())
-    config = {
-        "model": {"context_window": 10000, "temperature": 0.7},
-        "compact": {**BACKGROUND["compact"], "model_profile": REMOVE},
-    }
+    config = await background_config(soong_env, {"model": {"temperature": 0.7}})
+    config["compact"]["model_profile"] = REMOVE
     async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third"))
@@ -400,7 +404,8 @@ async def test_runtime_close_cancels_in_flight_compaction_and_startup_clears_lef
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=BACKGROUND) as rt:
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         sid = await _two_turns(rt, fake)
         fake.script(text("third"))
         third = await rt.start("third question", session_id=sid)

@@ -17,7 +17,7 @@ from tests.fixtures.orchestrator import Router, create_args, finish, pools, step
 from tests.fixtures.runtime import collect, open_runtime, rows, wait_for
 from tests.integration.compaction_support import SUMMARY_MARK, compact_turn, is_compact, words
 
-# threshold = max(40000 - 39000, (40000 - 1024) // 2) = 19488: a 17000-token turn on top of any agent's
+# threshold = max(40000 - 39000, (40000 - 1024) // 2) = 19488: a 25000-token turn on top of any agent's
 # static prompt crosses it while everything still fits the window.
 LARGE = {
     "model": {"context_window": 40000},
@@ -41,12 +41,12 @@ async def test_m12_orchestrator_and_worker_runs_get_compact_forks_acceptance_17(
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c_create")),
         tool_calls(("agent.dispatch_worker", {"task_id": "t1", "instruction": "job:big"}, "c_dispatch")),
-        text(words(17000)),
+        text(words(25000)),
         text("second answer"),
     )
     router.job(
         "big",
-        tool_calls(("agent.task_get", {"task_id": "t1"}, "w_get"), lead_text=words(17000)),
+        tool_calls(("agent.task_get", {"task_id": "t1"}, "w_get"), lead_text=words(25000)),
         text(DONE),
     )
     fake.route(lambda request: compact_turn() if is_compact(request) else router(request))
@@ -85,7 +85,7 @@ async def test_m12_sub_agent_child_run_gets_a_compact_fork(soong_env: SoongEnv) 
             done = any(m.role == "tool" for m in request.messages)
             if done:
                 return text('{"status": "completed", "summary": "child done"}')
-            return tool_calls(("code.list_dir", {"path": "."}, "child_ls"), lead_text=words(17000))
+            return tool_calls(("code.list_dir", {"path": "."}, "child_ls"), lead_text=words(25000))
         return None
 
     fake.route(route)

@@ -20,8 +20,8 @@ from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import collect, open_runtime, rows, wait_for
 from tests.fixtures.scripted_servers import Response, ScriptedOpenAIServer, ScriptedRequest, stream
 from tests.fixtures.wire_formats import OpenAIWire, advertised_tool_name
+from tests.integration.compaction_support import base_tokens
 
-WINDOW = 9000
 RESERVE_OUTPUT = 1024
 KEY = "sk-long-session-test-key"
 _FIRST_KEPT = re.compile(r"<first_kept_node_id>(.*?)</first_kept_node_id>")
@@ -51,7 +51,8 @@ def estimate(body: dict[str, Any]) -> int:
 class Model:
     """The scripted model: reads a file for each user turn, then answers; writes compaction payloads."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int) -> None:
+        self.window = window
         self.lock = threading.Lock()
         self.main: list[dict[str, Any]] = []
         self.compact: list[dict[str, Any]] = []
@@ -99,7 +100,7 @@ class Model:
 
     def _check(self, body: dict[str, Any]) -> None:
         problems: list[str] = []
-        if estimate(body) > WINDOW:
+        if estimate(body) > self.window:
             problems.append(f"request of {estimate(body)} tokens exceeds the window")
         calls: set[str] = set()
         results: set[str] = set()
@@ -119,14 +120,17 @@ async def _long_session(
     monkeypatch.setenv("SOONG_TEST_API_KEY", KEY)
     for k in range(10):
         soong_env.write_project(f"notes/file_{k}.txt", f"File {k}.\n" + "lorem ipsum dolor sit amet " * 12)
-    model = Model()
+    # window = base + 4400 (non-system budget ~3400); the threshold (window - 2000) is crossed every
+    # few turns, so background compaction keeps the session going.
+    window = await base_tokens(soong_env) + 4400
+    model = Model(window)
     server.handler(model)
     config = {
         "model": {
             "provider": "openai",
             "base_url": server.base_url,
             "api_key_env": "SOONG_TEST_API_KEY",
-            "context_window": WINDOW,
+            "context_window": window,
             "timeout_ms": 60000,
         },
         "context": {"reserve_output_tokens": RESERVE_OUTPUT},
@@ -154,10 +158,10 @@ async def _long_session(
     assert not model.problems, model.problems[:5]
     assert len(model.main) >= 2 * turns  # a retried request (slow machine) is seen twice
     assert compactions() >= turns // 10
-    assert model.compact and all(estimate(body) <= WINDOW for body in model.compact)
+    assert model.compact and all(estimate(body) <= window for body in model.compact)
     reports = rows(soong_env, f"SELECT payload_json FROM \"events_{sid}\" WHERE event_type = 'context_built'")
     totals = [json.loads(r["payload_json"])["token_budget"]["total_tokens"] for r in reports]
-    assert totals and max(totals) <= WINDOW - RESERVE_OUTPUT
+    assert totals and max(totals) <= window - RESERVE_OUTPUT
     assert [r["status"] for r in rows(soong_env, "SELECT DISTINCT status FROM runs")] == ["completed"]
     forks = rows(soong_env, "SELECT COUNT(*) AS n FROM agents WHERE agent_type = 'fork'")[0]["n"]
     assert forks == compactions()

@@ -14,19 +14,20 @@ from tests.fixtures.fake_provider import FakeProvider, Turn, fail, text, tool_ca
 from tests.fixtures.runtime import collect, open_runtime, rows, wait_for
 from tests.integration.compaction_support import (
     SUMMARY_MARK,
-    compact_config,
+    base_tokens,
     compact_input,
     compact_turn,
     held_compact,
     is_compact,
+    recovery_config,
     register_blob,
     route_compact,
     words,
 )
 
-# No background trigger: only the overflow path. Six 600-token tool results of the current run (all
-# protected, none large enough for artifact degradation) overflow the ~3100-token non-system budget.
-RECOVERY = compact_config(auto_background=False)
+# recovery_config: no background trigger, only the overflow path. Six 600-token tool results of the
+# current run (all protected, none large enough for artifact degradation) overflow the ~3270-token
+# non-system budget.
 
 
 def blob_calls(count: int = 6) -> list[Turn]:
@@ -48,7 +49,8 @@ async def test_m02_recovery_blocks_the_main_request_then_continues_with_summary_
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=RECOVERY) as rt:
+    config = await recovery_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         register_blob(rt)
         fake.script(*blob_calls(), text("all done"))
         run = await rt.start("collect the blobs")
@@ -111,7 +113,7 @@ def _assert_prompt_too_long(run: Any, *, attempted: bool) -> None:
 async def test_m02_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     route_compact(fake, lambda _r: fail("provider_error"))
-    run, events = await _overflow(soong_env, fake, RECOVERY)
+    run, events = await _overflow(soong_env, fake, await recovery_config(soong_env))
     _assert_prompt_too_long(run, attempted=True)
     failed = next(e for e in events if e.event_type == "compact_failed")
     assert failed.payload["reason"] == "error" and failed.payload["mode"] == "recovery"
@@ -124,10 +126,11 @@ async def test_m02_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv
 
 async def test_m02_recovery_that_still_does_not_fit_ends_prompt_too_long(soong_env: SoongEnv) -> None:
     # Long assistant texts are never artifactised, so the kept tail (two ~1500-token assistant turns)
-    # plus a valid 400-token summary still exceeds the ~3100-token budget after the recovery compaction.
+    # plus a valid 400-token summary still exceeds the ~3270-token budget after the recovery compaction.
     fake = FakeProvider()
-    route_compact(fake, lambda _r: compact_turn(summary=f"## Goal\n{words(400)}"))
-    async with open_runtime(soong_env, fake, config=RECOVERY) as rt:
+    route_compact(fake, lambda _r: compact_turn(summary=f"## Goal\n{words(600)}"))
+    config = await recovery_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         register_blob(rt)
         fake.script(
             *[tool_calls(("demo.blob", {"n": 3}, f"call_{i}"), lead_text=words(1450)) for i in range(3)]
@@ -147,7 +150,7 @@ async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork_acce
 ) -> None:
     for overrides in ({"enabled": False}, {"recovery_sync": False}):
         fake = FakeProvider()
-        config = compact_config(auto_background=False, **overrides)
+        config = await recovery_config(soong_env, **overrides)
         run, events = await _overflow(soong_env, fake, config)
         _assert_prompt_too_long(run, attempted=True)
         assert not any(e.event_type.startswith("compact_") for e in events)
@@ -156,8 +159,10 @@ async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork_acce
 
 
 async def test_static_overflow_is_prompt_too_long_without_fork_acceptance_24(soong_env: SoongEnv) -> None:
+    # static + reserve_output_tokens exceed the window (base is static + ~80 dynamic/message tokens)
+    window = await base_tokens(soong_env) + 1024 - 200
     fake = FakeProvider()
-    async with open_runtime(soong_env, fake, config={"model": {"context_window": 6000}}) as rt:
+    async with open_runtime(soong_env, fake, config={"model": {"context_window": window}}) as rt:
         run = await rt.start("hello")
         await collect(run)
     _assert_prompt_too_long(run, attempted=False)
@@ -168,7 +173,8 @@ async def test_m02_recovery_is_cancelled_with_its_run(soong_env: SoongEnv) -> No
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
-    async with open_runtime(soong_env, fake, config=RECOVERY) as rt:
+    config = await recovery_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
         register_blob(rt)
         fake.script(*blob_calls())
         run = await rt.start("collect the blobs")
