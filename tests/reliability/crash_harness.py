@@ -57,6 +57,16 @@ class CrashStats:
         return {k: v for k, v in self.__dict__.items() if k != "failures"} | {"failures": self.failures[:20]}
 
 
+def proc_state(pid: int) -> str:
+    """State and wait channel of a process (diagnostics for a kill that does not complete)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()[:3]
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError as exc:
+        return f"gone ({exc.strerror})"
+    return f"{status} wchan={wchan}"
+
+
 class ForkServer:
     """The :mod:`tests.reliability.crash_worker` fork server (started and stopped by the harness)."""
 
@@ -64,6 +74,7 @@ class ForkServer:
         self.proc = proc
         self.runs_finished = 0
         self.pending: list[str] = []
+        self.recent: list[str] = []
 
     @classmethod
     async def start(cls, env: SoongEnv, workdir: Path) -> ForkServer:
@@ -89,21 +100,22 @@ class ForkServer:
         raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
         if not raw:
             raise AssertionError(f"crash fork server exited (rc={self.proc.returncode})")
-        line = raw.decode().strip()
-        if line.startswith("RUN "):
-            self.runs_finished += 1
+        line = raw.decode(errors="replace").strip()
+        self.recent = [*self.recent[-20:], line]
+        self.runs_finished += line.count("RUN ")
         return line
 
-    async def expect(self, prefix: str) -> list[str]:
-        """Reads lines until one starts with ``prefix`` (worker lines may interleave); returns its fields."""
+    async def expect(self, token: str) -> list[str]:
+        """Reads lines until one contains ``token`` (worker lines may interleave); returns the fields from the
+        token on."""
         for i, line in enumerate(self.pending):
-            if line.startswith(prefix):
+            if token in line:
                 del self.pending[i]
-                return line.split()
+                return line[line.index(token) :].split()
         while True:
             line = await self._line()
-            if line.startswith(prefix):
-                return line.split()
+            if token in line:
+                return line[line.index(token) :].split()
             if not line.startswith("RUN "):
                 self.pending.append(line)
 
@@ -120,7 +132,13 @@ class ForkServer:
 
     async def kill(self, pid: int) -> None:
         await self.send(f"KILL {pid}")
-        await self.expect(f"DEAD {pid}")
+        try:
+            await self.expect(f"DEAD {pid}")
+        except TimeoutError as exc:
+            raise AssertionError(
+                f"worker {pid} not reaped: {proc_state(pid)}; server: {proc_state(self.proc.pid)}; "
+                f"last lines: {self.recent}; pending: {self.pending}"
+            ) from exc
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
@@ -330,11 +348,15 @@ async def crash_campaign(
             await server.kill(pid)
             stats.kills += 1
             started = time.monotonic()
+            seen = len(stats.failures)
             try:
                 await verify_resume(env, session_id, mode, workdir, rng, stats)
             except Exception as exc:  # a crash of the check itself is a failure of the kill, not a hang
                 stats.failures.append(f"kill {i}: resume raised {type(exc).__name__}: {exc}")
             stats.seconds_resuming += time.monotonic() - started
+            with (workdir / "progress.log").open("a") as log:
+                log.write(f"kill {i} session {session_id} {mode} failures={len(stats.failures)}\n")
+                log.writelines(f"  {failure}\n" for failure in stats.failures[seen:])
     finally:
         await server.stop()
     stats.child_runs_completed = server.runs_finished

@@ -43,6 +43,11 @@ BIG_OUTPUT = "x" * 70_000
 """Above ``tools.result_limit_bytes`` (64 KiB): the result is moved into an artifact."""
 
 
+def say(line: str) -> None:
+    """One line to stdout in a single ``write`` (a kill never leaves half a line in the shared pipe)."""
+    os.write(1, (line + "\n").encode())
+
+
 def append_line(path: Path, obj: Any) -> None:
     data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -214,17 +219,17 @@ async def work(home: str, project: str, workdir: str, session_arg: str, mode: st
         while True:
             run = await runtime.start("work on it", session_id=session_id, mode=run_mode)
             if first:
-                print(f"SESSION {pid} {run.session_id}", flush=True)
+                say(f"SESSION {pid} {run.session_id}")
                 first = False
             session_id = run.session_id
             async for _ in run.events():
                 pass
-            print(f"RUN {pid} {run.status.value}", flush=True)
+            say(f"RUN {pid} {run.status.value}")
 
 
 def serve(home: str, project: str, workdir: str) -> None:
     """The fork server: imports once, then forks one worker per ``GO`` and SIGKILLs it on ``KILL``."""
-    print("IMPORTED", flush=True)
+    say("IMPORTED")
     for line in sys.stdin:
         command, *args = line.split()
         if command == "GO":
@@ -235,12 +240,12 @@ def serve(home: str, project: str, workdir: str) -> None:
                     asyncio.run(work(home, project, workdir, session_arg, mode, int(seed)))
                 finally:
                     os._exit(1)
-            print(f"PID {pid}", flush=True)
+            say(f"PID {pid}")
         elif command == "KILL":
             pid = int(args[0])
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            print(f"DEAD {pid}", flush=True)
+            say(f"DEAD {pid}")
 
 
 if __name__ == "__main__":
