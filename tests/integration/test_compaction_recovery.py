@@ -152,7 +152,7 @@ async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork_acce
         fake = FakeProvider()
         config = await recovery_config(soong_env, **overrides)
         run, events = await _overflow(soong_env, fake, config)
-        _assert_prompt_too_long(run, attempted=True)
+        _assert_prompt_too_long(run, attempted=False)
         assert not any(e.event_type.startswith("compact_") for e in events)
         assert not any(is_compact(r) for r in fake.requests)
     assert not _compact_agents(soong_env)

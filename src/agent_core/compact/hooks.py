@@ -73,6 +73,10 @@ class CompactionService:
         """``session_id -> agent_id -> pending entry``; mirrors ``sessions.metadata_json.compact_pending``."""
         self.closing = False
 
+    @property
+    def is_closing(self) -> bool:
+        return self.closing or self.manager.closing
+
     # ---- wiring -----------------------------------------------------------------------------------
     def hooks_for(self, state: RunState, cursor: AgentCursor, role: AgentRole) -> CompactionHooks:
         """``RunManager.compaction_for``: compact forks never compact themselves."""
@@ -316,6 +320,8 @@ class AgentCompaction:
         self.service = service
         self.state = state
         self.cursor = cursor
+        self.recovery_attempted = False
+        """True once a recovery compaction ran for this run (the driver's ``compact_attempted``)."""
 
     @property
     def _settings(self) -> Any:
@@ -329,7 +335,7 @@ class AgentCompaction:
 
     async def after_build(self, composition: Composition) -> bool:
         settings = self._settings
-        if not (settings.enabled and settings.auto_background) or self.service.closing:
+        if not (settings.enabled and settings.auto_background) or self.service.is_closing:
             return False
         if self.state.agent_id in self.service.jobs:
             return False
@@ -351,12 +357,13 @@ class AgentCompaction:
 
     async def recover(self, composition: Composition) -> bool:
         settings = self._settings
-        if not (settings.enabled and settings.recovery_sync) or self.service.closing:
+        if not (settings.enabled and settings.recovery_sync) or self.service.is_closing:
             return False
         try:
             req = self.service.request(self.state, self.cursor, composition, "recovery")
             if req is None:
                 return False
+            self.recovery_attempted = True
             result: ForkResult = await run_compact_fork(self.service.manager, req, follow_cancel=self.state)
             if isinstance(result, CompactFailure):
                 await self.service.fail(req, result.reason, result.error)

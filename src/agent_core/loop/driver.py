@@ -342,7 +342,9 @@ async def _build_request(spec: LoopSpec, state: _LoopState) -> ModelRequest:
     triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
     await _emit_report(spec, state, composition, recovered, triggered)
     if not composition.fits:
-        raise _Terminal(_prompt_too_long(state, composition, compact_attempted=True))
+        # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
+        attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
+        raise _Terminal(_prompt_too_long(state, composition, compact_attempted=attempted))
     request = ModelRequest.model_construct(
         model=spec.model,
         system=composition.system,
