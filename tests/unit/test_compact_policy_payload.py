@@ -202,3 +202,20 @@ def test_compact_input_truncates_tool_results_and_oldest_entries() -> None:
     assert re.search(rf"\[… {small.omitted_entries} earlier items omitted …\]", small.text)
     assert "PREVIOUS SUMMARY TEXT" in small.text
     assert len(small.text) // 4 + 4 <= len(full.text) // 8
+
+
+def test_compact_input_shortens_the_split_prefix_but_keeps_the_user_message() -> None:
+    path = turn(0, calls=8, result_tokens=300)
+    plan = plan_cut(path, keep_recent_tokens=300, non_system_budget=5000)
+    assert plan is not None and plan.split_turn and plan.conversation == ()
+    facts = range_facts(plan.summarised, None)
+    full = build_input(plan, facts, tokens_before=1, budget_tokens=1_000_000)
+    budget = len(full.text) // 4 // 2
+    short = build_input(plan, facts, tokens_before=1, budget_tokens=budget)
+    assert short.fits and short.truncated and short.omitted_entries > 0
+    prefix = short.text.split("<split_turn_prefix>")[1].split("</split_turn_prefix>")[0].strip().splitlines()
+    assert prefix[0].startswith(f"[{path[0].node_id}] user:")
+    assert prefix[1] == f"[… {short.omitted_entries} earlier items omitted …]"
+    assert len(short.text) // 4 + 4 <= budget + 1
+    hopeless = build_input(plan, facts, tokens_before=1, budget_tokens=50)
+    assert not hopeless.fits and hopeless.truncated
