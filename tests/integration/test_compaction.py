@@ -434,3 +434,26 @@ async def test_runtime_close_cancels_in_flight_compaction_and_startup_clears_lef
     assert "compact_pending" not in json.loads(
         rows(soong_env, "SELECT metadata_json FROM sessions")[0]["metadata_json"] or "{}"
     )
+
+
+async def test_m13_background_fork_timeout_is_a_compact_failure(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()  # never set: the fork hangs until its timeout
+    fake = FakeProvider()
+    route_compact(fake, lambda _r: held_compact(gate))
+    config = await background_config(soong_env, {"agents": {"default_child_timeout_ms": 300}})
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        sid = await _two_turns(rt, fake)
+        fake.script(text("third"))
+        third = await rt.start("third question", session_id=sid)
+        await collect(third)
+        assert third.status == RunStatus.completed
+        await wait_for(lambda: bool(_events(soong_env, sid, "compact_failed")))
+    (failed,) = _events(soong_env, sid, "compact_failed")
+    payload = failed["payload"]
+    assert isinstance(payload, dict)
+    assert payload["reason"] == "timeout" and payload["error"]["code"] == "timeout"
+    fork_run = rows(
+        soong_env, "SELECT status, end_reason FROM runs WHERE run_id = ?", payload["compact_run_id"]
+    )
+    assert fork_run[0]["status"] == "aborted"
+    assert not _nodes(soong_env, sid, "compaction")

@@ -242,8 +242,6 @@ async def _persist_fork(manager: RunManager, req: CompactRequest, model: Resolve
     state.extras["model"] = model
     state.extras["cursor"] = cursor
     state.extras["recorder"] = manager.recorder_for(state, cursor, root_agent=False)
-    manager.runs[state.run_id] = state
-    req.session.live_runs[state.run_id] = state
     return state
 
 
@@ -371,6 +369,8 @@ async def _execute(
         agent_type=AgentType.fork,
         interruption=interruption,
     )
+    manager.runs[state.run_id] = state
+    req.session.live_runs[state.run_id] = state
     handle = asyncio.get_running_loop().call_later(timeout_ms / 1000, on_timeout)
     watcher = asyncio.create_task(follow(follow_cancel)) if follow_cancel is not None else None
     try:

@@ -117,17 +117,21 @@ class CompactionService:
         agent_id = req.target_agent_id
         job = _Job(req)
         self.jobs[agent_id] = job
-        await self.manager.recorder(req.trigger).emit(
-            EventType.compact_pending,
-            {"tokens_estimate": req.tokens_before, "threshold": threshold, "target_agent_id": agent_id},
-        )
-        entry = {
-            "compact_run_id": req.compact_run_id,
-            "covered_tip_node_id": req.plan.covered_tip_node_id,
-            "mode": req.mode,
-            "requested_at": format_ts(),
-        }
-        await self._set_pending(req, entry)
+        try:
+            await self.manager.recorder(req.trigger).emit(
+                EventType.compact_pending,
+                {"tokens_estimate": req.tokens_before, "threshold": threshold, "target_agent_id": agent_id},
+            )
+            entry = {
+                "compact_run_id": req.compact_run_id,
+                "covered_tip_node_id": req.plan.covered_tip_node_id,
+                "mode": req.mode,
+                "requested_at": format_ts(),
+            }
+            await self._set_pending(req, entry)
+        except BaseException:
+            del self.jobs[agent_id]
+            raise
         job.task = asyncio.create_task(self._background(job), name=f"compact {agent_id}")
 
     async def _background(self, job: _Job) -> None:
@@ -193,9 +197,14 @@ class CompactionService:
         draft = job.ready
         assert draft is not None
         if req.root_agent and self._active_run(req) is None:
-            session = req.session
-            req.cursor.truncate_to(session.active_node_id)
-        await self.write_compaction(req, draft)
+            req.cursor.truncate_to(req.session.active_node_id)
+        try:
+            await self.write_compaction(req, draft)
+        except Exception as exc:
+            log.exception("writing the compaction of %s failed", req.target_agent_id)
+            error = ErrorPayload(code=ErrorCode.storage_error, message=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(Exception):
+                await self.fail(req, "error", error.redacted_copy(self.manager.services.redactor))
 
     # ---- shared by both modes ---------------------------------------------------------------------
     async def write_compaction(self, req: CompactRequest, draft: CompactionDraft) -> bool:
