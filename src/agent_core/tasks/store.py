@@ -133,6 +133,15 @@ class TaskStore:
 
     async def _restore(self) -> None:
         for path in wal_mod.list_wal_files(self.session_dir):
+            if wal_mod.uncommitted_create(path):
+                # A create killed before its first commit was written: no Task, and the name is free again.
+                try:
+                    path.unlink()
+                except OSError as exc:
+                    logger.warning("cannot remove the uncommitted Task WAL %s: %s", path, exc)
+                else:
+                    logger.info("removed %s: a Task create that never committed", path.name)
+                    continue
             try:
                 if wal_mod.read_tail(path).terminal_status is not None:
                     continue
@@ -392,6 +401,8 @@ class TaskStore:
         active = {e.path: e for e in self._active.values()}
         views: list[TaskInspectView] = []
         for path in wal_mod.list_wal_files(self.session_dir):
+            if path not in active and wal_mod.uncommitted_create(path):
+                continue  # not a Task: a create that never committed (removed at restore)
             events = wal_mod.read_timeline(path) if include_events else []
             if path in active:
                 dag = active[path].dag

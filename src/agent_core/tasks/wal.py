@@ -182,6 +182,28 @@ def read_tail(path: Path) -> WalTail:
     )
 
 
+def uncommitted_create(path: Path) -> bool:
+    """True when ``path`` holds no complete record: a create cut before its first commit was written whole.
+
+    :meth:`WalWriter.create` opens the file exclusively and then writes the first commit, so a process
+    killed in between leaves an empty file or one unterminated line that is not valid JSON. Nothing in it
+    was ever committed (the tool call never returned), so the file is not a Task and never was.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\n" in data:
+        return False
+    if not data:
+        return True
+    try:
+        json.loads(data)
+    except ValueError:
+        return True
+    return False
+
+
 def read_first_task_id(path: Path) -> str | None:
     """``task_id`` of the first line (the ``task_created`` record), or ``None`` if unreadable."""
     try:
