@@ -100,6 +100,12 @@ def _walk(obj: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(obj, dict):
         return {_walk(k, secrets) if isinstance(k, str) else k: _walk(v, secrets) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
+        if obj and all(type(v) is str for v in obj):
+            # fast path for long id lists (e.g. context reports): one scan of the joined text; a secret
+            # never holds a NUL, so it cannot match across the separator
+            joined = "\0".join(obj)
+            if not any(secret in joined for secret in secrets):
+                return list(obj)
         return [_walk(v, secrets) for v in obj]
     return obj
 
@@ -122,24 +128,60 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_KEY_VERDICTS: dict[str, bool] = {}
+_KEY_VERDICTS_LIMIT = 4096
+
+
+def _sensitive_key(key: str) -> bool:
+    """``SENSITIVE_KEY.search(key)``, memoised (payload keys repeat across thousands of records)."""
+    verdict = _KEY_VERDICTS.get(key)
+    if verdict is None:
+        verdict = SENSITIVE_KEY.search(key) is not None
+        if len(_KEY_VERDICTS) >= _KEY_VERDICTS_LIMIT:
+            _KEY_VERDICTS.clear()
+        _KEY_VERDICTS[key] = verdict
+    return verdict
+
+
+def _masked(key: Any, value: Any) -> bool:
+    return (
+        isinstance(key, str)
+        and _sensitive_key(key)
+        and value is not None
+        and not isinstance(value, bool)
+        and not _is_token_count(key, value)
+    )
+
+
+def has_sensitive_keys(obj: Any) -> bool:
+    """True when :func:`redact_sensitive_keys` would mask something in ``obj`` (a read-only scan, so a
+    caller can keep a record unchanged instead of copying it)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if _masked(k, v):
+                return True
+            if isinstance(v, dict | list | tuple) and has_sensitive_keys(v):
+                return True
+        return False
+    if isinstance(obj, list | tuple):
+        return any(isinstance(v, dict | list | tuple) and has_sensitive_keys(v) for v in obj)
+    return False
+
+
 def redact_sensitive_keys(obj: Any) -> Any:
     """Read-time redaction: masks values under sensitive-looking mapping keys, recursively (numeric token
     counters such as ``usage.input_tokens`` or ``token_budget`` stay readable)."""
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for k, v in obj.items():
-            if (
-                isinstance(k, str)
-                and SENSITIVE_KEY.search(k)
-                and v is not None
-                and not isinstance(v, bool)
-                and not _is_token_count(k, v)
-            ):
+            if _masked(k, v):
                 out[k] = REDACTED
             else:
                 out[k] = redact_sensitive_keys(v)
         return out
     if isinstance(obj, list | tuple):
+        if all(type(v) is str for v in obj):  # no mapping inside: nothing to mask (fast path for id lists)
+            return list(obj)
         return [redact_sensitive_keys(v) for v in obj]
     return obj
 

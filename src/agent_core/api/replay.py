@@ -14,7 +14,7 @@ from agent_core.config.loader import resolve_project
 from agent_core.context.composer import is_skipped_assistant
 from agent_core.context.render import render_node
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.redaction import REDACTED, redact_sensitive_keys
+from agent_core.redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.storage.ids import validate_session_id
@@ -49,6 +49,10 @@ _CHILD_SUMMARY_EVENTS = {
 
 
 def _redact_node(node: Node) -> Node:
+    if not has_sensitive_keys(node.metadata) and not any(
+        has_sensitive_keys(b.model_dump()) for b in node.content
+    ):
+        return node  # nothing to mask: no copy (replay of long sessions)
     return node.model_copy(
         update={
             "metadata": redact_sensitive_keys(node.metadata),
@@ -58,8 +62,11 @@ def _redact_node(node: Node) -> Node:
 
 
 def _redact_event(event: RuntimeEvent) -> RuntimeEvent:
+    hook = event.event_type in (EventType.hook_failed, EventType.hook_completed)
+    if not hook and not has_sensitive_keys(event.payload):
+        return event  # nothing to mask: no copy (replay of long sessions)
     payload = redact_sensitive_keys(event.payload)
-    if event.event_type in (EventType.hook_failed, EventType.hook_completed):
+    if hook:
         for key in ("stderr_summary", "stdout_summary", "logs"):
             if key in payload:
                 payload[key] = REDACTED

@@ -33,6 +33,8 @@ from agent_core.types.runtime import (
 )
 
 SUMMARY_LIMIT = 200
+_COMPACTION = NodeType.compaction.value
+_ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
 TRUNCATION_MARKER = "\n[... truncated to fit the context budget ...]"
 
 
@@ -125,13 +127,15 @@ def is_skipped_assistant(node: Node) -> str | None:
 
 def latest_valid_compaction(path: Sequence[Node]) -> tuple[int | None, list[str]]:
     """Index of the last valid compaction node on ``path`` and the ids of invalid ones (compact.md §3)."""
+    positions = [i for i, n in enumerate(path) if n.node_type == _COMPACTION]
+    if not positions:
+        return None, []
     index_of = {n.node_id: i for i, n in enumerate(path)}
     valid: int | None = None
     prev_first_kept = -1
     invalid: list[str] = []
-    for i, node in enumerate(path):
-        if node.node_type != NodeType.compaction:
-            continue
+    for i in positions:
+        node = path[i]
         first_kept = index_of.get(str(node.metadata.get("first_kept_node_id")))
         if first_kept is None or first_kept >= i or first_kept < prev_first_kept:
             invalid.append(node.node_id)
@@ -141,11 +145,16 @@ def latest_valid_compaction(path: Sequence[Node]) -> tuple[int | None, list[str]
     return valid, invalid
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     node: Node
     message: ModelMessage
     tokens: int
+    call_ids: tuple[str, ...] = ()
+    """ids of the message's tool_call blocks"""
+    result_ids: tuple[str, ...] = ()
+    """ids of the message's tool_result blocks"""
+    synthetic: bool = False
     protected: bool = False
 
 
@@ -180,19 +189,21 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     degradations: list[ArtifactDegradation] = []
 
     def total() -> int:
-        return sum(it.tokens for g in groups for it in g) + board_tokens
+        return sum([it.tokens for g in groups for it in g]) + board_tokens
 
     if total() > non_system:
         _shrink_previews(groups, counter, degradations, protected=False)
-    while total() > non_system:
-        victim = next((g for g in groups if not any(it.protected for it in g)), None)
-        if victim is None:
-            break
-        groups.remove(victim)
-        for it in victim:
-            excluded[it.node.node_id] = "budget"
-    if total() > non_system:
-        _shrink_previews(groups, counter, degradations, protected=True)
+        current = total()
+        while current > non_system:
+            victim = next((g for g in groups if not any(it.protected for it in g)), None)
+            if victim is None:
+                break
+            groups.remove(victim)
+            for it in victim:
+                excluded[it.node.node_id] = "budget"
+                current -= it.tokens
+        if current > non_system:
+            _shrink_previews(groups, counter, degradations, protected=True)
 
     flat = [it for g in groups for it in g]
     while flat and flat[0].message.role != "user":
@@ -207,7 +218,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
                 metadata={"synthetic": True, "source": "task_board"},
             )
         )
-    non_system_tokens = sum(it.tokens for it in flat) + board_tokens
+    non_system_tokens = sum([it.tokens for it in flat]) + board_tokens
     fits = not static_overflow and non_system_tokens <= non_system
     degradable: list[DegradableBlock] = []
     if not fits:
@@ -219,7 +230,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
             source_node_id=it.node.node_id, source_node_type=it.node.node_type, token_count=it.tokens
         )
         for it in flat
-        if it.message.metadata.get("synthetic")
+        if it.synthetic
     ]
     budget = TokenBudget(
         context_window=window,
@@ -333,22 +344,34 @@ def _candidates(
                 excluded[node.node_id] = "compacted"
         ordered = [comp, *path[start:comp_index], *path[comp_index + 1 :]]
     items: list[_Item] = []
+    entry = cache.entry
+    subs = inp.substitutions
     for node in ordered:
-        if node.node_id in excluded:
+        node_id = node.node_id
+        if node_id in excluded:
             continue
-        if node.node_type == NodeType.compaction and node.node_id != compaction_id:
-            excluded[node.node_id] = "compacted"
+        if node.node_type == _COMPACTION and node_id != compaction_id:
+            excluded[node_id] = "compacted"
             continue
-        skipped = is_skipped_assistant(node)
-        if skipped:
-            excluded[node.node_id] = skipped
+        if node.role == "assistant":
+            skipped = is_skipped_assistant(node)
+            if skipped:
+                excluded[node_id] = skipped
+                continue
+        rendered = entry(node)
+        if rendered is None:
             continue
-        message, tokens = cache.get(node)
-        if message is None:
-            continue
-        if inp.substitutions:
-            message, tokens = _apply_substitutions(node, message, tokens, inp.substitutions, counter)
-        items.append(_Item(node, message, tokens))
+        item = _Item(
+            node,
+            rendered.message,
+            rendered.tokens,
+            rendered.call_ids,
+            rendered.result_ids,
+            rendered.synthetic,
+        )
+        if subs:
+            item.message, item.tokens = _apply_substitutions(node, item.message, item.tokens, subs, counter)
+        items.append(item)
     return items, compaction_id, covered
 
 
@@ -387,11 +410,12 @@ def _repair_pairs(items: list[_Item], counter: TokenCounter) -> list[str]:
     calls: set[str] = set()
     results: set[str] = set()
     for it in items:
-        for b in it.message.content:
-            if isinstance(b, ToolCallBlock):
-                calls.add(b.tool_call_id)
-            elif isinstance(b, ToolResultBlock):
-                results.add(b.tool_call_id)
+        if it.call_ids:
+            calls.update(it.call_ids)
+        if it.result_ids:
+            results.update(it.result_ids)
+    if calls == results:
+        return []
     unpaired = sorted((calls - results) | (results - calls))
     if not unpaired:
         return []
@@ -408,21 +432,20 @@ def _repair_pairs(items: list[_Item], counter: TokenCounter) -> list[str]:
                 continue
             it.message = it.message.model_copy(update={"content": content})
             it.tokens = counter.message(content)
+            it.call_ids = tuple(i for i in it.call_ids if i not in bad)
+            it.result_ids = tuple(i for i in it.result_ids if i not in bad)
         keep.append(it)
     items[:] = keep
     return unpaired
 
 
-def _call_ids(message: ModelMessage) -> list[str]:
-    return [b.tool_call_id for b in message.content if isinstance(b, ToolCallBlock)]
-
-
 def _group(items: list[_Item]) -> list[list[_Item]]:
     groups: list[list[_Item]] = []
     i = 0
-    while i < len(items):
+    count = len(items)
+    while i < count:
         item = items[i]
-        call_ids = _call_ids(item.message) if item.message.role == "assistant" else []
+        call_ids = item.call_ids if item.message.role == "assistant" else ()
         if not call_ids:
             groups.append([item])
             i += 1
@@ -430,7 +453,7 @@ def _group(items: list[_Item]) -> list[list[_Item]]:
         tools: list[_Item] = []
         derived: list[_Item] = []
         j = i + 1
-        while j < len(items):
+        while j < count:
             nxt = items[j]
             if nxt.message.role == "tool":
                 tools.append(nxt)
@@ -439,10 +462,11 @@ def _group(items: list[_Item]) -> list[list[_Item]]:
             else:
                 break
             j += 1
-        order = {cid: k for k, cid in enumerate(call_ids)}
-        tools.sort(key=lambda t: min((order.get(_result_id(t), len(order)),), default=len(order)))
+        if len(tools) > 1:
+            order = {cid: k for k, cid in enumerate(call_ids)}
+            tools.sort(key=lambda t: order.get(_result_id(t), len(order)))
         group = [item, *tools, *derived]
-        if j < len(items) and items[j].message.role == "assistant" and not _call_ids(items[j].message):
+        if j < count and items[j].message.role == "assistant" and not items[j].call_ids:
             group.append(items[j])
             j += 1
         groups.append(group)
@@ -451,26 +475,25 @@ def _group(items: list[_Item]) -> list[list[_Item]]:
 
 
 def _result_id(item: _Item) -> str:
-    for b in item.message.content:
-        if isinstance(b, ToolResultBlock):
-            return b.tool_call_id
-    return ""
+    return item.result_ids[0] if item.result_ids else ""
 
 
 def _protect(groups: list[list[_Item]], inp: ComposeInput) -> None:
     latest_compaction = None
     for g in groups:
         for it in g:
-            if it.node.node_type == NodeType.compaction:
+            if it.node.node_type == _COMPACTION:
                 latest_compaction = it.node.node_id
+    user_node_id = inp.current_user_node_id
+    run_id = inp.current_run_id
     for g in groups:
         for it in g:
             node = it.node
             if (
-                node.node_id == inp.current_user_node_id
-                or (inp.current_run_id is not None and node.run_id == inp.current_run_id)
+                node.node_id == user_node_id
+                or (run_id is not None and node.run_id == run_id)
                 or node.node_id == latest_compaction
-                or node.node_type in (NodeType.skill_context, NodeType.memory_context)
+                or node.node_type in _ALWAYS_PROTECTED
             ):
                 for member in g:
                     member.protected = True

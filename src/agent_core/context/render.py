@@ -106,6 +106,19 @@ def render_node(node: Node) -> ModelMessage | None:
     return ModelMessage(role=role, content=content, metadata={"source_node_id": node.node_id})
 
 
+class Rendered:
+    """One node's cached rendering: its message, token estimate and the facts the composer needs."""
+
+    __slots__ = ("call_ids", "message", "result_ids", "synthetic", "tokens")
+
+    def __init__(self, message: ModelMessage, tokens: int) -> None:
+        self.message = message
+        self.tokens = tokens
+        self.call_ids = tuple(b.tool_call_id for b in message.content if isinstance(b, ToolCallBlock))
+        self.result_ids = tuple(b.tool_call_id for b in message.content if isinstance(b, ToolResultBlock))
+        self.synthetic = bool(message.metadata.get("synthetic"))
+
+
 class RenderCache:
     """Per-node rendered message and token estimate; valid forever because nodes never change."""
 
@@ -113,16 +126,21 @@ class RenderCache:
 
     def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
         self._counter = counter
-        self._entries: dict[str, tuple[ModelMessage | None, int]] = {}
+        self._entries: dict[str, Rendered | None] = {}
+
+    def entry(self, node: Node) -> Rendered | None:
+        """The cached rendering of ``node`` (``None`` when the node is never rendered)."""
+        try:
+            return self._entries[node.node_id]
+        except KeyError:
+            message = render_node(node)
+            entry = Rendered(message, self._counter.message(message.content)) if message is not None else None
+            self._entries[node.node_id] = entry
+            return entry
 
     def get(self, node: Node) -> tuple[ModelMessage | None, int]:
-        entry = self._entries.get(node.node_id)
-        if entry is None:
-            message = render_node(node)
-            tokens = self._counter.message(message.content) if message is not None else 0
-            entry = (message, tokens)
-            self._entries[node.node_id] = entry
-        return entry
+        entry = self.entry(node)
+        return (entry.message, entry.tokens) if entry is not None else (None, 0)
 
     def forget(self, node_ids: set[str]) -> None:
         for node_id in node_ids:

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from agent_core.config.model import ResolvedModelConfig
 from agent_core.providers.base import (
     MessageAssembler,
     as_dict,
@@ -22,6 +23,7 @@ from agent_core.providers.base import (
 from agent_core.providers.streaming import (
     ChunkTranslator,
     HttpStreamAdapter,
+    SleepFn,
     body_message,
     decode_json_object,
     sse_events,
@@ -29,13 +31,20 @@ from agent_core.providers.streaming import (
 )
 from agent_core.providers.tool_mapping import (
     ToolNameMap,
-    conversation,
     render_blocks,
     render_tool_result,
     system_texts,
 )
+from agent_core.providers.wire_cache import WireMemo
 from agent_core.types.content import ToolCallBlock, ToolResultBlock
-from agent_core.types.model import ModelEvent, ModelRequest, ProviderErrorPayload, ToolChoiceNamed, Usage
+from agent_core.types.model import (
+    ModelEvent,
+    ModelMessage,
+    ModelRequest,
+    ProviderErrorPayload,
+    ToolChoiceNamed,
+    Usage,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -52,38 +61,20 @@ END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 """Chunk the transport feeds for the ``data: [DONE]`` terminator."""
 
 
-def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
-    """The ``POST /chat/completions`` body for ``request`` (pure)."""
+def build_payload(
+    request: ModelRequest, name_map: ToolNameMap, memo: WireMemo | None = None
+) -> dict[str, Any]:
+    """The ``POST /chat/completions`` body for ``request`` (pure).
+
+    ``memo`` reuses the wire entries of messages/blocks already encoded for an earlier request (same
+    objects, same tool-name mapping); the result is identical with or without it. Entries are shared:
+    callers must not mutate the returned messages.
+    """
     messages: list[dict[str, Any]] = []
     system = system_texts(request)
     if system:
         messages.append({"role": "system", "content": "\n\n".join(system)})
-    for message in conversation(request.messages):
-        if message.role == "user":
-            messages.append({"role": "user", "content": render_blocks(message.content)})
-        elif message.role == "assistant":
-            text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
-            calls = [
-                {
-                    "id": b.tool_call_id,
-                    "type": "function",
-                    "function": {
-                        "name": name_map.mangle(b.name),
-                        "arguments": json.dumps(b.arguments, ensure_ascii=False),
-                    },
-                }
-                for b in message.content
-                if isinstance(b, ToolCallBlock)
-            ]
-            if calls:
-                entry["tool_calls"] = calls
-            messages.append(entry)
-        else:
-            for block in message.content:
-                if isinstance(block, ToolResultBlock):
-                    content = render_tool_result(block, provider_has_error_flag=False)
-                    messages.append({"role": "tool", "tool_call_id": block.tool_call_id, "content": content})
+    messages.extend(_wire_messages(request.messages, name_map, memo))
     payload: dict[str, Any] = {
         "model": request.model,
         "messages": messages,
@@ -117,6 +108,93 @@ def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any
         if key in OPTION_KEYS:
             payload[key] = value
     return payload
+
+
+def _wire_messages(
+    source: list[ModelMessage], name_map: ToolNameMap, memo: WireMemo | None
+) -> list[dict[str, Any]]:
+    """Non-system messages in wire form. Consecutive tool messages form one group whose results follow
+    the preceding assistant's tool-call order (unmatched results keep their order at the end), one
+    ``tool`` message per result."""
+    out: list[dict[str, Any]] = []
+    call_order: dict[str, int] = {}
+    tools: list[ToolResultBlock] = []
+
+    def flush_tools() -> None:
+        blocks = tools
+        if len(tools) > 1:
+            ranked = sorted(
+                enumerate(tools),
+                key=lambda pair: (call_order.get(pair[1].tool_call_id, len(call_order)), pair[0]),
+            )
+            blocks = [block for _, block in ranked]
+        out.extend(_tool_entry(block, memo) for block in blocks)
+        tools.clear()
+
+    for message in source:
+        role = message.role
+        if role == "system":
+            continue
+        if role == "tool":
+            tools.extend(b for b in message.content if isinstance(b, ToolResultBlock))
+            continue
+        if tools:
+            flush_tools()
+        if role == "user":
+            out.append(_user_entry(message, memo))
+        else:
+            entry, ids = _assistant_entry(message, name_map, memo)
+            call_order = {cid: i for i, cid in enumerate(ids)}
+            out.append(entry)
+    if tools:
+        flush_tools()
+    return out
+
+
+def _user_entry(message: ModelMessage, memo: WireMemo | None) -> dict[str, Any]:
+    cached: dict[str, Any] | None = memo.get(message) if memo is not None else None
+    if cached is None:
+        cached = {"role": "user", "content": render_blocks(message.content)}
+        if memo is not None:
+            memo.put(message, cached)
+    return cached
+
+
+def _tool_entry(block: ToolResultBlock, memo: WireMemo | None) -> dict[str, Any]:
+    cached: dict[str, Any] | None = memo.get(block) if memo is not None else None
+    if cached is None:
+        content = render_tool_result(block, provider_has_error_flag=False)
+        cached = {"role": "tool", "tool_call_id": block.tool_call_id, "content": content}
+        if memo is not None:
+            memo.put(block, cached)
+    return cached
+
+
+def _assistant_entry(
+    message: ModelMessage, name_map: ToolNameMap, memo: WireMemo | None
+) -> tuple[dict[str, Any], list[str]]:
+    """``(wire entry, tool_call ids)``; a memo hit is used only if every call name still maps the same."""
+    if memo is not None:
+        cached = memo.get(message)
+        if cached is not None and all(name_map.mangle(c) == p for c, p in cached[2]):
+            return cached[0], cached[1]
+    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    names = [(b.name, name_map.mangle(b.name)) for b in blocks]
+    if blocks:
+        entry["tool_calls"] = [
+            {
+                "id": b.tool_call_id,
+                "type": "function",
+                "function": {"name": provider, "arguments": json.dumps(b.arguments, ensure_ascii=False)},
+            }
+            for b, (_, provider) in zip(blocks, names, strict=True)
+        ]
+    ids = [b.tool_call_id for b in blocks]
+    if memo is not None:
+        memo.put(message, (entry, ids, tuple(names)))
+    return entry, ids
 
 
 def map_usage(raw: dict[str, Any]) -> Usage:
@@ -256,6 +334,10 @@ class OpenAIAdapter(HttpStreamAdapter):
     option_keys = OPTION_KEYS
     request_id_header = "x-request-id"
 
+    def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
+        super().__init__(config, sleep=sleep)
+        self._wire_memo = WireMemo()
+
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
@@ -266,7 +348,7 @@ class OpenAIAdapter(HttpStreamAdapter):
         return headers
 
     def _payload(self, request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
-        return build_payload(request, name_map)
+        return build_payload(request, name_map, self._wire_memo)
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib.util
 import json
 import os
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
@@ -232,6 +234,17 @@ async def drain(chunks: AsyncIterator[dict[str, Any]], timeout_s: float) -> None
         pass
 
 
+def _remember_missing_sniffio() -> None:
+    """Caches a failed ``import sniffio`` (a negative ``sys.modules`` entry).
+
+    httpcore tries ``import sniffio`` on every connection-pool lock it sets up (several times per request)
+    and falls back to asyncio when it is missing; recent anyio no longer installs it, and a failing import
+    re-scans ``sys.path`` each time (~1 ms per request). When it is importable nothing changes.
+    """
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
 # -- the shared adapter -----------------------------------------------------------------------------
 class HttpStreamAdapter:
     """Base of the built-in adapters: pre-flight, transport, retries, metadata, cancellation.
@@ -312,6 +325,7 @@ class HttpStreamAdapter:
         if self._client_obj is None:
             import httpx
 
+            _remember_missing_sniffio()
             # A plain-http base URL never uses TLS (redirects are not followed), so the client skips
             # building a certificate-verifying SSL context (tens of ms of CLI cold start).
             plain_http = self.base_url.startswith("http://")

@@ -386,6 +386,7 @@ class RunManager:
                 session.active = None
             session.live_runs.pop(state.run_id, None)
             await self._after_run(state)
+            self._forget(state)
             self._start_next(session)
 
     async def execute_agent_run(
@@ -600,6 +601,12 @@ class RunManager:
             except Exception:
                 log.exception("run-end observer failed for %s", state.run_id)
 
+    def _forget(self, state: RunState) -> None:
+        """Drops a terminal root run from :attr:`runs` (which holds live runs only), so a long-lived
+        runtime does not keep every finished run, its recorder and its buffers; its handle still works."""
+        if state.terminal and self.runs.get(state.run_id) is state:
+            del self.runs[state.run_id]
+
     def _start_next(self, session: SessionState) -> None:
         while session.queue and session.active is None:
             nxt = session.queue.popleft()
@@ -627,6 +634,7 @@ class RunManager:
             await rec.emit(EventType.run_dequeued, {"reason": "cancelled"})
             await self._cancel_before_loop(state)
             session.live_runs.pop(state.run_id, None)
+            self._forget(state)
             return CancelResult(run_id=state.run_id, status=state.status, cancelled=True, was_queued=True)
         if not state.cancel_event.is_set():
             state.cancel_reason = state.cancel_reason or reason

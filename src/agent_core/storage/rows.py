@@ -8,16 +8,18 @@ once per write; an empty tuple takes the fast path (no walk, direct pydantic JSO
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
 from agent_core.redaction import Redactor, redact_with
 from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.types.base import format_ts, utc_now
+from agent_core.types.base import format_ts, parse_ts, utc_now
 from agent_core.types.content import ContentBlock, content_list_adapter
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
 from agent_core.types.mappers import dump_json
@@ -199,3 +201,63 @@ def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
         created_at=created,
         created_at_text=format_ts(created),
     )
+
+
+# ---- reads: row → runtime type in one validation (no intermediate record) ---------------------------
+
+
+def _read_error(what: str, exc: BaseException) -> SchemaError:
+    return SchemaError(ErrorCode.schema_error, f"cannot convert {what}: {exc}", cause=exc)
+
+
+def node_from_row(row: Sequence[Any], session_id: str) -> Node:
+    """A ``nodes_<sid>`` row (``NodeRecord.columns()`` order) as a :class:`Node`; bad data → ``schema_error``.
+
+    Same result as ``node_from_record(record_from_row(NodeRecord, ...))``, validated once instead of twice.
+    """
+    node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
+    try:
+        meta = json.loads(metadata) if metadata is not None else {}
+        if not isinstance(meta, dict):
+            raise ValueError("nodes.metadata_json is not a JSON object")
+        return Node(
+            node_id=node_id,
+            node_seq=node_seq,
+            session_id=session_id,
+            parent_id=parent_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            role=MessageRole(role),
+            node_type=NodeType(node_type),
+            content=content_list_adapter.validate_json(content),
+            metadata=meta,
+            token_count=tokens,
+            created_at=parse_ts(created),
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise _read_error("node record", exc) from exc
+
+
+def event_from_row(row: Sequence[Any], session_id: str) -> RuntimeEvent:
+    """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
+    event_id, seq, run_seq, agent_id, run_id, level, event_type, node_id, call_id, payload, created = row
+    try:
+        data = json.loads(payload) if payload is not None else {}
+        if not isinstance(data, dict):
+            raise ValueError("events.payload_json is not a JSON object")
+        return RuntimeEvent(
+            event_id=event_id,
+            seq=seq,
+            run_seq=run_seq,
+            session_id=session_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            level=EventLevel(level).value,
+            event_type=EventType(event_type),
+            node_id=node_id,
+            tool_call_id=call_id,
+            payload=data,
+            created_at=parse_ts(created),
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise _read_error("event record", exc) from exc

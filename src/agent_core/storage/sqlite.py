@@ -34,9 +34,11 @@ from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft
 from agent_core.storage.ids import validate_session_id
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
 from agent_core.storage.rows import (
+    event_from_row,
     json_column,
     json_text,
     jsonable,
+    node_from_row,
     prepare_event,
     prepare_node,
     redact_json_text,
@@ -50,16 +52,12 @@ from agent_core.types.enums import (
     RunStatus,
 )
 from agent_core.types.mappers import (
-    event_from_record,
-    node_from_record,
     record_from_row,
 )
 from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
 from agent_core.types.storage import (
     AgentRecord,
     ArtifactRecord,
-    EventRecord,
-    NodeRecord,
     RunRecord,
     SessionRecord,
     StorageRecord,
@@ -541,11 +539,7 @@ class StorageManager:
         )
 
     async def _nodes(self, session_id: str, sql: str, params: Sequence[Any]) -> list[Node]:
-        columns = NodeRecord.columns()
-        return [
-            node_from_record(record_from_row(NodeRecord, columns, row), session_id)
-            for row in await self._read(sql, params)
-        ]
+        return [node_from_row(row, session_id) for row in await self._read(sql, params)]
 
     async def get_node(self, session_id: str, node_id: str) -> Node | None:
         sql = await self._require_session(session_id)
@@ -603,9 +597,8 @@ class StorageManager:
         if to_seq is not None:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
             params.append(to_seq)
-        columns = EventRecord.columns()
         rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
-        return [event_from_record(record_from_row(EventRecord, columns, row), session_id) for row in rows]
+        return [event_from_row(row, session_id) for row in rows]
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
         rows = await self._records(

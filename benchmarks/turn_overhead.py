@@ -1,0 +1,202 @@
+"""Target 1 — turn overhead of the runtime against the raw-httpx floor over a long session.
+
+One session of ``--turns`` turns (default 300). Each turn: user message → the model calls
+``code.read_file`` → tool result → final answer, against the scripted OpenAI server in a separate process
+(TCP_NODELAY). The runtime side times ``runtime.start(...)`` until its event stream ends (every node and
+event durably stored in SQLite). The floor makes the same two streaming round trips per turn with raw
+httpx over the same history (the exact messages the runtime sent, appended turn by turn, parsed the same
+way). Prints the medians, their ratio (target ≤ 2.5×) and each side's second-half/first-half growth
+(target: the runtime's growth no steeper than the floor's).
+
+Run: ``.venv/bin/python -m benchmarks.turn_overhead [--turns 300] [--profile out.html]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import (
+    BenchDirs,
+    halves_growth,
+    median_ms,
+    private_home,
+    scripted_server,
+    turn_message,
+    write_config,
+)
+
+
+async def _post_stream(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One streaming Chat Completions call: parses every SSE chunk, aggregates text and tool calls."""
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-floor"}
+    async with client.stream("POST", url, content=content, headers=headers) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                for frag in delta.get("tool_calls") or []:
+                    call = calls.setdefault(frag["index"], {"id": "", "name": "", "arguments": ""})
+                    call["id"] = frag.get("id") or call["id"]
+                    function = frag.get("function") or {}
+                    call["name"] += function.get("name") or ""
+                    call["arguments"] += function.get("arguments") or ""
+    return {"text": "".join(text), "calls": [json.loads(c["arguments"]) for c in calls.values()]}
+
+
+@dataclass
+class Samples:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+async def floor_turn(client: Any, base_url: str, samples: Samples) -> None:
+    """The floor of the turn the runtime just ran: the same two round trips over the same history.
+
+    The runtime's last request of the turn holds the whole history (… user, assistant tool call, tool
+    result); the first floor call sends it without the last two messages, the second one sends all of it.
+    """
+    last = (await client.get(f"{base_url}/_last_request")).json()
+    messages = last.pop("messages")
+    if messages[-1]["role"] != "tool":
+        raise RuntimeError("the runtime's last request of a turn ends with the tool result")
+    url = f"{base_url}/chat/completions"
+    history = messages[:-2]
+    wall, cpu = time.perf_counter(), time.process_time()
+    first = await _post_stream(client, url, {**last, "messages": history})
+    assert first["calls"], "the scripted model calls read_file"
+    history.extend(messages[-2:])
+    second = await _post_stream(client, url, {**last, "messages": history})
+    assert second["text"]
+    samples.wall.append(time.perf_counter() - wall)
+    samples.cpu.append(time.process_time() - cpu)
+
+
+async def interleaved(dirs: BenchDirs, base_url: str, turns: int, profiler: Any) -> tuple[Samples, Samples]:
+    """Runs the runtime session turn by turn; after each turn the floor repeats it (same load, same
+    history). Times wall clock and this process's CPU time (all threads, incl. the SQLite writer)."""
+    import httpx
+
+    from agent_core import AgentRuntime, RunStatus
+
+    runtime, floor = Samples(), Samples()
+    session_id: str | None = None
+    async with httpx.AsyncClient(timeout=60) as client, AgentRuntime(project_dir=dirs.project) as rt:
+        for i in range(turns):
+            if profiler is not None:
+                profiler.start()
+            wall, cpu = time.perf_counter(), time.process_time()
+            run = await rt.start(turn_message(i), session_id=session_id)
+            async for _event in run.events():
+                pass
+            runtime.wall.append(time.perf_counter() - wall)
+            runtime.cpu.append(time.process_time() - cpu)
+            if profiler is not None:
+                profiler.stop()
+            if run.status != RunStatus.completed:
+                raise RuntimeError(f"turn {i} ended {run.status}: {run.error}")
+            session_id = run.session_id
+            await floor_turn(client, base_url, floor)
+    return runtime, floor
+
+
+def report(runtime: Samples, floor: Samples) -> dict[str, float]:
+    figures = {
+        "turns": len(runtime.wall),
+        "runtime_median_ms": median_ms(runtime.wall),
+        "floor_median_ms": median_ms(floor.wall),
+        "ratio": median_ms(runtime.wall) / median_ms(floor.wall),
+        "paired_ratio_median": statistics.median(
+            r / f for r, f in zip(runtime.wall, floor.wall, strict=True)
+        ),
+        "runtime_growth": halves_growth(runtime.wall),
+        "floor_growth": halves_growth(floor.wall),
+        "runtime_cpu_median_ms": median_ms(runtime.cpu),
+        "floor_cpu_median_ms": median_ms(floor.cpu),
+        "runtime_cpu_growth": halves_growth(runtime.cpu),
+        "floor_cpu_growth": halves_growth(floor.cpu),
+        "runtime_first10_cpu_ms": median_ms(runtime.cpu[:10]),
+        "runtime_last10_cpu_ms": median_ms(runtime.cpu[-10:]),
+        "floor_first10_cpu_ms": median_ms(floor.cpu[:10]),
+        "floor_last10_cpu_ms": median_ms(floor.cpu[-10:]),
+        "runtime_last10_median_ms": median_ms(runtime.wall[-10:]),
+        "floor_last10_median_ms": median_ms(floor.wall[-10:]),
+    }
+    print(f"turns in the session          {figures['turns']}")
+    print(
+        f"runtime median turn           {figures['runtime_median_ms']:.2f} ms  (cpu {figures['runtime_cpu_median_ms']:.2f} ms)"
+    )
+    print(
+        f"floor (raw httpx) median      {figures['floor_median_ms']:.2f} ms  (cpu {figures['floor_cpu_median_ms']:.2f} ms)"
+    )
+    print(f"ratio of medians              {figures['ratio']:.2f}x   (target <= 2.5x)")
+    print(f"median of per-turn ratios     {figures['paired_ratio_median']:.2f}x")
+    print(
+        f"growth 2nd/1st half (wall)    runtime {figures['runtime_growth']:.3f}  floor {figures['floor_growth']:.3f}"
+        "   (target: runtime <= floor)"
+    )
+    print(
+        f"growth 2nd/1st half (cpu)     runtime {figures['runtime_cpu_growth']:.3f}  "
+        f"floor {figures['floor_cpu_growth']:.3f}"
+    )
+    print(
+        f"last 10 turns median          runtime {figures['runtime_last10_median_ms']:.2f} ms  "
+        f"floor {figures['floor_last10_median_ms']:.2f} ms"
+    )
+    print(
+        f"cpu first/last 10 turns       runtime {figures['runtime_first10_cpu_ms']:.2f} / "
+        f"{figures['runtime_last10_cpu_ms']:.2f} ms  floor {figures['floor_first10_cpu_ms']:.2f} / "
+        f"{figures['floor_last10_cpu_ms']:.2f} ms"
+    )
+    return figures
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    dirs = private_home()
+    profiler = None
+    if args.profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(async_mode="disabled", interval=0.0005)
+    with scripted_server() as base_url:
+        write_config(dirs.home, base_url)
+        runtime, floor = await interleaved(dirs, base_url, args.turns, profiler)
+    if profiler is not None:
+        Path(args.profile).write_text(profiler.output_html(), encoding="utf-8")
+        Path(args.profile).with_suffix(".txt").write_text(
+            profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8"
+        )
+    figures = report(runtime, floor)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument(
+        "--profile", help="pyinstrument profile of the runtime turns: writes PATH (html) and .txt"
+    )
+    parser.add_argument("--json", help="also write the figures as JSON here")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

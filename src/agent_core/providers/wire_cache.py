@@ -1,0 +1,56 @@
+"""Identity memo of wire-format encodings, so a long history is not re-encoded on every request.
+
+The provider-neutral messages of an active path are rendered once per node and kept (``context/render.py``),
+so the same :class:`~agent_core.types.model.ModelMessage` and content-block objects reach an adapter turn
+after turn. An adapter keeps each object's wire encoding in a :class:`WireMemo`, keyed by object identity:
+building a request over a long session then costs a dict lookup per message instead of a re-rendering.
+
+Contracts:
+
+- An entry lives exactly as long as its key object (a weak-reference callback drops it), so a recycled
+  ``id()`` never returns a stale value and the memo never keeps a message alive.
+- Keyed objects are treated as immutable once encoded (nodes never change; the composer replaces, never
+  edits, a message it trims). Cached values are shared between requests and must never be mutated.
+- Objects that cannot be weakly referenced are simply not cached.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+
+class WireMemo:
+    """``object -> encoding`` by identity, with entries dropped when the object dies."""
+
+    __slots__ = ("__weakref__", "_entries")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: object) -> Any | None:
+        """The encoding stored for this very object, or ``None``."""
+        entry = self._entries.get(id(obj))
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        return None
+
+    def put(self, obj: object, value: Any) -> None:
+        key = id(obj)
+        memo = weakref.ref(self)
+
+        def drop(ref: weakref.ref[Any]) -> None:
+            owner = memo()
+            if owner is not None:
+                current = owner._entries.get(key)
+                if current is not None and current[0] is ref:
+                    del owner._entries[key]
+
+        try:
+            ref = weakref.ref(obj, drop)
+        except TypeError:
+            return
+        self._entries[key] = (ref, value)
+
+    def __len__(self) -> int:
+        return len(self._entries)
