@@ -12,11 +12,12 @@
 #   writes the private config.toml (provider `openai` pointed at that server), runs
 #   `soong-agent run --path <project> "<message>"` and stops the server on exit.
 # Permission prompts (writes, commands) are answered on stdin: 1 = allow once, 2 = allow for session,
-# 3 = deny. The exit status is soong-agent's (0 = run completed).
+# 3 = deny. The exit status is soong-agent's (0 = run completed). QUICKSTART_THREADS overrides the
+# server's 2 CPU threads (use 1 on a machine that is busy with other work).
 set -euo pipefail
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -83,7 +84,7 @@ CONTEXT=8192  # the agent's system prompt (instructions + tool schemas) alone is
 SERVER_LOG="$QS/llama-server.log"
 log "starting llama-server on 127.0.0.1:$PORT with $(basename "$GGUF") (log: $SERVER_LOG)"
 ALIAS="SmolLM2-135M-Instruct"
-"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja -c "$CONTEXT" -t 2 \
+"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja -c "$CONTEXT" -t "${QUICKSTART_THREADS:-2}" \
   >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {
