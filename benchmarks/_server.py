@@ -5,7 +5,8 @@
 answers a request whose last message is a user message with one ``read_file`` tool call (the file named
 in the message, ``notes/file_<k>.txt``), and a request ending with a tool result with a short final text
 (or ``N`` one-character text deltas with ``--text-deltas N``). ``GET /v1/_last_request`` returns the last
-request body, so a benchmark can replay the exact history with raw httpx.
+request body, so a benchmark can replay the exact history with raw httpx; ``GET /v1/_arrivals`` the
+``time.monotonic()`` arrival time of every model request.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class BenchServer(ScriptedOpenAIServer):
         self.requests = deque(maxlen=2)  # type: ignore[assignment]
         self.text_deltas = text_deltas
         self.last_body: Any = None
+        self.arrivals: list[float] = []
+        """``time.monotonic()`` when each model request was fully received (system-wide clock)."""
         self.handler(self.answer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -51,9 +54,12 @@ class BenchServer(ScriptedOpenAIServer):
     def builtin(self, request: ScriptedRequest) -> Response | None:
         if request.method == "GET" and request.path == "/v1/_last_request":
             return json_reply(self.last_body)
+        if request.method == "GET" and request.path == "/v1/_arrivals":
+            return json_reply(self.arrivals)
         return None
 
     def answer(self, request: ScriptedRequest) -> Response:
+        self.arrivals.append(request.received_at)
         body = request.json
         self.last_body = body
         messages = body["messages"]
