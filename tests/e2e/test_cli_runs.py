@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fixtures.cli import (
     TurnScript,
     chat_requests,
@@ -24,6 +26,7 @@ from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import rows
 from tests.fixtures.scripted_servers import (
     OllamaWire,
+    OpenAIWire,
     ScriptedOllamaServer,
     ScriptedRequest,
     advertised_tool_name,
@@ -244,27 +247,32 @@ def test_o04_orchestrator_without_worker_pools_fails_at_startup(
 # -- max_tokens continuations on an OpenAI-compatible server (llama.cpp) -------------------------------
 
 
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
 def test_o08_max_tokens_continuation_sends_one_trailing_assistant_message(
-    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+    soong_env: SoongEnv, request: pytest.FixtureRequest, provider: str
 ) -> None:
     """A continuation chain is sent as ONE assistant message: llama.cpp servers reject a request that
     ends with two assistant messages ("Cannot have 2 or more assistant messages at the end of the list")."""
-    soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
+    server = request.getfixturevalue(f"scripted_{provider}")
+    soong_env.write_config(model={"provider": provider, "base_url": server.base_url})
 
-    def reply(request: ScriptedRequest) -> Any:
-        roles = [m["role"] for m in request.json["messages"]]
+    def text(turn_text: str, *, truncated: bool) -> Any:
+        if provider == "ollama":
+            return stream(OllamaWire.text_stream(turn_text, done_reason="length" if truncated else "stop"))
+        return stream(OpenAIWire.text_stream(turn_text, finish_reason="length" if truncated else "stop"))
+
+    def reply(scripted: ScriptedRequest) -> Any:
+        roles = [m["role"] for m in scripted.json["messages"]]
         if roles[-2:] == ["assistant", "assistant"]:
             return error(400, {"error": "Cannot have 2 or more assistant messages at the end of the list."})
-        turn = len(chat_requests(scripted_ollama))
-        if turn < 3:
-            return stream(OllamaWire.text_stream(f"part{turn} ", done_reason="length"))
-        return stream(OllamaWire.text_stream("end."))
+        turn = len(chat_requests(server))
+        return text(f"part{turn} ", truncated=True) if turn < 3 else text("end.", truncated=False)
 
-    scripted_ollama.handler(reply)
+    server.handler(reply)
     result = run_cli(["run", "--path", str(soong_env.project), "write a long text"])
     assert result.exit_code == 0, result
     assert result.stdout == "part1 \npart2 \nend.\n"
-    last = chat_requests(scripted_ollama)[-1].json["messages"]
+    last = chat_requests(server)[-1].json["messages"]
     assert [m["role"] for m in last[-2:]] == ["user", "assistant"]
     assert last[-1]["content"] == "part1 part2 "
     (run,) = rows(soong_env, "SELECT status, turn_count FROM runs")

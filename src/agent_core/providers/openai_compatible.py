@@ -115,7 +115,7 @@ def _wire_messages(
 ) -> list[dict[str, Any]]:
     """Non-system messages in wire form. Consecutive tool messages form one group whose results follow
     the preceding assistant's tool-call order (unmatched results keep their order at the end), one
-    ``tool`` message per result."""
+    ``tool`` message per result; consecutive assistant messages become one entry."""
     out: list[dict[str, Any]] = []
     call_order: dict[str, int] = {}
     tools: list[ToolResultBlock] = []
@@ -144,11 +144,25 @@ def _wire_messages(
             out.append(_user_entry(message, memo))
         else:
             entry, ids = _assistant_entry(message, name_map, memo)
+            if out and out[-1]["role"] == "assistant":  # a max_tokens continuation chain
+                entry = _merge_assistant(out.pop(), entry)
+                ids = [call["id"] for call in entry.get("tool_calls", [])]
             call_order = {cid: i for i, cid in enumerate(ids)}
             out.append(entry)
     if tools:
         flush_tools()
     return out
+
+
+def _merge_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One entry for consecutive assistant messages, texts concatenated: llama.cpp rejects a request
+    ending with two assistant messages. Builds a new dict (entries may be shared through the memo)."""
+    text = (first.get("content") or "") + (second.get("content") or "")
+    merged: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [*first.get("tool_calls", []), *second.get("tool_calls", [])]
+    if calls:
+        merged["tool_calls"] = calls
+    return merged
 
 
 def _user_entry(message: ModelMessage, memo: WireMemo | None) -> dict[str, Any]:
