@@ -541,3 +541,19 @@ async def test_storage_failure_while_committing_a_tool_result_fails_the_run(
     assert types(events)[-2:] == ["error", "loop_failed"] and len(fake.requests) == 1
     assert [n["role"] for n in nodes(soong_env, run.session_id)] == ["user", "assistant"]
     assert run_row(soong_env, run.run_id)["status"] == "failed"
+
+
+async def test_concurrent_and_repeated_cancel_are_idempotent(soong_env: SoongEnv) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider(hang(gate, lead_text="x"))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("hello")
+        await until(lambda: len(fake.requests) == 1)
+        first, second = await asyncio.gather(run.cancel(), run.cancel())
+        third = await run.cancel()
+        events = await collect(run)
+    assert first.cancelled and second.cancelled and not first.timed_out and not second.timed_out
+    assert third.already_terminal and third.cancelled and third.status == RunStatus.cancelled
+    assert types(events).count("run_cancelled") == 1 and types(events).count("aborted_streaming") == 1
+    stored = [e["event_type"] for e in events_of(soong_env, run.session_id, run.run_id)]
+    assert stored.count("run_cancelled") == 1 and fake.cancelled == 1
