@@ -246,3 +246,39 @@ async def test_long_provider_tool_call_id_is_replaced(soong_env: SoongEnv) -> No
     assert block["tool_call_id"].startswith("call_") and block["metadata"]["provider_tool_call_id"] == raw_id
     tool = rows(soong_env, f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'tool'")[0]
     assert json.loads(tool["content_json"])[0]["tool_call_id"] == block["tool_call_id"]
+
+
+async def test_providers05_a_failing_adapter_close_does_not_stop_the_others(soong_env: SoongEnv) -> None:
+    from agent_core import AgentDefinition
+
+    class Broken(FakeProvider):
+        async def close(self) -> None:
+            self.closed += 1
+            raise RuntimeError("close exploded")
+
+    child_reply = '```json\n{"status": "completed", "summary": "done by alt"}\n```'
+    broken = Broken(
+        tool_calls(
+            ("agent.create_sub_agent", {"agent_definition_id": "alt_agent", "task": "help"}, "call_c")
+        ),
+        text("parent done"),
+        provider_key="broken",
+    )
+    fine = FakeProvider(text(child_reply))
+    registry = ProviderRegistry({"broken": broken.factory, "fake": fine.factory})
+    overrides = {"model": {"provider": "broken"}, "model_overrides": {"alt": {"provider": "fake"}}}
+    async with open_runtime(soong_env, provider_registry=registry, config=overrides) as rt:
+        rt.register_agent_definition(
+            AgentDefinition(
+                agent_definition_id="alt_agent",
+                name="alt",
+                description="Alt.",
+                model_profile="alt",
+                source="code",
+            )
+        )
+        run = await rt.start("delegate")
+        await collect(run)
+        assert run.status == RunStatus.completed, run.error
+    assert len(fine.requests) == 1 and len(broken.requests) == 2  # two adapters were instantiated
+    assert broken.closed == 1 and fine.closed == 1  # the failing close was swallowed; the other still closed
