@@ -36,7 +36,7 @@ class Redactor:
         self._named: set[str] = {n for n in secret_env_names if n}
         self._environ = environ
         self._cache: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None = None
-        self._candidates: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._candidates: tuple[tuple[Any, ...], tuple[str, ...]] | None = None
 
     def add_secret_env(self, name: str) -> None:
         """Registers one more env var name whose value is always a secret."""
@@ -48,9 +48,12 @@ class Redactor:
     def secrets(self) -> tuple[str, ...]:
         """Current secret values, longest first."""
         env = self._environ if self._environ is not None else os.environ
-        keys = tuple(env)
+        # os.environ decodes every key when iterated; its raw key dict gives the same change signal at C
+        # speed (this runs for every persisted or live event)
+        raw = getattr(env, "_data", None) if env is os.environ else None
+        keys: tuple[Any, ...] = tuple(raw) if isinstance(raw, dict) else tuple(env)
         if self._candidates is None or self._candidates[0] != keys:
-            names = tuple(n for n in keys if n in self._named or SECRET_ENV_NAME.search(n))
+            names = tuple(n for n in env if n in self._named or SECRET_ENV_NAME.search(n))
             self._candidates = (keys, names)
         found: list[tuple[str, str]] = []
         for name in self._candidates[1]:

@@ -59,6 +59,7 @@ class EventChannel:
         "_closed",
         "_consumer",
         "_consumer_seen",
+        "_merged",
         "_space",
         "_subscribed",
         "_wake",
@@ -71,6 +72,9 @@ class EventChannel:
         self._consumer = False
         self._consumer_seen = False
         self._closed = False
+        self._merged: dict[int, list[str]] = {}
+        """Text parts merged into a queued delta (keyed by the queued event's id), joined at delivery so
+        coalescing stays linear in the text length however far the consumer lags."""
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
         self._space.set()
@@ -112,7 +116,10 @@ class EventChannel:
             if queued.event_type not in _TEXT_DELTAS:
                 return False
             if queued.event_type == event.event_type and queued.run_id == event.run_id:
-                queued.payload["text"] = queued.payload.get("text", "") + event.payload.get("text", "")
+                parts = self._merged.get(id(queued))
+                if parts is None:
+                    parts = self._merged[id(queued)] = [queued.payload.get("text", "")]
+                parts.append(event.payload.get("text", ""))
                 return True
         return False
 
@@ -136,6 +143,9 @@ class EventChannel:
             while True:
                 while self._buffer:
                     event = self._buffer.popleft()
+                    parts = self._merged.pop(id(event), None) if self._merged else None
+                    if parts is not None:
+                        event.payload["text"] = "".join(parts)
                     if len(self._buffer) < QUEUE_CAPACITY:
                         self._space.set()
                     if debug or user_visible(event):
@@ -151,4 +161,5 @@ class EventChannel:
             self._consumer = False
             self._consumer_seen = True
             self._buffer.clear()
+            self._merged.clear()
             self._space.set()
