@@ -1,0 +1,250 @@
+"""Caches and fast paths added for the performance issue (issue 9): each must give exactly the result of the
+plain computation, and never a stale one."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from typing import Any
+
+import pytest
+
+from agent_core import RunStatus
+from agent_core.events.stream import EventChannel
+from agent_core.providers.openai_compatible import build_payload
+from agent_core.providers.tool_mapping import ToolNameMap
+from agent_core.providers.wire_cache import WireMemo
+from agent_core.redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
+from agent_core.storage.rows import event_from_row, node_from_row
+from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from agent_core.types.enums import EventType
+from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock
+from agent_core.types.runtime import RuntimeEvent
+from agent_core.types.tools import ToolDefinition
+from tests.fixtures.env import SoongEnv
+from tests.fixtures.fake_provider import FakeProvider, text
+from tests.fixtures.runtime import collect, open_runtime
+
+
+class _Box:
+    """A weak-referenceable stand-in key."""
+
+
+def test_wire_memo_is_by_identity_and_forgets_dead_objects() -> None:
+    memo = WireMemo()
+    first, twin = _Box(), _Box()
+    memo.put(first, {"v": 1})
+    assert memo.get(first) == {"v": 1}
+    assert memo.get(twin) is None  # an equal-looking object is another key
+    del first
+    gc.collect()
+    assert len(memo) == 0  # the entry died with its key: a recycled id() can never hit it
+    memo.put(42, "not cached")  # not weak-referenceable: silently not cached
+    assert memo.get(42) is None
+
+
+def _request(messages: list[ModelMessage], tools: list[str]) -> ModelRequest:
+    return ModelRequest(
+        model="m",
+        system=[SystemBlock(block_id="s", source="test", content="be brief")],
+        messages=messages,
+        tools=[
+            ToolDefinition(
+                name=n, description=f"tool {n}", input_schema={"type": "object"}, permission="readonly"
+            )
+            for n in tools
+        ],
+    )
+
+
+def _history() -> list[ModelMessage]:
+    call_a = ToolCallBlock(tool_call_id="a", name="code.read_file", arguments={"path": "x"})
+    call_b = ToolCallBlock(tool_call_id="b", name="code.list_dir", arguments={"path": "."})
+    return [
+        ModelMessage(role="user", content=[TextBlock(text="hi"), JsonBlock(data={"k": 1})]),
+        ModelMessage(role="assistant", content=[TextBlock(text="two calls"), call_a, call_b]),
+        # results in completion order (b first) in two consecutive tool messages, a system message between
+        ModelMessage(role="tool", content=[ToolResultBlock(tool_call_id="b", content=[TextBlock(text="B")])]),
+        ModelMessage(role="system", content=[TextBlock(text="note")]),
+        ModelMessage(
+            role="tool",
+            content=[ToolResultBlock(tool_call_id="a", is_error=True, content=[TextBlock(text="A failed")])],
+        ),
+        ModelMessage(role="assistant", content=[TextBlock(text="done")]),
+        ModelMessage(role="user", content=[TextBlock(text="again")]),
+    ]
+
+
+def test_openai_payload_with_memo_equals_the_plain_payload_across_requests() -> None:
+    history = _history()
+    request = _request(history, ["code.read_file", "code.list_dir"])
+    names = ToolNameMap.for_request(request)
+    plain = build_payload(request, names)
+    memo = WireMemo()
+    first = build_payload(request, names, memo)
+    assert json.dumps(first) == json.dumps(plain)
+    roles = [m["role"] for m in plain["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
+    assert [m["tool_call_id"] for m in plain["messages"][3:5]] == ["a", "b"]  # the calls' order
+    grown = [*history, ModelMessage(role="assistant", content=[TextBlock(text="more")])]
+    second_request = _request(grown, ["code.read_file", "code.list_dir"])
+    second = build_payload(second_request, ToolNameMap.for_request(second_request), memo)
+    assert json.dumps(second) == json.dumps(
+        build_payload(second_request, ToolNameMap.for_request(second_request))
+    )
+    assert second["messages"][2] is first["messages"][2]  # the assistant entry was reused, not rebuilt
+
+
+def test_openai_memo_is_bypassed_when_the_tool_name_mapping_changes() -> None:
+    history = _history()
+    memo = WireMemo()
+    build_payload(
+        _request(history, ["code.read_file", "code.list_dir"]), ToolNameMap(["code.read_file"]), memo
+    )
+
+    class Renamed(ToolNameMap):
+        def mangle(self, canonical: str) -> str:
+            return "renamed_" + canonical.replace(".", "_")
+
+    renamed = Renamed(["code.read_file", "code.list_dir"])
+    payload = build_payload(_request(history, []), renamed, memo)
+    calls = payload["messages"][2]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["renamed_code_read_file", "renamed_code_list_dir"]
+
+
+def test_has_sensitive_keys_matches_redact_sensitive_keys() -> None:
+    samples: list[Any] = [
+        {"usage": {"input_tokens": 3, "output_tokens": 4}, "token_budget": {"total_tokens": 9}},
+        {"included_node_ids": ["node_a", "node_b"], "text": "token of appreciation"},
+        {"headers": {"Authorization": "Bearer x"}},
+        {"items": [{"ok": 1}, {"api_key": "k"}]},
+        {"password": None, "secret": True},
+        {"access_token": 12},
+        [["a", "b"], ["c", {"n": 1}]],
+    ]
+    for value in samples:
+        assert has_sensitive_keys(value) == (redact_sensitive_keys(value) != value), value
+    assert redact_sensitive_keys({"ids": ("a", "b")}) == {"ids": ["a", "b"]}  # tuples still become lists
+    assert redact_sensitive_keys({"x": [{"cookie": "c"}]}) == {"x": [{"cookie": REDACTED}]}
+
+
+def test_redaction_of_string_lists_uses_the_joined_scan_without_missing_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BENCH_API_KEY", "sk-abcdefgh12345")
+    secrets = Redactor().secrets()
+    assert "sk-abcdefgh12345" in secrets
+    ids = [f"node_{i}" for i in range(50)]
+    clean = redact_with({"included_node_ids": ids}, secrets)
+    assert clean == {"included_node_ids": ids} and clean["included_node_ids"] is not ids
+    dirty = redact_with({"list": ["a", "x sk-abcdefgh12345 y", "b"]}, secrets)
+    assert dirty == {"list": ["a", f"x {REDACTED} y", "b"]}
+
+
+def test_secrets_follow_environment_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    redactor = Redactor(["MY_SERVICE_KEY"])
+    monkeypatch.delenv("MY_SERVICE_KEY", raising=False)
+    before = redactor.secrets()
+    monkeypatch.setenv("MY_SERVICE_KEY", "value-1234567")
+    assert "value-1234567" in redactor.secrets() and "value-1234567" not in before
+    monkeypatch.setenv("MY_SERVICE_KEY", "value-7654321")  # same key set, new value
+    assert "value-7654321" in redactor.secrets() and "value-1234567" not in redactor.secrets()
+    monkeypatch.setenv("ANOTHER_SECRET", "zz-0123456789")  # new pattern-named variable
+    assert "zz-0123456789" in redactor.secrets()
+    monkeypatch.delenv("ANOTHER_SECRET")
+    assert "zz-0123456789" not in redactor.secrets()
+    assert os.environ.get("MY_SERVICE_KEY") == "value-7654321"
+
+
+def test_row_readers_build_the_runtime_types_and_reject_bad_rows() -> None:
+    content = json.dumps([{"type": "text", "text": "hi"}])
+    node = node_from_row(
+        (
+            "node_1",
+            1,
+            None,
+            "agent_1",
+            "run_1",
+            "user",
+            "message",
+            content,
+            '{"k":1}',
+            3,
+            "2026-01-02T03:04:05.000006Z",
+        ),
+        "sess_1",
+    )
+    assert node.content == [TextBlock(text="hi")] and node.metadata == {"k": 1}
+    assert node.created_at.microsecond == 6 and node.session_id == "sess_1"
+    event = event_from_row(
+        (
+            "evt_1",
+            5,
+            2,
+            "agent_1",
+            "run_1",
+            "info",
+            "loop_started",
+            None,
+            None,
+            '{"mode":"normal"}',
+            "2026-01-02T03:04:05Z",
+        ),
+        "sess_1",
+    )
+    assert isinstance(event, RuntimeEvent) and event.event_type == EventType.loop_started
+    assert event.payload == {"mode": "normal"} and event.seq == 5 and event.run_seq == 2
+    from agent_core.errors import AgentCoreError, ErrorCode
+
+    for bad in (
+        ("evt_1", 5, 2, None, None, "info", "no_such_event", None, None, None, "2026-01-02T03:04:05Z"),
+        ("evt_1", 5, 2, None, None, "info", "loop_started", None, None, "[1]", "2026-01-02T03:04:05Z"),
+        ("evt_1", 5, 2, None, None, "info", "loop_started", None, None, "{", "not a time"),
+    ):
+        with pytest.raises(AgentCoreError) as info:
+            event_from_row(bad, "sess_1")
+        assert info.value.code == ErrorCode.schema_error
+
+
+async def test_d16_many_coalesced_deltas_keep_their_text_in_order() -> None:
+    channel = EventChannel()
+
+    def delta(kind: EventType, text: str) -> RuntimeEvent:
+        return RuntimeEvent(
+            event_id="evt_x", session_id="s", run_id="r", event_type=kind, payload={"text": text}
+        )
+
+    for i in range(5000):
+        await channel.push(delta(EventType.model_text_delta, str(i % 10)))
+        await channel.push(delta(EventType.message_delta, str(i % 10)))
+    await channel.push(
+        RuntimeEvent(event_id="evt_y", session_id="s", run_id="r", event_type=EventType.loop_completed)
+    )
+    await channel.push(delta(EventType.message_delta, "tail"))
+    channel.close()
+    delivered = [e async for e in channel.subscribe(debug=True)]
+    expected = "".join(str(i % 10) for i in range(5000))
+    assert [e.event_type for e in delivered] == [
+        EventType.model_text_delta,
+        EventType.message_delta,
+        EventType.loop_completed,
+        EventType.message_delta,
+    ]
+    assert delivered[0].payload["text"] == expected and delivered[1].payload["text"] == expected
+    assert delivered[3].payload["text"] == "tail"
+
+
+async def test_finished_root_runs_leave_the_live_run_table(soong_env: SoongEnv) -> None:
+    """A long-lived runtime does not keep every finished run (memory and GC cost grow with the session)."""
+    fake = FakeProvider(text("one"), text("two"))
+    async with open_runtime(soong_env, fake) as runtime:
+        first = await runtime.start("hello")
+        await collect(first)
+        second = await runtime.start("again", session_id=first.session_id)
+        await collect(second)
+        manager = await runtime._open()
+        assert first.run_id not in manager.runs and second.run_id not in manager.runs
+        assert first.status == RunStatus.completed and second.status == RunStatus.completed
+        replay = await runtime.replay_session(first.session_id)
+        assert [r.run_id for r in replay.runs] == [first.run_id, second.run_id]
