@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -78,10 +79,27 @@ FAULTS = [
 ]
 
 
-@pytest.fixture(params=["openai", "anthropic", "ollama"])
-def wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
+PROVIDERS = ["openai", "anthropic", "ollama"]
+
+
+def fault_cases() -> list[Any]:
+    """Every fault × provider; each fault runs once by default (providers in rotation), the rest is slow."""
+    cases = []
+    for i, fault in enumerate(FAULTS):
+        for j, provider in enumerate(PROVIDERS):
+            marks = [] if j == i % len(PROVIDERS) else [pytest.mark.slow]
+            cases.append(pytest.param(provider, fault, id=f"{provider}-{fault.name}", marks=marks))
+    return cases
+
+
+def make_wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, provider: str) -> Wire:
     monkeypatch.setenv("SOONG_TEST_API_KEY", KEY)
-    yield Wire(request.param, request.getfixturevalue(f"scripted_{request.param}"))
+    return Wire(provider, request.getfixturevalue(f"scripted_{provider}"))
+
+
+@pytest.fixture(params=PROVIDERS)
+def wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
+    yield make_wire(request, monkeypatch, request.param)
 
 
 def deadline_s(fault: Fault) -> float:
@@ -100,8 +118,15 @@ async def settle_tasks(
         await asyncio.sleep(0.01)
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-async def test_provider_fault(soong_env: SoongEnv, wire: Wire, fault: Fault) -> None:
+@pytest.mark.parametrize(("provider", "fault"), fault_cases())
+async def test_provider_fault(
+    soong_env: SoongEnv,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    fault: Fault,
+) -> None:
+    wire = make_wire(request, monkeypatch, provider)
     wire.server.enqueue(*fault.script(wire))
     baseline = set(asyncio.all_tasks())
     config = wire.config(timeout_ms=TIMEOUT_MS, retry=RETRY)
