@@ -332,3 +332,27 @@ def test_o12_closed_port_is_a_provider_error_and_no_server_is_started(
     assert result.exit_code == 1, result
     assert "provider_error" in result.stderr and "Traceback" not in result.stderr
     assert not spawned.exists()
+
+
+# -- O10: isolation of CLI runs ---------------------------------------------------------------------------
+
+
+def test_o10_cli_run_stays_inside_its_temp_dirs(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, tmp_path: Path
+) -> None:
+    from tests.conftest import REAL_HOME, _snapshot
+
+    real_agent_home = REAL_HOME / ".soong-agent"
+    before = _snapshot(real_agent_home)
+    assert Path(os.environ["HOME"]).resolve() != REAL_HOME
+    assert soong_env.home.is_relative_to(tmp_path) and soong_env.project.is_relative_to(tmp_path)
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    use_ollama(soong_env, scripted_ollama)
+    scripted_ollama.enqueue(stream(OllamaWire.text_stream("isolated")))
+    result = run_cli(["run", "--path", str(soong_env.project), "hi"], cwd=cwd)
+    assert result.exit_code == 0, result
+    assert _snapshot(real_agent_home) == before
+    assert list(cwd.iterdir()) == []  # nothing written to the working directory
+    assert (soong_env.home / "sessions.sqlite").exists()
+    assert not (Path(os.environ["HOME"]) / ".soong-agent").exists()  # the fake HOME's default home is unused

@@ -248,7 +248,7 @@ def test_o04_orchestrator_without_worker_pools_fails_at_startup(
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
-def test_o08_max_tokens_continuation_sends_one_trailing_assistant_message(
+def test_cli_max_tokens_continuation_sends_one_trailing_assistant_message(
     soong_env: SoongEnv, request: pytest.FixtureRequest, provider: str
 ) -> None:
     """A continuation chain is sent as ONE assistant message: llama.cpp servers reject a request that
