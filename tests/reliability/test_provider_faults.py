@@ -37,6 +37,8 @@ class Fault:
     code: str | None
     requests: int
     """Chat requests the adapter must make (first attempt + retries)."""
+    gives_up: bool = False
+    """The adapter abandons a live connection (timeout): it must be closed when the run ends, not at close()."""
 
 
 FAULTS = [
@@ -135,6 +137,8 @@ async def test_provider_fault(
         run = await rt.start("hello")
         events = await collect(run, timeout=deadline_s(fault) + 5)
         elapsed = time.monotonic() - started
+        if fault.gives_up:
+            assert await wire.server.until_idle(2.0), "the abandoned connection stayed open after the run"
         await rt.close()
     assert elapsed < deadline_s(fault), f"{fault.name} took {elapsed:.2f}s"
     assert run.status == fault.status, (run.status, run.error)
