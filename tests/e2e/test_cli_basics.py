@@ -343,7 +343,8 @@ def test_o10_cli_run_stays_inside_its_temp_dirs(
     from tests.conftest import REAL_HOME, _snapshot
 
     real_agent_home = REAL_HOME / ".soong-agent"
-    before = _snapshot(real_agent_home)
+    fake_agent_home = Path(os.environ["HOME"]) / ".soong-agent"
+    before, fake_before = _snapshot(real_agent_home), _snapshot(fake_agent_home)
     assert Path(os.environ["HOME"]).resolve() != REAL_HOME
     assert soong_env.home.is_relative_to(tmp_path) and soong_env.project.is_relative_to(tmp_path)
     cwd = tmp_path / "elsewhere"
@@ -355,4 +356,4 @@ def test_o10_cli_run_stays_inside_its_temp_dirs(
     assert _snapshot(real_agent_home) == before
     assert list(cwd.iterdir()) == []  # nothing written to the working directory
     assert (soong_env.home / "sessions.sqlite").exists()
-    assert not (Path(os.environ["HOME"]) / ".soong-agent").exists()  # the fake HOME's default home is unused
+    assert _snapshot(fake_agent_home) == fake_before  # SOONG_AGENT_HOME wins over ~/.soong-agent
