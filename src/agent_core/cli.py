@@ -263,7 +263,8 @@ class _Printer:
                 full = str(p.get("text", ""))
                 if full.startswith(self._streamed):
                     self.text(full[len(self._streamed) :])
-                self.end_text_line()
+            # the line stays open: a max_tokens continuation goes on with the same text; the next
+            # notice or the end of the run ends it
             self._streamed = ""
         elif kind == "error":
             self._pending_error = dict(p)
@@ -284,6 +285,8 @@ class _Printer:
             self._agent_notice(kind, p)
         elif kind == "loop_aborted" and not self.cancel_requested:
             self.notice(f"[run] aborted: {p.get('abort_reason') or p.get('end_reason')}")
+        elif kind == "stop_hook_prevented":
+            self.notice(f"[hook] Stop hook asked the agent to continue: {p.get('reason') or ''}".rstrip(": "))
         elif kind == "run_cancelled":
             self.notice("[run] cancelled")
 

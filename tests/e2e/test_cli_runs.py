@@ -166,9 +166,8 @@ def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOll
     for kind in ("task_created", "task_step_claimed", "task_step_completed", "task_completed"):
         assert kind in kinds, (kind, kinds)
     assert script.orchestrator_turns == 4 and script.worker_turns == 3
-    assert "[tool] agent.task_create done" in result.stderr
+    assert "[tool] agent.dispatch_worker done" in result.stderr
     assert "[agent] dispatched worker w1 on task t1" in result.stderr
-    assert "[tool] agent.task_complete done" in result.stderr
     (task_row,) = [json.loads(line) for line in wal_files[0].read_text().splitlines()][-1:]
     assert task_row["event_type"] == "task_completed"
 
@@ -271,7 +270,7 @@ def test_cli_max_tokens_continuation_sends_one_trailing_assistant_message(
     server.handler(reply)
     result = run_cli(["run", "--path", str(soong_env.project), "write a long text"])
     assert result.exit_code == 0, result
-    assert result.stdout == "part1 \npart2 \nend.\n"
+    assert result.stdout == "part1 part2 end.\n"  # one continued answer
     last = chat_requests(server)[-1].json["messages"]
     assert [m["role"] for m in last[-2:]] == ["user", "assistant"]
     assert last[-1]["content"] == "part1 part2 "
