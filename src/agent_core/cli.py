@@ -212,6 +212,12 @@ class _Output:
             self.stream.flush()
         except (BrokenPipeError, ValueError):
             self.broken = True
+            # the stream's buffered remainder would fail again at interpreter exit: point the file
+            # descriptor at /dev/null (the recipe in the Python signal docs)
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.stream.fileno())
+                os.close(devnull)
 
 
 class _Printer:

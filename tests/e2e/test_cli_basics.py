@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.cli import chat_requests, console_script, run_cli
+from tests.fixtures.cli import chat_requests, cli_command, cli_env, console_script, run_cli
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import rows
 from tests.fixtures.scripted_servers import (
@@ -357,3 +357,39 @@ def test_o10_cli_run_stays_inside_its_temp_dirs(
     assert list(cwd.iterdir()) == []  # nothing written to the working directory
     assert (soong_env.home / "sessions.sqlite").exists()
     assert _snapshot(fake_agent_home) == fake_before  # SOONG_AGENT_HOME wins over ~/.soong-agent
+
+
+def test_o12_closed_stdout_pipe_is_not_an_error(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    """``soong-agent run ... | head -c1``: the reader goes away; the run still completes quietly."""
+    use_ollama(soong_env, scripted_ollama)
+    scripted_ollama.enqueue(stream(OllamaWire.text_stream(*(["many words "] * 2000)), delay_s=0.0005))
+    proc = subprocess.Popen(
+        cli_command(["run", "--path", str(soong_env.project), "hi"]),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env({"PYTHONUNBUFFERED": None}),  # a real pipe: block-buffered stdout
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(1)
+    proc.stdout.close()  # like `head -c1` exiting
+    err = proc.stderr.read().decode()
+    assert proc.wait(30) == 0, err
+    assert "BrokenPipe" not in err and "Exception ignored" not in err and "Traceback" not in err
+    assert "session_id: " in err
+
+
+def test_o12_logging_is_one_concise_stderr_handler_at_warning() -> None:
+    code = (
+        "import logging\n"
+        "from agent_core.cli import _configure_logging\n"
+        "_configure_logging(False)\n"
+        "log = logging.getLogger('agent_core.runtime')\n"
+        "log.info('hidden'); log.warning('shown %s', 1)\n"
+        "logging.getLogger('httpx').info('hidden too')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == ""
+    assert done.stderr == "soong-agent: WARNING: agent_core.runtime: shown 1\n"
