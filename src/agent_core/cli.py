@@ -366,8 +366,9 @@ async def _run(args: argparse.Namespace, out: _Output, err: _Output, stdin: Text
         err.write(f"soong-agent: error: {exc.message}\n")
         return EXIT_FAILED
     interrupted = 0
-    async with runtime:
+    async with contextlib.AsyncExitStack() as stack:
         try:
+            await stack.enter_async_context(runtime)  # opens storage, hooks, MCP catalog, ...
             run = await runtime.start(
                 args.message,
                 session_id=args.session_id,
@@ -438,6 +439,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
+        from agent_core.errors import AgentCoreError
+
+        if isinstance(exc, AgentCoreError):
+            err.write(f"soong-agent: error: {exc.message}\n")
+            return EXIT_FAILED
         err.write(
             f"soong-agent: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n"
         )

@@ -393,3 +393,18 @@ def test_o12_logging_is_one_concise_stderr_handler_at_warning() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == ""
     assert done.stderr == "soong-agent: WARNING: agent_core.runtime: shown 1\n"
+
+
+@pytest.mark.parametrize("name", ["hooks.json", "mcp.json"])
+def test_o01_invalid_home_file_is_a_readable_startup_error(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, name: str
+) -> None:
+    use_ollama(soong_env, scripted_ollama)
+    broken = soong_env.home / name
+    broken.write_text("{not json", encoding="utf-8")
+    result = run_cli(["run", "--path", str(soong_env.project), "hi"])
+    assert result.exit_code == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("soong-agent: error: "), result
+    assert str(broken) in lines[0] and "internal error" not in lines[0]
+    assert chat_requests(scripted_ollama) == []
