@@ -42,7 +42,7 @@ _HEADING = re.compile(r"^\s{0,3}#{2,3}\s+(.+?)\s*#*\s*$")
 class CompactionPayload(BaseModel):
     """The JSON object the compact fork answers with (compact.md §10.5)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     summary: str
     first_kept_node_id: str

@@ -59,7 +59,7 @@ def memory_relpath(category: str, name: str, created_at: datetime, memory_id: st
 class MemoryFrontmatter(BaseModel):
     """The frontmatter of one memory file (unknown keys of hand-edited files are kept, not used)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     id: str = Field(pattern=MEMORY_ID_RE.pattern)
     category: str

@@ -46,7 +46,7 @@ class TaskStep(BaseModel):
     """One schedulable step (task-board.md §3.2). ``created_at``, ``status_reason`` and ``metadata`` are
     runtime fields rebuilt by replay and never part of the ``task_created`` snapshot."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     step_id: str
     title: str
@@ -97,7 +97,7 @@ class TaskStep(BaseModel):
 class Task(BaseModel):
     """One Task DAG (task-board.md §3.1); ``steps`` are kept in step creation order."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     task_id: str
     wal_path: str

@@ -8,15 +8,19 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
-    """Boundary model: unknown fields are rejected (contract.md §3)."""
+    """Boundary model: unknown fields are rejected (contract.md §3).
 
-    model_config = ConfigDict(extra="forbid")
+    Validators are built on first use (``defer_build``), so importing the SDK does not pay for the many
+    models a given run never touches (cold start).
+    """
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class FrozenModel(BaseModel):
     """Immutable, hashable boundary model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def utc_now() -> datetime:
