@@ -37,7 +37,7 @@ memory_recall_failed memory_write_failed skill_not_found skill_load_failed
 """.split()
 
 
-def test_a_error_codes_exactly_45() -> None:
+def test_a04_error_codes_exactly_45() -> None:
     assert len(CONTRACT_CODES) == 45
     assert {e.value for e in ErrorCode} == set(CONTRACT_CODES)
     assert all(e.name == e.value for e in ErrorCode)
