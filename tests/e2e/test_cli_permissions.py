@@ -57,7 +57,7 @@ def setup(env: SoongEnv, server: ScriptedOllamaServer, script: TurnScript) -> No
         ("allow", "deny"),
     ],
 )
-def test_o05_o06_o07_answer_mapping(answer: str | None, decision: str) -> None:
+def test_h07_o05_o06_o07_answer_mapping(answer: str | None, decision: str) -> None:
     assert parse_permission_answer(answer) == decision
 
 
@@ -108,7 +108,7 @@ def test_o05_prompt_shows_everything_needed_to_decide() -> None:
 # -- the stdin reader ------------------------------------------------------------------------------------
 
 
-async def test_o07_stdin_reader_queues_lines_eof_and_timeout() -> None:
+async def test_h07_o07_stdin_reader_queues_lines_eof_and_timeout() -> None:
     read_fd, write_fd = os.pipe()
     reader = os.fdopen(read_fd, "r")
     try:
