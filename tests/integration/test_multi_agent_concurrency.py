@@ -373,6 +373,18 @@ async def test_runtime_close_cancels_running_children(soong_env: SoongEnv) -> No
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("go")
         await wait_for(lambda: "MARK-CLOSE" in router.requests)
+        # the child's stream is inside its hang once its model_started event is persisted
+        await wait_for(
+            lambda: bool(
+                rows(
+                    soong_env,
+                    f'SELECT 1 FROM "events_{run.session_id}" WHERE event_type = ? AND run_id != ?',
+                    "model_started",
+                    run.run_id,
+                )
+            )
+        )
+        await asyncio.sleep(0.05)
         started = time.monotonic()
     assert time.monotonic() - started < 3
     assert run.status == RunStatus.cancelled and fake.cancelled == 1
