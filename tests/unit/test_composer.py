@@ -245,3 +245,57 @@ def test_task_board_is_last_and_capped() -> None:
     assert last.metadata == {"synthetic": True, "source": "task_board"}
     assert last.content[0].text.startswith("<task_board>")  # type: ignore[union-attr]
     assert len(last.content[0].text) < 600  # type: ignore[union-attr]
+
+
+def test_incremental_composition_equals_a_full_build_as_the_path_grows() -> None:
+    """The compose memo must never change what the model receives (performance issue, composer fast path)."""
+    from agent_core.context.composer import ComposeMemo
+
+    memo = ComposeMemo()
+    cache = RenderCache()
+    path: list[Node] = []
+
+    def both() -> None:
+        with_memo = compose(
+            ComposeInput(
+                static_blocks=static("system.core"), dynamic_blocks=[], path=path, limits=limits(), memo=memo
+            ),
+            cache,
+        )
+        plain = compose(
+            ComposeInput(static_blocks=static("system.core"), dynamic_blocks=[], path=path, limits=limits()),
+            RenderCache(),
+        )
+        assert [m.model_dump() for m in with_memo.messages] == [m.model_dump() for m in plain.messages]
+        assert with_memo.included_node_ids == plain.included_node_ids
+        assert with_memo.excluded_reasons == plain.excluded_reasons
+        assert with_memo.unpaired_tool_call_ids == plain.unpaired_tool_call_ids
+        assert with_memo.budget == plain.budget
+
+    for turn in range(12):
+        path.append(node("user", f"question {turn}"))
+        both()
+        path.append(node("assistant", [call(f"a{turn}"), call(f"b{turn}")]))
+        both()
+        path.append(node("tool", [result(f"b{turn}")]))
+        both()
+        path.append(node("tool", [result(f"a{turn}")]))
+        if turn % 3 == 0:
+            path.append(
+                node(
+                    "user",
+                    "skill",
+                    node_type="skill_context",
+                    metadata={"loaded_by_tool_call_id": f"a{turn}", "skill_name": "s"},
+                )
+            )
+        both()
+        if turn % 4 == 1:
+            path.append(node("assistant", "half", metadata={"partial": True, "failed": True}))
+            both()
+        path.append(node("assistant", f"answer {turn}"))
+        both()
+    assert memo.path is path  # the fast path was in use
+    path[:] = path[:7]  # a rewritten path falls back to a full build
+    path.append(node("user", "after a switch"))
+    both()

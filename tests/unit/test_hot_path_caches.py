@@ -12,9 +12,9 @@ import pytest
 
 from agent_core import RunStatus
 from agent_core.events.stream import EventChannel
+from agent_core.memo import WireMemo
 from agent_core.providers.openai_compatible import build_payload
 from agent_core.providers.tool_mapping import ToolNameMap
-from agent_core.providers.wire_cache import WireMemo
 from agent_core.redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
 from agent_core.storage.rows import event_from_row, node_from_row
 from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock

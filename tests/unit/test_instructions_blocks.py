@@ -192,3 +192,35 @@ def test_non_instruction_nodes_produce_no_blocks() -> None:
         _message("x", 3, node_type=NodeType.instruction_context),
     ]
     assert instruction_blocks(nodes) == ([], [])
+
+
+def test_instruction_index_matches_full_scan_on_append_and_rewrite() -> None:
+    from agent_core.context.instructions import InstructionIndex, latest_instruction_nodes
+    from agent_core.types.base import utc_now
+    from agent_core.types.content import TextBlock
+    from agent_core.types.runtime import Node
+
+    def mk(i: int, path: str | None) -> Node:
+        return Node(
+            node_id=f"node_{i}",
+            node_seq=i,
+            session_id="sess_x",
+            agent_id="agent_x",
+            role="system" if path else "user",
+            node_type="instruction_context" if path else "message",
+            content=[TextBlock(text="x")],
+            metadata={"path": path} if path else {},
+            created_at=utc_now(),
+        )
+
+    index = InstructionIndex()
+    path = [mk(1, "/a"), mk(2, None), mk(3, "/b")]
+    assert index.latest(path) == latest_instruction_nodes(path)
+    path.extend([mk(4, "/a"), mk(5, None)])
+    assert index.latest(path) == latest_instruction_nodes(path)
+    assert [n.node_id for n in index.latest(path)] == ["node_4", "node_3"]
+    del path[3:]
+    path.append(mk(6, "/c"))
+    assert index.latest(path) == latest_instruction_nodes(path)
+    other = [mk(7, "/z")]
+    assert index.latest(other) == latest_instruction_nodes(other)

@@ -13,7 +13,12 @@ from agent_core.assets.loader import AssetLoader
 from agent_core.compact import install as install_compaction
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile
-from agent_core.context.instructions import catalog_block, instruction_blocks, scan_instruction_catalog
+from agent_core.context.instructions import (
+    InstructionIndex,
+    catalog_block,
+    instruction_blocks,
+    scan_instruction_catalog,
+)
 from agent_core.hooks import load_hooks
 from agent_core.mcp import McpManager, load_mcp_catalog
 from agent_core.memory import install as install_memory
@@ -127,11 +132,13 @@ def _install_context_features(manager: RunManager, config: LoadedConfig, skills:
 
     manager.instruction_catalog = instruction_catalog
 
-    def instructions(_path: Sequence[Node]) -> list[SystemBlock]:
-        blocks, _notes = instruction_blocks(_path)
-        return blocks
-
     def features(state: RunState, role: AgentRole, effective: EffectiveTools) -> list[Any]:
+        index = InstructionIndex()
+
+        def instructions(path: Sequence[Node]) -> list[SystemBlock]:
+            blocks, _notes = instruction_blocks(path, index)
+            return blocks
+
         sources: list[Any] = [instructions]
         if "internal.load_skill" in effective.names:
             skills.refresh()

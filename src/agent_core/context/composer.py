@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.context.render import RenderCache
-from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter, compact_json
+from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
+from agent_core.context.trim import DegradableBlock, block_key, degradable_blocks, shrink_previews
 from agent_core.types.content import (
-    ArtifactRefBlock,
     ContentBlock,
-    JsonBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -32,7 +31,6 @@ from agent_core.types.runtime import (
     TokenBudget,
 )
 
-SUMMARY_LIMIT = 200
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
 TRUNCATION_MARKER = "\n[... truncated to fit the context budget ...]"
@@ -62,16 +60,8 @@ class ComposeInput:
     """Replacement blocks keyed by :func:`block_key` (secondary degradation done by the caller)."""
     tool_tokens: int = 0
     """Estimated tokens of the tool schemas sent with the request; counted as static (never trimmed)."""
-
-
-@dataclass(frozen=True)
-class DegradableBlock:
-    key: str
-    node_id: str
-    block: ContentBlock
-    tokens: int
-    tool_name: str | None = None
-    """Canonical tool name when the block belongs to a tool result node."""
+    memo: ComposeMemo | None = None
+    """The agent's composition memo: lets a build over a path that only grew reuse the previous one."""
 
 
 @dataclass(kw_only=True)
@@ -107,10 +97,6 @@ class Composition:
             "artifact_degradations": self.degradations,
             "unpaired_tool_call_ids": self.unpaired_tool_call_ids,
         }
-
-
-def block_key(node_id: str, *indexes: int) -> str:
-    return ":".join([node_id, *map(str, indexes)])
 
 
 def is_skipped_assistant(node: Node) -> str | None:
@@ -174,11 +160,10 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     if lim.non_system_budget is not None:
         non_system = min(non_system, lim.non_system_budget)
 
-    excluded: dict[str, str] = {}
-    items, compaction_id, covered = _candidates(inp, cache, counter, excluded)
-    unpaired = _repair_pairs(items, counter)
-    groups = _group(items)
-    _protect(groups, inp)
+    conversation = _incremental(inp, cache, counter) if inp.memo is not None else None
+    if conversation is None:
+        conversation = _full(inp, cache, counter)
+    groups, starts, excluded, unpaired, compaction_id, covered = conversation
 
     board_tokens = 0
     board_text = inp.task_board
@@ -191,8 +176,15 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     def total() -> int:
         return sum([it.tokens for g in groups for it in g]) + board_tokens
 
-    if total() > non_system:
-        _shrink_previews(groups, counter, degradations, protected=False)
+    conversation_tokens = sum([it.tokens for g in groups for it in g])
+    if inp.memo is not None:
+        if conversation_tokens + board_tokens <= non_system and not inp.substitutions and groups:
+            inp.memo.remember(inp.path, groups, starts, excluded, unpaired, compaction_id, covered, cache)
+        else:
+            inp.memo.forget()
+    if conversation_tokens + board_tokens > non_system:
+        _protect(groups, inp)
+        shrink_previews(groups, counter, degradations, protected=False)
         current = total()
         while current > non_system:
             victim = next((g for g in groups if not any(it.protected for it in g)), None)
@@ -203,7 +195,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
                 excluded[it.node.node_id] = "budget"
                 current -= it.tokens
         if current > non_system:
-            _shrink_previews(groups, counter, degradations, protected=True)
+            shrink_previews(groups, counter, degradations, protected=True)
 
     flat = [it for g in groups for it in g]
     while flat and flat[0].message.role != "user":
@@ -222,7 +214,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     fits = not static_overflow and non_system_tokens <= non_system
     degradable: list[DegradableBlock] = []
     if not fits:
-        degradable = _degradable(flat, inp, non_system, counter)
+        degradable = degradable_blocks(flat, inp, non_system, counter)
 
     included = [it.node.node_id for it in flat]
     synthetic = [
@@ -318,6 +310,133 @@ def _select_dynamic(
         else:
             reports.append(_sys_report(block, False, "budget"))
     return chosen, used
+
+
+_Conversation = tuple[list[list["_Item"]], list[int], dict[str, str], list[str], str | None, list[str]]
+"""``(groups, path index of each group's first node, excluded, unpaired ids, compaction id, covered)``."""
+
+
+class ComposeMemo:
+    """The conversation groups of an agent's last build that needed no trimming.
+
+    Valid while the agent's path list only grows: the next build re-derives only the last (possibly still
+    open) group and the nodes appended since, instead of re-walking the whole history (performance issue:
+    per-request cost must not grow with the session). Any other change falls back to a full build.
+    """
+
+    __slots__ = (
+        "compaction_id",
+        "consumed",
+        "covered",
+        "excluded",
+        "groups",
+        "path",
+        "starts",
+        "tail",
+        "unpaired",
+    )
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        self.path: Sequence[Node] | None = None
+        self.consumed = 0
+        self.tail: Node | None = None
+        self.groups: list[list[_Item]] = []
+        self.starts: list[int] = []
+        self.excluded: dict[str, str] = {}
+        self.unpaired: list[str] = []
+        self.compaction_id: str | None = None
+        self.covered: list[str] = []
+
+    def remember(
+        self,
+        path: Sequence[Node],
+        groups: list[list[_Item]],
+        starts: list[int],
+        excluded: dict[str, str],
+        unpaired: list[str],
+        compaction_id: str | None,
+        covered: list[str],
+        cache: RenderCache,
+    ) -> None:
+        self.path = path
+        self.consumed = len(path)
+        self.tail = path[-1] if path else None
+        self.groups = list(groups)
+        self.starts = list(starts)
+        self.excluded = dict(excluded)
+        # unpaired ids of the last group are derived again by the next build
+        reopened: set[str] = set()
+        for node in path[starts[-1] :] if starts and starts[-1] >= 0 else ():
+            rendered = cache.entry(node)
+            if rendered is not None:
+                reopened.update(rendered.call_ids, rendered.result_ids)
+        self.unpaired = [u for u in unpaired if u not in reopened]
+        self.compaction_id = compaction_id
+        self.covered = covered
+
+    def usable_for(self, path: Sequence[Node]) -> bool:
+        n = self.consumed
+        return (
+            self.path is path
+            and n > 0
+            and len(path) >= n
+            and path[n - 1] is self.tail
+            and bool(self.groups)
+            and self.starts[-1] < len(path)
+        )
+
+
+def _full(inp: ComposeInput, cache: RenderCache, counter: TokenCounter) -> _Conversation:
+    excluded: dict[str, str] = {}
+    items, compaction_id, covered = _candidates(inp, cache, counter, excluded)
+    unpaired = _repair_pairs(items, counter)
+    groups = _group(items)
+    index_of = {node.node_id: i for i, node in enumerate(inp.path)}
+    starts = [index_of.get(g[0].node.node_id, -1) for g in groups]
+    return groups, starts, excluded, unpaired, compaction_id, covered
+
+
+def _incremental(inp: ComposeInput, cache: RenderCache, counter: TokenCounter) -> _Conversation | None:
+    memo = inp.memo
+    path = inp.path
+    if memo is None or inp.substitutions or not memo.usable_for(path):
+        return None
+    start = memo.starts[-1]
+    if start < 0 or any(n.node_type == _COMPACTION for n in path[start:]):
+        return None
+    excluded = dict(memo.excluded)
+    tail: list[_Item] = []
+    entry = cache.entry
+    for node in path[start:]:
+        if node.node_id in excluded:
+            continue
+        if node.role == "assistant":
+            skipped = is_skipped_assistant(node)
+            if skipped:
+                excluded[node.node_id] = skipped
+                continue
+        rendered = entry(node)
+        if rendered is None:
+            continue
+        tail.append(
+            _Item(
+                node,
+                rendered.message,
+                rendered.tokens,
+                rendered.call_ids,
+                rendered.result_ids,
+                rendered.synthetic,
+            )
+        )
+    unpaired = sorted({*memo.unpaired, *_repair_pairs(tail, counter)})
+    tail_groups = _group(tail)
+    index_of = {node.node_id: i for i, node in enumerate(path[start:], start)}
+    groups = memo.groups[:-1] + tail_groups
+    starts = memo.starts[:-1] + [index_of[g[0].node.node_id] for g in tail_groups]
+    return groups, starts, excluded, unpaired, memo.compaction_id, memo.covered
 
 
 def _candidates(
@@ -498,77 +617,3 @@ def _protect(groups: list[list[_Item]], inp: ComposeInput) -> None:
                 for member in g:
                     member.protected = True
                 break
-
-
-def _shrink_previews(
-    groups: list[list[_Item]], counter: TokenCounter, out: list[ArtifactDegradation], *, protected: bool
-) -> None:
-    for g in groups:
-        for it in g:
-            if it.protected != protected:
-                continue
-            new_content, changed = _shrink_blocks(
-                it.message.content, it.node.node_id, out, bare=not protected
-            )
-            if changed:
-                it.message = it.message.model_copy(update={"content": new_content})
-                it.tokens = counter.message(new_content)
-
-
-def _shrink_blocks(
-    blocks: list[ContentBlock], node_id: str, out: list[ArtifactDegradation], *, bare: bool
-) -> tuple[list[ContentBlock], bool]:
-    changed = False
-    result: list[ContentBlock] = []
-    for block in blocks:
-        is_preview = isinstance(block, ArtifactRefBlock) or (
-            isinstance(block, JsonBlock) and block.artifact_id
-        )
-        if is_preview and isinstance(block, ArtifactRefBlock | JsonBlock) and block.summary:
-            summary = None if bare else block.summary[:SUMMARY_LIMIT]
-            if summary != block.summary:
-                block = block.model_copy(update={"summary": summary})
-                out.append(
-                    ArtifactDegradation(node_id=node_id, artifact_id=str(block.artifact_id), action="summary")
-                )
-                changed = True
-        elif isinstance(block, ToolResultBlock):
-            inner, inner_changed = _shrink_blocks(block.content, node_id, out, bare=bare)
-            if inner_changed:
-                block = block.model_copy(update={"content": inner})
-                changed = True
-        result.append(block)
-    return result, changed
-
-
-def _degradable(
-    items: list[_Item], inp: ComposeInput, budget: int, counter: TokenCounter
-) -> list[DegradableBlock]:
-    lim = inp.limits
-    quarter = max(1, budget // 4)
-    found: list[DegradableBlock] = []
-
-    def consider(key: str, node_id: str, block: ContentBlock, tool_name: str | None = None) -> None:
-        if key in inp.substitutions:
-            return
-        if isinstance(block, TextBlock):
-            raw = block.text
-        elif isinstance(block, JsonBlock) and block.data is not None:
-            raw = compact_json(block.data)
-        else:
-            return
-        tokens = counter.text(raw)
-        if tokens > quarter or tokens > lim.result_limit_tokens or len(raw.encode()) > lim.result_limit_bytes:
-            found.append(DegradableBlock(key, node_id, block, tokens, tool_name))
-
-    for it in items:
-        node_id = it.node.node_id
-        for i, block in enumerate(it.message.content):
-            if isinstance(block, ToolResultBlock):
-                tool_name = it.node.metadata.get("tool_name")
-                for j, inner in enumerate(block.content):
-                    consider(block_key(node_id, i, j), node_id, inner, tool_name)
-            elif it.message.role != "assistant" or isinstance(block, JsonBlock):
-                consider(block_key(node_id, i), node_id, block)
-    found.sort(key=lambda d: d.tokens, reverse=True)
-    return found

@@ -236,6 +236,43 @@ def latest_instruction_nodes(path: Sequence[Node]) -> list[Node]:
     return [node for _, node in sorted(latest.values(), key=lambda item: item[0], reverse=True)]
 
 
+class InstructionIndex:
+    """Incremental :func:`latest_instruction_nodes` over an append-only active path.
+
+    Re-scans only the nodes appended since the previous call when it is given the same path list again;
+    any other change (a new list, a truncated or rewritten path) triggers a full scan.
+    """
+
+    __slots__ = ("_latest", "_list_id", "_scanned", "_tail_id")
+
+    def __init__(self) -> None:
+        self._list_id = 0
+        self._scanned = 0
+        self._tail_id: str | None = None
+        self._latest: dict[str, tuple[int, Node]] = {}
+
+    def latest(self, path: Sequence[Node]) -> list[Node]:
+        same = (
+            id(path) == self._list_id
+            and len(path) >= self._scanned
+            and (self._scanned == 0 or path[self._scanned - 1].node_id == self._tail_id)
+        )
+        if not same:
+            self._latest = {}
+            self._scanned = 0
+            self._list_id = id(path)
+        for index in range(self._scanned, len(path)):
+            node = path[index]
+            if node.node_type != NodeType.instruction_context:
+                continue
+            file_path = node.metadata.get("path")
+            if isinstance(file_path, str) and file_path:
+                self._latest[file_path] = (index, node)
+        self._scanned = len(path)
+        self._tail_id = path[-1].node_id if path else None
+        return [node for _, node in sorted(self._latest.values(), key=lambda item: item[0], reverse=True)]
+
+
 def truncation_marker(path: str) -> str:
     """Marker the composer appends when an instruction block is cut; it points to ``code.read_file``."""
     return (
@@ -244,7 +281,9 @@ def truncation_marker(path: str) -> str:
     )
 
 
-def instruction_blocks(path: Sequence[Node]) -> tuple[list[SystemBlock], list[dict[str, Any]]]:
+def instruction_blocks(
+    path: Sequence[Node], index: InstructionIndex | None = None
+) -> tuple[list[SystemBlock], list[dict[str, Any]]]:
     """Dynamic ``instruction:<path>`` blocks for the loaded instruction files on ``path``.
 
     Freshness (checked at every build): when a file's ``mtime_ns``/size differ from its node, it is
@@ -254,7 +293,7 @@ def instruction_blocks(path: Sequence[Node]) -> tuple[list[SystemBlock], list[di
     """
     blocks: list[SystemBlock] = []
     notes: list[dict[str, Any]] = []
-    for node in latest_instruction_nodes(path):
+    for node in index.latest(path) if index is not None else latest_instruction_nodes(path):
         block, note = _fresh_block(node)
         if note is not None:
             notes.append(note)

@@ -10,20 +10,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agent_core.context.composer import is_skipped_assistant
+from agent_core.context.composer import ComposeMemo, is_skipped_assistant
 from agent_core.context.render import RenderCache
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
 
 
 class AgentCursor:
-    __slots__ = ("agent_id", "cache", "lock", "path")
+    __slots__ = ("agent_id", "cache", "lock", "memo", "path")
 
     def __init__(self, agent_id: str, path: Sequence[Node] = ()) -> None:
         self.agent_id = agent_id
         self.path: list[Node] = list(path)
         self.cache = RenderCache()
         self.lock = asyncio.Lock()
+        self.memo = ComposeMemo()
 
     @property
     def tip(self) -> str | None:

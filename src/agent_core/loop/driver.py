@@ -681,41 +681,39 @@ async def _finish(
         "end_node_id": rec.visible_tip(),
     }
     reason = outcome.end_reason
+    events: list[tuple[EventType, dict[str, Any]]]
     if reason == EndReason.completed:
-        await rec.emit(EventType.loop_completed, {"end_reason": reason.value, "turn_count": state.turns})
-        await rec.emit_event(
-            EventType.run_completed,
-            {
-                "end_reason": reason.value,
-                "turn_count": state.turns,
-                "usage": usage.model_dump(),
-                "final_node_id": outcome.final_node_id,
-            },
-            run_update=run_update,
-        )
-        return
-    if reason in (EndReason.aborted_streaming, EndReason.aborted_tools):
-        last = outcome.status == RunStatus.cancelled
-        await rec.emit_event(
-            EventType.loop_aborted,
-            {"end_reason": reason.value, "abort_reason": abort_reason},
-            run_update=None if last else run_update,
-        )
-        if last:
-            await rec.emit_event(
-                EventType.run_cancelled,
-                {"reason": abort_reason, "was_queued": False, "end_reason": reason.value},
-                run_update=run_update,
+        events = [
+            (EventType.loop_completed, {"end_reason": reason.value, "turn_count": state.turns}),
+            (
+                EventType.run_completed,
+                {
+                    "end_reason": reason.value,
+                    "turn_count": state.turns,
+                    "usage": usage.model_dump(),
+                    "final_node_id": outcome.final_node_id,
+                },
+            ),
+        ]
+    elif reason in (EndReason.aborted_streaming, EndReason.aborted_tools):
+        events = [(EventType.loop_aborted, {"end_reason": reason.value, "abort_reason": abort_reason})]
+        if outcome.status == RunStatus.cancelled:
+            events.append(
+                (
+                    EventType.run_cancelled,
+                    {"reason": abort_reason, "was_queued": False, "end_reason": reason.value},
+                )
             )
-        return
-    error = outcome.error.model_dump(mode="json") if outcome.error else None
-    if reason == EndReason.failed and outcome.error is not None:
-        await rec.emit(EventType.error, outcome.error.model_dump(mode="json"))
-    await rec.emit_event(
-        EventType.loop_failed,
-        {"end_reason": reason.value if reason else None, "error": error},
-        run_update=run_update,
-    )
+    else:
+        error = outcome.error.model_dump(mode="json") if outcome.error else None
+        events = []
+        if reason == EndReason.failed and outcome.error is not None:
+            events.append((EventType.error, outcome.error.model_dump(mode="json")))
+        events.append(
+            (EventType.loop_failed, {"end_reason": reason.value if reason else None, "error": error})
+        )
+    # the terminal events and the runs row are one transaction: a run is never left half-finished
+    await rec.emit_events(events, run_update=run_update)
 
 
 def messages_text(messages: Sequence[ModelMessage]) -> str:

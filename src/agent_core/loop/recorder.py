@@ -135,6 +135,19 @@ class RunRecorder:
             await self._deliver(result.events)
             return result.events[0]
 
+    async def emit_events(
+        self, events: Sequence[tuple[EventType, dict[str, Any]]], *, run_update: dict[str, Any] | None = None
+    ) -> list[RuntimeEvent]:
+        """Persists several consecutive events (and a run update) in one transaction, then delivers them."""
+        async with self._lock:
+            result = await self.storage.append(
+                self.session_id,
+                events=[self._draft(t, p, None, None) for t, p in events],
+                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+            )
+            await self._deliver(result.events)
+            return result.events
+
     async def persist_event(
         self, event_type: EventType, payload: dict[str, Any], *, tool_call_id: str | None = None
     ) -> RuntimeEvent:

@@ -12,6 +12,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from agent_core.config.model import ResolvedModelConfig
+from agent_core.memo import WireMemo
 from agent_core.providers.base import (
     MessageAssembler,
     as_dict,
@@ -35,7 +36,6 @@ from agent_core.providers.tool_mapping import (
     render_tool_result,
     system_texts,
 )
-from agent_core.providers.wire_cache import WireMemo
 from agent_core.types.content import ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
     ModelEvent,

@@ -21,7 +21,7 @@ from agent_core.types.content import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from agent_core.types.model import ModelMessage, ModelRequest
+from agent_core.types.model import ModelMessage, ModelRequest, message_tool_names
 
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _DISALLOWED = re.compile(r"[^a-zA-Z0-9_-]")
@@ -76,7 +76,7 @@ class ToolNameMap:
         """Map over the request's tools plus every tool name used in its message history."""
         names = [tool.name for tool in request.tools]
         for message in request.messages:
-            names.extend(b.name for b in message.content if isinstance(b, ToolCallBlock))
+            names.extend(message_tool_names(message))
         return cls(names)
 
     def mangle(self, canonical: str) -> str:

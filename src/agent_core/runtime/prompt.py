@@ -156,6 +156,7 @@ class RunPrompt:
             task_board=board,
             substitutions=substitutions,
             tool_tokens=self.tool_tokens,
+            memo=self.cursor.memo,
         )
         result = compose(inp, self.cursor.cache, self.counter)
         result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from agent_core.errors import ErrorCode, SchemaError
+from agent_core.memo import WireMemo
 from agent_core.types.base import StrictModel
 from agent_core.types.content import (
     ArtifactRefBlock,
@@ -65,16 +66,38 @@ _ALLOWED_BLOCKS: dict[str, tuple[type, ...]] = {
 }
 
 
+_CHECKED = WireMemo()
+"""Messages already checked, with the tool names their ``tool_call`` blocks use (identity memo)."""
+
+
+def message_tool_names(message: ModelMessage) -> tuple[str, ...]:
+    """Tool names of the message's ``tool_call`` blocks, after checking its block types (§2.2).
+
+    Raises ``SchemaError`` for a block type the role may not carry. The result is memoised per message
+    object: the composer hands the same message objects to every request of a session.
+    """
+    names: tuple[str, ...] | None = _CHECKED.get(message)
+    if names is not None:
+        return names
+    allowed = _ALLOWED_BLOCKS[message.role]
+    for block in message.content:
+        if not isinstance(block, allowed):
+            raise SchemaError(
+                ErrorCode.schema_error,
+                f"a message with role {message.role!r} may not contain a {block.type!r} block",
+            )
+    names = tuple(b.name for b in message.content if isinstance(b, ToolCallBlock))
+    _CHECKED.put(message, names)
+    return names
+
+
 def validate_request_messages(request: ModelRequest) -> None:
     """Raises ``SchemaError`` when a message holds a block type its role may not carry (§2.2)."""
     for index, message in enumerate(request.messages):
-        allowed = _ALLOWED_BLOCKS[message.role]
-        for block in message.content:
-            if not isinstance(block, allowed):
-                raise SchemaError(
-                    ErrorCode.schema_error,
-                    f"message {index} with role {message.role!r} may not contain a {block.type!r} block",
-                )
+        try:
+            message_tool_names(message)
+        except SchemaError as exc:
+            raise SchemaError(ErrorCode.schema_error, f"message {index}: {exc.message}") from None
 
 
 class ToolCall(StrictModel):

@@ -21,6 +21,7 @@ it, ``execute`` re-resolves the target and refuses with ``write_outside_allowed_
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ class CodeToolsAdapter:
     ) -> None:
         self.settings = settings
         self.redactor = redactor or default_redactor
+        self._envs: dict[tuple[Path, Path, str], ToolEnv] = {}
         rg = find_ripgrep() if rg_executable == _AUTO else rg_executable
         tools: list[CodeTool] = [
             ReadFileTool(),
@@ -90,17 +92,30 @@ class CodeToolsAdapter:
             )
         return tool
 
+    def _env(self, ctx: ToolContext) -> ToolEnv:
+        """The call's :class:`ToolEnv`, reused while project, home and the user's home stay the same.
+
+        The project and home are resolved once at runtime startup (contract.md §2.3); targets are still
+        resolved on every call.
+        """
+        key = (ctx.project_dir, ctx.home_dir, os.environ.get("HOME", ""))
+        env = self._envs.get(key)
+        if env is None:
+            env = ToolEnv.build(self.settings.tools, ctx)
+            self._envs[key] = env
+        return env
+
     def _arguments(self, call: ToolCall) -> dict[str, Any]:
         return {k: v for k, v in call.arguments.items() if v is not None}
 
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
         """Facts for hooks and permissions; raises :class:`AgentCoreError` for hard errors."""
         tool = self._tool(call)
-        return tool.preflight(self._arguments(call), ToolEnv.build(self.settings.tools, ctx))
+        return tool.preflight(self._arguments(call), self._env(ctx))
 
     def _quiet_preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight | None:
         try:
-            return self._tool(call).preflight(self._arguments(call), ToolEnv.build(self.settings.tools, ctx))
+            return self._tool(call).preflight(self._arguments(call), self._env(ctx))
         except AgentCoreError:
             return None
 
@@ -117,7 +132,7 @@ class CodeToolsAdapter:
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             tool = self._tool(call)
-            return await tool.run(call, ctx, ToolEnv.build(self.settings.tools, ctx))
+            return await tool.run(call, ctx, self._env(ctx))
         except AgentCoreError as exc:
             return failure(call, exc, self.redactor)
         except OSError as exc:

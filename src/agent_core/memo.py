@@ -1,9 +1,10 @@
-"""Identity memo of wire-format encodings, so a long history is not re-encoded on every request.
+"""Identity memo: facts or encodings computed once per (immutable) object, kept while the object lives.
 
 The provider-neutral messages of an active path are rendered once per node and kept (``context/render.py``),
 so the same :class:`~agent_core.types.model.ModelMessage` and content-block objects reach an adapter turn
-after turn. An adapter keeps each object's wire encoding in a :class:`WireMemo`, keyed by object identity:
-building a request over a long session then costs a dict lookup per message instead of a re-rendering.
+after turn. Anything derived from such an object (its wire encoding, its validation, its tool names) is
+kept in a :class:`WireMemo` keyed by object identity, so a request over a long session costs a dict lookup
+per message instead of recomputing.
 
 Contracts:
 
