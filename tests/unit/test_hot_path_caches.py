@@ -248,3 +248,46 @@ async def test_finished_root_runs_leave_the_live_run_table(soong_env: SoongEnv) 
         assert first.status == RunStatus.completed and second.status == RunStatus.completed
         replay = await runtime.replay_session(first.session_id)
         assert [r.run_id for r in replay.runs] == [first.run_id, second.run_id]
+
+
+def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
+    """Resuming the wire encoding at the last shared user message never changes the request body."""
+    from agent_core.providers.openai_compatible import build_payload
+    from agent_core.providers.prefix import PrefixMemo
+    from agent_core.providers.tool_mapping import ToolNameMap
+    from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
+    from agent_core.types.model import ModelMessage, ModelRequest
+
+    memo = PrefixMemo()
+    history: list[ModelMessage] = []
+    meta = {"session_id": "sess_a", "agent_id": "agent_a"}
+    for turn in range(6):
+        history.append(ModelMessage(role="user", content=[TextBlock(text=f"q{turn}")]))
+        history.append(
+            ModelMessage(
+                role="assistant",
+                content=[
+                    ToolCallBlock(tool_call_id=f"c{turn}", name="code.read_file", arguments={"path": "x"}),
+                    ToolCallBlock(tool_call_id=f"d{turn}", name="demo.tool", arguments={}),
+                ],
+            )
+        )
+        history.append(
+            ModelMessage(
+                role="tool", content=[ToolResultBlock(tool_call_id=f"d{turn}", content=[TextBlock(text="d")])]
+            )
+        )
+        history.append(
+            ModelMessage(
+                role="tool", content=[ToolResultBlock(tool_call_id=f"c{turn}", content=[TextBlock(text="c")])]
+            )
+        )
+        history.append(ModelMessage(role="assistant", content=[TextBlock(text=f"a{turn}")]))
+        if turn == 3:  # a rewritten history (e.g. trimming) must not reuse stale entries
+            history = history[2:]
+        request = ModelRequest(model="m", messages=list(history), metadata=meta)
+        entry, shared = memo.scan(request)
+        names = ToolNameMap([*entry.names])
+        assert build_payload(request, names, None, (entry, shared)) == build_payload(
+            request, ToolNameMap.for_request(request)
+        )

@@ -11,6 +11,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from agent_core.providers.base import MessageAssembler, as_dict, as_int, error_payload, optional_int
+from agent_core.providers.prefix import PrefixEntry
 from agent_core.providers.streaming import ChunkTranslator, HttpStreamAdapter, decode_json_object, sse_events
 from agent_core.providers.tool_mapping import (
     ToolNameMap,
@@ -240,7 +241,9 @@ class AnthropicAdapter(HttpStreamAdapter):
             headers["x-api-key"] = api_key
         return headers
 
-    def _payload(self, request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
         return build_payload(request, name_map)
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:

@@ -18,6 +18,7 @@ from agent_core.providers.base import (
     error_payload,
     mentions_tools_unsupported,
 )
+from agent_core.providers.prefix import PrefixEntry
 from agent_core.providers.streaming import (
     ChunkTranslator,
     HttpStreamAdapter,
@@ -232,7 +233,9 @@ class OllamaAdapter(HttpStreamAdapter):
             headers["Authorization"] = f"Bearer {api_key}"
         return headers
 
-    def _payload(self, request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
         return build_payload(request, name_map, context_window=self.config.context_window)
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:

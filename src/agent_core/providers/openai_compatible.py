@@ -21,6 +21,7 @@ from agent_core.providers.base import (
     mentions_tools_unsupported,
     optional_int,
 )
+from agent_core.providers.prefix import PrefixEntry
 from agent_core.providers.streaming import (
     ChunkTranslator,
     HttpStreamAdapter,
@@ -62,19 +63,23 @@ END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 
 
 def build_payload(
-    request: ModelRequest, name_map: ToolNameMap, memo: WireMemo | None = None
+    request: ModelRequest,
+    name_map: ToolNameMap,
+    memo: WireMemo | None = None,
+    prefix: tuple[PrefixEntry, int] | None = None,
 ) -> dict[str, Any]:
     """The ``POST /chat/completions`` body for ``request`` (pure).
 
     ``memo`` reuses the wire entries of messages/blocks already encoded for an earlier request (same
-    objects, same tool-name mapping); the result is identical with or without it. Entries are shared:
-    callers must not mutate the returned messages.
+    objects, same tool-name mapping) and ``prefix`` the whole encoded history up to the last user message
+    the request shares with the conversation's previous request; the result is identical with or without
+    them. Entries are shared: callers must not mutate the returned messages.
     """
     messages: list[dict[str, Any]] = []
     system = system_texts(request)
     if system:
         messages.append({"role": "system", "content": "\n\n".join(system)})
-    messages.extend(_wire_messages(request.messages, name_map, memo))
+    messages.extend(_wire_with_prefix(request.messages, name_map, memo, prefix))
     payload: dict[str, Any] = {
         "model": request.model,
         "messages": messages,
@@ -110,8 +115,41 @@ def build_payload(
     return payload
 
 
+def _wire_with_prefix(
+    source: list[ModelMessage],
+    name_map: ToolNameMap,
+    memo: WireMemo | None,
+    prefix: tuple[PrefixEntry, int] | None,
+) -> list[dict[str, Any]]:
+    """:func:`_wire_messages`, resumed at the last user-message checkpoint inside the shared prefix."""
+    if prefix is None:
+        return _wire_messages(source, name_map, memo)
+    entry, shared = prefix
+    names = tuple(name_map.items())
+    state = entry.extra.get("openai")
+    start, base = 0, 0
+    out: list[dict[str, Any]] = []
+    checkpoints: list[tuple[int, int]] = []
+    if state is not None and state[0] == names:
+        for index, length in state[1]:
+            if index > shared:
+                break
+            checkpoints.append((index, length))
+        if checkpoints:
+            start, base = checkpoints[-1]
+            out = state[2][:base]
+    out.extend(_wire_messages(source[start:], name_map, memo, checkpoints, start, base))
+    entry.extra["openai"] = (names, checkpoints, out)
+    return out
+
+
 def _wire_messages(
-    source: list[ModelMessage], name_map: ToolNameMap, memo: WireMemo | None
+    source: list[ModelMessage],
+    name_map: ToolNameMap,
+    memo: WireMemo | None,
+    checkpoints: list[tuple[int, int]] | None = None,
+    offset: int = 0,
+    base: int = 0,
 ) -> list[dict[str, Any]]:
     """Non-system messages in wire form. Consecutive tool messages form one group whose results follow
     the preceding assistant's tool-call order (unmatched results keep their order at the end), one
@@ -131,7 +169,7 @@ def _wire_messages(
         out.extend(_tool_entry(block, memo) for block in blocks)
         tools.clear()
 
-    for message in source:
+    for position, message in enumerate(source, offset):
         role = message.role
         if role == "system":
             continue
@@ -141,6 +179,8 @@ def _wire_messages(
         if tools:
             flush_tools()
         if role == "user":
+            if checkpoints is not None and (not checkpoints or checkpoints[-1][0] < position):
+                checkpoints.append((position, base + len(out)))
             out.append(_user_entry(message, memo))
         else:
             entry, ids = _assistant_entry(message, name_map, memo)
@@ -361,8 +401,10 @@ class OpenAIAdapter(HttpStreamAdapter):
             headers["Authorization"] = f"Bearer {api_key}"
         return headers
 
-    def _payload(self, request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
-        return build_payload(request, name_map, self._wire_memo)
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
+        return build_payload(request, name_map, self._wire_memo, prefix)
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from agent_core.config.model import ResolvedModelConfig, RetryConfig
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.providers.base import error_payload
+from agent_core.providers.prefix import PrefixEntry, PrefixMemo
 from agent_core.providers.tool_mapping import ToolNameMap
 from agent_core.redaction import Redactor
 from agent_core.types.model import (
@@ -42,7 +43,6 @@ from agent_core.types.model import (
     ProviderDebug,
     ProviderErrorPayload,
     ToolCallDelta,
-    validate_request_messages,
 )
 
 if TYPE_CHECKING:
@@ -266,6 +266,7 @@ class HttpStreamAdapter:
         self._client_obj: httpx.AsyncClient | None = None
         self._closed = False
         self._redactor = Redactor([config.api_key_env] if config.api_key_env else [])
+        self._prefix = PrefixMemo()
 
     # -- subclass hooks ---------------------------------------------------------------------------
     def _url(self) -> str:
@@ -274,7 +275,11 @@ class HttpStreamAdapter:
     def _headers(self, api_key: str | None) -> dict[str, str]:
         raise NotImplementedError
 
-    def _payload(self, request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
+        """The request body; ``prefix`` = (this conversation's memo entry, messages shared with the last
+        request), which an adapter may use to reuse work on the unchanged history."""
         raise NotImplementedError
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> ChunkTranslator:
@@ -338,10 +343,6 @@ class HttpStreamAdapter:
 
     def _local_preflight(self, request: ModelRequest) -> tuple[str | None, ProviderErrorPayload | None]:
         """Schema, provider_options, base_url and API key checks; returns ``(api_key, error)``."""
-        try:
-            validate_request_messages(request)
-        except AgentCoreError as exc:
-            return None, self._error("invalid_request", exc.message, request, code=ErrorCode.schema_error)
         options = request.provider_options.get(self.provider_key, {})
         problem = self._validate_options(options)
         if problem is not None:
@@ -434,18 +435,24 @@ class HttpStreamAdapter:
             )
             return
         started = time.monotonic()
+        try:
+            prefix = self._prefix.scan(request)  # checks the message shapes (only the new ones)
+        except AgentCoreError as exc:
+            invalid = self._error("invalid_request", exc.message, request, code=ErrorCode.schema_error)
+            yield ModelFailed(error=invalid, metadata=self._meta(request))
+            return
         api_key, failure = self._local_preflight(request)
         if failure is not None:
             yield ModelFailed(error=failure, metadata=self._meta(request))
             return
         if request.max_output_tokens is None:
             request = request.model_copy(update={"max_output_tokens": self.config.max_output_tokens})
-        name_map = ToolNameMap.for_request(request)
+        name_map = ToolNameMap([tool.name for tool in request.tools] + prefix[0].names)
         rejected = await self._network_preflight(request, api_key)
         if rejected is not None:
             yield rejected
             return
-        payload = self._payload(request, name_map)
+        payload = self._payload(request, name_map, prefix)
         url = self._url()
         debug = bool(request.metadata.get("debug"))
         yield ModelStarted(
