@@ -43,6 +43,28 @@ def jsonable(value: Any, what: str, secrets: tuple[str, ...]) -> Any:
     return redact_with(plain, secrets)
 
 
+def _mentions(text: str, secrets: tuple[str, ...]) -> bool:
+    """Whether JSON ``text`` contains a secret, raw or JSON-escaped."""
+    return any(s in text or json.dumps(s, ensure_ascii=False)[1:-1] in text for s in secrets)
+
+
+def redacted_payload(value: Any, what: str, secrets: tuple[str, ...]) -> tuple[Any, str]:
+    """``(JSON-compatible value, its JSON text)`` with secrets redacted.
+
+    The text is dumped first and scanned for every secret (raw and JSON-escaped); only when one occurs is
+    the value walked and dumped again, so the common case costs one dump and a substring scan.
+    """
+    try:
+        plain = to_jsonable_python(value)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise _unserialisable(what, exc) from exc
+    text = json_text(plain, what)
+    if secrets and _mentions(text, secrets):
+        plain = redact_with(plain, secrets)
+        text = json_text(plain, what)
+    return plain, text
+
+
 def json_text(value: Any, what: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -121,17 +143,17 @@ def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
         raise _invalid("token_count must be an int or None")
     blocks = list(draft.content)
     try:
-        if secrets:
-            plain = content_list_adapter.dump_python(blocks, mode="json")
-            redacted = redact_with(plain, secrets)
-            if redacted != plain:
-                blocks = content_list_adapter.validate_python(redacted)
+        content_json = content_list_adapter.dump_json(blocks).decode("utf-8")
+        if secrets and _mentions(content_json, secrets):
+            redacted = redact_with(content_list_adapter.dump_python(blocks, mode="json"), secrets)
+            blocks = content_list_adapter.validate_python(redacted)
             content_json = json_text(redacted, "node content")
-        else:
-            content_json = content_list_adapter.dump_json(blocks).decode("utf-8")
     except (PydanticSerializationError, ValueError) as exc:
         raise _unserialisable("node content", exc) from exc
-    metadata = jsonable(draft.metadata, "node metadata", secrets) if draft.metadata else {}
+    metadata: Any = {}
+    metadata_json: str | None = None
+    if draft.metadata:
+        metadata, metadata_json = redacted_payload(draft.metadata, "node metadata", secrets)
     if not isinstance(metadata, dict):
         raise _invalid("node metadata must be a mapping")
     created = draft.created_at or utc_now()
@@ -142,7 +164,7 @@ def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
         content=blocks,
         content_json=content_json,
         metadata=metadata,
-        metadata_json=json_text(metadata, "node metadata") if metadata else None,
+        metadata_json=metadata_json,
         created_at=created,
         created_at_text=format_ts(created),
     )
@@ -188,7 +210,10 @@ def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
         level, event_type = EventLevel(draft.level), EventType(draft.event_type)
     except ValueError as exc:
         raise _invalid(f"invalid event level/type: {exc}") from exc
-    payload = jsonable(draft.payload, "event payload", secrets) if draft.payload else {}
+    payload: Any = {}
+    payload_json: str | None = None
+    if draft.payload:
+        payload, payload_json = redacted_payload(draft.payload, "event payload", secrets)
     if not isinstance(payload, dict):
         raise _invalid("an event payload must be a mapping")
     created = draft.created_at or utc_now()
@@ -197,7 +222,7 @@ def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
         level=level,
         event_type=event_type,
         payload=payload,
-        payload_json=json_text(payload, "event payload") if payload else None,
+        payload_json=payload_json,
         created_at=created,
         created_at_text=format_ts(created),
     )
