@@ -204,6 +204,7 @@ class _LoopState:
     final_text: str = ""
     final_node_id: str | None = None
     in_tools: bool = False
+    pending_report: dict[str, Any] | None = None
     stop_denials: int = 0
 
 
@@ -220,7 +221,10 @@ async def _turns(spec: LoopSpec, state: _LoopState) -> LoopOutcome:
             return LoopOutcome(RunStatus.failed, EndReason.max_turns)
         request = await _build_request(spec, state)
         state.turns += 1
-        result = await _stream(spec, request, state.turns)
+        try:
+            result = await _stream(spec, request, state.turns, state)
+        finally:
+            await _flush_report(spec, state)
         if isinstance(result, StreamAborted):
             partial_id = None
             if result.partial_text:
@@ -340,7 +344,12 @@ async def _build_request(spec: LoopSpec, state: _LoopState) -> ModelRequest:
                     substitutions.update(more)
                     composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
     triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
-    await _emit_report(spec, state, composition, recovered, triggered)
+    report = await _report(spec, state, composition, recovered, triggered)
+    if composition.fits:
+        # written together with model_started, which an adapter yields before it sends the request
+        state.pending_report = report
+    else:
+        await spec.recorder.emit(EventType.context_built, report)
     if not composition.fits:
         # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
         attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
@@ -380,6 +389,21 @@ def _prompt_too_long(state: _LoopState, composition: Composition, *, compact_att
 async def _emit_report(
     spec: LoopSpec, state: _LoopState, composition: Composition, recovered: bool, triggered: bool = False
 ) -> None:
+    await spec.recorder.emit(
+        EventType.context_built, await _report(spec, state, composition, recovered, triggered)
+    )
+
+
+async def _flush_report(spec: LoopSpec, state: _LoopState) -> None:
+    """Persists a context report the stream did not write with its ``model_started`` (early failure)."""
+    report, state.pending_report = state.pending_report, None
+    if report is not None:
+        await spec.recorder.emit(EventType.context_built, report)
+
+
+async def _report(
+    spec: LoopSpec, state: _LoopState, composition: Composition, recovered: bool, triggered: bool = False
+) -> dict[str, Any]:
     report = ContextBuildReport(
         run_id=spec.recorder.run_id or "",
         agent_id=spec.recorder.agent_id,
@@ -400,10 +424,10 @@ async def _emit_report(
         }
         artifact_id = await spec.save_debug_artifact("context_report", detail, "context_report.json")
         payload["detail_artifact_id"] = artifact_id
-    await spec.recorder.emit(EventType.context_built, payload)
+    return payload
 
 
-async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamResult:
+async def _stream(spec: LoopSpec, request: ModelRequest, turn: int, state: _LoopState) -> StreamResult:
     rec = spec.recorder
     text_parts: list[str] = []
     partial_calls: dict[int, str] = {}
@@ -457,10 +481,15 @@ async def _stream(spec: LoopSpec, request: ModelRequest, turn: int) -> StreamRes
                         tool_call_id=event.tool_call_id,
                     )
                 elif isinstance(event, ModelStarted):
-                    await rec.emit(
+                    started_event = (
                         EventType.model_started,
                         {"provider": event.provider, "model": event.model, "turn": turn},
                     )
+                    report, state.pending_report = state.pending_report, None
+                    if report is not None:
+                        await rec.emit_events([(EventType.context_built, report), started_event])
+                    else:
+                        await rec.emit(*started_event)
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
                     await rec.emit(
