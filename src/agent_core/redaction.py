@@ -103,7 +103,7 @@ def _walk(obj: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(obj, dict):
         return {_walk(k, secrets) if isinstance(k, str) else k: _walk(v, secrets) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        if obj and all(type(v) is str for v in obj):
+        if obj and _STRINGS.issuperset(map(type, obj)):
             # fast path for long id lists (e.g. context reports): one scan of the joined text; a secret
             # never holds a NUL, so it cannot match across the separator
             joined = "\0".join(obj)
@@ -131,6 +131,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_STRINGS = frozenset({str})
 _KEY_VERDICTS: dict[str, bool] = {}
 _KEY_VERDICTS_LIMIT = 4096
 
@@ -167,6 +169,8 @@ def has_sensitive_keys(obj: Any) -> bool:
                 return True
         return False
     if isinstance(obj, list | tuple):
+        if _SCALARS.issuperset(map(type, obj)):  # C-speed check: no container inside (e.g. id lists)
+            return False
         return any(isinstance(v, dict | list | tuple) and has_sensitive_keys(v) for v in obj)
     return False
 
@@ -183,7 +187,7 @@ def redact_sensitive_keys(obj: Any) -> Any:
                 out[k] = redact_sensitive_keys(v)
         return out
     if isinstance(obj, list | tuple):
-        if all(type(v) is str for v in obj):  # no mapping inside: nothing to mask (fast path for id lists)
+        if _SCALARS.issuperset(map(type, obj)):  # no mapping inside: nothing to mask (e.g. id lists)
             return list(obj)
         return [redact_sensitive_keys(v) for v in obj]
     return obj

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
 from agent_core.redaction import Redactor, redact_with
@@ -242,7 +242,7 @@ def node_from_row(row: Sequence[Any], session_id: str) -> Node:
     """
     node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
     try:
-        meta = json.loads(metadata) if metadata is not None else {}
+        meta = from_json(metadata) if metadata is not None else {}
         if not isinstance(meta, dict):
             raise ValueError("nodes.metadata_json is not a JSON object")
         return Node(
@@ -267,7 +267,7 @@ def event_from_row(row: Sequence[Any], session_id: str) -> RuntimeEvent:
     """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
     event_id, seq, run_seq, agent_id, run_id, level, event_type, node_id, call_id, payload, created = row
     try:
-        data = json.loads(payload) if payload is not None else {}
+        data = from_json(payload) if payload is not None else {}
         if not isinstance(data, dict):
             raise ValueError("events.payload_json is not a JSON object")
         return RuntimeEvent(
