@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agent_core.api import replay as replay_api
 from agent_core.api.handles import RunHandle
 from agent_core.api.wiring import open_services
 from agent_core.config.loader import LoadedConfig, load_config
@@ -184,11 +183,15 @@ class AgentRuntime:
         self, parent: RunState, child_run_id: str, include_sensitive: bool
     ) -> InspectResult:
         manager = await self._open()
-        return await replay_api.inspect_child(manager, parent, child_run_id, include_sensitive)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.inspect_child(manager, parent, child_run_id, include_sensitive)
 
     async def switch_node(self, session_id: str, node_id: str) -> Node:
         manager = await self._open()
-        return await replay_api.switch_node(manager, session_id, node_id)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.switch_node(manager, session_id, node_id)
 
     # ---- replay / inspect -----------------------------------------------------------------------
     async def replay_session(
@@ -199,20 +202,28 @@ class AgentRuntime:
         include_sensitive: bool = False,
     ) -> ReplayResult:
         manager = await self._open()
-        return await replay_api.replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
 
     async def replay_run(self, run_id: str, include_sensitive: bool = False) -> ReplayResult:
         manager = await self._open()
-        return await replay_api.replay_run(manager, run_id, include_sensitive)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.replay_run(manager, run_id, include_sensitive)
 
     async def get_node_path(self, node_id: str) -> list[Node]:
         manager = await self._open()
-        return await replay_api.get_node_path(manager, node_id)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.get_node_path(manager, node_id)
 
     # ---- deletion and cleanup -------------------------------------------------------------------
     async def delete_session(self, session_id: str) -> DeleteSessionResult:
         manager = await self._open()
-        return await replay_api.delete_session(manager, session_id)
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.delete_session(manager, session_id)
 
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()
@@ -227,7 +238,9 @@ class AgentRuntime:
         older_than: datetime | None = None,
     ) -> CleanupResult:
         manager = await self._open()
-        return await replay_api.cleanup_project_tasks(
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.cleanup_project_tasks(
             manager, project, dry_run, include_failed, include_cancelled, older_than
         )
 
@@ -240,7 +253,9 @@ class AgentRuntime:
         max_bytes: int | None = None,
     ) -> CleanupResult:
         manager = await self._open()
-        return await replay_api.cleanup_artifacts(
+        from agent_core.api import replay  # imported on first use: not needed to run agents
+
+        return await replay.cleanup_artifacts(
             manager, session_id, dry_run, include_all, older_than, max_bytes
         )
 

@@ -19,9 +19,7 @@ from agent_core.context.instructions import (
     instruction_blocks,
     scan_instruction_catalog,
 )
-from agent_core.hooks import load_hooks
-from agent_core.mcp import McpManager, load_mcp_catalog
-from agent_core.memory import install as install_memory
+from agent_core.hooks.base import NO_HOOKS, HookDispatcher
 from agent_core.orchestrator.install import install as install_orchestrator
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
@@ -33,7 +31,6 @@ from agent_core.skills.catalog import SkillCatalog
 from agent_core.skills.tool import SkillToolAdapter
 from agent_core.storage.sqlite import StorageManager
 from agent_core.tools.builtin import CodeToolsAdapter
-from agent_core.tools.declarative import load_declarative_tools
 from agent_core.tools.effective import EffectiveTools
 from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
@@ -83,13 +80,23 @@ async def open_services(
         skills = SkillCatalog(config.home)
         tools.register_adapter(SkillToolAdapter(skills), internal=True)
         gate = PermissionGate(permission_callback, settings, redactor=redactor)
-        hooks_dispatcher = load_hooks(config, redactor=redactor)
-        declarative = (
-            load_declarative_tools(config, redactor=redactor) if settings.tools.declarative_enabled else None
-        )
-        if declarative is not None:
-            declarative.register(tools)
-        mcp = McpManager(load_mcp_catalog(config), settings, registry=tools, redactor=redactor)
+        # optional user-level sources are imported only when their files exist (CLI cold start)
+        hooks_dispatcher: HookDispatcher = NO_HOOKS
+        if settings.hooks.enabled and (config.home / "hooks.json").exists():
+            from agent_core.hooks.dispatcher import load_hooks
+
+            hooks_dispatcher = load_hooks(config, redactor=redactor)
+        if settings.tools.declarative_enabled and (config.home / "tools").exists():
+            from agent_core.tools.declarative import load_declarative_tools
+
+            declarative = load_declarative_tools(config, redactor=redactor)
+            if declarative is not None:
+                declarative.register(tools)
+        mcp = None
+        if (config.home / "mcp.json").exists():
+            from agent_core.mcp import McpManager, load_mcp_catalog
+
+            mcp = McpManager(load_mcp_catalog(config), settings, registry=tools, redactor=redactor)
         executor = ToolExecutor(
             tools, settings=settings, gate=gate, hooks=hooks_dispatcher, redactor=redactor
         )
@@ -111,7 +118,10 @@ async def open_services(
         _install_context_features(manager, config, skills)
         install_agents(manager, code_definitions)
         install_orchestrator(manager)
-        install_memory(manager)
+        if settings.memory.enabled:
+            from agent_core.memory import install as install_memory
+
+            install_memory(manager)
         await install_compaction(manager)
         return manager
     except BaseException:
