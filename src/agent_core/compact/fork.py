@@ -30,8 +30,8 @@ from agent_core.context.tokens import TokenCounter
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.driver import Interruption, NoCompaction
 from agent_core.loop.outcome import LoopOutcome
+from agent_core.loop.spec import Interruption, NoCompaction
 from agent_core.runtime.prompt import runtime_state_block, static_blocks
 from agent_core.runtime.runs import AgentRunSpec, RunManager, dumps
 from agent_core.runtime.services import Services

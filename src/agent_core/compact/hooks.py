@@ -37,7 +37,7 @@ from agent_core.compact.policy import compaction_threshold, plan_cut, should_tri
 from agent_core.context.composer import Composition
 from agent_core.errors import ErrorCode
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.driver import CompactionHooks, NoCompaction
+from agent_core.loop.spec import CompactionHooks, NoCompaction
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.storage.ids import new_id

@@ -23,9 +23,10 @@ from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
 from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.driver import CompactionHooks, Interruption, LoopSpec, NoCompaction, run_loop
+from agent_core.loop.driver import run_loop
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
+from agent_core.loop.spec import CompactionHooks, Interruption, LoopSpec, NoCompaction
 from agent_core.runtime.prompt import (
     DynamicSource,
     RunPrompt,
