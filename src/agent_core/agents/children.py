@@ -53,7 +53,8 @@ from agent_core.events.stream import EventChannel
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption
-from agent_core.runtime.runs import AgentRunSpec, RunManager
+from agent_core.runtime.agent_run import AgentRunSpec
+from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.storage.ids import new_id
 from agent_core.tools.context import RunScope, ToolContext

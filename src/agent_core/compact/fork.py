@@ -32,8 +32,9 @@ from agent_core.events.stream import EventChannel
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption, NoCompaction
+from agent_core.runtime.agent_run import AgentRunSpec
 from agent_core.runtime.prompt import runtime_state_block, static_blocks
-from agent_core.runtime.runs import AgentRunSpec, RunManager, dumps
+from agent_core.runtime.runs import RunManager, dumps
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.storage.ids import new_id

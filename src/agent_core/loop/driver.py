@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import traceback
-from collections.abc import Sequence
 from typing import Any
 
 from agent_core.context.composer import Composition
@@ -31,7 +30,6 @@ from agent_core.loop.spec import (
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import EndReason, EventType, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
-    ModelMessage,
     ModelRequest,
     sum_usage,
 )
@@ -362,7 +360,3 @@ async def _finish(
         )
     # the terminal events and the runs row are one transaction: a run is never left half-finished
     await rec.emit_events(events, run_update=run_update)
-
-
-def messages_text(messages: Sequence[ModelMessage]) -> str:
-    return "\n".join(text_of(m.content) for m in messages)

@@ -13,26 +13,19 @@ import json
 import logging
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
-from agent_core.context.composer import ComposeLimits
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
-from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.driver import run_loop
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
-from agent_core.loop.spec import CompactionHooks, Interruption, LoopSpec, NoCompaction
+from agent_core.loop.spec import CompactionHooks, NoCompaction
+from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core.runtime.prompt import (
     DynamicSource,
-    RunPrompt,
-    runtime_state_block,
-    static_blocks,
-    tool_schema_tokens,
 )
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
@@ -41,7 +34,7 @@ from agent_core.storage.ids import new_id, validate_session_id
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools
 from agent_core.types.base import format_ts
-from agent_core.types.content import ArtifactRefBlock, ErrorPayload, text_of
+from agent_core.types.content import ErrorPayload, text_of
 from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
@@ -63,30 +56,6 @@ log = logging.getLogger("agent_core.runtime")
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-@dataclass(kw_only=True, eq=False)
-class AgentRunSpec:
-    """Everything that differs between agent runs; consumed by :meth:`RunManager.execute_agent_run`."""
-
-    state: RunState
-    session: SessionState
-    cursor: AgentCursor
-    model: ResolvedModelConfig
-    effective: EffectiveTools
-    role: AgentRole
-    root_agent: bool
-    dynamic_sources: list[DynamicSource] = field(default_factory=list)
-    task_board: Callable[[], str | None] | None = None
-    current_user_node_id: str | None = None
-    max_turns: int | None = None
-    parent_agent_id: str | None = None
-    parent_run_id: str | None = None
-    scope_extras: dict[str, Any] = field(default_factory=dict)
-    compaction: CompactionHooks | None = None
-    purpose: str | None = None
-    agent_type: AgentType = AgentType.main
-    interruption: Callable[[], Interruption] | None = None
 
 
 class RunManager:
@@ -393,148 +362,8 @@ class RunManager:
     async def execute_agent_run(
         self, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None
     ) -> LoopOutcome:
-        """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
-        services = self.services
-        state = spec.state
-        rec = self.recorder(state)
-        settings = services.settings
-        scope = RunScope(
-            session_id=state.session_id,
-            agent_id=state.agent_id,
-            run_id=state.run_id,
-            agent_role=spec.role,
-            project_dir=services.config.project,
-            home_dir=services.config.home,
-            cwd=services.config.project,
-            cancel_event=state.cancel_event,
-            effective_tools=spec.effective.names,
-            parent_agent_id=spec.parent_agent_id,
-            parent_run_id=spec.parent_run_id,
-            debug=services.debug,
-            extras={
-                "mode": state.mode.value,
-                **({"purpose": spec.purpose} if spec.purpose else {}),
-                **spec.scope_extras,
-            },
-        )
-        state.extras["scope"] = scope
-        max_turns = spec.max_turns or settings.runtime.max_turns
-        state.status = RunStatus.running
-        await rec.emit_event(
-            EventType.loop_started,
-            {"mode": state.mode.value, "agent_type": spec.agent_type.value, "max_turns": max_turns},
-            run_update={"status": RunStatus.running.value},
-        )
-        if first_nodes is not None:
-            await first_nodes(scope)
-        tools = list(spec.effective.definitions)
-        catalog = self.instruction_catalog() if spec.role != AgentRole.compact else None
-        static = static_blocks(
-            services.assets,
-            role=spec.role.value,
-            mode=state.mode.value,
-            agent_id=state.agent_id,
-            tools=tools,
-            instruction_catalog=catalog,
-            counter=services.counter,
-        )
-        project = str(services.config.project)
-
-        def runtime_state(_path: Sequence[Any]) -> list[SystemBlock]:
-            return [
-                runtime_state_block(
-                    project=project,
-                    mode=state.mode.value,
-                    role=spec.role.value,
-                    session_id=state.session_id,
-                    agent_id=state.agent_id,
-                    run_id=state.run_id,
-                )
-            ]
-
-        sources: list[DynamicSource] = list(spec.dynamic_sources)
-        for feature in self.extra_dynamic_sources:
-            sources.extend(feature(state, spec.role, spec.effective))
-        sources.append(runtime_state)
-
-        async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
-            return await services.artifacts.create(
-                data,
-                filename=filename,
-                summary=summary,
-                kind="context_degradation",
-                session_id=state.session_id,
-                agent_id=state.agent_id,
-                run_id=state.run_id,
-            )
-
-        async def save_debug_artifact(
-            kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
-        ) -> str | None:
-            ref = await services.artifacts.create(
-                data,
-                filename=filename,
-                kind=kind,
-                session_id=state.session_id,
-                agent_id=state.agent_id,
-                run_id=state.run_id,
-                metadata=metadata,
-            )
-            return ref.artifact_id
-
-        limits = ComposeLimits(
-            context_window=spec.model.context_window,
-            reserve_output_tokens=settings.context.reserve_output_tokens,
-            dynamic_system_budget=settings.context.dynamic_system_budget,
-            non_system_budget=settings.context.non_system_budget,
-            result_limit_bytes=settings.tools.result_limit_bytes,
-            result_limit_tokens=settings.tools.result_limit_tokens,
-            task_board_token_budget=settings.context.task_board_token_budget,
-        )
-        prompt = RunPrompt(
-            cursor=spec.cursor,
-            static=static,
-            limits=limits,
-            dynamic_sources=sources,
-            task_board=spec.task_board,
-            current_run_id=state.run_id,
-            current_user_node_id=spec.current_user_node_id,
-            make_artifact=make_artifact,
-            counter=services.counter,
-            tool_tokens=tool_schema_tokens(tools, services.counter),
-        )
-        metadata: dict[str, Any] = {
-            "session_id": state.session_id,
-            "agent_id": state.agent_id,
-            "run_id": state.run_id,
-            "agent_type": spec.agent_type.value,
-        }
-        if spec.purpose:
-            metadata["purpose"] = spec.purpose
-        loop = LoopSpec(
-            recorder=rec,
-            adapter=services.adapter_for(spec.model),
-            provider=spec.model.provider,
-            model=spec.model.name,
-            temperature=spec.model.temperature,
-            max_output_tokens=spec.model.max_output_tokens,
-            scope=scope,
-            tools=tools,
-            executor=services.executor,
-            hooks=NO_HOOKS if spec.role == AgentRole.compact else services.hooks,
-            prompt=prompt,
-            redactor=services.redactor,
-            max_turns=max_turns,
-            request_metadata=metadata,
-            compaction=spec.compaction or self.compaction_for(state, spec.cursor, spec.role),
-            debug=services.debug,
-            save_debug_artifact=save_debug_artifact,
-            interruption=spec.interruption
-            or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
-        )
-        outcome = await run_loop(loop)
-        state.finish(outcome.status, outcome.end_reason, outcome.error)
-        return outcome
+        """Runs one agent loop (see :func:`agent_core.runtime.agent_run.execute_agent_run`)."""
+        return await execute_agent_run(self, spec, first_nodes)
 
     async def _cancel_before_loop(self, state: RunState) -> None:
         rec = self.recorder(state)
