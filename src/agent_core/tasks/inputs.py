@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, StringConstraints, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, model_validator
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.models import NonEmptyStr, TaskIdStr
@@ -162,7 +162,9 @@ TaskOperation = Annotated[
     | ReopenStepOp,
     Field(discriminator="op"),
 ]
-operation_adapter: TypeAdapter[TaskOperation] = TypeAdapter(TaskOperation)
+operation_adapter: TypeAdapter[TaskOperation] = TypeAdapter(
+    TaskOperation, config=ConfigDict(defer_build=True)
+)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -512,7 +512,7 @@ AnyWalEvent = Annotated[
     Field(discriminator="event_type"),
 ]
 
-wal_event_adapter: TypeAdapter[TaskWalEvent] = TypeAdapter(AnyWalEvent)
+wal_event_adapter: TypeAdapter[TaskWalEvent] = TypeAdapter(AnyWalEvent, config=ConfigDict(defer_build=True))
 """Validates one WAL record (dict or JSON) into its per-type subclass."""
 
 

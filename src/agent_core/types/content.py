@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.errors.codes import ErrorCode
 from agent_core.types.base import StrictModel
@@ -81,9 +81,10 @@ ContentBlock = Annotated[
 ]
 """Discriminated union of the five v1 block types."""
 
-ToolResultBlock.model_rebuild()
 
-content_list_adapter: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
+content_list_adapter: TypeAdapter[list[ContentBlock]] = TypeAdapter(
+    list[ContentBlock], config=ConfigDict(defer_build=True)
+)
 """Validates/serialises ``list[ContentBlock]`` (e.g. ``content_json`` columns)."""
 
 
