@@ -15,7 +15,6 @@ paths; in ``working_dir`` and ``path_prefix`` the resolved paths (relative value
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, ValidationError, field_validator
 
+from agent_core.config.json_file import MISSING, json_file_error, read_json_file
 from agent_core.config.schema import Settings, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.hooks.matchers import RuleMatcher
@@ -37,7 +37,6 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOME = "${SOONG_AGENT_HOME}"
 _PROJECT = "<project>"
 _PLACEHOLDER = re.compile(r"\$\{SOONG_AGENT_HOME\}|<project>")
-_MISSING = object()
 
 
 class HookCommandEntry(StrictModel):
@@ -135,33 +134,7 @@ class HooksConfig:
 
 
 def _error(path: Path, message: str, **details: Any) -> ConfigError:
-    return ConfigError(
-        ErrorCode.config_error,
-        f"invalid hooks file {path}: {message}",
-        details={"path": str(path), **details},
-    )
-
-
-def _read_json(path: Path) -> Any:
-    """Parsed JSON of ``path``, or :data:`_MISSING` when the file does not exist."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return _MISSING
-    except OSError as exc:
-        reason = "is a directory" if isinstance(exc, IsADirectoryError) else (exc.strerror or str(exc))
-        raise ConfigError(
-            ErrorCode.config_error,
-            f"cannot read hooks file {path}: {reason}",
-            details={"path": str(path)},
-            cause=exc,
-        ) from exc
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _error(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except json.JSONDecodeError as exc:
-        raise _error(path, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    return json_file_error(path, "hooks file", message, **details)
 
 
 def expand_command(command: str, home: Path, project: Path) -> str:
@@ -281,7 +254,7 @@ def build_hooks_config(
 def load_hooks_config(*, settings: Settings, home: Path, project: Path) -> HooksConfig | None:
     """Reads ``<home>/hooks.json``; ``None`` when the file does not exist (see the module docstring)."""
     path = home / HOOKS_FILENAME
-    data = _read_json(path)
-    if data is _MISSING:
+    data = read_json_file(path, "hooks file")
+    if data is MISSING:
         return None
     return build_hooks_config(data, path=path, settings=settings, home=home, project=project)

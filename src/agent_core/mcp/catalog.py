@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError
 
+from agent_core.config.json_file import MISSING, json_file_error, read_json_file
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
@@ -112,32 +113,7 @@ def config_hash(entry: Any) -> str:
 
 
 def _error(path: Path, message: str, **details: Any) -> ConfigError:
-    return ConfigError(
-        ErrorCode.config_error,
-        f"invalid MCP config {path}: {message}",
-        details={"path": str(path), **details},
-    )
-
-
-def _read(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        reason = "is a directory" if isinstance(exc, IsADirectoryError) else (exc.strerror or str(exc))
-        raise ConfigError(
-            ErrorCode.config_error,
-            f"cannot read MCP config {path}: {reason}",
-            details={"path": str(path)},
-            cause=exc,
-        ) from exc
-    try:
-        return {"data": json.loads(raw.decode("utf-8"))}
-    except UnicodeDecodeError as exc:
-        raise _error(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except json.JSONDecodeError as exc:
-        raise _error(path, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    return json_file_error(path, "MCP config", message, **details)
 
 
 def _check_url(path: Path, where: str, url: str) -> None:
@@ -265,11 +241,9 @@ def build_catalog(data: Any, *, path: Path, settings: Settings, home: Path, proj
 def load_mcp_catalog(config: LoadedConfig) -> McpCatalog:
     """Reads ``${SOONG_AGENT_HOME}/mcp.json`` (missing → empty catalog); never connects anything."""
     path = config.home / MCP_FILENAME
-    wrapped = _read(path)
-    if wrapped is None:
+    data = read_json_file(path, "MCP config")
+    if data is MISSING:
         catalog = McpCatalog(path=path, servers={})
         check_overrides(catalog, config.settings)
         return catalog
-    return build_catalog(
-        wrapped["data"], path=path, settings=config.settings, home=config.home, project=config.project
-    )
+    return build_catalog(data, path=path, settings=config.settings, home=config.home, project=config.project)

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from agent_core.config.json_file import read_json_file
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
@@ -193,17 +194,7 @@ def _error(path: Path, message: str, **details: Any) -> ConfigError:
 
 
 def _read(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = "is a directory" if isinstance(exc, IsADirectoryError) else (exc.strerror or str(exc))
-        raise _error(path, f"cannot read: {reason}") from exc
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _error(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except json.JSONDecodeError as exc:
-        raise _error(path, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    return read_json_file(path, "declarative tool file", required=True)
 
 
 def _check_name(path: Path, name: str) -> None:
