@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
@@ -263,26 +263,43 @@ def node_from_row(row: Sequence[Any], session_id: str) -> Node:
         raise _read_error("node record", exc) from exc
 
 
-def event_from_row(row: Sequence[Any], session_id: str) -> RuntimeEvent:
-    """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
-    event_id, seq, run_seq, agent_id, run_id, level, event_type, node_id, call_id, payload, created = row
+_EVENT_KEYS = (
+    "event_id",
+    "seq",
+    "run_seq",
+    "agent_id",
+    "run_id",
+    "level",
+    "event_type",
+    "node_id",
+    "tool_call_id",
+    "payload",
+    "created_at",
+)
+_EVENTS: TypeAdapter[list[RuntimeEvent]] = TypeAdapter(
+    list[RuntimeEvent], config=ConfigDict(defer_build=True)
+)
+
+
+def events_from_rows(rows: Sequence[Sequence[Any]], session_id: str) -> list[RuntimeEvent]:
+    """Many ``events_<sid>`` rows at once (one validation call for the list: replay of long sessions).
+
+    Rows are in ``EventRecord.columns()`` order; bad data → ``schema_error``.
+    """
     try:
-        data = from_json(payload) if payload is not None else {}
-        if not isinstance(data, dict):
-            raise ValueError("events.payload_json is not a JSON object")
-        return RuntimeEvent(
-            event_id=event_id,
-            seq=seq,
-            run_seq=run_seq,
-            session_id=session_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            level=EventLevel(level).value,
-            event_type=EventType(event_type),
-            node_id=node_id,
-            tool_call_id=call_id,
-            payload=data,
-            created_at=parse_ts(created),
-        )
+        values: list[dict[str, Any]] = []
+        for row in rows:
+            data = dict(zip(_EVENT_KEYS, row, strict=True))
+            payload = data["payload"]
+            data["payload"] = from_json(payload) if payload is not None else {}
+            data["created_at"] = parse_ts(data["created_at"])
+            data["session_id"] = session_id
+            values.append(data)
+        return _EVENTS.validate_python(values)
     except (ValidationError, ValueError, TypeError) as exc:
         raise _read_error("event record", exc) from exc
+
+
+def event_from_row(row: Sequence[Any], session_id: str) -> RuntimeEvent:
+    """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
+    return events_from_rows([row], session_id)[0]

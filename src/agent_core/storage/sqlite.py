@@ -34,7 +34,7 @@ from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft
 from agent_core.storage.ids import validate_session_id
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
 from agent_core.storage.rows import (
-    event_from_row,
+    events_from_rows,
     json_column,
     json_text,
     jsonable,
@@ -598,7 +598,7 @@ class StorageManager:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
             params.append(to_seq)
         rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
-        return [event_from_row(row, session_id) for row in rows]
+        return events_from_rows(rows, session_id)
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
         rows = await self._records(
