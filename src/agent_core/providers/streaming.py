@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
@@ -246,7 +247,7 @@ def _remember_missing_sniffio() -> None:
 
 
 # -- the shared adapter -----------------------------------------------------------------------------
-class HttpStreamAdapter:
+class HttpStreamAdapter(ABC):
     """Base of the built-in adapters: pre-flight, transport, retries, metadata, cancellation.
 
     Subclasses provide the wire format: ``_url``, ``_headers``, ``_payload``, ``_translator`` and
@@ -269,12 +270,15 @@ class HttpStreamAdapter:
         self._prefix = PrefixMemo()
 
     # -- subclass hooks ---------------------------------------------------------------------------
+    @abstractmethod
     def _url(self) -> str:
         raise NotImplementedError
 
+    @abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
         raise NotImplementedError
 
+    @abstractmethod
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
@@ -282,9 +286,11 @@ class HttpStreamAdapter:
         request), which an adapter may use to reuse work on the unchanged history."""
         raise NotImplementedError
 
+    @abstractmethod
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> ChunkTranslator:
         raise NotImplementedError
 
+    @abstractmethod
     def _chunks(
         self, response: httpx.Response, translator: ChunkTranslator
     ) -> AsyncGenerator[dict[str, Any], None]:
