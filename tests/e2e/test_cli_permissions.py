@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.cli import _StdinLines, describe_request, parse_permission_answer
+from agent_core.cli._prompt import describe_request, parse_permission_answer
+from agent_core.cli._terminal import StdinLines as _StdinLines
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.permissions import PermissionRequest
 from tests.fixtures.cli import TurnScript, chat_requests, run_cli, tool_messages
@@ -261,7 +262,7 @@ def test_o07_pending_prompt_does_not_block_exit() -> None:
     """A reader thread still blocked on stdin never keeps the process alive (daemon, fd-level read)."""
     code = (
         "import asyncio, sys\n"
-        "from agent_core.cli import _StdinLines\n"
+        "from agent_core.cli._terminal import StdinLines as _StdinLines\n"
         "async def main():\n"
         "    print(await _StdinLines(sys.stdin).readline(0.1))\n"
         "asyncio.run(main())\n"

@@ -1,0 +1,123 @@
+"""The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
+
+``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id>] "message"`` runs one user
+message on a project with the user-level configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
+
+Contract of ``run``:
+- stdout carries only the assistant's text (``message_delta``, then any remainder of ``message_completed``);
+  permission prompts, one-line notices (tools, denials, errors, cancellation) and the final ``session_id``
+  go to stderr. Output is plain text; there is no JSON event stream (``--plain`` is an accepted no-op).
+- Permission prompts are answered on stdin: ``1``/``allow once``, ``2``/``allow for session``,
+  ``3``/``deny`` (trimmed, case-insensitive); EOF, unavailable stdin, anything else or 120 s without an
+  answer → ``deny``. There is no re-prompt.
+- Exit status: 0 when the run ends ``completed``; 1 for startup/config errors and runs ending otherwise;
+  2 for usage errors; 130 after Ctrl-C (which calls ``run.cancel()``; a second Ctrl-C stops waiting).
+- Cold start: only argparse/asyncio/logging are imported before the arguments are parsed; the command's
+  module (``agent_core.cli._<command>``) and the runtime are imported afterwards.
+
+Each subcommand is registered here with ``set_defaults(handler="<module>:<async function>")``; the
+handler has the signature ``async (args, out: Output, err: Output, stdin) -> int`` (the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors exit with status 2 and a one-line message
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _message(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the message must not be empty")
+    return value
+
+
+def _add_run(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run an agent on a project with one user message",
+        description="Run one user message on a project and stream the reply to stdout. Tool activity, "
+        "permission prompts (answered on stdin: 1 = allow once, 2 = allow for session, 3 = deny) "
+        "and the session id go to stderr.",
+    )
+    run.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    run.add_argument(
+        "--orchestrator", action="store_true", help="run in orchestrator mode (Task board and workers)"
+    )
+    run.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    run.add_argument("--plain", action="store_true", help="plain text output (the default; no effect)")
+    run.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    run.add_argument("message", type=_message, help="the user message")
+    run.set_defaults(handler="agent_core.cli._run:run_command")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="soong-agent",
+        description="Run an LLM agent on a project. Configuration comes only from "
+        "$SOONG_AGENT_HOME/config.toml (default ~/.soong-agent/config.toml), which must exist.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+    sub.required = True
+    _add_run(sub)
+    return parser
+
+
+def _configure_logging(debug: bool) -> None:
+    """The CLI's only logging setup: one concise stderr handler (WARNING, or DEBUG with ``--debug``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("soong-agent: %(levelname)s: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point (``soong-agent = "agent_core.cli:main"``); returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    debug = bool(getattr(args, "debug", False))
+    _configure_logging(debug)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+    # Cold start: httpx imports its optional command-line client (click, pygments) whenever those are
+    # installed; this process never uses it, so it is marked unavailable (httpx then defines a stub).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    from agent_core.cli._terminal import Output
+
+    out, err = Output(sys.stdout), Output(sys.stderr)
+    module_name, _, function_name = str(args.handler).partition(":")
+    try:
+        handler = getattr(importlib.import_module(module_name), function_name)
+        return int(asyncio.run(handler(args, out, err, sys.stdin)))
+    except KeyboardInterrupt:
+        err.write("\nsoong-agent: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debug:
+            raise
+        from agent_core.errors import AgentCoreError
+
+        if isinstance(exc, AgentCoreError):
+            err.write(f"soong-agent: error: {exc.message}\n")
+            return EXIT_FAILED
+        err.write(
+            f"soong-agent: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n"
+        )
+        return EXIT_FAILED

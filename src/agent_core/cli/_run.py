@@ -1,0 +1,209 @@
+"""``soong-agent run``: one user message on a project, the reply streamed to stdout (contract.md §10)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._terminal import Output, StdinLines
+
+if TYPE_CHECKING:
+    from agent_core.api.handles import RunHandle
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.runtime import RuntimeEvent
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+class _Printer:
+    """Renders the run's events: assistant text to stdout, one-line notices to stderr."""
+
+    def __init__(self, out: Output, err: Output) -> None:
+        self.out = out
+        self.err = err
+        self.cancel_requested = False
+        self._streamed = ""
+        self._out_at_line_start = True
+        self._pending_error: dict[str, Any] | None = None
+
+    def text(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self._out_at_line_start = text.endswith("\n")
+
+    def end_text_line(self) -> None:
+        if not self._out_at_line_start:
+            self.out.write("\n")
+            self._out_at_line_start = True
+
+    def notice(self, line: str) -> None:
+        self.end_text_line()
+        self.err.write(line + "\n")
+
+    def _flush_error(self) -> None:
+        if self._pending_error is not None:
+            error, self._pending_error = self._pending_error, None
+            self.notice(f"[error] {_error_text(error)}")
+
+    def handle(self, event: RuntimeEvent) -> None:
+        kind = event.event_type.value
+        p = event.payload
+        if kind == "loop_failed":
+            error = p.get("error") or self._pending_error or {}
+            self._pending_error = None
+            detail = _error_text(error) if error else str(p.get("end_reason") or "failed")
+            self.notice(f"[run] failed: {detail}")
+            return
+        self._flush_error()
+        if kind == "message_delta":
+            delta = str(p.get("text", ""))
+            self.text(delta)
+            self._streamed += delta
+        elif kind == "message_completed":
+            if p.get("role", "assistant") == "assistant":
+                full = str(p.get("text", ""))
+                if full.startswith(self._streamed):
+                    self.text(full[len(self._streamed) :])
+            # the line stays open: a max_tokens continuation goes on with the same text; the next
+            # notice or the end of the run ends it
+            self._streamed = ""
+        elif kind == "error":
+            self._pending_error = dict(p)
+        elif kind == "tool_started":
+            self.notice(f"[tool] {p.get('tool_name')} {p.get('args_summary', '')}".rstrip())
+        elif kind == "tool_completed":
+            self.notice(f"[tool] {p.get('tool_name')} done ({p.get('duration_ms', '?')} ms)")
+        elif kind == "tool_failed":
+            self.notice(f"[tool] {p.get('tool_name')} failed: {_error_text(p.get('error') or {})}")
+        elif kind == "tool_denied":
+            reason = p.get("reason") or "denied"
+            self.notice(f"[tool] {p.get('tool_name')} denied ({p.get('denied_by')}): {reason}")
+        elif kind == "run_queued":
+            self.notice(
+                f"[run] queued behind another run of this session (position {p.get('queue_position')})"
+            )
+        elif kind.startswith(("child_agent_", "worker_dispatch")):
+            self._agent_notice(kind, p)
+        elif kind == "loop_aborted" and not self.cancel_requested:
+            self.notice(f"[run] aborted: {p.get('abort_reason') or p.get('end_reason')}")
+        elif kind == "stop_hook_prevented":
+            self.notice(f"[hook] Stop hook asked the agent to continue: {p.get('reason') or ''}".rstrip(": "))
+        elif kind == "run_cancelled":
+            self.notice("[run] cancelled")
+
+    def _agent_notice(self, kind: str, p: dict[str, Any]) -> None:
+        run = p.get("child_run_id") or "-"
+        if kind == "child_agent_created":
+            definition = p.get("agent_definition_id") or "child"
+            self.notice(
+                f"[agent] created {definition} ({p.get('agent_type')}) agent {p.get('child_agent_id')}"
+            )
+        elif kind == "worker_dispatched":
+            self.notice(
+                f"[agent] dispatched worker {p.get('worker_agent_id')} on task {p.get('task_id')} (run {run})"
+            )
+        elif kind == "worker_dispatch_failed":
+            self.notice(f"[agent] worker dispatch failed: {_error_text(p.get('error') or {})}")
+        elif kind == "child_agent_completed":
+            self.notice(f"[agent] child run {run} {p.get('status') or 'completed'}")
+        elif kind == "child_agent_failed":
+            self.notice(f"[agent] child run {run} failed: {_error_text(p.get('error') or {})}")
+        elif kind == "child_agent_cancelled":
+            self.notice(f"[agent] child run {run} cancelled")
+
+    def finish(self) -> None:
+        self._flush_error()
+        self.end_text_line()
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    code = error.get("code")
+    message = " ".join(str(error.get("message") or "").split())
+    return f"{code}: {message}" if code else message or "unknown error"
+
+
+async def _consume(run: RunHandle, printer: _Printer) -> None:
+    async for event in run.events():
+        printer.handle(event)
+
+
+async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
+    """Runs ``soong-agent run``; returns the exit status."""
+    from agent_core.api.runtime import AgentRuntime
+    from agent_core.errors import AgentCoreError
+    from agent_core.types.permissions import PermissionDecision
+
+    answers = StdinLines(stdin)
+
+    async def ask(request: PermissionRequest) -> PermissionDecision:
+        printer.notice("")  # end any partial text line before the prompt
+        err.write(describe_request(request))
+        answered, line = await answers.readline(STDIN_TIMEOUT_S)
+        decision = parse_permission_answer(line)
+        if not answered:
+            why = f"no answer within {STDIN_TIMEOUT_S:.0f} s"
+        elif line is None:
+            why = "end of input"
+        elif decision == "deny" and line.strip().lower() not in ("3", "deny"):
+            why = f"unrecognised answer {line.strip()!r}"
+        else:
+            why = ""
+        echo = "" if answers.interactive and answered and line is not None else "\n"
+        err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
+        return PermissionDecision(decision=decision, reason=why or None)
+
+    printer = _Printer(out, err)
+    try:
+        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
+    except AgentCoreError as exc:
+        err.write(f"soong-agent: error: {exc.message}\n")
+        return EXIT_FAILED
+    interrupted = 0
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(runtime)  # opens storage, hooks, MCP catalog, ...
+            run = await runtime.start(
+                args.message,
+                session_id=args.session_id,
+                mode="orchestrator" if args.orchestrator else "normal",
+            )
+        except AgentCoreError as exc:
+            err.write(f"soong-agent: error: {exc.message}\n")
+            return EXIT_FAILED
+        loop = asyncio.get_running_loop()
+        consumer = asyncio.ensure_future(_consume(run, printer))
+        cancelling: list[asyncio.Future[Any]] = []
+
+        def on_sigint() -> None:
+            nonlocal interrupted
+            interrupted += 1
+            if interrupted == 1:
+                printer.cancel_requested = True
+                printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
+                cancelling.append(asyncio.ensure_future(run.cancel()))
+            else:
+                consumer.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
+            if interrupted < 2:
+                await run.wait()
+                for future in cancelling:
+                    await future
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+        printer.finish()
+        err.write(f"session_id: {run.session_id}\n")
+        status = run.status.value
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status == "completed" else EXIT_FAILED
