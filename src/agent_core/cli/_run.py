@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
