@@ -1,4 +1,5 @@
-"""Terminal I/O shared by the CLI commands: a closed-pipe-tolerant writer and a stdin line reader."""
+"""Terminal I/O shared by the CLI commands: a closed-pipe-tolerant writer, a stdin line reader and the
+escaping of untrusted text before it reaches a terminal."""
 
 from __future__ import annotations
 
@@ -7,6 +8,32 @@ import contextlib
 import os
 import threading
 from typing import TextIO
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\x1b"}
+
+
+def escape_terminal(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every non-printable character shown as an escape (``\\n``, ``\\x1b``, ``\\u202e``).
+
+    Use it for every model-, tool- or file-derived string printed to a terminal: carriage returns,
+    ESC/CSI sequences, other C0/C1 controls, bidi overrides and other format characters can then
+    neither move the cursor nor redraw what the user sees. Printable Unicode passes unchanged; with
+    ``keep_newlines`` a ``\\n`` stays a real line break (multi-line text such as an answer).
+    """
+    if text.isprintable():
+        return text
+    parts: list[str] = []
+    for char in text:
+        if char.isprintable() or (keep_newlines and char == "\n"):
+            parts.append(char)
+        elif char in _NAMED_ESCAPES:
+            parts.append(_NAMED_ESCAPES[char])
+        else:
+            code = ord(char)
+            parts.append(
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+            )
+    return "".join(parts)
 
 
 class Output:
