@@ -70,7 +70,7 @@ async def test_e1_migrations_create_schema_and_reopen_applies_nothing(tmp_path: 
         conn = sqlite3.connect(db)
         rows = conn.execute("SELECT version, applied_at FROM schema_migrations").fetchall()
         conn.close()
-        assert [r[0] for r in rows] == [m.version for m in MIGRATIONS] == [1]
+        assert [r[0] for r in rows] == [m.version for m in MIGRATIONS]
         parse_ts(rows[0][1])
     finally:
         await storage.close()
@@ -79,7 +79,7 @@ async def test_e1_migrations_create_schema_and_reopen_applies_nothing(tmp_path: 
     await again.open()
     await again.close()
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
     conn.close()
 
 
@@ -110,7 +110,12 @@ async def test_failing_migration_rolls_back_and_raises_migration_failed(tmp_path
         raise RuntimeError("boom")
 
     db = tmp_path / "sessions.sqlite"
-    bad = (*MIGRATIONS, Migration(2, "broken", ("CREATE TABLE half_done (x INTEGER)",), step=explode))
+    bad = (
+        *MIGRATIONS,
+        Migration(
+            MIGRATIONS[-1].version + 1, "broken", ("CREATE TABLE half_done (x INTEGER)",), step=explode
+        ),
+    )
     storage = StorageManager(db, redactor=make_redactor(), migrations=bad)
     with pytest.raises(StorageError) as info:
         await storage.open()
@@ -119,7 +124,9 @@ async def test_failing_migration_rolls_back_and_raises_migration_failed(tmp_path
     tables = _tables(db)
     assert "half_done" not in tables, "the failing migration must be rolled back"
     conn = sqlite3.connect(db)
-    assert [r[0] for r in conn.execute("SELECT version FROM schema_migrations")] == [1]
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_migrations")] == [
+        m.version for m in MIGRATIONS
+    ]
     conn.close()
     # a later open with the good migrations works
     good = StorageManager(db, redactor=make_redactor())

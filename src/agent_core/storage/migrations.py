@@ -14,7 +14,12 @@ from dataclasses import dataclass
 import aiosqlite
 
 from agent_core.errors import ErrorCode, StorageError
-from agent_core.storage.schema import GLOBAL_TABLES_V1, SCHEMA_MIGRATIONS_DDL
+from agent_core.storage.schema import (
+    BACKGROUND_JOBS_V3,
+    GLOBAL_TABLES_V1,
+    SCHEDULES_V4,
+    SCHEMA_MIGRATIONS_DDL,
+)
 from agent_core.types.base import format_ts
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,8 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "global tables sessions/agents/runs/artifacts and their indexes", GLOBAL_TABLES_V1),
+    Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
+    Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 

@@ -89,6 +89,44 @@ GLOBAL_TABLES_V1: tuple[str, ...] = (
 
 GLOBAL_TABLES: tuple[str, ...] = ("sessions", "agents", "runs", "artifacts")
 
+BACKGROUND_JOBS_V3: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS background_jobs (
+  job_id       TEXT PRIMARY KEY,
+  session_id   TEXT NOT NULL,
+  agent_id     TEXT NOT NULL,
+  run_id       TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  tool_name    TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  artifact_id  TEXT,
+  summary      TEXT,
+  error_json   TEXT,
+  delivered    INTEGER NOT NULL DEFAULT 0,
+  created_at   TEXT NOT NULL,
+  updated_at   TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_background_jobs_session ON background_jobs(session_id)",
+)
+"""Migration 3: background jobs of offloaded tool calls (surfaces.md §6)."""
+
+SCHEDULES_V4: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS schedules (
+  schedule_id     TEXT PRIMARY KEY,
+  cron            TEXT NOT NULL,
+  message         TEXT NOT NULL,
+  project         TEXT NOT NULL,
+  session_id      TEXT,
+  next_due_at     TEXT NOT NULL,
+  last_fired_at   TEXT,
+  last_session_id TEXT,
+  last_run_id     TEXT,
+  last_error      TEXT,
+  created_at      TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_schedules_project ON schedules(project)",
+)
+"""Migration 4: cron schedules that produce user messages (surfaces.md §6)."""
+
 SESSION_DDL_VERSION = 1
 """Version of the per-session DDL below; a migration changing it must iterate over ``sessions``."""
 

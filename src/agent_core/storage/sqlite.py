@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -66,6 +66,7 @@ from agent_core.types.storage import (
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=StorageRecord)
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 STATEMENT_CACHE = 2048
@@ -180,6 +181,15 @@ class StorageManager:
         if self._writer is None or self._writer.closing:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
         return self._writer
+
+    async def write(self, op: Callable[[Txn], T]) -> T:
+        """Runs ``op`` as one queued write transaction (for feature stores owning their own global
+        tables, e.g. jobs and schedules); the caller redacts what it stores."""
+        return await self._queue().submit(op)
+
+    async def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read on the read connection (committed data only)."""
+        return await self._read(sql, params)
 
     def _session_sql(self, session_id: str) -> S.SessionSql:
         sql = self._sql.get(session_id)
