@@ -36,6 +36,7 @@ from agent_core.types.runtime import (
     Node,
     ReplayResult,
     UserMessage,
+    SessionSummary,
 )
 from agent_core.types.tools import ToolDefinition
 
@@ -243,6 +244,22 @@ class AgentRuntime:
         return await replay.cleanup_project_tasks(
             manager, project, dry_run, include_failed, include_cancelled, older_than
         )
+
+    # ---- session list and fork (surfaces.md §1, §2) ---------------------------------------------
+    async def list_sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        """Sessions of this project, most recently updated first (title, mode, latest run status)."""
+        manager = await self._open()
+        from agent_core.api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.list_sessions(manager, limit)
+
+    async def fork_session(self, session_id: str, node_id: str) -> str:
+        """Copies the root path down to ``node_id`` into a new session (active leaf: the copy of
+        ``node_id``); returns the new session id. The source session is unchanged."""
+        manager = await self._open()
+        from agent_core.api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.fork_session(manager, session_id, node_id)
 
     async def cleanup_artifacts(
         self,

@@ -163,6 +163,21 @@ class ReplayResult(StrictModel):
     redacted: bool = True
 
 
+class SessionSummary(StrictModel):
+    """One row of ``AgentRuntime.list_sessions()``: ``title`` is the first user message (cut)."""
+
+    session_id: str
+    title: str
+    mode: Literal["normal", "orchestrator"]
+    status: str | None = None
+    """Status of the root agent's latest run; ``None`` when the session has no run."""
+    run_count: int = 0
+    parent_session_id: str | None = None
+    """The session this one was forked from (``AgentRuntime.fork_session``)."""
+    created_at: datetime
+    updated_at: datetime
+
+
 class InspectAgent(StrictModel):
     agent_id: str
     agent_type: str | None = None
