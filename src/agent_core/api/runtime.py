@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -20,6 +20,7 @@ from agent_core.api.handles import RunHandle
 from agent_core.api.wiring import open_services
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.permissions.deferred import PermissionDeferral
 from agent_core.providers.base import ProviderFactory
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.runtime.runs import RunManager
@@ -35,12 +36,16 @@ from agent_core.types.runtime import (
     InspectResult,
     Node,
     ReplayResult,
-    UserMessage,
     SessionSummary,
+    UserMessage,
 )
 from agent_core.types.tools import ToolDefinition
 
-PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+if TYPE_CHECKING:
+    from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.storage.sqlite import StorageManager
+
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
 
 class AgentRuntime:
@@ -72,6 +77,7 @@ class AgentRuntime:
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
+        self._scheduler: SchedulerService | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
     @property
@@ -120,6 +126,8 @@ class AgentRuntime:
         await asyncio.shield(self._closing)
 
     async def _shutdown(self) -> None:
+        if self._scheduler is not None:
+            await self._scheduler.stop()
         manager = self._manager
         if manager is None:
             return
@@ -194,6 +202,24 @@ class AgentRuntime:
 
         return await replay.switch_node(manager, session_id, node_id)
 
+    async def answer_permission(
+        self,
+        request_id: str,
+        decision: PermissionDecision | Literal["allow_once", "allow_for_session", "deny"],
+    ) -> None:
+        """Answers a permission request whose callback returned ``DEFER`` (``agent_core.permissions``).
+
+        Callable from any task of the runtime's event loop; the first answer wins. A request that is not
+        pending (unknown, already answered, or abandoned because its run stopped) → ``validation_error``.
+        """
+        manager = await self._open()
+        if isinstance(decision, str):
+            try:
+                decision = PermissionDecision(decision=decision)
+            except ValidationError as exc:
+                raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
+        manager.services.gate.deferred.answer(request_id, decision)
+
     # ---- replay / inspect -----------------------------------------------------------------------
     async def replay_session(
         self,
@@ -218,6 +244,22 @@ class AgentRuntime:
         from agent_core.api import replay  # imported on first use: not needed to run agents
 
         return await replay.get_node_path(manager, node_id)
+
+    # ---- session list and fork (surfaces.md §1, §2) ---------------------------------------------
+    async def list_sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        """Sessions of this project, most recently updated first (title, mode, latest run status)."""
+        manager = await self._open()
+        from agent_core.api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.list_sessions(manager, limit)
+
+    async def fork_session(self, session_id: str, node_id: str) -> str:
+        """Copies the root path down to ``node_id`` into a new session (active leaf: the copy of
+        ``node_id``); returns the new session id. The source session is unchanged."""
+        manager = await self._open()
+        from agent_core.api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.fork_session(manager, session_id, node_id)
 
     # ---- deletion and cleanup -------------------------------------------------------------------
     async def delete_session(self, session_id: str) -> DeleteSessionResult:
@@ -245,22 +287,6 @@ class AgentRuntime:
             manager, project, dry_run, include_failed, include_cancelled, older_than
         )
 
-    # ---- session list and fork (surfaces.md §1, §2) ---------------------------------------------
-    async def list_sessions(self, limit: int | None = None) -> list[SessionSummary]:
-        """Sessions of this project, most recently updated first (title, mode, latest run status)."""
-        manager = await self._open()
-        from agent_core.api import _sessions  # imported on first use: not needed to run agents
-
-        return await _sessions.list_sessions(manager, limit)
-
-    async def fork_session(self, session_id: str, node_id: str) -> str:
-        """Copies the root path down to ``node_id`` into a new session (active leaf: the copy of
-        ``node_id``); returns the new session id. The source session is unchanged."""
-        manager = await self._open()
-        from agent_core.api import _sessions  # imported on first use: not needed to run agents
-
-        return await _sessions.fork_session(manager, session_id, node_id)
-
     async def cleanup_artifacts(
         self,
         session_id: str | None = None,
@@ -275,6 +301,89 @@ class AgentRuntime:
         return await replay.cleanup_artifacts(
             manager, session_id, dry_run, include_all, older_than, max_bytes
         )
+
+    # ---- schedules (surfaces.md §6) -------------------------------------------------------------
+    def scheduler(
+        self,
+        *,
+        clock: Clock | None = None,
+        poll_interval_s: float | None = None,
+        on_fired: Callable[[Firing], None] | None = None,
+    ) -> SchedulerService:
+        """This runtime's scheduler service for its project (created on first call; ``start``/``stop``).
+
+        ``clock`` (and the other options) can only be chosen by the first call; the service uses it for
+        due times of schedules added through this runtime too. Closing the runtime stops the service.
+        """
+        self._check_open_allowed()
+        if self._scheduler is None:
+            from agent_core.schedules import SchedulerService, ScheduleStore
+            from agent_core.schedules._service import DEFAULT_POLL_INTERVAL_S
+
+            runtime = self
+
+            async def start_run(schedule: Schedule) -> RunHandle:
+                return await runtime._start_scheduled(schedule)
+
+            self._scheduler = SchedulerService(
+                ScheduleStore(self._storage),
+                self.project_dir,
+                start_run,
+                clock=clock,
+                poll_interval_s=poll_interval_s or DEFAULT_POLL_INTERVAL_S,
+                on_fired=on_fired,
+            )
+        elif clock is not None and clock is not self._scheduler.clock:
+            raise AgentCoreError(
+                ErrorCode.validation_error, "this runtime's scheduler already exists with another clock"
+            )
+        return self._scheduler
+
+    async def _storage(self) -> StorageManager:
+        return (await self._open()).services.storage
+
+    async def _schedule_store(self) -> ScheduleStore:
+        from agent_core.schedules import ScheduleStore
+
+        return ScheduleStore(self._storage)
+
+    async def add_schedule(self, cron: str, message: str, session_id: str | None = None) -> str:
+        """Stores a cron schedule of this project; each firing sends ``message`` as a user message to
+        ``session_id`` (or to a new session when ``None``). Returns the schedule id."""
+        store = await self._schedule_store()
+        if session_id is not None:
+            await self._manager_or_raise().get_session(session_id)  # unknown -> validation_error
+        schedule = await store.add(
+            cron=cron,
+            message=message,
+            project=self.project_dir,
+            session_id=session_id,
+            now=self.scheduler().clock.now(),
+        )
+        return schedule.schedule_id
+
+    async def list_schedules(self, all_projects: bool = False) -> list[Schedule]:
+        """This project's schedules (every project's with ``all_projects``), oldest first."""
+        store = await self._schedule_store()
+        return await store.list(None if all_projects else self.project_dir)
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        """Deletes a schedule (``validation_error`` when unknown)."""
+        store = await self._schedule_store()
+        await store.remove(schedule_id)
+
+    async def _start_scheduled(self, schedule: Schedule) -> RunHandle:
+        mode: Literal["normal", "orchestrator"] = "normal"
+        if schedule.session_id is not None:
+            session = await self._manager_or_raise().get_session(schedule.session_id)
+            mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
+        message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
+        return await self.start(message, session_id=schedule.session_id, mode=mode)
+
+    def _manager_or_raise(self) -> RunManager:
+        if self._manager is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return self._manager
 
     def _services_extra(self, name: str) -> Any:
         return self._manager.services.extras.get(name) if self._manager else None

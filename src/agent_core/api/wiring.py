@@ -21,6 +21,7 @@ from agent_core.context.instructions import (
 )
 from agent_core.hooks.base import NO_HOOKS, HookDispatcher
 from agent_core.orchestrator.install import install as install_orchestrator
+from agent_core.permissions.deferred import PermissionDeferral
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
@@ -40,7 +41,7 @@ from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import AgentDefinition, Node
 
 log = logging.getLogger("agent_core.runtime")
-PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:

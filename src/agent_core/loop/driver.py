@@ -152,6 +152,16 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
         assistant = await persist_assistant(spec, completed, result.latency_ms)
         state.final_text = text_of(completed.content)
         state.final_node_id = assistant
+        if spec.output is not None:  # structured output: judge the answer (loop/_output.py)
+            step = await spec.output.settle(completed, rec)
+            if isinstance(step, LoopOutcome):
+                if step.error is not None:
+                    step.error = step.error.redacted_copy(spec.redactor)
+                return step
+            if step == "retry":
+                continue
+            if step == "accepted":  # an answered ``output`` call runs no tool
+                completed = completed.model_copy(update={"tool_calls": []})
         if completed.tool_calls:
             state.continuations = 0
             outcome = await spec.executor.execute_turn(list(completed.tool_calls), spec.scope, rec)
@@ -250,6 +260,8 @@ async def _build_request(spec: LoopSpec, state: LoopState) -> ModelRequest:
         metadata={**spec.request_metadata, "debug": spec.debug},
         provider_options={},
     )
+    if spec.output is not None:
+        request = spec.output.prepare(request)
     if spec.on_model_request is not None:
         spec.on_model_request(request)
     return request

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from agent_core.context.composer import Composition
 from agent_core.hooks.base import HookDispatcher
+from agent_core.loop._output import OutputPolicy
 from agent_core.loop.recorder import RunRecorder
 from agent_core.providers.base import ProviderAdapter
 from agent_core.redaction import Redactor
@@ -86,6 +87,8 @@ class LoopSpec:
     save_debug_artifact: DebugArtifactSaver | None = None
     """``(kind, data, filename) -> artifact_id`` used in debug mode for raw/provider/report artifacts."""
     on_model_request: Callable[[ModelRequest], None] | None = None
+    output: OutputPolicy | None = None
+    """Structured output of the run (``loop/_output.py``); ``None`` for a free-text answer."""
     interruption: Callable[[], Interruption] = field(default_factory=lambda: default_interruption)
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
 

@@ -1,5 +1,6 @@
 """Permission policy (pure) and the per-runtime permission gate (tools.md §15)."""
 
+from agent_core.permissions.deferred import DEFER, DeferredAnswers, PermissionDeferral
 from agent_core.permissions.gate import (
     GateOutcome,
     PermissionCallback,
@@ -10,9 +11,12 @@ from agent_core.permissions.gate import (
 from agent_core.permissions.policy import CallFacts, PermissionPolicy, PolicyDecision
 
 __all__ = [
+    "DEFER",
     "CallFacts",
+    "DeferredAnswers",
     "GateOutcome",
     "PermissionCallback",
+    "PermissionDeferral",
     "PermissionGate",
     "PermissionPolicy",
     "PolicyDecision",

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
+from agent_core.permissions.deferred import DeferredAnswers, PermissionDeferral
 from agent_core.permissions.policy import CallFacts, PermissionPolicy
 from agent_core.redaction import Redactor, default_redactor, redact_sensitive_keys
 from agent_core.storage.ids import new_id
@@ -34,7 +35,7 @@ from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.tools import ToolDefinition
 
-PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 FailureKind = Literal["timeout", "exception", "invalid_decision"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
@@ -126,6 +127,8 @@ class PermissionGate:
         self._redactor = redactor or default_redactor
         self._lock = asyncio.Lock()
         self._session_grants: dict[str, set[tuple[str, str]]] = {}
+        self.deferred = DeferredAnswers()
+        """Requests whose callback returned ``DEFER`` (answered by ``AgentRuntime.answer_permission``)."""
 
     @property
     def has_callback(self) -> bool:
@@ -278,15 +281,24 @@ class PermissionGate:
     async def _ask(
         self, request: PermissionRequest
     ) -> tuple[PermissionDecision | None, FailureKind | None, str]:
-        """Invokes the callback with a copy of ``request`` (the callback cannot patch anything)."""
+        """Invokes the callback with a copy of ``request`` (the callback cannot patch anything).
+
+        A callback returning ``DEFER`` waits (no timeout) for ``answer_permission`` (permissions.deferred).
+        """
+        deferred = self.deferred.open(request.request_id)
         try:
-            async with asyncio.timeout(self._timeout_s):
-                raw = await self._invoke(request.model_copy(deep=True))
-        except TimeoutError:
-            return None, "timeout", f"the permission callback did not answer within {self._timeout_s:g} s"
-        except Exception as exc:
-            message = self._redactor.text(f"the permission callback raised {type(exc).__name__}: {exc}")
-            return None, "exception", message
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    raw = await self._invoke(request.model_copy(deep=True))
+            except TimeoutError:
+                return None, "timeout", f"the permission callback did not answer within {self._timeout_s:g} s"
+            except Exception as exc:
+                message = self._redactor.text(f"the permission callback raised {type(exc).__name__}: {exc}")
+                return None, "exception", message
+            if isinstance(raw, PermissionDeferral):
+                raw = await deferred
+        finally:
+            self.deferred.discard(request.request_id)
         answer = coerce_decision(raw)
         if answer is None:
             return (

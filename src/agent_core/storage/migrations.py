@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from agent_core.errors import ErrorCode, StorageError
+from agent_core.storage.approvals import APPROVALS_V2
 from agent_core.storage.schema import (
     BACKGROUND_JOBS_V3,
     GLOBAL_TABLES_V1,
@@ -39,6 +40,7 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "global tables sessions/agents/runs/artifacts and their indexes", GLOBAL_TABLES_V1),
+    Migration(2, "pending_approvals table (durable permission requests of soong-agent serve)", APPROVALS_V2),
     Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
 )
