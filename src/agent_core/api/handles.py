@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.runtime.state import RunState
@@ -64,6 +64,31 @@ class RunHandle:
         """Waits until the run is terminal (does not consume the event stream)."""
         await self._state.done.wait()
         return self._state.status
+
+    async def output(self) -> Any:
+        """Waits for the run and returns its validated structured output.
+
+        The value is a model instance when ``output_schema`` was a Pydantic class, else the JSON value.
+        Raises ``validation_error`` when the run was started without ``output_schema``; a run that did not
+        complete raises its own error (``AgentCoreError`` with the run error's code and details, e.g.
+        ``validation_error`` with ``details.last_output`` after the retries were spent).
+        """
+        await self._state.done.wait()
+        state = self._state
+        if "output_schema" not in state.extras:
+            raise AgentCoreError(ErrorCode.validation_error, "this run was started without output_schema")
+        if state.status == RunStatus.completed and "output_value" in state.extras:
+            return state.extras["output_value"]
+        if state.error is not None:
+            raise AgentCoreError(
+                state.error.code,
+                state.error.message,
+                retryable=state.error.retryable,
+                details=state.error.details,
+            )
+        code = ErrorCode.cancelled if state.status == RunStatus.cancelled else ErrorCode.internal_error
+        reason = state.end_reason.value if state.end_reason else "unknown"
+        raise AgentCoreError(code, f"the run ended {state.status.value} ({reason}) without an output")
 
     async def inspect_child(self, child_run_id: str, include_sensitive: bool = False) -> InspectResult:
         """Full detail of a child run created directly by this run."""

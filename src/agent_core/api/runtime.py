@@ -8,13 +8,13 @@ wires the registries. The runtime facade only assembles parts; their logic lives
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_core.api.handles import RunHandle
 from agent_core.api.wiring import open_services
@@ -162,8 +162,15 @@ class AgentRuntime:
         message: str | UserMessage,
         session_id: str | None = None,
         mode: Literal["normal", "orchestrator"] = "normal",
+        output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+        output_retries: int = 2,
     ) -> RunHandle:
-        """Starts (or queues) a run and returns its handle without waiting for completion."""
+        """Starts (or queues) a run and returns its handle without waiting for completion.
+
+        With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
+        against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
+        run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+        """
         manager = await self._open()
         if isinstance(message, str):
             try:
@@ -180,7 +187,18 @@ class AgentRuntime:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
         if manager.closing:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
-        state = await manager.start(message, session_id, run_mode)
+        extras: dict[str, Any] = {}
+        if output_schema is not None:
+            from agent_core.loop._output import OutputSchema  # imported only when used
+
+            if isinstance(output_retries, bool) or not isinstance(output_retries, int) or output_retries < 0:
+                raise AgentCoreError(
+                    ErrorCode.validation_error,
+                    f"output_retries must be an integer >= 0, got {output_retries!r}",
+                    details={"argument": "output_retries"},
+                )
+            extras = {"output_schema": OutputSchema(output_schema), "output_retries": output_retries}
+        state = await manager.start(message, session_id, run_mode, extras)
         return RunHandle(self, state)
 
     async def _cancel_run(self, state: RunState) -> CancelResult:

@@ -64,6 +64,46 @@ def _add_run(sub: Any) -> None:
     run.set_defaults(handler="agent_core.cli._run:run_command")
 
 
+def _add_schedule(sub: Any) -> None:
+    schedule = sub.add_parser(
+        "schedule",
+        help="add, list or remove cron schedules (each firing sends a user message)",
+        description="Cron schedules of a project, stored in the session store. A firing sends the "
+        "schedule's message as a user message; `soong-agent scheduler` (or `serve`) runs due schedules.",
+    )
+    actions = schedule.add_subparsers(dest="schedule_action", metavar="<action>", parser_class=_Parser)
+    actions.required = True
+    add = actions.add_parser("add", help="add a schedule")
+    add.add_argument("--cron", required=True, help='cron expression, e.g. "0 9 * * 1-5" (UTC)')
+    add.add_argument("--session-id", metavar="ID", help="send to this session (default: a new one each time)")
+    add.add_argument("--path", help="project directory (default: cwd)")
+    add.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    add.add_argument("message", type=_message, help="the user message each firing sends")
+    listing = actions.add_parser("list", help="list schedules")
+    listing.add_argument("--path", help="project directory (default: cwd)")
+    listing.add_argument("--all", action="store_true", help="schedules of every project")
+    listing.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    remove = actions.add_parser("remove", help="remove a schedule")
+    remove.add_argument("schedule_id", help="the id printed by `schedule add` or `schedule list`")
+    remove.add_argument("--path", help="project directory (default: cwd)")
+    remove.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    schedule.set_defaults(handler="agent_core.cli._schedule:schedule_command")
+    scheduler = sub.add_parser(
+        "scheduler",
+        help="run the project's due schedules (foreground)",
+        description="Runs due schedules of a project until Ctrl-C. Schedules missed while nothing was "
+        "running fire once at start (never a burst).",
+    )
+    scheduler.add_argument("--path", help="project directory (default: cwd)")
+    scheduler.add_argument(
+        "--once", action="store_true", help="fire what is due now, wait for those runs, then exit"
+    )
+    scheduler.add_argument(
+        "--debug", action="store_true", help="show debug log output and internal tracebacks"
+    )
+    scheduler.set_defaults(handler="agent_core.cli._schedule:scheduler_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -73,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     sub.required = True
     _add_run(sub)
+    _add_schedule(sub)
     return parser
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import httpx
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
-OPTION_KEYS = frozenset({"options", "keep_alive"})
+OPTION_KEYS = frozenset({"options", "keep_alive", "format"})
 USAGE_KEYS = (
     "prompt_eval_count",
     "eval_count",
@@ -119,6 +119,8 @@ def build_payload(
         ]
     if "keep_alive" in provider_options:
         payload["keep_alive"] = provider_options["keep_alive"]
+    if "format" in provider_options:  # "json" or a JSON schema (structured output)
+        payload["format"] = provider_options["format"]
     return payload
 
 

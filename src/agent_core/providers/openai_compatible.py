@@ -57,7 +57,7 @@ STOP_REASONS = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
-OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user"})
+OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
 END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 """Chunk the transport feeds for the ``data: [DONE]`` terminator."""
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.context.composer import ComposeLimits
 from agent_core.hooks.base import NO_HOOKS
+from agent_core.loop._output import output_policy
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import run_loop
 from agent_core.loop.outcome import LoopOutcome
@@ -180,9 +181,10 @@ async def execute_agent_run(
     }
     if spec.purpose:
         metadata["purpose"] = spec.purpose
+    adapter = services.adapter_for(spec.model)
     loop = LoopSpec(
         recorder=rec,
-        adapter=services.adapter_for(spec.model),
+        adapter=adapter,
         provider=spec.model.provider,
         model=spec.model.name,
         temperature=spec.model.temperature,
@@ -198,9 +200,12 @@ async def execute_agent_run(
         compaction=spec.compaction or manager.compaction_for(state, spec.cursor, spec.role),
         debug=services.debug,
         save_debug_artifact=save_debug_artifact,
+        output=output_policy(state, adapter.provider_key) if spec.root_agent else None,
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
     )
     outcome = await run_loop(loop)
+    if loop.output is not None and loop.output.accepted:
+        state.extras["output_value"] = loop.output.value
     state.finish(outcome.status, outcome.end_reason, outcome.error)
     return outcome

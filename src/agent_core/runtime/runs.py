@@ -166,7 +166,14 @@ class RunManager:
         return state
 
     # ---- start --------------------------------------------------------------------------------
-    async def start(self, message: UserMessage, session_id: str | None, mode: RunMode) -> RunState:
+    async def start(
+        self,
+        message: UserMessage,
+        session_id: str | None,
+        mode: RunMode,
+        extras: dict[str, Any] | None = None,
+    ) -> RunState:
+        """Registers a root run; ``extras`` land in ``RunState.extras`` before it starts (output schema)."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         model = resolve_purpose_model(self.services.config, purpose)
         if model.provider not in self.services.providers:
@@ -189,10 +196,15 @@ class RunManager:
                 await self.orchestrator_check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
-            return await self._register_root_run(session, message, mode, model)
+            return await self._register_root_run(session, message, mode, model, extras)
 
     async def _register_root_run(
-        self, session: SessionState, message: UserMessage, mode: RunMode, model: ResolvedModelConfig
+        self,
+        session: SessionState,
+        message: UserMessage,
+        mode: RunMode,
+        model: ResolvedModelConfig,
+        extras: dict[str, Any] | None = None,
     ) -> RunState:
         queued = session.busy
         run_id = new_id("run_")
@@ -226,6 +238,7 @@ class RunManager:
             message=message,
             was_queued=queued,
         )
+        state.extras.update(extras or {})
         state.extras["model"] = model
         state.extras["recorder"] = self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
