@@ -6,13 +6,18 @@ permissions, hooks or scheduling; the registry's pipeline does that around it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agent_core.tools._safe_fs import FileIdentity
 from agent_core.tools.context import ToolContext
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    from agent_core.tools.builtin.preview import ChangePreview
 
 
 @runtime_checkable
@@ -54,6 +59,11 @@ class Preflight:
     """A write target lies outside the allowed write roots (ask with ``suggested_decision=deny``)."""
     outside_project_search: bool = False
     """``code.search`` root outside ``<project>`` (asks)."""
+    change_preview: Callable[[], ChangePreview | None] | None = None
+    """Lazy diff of what the call would change (write/edit tools); called only for a permission prompt."""
+    identities: dict[Path, FileIdentity] = field(default_factory=dict)
+    """Device + inode of the checked paths that existed at pre-flight; the tool refuses to act on a path
+    whose identity changed since (``path_conflict``)."""
 
 
 class PreflightAdapter(ToolAdapter, Protocol):

@@ -11,12 +11,15 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, EventType, MessageRole, NodeType
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
+
+if TYPE_CHECKING:
+    from agent_core.tools.adapter import Preflight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +115,9 @@ class ToolContext:
     allowed_outside_roots: bool = False
     """Set by the pipeline when the permission decision explicitly allowed this call although its
     pre-flight reported ``outside_write_roots`` (tools.md §12.3); adapters refuse such writes otherwise."""
+    preflight: Preflight | None = None
+    """The :class:`~agent_core.tools.adapter.Preflight` the permission decision was made on (set by the
+    pipeline); built-in tools act only on the paths it checked."""
 
     @property
     def session_id(self) -> str:

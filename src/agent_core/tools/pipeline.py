@@ -325,6 +325,7 @@ class ToolExecutor:
         if not gate.allowed:
             return await self._permission_denied(turn, prep, gate, hook)
         ctx.allowed_outside_roots = preflight.outside_write_roots
+        ctx.preflight = preflight
         return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
 
     def _unavailable(self, prep: _Prepared, scope: RunScope) -> _Final:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 from agent_core.config.schema import ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor
+from agent_core.tools._safe_fs import FileIdentity, changed, identity, open_dir
 from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import (
@@ -213,6 +213,50 @@ class CodeTool(Protocol):
         ...
 
 
+def identities(*paths: Path) -> dict[Path, FileIdentity]:
+    """The pre-flight identities of those ``paths`` that exist (see :attr:`Preflight.identities`)."""
+    found: dict[Path, FileIdentity] = {}
+    for path in paths:
+        ident = identity(path)
+        if ident is not None:
+            found[path] = ident
+    return found
+
+
+def checked_target(raw: str, env: ToolEnv, ctx: ToolContext) -> ResolvedTarget:
+    """Resolves ``raw`` again at execution time and re-runs the boundary checks on the path actually used.
+
+    The result must equal what the pre-flight (and so the permission decision) saw: a different resolved
+    target is a ``path_conflict`` (a component was swapped for a symlink meanwhile); a target that is now
+    sensitive although the decision was made on a non-sensitive one is ``permission_denied``. Write roots
+    are re-checked by :func:`ensure_write_allowed`."""
+    target = env.resolve(raw)
+    pre = ctx.preflight
+    if pre is None or not pre.target_paths:
+        return target
+    checked = pre.target_paths[0]
+    if target.resolved != checked:
+        raise AgentCoreError(
+            ErrorCode.path_conflict,
+            f"{raw!r} resolved to {checked} when it was checked but now resolves to {target.resolved} "
+            "(a path component was replaced by a symlink); nothing was done",
+            details={"path": str(checked), "now": str(target.resolved)},
+        )
+    if env.is_sensitive(target) and not pre.sensitive:
+        raise AgentCoreError(
+            ErrorCode.permission_denied,
+            f"{target.resolved} is a sensitive path now; it was not when permission was decided",
+            details={"path": str(target.resolved)},
+        )
+    return target
+
+
+def checked_identity(ctx: ToolContext, path: Path) -> FileIdentity | None:
+    """The identity ``path`` had at pre-flight, ``None`` when unknown (no pre-flight, or it did not exist)."""
+    pre = ctx.preflight
+    return pre.identities.get(path) if pre is not None else None
+
+
 def ensure_write_allowed(path: Path, env: ToolEnv, ctx: ToolContext) -> None:
     """Refuses a write outside the write roots unless the pipeline set ``ctx.allowed_outside_roots``
     after an explicit permission decision (tools.md §12.3)."""
@@ -225,31 +269,24 @@ def ensure_write_allowed(path: Path, env: ToolEnv, ctx: ToolContext) -> None:
     )
 
 
-def prepare_parent(target: Path, *, create: bool) -> None:
-    """Makes sure ``target``'s parent directory exists (creating it when ``create``) and still resolves to
-    itself, i.e. no component was swapped for a symlink since ``target`` was resolved."""
+def prepare_parent(target: Path, *, create: bool, expect: FileIdentity | None = None) -> None:
+    """Makes sure ``target``'s parent directory exists (creating it when ``create``) and is reached from
+    ``/`` without following any symlink, i.e. no component was swapped for a link since ``target`` was
+    resolved (``path_conflict``; nothing is created through a link). ``expect`` is the parent's identity
+    at pre-flight, when it existed then."""
     parent = target.parent
     try:
-        if create:
-            parent.mkdir(parents=True, exist_ok=True)
-        st = os.stat(parent)
-    except FileNotFoundError as exc:
-        raise AgentCoreError(
-            ErrorCode.file_not_found,
-            f"parent directory {parent} does not exist",
-            details={"path": str(target)},
-        ) from exc
-    except (FileExistsError, NotADirectoryError) as exc:
-        raise AgentCoreError(
-            ErrorCode.path_conflict, f"a parent of {target} is not a directory", details={"path": str(target)}
-        ) from exc
-    if not stat.S_ISDIR(st.st_mode):
-        raise AgentCoreError(
-            ErrorCode.path_conflict, f"{parent} is not a directory", details={"path": str(target)}
-        )
-    if resolve_dir(parent) != parent:
-        raise AgentCoreError(
-            ErrorCode.path_conflict,
-            f"{parent} changed while writing (symlink swapped in); nothing written",
-            details={"path": str(target)},
-        )
+        fd = open_dir(parent, create=create)
+    except AgentCoreError as exc:
+        if exc.code == ErrorCode.file_not_found:
+            raise AgentCoreError(
+                ErrorCode.file_not_found,
+                f"parent directory {parent} does not exist",
+                details={"path": str(target)},
+            ) from exc
+        raise
+    try:
+        if expect is not None and FileIdentity.of(os.fstat(fd)) != expect:
+            raise changed(parent, "the directory was replaced")
+    finally:
+        os.close(fd)

@@ -14,19 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import FileIdentity, open_file
 from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     WRITE_TAGS,
     Args,
     ToolEnv,
+    checked_identity,
+    checked_target,
     ensure_write_allowed,
+    identities,
     invalid,
     object_schema,
     ok,
     prepare_parent,
 )
-from agent_core.tools.builtin.fileio import atomic_write, read_text
+from agent_core.tools.builtin.fileio import atomic_write, is_binary_bytes
 from agent_core.tools.builtin.patch import FilePatch, apply_patch, check_paths, parse_unified_diff
+from agent_core.tools.builtin.preview import edit_preview
 from agent_core.tools.builtin.write_file import encode_utf8
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import ResolvedTarget
@@ -49,6 +54,12 @@ class EditRequest:
 
     def __init__(self, path: str, edits: list[Edit] | None, patch: FilePatch | None, create: bool) -> None:
         self.path, self.edits, self.patch, self.create = path, edits, patch, create
+
+    def apply(self, text: str) -> str:
+        """The edited text (raises ``AgentCoreError`` like the tool when the edit cannot apply)."""
+        if self.patch is not None:
+            return apply_patch(text, self.patch)
+        return apply_edits(text, self.edits or [])
 
 
 def _parse_edits(raw: Any) -> list[Edit]:
@@ -163,19 +174,22 @@ class EditFileTool:
         return EditRequest(path, None, patch, create), target
 
     def preflight(self, args: dict[str, Any], env: ToolEnv) -> Preflight:
-        _, target = self._request(args, env)
+        request, target = self._request(args, env)
         return Preflight(
+            change_preview=lambda: edit_preview(target.resolved, request.apply, request.create),
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
             outside_write_roots=not env.in_roots(target.resolved),
+            identities=identities(target.resolved, target.resolved.parent),
         )
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
-        request, resolved = self._request(call.arguments, env)
-        target = resolved.resolved
+        request, _ = self._request(call.arguments, env)
+        target = checked_target(request.path, env, ctx).resolved
         ensure_write_allowed(target, env, ctx)
-        current, existed = await asyncio.to_thread(_current_text, target, request.create)
+        expect = checked_identity(ctx, target)
+        current, existed = await asyncio.to_thread(_current_text, target, request.create, expect)
         if request.patch is not None:
             if request.patch.creates and existed:
                 raise invalid(
@@ -192,7 +206,7 @@ class EditFileTool:
             new_text = apply_edits(current, request.edits)
             applied = len(request.edits)
         data = encode_utf8(new_text, "result")
-        prepare_parent(target, create=not existed)
+        prepare_parent(target, create=not existed, expect=checked_identity(ctx, target.parent))
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:
@@ -204,7 +218,7 @@ class EditFileTool:
         return ok(call, {"path": str(target), "edits_applied": applied, "bytes_written": len(data)})
 
 
-def _current_text(target: Path, create: bool) -> tuple[str, bool]:
+def _current_text(target: Path, create: bool, expect: FileIdentity | None) -> tuple[str, bool]:
     try:
         st = os.stat(target)
     except (FileNotFoundError, NotADirectoryError) as exc:
@@ -219,7 +233,10 @@ def _current_text(target: Path, create: bool) -> tuple[str, bool]:
         raise invalid(f"{target} is a directory", path=str(target))
     if not stat.S_ISREG(st.st_mode):
         raise invalid(f"{target} is not a regular file", path=str(target))
-    text, _ = read_text(target)
+    fd = open_file(target, expect)  # the checked file: no symlink on the way, same inode
+    with open(fd, "rb", closefd=True) as fh:
+        raw = fh.read()
+    text = None if is_binary_bytes(raw) else raw.decode("utf-8")
     if text is None:
         raise invalid(f"{target} is a binary file and cannot be edited", path=str(target))
     return text, True

@@ -6,7 +6,8 @@
 * :func:`read_line_window` keeps at most :data:`LINE_CAP_BYTES` (+ a few) bytes of each returned line, so
   memory is bounded even for a single gigantic line.
 * :func:`atomic_write` writes a temp file in the target's directory, fsyncs and renames it over the target
-  (an overwritten file keeps its mode bits; a hard link to the old inode is broken, never written through).
+  (an overwritten file keeps its mode bits; a hard link to the old inode is broken, never written through;
+  the directory is reached without following a symlink).
 
 All functions are synchronous; async callers run them with :func:`asyncio.to_thread`.
 """
@@ -16,12 +17,12 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
-import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
+from agent_core.tools._safe_fs import open_dir, write_at
 from agent_core.tools.command import utf8_prefix
 
 BINARY_SNIFF_BYTES = 8192
@@ -77,8 +78,12 @@ class LineWindow:
     size_bytes: int = 0
 
 
-def read_line_window(path: Path, start: int, count: int, cap: int = LINE_CAP_BYTES) -> LineWindow:
-    """Reads the window in one streaming pass that also validates the whole file as UTF-8."""
+def read_line_window(
+    source: Path | BinaryIO, start: int, count: int, cap: int = LINE_CAP_BYTES
+) -> LineWindow:
+    """Reads the window in one streaming pass that also validates the whole file as UTF-8.
+
+    ``source`` is a path or an already opened binary file (read from its current position, not closed)."""
     window = LineWindow()
     decoder = codecs.getincrementaldecoder("utf-8")()
     end = start + count  # exclusive
@@ -96,15 +101,16 @@ def read_line_window(path: Path, start: int, count: int, cap: int = LINE_CAP_BYT
             if cut:
                 window.cut_lines.append(number)
 
-    with path.open("rb") as fh:
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(source.open("rb")) if isinstance(source, Path) else source
         while chunk := fh.read(_CHUNK):
             if seen < BINARY_SNIFF_BYTES and b"\x00" in chunk[: BINARY_SNIFF_BYTES - seen]:
-                return LineWindow(binary=True, size_bytes=path.stat().st_size)
+                return LineWindow(binary=True, size_bytes=os.fstat(fh.fileno()).st_size)
             seen += len(chunk)
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError:
-                return LineWindow(binary=True, size_bytes=path.stat().st_size)
+                return LineWindow(binary=True, size_bytes=os.fstat(fh.fileno()).st_size)
             pieces = chunk.split(b"\n")
             for index, piece in enumerate(pieces):
                 if start <= line_no < end:
@@ -145,58 +151,15 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield number, raw[:-1] if raw.endswith(b"\n") else raw
 
 
-def _current_umask() -> int:
-    """The process umask, read without changing it (``os.umask`` is process-global and racy)."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def _publish_exclusive(tmp_name: str, target: Path) -> None:
-    try:
-        os.link(tmp_name, target)
-    except FileExistsError:
-        raise
-    except OSError:
-        if os.path.lexists(target):
-            raise FileExistsError(target) from None
-        os.replace(tmp_name, target)
-        return
-    os.unlink(tmp_name)
-
-
 def atomic_write(target: Path, data: bytes, *, exclusive: bool = False) -> None:
     """Replaces/creates ``target`` (a resolved path whose parent exists) atomically.
 
-    ``exclusive`` publishes the temp file with ``link()`` so that a file created concurrently is never
-    clobbered (:class:`FileExistsError`); filesystems without hard links fall back to a checked rename."""
-    parent = target.parent
-    mode: int | None = None
-    with contextlib.suppress(FileNotFoundError):
-        st = os.stat(target)
-        mode = stat.S_IMODE(st.st_mode)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{target.name[:64]}.", suffix=".soong-tmp", dir=os.fspath(parent)
-    )
+    The parent is reached without following any symlink and the temp file is renamed over the final
+    name relative to that descriptor (a symlink there is replaced, never written through); see
+    :mod:`agent_core.tools._safe_fs`. ``exclusive`` publishes the temp file with ``link()`` so that a
+    file created concurrently is never clobbered (:class:`FileExistsError`)."""
+    parent_fd = open_dir(target.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp_name, mode)
-        else:
-            os.chmod(tmp_name, 0o666 & ~_current_umask())
-        if exclusive:
-            _publish_exclusive(tmp_name, target)
-        else:
-            os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+        write_at(parent_fd, target, data, exclusive=exclusive, expect=None)
+    finally:
+        os.close(parent_fd)

@@ -16,8 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import open_listing, open_subdir
 from agent_core.tools.adapter import Preflight
-from agent_core.tools.builtin.base import READONLY_TAGS, Args, ToolEnv, invalid, object_schema, ok
+from agent_core.tools.builtin.base import (
+    READONLY_TAGS,
+    Args,
+    ToolEnv,
+    checked_identity,
+    checked_target,
+    identities,
+    invalid,
+    object_schema,
+    ok,
+)
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import SKIP_DIRS, SensitiveMatcher
 from agent_core.types.model import ToolCall
@@ -28,51 +39,71 @@ DEFAULT_LIMIT = 1000
 MAX_WALK_ENTRIES = 200_000
 
 
-def _kind(entry: os.DirEntry[str]) -> tuple[str, int | None]:
+def _scan(directory_fd: int) -> list[os.DirEntry[str]]:
     try:
-        if entry.is_symlink():
-            return "symlink", None
-        if entry.is_dir(follow_symlinks=False):
-            return "dir", None
-        if entry.is_file(follow_symlinks=False):
-            return "file", entry.stat(follow_symlinks=False).st_size
-    except OSError:
-        return "other", None
-    return "other", None
-
-
-def _scan(directory: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
+        with os.scandir(directory_fd) as it:
             return list(it)
     except OSError:
         return []
 
 
+def _kind_at(entry: os.DirEntry[str], parent_fd: int) -> tuple[str, int | None]:
+    """Type and size of one entry of a descriptor scan, never following a symlink."""
+    try:
+        st = os.stat(entry.name, dir_fd=parent_fd, follow_symlinks=False)
+    except OSError:
+        return "other", None
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink", None
+    if stat.S_ISDIR(st.st_mode):
+        return "dir", None
+    if stat.S_ISREG(st.st_mode):
+        return "file", st.st_size
+    return "other", None
+
+
 def list_entries(
-    root: Path, *, recursive: bool, limit: int, hide: SensitiveMatcher | None
+    root: Path, *, recursive: bool, limit: int, hide: SensitiveMatcher | None, root_fd: int | None = None
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Lists ``root``; ``hide`` (when given) filters sensitive entries below it. Returns (entries, truncated)."""
+    """Lists ``root``; ``hide`` (when given) filters sensitive entries below it. Returns (entries, truncated).
+
+    The walk goes by descriptor (``root_fd`` when given, else ``root`` opened without following a symlink)
+    and enters subdirectories with ``O_NOFOLLOW``, so a directory swapped for a symlink mid-walk is never
+    entered. ``root_fd`` stays open (the caller owns it)."""
     found: list[dict[str, Any]] = []
     walk_cut = False
-    stack: list[tuple[str, str]] = [(os.fspath(root), "")]
-    while stack:
-        directory, prefix = stack.pop()
-        for entry in _scan(directory):
-            if hide is not None and hide.name_matches(entry.name):
-                continue
-            kind, size = _kind(entry)
-            rel = prefix + entry.name
-            found.append({"path": rel, "type": kind, "size_bytes": size})
-            if len(found) >= MAX_WALK_ENTRIES:
-                walk_cut = True
-                stack.clear()
+    own = root_fd is None
+    start_fd = open_listing(root, None) if root_fd is None else root_fd
+    stack: list[tuple[int, Path, str]] = [(start_fd, root, "")]
+    try:
+        while stack:
+            directory_fd, directory, prefix = stack.pop()
+            try:
+                for entry in _scan(directory_fd):
+                    if hide is not None and hide.name_matches(entry.name):
+                        continue
+                    kind, size = _kind_at(entry, directory_fd)
+                    rel = prefix + entry.name
+                    found.append({"path": rel, "type": kind, "size_bytes": size})
+                    if len(found) >= MAX_WALK_ENTRIES:
+                        walk_cut = True
+                        break
+                    if not recursive or kind != "dir" or entry.name in SKIP_DIRS:
+                        continue
+                    if hide is not None and hide.under_prefix(directory / entry.name):
+                        continue
+                    child = open_subdir(directory_fd, entry.name)
+                    if child is not None:
+                        stack.append((child, directory / entry.name, rel + "/"))
+            finally:
+                if directory_fd != start_fd or own:
+                    os.close(directory_fd)
+            if walk_cut:
                 break
-            if not recursive or kind != "dir" or entry.name in SKIP_DIRS:
-                continue
-            if hide is not None and hide.under_prefix(Path(entry.path)):
-                continue
-            stack.append((entry.path, rel + "/"))
+    finally:
+        for fd, _, _ in stack:
+            if fd != start_fd or own:
+                os.close(fd)
     found.sort(key=lambda e: e["path"])
     return found[:limit], walk_cut or len(found) > limit
 
@@ -122,11 +153,12 @@ class ListDirTool:
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
+            identities=identities(target.resolved),
         )
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         raw_path, recursive, limit = self._args(call.arguments)
-        target = env.resolve(raw_path)
+        target = checked_target(raw_path, env, ctx)
         directory = target.resolved
         try:
             st = os.stat(directory)
@@ -139,7 +171,16 @@ class ListDirTool:
         if not stat.S_ISDIR(st.st_mode):
             raise invalid(f"{directory} is not a directory", path=str(directory))
         hide = None if env.is_sensitive(target) else env.sensitive
-        entries, truncated = await asyncio.to_thread(
-            list_entries, directory, recursive=recursive, limit=limit, hide=hide if recursive else None
-        )
+        expect = checked_identity(ctx, directory)
+
+        def walk() -> tuple[list[dict[str, Any]], bool]:
+            fd = open_listing(directory, expect)  # the checked directory, reached without a symlink
+            try:
+                return list_entries(
+                    directory, recursive=recursive, limit=limit, hide=hide if recursive else None, root_fd=fd
+                )
+            finally:
+                os.close(fd)
+
+        entries, truncated = await asyncio.to_thread(walk)
         return ok(call, {"entries": entries, "truncated": truncated}, metadata={"path": str(directory)})

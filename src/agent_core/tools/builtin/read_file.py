@@ -15,9 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import open_file
 from agent_core.tools.adapter import Preflight
-from agent_core.tools.builtin.base import READONLY_TAGS, Args, ToolEnv, invalid, object_schema, ok
-from agent_core.tools.builtin.fileio import LINE_CAP_BYTES, is_binary_bytes, read_line_window
+from agent_core.tools.builtin.base import (
+    READONLY_TAGS,
+    Args,
+    ToolEnv,
+    checked_identity,
+    checked_target,
+    identities,
+    invalid,
+    object_schema,
+    ok,
+)
+from agent_core.tools.builtin.fileio import LINE_CAP_BYTES, LineWindow, is_binary_bytes, read_line_window
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.tools.instruction_files import InstructionFileRef, match_instruction_file, split_frontmatter
 from agent_core.types.content import TextBlock
@@ -103,13 +114,27 @@ class ReadFileTool:
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
+            identities=identities(target.resolved),
         )
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         raw_path, start, count = self._args(call.arguments)
-        target = env.resolve(raw_path).resolved
+        target = checked_target(raw_path, env, ctx).resolved
         existing_regular_file(target)
-        window = await asyncio.to_thread(read_line_window, target, start, count, LINE_CAP_BYTES)
+        expect = checked_identity(ctx, target)
+
+        def read() -> tuple[LineWindow, bytes | None]:
+            fd = open_file(target, expect)  # no symlink anywhere, same inode as checked
+            with open(fd, "rb", closefd=True) as fh:
+                window = read_line_window(fh, start, count, LINE_CAP_BYTES)
+                whole: bytes | None = None
+                if not window.binary and ref is not None:
+                    fh.seek(0)
+                    whole = fh.read()
+            return window, whole
+
+        ref = match_instruction_file(target, project_dir=env.project, home_dir=env.soong_home)
+        window, whole = await asyncio.to_thread(read)
         if window.binary:
             mime, _ = mimetypes.guess_type(target.name)
             data = _result(target, "", truncated=False, next_line=None, cut=[], binary=True, loaded=None)
@@ -124,9 +149,8 @@ class ReadFileTool:
             binary=False,
             loaded=None,
         )
-        ref = match_instruction_file(target, project_dir=env.project, home_dir=env.soong_home)
-        if ref is not None:
-            data["already_loaded"] = await _register_instruction(ref, ctx)
+        if ref is not None and whole is not None:
+            data["already_loaded"] = await _register_instruction(ref, whole, ctx)
         return ok(call, data, metadata={"total_lines": window.total_lines})
 
 
@@ -151,9 +175,9 @@ def _result(
     }
 
 
-async def _register_instruction(ref: InstructionFileRef, ctx: ToolContext) -> bool | None:
-    """Buffers an ``instruction_context`` node unless this hash is already loaded; ``None`` if binary."""
-    raw = await asyncio.to_thread(ref.path.read_bytes)
+async def _register_instruction(ref: InstructionFileRef, raw: bytes, ctx: ToolContext) -> bool | None:
+    """Buffers an ``instruction_context`` node (body ``raw``, read from the checked descriptor) unless
+    this hash is already loaded; ``None`` if binary."""
     st = os.stat(ref.path)
     if is_binary_bytes(raw):
         return None

@@ -30,8 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import FileIdentity, changed, open_file, open_listing
 from agent_core.tools.adapter import Preflight
-from agent_core.tools.builtin.base import READONLY_TAGS, Args, ToolEnv, invalid, object_schema, ok
+from agent_core.tools.builtin.base import (
+    READONLY_TAGS,
+    Args,
+    ToolEnv,
+    checked_identity,
+    checked_target,
+    identities,
+    invalid,
+    object_schema,
+    ok,
+)
 from agent_core.tools.builtin.fileio import cap_line, iter_raw_lines, probe_binary
 from agent_core.tools.builtin.globs import GlobFilter
 from agent_core.tools.command import run_process
@@ -44,6 +55,20 @@ NAME = "code.search"
 DEFAULT_LIMIT = 100
 MAX_CANDIDATES = 10_000
 TEXT_CAP_BYTES = 4096
+
+
+def _pin_root(root: Path, is_dir: bool, expect: FileIdentity | None) -> int:
+    return open_listing(root, expect) if is_dir else open_file(root, expect)
+
+
+def _verify_pinned(root: Path, is_dir: bool, pinned: int) -> None:
+    """``root`` still leads (without a symlink) to the object held open by ``pinned``."""
+    held = FileIdentity.of(os.fstat(pinned))
+    try:
+        again = _pin_root(root, is_dir, held)
+    except AgentCoreError as exc:
+        raise changed(root, "it was replaced while searching") from exc
+    os.close(again)
 
 
 def find_ripgrep() -> str | None:
@@ -314,11 +339,12 @@ class SearchTool:
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
             outside_project_search=not env.in_project(target.resolved),
+            identities=identities(target.resolved),
         )
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         query, path, glob, limit = self._args(call.arguments)
-        target = env.resolve(path if path is not None else str(env.project))
+        target = checked_target(path if path is not None else str(env.project), env, ctx)
         root = target.resolved
         try:
             st = os.stat(root)
@@ -329,6 +355,30 @@ class SearchTool:
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             raise invalid(f"{root} is neither a directory nor a regular file", path=str(root))
         hide = None if env.is_sensitive(target) else env.sensitive
+        # the root as checked (no symlink on the way, same inode), held open for the whole search and
+        # verified again afterwards: a root swapped for a link while the engine ran discards the matches
+        pinned = await asyncio.to_thread(
+            _pin_root, root, stat.S_ISDIR(st.st_mode), checked_identity(ctx, root)
+        )
+        try:
+            result = await self._search(call, ctx, env, root, st, hide, query, glob, limit)
+            await asyncio.to_thread(_verify_pinned, root, stat.S_ISDIR(st.st_mode), pinned)
+        finally:
+            os.close(pinned)
+        return result
+
+    async def _search(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        env: ToolEnv,
+        root: Path,
+        st: os.stat_result,
+        hide: SensitiveMatcher | None,
+        query: str,
+        glob: str | None,
+        limit: int,
+    ) -> ToolResult:
         collector = _Collector(root, stat.S_ISREG(st.st_mode), hide, max(MAX_CANDIDATES, limit + 1))
         if self.rg is not None:
             await rg_search(

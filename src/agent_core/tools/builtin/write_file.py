@@ -15,18 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import changed, identity
 from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     WRITE_TAGS,
     Args,
     ToolEnv,
+    checked_identity,
+    checked_target,
     ensure_write_allowed,
+    identities,
     invalid,
     object_schema,
     ok,
     prepare_parent,
 )
 from agent_core.tools.builtin.fileio import atomic_write
+from agent_core.tools.builtin.preview import write_preview
 from agent_core.tools.context import ToolContext
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
@@ -105,20 +110,25 @@ class WriteFileTool:
         target = env.resolve(path)
         conflict_check(target.resolved, overwrite)
         return Preflight(
+            change_preview=lambda: write_preview(target.resolved, content),
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
             outside_write_roots=not env.in_roots(target.resolved),
+            identities=identities(target.resolved, target.resolved.parent),
         )
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         path, content, create_dirs, overwrite = self._args(call.arguments)
         data = encode_utf8(content, "content")
-        target = env.resolve(path).resolved
+        target = checked_target(path, env, ctx).resolved
         ensure_write_allowed(target, env, ctx)
         conflict_check(target, overwrite)
-        prepare_parent(target, create=create_dirs)
+        prepare_parent(target, create=create_dirs, expect=checked_identity(ctx, target.parent))
         existed = conflict_check(target, overwrite)
+        expect = checked_identity(ctx, target)
+        if existed and expect is not None and identity(target) != expect:
+            raise changed(target, "it was replaced by another file")
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:
