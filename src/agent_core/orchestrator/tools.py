@@ -28,6 +28,7 @@ from agent_core.orchestrator.dispatch import WorkerDispatcher
 from agent_core.runtime.runs import RunManager
 from agent_core.tasks.inputs import parse_input
 from agent_core.tools.context import ContextNodeDraft, ToolContext
+from agent_core.tools.paths import project_side_dir
 from agent_core.types.base import StrictModel
 from agent_core.types.content import TextBlock, text_of
 from agent_core.types.enums import AgentRole, MessageRole, NodeType
@@ -151,20 +152,23 @@ class OrchestratorToolAdapter:
         project = Path(os.path.normpath(services.config.project))
         if inp.suggested_dir is not None:
             raw = Path(inp.suggested_dir).expanduser()
-            target = Path(os.path.normpath(raw if raw.is_absolute() else project / raw))
-            if target != project and project not in target.parents:
+            candidate = Path(os.path.normpath(raw if raw.is_absolute() else project / raw))
+            if candidate != project and project not in candidate.parents:
                 raise AgentCoreError(
                     ErrorCode.validation_error,
                     f"suggested_dir must lie inside the project ({project})",
                     details={"suggested_dir": inp.suggested_dir},
                 )
+            config_key = None
         else:
-            target = Path(os.path.normpath(settings.plan.default_dir))
+            candidate = Path(os.path.normpath(settings.plan.default_dir))
+            config_key = "plan.default_dir"
         try:
-            target.mkdir(parents=True, exist_ok=True)
+            # resolved and created without following a link out of the project (issue 14 §2)
+            target = project_side_dir(candidate, project, purpose="plan directory", config_key=config_key)
         except OSError as exc:
             raise StorageError(
-                ErrorCode.storage_error, f"cannot create the plan directory {target}: {exc}"
+                ErrorCode.storage_error, f"cannot create the plan directory {candidate}: {exc}"
             ) from exc
         asset = services.assets.template(settings.plan.template_name)
         goal = inp.goal if inp.goal is not None and inp.goal.strip() else self._root_message(ctx)

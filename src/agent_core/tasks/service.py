@@ -56,6 +56,7 @@ from agent_core.tasks.views import (
 )
 from agent_core.tasks.wal import WalAppendError, WalReplayError
 from agent_core.tasks.worker_runs import WorkerRunSupport
+from agent_core.tools.paths import project_side_dir
 from agent_core.types.base import parse_ts
 from agent_core.types.enums import AgentRole, EventType, StepStatus, TaskStatus
 
@@ -98,7 +99,13 @@ class TaskService(WorkerRunSupport):
             pool_ok=self._pool_ok,
         )
         try:
-            self.session_dir.mkdir(parents=True, exist_ok=True)
+            # inside <project> unless configured elsewhere; never through a link (issue 14 §3)
+            project_side_dir(
+                self.wal_dir_configured.absolute() / self.session_id,
+                self.project,
+                purpose="Task WAL directory",
+                config_key="task.wal_dir",
+            )
         except OSError as exc:
             raise StorageError(ErrorCode.storage_error, f"cannot create {self.session_dir}: {exc}") from exc
         try:

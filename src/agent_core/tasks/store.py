@@ -90,6 +90,9 @@ class TaskStore:
     ) -> None:
         self.session_id = validate_id(session_id)
         self.wal_root = (wal_dir if wal_dir is not None else project / ".soong-agent" / "tasks").resolve()
+        self.wal_dir_configured = wal_dir if wal_dir is not None else project / ".soong-agent" / "tasks"
+        """``wal_root`` before symlink resolution (``create_task`` checks it stays inside the project)."""
+        self.project = project
         self.session_dir = self.wal_root / session_id
         self.lease_timeout_ms = lease_timeout_ms
         self._clock = clock

@@ -29,6 +29,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._safe_fs import open_dir
 
 SKIP_DIRS: frozenset[str] = frozenset(
     {".git", "node_modules", ".venv", "venv", "dist", "build", "target", ".next", ".cache", "__pycache__"}
@@ -244,3 +245,30 @@ def resolve_target(raw: str | Path, *, base: Path, home: Path | None = None) -> 
     """Lexical and resolved forms of a path argument in one step."""
     lexical = lexical_path(raw, base=base, home=home)
     return ResolvedTarget(raw=os.fspath(raw), lexical=lexical, resolved=Path(_realpath(os.fspath(lexical))))
+
+
+def project_side_dir(path: Path, project: Path, *, purpose: str, config_key: str | None = None) -> Path:
+    """The resolved form of a runtime-owned directory (plans, Task WALs), created without following links.
+
+    ``path`` is absolute. When it lies inside ``project`` lexically (the defaults
+    ``<project>/.soong-agent/...`` and any model-suggested directory), its resolved form must lie inside the
+    resolved project too: a symlink shipped with a cloned repository (``.soong-agent -> /elsewhere``)
+    would otherwise redirect the runtime's own writes. That raises ``path_conflict`` naming the link and
+    ``config_key``; nothing is created. A directory the user configured outside the project is theirs to
+    choose and is only resolved. Missing components are created with ``mkdirat`` from ``/`` without
+    following any symlink (issue 14 §2, §3)."""
+    lexical = Path(os.path.normpath(os.fspath(path)))
+    project_lexical = Path(os.path.normpath(os.fspath(project)))
+    project_resolved = resolve_dir(project)
+    resolved = resolve_dir(lexical)
+    inside = is_within(lexical, project_lexical) or is_within(lexical, project_resolved)
+    if inside and not is_within(resolved, project_resolved):
+        hint = f"; or set {config_key} to a directory of your choice" if config_key else ""
+        raise AgentCoreError(
+            ErrorCode.path_conflict,
+            f"the {purpose} {lexical} resolves to {resolved}, outside the project {project_resolved} "
+            f"(a symlink inside the project, e.g. .soong-agent, points elsewhere); remove the link{hint}",
+            details={"path": str(lexical), "resolved": str(resolved), "project": str(project_resolved)},
+        )
+    os.close(open_dir(resolved, create=True))
+    return resolved
