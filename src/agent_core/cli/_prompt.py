@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agent_core.cli._diff import render_diff
+
 if TYPE_CHECKING:
     from agent_core.types.permissions import PermissionRequest
 
@@ -26,8 +28,9 @@ def parse_permission_answer(line: str | None) -> str:
     return _ANSWERS.get(" ".join(line.strip().lower().split()), "deny")
 
 
-def describe_request(request: PermissionRequest) -> str:
-    """The permission prompt text (config.md §11): everything the user needs to decide."""
+def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
+    """The permission prompt text (config.md §11): everything the user needs to decide; a write/edit
+    request also shows the diff it would apply (``cli._diff``; ANSI colours with ``color``)."""
     agent = f"{request.agent_role} agent {request.agent_id} (run {request.run_id})"
     lines = [
         f"Permission requested by the {agent}",
@@ -46,6 +49,7 @@ def describe_request(request: PermissionRequest) -> str:
         )
     if request.hook_summary:
         lines.append(f"  hooks:      {request.hook_summary}")
+    lines += render_diff(request, color=color)
     lines.append(f"  suggested:  {request.suggested_decision.value.replace('_', ' ')}")
     choices = "  [1] allow once   [2] allow for session   [3] deny"
     if request.metadata.get("allow_for_session_available") is False:

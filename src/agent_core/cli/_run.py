@@ -8,6 +8,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
 from agent_core.cli._terminal import Output, StdinLines
 
@@ -141,7 +142,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
 
     async def ask(request: PermissionRequest) -> PermissionDecision:
         printer.notice("")  # end any partial text line before the prompt
-        err.write(describe_request(request))
+        err.write(describe_request(request, color=wants_color(err.stream)))
         answered, line = await answers.readline(STDIN_TIMEOUT_S)
         decision = parse_permission_answer(line)
         if not answered:

@@ -192,8 +192,27 @@ class PermissionGate:
             metadata={
                 "reasons": list(reasons),
                 "allow_for_session_available": allow_for_session_available,
+                **self._change_preview(facts),
             },
         )
+
+    def _change_preview(self, facts: CallFacts) -> dict[str, Any]:
+        """``diff`` (redacted unified diff), ``diff_created``, ``diff_omitted_lines`` of a write/edit
+        call whose pre-flight offers a lazy ``change_preview``; ``{}`` without one (or when it fails)."""
+        preview_of = getattr(facts, "change_preview", None)
+        if not callable(preview_of):
+            return {}
+        try:
+            preview = preview_of()
+        except Exception:  # a preview is a courtesy: never let it break the permission request
+            return {}
+        if preview is None:
+            return {}
+        return {
+            "diff": self._redactor.text(preview.diff),
+            "diff_created": preview.created,
+            "diff_omitted_lines": preview.omitted_lines,
+        }
 
     async def check(
         self,
