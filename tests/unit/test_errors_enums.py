@@ -110,6 +110,8 @@ def test_runtime_enums_are_strenums() -> None:
         "prompt_too_long",
         "max_output_tokens_recovery",
         "failed",
+        "limit_reached",  # surfaces.md §4
+        "loop_detected",
     ]
     assert [e.value for e in enums.StepStatus] == [
         "pending",

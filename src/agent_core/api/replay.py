@@ -34,6 +34,7 @@ from agent_core.types.runtime import (
     ReplayResult,
     RuntimeEvent,
     TaskInspectView,
+    UsageTotals,
 )
 from agent_core.types.storage import AgentRecord
 
@@ -137,6 +138,7 @@ async def replay_session(
         artifacts=artifacts,
         children=children,
         tasks=tasks,
+        usage=UsageTotals.from_records([_json_object(r.usage_json) for r in runs]),
         redacted=not include_sensitive,
     )
     return result if include_sensitive else _redacted(result)

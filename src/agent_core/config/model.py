@@ -37,6 +37,9 @@ class ModelSection(StrictModel):
     temperature: float | None = 0.2
     timeout_ms: int = Field(default=60000, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    """USD per million input tokens (usage cost and ``limits.max_cost_usd``); unset: no cost."""
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class ModelProfile(StrictModel):
@@ -51,6 +54,8 @@ class ModelProfile(StrictModel):
     temperature: float | None = None
     timeout_ms: int | None = Field(default=None, ge=1)
     retry: PartialRetryConfig | None = None
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class ResolvedModelConfig(FrozenModel):
@@ -65,6 +70,8 @@ class ResolvedModelConfig(FrozenModel):
     temperature: float | None
     timeout_ms: int
     retry: RetryConfig
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
     purpose: str = "main"
     profile: str | None = None
     source: str = ""

@@ -57,6 +57,7 @@ DEFAULT_SESSION_DB_PATH = HOME_PLACEHOLDER + "/sessions.sqlite"
 DEFAULT_MEMORY_DIR = HOME_PLACEHOLDER + "/memory"
 DEFAULT_PLAN_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/plans"
 DEFAULT_WAL_DIR = PROJECT_PLACEHOLDER + "/.soong-agent/tasks"
+DEFAULT_TRACES_PATH = HOME_PLACEHOLDER + "/traces.jsonl"
 _SHOULD = re.compile(r"^(Input|String|List|Value|Dictionary|Tuple|Set|Object) should ")
 _PLACEHOLDER = re.compile(r"\$\{SOONG_AGENT_HOME\}|<project>")
 
@@ -141,6 +142,28 @@ PROFILE_REF_TAGS = frozenset({"name", "inline"})
 class RuntimeSection(StrictModel):
     cancel_timeout_ms: int = Field(default=10000, ge=1)
     max_turns: int = Field(default=50, ge=1)
+    """Legacy location of ``limits.max_turns`` (still accepted; ``[limits]`` wins when both are set)."""
+
+
+class LimitsSection(StrictModel):
+    """``[limits]`` (surfaces.md §4): one budget per root run, shared by its whole agent tree."""
+
+    max_turns: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    max_wall_time_ms: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    repeat_tool_call_limit: int = Field(default=3, ge=2)
+
+
+class TelemetrySection(StrictModel):
+    """``[telemetry]``: OpenTelemetry GenAI spans built from the event bus (needs the ``otel`` extra)."""
+
+    enabled: bool = False
+    exporter: Literal["otlp", "jsonl"] = "otlp"
+    endpoint: str = Field(default="http://127.0.0.1:4318", pattern=r"^https?://")
+    path: ConfigPath = Field(default=Path(DEFAULT_TRACES_PATH), validate_default=True)
+    capture_content: bool = False
 
 
 class ContextSection(StrictModel):
@@ -359,7 +382,7 @@ class ToolsSection(StrictModel):
         return self
 
 
-_PATH_SECTIONS = ("context", "memory", "plan", "task", "tools")
+_PATH_SECTIONS = ("context", "memory", "plan", "task", "tools", "telemetry")
 
 
 class Settings(StrictModel):
@@ -377,6 +400,15 @@ class Settings(StrictModel):
     permissions: PermissionsSection = Field(default_factory=PermissionsSection)
     hooks: HooksSection = Field(default_factory=HooksSection)
     tools: ToolsSection = Field(default_factory=ToolsSection)
+    limits: LimitsSection = Field(default_factory=LimitsSection)
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
+
+    @model_validator(mode="after")
+    def _legacy_max_turns(self) -> Settings:
+        """``limits.max_turns`` falls back to the legacy ``runtime.max_turns`` (default 50)."""
+        if self.limits.max_turns is None:
+            self.limits.max_turns = self.runtime.max_turns
+        return self
 
     @model_validator(mode="before")
     @classmethod

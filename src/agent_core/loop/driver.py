@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import traceback
 from typing import Any
 
 from agent_core.context.composer import Composition
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.loop._final import skip_tool_calls, write_runtime_note
+from agent_core.loop._limits import Breach, cost_usd, usage_record
 from agent_core.loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
 from agent_core.loop.outcome import (
     LoopOutcome,
@@ -101,9 +104,11 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
     while True:
         if spec.cancel_event.is_set():
             return _interrupted(spec, EndReason.aborted_streaming)
-        if state.turns >= spec.max_turns:
+        if state.final is None and state.turns >= spec.max_turns:
             return LoopOutcome(RunStatus.failed, EndReason.max_turns)
-        request = await _build_request(spec, state)
+        if state.final is None and spec.limits is not None:
+            state.final = await _breach(spec, spec.limits.before_model_call())
+        request = await _build_request(spec, state, final=state.final is not None)
         state.turns += 1
         try:
             result = await stream_model(spec, request, state.turns, state)
@@ -126,6 +131,8 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
         if isinstance(result, StreamFailed):
             if result.usage is not None:
                 state.usages.append(result.usage)
+                if spec.limits is not None:
+                    spec.limits.record_usage(result.usage)
             await record_failure(spec, result)
             payload = ErrorPayload(
                 type=result.error.type,
@@ -146,9 +153,13 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
             ).redacted_copy(spec.redactor)
             if result.exc is not None:
                 payload = await _with_traceback(spec, payload, result.exc)
+            if state.final is not None:  # the final answer call failed: the limit's error, status failed
+                return _final_outcome(state, RunStatus.failed, {"final_call_error": payload.model_dump()})
             return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
         completed = normalise_calls(result.event)
         state.usages.append(completed.usage)
+        if spec.limits is not None:
+            spec.limits.record_usage(completed.usage)
         assistant = await persist_assistant(spec, completed, result.latency_ms)
         state.final_text = text_of(completed.content)
         state.final_node_id = assistant
@@ -162,8 +173,19 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
                 continue
             if step == "accepted":  # an answered ``output`` call runs no tool
                 completed = completed.model_copy(update={"tool_calls": []})
+        if state.final is not None:
+            if completed.tool_calls:  # tools were not offered: nothing runs, the run has no answer
+                await skip_tool_calls(rec, completed.tool_calls, state.final)
+                return _final_outcome(state, RunStatus.failed)
+            return _final_outcome(state, RunStatus.completed, final_node_id=assistant)
         if completed.tool_calls:
             state.continuations = 0
+            if spec.limits is not None:
+                refused = spec.limits.admit_tool_calls(len(completed.tool_calls))
+                if refused is not None:  # every call gets its result before the note
+                    await skip_tool_calls(rec, completed.tool_calls, refused)
+                    state.final = await _breach(spec, refused)
+                    continue
             outcome = await spec.executor.execute_turn(list(completed.tool_calls), spec.scope, rec)
             order = [c.tool_call_id for c in completed.tool_calls]
             if getattr(outcome, "aborted", False):
@@ -175,6 +197,11 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
                 )
                 return _interrupted(spec, EndReason.aborted_tools)
             await rec.flush_context_nodes(order)
+            if spec.limits is not None:
+                verdict = spec.limits.after_tools(completed.tool_calls, list(outcome.results))
+                state.final = await _breach(spec, verdict.breach)
+                if verdict.note and state.final is None:
+                    await write_runtime_note(rec, verdict.note, source="loop_detection")
             continue
         if completed.stop_reason.reason == "max_tokens":
             state.continuations += 1
@@ -212,7 +239,24 @@ def _error_code(code: str) -> ErrorCode:
         return ErrorCode.provider_error
 
 
-async def _build_request(spec: LoopSpec, state: LoopState) -> ModelRequest:
+async def _breach(spec: LoopSpec, breach: Breach | None) -> Breach | None:
+    """Records a limit/loop breach: the runtime note asking for the final answer, before the final call."""
+    if breach is not None:
+        await write_runtime_note(spec.recorder, breach.note(), source="limits", limit=breach.limit)
+    return breach
+
+
+def _final_outcome(
+    state: LoopState, status: RunStatus, extra: dict[str, Any] | None = None, final_node_id: str | None = None
+) -> LoopOutcome:
+    assert state.final is not None
+    error = state.final.error()
+    if extra:
+        error = error.model_copy(update={"details": {**error.details, **extra}})
+    return LoopOutcome(status, state.final.end_reason, error=error, final_node_id=final_node_id)
+
+
+async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = False) -> ModelRequest:
     await spec.compaction.before_build()
     substitutions: dict[str, ContentBlock] = {}
     recovered = False
@@ -252,8 +296,8 @@ async def _build_request(spec: LoopSpec, state: LoopState) -> ModelRequest:
         model=spec.model,
         system=composition.system,
         messages=composition.messages,
-        tools=[t for t in spec.tools if t.name in spec.scope.effective_tools],
-        tool_choice="auto",
+        tools=[] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools],
+        tool_choice="none" if final else "auto",
         temperature=spec.temperature,
         max_output_tokens=spec.max_output_tokens,
         stop_sequences=[],
@@ -330,28 +374,29 @@ async def _finish(
     abort_reason = abort_reason or spec.interruption().reason
     usage = sum_usage(state.usages)
     outcome.usage = usage
+    usage_dump = usage_record(usage, cost_usd(usage, spec.limits.prices) if spec.limits else None)
     run_update: dict[str, Any] = {
         "status": outcome.status.value,
         "end_reason": outcome.end_reason.value if outcome.end_reason else None,
         "turn_count": state.turns,
-        "usage_json": usage.model_dump_json(),
+        "usage_json": json.dumps(usage_dump, separators=(",", ":")),
         "error_json": outcome.error.model_dump_json() if outcome.error else None,
         "end_node_id": rec.visible_tip(),
     }
     reason = outcome.end_reason
     events: list[tuple[EventType, dict[str, Any]]]
-    if reason == EndReason.completed:
+    if reason is not None and (reason == EndReason.completed or outcome.status == RunStatus.completed):
+        completed_payload: dict[str, Any] = {
+            "end_reason": reason.value,
+            "turn_count": state.turns,
+            "usage": usage_dump,
+            "final_node_id": outcome.final_node_id,
+        }
+        if outcome.error is not None:  # limit_reached / loop_detected with a final answer
+            completed_payload["error"] = outcome.error.model_dump(mode="json")
         events = [
             (EventType.loop_completed, {"end_reason": reason.value, "turn_count": state.turns}),
-            (
-                EventType.run_completed,
-                {
-                    "end_reason": reason.value,
-                    "turn_count": state.turns,
-                    "usage": usage.model_dump(),
-                    "final_node_id": outcome.final_node_id,
-                },
-            ),
+            (EventType.run_completed, completed_payload),
         ]
     elif reason in (EndReason.aborted_streaming, EndReason.aborted_tools):
         events = [(EventType.loop_aborted, {"end_reason": reason.value, "abort_reason": abort_reason})]

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from agent_core.context.composer import Composition
 from agent_core.hooks.base import HookDispatcher
+from agent_core.loop._limits import Breach, RunLimits
 from agent_core.loop._output import OutputPolicy
 from agent_core.loop.recorder import RunRecorder
 from agent_core.providers.base import ProviderAdapter
@@ -91,6 +92,8 @@ class LoopSpec:
     """Structured output of the run (``loop/_output.py``); ``None`` for a free-text answer."""
     interruption: Callable[[], Interruption] = field(default_factory=lambda: default_interruption)
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
+    limits: RunLimits | None = None
+    """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:
@@ -120,3 +123,5 @@ class LoopState:
     in_tools: bool = False
     pending_report: dict[str, Any] | None = None
     stop_denials: int = 0
+    final: Breach | None = None
+    """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_core.config.model import ResolvedModelConfig
+from agent_core.config.schema import Settings
 from agent_core.context.composer import ComposeLimits
 from agent_core.hooks.base import NO_HOOKS
+from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core.loop._output import output_policy
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import run_loop
@@ -54,10 +57,29 @@ class AgentRunSpec:
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
     scope_extras: dict[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+    """Project directory, cwd and write root of the run instead of the project (worker worktrees)."""
     compaction: CompactionHooks | None = None
     purpose: str | None = None
     agent_type: AgentType = AgentType.main
     interruption: Callable[[], Interruption] | None = None
+
+
+def run_limits(
+    state: RunState, model: ResolvedModelConfig, settings: Settings, *, enforce: bool
+) -> RunLimits:
+    """The run's limits: a root run opens the tree's :class:`Budget`; a child run shares its root's."""
+    ancestor = state.parent
+    while ancestor is not None and not isinstance(ancestor.extras.get("budget"), Budget):
+        ancestor = ancestor.parent
+    budget = (
+        ancestor.extras["budget"]
+        if ancestor is not None
+        else Budget(LimitConfig.from_section(settings.limits))
+    )
+    state.extras["budget"] = budget
+    prices = Prices(model.price_input_per_mtok, model.price_output_per_mtok)
+    return RunLimits(budget=budget, prices=prices, enforce=enforce)
 
 
 async def execute_agent_run(
@@ -73,9 +95,9 @@ async def execute_agent_run(
         agent_id=state.agent_id,
         run_id=state.run_id,
         agent_role=spec.role,
-        project_dir=services.config.project,
+        project_dir=spec.workdir or services.config.project,
         home_dir=services.config.home,
-        cwd=services.config.project,
+        cwd=spec.workdir or services.config.project,
         cancel_event=state.cancel_event,
         effective_tools=spec.effective.names,
         parent_agent_id=spec.parent_agent_id,
@@ -88,7 +110,8 @@ async def execute_agent_run(
         },
     )
     state.extras["scope"] = scope
-    max_turns = spec.max_turns or settings.runtime.max_turns
+    max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
+    limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
     state.status = RunStatus.running
     await rec.emit_event(
         EventType.loop_started,
@@ -108,7 +131,7 @@ async def execute_agent_run(
         instruction_catalog=catalog,
         counter=services.counter,
     )
-    project = str(services.config.project)
+    project = str(spec.workdir or services.config.project)
 
     def runtime_state(_path: Sequence[Any]) -> list[SystemBlock]:
         return [
@@ -152,7 +175,7 @@ async def execute_agent_run(
         )
         return ref.artifact_id
 
-    limits = ComposeLimits(
+    compose_limits = ComposeLimits(
         context_window=spec.model.context_window,
         reserve_output_tokens=settings.context.reserve_output_tokens,
         dynamic_system_budget=settings.context.dynamic_system_budget,
@@ -164,7 +187,7 @@ async def execute_agent_run(
     prompt = RunPrompt(
         cursor=spec.cursor,
         static=static,
-        limits=limits,
+        limits=compose_limits,
         dynamic_sources=sources,
         task_board=spec.task_board,
         current_run_id=state.run_id,
@@ -203,6 +226,7 @@ async def execute_agent_run(
         output=output_policy(state, adapter.provider_key) if spec.root_agent else None,
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
+        limits=limits,
     )
     outcome = await run_loop(loop)
     if loop.output is not None and loop.output.accepted:

@@ -37,6 +37,8 @@ class EndReason(StrEnum):
     prompt_too_long = "prompt_too_long"
     max_output_tokens_recovery = "max_output_tokens_recovery"
     failed = "failed"
+    limit_reached = "limit_reached"
+    loop_detected = "loop_detected"
 
 
 class SessionStatus(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -123,6 +124,40 @@ class RunInfo(StrictModel):
     updated_at: datetime
 
 
+class UsageTotals(StrictModel):
+    """Token usage and cost summed over runs (surfaces.md §4); optional counters stay ``None`` unless a
+    provider reported them, ``cost_usd`` unless a price is configured."""
+
+    runs: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, Any] | None]) -> UsageTotals:
+        """Sums run usage records (``runs.usage_json`` objects); ``None`` records are skipped."""
+        totals = cls()
+        for record in records:
+            if not record:
+                continue
+            totals.runs += 1
+            for name in ("input_tokens", "output_tokens", "total_tokens"):
+                value = record.get(name)
+                if isinstance(value, int):
+                    setattr(totals, name, getattr(totals, name) + value)
+            for name in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "cost_usd"):
+                value = record.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    setattr(totals, name, (getattr(totals, name) or 0) + value)
+        if totals.cost_usd is not None:
+            totals.cost_usd = round(totals.cost_usd, 9)
+        return totals
+
+
 class ChildAgentResult(StrictModel):
     status: str
     summary: str = ""
@@ -160,6 +195,8 @@ class ReplayResult(StrictModel):
     artifacts: list[ArtifactRef] = Field(default_factory=list)
     children: list[ChildSummary] = Field(default_factory=list)
     tasks: list[TaskInspectView] = Field(default_factory=list)
+    usage: UsageTotals | None = None
+    """The session's usage: every run of the session (children and compaction included)."""
     redacted: bool = True
 
 
