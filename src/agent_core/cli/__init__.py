@@ -104,6 +104,31 @@ def _add_schedule(sub: Any) -> None:
     scheduler.set_defaults(handler="agent_core.cli._schedule:scheduler_command")
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0-65535")
+    return port
+
+
+def _add_serve(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve the HTTP API and web UI for a project",
+        description="Serve the HTTP API and the web UI of one runtime for a project. Prints one line, "
+        "serving http://HOST:PORT/?token=T, once it accepts connections; Ctrl-C stops it.",
+    )
+    serve.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8765, help="TCP port (default 8765; 0 picks a free one)")
+    serve.add_argument("--token", help="API token (default: $SOONG_AGENT_SERVE_TOKEN, else generated)")
+    serve.add_argument("--debug", action="store_true", help="show debug log output and access logs")
+    serve.set_defaults(handler="agent_core.cli._serve:serve_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -113,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     sub.required = True
     _add_run(sub)
+    _add_serve(sub)
     _add_schedule(sub)
     return parser
 

@@ -1,0 +1,256 @@
+"""``GET /openapi.json``: the OpenAPI 3.1 document of every API route (schemas from the Pydantic models)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from agent_core.server._routes import (
+    AnswerRequest,
+    AnswerResult,
+    ForkResult,
+    NodeRequest,
+    RunCreated,
+    RunRequest,
+)
+from agent_core.types.content import ErrorPayload
+from agent_core.types.permissions import PermissionRequest
+from agent_core.types.runtime import CancelResult, DeleteSessionResult, Node, ReplayResult, SessionSummary
+
+_REF = "#/components/schemas/{model}"
+_INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)
+_OUTPUTS: tuple[type[BaseModel], ...] = (
+    RunCreated,
+    AnswerResult,
+    ForkResult,
+    CancelResult,
+    ReplayResult,
+    Node,
+    DeleteSessionResult,
+    SessionSummary,
+    PermissionRequest,
+    ErrorPayload,
+)
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    texts = {
+        400: "invalid input",
+        401: "missing or wrong token",
+        403: "cross-origin request",
+        404: "unknown run, session or request",
+        409: "conflict (already answered or expired; session busy)",
+        413: "body too large",
+    }
+    return {str(s): _json(_ref("ErrorResponse"), texts[s]) for s in (401, *statuses)}
+
+
+def _body(name: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+@functools.cache
+def _components() -> dict[str, Any]:
+    pairs: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
+        (m, "validation") for m in _INPUTS
+    ]
+    pairs += [(m, "serialization") for m in _OUTPUTS]
+    _, defs = models_json_schema(pairs, ref_template=_REF)
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    schemas["ErrorResponse"] = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": _ref("ErrorPayload")},
+    }
+    schemas["Approval"] = {
+        "allOf": [
+            _ref("PermissionRequest"),
+            {
+                "type": "object",
+                "required": ["status", "created_at"],
+                "properties": {
+                    "status": {"enum": ["pending", "answered", "expired"]},
+                    "created_at": {"type": "string"},
+                    "answered_at": {"type": ["string", "null"]},
+                    "answer": {"enum": ["allow_once", "allow_for_session", "deny", None]},
+                },
+            },
+        ]
+    }
+    return schemas
+
+
+def _obj(key: str, items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": [key], "properties": {key: {"type": "array", "items": items}}}
+
+
+def openapi_document(version: str) -> dict[str, Any]:
+    run_id, session_id = _path("run_id"), _path("session_id")
+    events_params = [
+        run_id,
+        {
+            "name": "debug",
+            "in": "query",
+            "schema": {"enum": ["0", "1"]},
+            "description": "1 adds debug events",
+        },
+        {
+            "name": "Last-Event-ID",
+            "in": "header",
+            "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+            "description": "resume after this run_seq",
+        },
+    ]
+    paths: dict[str, Any] = {
+        "/api/health": {
+            "get": {
+                "summary": "Liveness and version",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["status", "version"],
+                            "properties": {"status": {"const": "ok"}, "version": {"type": "string"}},
+                        }
+                    ),
+                    **_errors(),
+                },
+            }
+        },
+        "/api/sessions": {
+            "get": {
+                "summary": "Root sessions of the project, newest first",
+                "responses": {"200": _json(_obj("sessions", _ref("SessionSummary"))), **_errors()},
+            }
+        },
+        "/api/runs": {
+            "post": {
+                "summary": "Start (or queue, FIFO per session) a run",
+                "requestBody": _body("RunRequest"),
+                "responses": {"201": _json(_ref("RunCreated"), "started"), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/runs/{run_id}/events": {
+            "get": {
+                "summary": "Server-sent events of the run: persisted ones replayed first, then live",
+                "parameters": events_params,
+                "responses": {
+                    "200": {
+                        "description": "event: <event_type>, data: <RuntimeEvent JSON>, id: <run_seq> "
+                        "for persisted events; ends after the terminal event",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(400, 404),
+                },
+            }
+        },
+        "/api/runs/{run_id}/cancel": {
+            "post": {
+                "summary": "Cancel a run",
+                "parameters": [run_id],
+                "responses": {"200": _json(_ref("CancelResult")), **_errors(404)},
+            }
+        },
+        "/api/approvals": {
+            "get": {
+                "summary": "Permission requests (pending by default), all sessions",
+                "parameters": [
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "schema": {"enum": ["pending", "answered", "expired", "all"]},
+                    }
+                ],
+                "responses": {"200": _json(_obj("approvals", _ref("Approval"))), **_errors(400)},
+            }
+        },
+        "/api/approvals/{request_id}": {
+            "post": {
+                "summary": "Answer a pending request (the first answer wins)",
+                "parameters": [_path("request_id")],
+                "requestBody": _body("AnswerRequest"),
+                "responses": {"200": _json(_ref("AnswerResult")), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/sessions/{session_id}": {
+            "get": {
+                "summary": "Replay of the session (nodes, events, runs)",
+                "parameters": [session_id],
+                "responses": {"200": _json(_ref("ReplayResult")), **_errors(404)},
+            },
+            "delete": {
+                "summary": "Delete the session",
+                "parameters": [session_id],
+                "responses": {
+                    "200": _json(_ref("DeleteSessionResult")),
+                    "400": _json(_ref("DeleteSessionResult"), "not deleted"),
+                    "409": _json(_ref("DeleteSessionResult"), "session busy"),
+                    "401": _json(_ref("ErrorResponse"), "missing or wrong token"),
+                    "404": _json(_ref("ErrorResponse"), "unknown session"),
+                },
+            },
+        },
+        "/api/sessions/{session_id}/active": {
+            "post": {
+                "summary": "Switch the active path (branch) to a node",
+                "parameters": [session_id],
+                "requestBody": _body("NodeRequest"),
+                "responses": {"200": _json(_ref("Node")), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/sessions/{session_id}/fork": {
+            "post": {
+                "summary": "Fork a new session from a node of this one",
+                "parameters": [session_id],
+                "requestBody": _body("NodeRequest"),
+                "responses": {"201": _json(_ref("ForkResult"), "forked"), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/sessions/{session_id}/tasks": {
+            "get": {
+                "summary": "Tasks of the session with steps, states and dependencies",
+                "parameters": [session_id],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["session_id", "tasks"],
+                            "properties": {
+                                "session_id": {"type": "string"},
+                                "tasks": {"type": "array", "items": _ref("TaskInspectView")},
+                            },
+                        }
+                    ),
+                    **_errors(404),
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "soong-agent serve", "version": version},
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": _components(),
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "the token printed at start"}
+            },
+        },
+    }

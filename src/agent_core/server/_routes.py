@@ -1,0 +1,287 @@
+"""The HTTP API of ``soong-agent serve`` (surfaces.md §2 table; Decision).
+
+JSON in and out; request bodies are validated by Pydantic models (``extra="forbid"``); every error is
+``{"error": ErrorPayload}``: 400 invalid input, 401 token (auth middleware), 404 unknown run / session /
+request, 409 conflicts (request already answered or expired, session busy), 413 body too large, 500
+internal. Handlers get the :class:`ServerState` from ``request.app.state.server``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.server._sse import run_stream
+from agent_core.storage.approvals import ApprovalStatus, request_json
+from agent_core.storage.ids import validate_session_id
+from agent_core.types.permissions import PermissionDecision
+
+if TYPE_CHECKING:
+    from agent_core.server._app import ServerState
+
+MAX_BODY_BYTES = 1_000_000
+SSE_PING_S = 15
+
+
+class ApiError(Exception):
+    """An error response: HTTP ``status`` with an ``ErrorPayload`` body."""
+
+    def __init__(self, status: int, code: ErrorCode, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details or {}
+
+    def response(self) -> JSONResponse:
+        payload = AgentCoreError(self.code, self.message, details=self.details).to_payload()
+        return JSONResponse({"error": payload.model_dump(mode="json")}, status_code=self.status)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunRequest(_Body):
+    message: str = Field(min_length=1, max_length=200_000)
+    session_id: str | None = None
+    mode: Literal["normal", "orchestrator"] = "normal"
+
+
+class RunCreated(_Body):
+    run_id: str
+    session_id: str
+
+
+class AnswerRequest(_Body):
+    decision: Literal["allow_once", "allow_for_session", "deny"]
+
+
+class AnswerResult(_Body):
+    request_id: str
+    status: Literal["answered"]
+    decision: str
+
+
+class NodeRequest(_Body):
+    node_id: str = Field(min_length=1, max_length=200)
+
+
+class ForkResult(_Body):
+    session_id: str
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.server  # type: ignore[no-any-return]
+
+
+def status_for(exc: AgentCoreError) -> int:
+    if exc.code == ErrorCode.session_active:
+        return 409
+    if exc.code in (ErrorCode.validation_error, ErrorCode.schema_error):
+        return 400
+    return 500
+
+
+async def _body(request: Request, model: type[_Body]) -> Any:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(413, ErrorCode.validation_error, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        raise ApiError(
+            400, ErrorCode.validation_error, f"invalid request body: {where}: {first['msg']}"
+        ) from exc
+
+
+def _json(model: BaseModel | dict[str, Any] | list[Any], status: int = 200) -> Response:
+    if isinstance(model, BaseModel):
+        return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+    return JSONResponse(model, status_code=status)
+
+
+async def _known_session(state: ServerState, session_id: str) -> None:
+    try:
+        validate_session_id(session_id)
+    except AgentCoreError as exc:
+        raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}") from exc
+    if await state.storage.get_session(session_id) is None:
+        raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}")
+
+
+# ---- handlers ----------------------------------------------------------------------------------------
+
+
+async def health(request: Request) -> Response:
+    return _json({"status": "ok", "version": _state(request).version})
+
+
+async def list_sessions(request: Request) -> Response:
+    sessions = await _state(request).runtime.list_sessions()
+    return _json({"sessions": [json.loads(s.model_dump_json()) for s in sessions]})
+
+
+async def start_run(request: Request) -> Response:
+    state = _state(request)
+    body: RunRequest = await _body(request, RunRequest)
+    if body.session_id is not None:
+        await _known_session(state, body.session_id)
+    handle = await state.runtime.start(body.message, session_id=body.session_id, mode=body.mode)
+    state.feeds.start(handle)
+    return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id), 201)
+
+
+async def _run_record(state: ServerState, run_id: str) -> Any:
+    record = await state.storage.get_run(run_id) if len(run_id) <= 200 else None
+    if record is None:
+        raise ApiError(404, ErrorCode.validation_error, f"unknown run {run_id!r}")
+    return record
+
+
+def _last_event_id(request: Request) -> int:
+    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
+    try:
+        value = int(raw.strip())
+    except ValueError as exc:
+        raise ApiError(
+            400, ErrorCode.validation_error, f"Last-Event-ID must be a run_seq, got {raw!r}"
+        ) from exc
+    if value < 0:
+        raise ApiError(400, ErrorCode.validation_error, "Last-Event-ID must not be negative")
+    return value
+
+
+async def run_events(request: Request) -> Response:
+    state = _state(request)
+    run_id = request.path_params["run_id"]
+    record = await _run_record(state, run_id)
+    after = _last_event_id(request)
+    debug = request.query_params.get("debug", "0").lower() in ("1", "true", "yes")
+
+    async def messages() -> Any:
+        try:
+            async for event in run_stream(
+                state.storage,
+                state.feeds,
+                run_id=run_id,
+                session_id=record.session_id,
+                after_run_seq=after,
+                debug=debug,
+            ):
+                yield ServerSentEvent(
+                    data=event.model_dump_json(),
+                    event=event.event_type.value,
+                    id=str(event.run_seq) if event.seq is not None and event.run_seq is not None else None,
+                )
+        except AgentCoreError as exc:  # e.g. the session was deleted while streaming
+            yield ServerSentEvent(
+                data=json.dumps({"error": exc.to_payload().model_dump(mode="json")}), event="stream_error"
+            )
+
+    return EventSourceResponse(messages(), ping=SSE_PING_S, headers={"Cache-Control": "no-store"})
+
+
+async def cancel_run(request: Request) -> Response:
+    state = _state(request)
+    run_id = request.path_params["run_id"]
+    await _run_record(state, run_id)
+    return _json(await state.cancel(run_id))
+
+
+async def list_approvals(request: Request) -> Response:
+    wanted = request.query_params.get("status", "pending")
+    choices: dict[str, tuple[ApprovalStatus, ...]] = {
+        "pending": ("pending",),
+        "answered": ("answered",),
+        "expired": ("expired",),
+        "all": ("pending", "answered", "expired"),
+    }
+    if wanted not in choices:
+        raise ApiError(400, ErrorCode.validation_error, f"status must be one of {', '.join(choices)}")
+    rows = await _state(request).approvals.list(choices[wanted])
+    return _json({"approvals": [request_json(r) for r in rows]})
+
+
+async def answer_approval(request: Request) -> Response:
+    state = _state(request)
+    request_id = request.path_params["request_id"]
+    body: AnswerRequest = await _body(request, AnswerRequest)
+    outcome = await state.approvals.answer(request_id, PermissionDecision(decision=body.decision))
+    if outcome == "missing":
+        raise ApiError(404, ErrorCode.validation_error, f"unknown permission request {request_id!r}")
+    if outcome != "answered":
+        status = "expired" if outcome == "conflict_expired" else "answered"
+        raise ApiError(
+            409,
+            ErrorCode.validation_error,
+            f"permission request {request_id!r} is already {status}",
+            {"request_id": request_id, "status": status},
+        )
+    return _json(AnswerResult(request_id=request_id, status="answered", decision=body.decision))
+
+
+async def get_session(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    return _json(await state.runtime.replay_session(session_id))
+
+
+async def set_active(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    body: NodeRequest = await _body(request, NodeRequest)
+    return _json(await state.runtime.switch_node(session_id, body.node_id))
+
+
+async def fork_session(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    body: NodeRequest = await _body(request, NodeRequest)
+    new_id = await state.runtime.fork_session(session_id, body.node_id)
+    return _json(ForkResult(session_id=new_id), 201)
+
+
+async def delete_session(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    result = await state.runtime.delete_session(session_id)
+    if result.deleted:
+        await state.approvals.store.delete_session(session_id)
+        return _json(result)
+    status = 409 if result.error is not None and result.error.code == ErrorCode.session_active else 400
+    return _json(result, status)
+
+
+async def session_tasks(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    replay = await state.runtime.replay_session(session_id)
+    return _json({"session_id": session_id, "tasks": [json.loads(t.model_dump_json()) for t in replay.tasks]})
+
+
+API_ROUTES = [
+    Route("/api/health", health, methods=["GET"]),
+    Route("/api/sessions", list_sessions, methods=["GET"]),
+    Route("/api/runs", start_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+    Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/approvals", list_approvals, methods=["GET"]),
+    Route("/api/approvals/{request_id}", answer_approval, methods=["POST"]),
+    Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
+    Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),
+    Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+    Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
+]
