@@ -289,7 +289,14 @@ def test_contract51_signatures_match_the_contract() -> None:
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
-        "start": [("self", E), ("message", E), ("session_id", None), ("mode", "normal")],
+        "start": [
+            ("self", E),
+            ("message", E),
+            ("session_id", None),
+            ("mode", "normal"),
+            ("output_schema", None),  # surfaces.md §5 (structured output)
+            ("output_retries", 2),
+        ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],
         "register_agent_definition": [("self", E), ("definition", E), ("source", "code")],
@@ -338,6 +345,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         "inspect_child": [("self", E), ("child_run_id", E), ("include_sensitive", False)],
         "child_events": [("self", E), ("child_run_id", E), ("debug", False)],
         "wait": [("self", E)],
+        "output": [("self", E)],
     }
     for name, params in handle.items():
         assert _params(getattr(RunHandle, name)) == params, name
