@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ProviderError, StorageError
+from agent_core.loop._call_ids import CallIdGuard
 from agent_core.loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core.loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core.loop.spec import LoopSpec, LoopState
@@ -35,6 +36,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     text_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
+    call_ids = CallIdGuard(spec.redactor)
 
     async def forward_text(text: str) -> None:
         """Live deltas carry only secret-free text (a secret split across deltas is held back)."""
@@ -68,16 +70,17 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                         arguments = args_redactor.feed(arguments)
                     if event.phase == "end":
                         arguments = ((arguments or "") + args_redactor.flush()) or arguments
+                    safe_id = call_ids.safe(event.tool_call_id)
                     await rec.emit(
                         EventType.tool_call_delta,
                         {
                             "index": event.index,
                             "phase": event.phase,
-                            "tool_call_id": event.tool_call_id,
+                            "tool_call_id": safe_id,
                             "name": event.name,
                             "arguments_delta": arguments,
                         },
-                        tool_call_id=event.tool_call_id,
+                        tool_call_id=safe_id,
                     )
                 elif isinstance(event, ModelStarted):
                     started_event = (
@@ -101,6 +104,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                     )
                 elif isinstance(event, ModelCompleted):
                     await end_text()
+                    event = call_ids.apply(event)  # no unsafe provider id reaches a column (issue 14 §4)
                     problem = validate_completed(event)
                     if problem:
                         return StreamFailed(
