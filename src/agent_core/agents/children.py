@@ -351,6 +351,7 @@ class ChildLauncher:
             parent_agent_id=parent.agent_id,
             parent_run_id=parent.run_id,
             scope_extras=dict(spec.scope_extras),
+            workdir=spec.workdir,
             purpose=spec.purpose,
             agent_type=state.agent_type,
             task_board=spec.task_board,

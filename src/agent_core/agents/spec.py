@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
@@ -43,6 +44,8 @@ class ChildSpec:
     run_metadata: dict[str, Any] = field(default_factory=dict)
     first_node_metadata: dict[str, Any] = field(default_factory=dict)
     scope_extras: dict[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+    """The run's project directory, cwd and write root instead of the project (a worker worktree)."""
     task_board: Callable[[], str | None] | None = None
     step_id: Callable[[RunState], str | None] | None = None
     """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""

@@ -373,7 +373,7 @@ async def cleanup_project_tasks(
         wal_root = resolved / ".soong-agent" / "tasks"
     active = manager.services.extras.get("active_wal_paths")
     active_paths: set[Path] = set(active()) if callable(active) else set()
-    return await cleanup_task_wals(
+    result = await cleanup_task_wals(
         wal_root,
         dry_run=dry_run,
         include_failed=include_failed,
@@ -381,6 +381,9 @@ async def cleanup_project_tasks(
         older_than=older_than,
         active_wal_paths=active_paths,
     )
+    from agent_core.orchestrator.worktrees import cleanup_task_worktrees
+
+    return await cleanup_task_worktrees(resolved, result)
 
 
 async def cleanup_artifacts(

@@ -60,6 +60,12 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--session-id", metavar="ID", help="continue an existing session")
     run.add_argument("--plain", action="store_true", help="plain text output (the default; no effect)")
     run.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    run.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="JSON schema file of the answer: the reply is validated and printed as JSON on stdout "
+        "(the streamed text goes to stderr)",
+    )
     run.add_argument("message", type=_message, help="the user message")
     run.set_defaults(handler="agent_core.cli._run:run_command")
 

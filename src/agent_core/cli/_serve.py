@@ -92,7 +92,7 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         server = uvicorn.Server(config)
         # uvicorn re-raises a captured SIGINT/SIGTERM after serve() returns, which would kill the process
         # before the runtime closes: the signals only ask the server to exit here
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         loop = asyncio.get_running_loop()
 
         def stop() -> None:

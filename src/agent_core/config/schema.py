@@ -232,6 +232,8 @@ class WorkerEntry(StrictModel):
 class WorkerPool(StrictModel):
     pool_id: str = Field(pattern=POOL_OR_WORKER_ID.pattern)
     workers: list[WorkerEntry] = Field(default_factory=list)
+    autonomous: bool = False
+    """Idle workers of this pool claim ready steps of the session's active Task board themselves."""
 
 
 def generated_worker_id(pool_id: str, position: int, agent_definition_id: str) -> str:
@@ -259,6 +261,8 @@ class AgentsSection(StrictModel):
     default_child_timeout_ms: int = Field(default=600000, ge=1)
     child_cancel_timeout_ms: int = Field(default=30000, ge=1)
     worker_pools: list[WorkerPool] = Field(default_factory=list)
+    worker_isolation: Literal["shared", "worktree"] = "shared"
+    """``worktree``: each dispatched worker runs in its own git worktree and branch (surfaces.md §6)."""
 
     @field_validator("worker_pools")
     @classmethod

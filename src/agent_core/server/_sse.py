@@ -7,8 +7,9 @@ SQLite (after ``Last-Event-ID``), then the live ones. Contract of :func:`run_str
 * every persisted event of the run is delivered exactly once and in ``run_seq`` order (``id: <run_seq>``);
   transient events (deltas, progress) carry no id and only appear while the client follows live;
 * the hand-over from storage to the feed needs no lock: an event is pushed to the channel only after its
-  row committed, so every feed entry before the storage read is in the read, and every later persisted
-  entry has a larger ``run_seq``; feed entries up to the last persisted event already sent are skipped;
+  row committed, so every persisted feed entry seen after the storage read is either in the read or has
+  a larger ``run_seq``; the client goes on in the feed right after the last persisted event it got (the
+  transient events after it — the current message's deltas so far — included);
 * runs this process did not start (child runs, runs of a previous process) are followed by polling SQLite
   until the run is terminal; the stream ends after the run's terminal event in both cases;
 * ``debug=False`` delivers only user-visible events (runtime.md §9.7), exactly like ``run.events()``.
@@ -116,7 +117,6 @@ async def run_stream(
 ) -> AsyncIterator[RuntimeEvent]:
     """The run's events after ``after_run_seq``: persisted ones from SQLite first, then live ones."""
     feed = feeds.get(run_id)
-    start = len(feed.events) if feed is not None else 0
     last = after_run_seq
     last_seq: int | None = None
     for event in await storage.list_events(session_id, run_id=run_id):
@@ -126,8 +126,10 @@ async def run_stream(
         if _visible(event, debug):
             yield event
     if feed is not None:
-        index = start
-        for i in range(len(feed.events) - 1, start - 1, -1):  # skip what storage already delivered
+        # go on right after the last persisted event already sent: the transient events after it (the
+        # current message's deltas so far) are delivered too, so a late client sees the whole partial text
+        index = 0
+        for i in range(len(feed.events) - 1, -1, -1):
             rs = feed.events[i].run_seq
             if rs is not None and rs <= last:
                 index = i + 1

@@ -265,7 +265,7 @@ class DeleteSessionResult(StrictModel):
 
 
 class CleanupItem(StrictModel):
-    kind: Literal["task_wal", "artifact"]
+    kind: Literal["task_wal", "artifact", "worktree"]
     id: str | None = None
     path: str
     size_bytes: int = 0
