@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
@@ -33,6 +34,13 @@ from agent_core.agents.tools import delegation_text
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.loop.cursor import AgentCursor
 from agent_core.orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
+from agent_core.orchestrator.worktrees import (
+    GitError,
+    Worktree,
+    create_worktree,
+    discard_worktree,
+    finish_worktree,
+)
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.storage.drafts import NodeDraft
@@ -161,6 +169,7 @@ class WorkerDispatcher:
             else None,
         }
         slot: WorkerSlot | None = None
+        worktree: Worktree | None = None
         try:
             inp = parse_input(DispatchInput, args)
             if not inp.instruction.strip():
@@ -180,9 +189,12 @@ class WorkerDispatcher:
                 worker_agent_id=worker.worker_id,
                 allowed_step_ids=check.allowed_step_ids,
             )
-            spec = self._child_spec(ctx, parent, service, slot, scope, inp, reason)
+            worktree = await self._worktree(inp.task_id, check.allowed_step_ids)
+            spec = self._child_spec(ctx, parent, service, slot, scope, inp, reason, worktree)
             outcome = await self.launcher.run(ctx, spec)
         except AgentCoreError as exc:
+            if worktree is not None and (slot is None or slot.run is None):
+                await discard_worktree(worktree)  # no run ever used it
             if slot is not None and slot.run is not None and slot.run.task is None:
                 slot.run, slot.waiting = None, False  # admitted, but its rows could not be written
             await self._emit(
@@ -214,6 +226,8 @@ class WorkerDispatcher:
             )
             self._track(fallback)
             end = await asyncio.shield(fallback)  # the fallback completes even if this call is aborted
+            if worktree is not None:
+                await self._finish_worktree(worktree, inp.task_id, end.claimed_step_id)
             facts = {
                 "claimed_step_id": end.claimed_step_id,
                 "step_status": end.step_status,
@@ -221,7 +235,7 @@ class WorkerDispatcher:
                 "no_step_claimed": end.no_step_claimed,
             }
         else:
-            self._defer_run_end(service, state, inp.task_id, worker.worker_id)
+            self._defer_run_end(service, state, inp.task_id, worker.worker_id, worktree)
             step = service.claimed_step(inp.task_id, state.run_id)
             facts = {
                 "claimed_step_id": step.step_id if step is not None else None,
@@ -238,7 +252,23 @@ class WorkerDispatcher:
             **facts,
             "worker_result": outcome.result.model_dump(mode="json"),
         }
+        if worktree is not None:
+            body["worktree"] = worktree.facts()
         return outcome.tool_result(ctx.tool_call_id, call.name, body)
+
+    async def _worktree(self, task_id: str, allowed_step_ids: Sequence[str] | None) -> Worktree | None:
+        """The dispatch's own git worktree when ``agents.worker_isolation = "worktree"``."""
+        if self.manager.services.settings.agents.worker_isolation != "worktree":
+            return None
+        single = allowed_step_ids[0] if allowed_step_ids and len(allowed_step_ids) == 1 else None
+        return await create_worktree(self.manager.services.config.project, task_id, single)
+
+    async def _finish_worktree(self, worktree: Worktree, task_id: str, step_id: str | None) -> None:
+        try:
+            await finish_worktree(worktree, task_id, step_id)
+        except GitError as exc:  # the worker's files stay in the worktree; the result says why
+            log.warning("cannot finish worktree %s: %s", worktree.path, exc)
+            worktree.error = str(exc)
 
     def _select(self, session_id: str, pool_id: str, inp: DispatchInput) -> tuple[PoolWorker, str]:
         """Worker selection and the ``allowed_tools`` check (steps 6–7); never awaits."""
@@ -308,6 +338,7 @@ class WorkerDispatcher:
         scope: WorkerTaskScope,
         inp: DispatchInput,
         reason: str,
+        worktree: Worktree | None = None,
     ) -> ChildSpec:
         worker = slot.worker
         caller = TaskCaller(agent_id=slot.agent_id, run_id=None, role=AgentRole.worker, worker_scope=scope)
@@ -328,6 +359,14 @@ class WorkerDispatcher:
                     else None,
                 ),
                 ("task_board", self.board(service, caller)),
+                (
+                    "worktree",
+                    f"You work in your own git worktree {worktree.workdir} on branch {worktree.branch}; "
+                    "your writes go there (not to the main project) and are committed on that branch "
+                    "when your run ends."
+                    if worktree is not None
+                    else None,
+                ),
             ],
         )
 
@@ -403,6 +442,7 @@ class WorkerDispatcher:
                 "worker_id": worker.worker_id,
             },
             scope_extras=scope.to_extras(),
+            workdir=worktree.workdir if worktree is not None else None,
             task_board=board,
             step_id=step_id,
             on_admitted=on_admitted,
@@ -499,18 +539,27 @@ class WorkerDispatcher:
 
     # ================================================================== run end and cancellation
 
-    def _defer_run_end(self, service: TaskService, state: RunState, task_id: str, worker_id: str) -> None:
+    def _defer_run_end(
+        self,
+        service: TaskService,
+        state: RunState,
+        task_id: str,
+        worker_id: str,
+        worktree: Worktree | None = None,
+    ) -> None:
         """A run abandoned after a cancel timeout gets its fallback once it really ends."""
 
         async def later() -> None:
             await state.done.wait()
-            await service.on_worker_run_end(
+            end = await service.on_worker_run_end(
                 state.run_id,
                 agent_id=state.agent_id,
                 task_id=task_id,
                 ending=run_ending(state),
                 worker_agent_id=worker_id,
             )
+            if worktree is not None:
+                await self._finish_worktree(worktree, task_id, end.claimed_step_id)
 
         self._track(asyncio.ensure_future(later()))
 
