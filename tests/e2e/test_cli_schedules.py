@@ -100,3 +100,26 @@ def test_scheduler_foreground_catch_up_then_ctrl_c(
     assert proc.returncode == 130, err
     assert f"[schedule] {schedule_id}: fired" in err and "scheduler: stopped" in err
     assert len(chat_requests(scripted_ollama)) == 1
+
+
+def test_serve_runs_the_due_schedule(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    from tests.fixtures.serve import start_serve
+
+    soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
+    scripted_ollama.handler(TurnScript(lambda r: "served"))
+    schedule_id = _add(soong_env, "--cron", "0 0 1 1 *", "from serve")
+    _make_due(soong_env, schedule_id)
+    server = start_serve(soong_env)
+    try:
+        deadline = time.monotonic() + 20
+        while len(chat_requests(scripted_ollama)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (request,) = chat_requests(scripted_ollama)
+        assert request.json["messages"][-1]["content"].endswith("from serve")
+        with server.client() as client:
+            sessions = client.get("/api/sessions")
+            assert sessions.status_code == 200, sessions.text
+    finally:
+        assert server.stop() == 0
+    listing = run_cli(["schedule", "list", "--path", str(soong_env.project)])
+    assert "last_error" not in listing.stdout and listing.stdout.startswith(schedule_id)

@@ -108,6 +108,10 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             out.write(f"serving http://{shown}:{port}/?token={token}\n")
+            try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
+                await runtime.scheduler().start()
+            except AgentCoreError as exc:
+                err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
         await serving
         sock.close()
         return EXIT_OK if server.started else EXIT_FAILED
