@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
-from agent_core.cli._terminal import Output, StdinLines
+from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core.api.handles import RunHandle
@@ -121,6 +122,20 @@ class _Printer:
         self.end_text_line()
 
 
+def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
+    """The ``--output-schema`` file as a JSON object, or ``(None, problem)``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except OSError as exc:
+        return None, f"cannot read --output-schema file {escape_terminal(path)}: {exc.strerror or exc}"
+    except (ValueError, RecursionError) as exc:
+        return None, f"--output-schema file {escape_terminal(path)} is not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"--output-schema file {escape_terminal(path)} must hold a JSON object (a JSON schema)"
+    return value, ""
+
+
 def _error_text(error: dict[str, Any]) -> str:
     code = error.get("code")
     message = " ".join(str(error.get("message") or "").split())
@@ -157,7 +172,14 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
         return PermissionDecision(decision=decision, reason=why or None)
 
-    printer = _Printer(out, err)
+    schema: dict[str, Any] | None = None
+    if getattr(args, "output_schema", None):
+        schema, problem = _read_schema(args.output_schema)
+        if problem:
+            err.write(f"soong-agent: error: {problem}\n")
+            return EXIT_FAILED
+    # with --output-schema stdout carries only the validated JSON; the streamed text goes to stderr
+    printer = _Printer(err if schema is not None else out, err)
     try:
         runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
     except AgentCoreError as exc:
@@ -171,6 +193,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 args.message,
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
+                output_schema=schema,
             )
         except AgentCoreError as exc:
             err.write(f"soong-agent: error: {exc.message}\n")
@@ -202,6 +225,14 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
         printer.finish()
+        if schema is not None and run.status.value == "completed":
+            try:
+                value = await run.output()
+            except AgentCoreError as exc:
+                err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+                return EXIT_FAILED
+            # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
+            out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
         err.write(f"session_id: {run.session_id}\n")
         status = run.status.value
     if interrupted:

@@ -70,6 +70,10 @@ def tool_arguments(tool: ToolDefinition) -> dict[str, Any]:
 class TestModel(InProcessModel):
     """First reply: one call of every offered tool (``tools`` limits which, by name); then ``final_text``.
 
+    The calls come in one turn, read-only tools first (the runtime skips the calls after a failed write
+    call of a turn, e.g. a denied one). Only the model's first request calls tools; every later request
+    (a child agent's included) gets the answer.
+
     ``calls`` lists every call made, as ``(tool name, arguments)``.
     """
 
@@ -94,7 +98,9 @@ class TestModel(InProcessModel):
             offered = [t for t in offered if t.name in self.only]
         if not self._called and offered:
             self._called = True
-            return self._call([(t.name, tool_arguments(t)) for t in offered])
+            # read-only tools first: the runtime skips the rest of a turn after a failed write call
+            ordered = sorted(offered, key=lambda t: t.permission != "readonly")
+            return self._call([(t.name, tool_arguments(t)) for t in ordered])
         output = next((t for t in request.tools if t.name == OUTPUT_TOOL_NAME), None)
         if output is not None:
             return self._call([(output.name, tool_arguments(output))])
