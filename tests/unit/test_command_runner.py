@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools.command import (
+    TREE_TRACKING,
     StreamCapture,
     build_env,
     env_summary,
@@ -260,5 +262,8 @@ async def test_escaped_background_process_does_not_hang_the_runner(tmp_path: Pat
     escaped = int(outcome.stdout.text().split()[0])
     try:
         assert outcome.exit_code == 0 and time.monotonic() - started < 4
+        if TREE_TRACKING:  # issue 14 §5: the subreaper launcher killed it with the tree
+            assert not Path(f"/proc/{escaped}").exists() or "Z" in Path(f"/proc/{escaped}/stat").read_text()
     finally:
-        os.kill(escaped, 9)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, 9)

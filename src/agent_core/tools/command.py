@@ -13,7 +13,9 @@ Contract:
   ``cancel_event`` being set does the same and returns the partial output with ``cancelled=True``; a task
   cancellation terminates the group the same way and re-raises :class:`asyncio.CancelledError`.
 * When the leader exits normally, any process it left in its group is killed too: nothing keeps running
-  after the runner returns.
+  after the runner returns. On Linux (``tree=True``, the default) the command runs under the subreaper
+  launcher :mod:`agent_core.tools._reaper_main`, which also kills descendants that left the group or
+  session (``setsid`` + closed stdio) — at exit, timeout and cancellation alike (issue 14 §5).
 * :func:`head_tail` renders a stream over its limit as first half + ``... [truncated N bytes] ...`` +
   last half, cut on UTF-8 character boundaries and decoded with replacement.
 
@@ -27,6 +29,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +44,11 @@ CAPTURE_CAP_BYTES = 64 * 1024 * 1024
 DEFAULT_TAIL_KEEP = 1024 * 1024
 _READ_CHUNK = 65536
 _DRAIN_AFTER_EXIT_S = 2.0
+REAPER_SCRIPT = Path(__file__).with_name("_reaper_main.py")
+TREE_TRACKING = sys.platform.startswith("linux")
+"""Whether commands run under the subreaper launcher (needs ``prctl``, i.e. Linux)."""
+_LAUNCHER_MARGIN_S = 1.0
+"""Extra time the launcher gets, after the grace, to SIGKILL and reap the tree before its group is killed."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,24 @@ async def _finish_readers(proc: asyncio.subprocess.Process, readers: Sequence[as
             transport.close()
 
 
+def _launcher_argv(
+    argv: Sequence[str] | None, shell_command: str | None, env: Mapping[str, str], grace_s: float
+) -> list[str]:
+    """``argv`` (or ``/bin/sh -c shell_command``) behind the subreaper launcher; ``argv[0]`` is looked up
+    on ``env["PATH"]`` here so a missing executable is still a :class:`FileNotFoundError` at spawn."""
+    if argv is None:
+        assert shell_command is not None
+        command = ["/bin/sh", "-c", shell_command]
+    else:
+        command = list(argv)
+        first = command[0]
+        found = first if "/" in first else shutil.which(first, path=env.get("PATH", os.defpath))
+        if found is None or not os.path.exists(found):
+            raise FileNotFoundError(2, "No such file or directory", first)
+        command[0] = found
+    return [sys.executable, "-I", "-S", os.fspath(REAPER_SCRIPT), f"{grace_s:g}", "--", *command]
+
+
 async def _spawn(
     argv: Sequence[str] | None,
     shell_command: str | None,
@@ -274,9 +300,15 @@ async def _spawn(
     cwd: Path,
     env: Mapping[str, str],
     with_stdin: bool,
+    tree: bool = False,
+    grace_s: float = KILL_GRACE_S,
 ) -> asyncio.subprocess.Process:
     stdin = asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL
     pipe = asyncio.subprocess.PIPE
+    if tree:
+        if not os.path.isdir(cwd):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(cwd))
+        argv, shell_command = _launcher_argv(argv, shell_command, env, grace_s), None
     if argv is not None:
         return await asyncio.create_subprocess_exec(
             *argv,
@@ -312,8 +344,12 @@ async def run_process(
     capture_cap: int = CAPTURE_CAP_BYTES,
     tail_keep: int = DEFAULT_TAIL_KEEP,
     kill_grace_s: float = KILL_GRACE_S,
+    tree: bool = True,
 ) -> CommandOutcome:
     """Runs one process to completion, timeout or cancellation (see the module docstring).
+
+    ``tree`` runs it under the subreaper launcher where supported (:data:`TREE_TRACKING`), so no
+    descendant survives the call; ``False`` only kills the process group (for trusted helpers like ``rg``).
 
     Exactly one of ``argv`` (exec; ``argv[0]`` should already be resolved) and ``shell_command`` must be
     given. Spawn failures raise ``file_not_found`` (missing executable/cwd) or ``internal_error``.
@@ -326,7 +362,16 @@ async def run_process(
     if cancel_event is not None and cancel_event.is_set():
         return CommandOutcome(None, EMPTY_CAPTURE, EMPTY_CAPTURE, False, True, 0)
     try:
-        proc = await _spawn(argv, shell_command, cwd=cwd, env=env, with_stdin=stdin_data is not None)
+        launcher = tree and TREE_TRACKING
+        proc = await _spawn(
+            argv,
+            shell_command,
+            cwd=cwd,
+            env=env,
+            with_stdin=stdin_data is not None,
+            tree=launcher,
+            grace_s=kill_grace_s,
+        )
     except FileNotFoundError as exc:
         raise AgentCoreError(
             ErrorCode.file_not_found,
@@ -356,16 +401,17 @@ async def run_process(
     try:
         timeout_s = None if timeout_ms is None else timeout_ms / 1000
         done, _ = await asyncio.wait(watchers, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        outer_grace = kill_grace_s + _LAUNCHER_MARGIN_S if launcher else kill_grace_s
         if waiter in done:
             _signal_group(proc.pid, signal.SIGKILL)  # leftovers of the group must not outlive the call
         else:
             cancelled = bool(cancel_watch is not None and cancel_watch in done)
             timed_out = not cancelled
-            await _terminate(proc, kill_grace_s)
+            await _terminate(proc, outer_grace)
         await _finish_readers(proc, readers)
     except asyncio.CancelledError:
         try:
-            await _terminate(proc, kill_grace_s)
+            await _terminate(proc, kill_grace_s + _LAUNCHER_MARGIN_S if launcher else kill_grace_s)
         finally:
             _signal_group(proc.pid, signal.SIGKILL)
             for task in readers:

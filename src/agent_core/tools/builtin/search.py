@@ -261,6 +261,7 @@ async def rg_search(
             timeout_ms=timeout_ms,
             cancel_event=stop,
             on_stdout_line=on_line,
+            tree=False,  # ripgrep is a trusted helper that spawns nothing: no launcher on the hot path
         )
     finally:
         relay.cancel()
