@@ -28,6 +28,7 @@ from agent_core.testing._models import (
 )
 from agent_core.testing._runtime import open_runtime
 from agent_core.testing._servers import (
+    Response,
     ScriptedAnthropicServer,
     ScriptedOllamaServer,
     ScriptedOpenAIServer,
@@ -56,6 +57,7 @@ __all__ = [
     "ModelRequest",
     "OllamaWire",
     "OpenAIWire",
+    "Response",
     "ScriptedAnthropicServer",
     "ScriptedOllamaServer",
     "ScriptedOpenAIServer",
