@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from agent_core.cli._diff import render_diff
+from agent_core.cli._terminal import escape_terminal
 
 if TYPE_CHECKING:
     from agent_core.types.permissions import PermissionRequest
 
 STDIN_TIMEOUT_S = 120.0
+WRAP_WIDTH = 110
+ARGV_SHOWN_LIMIT = 20_000
+"""Characters of a command's argv shown in a prompt; beyond it the prompt says how long it is."""
 
 _ANSWERS = {
     "1": "allow_once",
@@ -30,25 +35,30 @@ def parse_permission_answer(line: str | None) -> str:
 
 def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
     """The permission prompt text (config.md §11): everything the user needs to decide; a write/edit
-    request also shows the diff it would apply (``cli._diff``; ANSI colours with ``color``)."""
-    agent = f"{request.agent_role} agent {request.agent_id} (run {request.run_id})"
+    request also shows the diff it would apply (``cli._diff``; ANSI colours with ``color``).
+
+    Every model-, tool- or file-derived value is passed through :func:`escape_terminal` (a ``\\r`` or an
+    ESC sequence in a path cannot redraw the lines above it); a command's argv is shown in full, wrapped,
+    and a cut argument summary says how long it was (issue 14 §6, §7)."""
+    e = escape_terminal
+    agent = f"{e(request.agent_role)} agent {e(request.agent_id)} (run {e(request.run_id)})"
     lines = [
         f"Permission requested by the {agent}",
-        f"  tool:       {request.tool_name}",
-        f"  permission: {request.permission}    dangerous: {'yes' if request.dangerous else 'no'}",
-        f"  tags:       {', '.join(request.tags) or '-'}",
-        f"  arguments:  {request.args_summary}",
-        f"  target:     {request.target_scope or '-'}",
-        f"  cwd:        {request.cwd}",
+        f"  tool:       {e(request.tool_name)}",
+        f"  permission: {e(request.permission)}    dangerous: {'yes' if request.dangerous else 'no'}",
+        f"  tags:       {e(', '.join(request.tags)) or '-'}",
+        *_arguments(request),
+        *_wrapped("  target:     ", e(request.target_scope or "-")),
+        *_wrapped("  cwd:        ", e(request.cwd)),
     ]
     if request.network_host:
-        lines.append(f"  network:    {request.network_host}")
+        lines.append(f"  network:    {e(request.network_host)}")
     if request.parent_agent_id or request.parent_run_id:
         lines.append(
-            f"  parent:     agent {request.parent_agent_id or '-'}, run {request.parent_run_id or '-'}"
+            f"  parent:     agent {e(request.parent_agent_id or '-')}, run {e(request.parent_run_id or '-')}"
         )
     if request.hook_summary:
-        lines.append(f"  hooks:      {request.hook_summary}")
+        lines += _wrapped("  hooks:      ", e(str(request.hook_summary)))
     lines += render_diff(request, color=color)
     lines.append(f"  suggested:  {request.suggested_decision.value.replace('_', ' ')}")
     choices = "  [1] allow once   [2] allow for session   [3] deny"
@@ -56,3 +66,30 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
         choices += "   (no scope to remember: 2 acts as allow once)"
     lines += [choices, "Answer [1/2/3]: "]
     return "\n".join(lines)
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``label`` + ``text`` hard-wrapped at :data:`WRAP_WIDTH` columns, continuation lines indented."""
+    room = max(WRAP_WIDTH - len(label), 20)
+    if len(text) <= room:
+        return [label + text]
+    pad = " " * len(label)
+    return [(label if i == 0 else pad) + text[i : i + room] for i in range(0, len(text), room)]
+
+
+def _arguments(request: PermissionRequest) -> list[str]:
+    argv = request.metadata.get("argv")
+    if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+        shown = " ".join(json.dumps(escape_terminal(a), ensure_ascii=False) for a in argv)
+        lines = _wrapped("  argv:       ", shown[:ARGV_SHOWN_LIMIT])
+        if len(shown) > ARGV_SHOWN_LIMIT:
+            lines.append(f"              [argv cut: {ARGV_SHOWN_LIMIT} of {len(shown)} characters shown]")
+        return lines
+    summary = escape_terminal(request.args_summary)
+    lines = _wrapped("  arguments:  ", summary)
+    total = request.metadata.get("args_length")
+    if isinstance(total, int) and total > len(request.args_summary):
+        lines.append(
+            f"              [arguments cut: {len(request.args_summary)} of {total} characters shown]"
+        )
+    return lines

@@ -34,7 +34,7 @@ class _Printer:
 
     def text(self, text: str) -> None:
         if text:
-            self.out.write(text)
+            self.out.write(escape_terminal(text, keep_newlines=True))  # model text: no ESC/CR reaches the tty
             self._out_at_line_start = text.endswith("\n")
 
     def end_text_line(self) -> None:
@@ -43,8 +43,9 @@ class _Printer:
             self._out_at_line_start = True
 
     def notice(self, line: str) -> None:
+        """One stderr line; every model-/tool-derived part is escaped (issue 14 §6)."""
         self.end_text_line()
-        self.err.write(line + "\n")
+        self.err.write(escape_terminal(line) + "\n")
 
     def _flush_error(self) -> None:
         if self._pending_error is not None:
@@ -176,14 +177,14 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     if getattr(args, "output_schema", None):
         schema, problem = _read_schema(args.output_schema)
         if problem:
-            err.write(f"soong-agent: error: {problem}\n")
+            err.write(f"soong-agent: error: {escape_terminal(problem)}\n")
             return EXIT_FAILED
     # with --output-schema stdout carries only the validated JSON; the streamed text goes to stderr
     printer = _Printer(err if schema is not None else out, err)
     try:
         runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
         return EXIT_FAILED
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
@@ -196,7 +197,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 output_schema=schema,
             )
         except AgentCoreError as exc:
-            err.write(f"soong-agent: error: {exc.message}\n")
+            err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
         consumer = asyncio.ensure_future(_consume(run, printer))

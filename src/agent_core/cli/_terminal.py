@@ -18,13 +18,14 @@ def escape_terminal(text: str, *, keep_newlines: bool = False) -> str:
     Use it for every model-, tool- or file-derived string printed to a terminal: carriage returns,
     ESC/CSI sequences, other C0/C1 controls, bidi overrides and other format characters can then
     neither move the cursor nor redraw what the user sees. Printable Unicode passes unchanged; with
-    ``keep_newlines`` a ``\\n`` stays a real line break (multi-line text such as an answer).
+    ``keep_newlines`` a ``\\n`` stays a real line break and a tab stays a tab (multi-line text such as
+    an answer).
     """
     if text.isprintable():
         return text
     parts: list[str] = []
     for char in text:
-        if char.isprintable() or (keep_newlines and char == "\n"):
+        if char.isprintable() or (keep_newlines and char in "\n\t"):
             parts.append(char)
         elif char in _NAMED_ESCAPES:
             parts.append(_NAMED_ESCAPES[char])

@@ -40,6 +40,8 @@ FailureKind = Literal["timeout", "exception", "invalid_decision"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
 ARGS_SUMMARY_LIMIT = 500
+ARGV_DISPLAY_LIMIT = 1 << 20
+"""Upper bound of the uncut summary measured for ``metadata.args_length``."""
 _ENV_MARKERS = ("<set>", "<unset>")
 
 
@@ -193,8 +195,20 @@ class PermissionGate:
                 "reasons": list(reasons),
                 "allow_for_session_available": allow_for_session_available,
                 **self._change_preview(facts),
+                **self._argument_display(arguments),
             },
         )
+
+    def _argument_display(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``args_length`` (characters of the uncut redacted summary, when ``args_summary`` was cut) and,
+        for a command call, ``argv``: the whole redacted argv, for prompts to show wrapped (issue 14 §7)."""
+        full = summarize_arguments(dict(arguments), self._redactor, limit=ARGV_DISPLAY_LIMIT)
+        shown: dict[str, Any] = {"args_length": len(full)} if len(full) > ARGS_SUMMARY_LIMIT else {}
+        argv = arguments.get("argv")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            redacted = redact_sensitive_keys(self._redactor.value(list(argv)))
+            shown["argv"] = [self._redactor.text(str(a)) for a in redacted]
+        return shown
 
     def _change_preview(self, facts: CallFacts) -> dict[str, Any]:
         """``diff`` (redacted unified diff), ``diff_created``, ``diff_omitted_lines`` of a write/edit
