@@ -69,6 +69,7 @@ async def list_sessions(manager: RunManager, limit: int | None) -> list[SessionS
                 mode=_mode(record),
                 status=runs[-1].status.value if runs else None,
                 run_count=len(runs),
+                active_node_id=record.active_node_id,
                 parent_session_id=record.parent_session_id,
                 created_at=record.created_at,
                 updated_at=record.updated_at,

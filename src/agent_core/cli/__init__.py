@@ -135,6 +135,32 @@ def _add_serve(sub: Any) -> None:
     serve.set_defaults(handler="agent_core.cli._serve:serve_command")
 
 
+def _add_chat(sub: Any) -> None:
+    chat = sub.add_parser(
+        "chat",
+        help="interactive multi-turn session on a project",
+        description="An interactive session: each line is a message to the agent (replies stream as they "
+        "arrive), lines starting with / are commands (/help lists them). Ctrl-C cancels a running reply; "
+        "Ctrl-D or /exit leaves. Input history: $SOONG_AGENT_HOME/chat_history.",
+    )
+    chat.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    resume = chat.add_mutually_exclusive_group()
+    resume.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    resume.add_argument(
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the most recently updated session of the project",
+    )
+    chat.add_argument(
+        "--orchestrator",
+        action="store_true",
+        help="new sessions run in orchestrator mode (Task board and workers)",
+    )
+    chat.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    chat.set_defaults(handler="agent_core.cli._chat:chat_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -144,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     sub.required = True
     _add_run(sub)
+    _add_chat(sub)
     _add_serve(sub)
     _add_schedule(sub)
     return parser

@@ -217,6 +217,8 @@ class SessionSummary(StrictModel):
 
 class InspectAgent(StrictModel):
     agent_id: str
+    active_node_id: str | None = None
+    """The leaf of the active path (``AgentRuntime.get_node_path`` gives the path)."""
     agent_type: str | None = None
     purpose: str | None = None
     agent_definition_id: str | None = None

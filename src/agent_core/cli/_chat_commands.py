@@ -1,0 +1,297 @@
+"""Slash commands of ``soong-agent chat`` (surfaces.md §1).
+
+Each command prints its result through the chat's printer; a bad argument or an unknown command prints
+one line and the prompt returns. Branch and fork use the SDK's node-tree operations
+(``AgentRuntime.switch_node`` / ``fork_session``); ``/usage`` sums the usage recorded on the session's
+runs (and the cost when the run reported one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agent_core.cli._chat_render import cut, safe
+
+if TYPE_CHECKING:
+    from agent_core.cli._chat import ChatSession
+
+Command = Callable[["ChatSession", list[str]], Awaitable[None]]
+HISTORY_TEXT_LIMIT = 160
+DEFAULT_SESSIONS = 10
+
+
+def _fmt_time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else str(value)
+
+
+async def _help(chat: ChatSession, args: list[str]) -> None:
+    lines = [f"  {usage:<24} {text}" for usage, text in HELP]
+    chat.printer.block(["Commands:", *lines, "Ctrl-C cancels a running reply; Ctrl-D or /exit leaves."])
+
+
+async def _new(chat: ChatSession, args: list[str]) -> None:
+    chat.session_id = None
+    chat.note(f"new session ({chat.mode} mode): it starts with your next message")
+
+
+async def _sessions(chat: ChatSession, args: list[str]) -> None:
+    limit = DEFAULT_SESSIONS
+    if args:
+        if not args[0].isdigit() or int(args[0]) < 1:
+            chat.printer.line(f"error: /sessions takes a positive number, not {safe(args[0])!r}")
+            return
+        limit = int(args[0])
+    runtime = await chat.ready()
+    sessions = await runtime.list_sessions(limit=limit)
+    if not sessions:
+        chat.note("no sessions in this project yet")
+        return
+    lines = []
+    for s in sessions:
+        mark = "*" if s.session_id == chat.session_id else " "
+        status = s.status or "-"
+        fork = f" (fork of {s.parent_session_id})" if s.parent_session_id else ""
+        title = cut(safe(s.title), 60) or "-"
+        lines.append(
+            f"{mark} {s.session_id}  {_fmt_time(s.updated_at)}  {s.mode:<12} {status:<10} {title}{fork}"
+        )
+    chat.printer.block(lines)
+
+
+async def _use(chat: ChatSession, args: list[str]) -> None:
+    if len(args) != 1:
+        chat.printer.line("error: usage: /use <session_id>")
+        return
+    runtime = await chat.ready()
+    found = next((s for s in await runtime.list_sessions() if s.session_id == args[0]), None)
+    if found is None:
+        chat.printer.line(f"error: unknown session {safe(args[0])!r} in this project (see /sessions)")
+        return
+    chat.session_id, chat.mode = found.session_id, found.mode
+    chat.note(f"using session {found.session_id} ({found.mode}): {safe(found.title) or '-'}")
+
+
+async def _active_path(chat: ChatSession) -> list[Any] | None:
+    runtime = await chat.ready()
+    if chat.session_id is None:
+        return None
+    summary = next((s for s in await runtime.list_sessions() if s.session_id == chat.session_id), None)
+    if summary is None or summary.active_node_id is None:
+        return []
+    return await runtime.get_node_path(summary.active_node_id)
+
+
+async def _history(chat: ChatSession, args: list[str]) -> None:
+    from agent_core.types.content import text_of
+
+    path = await _active_path(chat)
+    if not path:
+        chat.note("no messages yet in this session")
+        return
+    lines = []
+    for node in path:
+        if node.node_type != "message" or node.role not in ("user", "assistant"):
+            continue
+        if node.metadata.get("partial") or node.metadata.get("failed") or node.metadata.get("aborted"):
+            continue
+        text = cut(safe(text_of(node.content)), HISTORY_TEXT_LIMIT)
+        if not text:
+            continue
+        who = "you" if node.role == "user" else "assistant"
+        lines.append(f"{node.node_id}  {who:>9}: {text}")
+    chat.printer.block(lines or ["(no messages on the active path)"])
+
+
+async def _branch(chat: ChatSession, args: list[str]) -> None:
+    if len(args) != 1:
+        chat.printer.line("error: usage: /branch <node_id>  (node ids: /history)")
+        return
+    if chat.session_id is None:
+        chat.printer.line("error: no session yet: send a message first")
+        return
+    runtime = await chat.ready()
+    node = await runtime.switch_node(chat.session_id, args[0])
+    chat.note(f"active leaf is now {node.node_id} ({node.role}); your next message continues from it")
+
+
+async def _fork(chat: ChatSession, args: list[str]) -> None:
+    if len(args) != 1:
+        chat.printer.line("error: usage: /fork <node_id>  (node ids: /history)")
+        return
+    if chat.session_id is None:
+        chat.printer.line("error: no session yet: send a message first")
+        return
+    runtime = await chat.ready()
+    source = chat.session_id
+    chat.session_id = await runtime.fork_session(source, args[0])
+    chat.note(f"forked {source} at {args[0]} into session {chat.session_id} (now current)")
+
+
+async def _mode(chat: ChatSession, args: list[str]) -> None:
+    if len(args) != 1 or args[0] not in ("normal", "orchestrator"):
+        chat.printer.line(f"error: usage: /mode normal|orchestrator (current: {chat.mode})")
+        return
+    if args[0] == chat.mode:
+        chat.note(f"already in {chat.mode} mode")
+        return
+    chat.mode = "orchestrator" if args[0] == "orchestrator" else "normal"
+    if chat.session_id is not None:
+        chat.session_id = None
+        chat.note(f"{chat.mode} mode: a session keeps its mode, so your next message starts a new session")
+    else:
+        chat.note(f"{chat.mode} mode")
+
+
+async def _tasks(chat: ChatSession, args: list[str]) -> None:
+    if chat.session_id is None:
+        chat.note("no session yet")
+        return
+    runtime = await chat.ready()
+    replay = await runtime.replay_session(chat.session_id)
+    if not replay.tasks:
+        chat.note("no Tasks in this session (Tasks exist in orchestrator mode)")
+        return
+    lines = []
+    for view in replay.tasks:
+        task = view.task or {}
+        title = cut(safe(str(task.get("title") or task.get("goal") or "")), 80)
+        lines.append(f"{view.task_id or '-'}  {view.status or '-'}  {title}")
+        steps = task.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if isinstance(step, dict):
+                deps = ", ".join(str(d) for d in step.get("depends_on") or []) or "-"
+                name = cut(safe(str(step.get("title") or step.get("description") or "")), 70)
+                lines.append(
+                    f"    {step.get('step_id', '-')}  {step.get('status', '-')}  {name}  (after: {deps})"
+                )
+    chat.printer.block(lines)
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
+
+
+async def _usage(chat: ChatSession, args: list[str]) -> None:
+    if chat.session_id is None:
+        chat.note("no session yet")
+        return
+    runtime = await chat.ready()
+    replay = await runtime.replay_session(chat.session_id)
+    totals: dict[str, float] = {}
+    cost: float | None = None
+    for run in replay.runs:
+        usage = run.usage or {}
+        for key in _USAGE_KEYS:
+            value = usage.get(key)
+            if isinstance(value, int | float):
+                totals[key] = totals.get(key, 0) + value
+        run_cost = usage.get("cost_usd")
+        if isinstance(run_cost, int | float):
+            cost = (cost or 0.0) + float(run_cost)
+    parts = [
+        f"{key.removesuffix('_tokens').replace('_', ' ')} {int(totals[key])}"
+        for key in _USAGE_KEYS
+        if key in totals
+    ]
+    lines = [
+        f"session {chat.session_id}: {len(replay.runs)} run(s); tokens: {', '.join(parts) or 'none reported'}"
+    ]
+    lines.append(
+        f"cost: ${cost:.4f}"
+        if cost is not None
+        else "cost: - (set [model] price_input_per_mtok / price_output_per_mtok)"
+    )
+    if chat.last_usage:
+        last = ", ".join(f"{k} {v}" for k, v in chat.last_usage.items() if isinstance(v, int | float))
+        lines.append(f"last run: {last}")
+    limits = getattr(runtime._config.settings, "limits", None)
+    if limits is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in limits.model_dump().items() if v not in (None, 0))
+        lines.append(f"limits: {shown or 'none'}")
+    chat.printer.block(lines)
+
+
+async def _skills(chat: ChatSession, args: list[str]) -> None:
+    from agent_core.skills.catalog import SkillCatalog
+
+    runtime = await chat.ready()
+    catalog = SkillCatalog(runtime.home_dir)
+    catalog.refresh()
+    entries = catalog.entries()
+    if not entries:
+        chat.note(f"no skills (add *.md files under {safe(str(catalog.skills_dir))})")
+        return
+    chat.printer.block([f"{safe(e.name)}: {cut(safe(e.description), 100)}" for e in entries])
+
+
+async def _config(chat: ChatSession, args: list[str]) -> None:
+    from agent_core.config.profiles import resolve_purpose_model
+
+    runtime = await chat.ready()
+    config = runtime._config
+    model = resolve_purpose_model(config, "orchestrator" if chat.mode == "orchestrator" else "main")
+    chat.printer.block(
+        [
+            f"home:     {safe(str(config.home))}",
+            f"config:   {safe(str(config.config_path))}",
+            f"project:  {safe(str(config.project))}",
+            f"provider: {safe(model.provider)} ({safe(model.base_url)})",
+            f"model:    {safe(model.name)}",
+            f"mode:     {chat.mode}",
+            f"session:  {chat.session_id or '- (new session with the next message)'}",
+        ]
+    )
+
+
+async def _cancel(chat: ChatSession, args: list[str]) -> None:
+    chat.note("no run is active (Ctrl-C cancels a reply while it runs)")
+
+
+async def _exit(chat: ChatSession, args: list[str]) -> None:
+    chat.quit = True
+
+
+COMMANDS: dict[str, Command] = {
+    "/help": _help,
+    "/new": _new,
+    "/sessions": _sessions,
+    "/use": _use,
+    "/history": _history,
+    "/branch": _branch,
+    "/fork": _fork,
+    "/mode": _mode,
+    "/tasks": _tasks,
+    "/usage": _usage,
+    "/skills": _skills,
+    "/config": _config,
+    "/cancel": _cancel,
+    "/exit": _exit,
+    "/quit": _exit,
+}
+
+HELP = (
+    ("/help", "this list"),
+    ("/new", "start a new session with the next message"),
+    ("/sessions [n]", "the n most recent sessions of this project (default 10)"),
+    ("/use <session_id>", "continue another session"),
+    ("/history", "messages of the active path, with their node ids"),
+    ("/branch <node_id>", "make that node the active leaf (the next message branches from it)"),
+    ("/fork <node_id>", "copy the path to that node into a new session and switch to it"),
+    ("/mode normal|orchestrator", "mode of the next new session"),
+    ("/tasks", "the Task board of this session"),
+    ("/usage", "tokens, cost and limits of this session"),
+    ("/skills", "available skills"),
+    ("/config", "resolved home, project, provider and model"),
+    ("/cancel", "cancel the running reply (Ctrl-C does the same)"),
+    ("/exit, /quit", "leave (also Ctrl-D)"),
+)
+
+
+async def run_command(chat: ChatSession, line: str) -> None:
+    """Runs one slash command line; an unknown command prints a one-line error."""
+    name, *args = line.split()
+    command = COMMANDS.get(name.lower())
+    if command is None:
+        chat.printer.line(f"error: unknown command {safe(name)!r} (type /help for the list)")
+        return
+    await command(chat, args)

@@ -1,0 +1,116 @@
+"""Line input for ``soong-agent chat``: prompt_toolkit on a terminal, plain lines otherwise.
+
+Why prompt_toolkit (not readline): it is asyncio-native (``prompt_async`` runs on the chat's event loop
+while runs, permission callbacks and child streams share that loop), gives line editing and a persistent
+history file without touching the process-wide readline state, and works under a pseudo-terminal
+(pexpect). It is imported only when stdin and the prompt stream are terminals.
+
+Contracts of :class:`LineInput`:
+
+- ``read(prompt)`` returns the line (without its newline), ``None`` at end of input (Ctrl-D on an empty
+  line, EOF), and raises :class:`KeyboardInterrupt` for Ctrl-C.
+- ``history=True`` lines go to ``${SOONG_AGENT_HOME}/chat_history`` (mode 0600); answers to permission
+  prompts never do.
+- Plain mode writes the prompt to ``prompt_out`` and reads stdin lines; Ctrl-C arrives as SIGINT and is
+  delivered through :meth:`PlainInput.interrupt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from agent_core.cli._terminal import Output, StdinLines
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
+HISTORY_FILE = "chat_history"
+
+
+class LineInput(Protocol):
+    interactive: bool
+
+    async def read(self, prompt: str, *, history: bool = True) -> str | None: ...
+
+    def interrupt(self) -> None: ...
+
+
+class TerminalInput:
+    """prompt_toolkit sessions (one with the history file, one without) on the terminal."""
+
+    interactive = True
+
+    def __init__(self, home: Path, stdin: TextIO, prompt_out: TextIO) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.input import create_input
+        from prompt_toolkit.output import create_output
+
+        path = home / HISTORY_FILE
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.close(fd)
+        io: dict[str, Any] = {"input": create_input(stdin), "output": create_output(prompt_out)}
+        self._lines: PromptSession[str] = PromptSession(history=FileHistory(str(path)), **io)
+        self._answers: PromptSession[str] = PromptSession(history=InMemoryHistory(), **io)
+
+    async def read(self, prompt: str, *, history: bool = True) -> str | None:
+        session = self._lines if history else self._answers
+        try:
+            return await session.prompt_async(prompt, handle_sigint=False)
+        except EOFError:
+            return None
+
+    def interrupt(self) -> None:  # Ctrl-C at the prompt is a key press (raw mode), not a signal
+        return None
+
+
+class PlainInput:
+    """Stdin lines (a pipe or a file) with the prompt written to ``prompt_out``."""
+
+    interactive = False
+
+    def __init__(self, stdin: TextIO | None, prompt_out: Output) -> None:
+        self._lines = StdinLines(stdin)
+        self._out = prompt_out
+        self._interrupted: asyncio.Event | None = None
+
+    async def read(self, prompt: str, *, history: bool = True) -> str | None:
+        self._out.write(prompt)
+        if self._interrupted is None:
+            self._interrupted = asyncio.Event()
+        self._interrupted.clear()
+        reading = asyncio.ensure_future(self._lines.readline(24 * 3600.0))
+        interrupted = asyncio.ensure_future(self._interrupted.wait())
+        try:
+            await asyncio.wait({reading, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            interrupted.cancel()
+        if not reading.done():
+            reading.cancel()
+            self._out.write("\n")
+            raise KeyboardInterrupt
+        answered, line = reading.result()
+        if line is None:
+            self._out.write("\n")
+            return None
+        return line if answered else ""
+
+    def interrupt(self) -> None:
+        if self._interrupted is not None:
+            self._interrupted.set()
+
+
+def open_input(home: Path, stdin: TextIO | None, prompt_out: Output) -> LineInput:
+    """:class:`TerminalInput` when stdin and the prompt stream are terminals, else :class:`PlainInput`."""
+    try:
+        tty = stdin is not None and stdin.isatty() and prompt_out.stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    if tty and stdin is not None:
+        return TerminalInput(home, stdin, prompt_out.stream)
+    return PlainInput(stdin, prompt_out)
