@@ -137,10 +137,18 @@ async def background_config(
     base = await base_tokens(env, extra, setup=setup)
     window = base + 3000
     compact = {"reserve_tokens": window - (base + 470), "keep_recent_tokens": 200}
-    return deep_merge(extra or {}, {"model": {"context_window": window}, "compact": compact})
+    # the blob turns repeat one call and result on purpose: loop detection (issue 19) stays out of the way
+    limits = {"repeat_tool_call_limit": 1000}
+    return deep_merge(
+        extra or {}, {"model": {"context_window": window}, "compact": compact, "limits": limits}
+    )
 
 
 async def recovery_config(env: SoongEnv, **compact: Any) -> dict[str, Any]:
     """Background compaction off; a non-system budget of ~3270 tokens (window = base + 4300)."""
     base = await base_tokens(env, setup=register_blob)
-    return {"model": {"context_window": base + 4300}, "compact": {"auto_background": False, **compact}}
+    return {
+        "model": {"context_window": base + 4300},
+        "compact": {"auto_background": False, **compact},
+        "limits": {"repeat_tool_call_limit": 1000},  # identical blob calls on purpose (issue 19)
+    }

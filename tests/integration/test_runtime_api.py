@@ -172,6 +172,8 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
         "prompt_too_long",
         "max_output_tokens_recovery",
         "failed",
+        "limit_reached",  # surfaces.md §4
+        "loop_detected",
     }
     assert RunStatus.completed == "completed" and EndReason.max_turns == "max_turns"
     assert len(EventType) == 70 and EventType("run_completed") == "run_completed"
@@ -340,7 +342,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         datetime | None,
     )
     handle: dict[str, list[tuple[str, Any]]] = {
-        "events": [("self", E), ("debug", False)],
+        "events": [("self", E), ("debug", False), ("include_children", False)],
         "cancel": [("self", E)],
         "inspect_child": [("self", E), ("child_run_id", E), ("include_sensitive", False)],
         "child_events": [("self", E), ("child_run_id", E), ("debug", False)],

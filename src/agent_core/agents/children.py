@@ -260,6 +260,7 @@ class ChildLauncher:
         state.extras["recorder"] = self.manager.recorder_for(state, cursor, root_agent=False)
         state.extras["model"] = prepared.model
         state.extras["child_launcher"] = self
+        state.extras["parent_tool_call_id"] = spec.tool_call_id
         state.extras[AGENT_DEFINITION_BLOCK] = self.registry.definition_block(spec.definition)
         parent.children[run_id] = state
         session.live_runs[run_id] = state

@@ -52,9 +52,14 @@ class RunHandle:
     def error(self) -> ErrorPayload | None:
         return self._state.error
 
-    def events(self, debug: bool = False) -> AsyncIterator[RuntimeEvent]:
-        """The run's live events (user-visible only unless ``debug``); ends after the terminal event."""
-        return self._state.channel.subscribe(debug=debug)
+    def events(self, debug: bool = False, include_children: bool = False) -> AsyncIterator[RuntimeEvent]:
+        """The run's live events (user-visible only unless ``debug``); ends after the terminal event.
+
+        With ``include_children`` the stream also carries the live events of every descendant run (sub,
+        fork, worker, compaction), as :class:`~agent_core.types.runtime.NestedRuntimeEvent` tagged with
+        ``run_id``, ``agent_id``, ``parent_run_id`` and ``parent_tool_call_id`` (the agent-tool call that
+        started the emitting run), in the order they happen; ``child_events()`` is unchanged."""
+        return self._state.channel.subscribe(debug=debug, include_children=include_children)
 
     async def cancel(self) -> CancelResult:
         """Cancels the whole run; waits at most ``runtime.cancel_timeout_ms`` for it to stop."""

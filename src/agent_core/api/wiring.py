@@ -124,6 +124,10 @@ async def open_services(
 
             install_memory(manager)
         await install_compaction(manager)
+        if settings.telemetry.enabled:  # OpenTelemetry is imported only when traces are on
+            from agent_core.telemetry import install as install_telemetry
+
+            install_telemetry(manager)
         return manager
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry

@@ -59,6 +59,7 @@ class EventChannel:
         "_closed",
         "_consumer",
         "_consumer_seen",
+        "_include_children",
         "_merged",
         "_space",
         "_subscribed",
@@ -72,6 +73,7 @@ class EventChannel:
         self._consumer = False
         self._consumer_seen = False
         self._closed = False
+        self._include_children = False
         self._merged: dict[int, list[str]] = {}
         """Text parts merged into a queued delta (keyed by the queued event's id), joined at delivery so
         coalescing stays linear in the text length however far the consumer lags."""
@@ -82,6 +84,11 @@ class EventChannel:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def wants_children(self) -> bool:
+        """Whether the current consumer asked for child runs' events (``subscribe(include_children=True)``)."""
+        return self._include_children and self._subscribed
 
     def _accepting(self) -> bool:
         return self._subscribed or (self._buffer_before_subscribe and not self._consumer_seen)
@@ -129,13 +136,16 @@ class EventChannel:
         self._wake.set()
         self._space.set()
 
-    def subscribe(self, *, debug: bool = False) -> AsyncIterator[RuntimeEvent]:
+    def subscribe(
+        self, *, debug: bool = False, include_children: bool = False
+    ) -> AsyncIterator[RuntimeEvent]:
         if self._consumer:
             raise AgentCoreError(
                 ErrorCode.validation_error, "this run's event stream already has an active consumer"
             )
         self._consumer = True
         self._subscribed = True
+        self._include_children = include_children
         return self._iterate(debug)
 
     async def _iterate(self, debug: bool) -> AsyncIterator[RuntimeEvent]:
@@ -158,6 +168,7 @@ class EventChannel:
                 await self._wake.wait()
         finally:
             self._subscribed = False
+            self._include_children = False
             self._consumer = False
             self._consumer_seen = True
             self._buffer.clear()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ class RunRecorder:
         root_agent: bool,
         counter: TokenCounter = DEFAULT_COUNTER,
         observers: Sequence[Callable[[RuntimeEvent], None]] = (),
+        forward: Callable[[RuntimeEvent], Awaitable[None]] | None = None,
     ) -> None:
         self.storage = storage
         self.artifacts = artifacts
@@ -65,6 +66,8 @@ class RunRecorder:
         self.root_agent = root_agent
         self.counter = counter
         self.observers = list(observers)
+        self.forward = forward
+        """Delivers a child run's events to its ancestors' streams (``events(include_children=True)``)."""
         self._lock = asyncio.Lock()
         self._pending_context: list[tuple[str, ContextNodeDraft]] = []
         self.written_node_ids: list[str] = []
@@ -164,6 +167,8 @@ class RunRecorder:
             for observer in self.observers:
                 observer(event)
             await self.channel.push(event)
+            if self.forward is not None:
+                await self.forward(event)
 
     # ---- nodes --------------------------------------------------------------------------------
     async def write_node(

@@ -23,6 +23,7 @@ from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
 from agent_core.loop.spec import CompactionHooks, NoCompaction
+from agent_core.runtime._nested import child_forwarder
 from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core.runtime.prompt import (
     DynamicSource,
@@ -48,7 +49,7 @@ from agent_core.types.enums import (
     SessionStatus,
 )
 from agent_core.types.model import SystemBlock
-from agent_core.types.runtime import CancelResult, UserMessage
+from agent_core.types.runtime import CancelResult, RuntimeEvent, UserMessage
 from agent_core.types.storage import AgentRecord, RunRecord, SessionRecord
 
 log = logging.getLogger("agent_core.runtime")
@@ -85,6 +86,8 @@ class RunManager:
         """Async callbacks at the end of :meth:`close` (runs stopped, storage still open)."""
         self.before_root_run: list[Callable[[RunState], Awaitable[None]]] = []
         """Async callbacks when a root run starts, before its loop (e.g. restoring the session's Tasks)."""
+        self.event_observers: list[Callable[[RuntimeEvent], None]] = []
+        """Sync observers of every delivered event of every run (telemetry spans); must not raise."""
 
     # ---- sessions ---------------------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionState:
@@ -282,6 +285,8 @@ class RunManager:
             redactor=self.services.redactor,
             root_agent=root_agent,
             counter=self.services.counter,
+            observers=self.event_observers,
+            forward=child_forwarder(state) if state.parent is not None else None,
         )
 
     @staticmethod

@@ -64,6 +64,14 @@ class RuntimeEvent(StrictModel):
     created_at: datetime = Field(default_factory=utc_now)
 
 
+class NestedRuntimeEvent(RuntimeEvent):
+    """A descendant run's live event on an ancestor's ``events(include_children=True)`` stream."""
+
+    parent_run_id: str | None = None
+    parent_tool_call_id: str | None = None
+    """The parent's agent-tool call that started the emitting run (``None`` for compaction forks)."""
+
+
 class AgentDefinition(StrictModel):
     agent_definition_id: str
     name: str
