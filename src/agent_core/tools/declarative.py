@@ -44,6 +44,7 @@ from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.redaction import Redactor
+from agent_core.tools._sandbox import sandboxed_argv
 from agent_core.tools.adapter import Preflight
 from agent_core.tools.command import (
     CommandOutcome,
@@ -56,7 +57,7 @@ from agent_core.tools.command import (
 )
 from agent_core.tools.context import ToolContext
 from agent_core.tools.normalize import error_result
-from agent_core.tools.paths import resolve_path, within_roots, write_roots
+from agent_core.tools.paths import resolve_dir, resolve_path, within_roots, write_roots
 from agent_core.tools.registry import CANONICAL_NAME, RESERVED_USER_NAMESPACES, ToolRegistry
 from agent_core.tools.schema import check_schema
 from agent_core.types.base import StrictModel
@@ -430,8 +431,15 @@ class DeclarativeToolsAdapter:
             "run_id": ctx.run_id,
             "project_dir": str(ctx.project_dir),
         }
-        outcome = await run_process(
+        argv = sandboxed_argv(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
             plan.argv,
+            cwd=plan.cwd,
+            settings=self._settings,
+            project=resolve_dir(ctx.project_dir),
+            soong_home=resolve_dir(ctx.home_dir),
+        )
+        outcome = await run_process(
+            argv,
             cwd=plan.cwd,
             env=plan.env,
             stdin_data=_compact(request).encode("utf-8"),

@@ -77,7 +77,7 @@ class CodeToolsAdapter:
             SearchTool(rg),
             WriteFileTool(),
             EditFileTool(),
-            RunCommandTool(settings.tools, self.redactor),
+            RunCommandTool(settings.tools, self.redactor, settings),
         ]
         self._tools: dict[str, CodeTool] = {tool.name: tool for tool in tools}
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_core.config.schema import ToolsSection
+from agent_core.config.schema import Settings, ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor
+from agent_core.tools._sandbox import sandboxed_argv
 from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import Args, ToolEnv, failure, invalid, object_schema, ok
 from agent_core.tools.command import (
@@ -119,9 +120,11 @@ def _redacted(capture: StreamCapture, redactor: Redactor) -> StreamCapture:
 class RunCommandTool:
     name = NAME
 
-    def __init__(self, tools: ToolsSection, redactor: Redactor) -> None:
+    def __init__(self, tools: ToolsSection, redactor: Redactor, settings: Settings | None = None) -> None:
         self.tools = tools
         self.redactor = redactor
+        self.settings = settings
+        """Full settings for ``tools.sandbox`` (network policy); ``None`` means no sandbox."""
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -183,8 +186,13 @@ class RunCommandTool:
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         plan = plan_command(call.arguments, env)
+        argv = [str(plan.executable), *plan.argv[1:]]
+        if self.settings is not None:  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
+            argv = sandboxed_argv(
+                argv, cwd=plan.cwd, settings=self.settings, project=env.project, soong_home=env.soong_home
+            )
         outcome = await run_process(
-            [str(plan.executable), *plan.argv[1:]],
+            argv,
             cwd=plan.cwd,
             env=plan.env,
             timeout_ms=plan.timeout_ms,
