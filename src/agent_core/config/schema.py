@@ -311,12 +311,34 @@ class NetworkPolicy(StrictModel):
     allowed_domains: list[str] = Field(default_factory=list)
 
 
+class PermissionRule(StrictModel):
+    """One ``[[permissions.rules]]`` entry (issue 14 §9): ``tool`` (exact name or ``fnmatch`` glob such as
+    ``code.*``), at most one of ``argv_prefix`` (command calls whose argv starts with it; a bare first
+    element matches only a bare ``argv[0]`` looked up on the allowlisted PATH) and ``path`` (``fnmatch``
+    glob on the resolved target path; ``~`` and ``<project>`` expanded), and the ``decision``."""
+
+    tool: str = Field(min_length=1)
+    argv_prefix: list[str] | None = Field(default=None, min_length=1)
+    path: str | None = Field(default=None, min_length=1)
+    decision: Literal["allow", "deny", "confirm"]
+
+    @model_validator(mode="after")
+    def _one_matcher(self) -> PermissionRule:
+        if self.argv_prefix is not None and self.path is not None:
+            raise ValueError("a permission rule takes argv_prefix or path, not both")
+        if self.argv_prefix is not None and any(not a or "\x00" in a for a in self.argv_prefix):
+            raise ValueError("argv_prefix entries must be non-empty strings without NUL")
+        return self
+
+
 class PermissionsSection(StrictModel):
     readonly_default: Literal["allow", "confirm"] = "allow"
     write_without_callback: Literal["deny"] = "deny"
     remember_scope: Literal["session"] = "session"
     allow_for_session_enabled: bool = True
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    rules: list[PermissionRule] = Field(default_factory=list)
+    """Checked in front of the default policy; ``deny`` wins over ``confirm`` wins over ``allow``."""
 
 
 class HooksSection(StrictModel):
@@ -367,6 +389,8 @@ class ToolsSection(StrictModel):
     )
     network: ToolsNetwork = Field(default_factory=ToolsNetwork)
     mcp: ToolsMcp = Field(default_factory=ToolsMcp)
+    sandbox: Literal["off", "bwrap"] = "off"
+    """``bwrap``: ``code.run_command`` and declarative tools run inside bubblewrap (issue 14 §8)."""
 
     @field_validator("overrides")
     @classmethod
