@@ -169,9 +169,9 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
                 if step.error is not None:
                     step.error = step.error.redacted_copy(spec.redactor)
                 return step
-            if step == "retry":
+            if step == "retry" and state.final is None:  # the limits' final call gets no retry
                 continue
-            if step == "accepted":  # an answered ``output`` call runs no tool
+            if step != "tools":  # an answered ``output`` call runs no tool
                 completed = completed.model_copy(update={"tool_calls": []})
         if state.final is not None:
             if completed.tool_calls:  # tools were not offered: nothing runs, the run has no answer
