@@ -254,3 +254,42 @@ def test_piped_output_has_no_escape_codes(
     assert completed.stderr.count("> ") >= 5  # the prompt goes to stderr when stdout is not a terminal
     assert (soong_env.project / "a.txt").read_text() == "new\n"
     assert json.loads(json.dumps(completed.stdout))  # text only
+
+
+def test_child_agent_activity_is_indented_under_its_tool_call(
+    chat: list[ChatTerminal], soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    from tests.fixtures.multi_agent import child_json
+
+    soong_env.write_project("readme.md", "hello\n")
+    scripted_ollama.handler(
+        TurnScript(
+            lambda r: [("create_sub_agent", {"task": "list the project"})],
+            lambda r: [("list_dir", {"path": "."})],
+            reply(child_json("one file: readme.md")),
+            reply("The child found one file."),
+        )
+    )
+    term = start(chat, soong_env)
+    term.say("delegate")
+    lines = term.lines()
+    parent = next(i for i, line in enumerate(lines) if line.startswith("• agent.create_sub_agent"))
+    child_tool = next(i for i, line in enumerate(lines) if "• code.list_dir" in line)
+    done = next(i for i, line in enumerate(lines) if line.startswith("  └ agent.create_sub_agent ok"))
+    assert parent < child_tool < done
+    assert lines[child_tool].startswith("    • code.list_dir")  # indented under the parent's call
+    assert any(line.startswith("  [agent ") for line in lines[parent:done])
+    assert "The child found one file." in term.text()
+    term.send_line("/exit")
+    assert term.finish() == 0
+
+
+def test_missing_config_is_a_one_line_startup_error(soong_env: SoongEnv) -> None:
+    term = ChatTerminal(["--path", str(soong_env.project)])
+    try:
+        assert term.finish() == 1
+    finally:
+        term.close()
+    text = plain(term.raw)
+    assert str(soong_env.config_path) in text and "Traceback" not in text
+    assert not soong_env.config_path.exists()

@@ -24,7 +24,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from agent_core.cli._chat_input import LineInput, open_input
+from agent_core.cli._chat_input import LineInput, chat_home, open_input
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
@@ -49,6 +49,8 @@ class ChatSession:
         self.stdin = stdin
         self.mode: Mode = mode
         self.session_id: str | None = None
+        self.path: str | None = None
+        """``--path`` (the project)."""
         self.runtime: AgentRuntime | None = None
         self.opening: asyncio.Future[Any] | None = None
         self.terminal = wants_color(out.stream)
@@ -62,10 +64,30 @@ class ChatSession:
         self.quit = False
 
     # ---- runtime ------------------------------------------------------------------------------
+    def start_opening(self, path: str | None) -> asyncio.Future[Any]:
+        """Starts importing, constructing and opening the runtime (at most once)."""
+        if self.opening is None:
+            self.opening = asyncio.ensure_future(self._open(path))
+        return self.opening
+
+    async def _open(self, path: str | None) -> None:
+        def construct() -> AgentRuntime:  # the imports and config loading run off the event loop
+            from agent_core.api.runtime import AgentRuntime
+
+            return AgentRuntime(project_dir=path, permission_callback=self.ask)
+
+        try:
+            self.runtime = await asyncio.to_thread(construct)
+            await self.runtime.__aenter__()  # opens storage, hooks, MCP catalog, ...
+        except BaseException:
+            if self.input is not None:
+                self.input.abort()  # the prompt ends; chat_command reports the error
+            raise
+
     async def ready(self) -> AgentRuntime:
         """The open runtime (waits for the background open started at startup)."""
-        assert self.runtime is not None and self.opening is not None
-        await self.opening
+        await self.start_opening(self.path)
+        assert self.runtime is not None
         return self.runtime
 
     def note(self, text: str) -> None:
@@ -153,30 +175,18 @@ class ChatSession:
             self.printer.line("[cancelled]")
 
     async def _consume(self, run: RunHandle) -> None:
-        children: list[asyncio.Task[None]] = []
-        try:
-            async for event in run.events():
-                self.printer.handle(event)
-                kind = event.event_type.value
-                if kind == "child_agent_created" and event.payload.get("child_run_id"):
-                    children.append(
-                        asyncio.ensure_future(self._child(run, str(event.payload["child_run_id"])))
-                    )
-                elif kind == "run_completed":
-                    self.last_usage = dict(event.payload.get("usage") or {}) or None
-        finally:
-            for task in children:
-                task.cancel()
-            await asyncio.gather(*children, return_exceptions=True)
-
-    async def _child(self, run: RunHandle, child_run_id: str) -> None:
-        from agent_core.errors import AgentCoreError
-
-        try:
-            async for event in run.child_events(child_run_id):
-                self.printer.handle(event, depth=2)
-        except AgentCoreError:
-            return
+        """The run's events and, indented under the tool call that started them, its descendants'."""
+        depth: dict[str, int] = {run.run_id: 0}
+        async for event in run.events(include_children=True):
+            level = 0
+            if event.run_id is not None and event.run_id != run.run_id:
+                parent = getattr(event, "parent_run_id", None)
+                level = depth.setdefault(event.run_id, depth.get(parent or "", 0) + 2)
+                if event.event_type.value.startswith("message_delta"):
+                    continue  # a child's reply is shown once, when its message completes
+            self.printer.handle(event, depth=level)
+            if level == 0 and event.event_type.value == "run_completed":
+                self.last_usage = dict(event.payload.get("usage") or {}) or None
 
     def _plain_sigint(self, loop: asyncio.AbstractEventLoop) -> None:
         """Without a terminal, Ctrl-C at the prompt arrives as SIGINT: route it to the line reader."""
@@ -253,30 +263,41 @@ async def _resume(chat: ChatSession, args: argparse.Namespace) -> bool:
 
 async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent chat``; returns the exit status."""
-    from agent_core.api.runtime import AgentRuntime
-    from agent_core.errors import AgentCoreError
-
     chat = ChatSession(out, err, stdin, "orchestrator" if args.orchestrator else "normal")
+    chat.path = args.path
+    chat.input = open_input(chat_home(), stdin, chat.prompt_out)
+
+    def open_runtime() -> None:
+        chat.start_opening(args.path)
+
+    chat.input.on_first_prompt = open_runtime
+    failed = False
     try:
-        chat.runtime = AgentRuntime(project_dir=args.path, permission_callback=chat.ask)
-    except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
-        return EXIT_FAILED
-    runtime = chat.runtime
-    chat.opening = asyncio.ensure_future(runtime.__aenter__())
-    try:
-        chat.input = open_input(runtime.home_dir, stdin, chat.prompt_out)
         if args.session_id or args.continue_:
-            await chat.opening
+            await chat.start_opening(args.path)
         if not await _resume(chat, args):
             return EXIT_FAILED
         await chat.loop()
-    except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+    except Exception as exc:
+        failed = _report(err, exc)
         return EXIT_FAILED
     finally:
         chat.printer.end_reply()
-        with contextlib.suppress(Exception):
-            await chat.opening
-        await runtime.close()
-    return EXIT_OK
+        if chat.opening is not None:
+            try:
+                await chat.opening
+            except Exception as exc:
+                failed = failed or _report(err, exc)
+        if chat.runtime is not None:
+            await chat.runtime.close()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _report(err: Output, exc: Exception) -> bool:
+    """Prints a startup/runtime error (an ``AgentCoreError`` as one line); returns True."""
+    from agent_core.errors import AgentCoreError
+
+    if not isinstance(exc, AgentCoreError):
+        raise exc
+    err.write(f"soong-agent: error: {exc.message}\n")
+    return True

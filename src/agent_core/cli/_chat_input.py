@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -33,10 +34,34 @@ HISTORY_FILE = "chat_history"
 
 class LineInput(Protocol):
     interactive: bool
+    on_first_prompt: Callable[[], None] | None
+    """Called (once, soon after) when the first prompt has been drawn."""
 
     async def read(self, prompt: str, *, history: bool = True) -> str | None: ...
 
     def interrupt(self) -> None: ...
+
+    def abort(self) -> None:
+        """Ends the prompt being shown (``read`` returns ``None``), e.g. when the runtime failed to open."""
+        ...
+
+
+def chat_home() -> Path:
+    """``$SOONG_AGENT_HOME`` or ``~/.soong-agent`` (config.loader.resolve_home, without importing the
+    config models before the first prompt)."""
+    return Path(os.environ.get("SOONG_AGENT_HOME") or Path.home() / ".soong-agent").expanduser()
+
+
+def _first_prompt_hook(owner: Any) -> Callable[[], None] | None:
+    callback, owner.on_first_prompt = owner.on_first_prompt, None
+    if callback is None:
+        return None
+    loop = asyncio.get_running_loop()
+
+    def soon() -> None:
+        loop.call_soon(callback)
+
+    return soon
 
 
 class TerminalInput:
@@ -57,16 +82,26 @@ class TerminalInput:
         io: dict[str, Any] = {"input": create_input(stdin), "output": create_output(prompt_out)}
         self._lines: PromptSession[str] = PromptSession(history=FileHistory(str(path)), **io)
         self._answers: PromptSession[str] = PromptSession(history=InMemoryHistory(), **io)
+        self._aborted = False
+        self.on_first_prompt: Callable[[], None] | None = None
 
     async def read(self, prompt: str, *, history: bool = True) -> str | None:
         session = self._lines if history else self._answers
+        if self._aborted:
+            return None
         try:
-            return await session.prompt_async(prompt, handle_sigint=False)
+            return await session.prompt_async(prompt, handle_sigint=False, pre_run=_first_prompt_hook(self))
         except EOFError:
             return None
 
     def interrupt(self) -> None:  # Ctrl-C at the prompt is a key press (raw mode), not a signal
         return None
+
+    def abort(self) -> None:
+        self._aborted = True
+        for session in (self._lines, self._answers):
+            if session.app.is_running:
+                session.app.exit(exception=EOFError())
 
 
 class PlainInput:
@@ -78,9 +113,16 @@ class PlainInput:
         self._lines = StdinLines(stdin)
         self._out = prompt_out
         self._interrupted: asyncio.Event | None = None
+        self._aborted = False
+        self.on_first_prompt: Callable[[], None] | None = None
 
     async def read(self, prompt: str, *, history: bool = True) -> str | None:
+        if self._aborted:
+            return None
         self._out.write(prompt)
+        shown = _first_prompt_hook(self)
+        if shown is not None:
+            shown()
         if self._interrupted is None:
             self._interrupted = asyncio.Event()
         self._interrupted.clear()
@@ -93,6 +135,8 @@ class PlainInput:
         if not reading.done():
             reading.cancel()
             self._out.write("\n")
+            if self._aborted:
+                return None
             raise KeyboardInterrupt
         answered, line = reading.result()
         if line is None:
@@ -103,6 +147,10 @@ class PlainInput:
     def interrupt(self) -> None:
         if self._interrupted is not None:
             self._interrupted.set()
+
+    def abort(self) -> None:
+        self._aborted = True
+        self.interrupt()
 
 
 def open_input(home: Path, stdin: TextIO | None, prompt_out: Output) -> LineInput:

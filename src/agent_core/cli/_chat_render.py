@@ -242,6 +242,8 @@ class ChatPrinter:
     def _child(self, kind: str, p: dict[str, Any], depth: int) -> None:
         if kind.startswith("tool_"):
             self._tool(kind, p, depth)
+        elif kind.startswith(("child_agent_", "worker_dispatch")):
+            self._agent(kind, p, depth)
         elif kind == "message_completed" and p.get("role", "assistant") == "assistant":
             text = cut(safe(str(p.get("text") or "")), CHILD_TEXT_LIMIT)
             if text:
