@@ -197,3 +197,37 @@ async def test_output_call_mixed_with_other_tools_is_not_the_answer(tmp_path: Pa
         b.tool_call_id for m in model.requests[2].messages for b in m.content if b.type == "tool_result"
     }
     assert {c.tool_call_id for c in calls} == answered  # type: ignore[attr-defined]
+
+
+async def test_output_in_the_limits_final_answer_call(tmp_path: Path) -> None:
+    """A tool-call limit ends tool use; the final no-tools call may still answer through ``output``."""
+    from agent_core.testing import CallTool, ModelReply
+
+    def reply(request: ModelRequest) -> ModelReply:
+        names = {t.name for t in request.tools}
+        if names == {"output"}:  # the final call: only the output contract is left
+            return ModelReply(tool_calls=[CallTool("output", {"a": 7, "b": []})])
+        return ModelReply(tool_calls=[CallTool("code.list_dir", {"path": "."})])
+
+    model = FunctionModel(reply)
+    config = {"limits": {"max_tool_calls": 1, "repeat_tool_call_limit": 5}}
+    async with open_runtime(model, project_dir=tmp_path, config=config) as rt:
+        run = await rt.start("go", output_schema=Pair)
+        await run.wait()
+    assert [t.name for t in model.requests[-1].tools] == ["output"]
+    assert run.status == RunStatus.completed, run.error
+    assert await run.output() == Pair(a=7, b=[])
+
+
+def test_public_surface_of_the_kit_and_cold_start() -> None:
+    import subprocess
+    import sys
+
+    import agent_core.testing as kit
+
+    assert set(kit.__all__) <= set(vars(kit)), "every exported name exists"
+    for name in ("FunctionModel", "TestModel", "ScriptedServer", "record", "replay", "open_runtime"):
+        assert name in kit.__all__
+    code = "import sys, agent_core; print('agent_core.testing' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"  # importing agent_core does not pull the kit in
