@@ -1,8 +1,9 @@
-"""Scripted provider servers (public via ``agent_core.testing``): real HTTP/1.1 servers on 127.0.0.1 that speak the OpenAI
-Chat Completions SSE, Anthropic Messages SSE and Ollama ``/api/chat`` NDJSON wire formats.
+"""Scripted provider servers (public via ``agent_core.testing``): real HTTP/1.1 servers on 127.0.0.1 that
+speak the OpenAI Chat Completions SSE, Anthropic Messages SSE and Ollama ``/api/chat`` NDJSON wire formats.
 
 Each server runs its own event loop on a background thread, so it serves in-process async clients and
-subprocesses alike. This module does not depend on pytest (the fixtures live in ``scripted_fixtures``)::
+subprocesses alike. It binds 127.0.0.1 only, on a free port. No pytest dependency; wrap it in a fixture
+that calls ``stop()`` and ``verify()`` (this project's are in ``tests/fixtures/scripted_fixtures.py``)::
 
     with ScriptedOpenAIServer() as server:
         server.enqueue(stream(OpenAIWire.text_stream("Hel", "lo")))
