@@ -48,14 +48,14 @@ def start(started: list[ChatTerminal], env: SoongEnv, *args: str) -> ChatTermina
 def test_two_turns_in_one_session_second_request_carries_the_first(
     chat: list[ChatTerminal], soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
-    scripted_ollama.handler(
-        TurnScript(reply("Hello **there**.\n\nA second paragraph."), reply("Again, yes."))
-    )
+    first_reply = "Hello **there**.\n\nA second paragraph \x1b[2J\x1b]0;pwned\x07."
+    scripted_ollama.handler(TurnScript(reply(first_reply), reply("Again, yes.")))
     term = start(chat, soong_env)
     assert term.at_prompt("> ")
     term.say("first question")
     assert "Hello there." in term.text() and "**" not in term.text()  # Markdown rendered
-    assert "A second paragraph." in term.text()
+    assert "A second paragraph \\x1b[2J\\x1b]0;pwned\\x07." in term.text()  # escaped, not obeyed
+    assert b"\x1b]0;pwned" not in term.raw
     term.say("second question")
     assert "Again, yes." in term.text()
     term.send_line("/exit")
@@ -64,7 +64,7 @@ def test_two_turns_in_one_session_second_request_carries_the_first(
     assert messages(first) == [("user", "first question")]
     assert messages(second)[:2] == [
         ("user", "first question"),
-        ("assistant", "Hello **there**.\n\nA second paragraph."),
+        ("assistant", first_reply),
     ]
     assert messages(second)[-1] == ("user", "second question")
     (session,) = rows(soong_env, "SELECT session_id FROM sessions")

@@ -52,7 +52,7 @@ async def _sessions(chat: ChatSession, args: list[str]) -> None:
         mark = "*" if s.session_id == chat.session_id else " "
         status = s.status or "-"
         fork = f" (fork of {s.parent_session_id})" if s.parent_session_id else ""
-        title = cut(safe(s.title), 60) or "-"
+        title = safe(cut(s.title, 60)) or "-"
         lines.append(
             f"{mark} {s.session_id}  {_fmt_time(s.updated_at)}  {s.mode:<12} {status:<10} {title}{fork}"
         )
@@ -95,7 +95,7 @@ async def _history(chat: ChatSession, args: list[str]) -> None:
             continue
         if node.metadata.get("partial") or node.metadata.get("failed") or node.metadata.get("aborted"):
             continue
-        text = cut(safe(text_of(node.content)), HISTORY_TEXT_LIMIT)
+        text = safe(cut(text_of(node.content), HISTORY_TEXT_LIMIT))
         if not text:
             continue
         who = "you" if node.role == "user" else "assistant"
@@ -155,13 +155,13 @@ async def _tasks(chat: ChatSession, args: list[str]) -> None:
     lines = []
     for view in replay.tasks:
         task = view.task or {}
-        title = cut(safe(str(task.get("title") or task.get("goal") or "")), 80)
+        title = safe(cut(str(task.get("title") or task.get("goal") or ""), 80))
         lines.append(f"{view.task_id or '-'}  {view.status or '-'}  {title}")
         steps = task.get("steps")
         for step in steps if isinstance(steps, list) else []:
             if isinstance(step, dict):
                 deps = ", ".join(str(d) for d in step.get("depends_on") or []) or "-"
-                name = cut(safe(str(step.get("title") or step.get("description") or "")), 70)
+                name = safe(cut(str(step.get("title") or step.get("description") or ""), 70))
                 lines.append(
                     f"    {step.get('step_id', '-')}  {step.get('status', '-')}  {name}  (after: {deps})"
                 )
@@ -221,7 +221,7 @@ async def _skills(chat: ChatSession, args: list[str]) -> None:
     if not entries:
         chat.note(f"no skills (add *.md files under {safe(str(catalog.skills_dir))})")
         return
-    chat.printer.block([f"{safe(e.name)}: {cut(safe(e.description), 100)}" for e in entries])
+    chat.printer.block([f"{safe(e.name)}: {safe(cut(e.description, 100))}" for e in entries])
 
 
 async def _config(chat: ChatSession, args: list[str]) -> None:

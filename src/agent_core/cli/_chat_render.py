@@ -199,7 +199,7 @@ class ChatPrinter:
     def _tool(self, kind: str, p: dict[str, Any], depth: int) -> None:
         name = safe(str(p.get("tool_name") or "tool"))
         if kind == "tool_started":
-            args = cut(safe(str(p.get("args_summary") or "")), ARGS_LIMIT)
+            args = safe(cut(str(p.get("args_summary") or ""), ARGS_LIMIT))
             self.line(f"• {name} {args}".rstrip(), dim=True, depth=depth)
         elif kind == "tool_completed":
             self.line(f"  └ {name} ok ({p.get('duration_ms', '?')} ms)", dim=True, depth=depth)
@@ -245,7 +245,7 @@ class ChatPrinter:
         elif kind.startswith(("child_agent_", "worker_dispatch")):
             self._agent(kind, p, depth)
         elif kind == "message_completed" and p.get("role", "assistant") == "assistant":
-            text = cut(safe(str(p.get("text") or "")), CHILD_TEXT_LIMIT)
+            text = safe(cut(str(p.get("text") or ""), CHILD_TEXT_LIMIT))
             if text:
                 self.line(text, dim=True, depth=depth)
 
