@@ -191,16 +191,19 @@ async def test_acc75_acc79_h12_run_command_scope_and_request(
 ) -> None:
     monkeypatch.delenv("TMPDIR", raising=False)
     (project / "sub").mkdir()
-    recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once"])
+    recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once", "allow_once"])
     executor, _ = setup(project, recorder)
     scope = scope_of(project)
     python = [sys.executable, "-c", "print(1)"]
     long_arg = "x" * 2000
     assert code(await run1(executor, scope, sink, "code.run_command", argv=[*python, long_arg])) is None
-    assert code(await run1(executor, scope, sink, "code.run_command", argv=python)) is None  # same exe + cwd
+    # the session grant covers the argv it was shown (python -c ... x*2000), not other inline code
+    assert code(await run1(executor, scope, sink, "code.run_command", argv=[*python, long_arg])) is None
+    assert code(await run1(executor, scope, sink, "code.run_command", argv=python)) is None  # asks again
     assert code(await run1(executor, scope, sink, "code.run_command", argv=["true"])) is None
     assert code(await run1(executor, scope, sink, "code.run_command", argv=python, cwd="sub")) is None
-    first, other_exe, other_cwd = recorder.requests
+    first, same_exe, other_exe, other_cwd = recorder.requests
+    assert same_exe.target_scope == first.target_scope
     assert first.request_id.startswith("perm_") and first.dangerous and "dangerous" in first.tags
     exe, _, cwd = first.target_scope.partition(" @ ") if first.target_scope else ("", "", "")
     assert Path(exe).resolve() == Path(sys.executable).resolve() and cwd == str(project)

@@ -95,12 +95,14 @@ async def test_h02_acc70_sensitive_read_asks_and_deny(
     assert tools.executed == []
     [(_, event_type, payload)] = sink.committed
     assert event_type == EventType.tool_denied
+    audit = payload.pop("permission_audit")  # issue 14 §10: who decided
     assert payload == {
         "tool_name": "test.read",
         "denied_by": "permission",
         "reason": "not that file",
         "hook_summary": None,
     }
+    assert audit["decided_by"] == "callback" and audit["request_id"] == request.request_id
     no_callback, _ = make_executor(registry)
     [res] = (
         await no_callback.execute_turn([tool_call("test.read", path=name)], scope_of(project), sink)
@@ -169,12 +171,16 @@ async def test_acc75_h12_run_command_scope(
     registry: ToolRegistry, project: Path, sink: RecordingSink
 ) -> None:
     (project / "sub").mkdir()
-    recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once"])
+    recorder = PermissionRecorder(
+        ["allow_for_session", "allow_once", "allow_once", "allow_once", "allow_once"]
+    )
     executor, _ = make_executor(registry, callback=recorder)
     scope = scope_of(project)
     for argv, cwd in (
         (["python", "a.py"], None),
-        (["python", "b.py"], None),
+        (["python", "a.py", "--fast"], None),  # covered: the grant remembered the argv prefix python a.py
+        (["python", "b.py"], None),  # issue 14 §9: not the whole executable
+        (["python", "-c", "print(1)"], None),
         (["git", "status"], None),
         (["python", "a.py"], "sub"),
     ):
@@ -183,9 +189,13 @@ async def test_acc75_h12_run_command_scope(
         assert not result.is_error
     assert [r.target_scope for r in recorder.requests] == [
         f"python @ {project}",
+        f"python @ {project}",
+        f"python @ {project}",
         f"git @ {project}",
         f"python @ {project / 'sub'}",
     ]
+    assert recorder.requests[0].metadata["session_argv_prefix"] == ["python", "a.py"]
+    assert recorder.requests[2].metadata["session_argv_prefix"] == ["python", "-c", "print(1)"]
     assert all(r.dangerous and "dangerous" in r.tags for r in recorder.requests)
     assert recorder.requests[0].env_summary == {"PATH": "<set>", "TMPDIR": "<unset>"}
 

@@ -61,6 +61,10 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
         lines += _wrapped("  hooks:      ", e(str(request.hook_summary)))
     lines += render_diff(request, color=color)
     lines.append(f"  suggested:  {request.suggested_decision.value.replace('_', ' ')}")
+    prefix = request.metadata.get("session_argv_prefix")
+    if isinstance(prefix, list) and request.metadata.get("allow_for_session_available") is not False:
+        shown = " ".join(json.dumps(escape_terminal(str(a)), ensure_ascii=False) for a in prefix)
+        lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
     choices = "  [1] allow once   [2] allow for session   [3] deny"
     if request.metadata.get("allow_for_session_available") is False:
         choices += "   (no scope to remember: 2 acts as allow once)"

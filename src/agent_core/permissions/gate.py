@@ -29,6 +29,7 @@ from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions.deferred import DeferredAnswers, PermissionDeferral
 from agent_core.permissions.policy import CallFacts, PermissionPolicy
+from agent_core.permissions.rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
 from agent_core.redaction import Redactor, default_redactor, redact_sensitive_keys
 from agent_core.storage.ids import new_id
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
@@ -37,12 +38,20 @@ from agent_core.types.tools import ToolDefinition
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 FailureKind = Literal["timeout", "exception", "invalid_decision"]
+DecidedBy = Literal["policy", "rule", "session_grant", "callback"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
 ARGS_SUMMARY_LIMIT = 500
 ARGV_DISPLAY_LIMIT = 1 << 20
 """Upper bound of the uncut summary measured for ``metadata.args_length``."""
 _ENV_MARKERS = ("<set>", "<unset>")
+
+
+def _grant_scope(scope: str | None, argv_prefix: list[str] | None) -> str | None:
+    """The session-grant key: the target scope, plus the remembered argv prefix for a command."""
+    if scope is None or argv_prefix is None:
+        return scope
+    return f"{scope} argv {json.dumps(argv_prefix, ensure_ascii=True)}"
 
 
 class Requester(Protocol):
@@ -93,10 +102,25 @@ class GateOutcome:
     error_code: ErrorCode | None = None
     failure: FailureKind | None = None
     failure_message: str | None = None
+    decided_by: DecidedBy = "policy"
+    """Who decided (audit, issue 14 §10): ``policy`` (the default table), ``rule`` (a
+    ``[[permissions.rules]]`` entry), ``session_grant`` (an earlier ``allow_for_session``) or ``callback``."""
+    rule: dict[str, Any] | None = None
+    """The matching permission rule (its index and fields), when one matched."""
 
     def permission_outcome(self) -> dict[str, Any]:
         """The ``tool_started`` payload key ``permission_outcome``."""
         return {"asked": self.asked, "decision": self.decision, "cached": self.cached}
+
+    def audit(self) -> dict[str, Any]:
+        """The ``permission_audit`` payload key of ``tool_started`` / ``tool_denied`` (issue 14 §10)."""
+        return {
+            "decided_by": self.decided_by,
+            "decision": self.decision,
+            "rule": self.rule,
+            "reasons": list(self.reasons),
+            "request_id": self.request.request_id if self.request is not None else None,
+        }
 
 
 def coerce_decision(value: Any) -> PermissionDecision | None:
@@ -125,6 +149,7 @@ class PermissionGate:
         self._callback = callback
         self._settings = settings
         self._policy = PermissionPolicy.from_settings(settings)
+        self._rules = RuleSet.from_settings(settings)
         self._timeout_s = timeout_s
         self._redactor = redactor or default_redactor
         self._lock = asyncio.Lock()
@@ -146,6 +171,16 @@ class PermissionGate:
         if target_scope is None:
             return False
         return (tool_name, target_scope) in self._session_grants.get(session_id, set())
+
+    def _granted(self, session_id: str, tool_name: str, scope: str | None, argv: list[str] | None) -> bool:
+        """An ``allow_for_session`` grant covers this call; for a command, a grant remembered for any
+        leading part of its argv (:func:`~agent_core.permissions.rules.session_prefix`)."""
+        if argv is None:
+            return self.is_allowed_for_session(session_id, tool_name, scope)
+        return any(
+            self.is_allowed_for_session(session_id, tool_name, _grant_scope(scope, argv[:n]))
+            for n in range(1, len(argv) + 1)
+        )
 
     def forget_session(self, session_id: str) -> None:
         """Drops every ``allow_for_session`` grant of ``session_id``."""
@@ -237,11 +272,19 @@ class PermissionGate:
         facts: CallFacts,
         hook_summary: dict[str, Any] | None = None,
     ) -> GateOutcome:
-        """Decides one call: policy, then session cache, then (serialised) callback."""
-        decision = self._policy.decide(tool, facts, has_callback=self.has_callback)
+        """Decides one call: policy and permission rules, then session cache, then (serialised) callback."""
+        decision = self._policy.decide(tool, facts, has_callback=True)
+        match = self._rules.match(tool, arguments, facts, requester.project_dir)
+        decision = apply_rule(decision, match, tool=tool.name, has_callback=self.has_callback)
+        if decision.action == "ask" and not self.has_callback and REASON_RULE_CONFIRM not in decision.reasons:
+            decision = self._policy.decide(tool, facts, has_callback=False)
+        by_rule: DecidedBy = "rule" if match is not None else "policy"
+        rule = match.describe() if match is not None else None
         scope = decision.target_scope
         if decision.action == "allow":
-            return GateOutcome(allowed=True, decision="allow", target_scope=scope)
+            return GateOutcome(
+                allowed=True, decision="allow", target_scope=scope, decided_by=by_rule, rule=rule
+            )
         if decision.action == "deny":
             return GateOutcome(
                 allowed=False,
@@ -250,18 +293,24 @@ class PermissionGate:
                 target_scope=scope,
                 reason=decision.message,
                 error_code=decision.deny_code or ErrorCode.permission_denied,
+                decided_by="rule" if match is not None and match.decision != "allow" else "policy",
+                rule=rule,
             )
+        argv = call_argv(arguments) if "argv" in arguments else None
+        grant_prefix = session_prefix(argv) if argv is not None else None
         cached = GateOutcome(
             allowed=True,
             decision=PermissionDecisionKind.allow_for_session.value,
             cached=True,
             reasons=decision.reasons,
             target_scope=scope,
+            decided_by="session_grant",
+            rule=rule,
         )
-        if self.is_allowed_for_session(requester.session_id, tool.name, scope):
+        if self._granted(requester.session_id, tool.name, scope, argv):
             return cached
         async with self._lock:
-            if self.is_allowed_for_session(requester.session_id, tool.name, scope):
+            if self._granted(requester.session_id, tool.name, scope, argv):
                 return cached
             request = self.build_request(
                 tool=tool,
@@ -274,6 +323,8 @@ class PermissionGate:
                 suggested=decision.suggested_decision,
                 allow_for_session_available=decision.allow_for_session_available,
             )
+            if grant_prefix is not None:  # shown in the prompt: what "allow for session" would remember
+                request.metadata["session_argv_prefix"] = [self._redactor.text(a) for a in grant_prefix]
             answer, failure, failure_message = await self._ask(request)
             if answer is None or answer.decision == "deny":
                 if answer is not None:
@@ -295,11 +346,14 @@ class PermissionGate:
                     error_code=ErrorCode.permission_denied,
                     failure=failure,
                     failure_message=failure_message if failure else None,
+                    decided_by="callback",
+                    rule=rule,
                 )
             granted = answer.decision
             if granted == "allow_for_session":
                 if decision.allow_for_session_available and scope is not None:
-                    self._session_grants.setdefault(requester.session_id, set()).add((tool.name, scope))
+                    key = _grant_scope(scope, grant_prefix) or scope
+                    self._session_grants.setdefault(requester.session_id, set()).add((tool.name, key))
                 else:
                     granted = "allow_once"
             return GateOutcome(
@@ -309,6 +363,8 @@ class PermissionGate:
                 reasons=decision.reasons,
                 target_scope=scope,
                 request=request,
+                decided_by="callback",
+                rule=rule,
             )
 
     async def _ask(

@@ -333,7 +333,13 @@ class ToolExecutor:
         if scope.agent_role == AgentRole.worker and call.name in TASK_MUTATORS:
             message = f"workers may not call '{call.name}': Task content is modified only by the Orchestrator"
             result = error_result(call.tool_call_id, call.name, ErrorCode.permission_denied, message)
-            extra = {"denied_by": "permission", "reason": message, "hook_summary": None}
+            audit = {"decided_by": "policy", "decision": "deny", "rule": None, "reasons": ["worker_role"]}
+            extra = {
+                "denied_by": "permission",
+                "reason": message,
+                "hook_summary": None,
+                "permission_audit": audit,
+            }
             return _Final(result, "denied", extra)
         message = f"tool '{call.name}' is not available in this run"
         result = error_result(call.tool_call_id, call.name, ErrorCode.tool_not_available, message)
@@ -374,7 +380,15 @@ class ToolExecutor:
             error_type="hook_denied",
             details={"hook_summary": summary},
         )
-        return _Final(result, "denied", {"denied_by": "hook", "reason": reason, "hook_summary": summary})
+        audit: dict[str, Any] = {
+            "decided_by": "hook",
+            "decision": "deny",
+            "rule": None,
+            "reasons": [],
+            "request_id": None,
+        }
+        extra = {"denied_by": "hook", "reason": reason, "hook_summary": summary, "permission_audit": audit}
+        return _Final(result, "denied", extra)
 
     async def _permission_denied(
         self, turn: _Turn, prep: _Prepared, gate: GateOutcome, hook: HookOutcome
@@ -403,7 +417,12 @@ class ToolExecutor:
             details["request_id"] = gate.request.request_id
         code = gate.error_code or ErrorCode.permission_denied
         result = error_result(call.tool_call_id, call.name, code, reason, details=details)
-        extra = {"denied_by": "permission", "reason": reason, "hook_summary": hook.summary()}
+        extra = {
+            "denied_by": "permission",
+            "reason": reason,
+            "hook_summary": hook.summary(),
+            "permission_audit": gate.audit(),
+        }
         return _Final(result, "denied", extra)
 
     async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> _Final:
@@ -414,6 +433,7 @@ class ToolExecutor:
             "permission": definition.permission,
             "tags": list(definition.tags),
             "permission_outcome": ready.gate.permission_outcome(),
+            "permission_audit": ready.gate.audit(),
         }
         if prep.internal:
             payload["internal"] = True
@@ -560,6 +580,8 @@ class ToolExecutor:
                 "reason": self._redactor.text(str(final.extra.get("reason") or "")),
                 "hook_summary": self._redactor.value(final.extra.get("hook_summary")),
             }
+            if "permission_audit" in final.extra:  # who decided, and the matching rule (issue 14 §10)
+                payload["permission_audit"] = self._redactor.value(final.extra["permission_audit"])
             return EventType.tool_denied, payload
         error = result.error.model_dump(mode="json") if result.error is not None else None
         payload = {"tool_name": tool_name, "error": error, **final.extra}
