@@ -161,6 +161,19 @@ def _add_chat(sub: Any) -> None:
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")
 
 
+def _add_audit(sub: Any) -> None:
+    audit = sub.add_parser(
+        "audit",
+        help="show why each tool call of a past run or session was allowed or denied",
+        description="Prints, per tool call, who decided (default policy, permission rule, session grant, "
+        "permission callback or hook), the matching [[permissions.rules]] entry and the reasons.",
+    )
+    audit.add_argument("id", help="a run id (run_...) or a session id (sess_...)")
+    audit.add_argument("--path", help="project directory (default: cwd)")
+    audit.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    audit.set_defaults(handler="agent_core.cli._audit:audit_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -173,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat(sub)
     _add_serve(sub)
     _add_schedule(sub)
+    _add_audit(sub)
     return parser
 
 

@@ -1,0 +1,113 @@
+"""``soong-agent audit <run_id|session_id>``: why each tool call of a past run was allowed or denied.
+
+Reads the persisted events (``tool_started`` / ``tool_denied`` carry ``permission_audit``: who decided —
+``policy``, ``rule``, ``session_grant``, ``callback`` or ``hook`` — the decision, the matching
+``[[permissions.rules]]`` entry, the reasons for asking and the request id; ``tool_failed`` before the
+gate means the call was never checked). One block per tool call, in call order, on stdout; every stored
+string is escaped for the terminal. Exit status 0, or 1 when the id is unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from agent_core.cli._terminal import Output, escape_terminal
+
+if TYPE_CHECKING:
+    from agent_core.types.runtime import ReplayResult, RuntimeEvent
+
+EXIT_OK, EXIT_FAILED = 0, 1
+_GATE_EVENTS = ("tool_started", "tool_denied", "tool_failed", "tool_completed")
+
+
+def _rule_text(rule: dict[str, Any] | None) -> str:
+    if not rule:
+        return ""
+    matcher = ""
+    if rule.get("argv_prefix"):
+        matcher = f" argv_prefix={json.dumps(rule['argv_prefix'], ensure_ascii=False)}"
+    elif rule.get("path"):
+        matcher = f" path={rule['path']!r}"
+    return f"rule #{int(rule.get('index', 0)) + 1} (tool={rule.get('tool')!r}{matcher} decision={rule.get('decision')})"
+
+
+def explain(audit: dict[str, Any] | None, *, allowed: bool, reason: str | None = None) -> str:
+    """One line: the verdict, who decided and why."""
+    verdict = "allowed" if allowed else "denied"
+    if not audit:
+        return f"{verdict} (no permission record)"
+    by = str(audit.get("decided_by") or "policy")
+    decision = str(audit.get("decision") or "")
+    parts = [verdict]
+    if by == "rule":
+        parts.append(f"by {_rule_text(audit.get('rule'))}")
+    elif by == "session_grant":
+        parts.append("by an earlier 'allow for session' grant")
+    elif by == "callback":
+        parts.append(f"by the permission callback ({decision.replace('_', ' ')})")
+        if audit.get("request_id"):
+            parts.append(f"request {audit['request_id']}")
+    elif by == "hook":
+        parts.append("by a PreToolUse hook")
+    else:
+        parts.append("by the default policy" + (" (no prompt needed)" if allowed else ""))
+    if by != "rule" and audit.get("rule"):
+        parts.append(f"matching {_rule_text(audit.get('rule'))}")
+    reasons = audit.get("reasons") or []
+    if reasons:
+        parts.append("asked because: " + ", ".join(str(r) for r in reasons))
+    if reason and not allowed:
+        parts.append(f"reason: {reason}")
+    return "; ".join(parts)
+
+
+def describe(replay: ReplayResult) -> list[str]:
+    """The audit lines of every tool call in ``replay`` (call order)."""
+    calls: dict[str, list[RuntimeEvent]] = {}
+    for event in replay.events:
+        if event.tool_call_id and event.event_type.value in _GATE_EVENTS:
+            calls.setdefault(event.tool_call_id, []).append(event)
+    lines: list[str] = []
+    for call_id, events in calls.items():
+        by_type = {e.event_type.value: e.payload for e in events}
+        first = events[0].payload
+        tool = str(first.get("tool_name") or "?")
+        args = str(by_type.get("tool_started", {}).get("args_summary") or "")
+        lines.append(f"{call_id}  {tool}  {args}".rstrip())
+        if "tool_started" in by_type:
+            started = by_type["tool_started"]
+            lines.append("    " + explain(started.get("permission_audit"), allowed=True))
+        elif "tool_denied" in by_type:
+            denied = by_type["tool_denied"]
+            audit = denied.get("permission_audit")
+            lines.append("    " + explain(audit, allowed=False, reason=str(denied.get("reason") or "")))
+        else:
+            error = by_type.get("tool_failed", {}).get("error") or {}
+            lines.append(f"    not checked: failed before the permission gate ({error.get('code', 'error')})")
+    return [escape_terminal(line) for line in lines]
+
+
+async def audit_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
+    from agent_core import AgentRuntime
+    from agent_core.errors import AgentCoreError
+
+    target = str(args.id)
+    try:
+        async with AgentRuntime(project_dir=args.path) as runtime:
+            if target.startswith("run_"):
+                replay = await runtime.replay_run(target)
+            else:
+                replay = await runtime.replay_session(target)
+    except AgentCoreError as exc:
+        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        return EXIT_FAILED
+    header = f"session {replay.session_id}" + (f", run {replay.run_id}" if replay.run_id else "")
+    lines = describe(replay)
+    out.write(
+        escape_terminal(header) + f": {sum(1 for ln in lines if not ln.startswith('    '))} tool call(s)\n"
+    )
+    for line in lines:
+        out.write(line + "\n")
+    return EXIT_OK
