@@ -154,7 +154,10 @@ class WorkerDispatcher:
 
     # ================================================================== agent.dispatch_worker
 
-    async def dispatch(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+    async def dispatch(
+        self, call: ToolCall, ctx: ToolContext, *, selection_reason: str | None = None
+    ) -> ToolResult:
+        """``selection_reason`` overrides the reported reason (``"autonomous"`` for self-claiming workers)."""
         parent = self.manager.runs.get(ctx.run_id)
         if parent is None:
             raise AgentCoreError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
@@ -180,6 +183,7 @@ class WorkerDispatcher:
             )
             failure["worker_pool_id"] = check.worker_pool_id
             worker, reason = self._select(ctx.session_id, check.worker_pool_id, inp)
+            reason = selection_reason or reason
             failure["worker_agent_id"] = worker.worker_id
             slot = self.slots.get(ctx.session_id, worker)
             slot.reserved = True

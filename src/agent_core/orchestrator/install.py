@@ -113,10 +113,14 @@ def install(manager: RunManager) -> Orchestration:
     )
     dispatcher = WorkerDispatcher(manager, pools, registry, definitions, launcher)
     holder.append(dispatcher)
-    services.tools.register_adapter(
-        TaskToolAdapter(registry, template_loader=services.assets.load, redactor=services.redactor),
-        internal=True,
+    task_tools: Any = TaskToolAdapter(
+        registry, template_loader=services.assets.load, redactor=services.redactor
     )
+    if any(pool.autonomous for pool in settings.agents.worker_pools):  # surfaces.md §6 (issue 22)
+        from agent_core.orchestrator.autonomous import AutonomousTaskTools, AutonomousWorkers
+
+        task_tools = AutonomousTaskTools(task_tools, AutonomousWorkers(dispatcher))
+    services.tools.register_adapter(task_tools, internal=True)
     services.tools.register_adapter(OrchestratorToolAdapter(manager, dispatcher), internal=True)
 
     async def orchestrator_check() -> None:
