@@ -36,7 +36,7 @@ from agent_core.types.runtime import (
     TaskInspectView,
     UsageTotals,
 )
-from agent_core.types.storage import AgentRecord
+from agent_core.types.storage import AgentRecord, RunRecord
 
 _DEBUG_ARTIFACT_KINDS = {"provider_raw", "hook_log"}
 _CHILD_SUMMARY_EVENTS = {
@@ -192,6 +192,7 @@ async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) 
     nodes = await storage.list_nodes(run.session_id, run_id=run_id)
     events = await storage.list_events(run.session_id, run_id=run_id)
     artifacts = [artifact_from_record(a) for a in await storage.list_artifacts(run_id=run_id)]
+    tree = _run_tree(run_id, await storage.list_runs(run.session_id))
     result = ReplayResult(
         session_id=run.session_id,
         run_id=run_id,
@@ -199,9 +200,24 @@ async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) 
         nodes=nodes,
         events=events,
         artifacts=artifacts,
+        usage=UsageTotals.from_records([_json_object(r.usage_json) for r in tree]),
         redacted=not include_sensitive,
     )
     return result if include_sensitive else _redacted(result)
+
+
+def _run_tree(run_id: str, runs: list[RunRecord]) -> list[RunRecord]:
+    """The run and its descendants (``parent_run_id`` in the run metadata): the usage of one agent tree."""
+    parent_of = {r.run_id: _json_object(r.metadata_json).get("parent_run_id") for r in runs}
+    members = {run_id}
+    changed = True
+    while changed:
+        changed = False
+        for rid, parent in parent_of.items():
+            if parent in members and rid not in members:
+                members.add(rid)
+                changed = True
+    return [r for r in runs if r.run_id in members]
 
 
 async def get_node_path(manager: RunManager, node_id: str) -> list[Node]:

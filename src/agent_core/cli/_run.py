@@ -16,7 +16,7 @@ from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 if TYPE_CHECKING:
     from agent_core.api.handles import RunHandle
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
-    from agent_core.types.runtime import RuntimeEvent
+    from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -137,6 +137,24 @@ def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
     return value, ""
 
 
+def usage_line(usage: UsageTotals) -> str:
+    """``usage: 1,234 input + 56 output tokens (cache read 7), $0.0123`` (cost only when priced)."""
+    line = f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
+    cache = [
+        f"{label} {value:,}"
+        for label, value in (
+            ("cache read", usage.cache_read_tokens),
+            ("cache write", usage.cache_write_tokens),
+        )
+        if value
+    ]
+    if cache:
+        line += f" ({', '.join(cache)})"
+    if usage.cost_usd is not None:
+        line += f", ${usage.cost_usd:.4f}"
+    return line
+
+
 def _error_text(error: dict[str, Any]) -> str:
     code = error.get("code")
     message = " ".join(str(error.get("message") or "").split())
@@ -234,6 +252,10 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 return EXIT_FAILED
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
+        with contextlib.suppress(AgentCoreError):  # usage of the run and its sub-agents (issue 19)
+            usage = (await runtime.replay_run(run.run_id)).usage
+            if usage is not None:
+                err.write(usage_line(usage) + "\n")
         err.write(f"session_id: {run.session_id}\n")
         status = run.status.value
     if interrupted:
