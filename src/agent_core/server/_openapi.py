@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any, Literal
 
@@ -77,21 +78,20 @@ def _components() -> dict[str, Any]:
         "required": ["error"],
         "properties": {"error": _ref("ErrorPayload")},
     }
-    schemas["Approval"] = {
-        "allOf": [
-            _ref("PermissionRequest"),
-            {
-                "type": "object",
-                "required": ["status", "created_at"],
-                "properties": {
-                    "status": {"enum": ["pending", "answered", "expired"]},
-                    "created_at": {"type": "string"},
-                    "answered_at": {"type": ["string", "null"]},
-                    "answer": {"enum": ["allow_once", "allow_for_session", "deny", None]},
-                },
-            },
-        ]
-    }
+    replay = copy.deepcopy(schemas["ReplayResult"])
+    replay["properties"]["active_node_id"] = {"type": ["string", "null"]}
+    replay["title"] = "SessionReplay"
+    schemas["SessionReplay"] = replay
+    approval = copy.deepcopy(schemas["PermissionRequest"])
+    approval["title"] = "Approval"
+    approval["properties"].update(
+        status={"enum": ["pending", "answered", "expired"]},
+        created_at={"type": "string"},
+        answered_at={"type": ["string", "null"]},
+        answer={"enum": ["allow_once", "allow_for_session", "deny", None]},
+    )
+    approval["required"] = [*approval.get("required", []), "status", "created_at", "answered_at", "answer"]
+    schemas["Approval"] = approval
     return schemas
 
 
@@ -189,9 +189,9 @@ def openapi_document(version: str) -> dict[str, Any]:
         },
         "/api/sessions/{session_id}": {
             "get": {
-                "summary": "Replay of the session (nodes, events, runs)",
+                "summary": "Replay of the session (nodes, events, runs) plus its active_node_id",
                 "parameters": [session_id],
-                "responses": {"200": _json(_ref("ReplayResult")), **_errors(404)},
+                "responses": {"200": _json(_ref("SessionReplay")), **_errors(404)},
             },
             "delete": {
                 "summary": "Delete the session",

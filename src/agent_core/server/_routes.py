@@ -231,7 +231,11 @@ async def get_session(request: Request) -> Response:
     state = _state(request)
     session_id = request.path_params["session_id"]
     await _known_session(state, session_id)
-    return _json(await state.runtime.replay_session(session_id))
+    replay = await state.runtime.replay_session(session_id)
+    record = await state.storage.get_session(session_id)
+    out: dict[str, Any] = json.loads(replay.model_dump_json())
+    out["active_node_id"] = record.active_node_id if record is not None else None
+    return _json(out)
 
 
 async def set_active(request: Request) -> Response:

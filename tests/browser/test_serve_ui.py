@@ -1,0 +1,162 @@
+"""The web UI of ``soong-agent serve`` in headless Chromium (surfaces.md §2): a real server subprocess, the
+scripted Ollama server as the model, the browser signed in through the printed ``?token=`` URL."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.env import SoongEnv
+from tests.fixtures.scripted_servers import ScriptedOllamaServer
+from tests.fixtures.serve import RuleModel, ServeProcess, start_serve, use_scripted_ollama
+
+pytestmark = pytest.mark.browser
+
+STATIC = Path(__file__).resolve().parents[2] / "src/agent_core/server/static"
+
+
+@pytest.fixture
+def served(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> Iterator[ServeProcess]:
+    use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.05))
+    server = start_serve(soong_env)
+    try:
+        yield server
+    finally:
+        assert server.stop() == 0
+
+
+def open_ui(page: Any, server: ServeProcess) -> None:
+    page.goto(server.stdout_line.split(" ", 1)[1].strip())
+    assert page.url.rstrip("/").endswith(server.base_url.split("//", 1)[1]) or "token=" not in page.url
+    page.wait_for_selector("#version:has-text('v')")
+
+
+def say(page: Any, text: str) -> None:
+    page.fill("#message", text)
+    page.press("#message", "Enter")
+
+
+def wait_run_finished(page: Any) -> None:
+    page.wait_for_function("() => !state.live", timeout=15_000)
+
+
+def test_type_a_message_and_see_the_streamed_reply(page: Any, served: ServeProcess) -> None:
+    open_ui(page, served)
+    page.click("#new-session")
+    say(page, "hello browser")
+    streaming = page.wait_for_selector(".msg.assistant")
+    assert streaming is not None
+    page.wait_for_selector(".msg.assistant:has-text('Echo: hello browser')")
+    wait_run_finished(page)
+    page.wait_for_selector("#session-list li:has-text('hello browser')")
+    # after the run the conversation comes from storage and shows the same text
+    assert page.locator("#conversation .msg.user").all_inner_texts()[-1].endswith("hello browser")
+    assert "Echo: hello browser" in page.locator("#conversation").inner_text()
+    # the timeline lists the run's events, debug ones only when asked
+    page.click("[data-view=timeline]")
+    page.wait_for_selector("#timeline tr[data-type=run_completed]")
+    assert page.locator("#timeline tr[data-type=model_started]").count() == 0
+    page.check("#debug-toggle")
+    assert page.locator("#timeline tr[data-type=model_started]").count() >= 1
+    page.fill("#filter-type", "tool_")
+    assert page.locator("#timeline tbody tr").count() == 0
+    assert page.js_errors == []
+
+
+def test_approve_a_write_from_the_card_and_see_the_file_written(
+    page: Any, served: ServeProcess, soong_env: SoongEnv
+) -> None:
+    open_ui(page, served)
+    page.click("#new-session")
+    say(page, "write from-ui.txt written-by-the-browser")
+    card = page.wait_for_selector(".approval")
+    assert card is not None
+    text = card.inner_text()
+    assert "code.write_file" in text and "from-ui.txt" in text
+    page.wait_for_selector(".approval pre.diff .add:has-text('+written-by-the-browser')")
+    assert not (soong_env.project / "from-ui.txt").exists()
+    page.click(".approval button[data-decision=allow_once]")
+    page.wait_for_selector("#conversation .tool.ok")
+    page.wait_for_selector(".msg.assistant:has-text('Done:')")
+    assert (soong_env.project / "from-ui.txt").read_text() == "written-by-the-browser"
+    wait_run_finished(page)
+    page.wait_for_function("() => document.querySelectorAll('.approval').length === 0")
+    # a denied write leaves nothing behind
+    say(page, "write denied.txt nope")
+    page.wait_for_selector(".approval")
+    page.click(".approval button[data-decision=deny]")
+    page.wait_for_selector("#conversation .tool.denied")
+    wait_run_finished(page)
+    assert not (soong_env.project / "denied.txt").exists()
+    assert page.js_errors == []
+
+
+def test_switch_a_branch_in_the_tree_and_fork(page: Any, served: ServeProcess) -> None:
+    open_ui(page, served)
+    page.click("#new-session")
+    say(page, "first question")
+    page.wait_for_selector(".msg.assistant:has-text('Echo: first question')")
+    wait_run_finished(page)
+    say(page, "second question")
+    page.wait_for_selector(".msg.assistant:has-text('Echo: second question')")
+    wait_run_finished(page)
+    page.click("[data-view=tree]")
+    first_reply = page.locator(".node:has-text('Echo: first question')")
+    first_reply.locator("button.switch").click()
+    page.wait_for_selector(".node.active-leaf:has-text('Echo: first question')")
+    page.click("[data-view=conversation]")
+    assert "second question" not in page.locator("#conversation").inner_text()
+    say(page, "branch question")
+    page.wait_for_selector(".msg.assistant:has-text('Echo: branch question')")
+    wait_run_finished(page)
+    page.click("[data-view=tree]")
+    # two branches now hang below the first reply
+    branches = page.locator(
+        ".node:has-text('Echo: first question') + * > li, li:has(> .node:has-text('Echo: first question')) > ul > li"
+    )
+    assert branches.count() == 2
+    assert page.locator(".node.on-path:has-text('branch question')").count() == 2  # message and reply
+    assert page.locator(".node.on-path:has-text('second question')").count() == 0
+    # switch back to the other branch
+    page.locator(".node:has-text('Echo: second question') button.switch").click()
+    page.wait_for_selector(".node.active-leaf:has-text('Echo: second question')")
+    # fork from a user message: a new session with the path up to it
+    page.locator(".node:has-text('second question'):not(:has-text('Echo')) button.fork").click()
+    page.wait_for_function("() => document.querySelectorAll('#session-list li').length === 2")
+    page.wait_for_selector("#session-list li.active .fork-mark")
+    page.click("[data-view=conversation]")
+    conversation = page.locator("#conversation").inner_text()
+    assert "first question" in conversation and "second question" in conversation
+    assert "branch question" not in conversation
+    assert page.js_errors == []
+
+
+def test_model_html_renders_as_text(page: Any, served: ServeProcess) -> None:
+    open_ui(page, served)
+    page.click("#new-session")
+    payload = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"><b>bold</b>'
+    say(page, f"reply {payload}")
+    page.wait_for_selector(".msg.assistant:has-text('<img src=x')")
+    wait_run_finished(page)
+    assistant = page.locator(".msg.assistant").last
+    assert payload in assistant.inner_text()
+    assert assistant.locator("script, img, b").count() == 0
+    assert page.locator("#conversation img, #conversation script").count() == 0
+    time.sleep(0.3)
+    assert page.evaluate("window.pwned") is None
+    page.click("[data-view=tree]")
+    assert page.locator("#tree img, #tree script").count() == 0
+    page.click("[data-view=timeline]")
+    assert page.locator("#timeline img, #timeline script").count() == 0
+    assert page.js_errors == []
+
+
+def test_static_assets_never_insert_html() -> None:
+    code = (STATIC / "app.js").read_text()
+    assert not re.search(r"\.(innerHTML|outerHTML)\s*=|\.insertAdjacentHTML\(|document\.write\(|\beval\(", code)
+    assert "http://" not in (STATIC / "index.html").read_text().replace("http://www.w3.org", "")
