@@ -293,3 +293,72 @@ def test_missing_config_is_a_one_line_startup_error(soong_env: SoongEnv) -> None
     text = plain(term.raw)
     assert str(soong_env.config_path) in text and "Traceback" not in text
     assert not soong_env.config_path.exists()
+
+
+def test_piped_commands_usage_with_cost_mode_skills_tasks_cancel(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    soong_env.write_config(
+        model={
+            "provider": "ollama",
+            "base_url": scripted_ollama.base_url,
+            "price_input_per_mtok": 3.0,
+            "price_output_per_mtok": 15.0,
+        },
+        limits={"max_tool_calls": 7},
+    )
+    soong_env.write_home(
+        "skills/review.md", "Review code.\n", {"name": "review", "description": "Review a diff"}
+    )
+    scripted_ollama.handler(TurnScript(reply("priced answer")))
+    script = "/usage\n/history\nhello\n/usage\n/tasks\n/skills\n/cancel\n/mode orchestrator\n/mode bogus\n/config\n"
+    completed = subprocess.run(
+        [sys.executable, "-m", "agent_core.cli", "chat", "--path", str(soong_env.project)],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr  # end of input leaves with 0
+    out = completed.stdout
+    assert out.count("no session yet") == 1 and "no messages yet in this session" in out
+    (usage,) = rows(soong_env, "SELECT usage_json FROM runs")
+    recorded = json.loads(usage[0])
+    assert recorded["cost_usd"] > 0
+    assert f"tokens: input {recorded['input_tokens']}, output {recorded['output_tokens']}" in out
+    assert f"cost: ${recorded['cost_usd']:.6f}" in out
+    limits_line = next(line for line in out.splitlines() if line.startswith("limits (per root run): "))
+    assert "max_tool_calls=7" in limits_line
+    assert "no Tasks in this session" in out
+    assert "review: Review a diff" in out
+    assert "no run is active" in out
+    assert "orchestrator mode: a session keeps its mode, so your next message starts a new session" in out
+    assert "error: usage: /mode normal|orchestrator (current: orchestrator)" in out
+    assert "mode:     orchestrator" in out and "session:  - (new session with the next message)" in out
+
+
+def test_ctrl_c_at_a_permission_prompt_denies_and_cancels(
+    chat: list[ChatTerminal], soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    scripted_ollama.handler(
+        TurnScript(lambda r: [("write_file", {"path": "x.txt", "content": "x"})], reply("after the cancel"))
+    )
+    term = start(chat, soong_env)
+    term.send_line("write x")
+    term.wait(lambda: term.at_prompt("Answer [1/2/3]: "), what="the permission prompt")
+    assert "  new file (1 line):" in term.text()
+    before = term.prompts()
+    term.ctrl_c()
+    term.wait_prompt(after=before)
+    assert "-> deny (interrupted)" in term.text() and "[cancelled]" in term.text()
+    assert not (soong_env.project / "x.txt").exists()
+    term.say("next")
+    assert "after the cancel" in term.text()
+    term.send_line("/exit")
+    assert term.finish() == 0
+    assert [r["status"] for r in rows(soong_env, "SELECT status FROM runs ORDER BY rowid")] == [
+        "cancelled",
+        "completed",
+    ]

@@ -24,7 +24,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from agent_core.cli._chat_input import LineInput, chat_home, open_input
+from agent_core.cli._chat_input import Interrupted, LineInput, chat_home, open_input
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
@@ -109,7 +109,7 @@ class ChatSession:
             line = await asyncio.wait_for(self.input.read(ANSWER_PROMPT, history=False), STDIN_TIMEOUT_S)
         except TimeoutError:
             line, why = None, f"no answer within {STDIN_TIMEOUT_S:.0f} s"
-        except KeyboardInterrupt:
+        except Interrupted:
             line, why = None, "interrupted"
             if self.run is not None:
                 self.printer.cancel_requested = True
@@ -205,7 +205,7 @@ class ChatSession:
         while not self.quit:
             try:
                 line = await self.input.read("> ")
-            except KeyboardInterrupt:
+            except Interrupted:
                 if interrupted:
                     return
                 interrupted = True

@@ -160,15 +160,15 @@ async def _tasks(chat: ChatSession, args: list[str]) -> None:
         steps = task.get("steps")
         for step in steps if isinstance(steps, list) else []:
             if isinstance(step, dict):
-                deps = ", ".join(str(d) for d in step.get("depends_on") or []) or "-"
-                name = safe(cut(str(step.get("title") or step.get("description") or ""), 70))
+                deps = ", ".join(str(d) for d in step.get("depends_on_step_ids") or []) or "-"
+                name = safe(cut(str(step.get("title") or step.get("summary") or ""), 70))
                 lines.append(
                     f"    {step.get('step_id', '-')}  {step.get('status', '-')}  {name}  (after: {deps})"
                 )
     chat.printer.block(lines)
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
 async def _usage(chat: ChatSession, args: list[str]) -> None:
@@ -177,37 +177,35 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
         return
     runtime = await chat.ready()
     replay = await runtime.replay_session(chat.session_id)
-    totals: dict[str, float] = {}
-    cost: float | None = None
-    for run in replay.runs:
-        usage = run.usage or {}
-        for key in _USAGE_KEYS:
-            value = usage.get(key)
-            if isinstance(value, int | float):
-                totals[key] = totals.get(key, 0) + value
-        run_cost = usage.get("cost_usd")
-        if isinstance(run_cost, int | float):
-            cost = (cost or 0.0) + float(run_cost)
+    totals: dict[str, Any] = replay.usage.model_dump() if replay.usage is not None else {}
+    if not totals:  # a store without session totals: sum the root runs
+        for run in replay.runs:
+            for key, value in (run.usage or {}).items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    totals[key] = (totals.get(key) or 0) + value
     parts = [
-        f"{key.removesuffix('_tokens').replace('_', ' ')} {int(totals[key])}"
+        f"{key.removesuffix('_tokens').replace('_', ' ')} {totals[key]}"
         for key in _USAGE_KEYS
-        if key in totals
+        if isinstance(totals.get(key), int)
     ]
-    lines = [
-        f"session {chat.session_id}: {len(replay.runs)} run(s); tokens: {', '.join(parts) or 'none reported'}"
-    ]
-    lines.append(
-        f"cost: ${cost:.4f}"
-        if cost is not None
-        else "cost: - (set [model] price_input_per_mtok / price_output_per_mtok)"
-    )
+    runs = totals.get("runs") or len(replay.runs)
+    lines = [f"session {chat.session_id}: {runs} run(s); tokens: {', '.join(parts) or 'none reported'}"]
+    cost = totals.get("cost_usd")
+    if isinstance(cost, int | float):
+        lines.append(f"cost: ${cost:.6f}")
+    else:
+        lines.append("cost: - (set [model] price_input_per_mtok / price_output_per_mtok to see it)")
     if chat.last_usage:
-        last = ", ".join(f"{k} {v}" for k, v in chat.last_usage.items() if isinstance(v, int | float))
+        last = ", ".join(
+            f"{k.removesuffix('_tokens')} {v}"
+            for k, v in chat.last_usage.items()
+            if isinstance(v, int | float)
+        )
         lines.append(f"last run: {last}")
     limits = getattr(runtime._config.settings, "limits", None)
     if limits is not None:
-        shown = ", ".join(f"{k}={v}" for k, v in limits.model_dump().items() if v not in (None, 0))
-        lines.append(f"limits: {shown or 'none'}")
+        shown = ", ".join(f"{k}={v}" for k, v in limits.model_dump().items() if v not in (None, 0, False))
+        lines.append(f"limits (per root run): {shown or 'none'}")
     chat.printer.block(lines)
 
 

@@ -8,7 +8,7 @@ history file without touching the process-wide readline state, and works under a
 Contracts of :class:`LineInput`:
 
 - ``read(prompt)`` returns the line (without its newline), ``None`` at end of input (Ctrl-D on an empty
-  line, EOF), and raises :class:`KeyboardInterrupt` for Ctrl-C.
+  line, EOF), and raises :class:`Interrupted` for Ctrl-C.
 - ``history=True`` lines go to ``${SOONG_AGENT_HOME}/chat_history`` (mode 0600); answers to permission
   prompts never do.
 - Plain mode writes the prompt to ``prompt_out`` and reads stdin lines; Ctrl-C arrives as SIGINT and is
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
 HISTORY_FILE = "chat_history"
+
+
+class Interrupted(Exception):
+    """Ctrl-C at a prompt (an ``Exception``, unlike ``KeyboardInterrupt``, so tasks can carry it)."""
 
 
 class LineInput(Protocol):
@@ -93,6 +97,8 @@ class TerminalInput:
             return await session.prompt_async(prompt, handle_sigint=False, pre_run=_first_prompt_hook(self))
         except EOFError:
             return None
+        except KeyboardInterrupt:  # never let it escape a task: asyncio re-raises it out of the loop
+            raise Interrupted from None
 
     def interrupt(self) -> None:  # Ctrl-C at the prompt is a key press (raw mode), not a signal
         return None
@@ -137,7 +143,7 @@ class PlainInput:
             self._out.write("\n")
             if self._aborted:
                 return None
-            raise KeyboardInterrupt
+            raise Interrupted
         answered, line = reading.result()
         if line is None:
             self._out.write("\n")
