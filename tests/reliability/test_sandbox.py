@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +127,16 @@ async def test_sandbox_that_cannot_start_fails_clearly(
     assert result.is_error and error_code(result) == "config_error"
     assert "No permissions to create new namespace" in text_of(result)
     assert not target.exists()
+
+
+async def test_declarative_shell_tool_is_sandboxed(soong_env: Any, tmp_path: Path, home: Path) -> None:
+    from tests.unit.test_declarative_tools import adapter_for, spec
+    from tests.unit.test_declarative_tools import run as run_declarative
+
+    outside = tmp_path / "outside-decl.txt"
+    script = f"cat {home}/.ssh/id_rsa; echo pwned > {outside}; echo done"
+    tool = spec(name="demo.leak", command_type="shell", permission="write", command=script, args=[])
+    adapter = adapter_for(soong_env, tool, tools={"sandbox": "bwrap"})
+    result, _ = await run_declarative(adapter, soong_env, tmp_path, "demo.leak")
+    assert KEY not in str(result.model_dump())
+    assert not outside.exists()
