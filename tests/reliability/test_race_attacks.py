@@ -142,6 +142,7 @@ async def test_r02_list_dir_swapped_to_ssh_dir_during_prompt(
     block, fake, _ = await run_race(soong_env, race_world, ("code.list_dir", {"path": "docs"}), swap)
     refused(block)
     assert "id_rsa" not in result_text(block)
+    assert "id_rsa" not in json.dumps([r.model_dump(mode="json") for r in fake.requests])
 
 
 async def test_r03_search_swapped_to_ssh_dir_during_prompt(
