@@ -49,7 +49,7 @@ def _split_point(text: str) -> int:
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             in_fence = not in_fence
-        elif not stripped and not in_fence and line.endswith("\n") and offset < len(text) + 1:
+        elif not stripped and not in_fence and line.endswith("\n"):
             end = offset
     return end
 
