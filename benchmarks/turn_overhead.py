@@ -8,7 +8,12 @@ httpx over the same history (the exact messages the runtime sent, appended turn 
 way). Prints the medians, their ratio (target ≤ 2.5×) and each side's second-half/first-half growth
 (target: the runtime's growth no steeper than the floor's).
 
-Run: ``.venv/bin/python -m benchmarks.turn_overhead [--turns 300] [--profile out.html]``
+``--telemetry jsonl`` turns OpenTelemetry spans on (``[telemetry] enabled``, JSONL exporter into the private
+home; needs the ``otel`` extra). ``--telemetry compare`` measures the telemetry overhead itself: two runtimes
+(telemetry off / on, own homes, same project and server) run their sessions turn by turn alternately, so
+both see the same machine load; prints both medians and the per-turn overhead (target ≤ 10 %).
+
+Run: ``.venv/bin/python -m benchmarks.turn_overhead [--turns 300] [--telemetry off|jsonl] [--profile out.html]``
 """
 
 from __future__ import annotations
@@ -168,22 +173,89 @@ def report(runtime: Samples, floor: Samples) -> dict[str, float]:
     return figures
 
 
+def _telemetry_config(home: Path) -> str:
+    return f'[telemetry]\nenabled = true\nexporter = "jsonl"\npath = "{home / "traces.jsonl"}"\n'
+
+
+async def compare_telemetry(dirs: BenchDirs, base_url: str, turns: int) -> dict[str, Any]:
+    """Telemetry off vs on, turn by turn alternately (the order flips every turn)."""
+    from agent_core import AgentRuntime, RunStatus
+
+    home_on = dirs.home.parent / "home_telemetry"
+    home_on.mkdir()
+    write_config(dirs.home, base_url)
+    write_config(home_on, base_url, extra=_telemetry_config(home_on))
+    samples = {"off": Samples(), "on": Samples()}
+    sessions: dict[str, str | None] = {"off": None, "on": None}
+    async with (
+        AgentRuntime(project_dir=dirs.project, home_dir=dirs.home) as off,
+        AgentRuntime(project_dir=dirs.project, home_dir=home_on) as on,
+    ):
+        runtimes = {"off": off, "on": on}
+        for i in range(turns):
+            for key in ("off", "on") if i % 2 == 0 else ("on", "off"):
+                wall, cpu = time.perf_counter(), time.process_time()
+                run = await runtimes[key].start(turn_message(i), session_id=sessions[key])
+                async for _event in run.events():
+                    pass
+                samples[key].wall.append(time.perf_counter() - wall)
+                samples[key].cpu.append(time.process_time() - cpu)
+                if run.status != RunStatus.completed:
+                    raise RuntimeError(f"turn {i} ({key}) ended {run.status}: {run.error}")
+                sessions[key] = run.session_id
+    off_s, on_s = samples["off"], samples["on"]
+    spans = (home_on / "traces.jsonl").read_text(encoding="utf-8").count("\n")
+    figures: dict[str, Any] = {
+        "turns": turns,
+        "off_median_ms": median_ms(off_s.wall),
+        "on_median_ms": median_ms(on_s.wall),
+        "off_cpu_median_ms": median_ms(off_s.cpu),
+        "on_cpu_median_ms": median_ms(on_s.cpu),
+        "paired_overhead_median": statistics.median(
+            n / f - 1 for n, f in zip(on_s.wall, off_s.wall, strict=True)
+        ),
+        "spans": spans,
+    }
+    figures["median_overhead"] = figures["on_median_ms"] / figures["off_median_ms"] - 1
+    print(f"turns per session             {turns} (alternating, order flipped every turn)")
+    print(
+        f"telemetry off median turn     {figures['off_median_ms']:.2f} ms  (cpu {figures['off_cpu_median_ms']:.2f} ms)"
+    )
+    print(
+        f"telemetry on  median turn     {figures['on_median_ms']:.2f} ms  (cpu {figures['on_cpu_median_ms']:.2f} ms)"
+    )
+    print(f"overhead of medians           {figures['median_overhead'] * 100:+.1f} %   (target <= 10 %)")
+    print(f"median per-turn overhead      {figures['paired_overhead_median'] * 100:+.1f} %")
+    print(f"spans exported (JSONL)        {spans}")
+    return figures
+
+
 async def main_async(args: argparse.Namespace) -> None:
     dirs = private_home()
+    if args.telemetry == "compare":
+        with scripted_server() as base_url:
+            compared = await compare_telemetry(dirs, base_url, args.turns)
+        if args.json:
+            Path(args.json).write_text(json.dumps(compared, indent=2), encoding="utf-8")
+        return
     profiler = None
     if args.profile:
         from pyinstrument import Profiler
 
         profiler = Profiler(async_mode="disabled", interval=0.0005)
     with scripted_server() as base_url:
-        write_config(dirs.home, base_url)
+        extra = _telemetry_config(dirs.home) if args.telemetry == "jsonl" else ""
+        write_config(dirs.home, base_url, extra=extra)
         runtime, floor = await interleaved(dirs, base_url, args.turns, profiler)
     if profiler is not None:
         Path(args.profile).write_text(profiler.output_html(), encoding="utf-8")
         Path(args.profile).with_suffix(".txt").write_text(
             profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8"
         )
-    figures = report(runtime, floor)
+    figures: dict[str, Any] = {**report(runtime, floor), "telemetry": args.telemetry}
+    if args.telemetry != "off":
+        spans = (dirs.home / "traces.jsonl").read_text(encoding="utf-8").count("\n")
+        print(f"telemetry                     {args.telemetry}: {spans} spans exported")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
 
@@ -195,6 +267,12 @@ def main() -> None:
         "--profile", help="pyinstrument profile of the runtime turns: writes PATH (html) and .txt"
     )
     parser.add_argument("--json", help="also write the figures as JSON here")
+    parser.add_argument(
+        "--telemetry",
+        choices=("off", "jsonl", "compare"),
+        default="off",
+        help="OpenTelemetry spans of every run (JSONL exporter in the private home)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

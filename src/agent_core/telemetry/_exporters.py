@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ from agent_core.config.schema import TelemetrySection
 
 
 class JsonlSpanExporter(SpanExporter):
-    """Appends each finished span as one JSON line (the SDK's ``ReadableSpan.to_json`` shape, compact).
+    """Appends each finished span as one JSON line (the SDK's ``ReadableSpan.to_json`` shape).
 
     The file is created with mode 0600 (span attributes may carry redacted content)."""
 
@@ -28,7 +27,7 @@ class JsonlSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
             return SpanExportResult.FAILURE
-        lines = [json.dumps(json.loads(span.to_json()), separators=(",", ":")) + "\n" for span in spans]
+        lines = [span.to_json(indent=None) + "\n" for span in spans]  # one line per span
         try:
             with self._lock:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
