@@ -124,6 +124,10 @@ async def open_services(
 
             install_memory(manager)
         await install_compaction(manager)
+        if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
+            from agent_core.jobs import install as install_jobs
+
+            install_jobs(manager)
         if settings.telemetry.enabled:  # OpenTelemetry is imported only when traces are on
             from agent_core.telemetry import install as install_telemetry
 

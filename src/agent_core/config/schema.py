@@ -384,6 +384,10 @@ class ToolsSection(StrictModel):
     stderr_limit_bytes: int = Field(default=65536, ge=1)
     result_limit_bytes: int = Field(default=65536, ge=1)
     result_limit_tokens: int = Field(default=8000, ge=1)
+    offload_after_ms: int = Field(default=0, ge=0)
+    """code.run_command / declarative calls still running after this long become background jobs (0: off)."""
+    wake_on_completion: bool = True
+    """A finished background job starts a run of its idle session (otherwise the next run is told)."""
     sensitive_paths: list[SensitivePattern] = Field(
         default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS), validate_default=True
     )

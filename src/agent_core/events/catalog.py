@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent_core.types.enums import EventLevel, EventType
 
 _WARNING = {
+    EventType.job_failed,
     EventType.run_cancelled,
     EventType.cancel_timeout,
     EventType.loop_aborted,

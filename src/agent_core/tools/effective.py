@@ -44,6 +44,10 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="D") for n in CODE_READ_TOOLS},
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P") for n in CODE_WRITE_TOOLS},
     "internal.load_skill": _row(main="D", orchestrator="D", sub="D", fork="D", worker="P"),
+    **{  # background jobs (surfaces.md §6): whoever may run commands may watch and cancel them
+        n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")
+        for n in ("internal.job_status", "internal.job_cancel")
+    },
     "internal.recall_memory": _row(main="D", orchestrator="D"),
     "agent.list_agent_definitions": _row(main="D", orchestrator="D"),
     "agent.create_sub_agent": _row(main="D", orchestrator="D"),

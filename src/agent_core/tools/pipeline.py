@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -140,6 +140,14 @@ class _Turn:
         return str(self.scope.extras.get("abort_reason") or "run_cancelled")
 
 
+class Offload(Protocol):
+    """Turns a slow handler into a background job (surfaces.md §6; ``agent_core.jobs.JobManager``)."""
+
+    def applies(self, definition: ToolDefinition) -> bool: ...
+
+    def wrap(self, handler: Awaitable[Any], call: ToolCall, ctx: ToolContext) -> Awaitable[Any]: ...
+
+
 class ToolExecutor:
     """Executes the tool calls of one assistant message (the loop's seam, tools.md §16–§19)."""
 
@@ -159,6 +167,8 @@ class ToolExecutor:
         self._hooks = hooks
         self._redactor = redactor
         self._cancel_grace_s = cancel_grace_s
+        self.offload: Offload | None = None
+        """Background offload of slow calls (``agent_core.jobs``, installed when offload is on)."""
 
     # -- turn ---------------------------------------------------------------------------------------
 
@@ -440,9 +450,12 @@ class ToolExecutor:
         await turn.sink.emit(EventType.tool_started, payload, tool_call_id=call.tool_call_id)
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
+        handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
+        if self.offload is not None and self.offload.applies(definition):
+            handler = self.offload.wrap(handler, call, ready.ctx)  # placeholder result if it outlives the limit
         try:
             value = await run_handler(
-                ready.entry.adapter.execute(call, ready.ctx),
+                handler,
                 turn.scope.cancel_event,
                 timeout_ms,
                 grace_s=self._cancel_grace_s,

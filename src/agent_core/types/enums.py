@@ -130,6 +130,10 @@ class EventType(StrEnum):
     memory_extraction_failed = "memory_extraction_failed"
     mcp_server_failed = "mcp_server_failed"
     error = "error"
+    # Background jobs of offloaded tool calls (surfaces.md §6)
+    job_started = "job_started"
+    job_completed = "job_completed"
+    job_failed = "job_failed"
     # The 17 WAL-mirroring task events (contract.md §7.2)
     task_created = "task_created"
     task_running = "task_running"

@@ -1,0 +1,37 @@
+"""Background jobs of offloaded tool calls (surfaces.md §6): installed only when
+``[tools] offload_after_ms > 0``; otherwise nothing here is imported."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_core.jobs._manager import PLACEHOLDER, JobManager, placeholder_text
+from agent_core.jobs._store import JobRecord, JobStore
+from agent_core.jobs._tools import JobToolsAdapter
+
+if TYPE_CHECKING:
+    from agent_core.runtime.runs import RunManager
+
+__all__ = [
+    "PLACEHOLDER",
+    "JobManager",
+    "JobRecord",
+    "JobStore",
+    "JobToolsAdapter",
+    "install",
+    "placeholder_text",
+]
+
+
+def install(manager: RunManager) -> JobManager:
+    """Wires the job manager: the executor's offload hook, the job tools, run-cancel and run-start hooks."""
+    tools = manager.services.settings.tools
+    jobs = JobManager(
+        manager, offload_after_ms=tools.offload_after_ms, wake_on_completion=tools.wake_on_completion
+    )
+    manager.services.executor.offload = jobs
+    manager.services.tools.register_adapter(JobToolsAdapter(jobs), internal=True)
+    manager.on_cancel.append(jobs.on_run_cancel)
+    manager.before_root_run.append(jobs.before_root_run)
+    manager.services.extras["jobs"] = jobs
+    return jobs
