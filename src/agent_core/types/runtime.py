@@ -217,6 +217,8 @@ class SessionSummary(StrictModel):
     status: str | None = None
     """Status of the root agent's latest run; ``None`` when the session has no run."""
     run_count: int = 0
+    active_node_id: str | None = None
+    """The leaf of the active path (``AgentRuntime.get_node_path`` gives the path)."""
     parent_session_id: str | None = None
     """The session this one was forked from (``AgentRuntime.fork_session``)."""
     created_at: datetime
@@ -225,8 +227,6 @@ class SessionSummary(StrictModel):
 
 class InspectAgent(StrictModel):
     agent_id: str
-    active_node_id: str | None = None
-    """The leaf of the active path (``AgentRuntime.get_node_path`` gives the path)."""
     agent_type: str | None = None
     purpose: str | None = None
     agent_definition_id: str | None = None
