@@ -224,6 +224,12 @@ async def test_sub_agent_spends_the_parents_budget(soong_env: SoongEnv) -> None:
         echo_tool(rt, calls)
         run = await rt.start("delegate")
         await collect(run)
+        tree = (await rt.replay_run(run.run_id)).usage
+        session = (await rt.replay_session(run.session_id)).usage
+        own = (await rt.replay_session(run.session_id)).runs[0].usage
+    assert tree is not None and session is not None and own is not None
+    assert tree.runs == 2 and tree == session  # the run's usage includes its sub-agent's
+    assert tree.total_tokens > own["total_tokens"] == 15 + 22
     child_requests = router.requests["MARK-SPEND"]
     assert len(child_requests) == 3 and len(calls) == 2
     assert child_requests[1].tools and child_requests[1].tool_choice == "auto"
