@@ -123,7 +123,9 @@ def test_runtime_enums_are_strenums() -> None:
         "failed",
         "cancelled",
     ]
-    assert len(enums.EventType) == 70
+    v2_jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
+    assert v2_jobs <= {e.value for e in enums.EventType}
+    assert len(enums.EventType) == 70 + len(v2_jobs)
     assert len(enums.WAL_EVENT_TYPES) == 17
 
 
