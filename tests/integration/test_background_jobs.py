@@ -276,3 +276,39 @@ async def test_sigkill_marks_running_jobs_failed_and_tells_the_model(soong_env: 
             child.wait()
         if command_pid is not None and alive(command_pid):
             os.kill(command_pid, signal.SIGKILL)
+
+
+async def test_declarative_tool_offloaded_without_wake_tells_the_next_run(soong_env: SoongEnv) -> None:
+    script = Path(__file__).resolve().parents[1] / "fixtures" / "declarative_tool.py"
+    spec = {
+        "name": "demo.slow",
+        "description": "A slow declarative tool.",
+        "permission": "readonly",
+        "input_schema": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]},
+        "command": sys.executable,
+        "args": [str(script), "--sleep", "0.6", "--", "{{args.who}}"],
+    }
+    soong_env.write_home("tools/slow.json", json.dumps(spec))
+    fake = FakeProvider()
+    Route(
+        fake,
+        lambda r: tool_calls(("demo.slow", {"who": "declarative-arg"}, "call_cmd")),
+        lambda r: text("started it"),
+        lambda r: text("I see the job result"),
+    )
+    config = {"tools": {"offload_after_ms": 200, "wake_on_completion": False}}
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        run = await rt.start("use the slow tool")
+        assert (await run.wait()).value == "completed"
+        job_id = job_id_in(fake.requests[1])
+        await wait_for(lambda: job_rows(soong_env)[0]["status"] == "completed", timeout=15)
+        await asyncio.sleep(0.3)
+        assert len(fake.requests) == 2, "no wake-up with wake_on_completion = false"
+        assert job_rows(soong_env)[0]["delivered"] == 0
+        nxt = await rt.start("anything new?", session_id=run.session_id)
+        assert (await nxt.wait()).value == "completed"
+    last = text_of(fake.requests[2].messages[-1].content)
+    assert last.startswith("<system_note>") and job_id in last and "declarative-arg" in last
+    assert last.rstrip().endswith("anything new?")
+    assert job_rows(soong_env)[0]["delivered"] == 1
+    assert_paired(fake.requests)
