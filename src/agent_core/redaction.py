@@ -16,6 +16,11 @@ from typing import Any
 REDACTED = "[REDACTED]"
 SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
 SENSITIVE_KEY = re.compile(r"(?i)(api[_-]?key|authorization|token|secret|password|cookie|credential)")
+_SENSITIVE_WORDS = (
+    *("apikey", "api_key", "api-key", "authorization", "token"),
+    *("secret", "password", "cookie", "credential"),
+)
+"""Every ASCII string :data:`SENSITIVE_KEY` matches contains one of these (case-folded); keep in sync."""
 TOKEN_COUNT_KEY = re.compile(r"(?i)tokens|token_(count|budget)")
 """Keys of token counters; exempt from read-time redaction when their value is numeric."""
 _MIN_PATTERN_SECRET = 8
@@ -173,6 +178,32 @@ def has_sensitive_keys(obj: Any) -> bool:
             return False
         return any(isinstance(v, dict | list | tuple) and has_sensitive_keys(v) for v in obj)
     return False
+
+
+def json_may_hold_sensitive_key(text: str) -> bool:
+    """``False`` only when JSON ``text`` certainly has no key :func:`redact_sensitive_keys` could mask:
+    every key appears verbatim in the text unless written with a ``\\u`` escape (other escapes cannot
+    yield a letter, ``_`` or ``-``), so no :data:`SENSITIVE_KEY` match and no ``\\u`` means no such key.
+    A read-time filter: records that pass are not walked. Compact (``separators=(",", ":")``) pairs of a
+    token-counter key and a number (or a mapping of numbers), which are never masked, are ignored."""
+    if "\\u" in text:
+        return True
+    if not text.isascii():  # the regex folds some non-ASCII letters (e.g. U+017F) onto ASCII ones
+        return SENSITIVE_KEY.search(text) is not None
+    lowered = text.lower()
+    if "token" in lowered:
+        lowered = _COUNTER_PAIR.sub("", _COUNTER_MAP.sub(r"\1", lowered))
+    return any(map(lowered.__contains__, _SENSITIVE_WORDS))
+
+
+_NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+_COUNTER_KEY = r'"[^"\\]*(?:tokens|token_count|token_budget)[^"\\]*"'
+_COUNTER_PAIR = re.compile(f"{_COUNTER_KEY}:{_NUMBER}")
+"""``"input_tokens":12`` (lower-cased JSON): a counter key (:data:`TOKEN_COUNT_KEY`) with a number."""
+_NUMERIC_ITEM = rf'"[^"\\]*":(?:{_NUMBER}|null)'
+_COUNTER_MAP = re.compile(rf"{_COUNTER_KEY}:(\{{(?:{_NUMERIC_ITEM}(?:,{_NUMERIC_ITEM})*)?\}})")
+"""``"token_budget":{...}`` whose values are all numbers or null: the key is dropped, the mapping kept
+(its own keys are still scanned)."""
 
 
 def redact_sensitive_keys(obj: Any) -> Any:

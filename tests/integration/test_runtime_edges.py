@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agent_core import AgentCoreError, EndReason, ErrorCode, RunStatus, RuntimeEvent, ToolDefinition
+from agent_core.storage._reports import expand_report, ids_by_seq
 from agent_core.types.enums import DEBUG_ONLY_EVENTS, TRANSIENT_EVENTS, EventType
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls
@@ -127,13 +128,22 @@ async def test_event_catalogue_payload_keys_levels_and_persistence(soong_env: So
     seen = check_catalogue(all_events)
     expected = set(CATALOGUE) - {"cancel_timeout"}
     assert expected <= seen, expected - seen
-    # persisted events carry the same payloads as delivered
+    # persisted events carry the same payloads as delivered (context reports: node-id lists stored as
+    # node_seq ranges, expanded on read)
     stored = {r["event_id"]: r for r in rows(soong_env, f'SELECT * FROM "events_{sid}"')}
+    seqs = ids_by_seq(
+        [(r["node_seq"], r["node_id"]) for r in rows(soong_env, f'SELECT * FROM "nodes_{sid}"')]
+    )
+    compact = 0
     for event in all_events:
         if event.seq is not None:
             row = stored[event.event_id]
             assert row["seq"] == event.seq and row["event_type"] == event.event_type.value
-            assert json.loads(row["payload_json"] or "{}") == event.payload
+            payload = json.loads(row["payload_json"] or "{}")
+            compact += "node_seq_ranges" in (row["payload_json"] or "")
+            expand_report(payload, seqs)
+            assert payload == event.payload
+    assert compact, "long context reports are stored compactly"
     assert {t.value for t in TRANSIENT_EVENTS} == {
         "message_delta",
         "model_text_delta",

@@ -62,11 +62,12 @@ def _redact_node(node: Node) -> Node:
     )
 
 
-def _redact_event(event: RuntimeEvent) -> RuntimeEvent:
+def _redact_event(event: RuntimeEvent, keys_masked: bool = False) -> RuntimeEvent:
+    """``keys_masked``: storage already masked sensitive keys (``list_events(redact_keys=True)``)."""
     hook = event.event_type in (EventType.hook_failed, EventType.hook_completed)
-    if not hook and not has_sensitive_keys(event.payload):
+    if not hook and (keys_masked or not has_sensitive_keys(event.payload)):
         return event  # nothing to mask: no copy (replay of long sessions)
-    payload = redact_sensitive_keys(event.payload)
+    payload = event.payload if keys_masked else redact_sensitive_keys(event.payload)
     if hook:
         for key in ("stderr_summary", "stdout_summary", "logs"):
             if key in payload:
@@ -98,10 +99,11 @@ async def replay_session(
     agent_by_id = {a.agent_id: a for a in agents}
     runs = [r for r in await storage.list_runs(session_id)]
     root_runs = [r for r in runs if r.agent_id == root_id]
-    nodes = [n for n in await storage.list_nodes(session_id) if n.agent_id == root_id]
+    masked = not include_sensitive  # read-time key redaction done while decoding the rows
+    nodes = await storage.list_nodes(session_id, agent_id=root_id, redact_keys=masked)
     events = [
         e
-        for e in await storage.list_events(session_id, from_seq=from_seq, to_seq=to_seq)
+        for e in await storage.list_events(session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked)
         if e.agent_id in (root_id, None)
     ]
     artifacts = [
@@ -141,14 +143,15 @@ async def replay_session(
         usage=UsageTotals.from_records([_json_object(r.usage_json) for r in runs]),
         redacted=not include_sensitive,
     )
-    return result if include_sensitive else _redacted(result)
+    return result if include_sensitive else _redacted(result, keys_masked=True)
 
 
-def _redacted(result: ReplayResult) -> ReplayResult:
+def _redacted(result: ReplayResult, keys_masked: bool = False) -> ReplayResult:
+    """``keys_masked``: nodes and events were read with ``redact_keys=True``."""
     return result.model_copy(
         update={
-            "nodes": [_redact_node(n) for n in result.nodes],
-            "events": [_redact_event(e) for e in result.events],
+            "nodes": result.nodes if keys_masked else [_redact_node(n) for n in result.nodes],
+            "events": [_redact_event(e, keys_masked) for e in result.events],
             "artifacts": [_redact_artifact(a) for a in result.artifacts],
             "runs": [
                 r.model_copy(update={"error": _redact_error(r.error), "usage": r.usage}) for r in result.runs
@@ -189,8 +192,9 @@ async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) 
     if run is None:
         raise AgentCoreError(ErrorCode.validation_error, f"unknown run {run_id!r}")
     agent = await storage.get_agent(run.agent_id)
-    nodes = await storage.list_nodes(run.session_id, run_id=run_id)
-    events = await storage.list_events(run.session_id, run_id=run_id)
+    masked = not include_sensitive
+    nodes = await storage.list_nodes(run.session_id, run_id=run_id, redact_keys=masked)
+    events = await storage.list_events(run.session_id, run_id=run_id, redact_keys=masked)
     artifacts = [artifact_from_record(a) for a in await storage.list_artifacts(run_id=run_id)]
     tree = _run_tree(run_id, await storage.list_runs(run.session_id))
     result = ReplayResult(
@@ -203,7 +207,7 @@ async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) 
         usage=UsageTotals.from_records([_json_object(r.usage_json) for r in tree]),
         redacted=not include_sensitive,
     )
-    return result if include_sensitive else _redacted(result)
+    return result if include_sensitive else _redacted(result, keys_masked=True)
 
 
 def _run_tree(run_id: str, runs: list[RunRecord]) -> list[RunRecord]:

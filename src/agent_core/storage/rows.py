@@ -8,7 +8,7 @@ once per write; an empty tuple takes the fast path (no walk, direct pydantic JSO
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +17,21 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
-from agent_core.redaction import Redactor, redact_with
+from agent_core.redaction import (
+    Redactor,
+    has_sensitive_keys,
+    json_may_hold_sensitive_key,
+    redact_sensitive_keys,
+    redact_with,
+)
+from agent_core.storage._reports import (
+    MARKER,
+    compact_payload,
+    compact_seqs,
+    expand_report,
+    resolve,
+    seq_ranges,
+)
 from agent_core.storage.drafts import EventDraft, NodeDraft
 from agent_core.types.base import format_ts, parse_ts, utc_now
 from agent_core.types.content import ContentBlock, content_list_adapter
@@ -171,6 +185,22 @@ def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
 
 
 @dataclass(slots=True)
+class CompactReport:
+    """A context report to be stored with seq ranges; finished by the writer (``first_new_seq``)."""
+
+    payload: dict[str, Any]
+    seqs: dict[str, list[int]]
+    secrets: tuple[str, ...]
+
+    def text(self, first_new_seq: int) -> str:
+        ranges = {f: seq_ranges(resolve(s, first_new_seq)) for f, s in self.seqs.items()}
+        text = json_text(compact_payload(self.payload, ranges), "event payload")
+        if self.secrets and _mentions(text, self.secrets):  # digits only could still spell a secret
+            return redacted_payload(self.payload, "event payload", self.secrets)[1]
+        return text
+
+
+@dataclass(slots=True)
 class PreparedEvent:
     draft: EventDraft
     level: EventLevel
@@ -179,12 +209,15 @@ class PreparedEvent:
     payload_json: str | None
     created_at: datetime
     created_at_text: str
+    compact: CompactReport | None = None
 
-    def row(self, seq: int, run_seq: int | None) -> tuple[Any, ...]:
+    def row(self, seq: int, run_seq: int | None, first_new_seq: int = 0) -> tuple[Any, ...]:
+        """``first_new_seq``: the seq of this write's first node (resolves a compact report)."""
         d = self.draft
+        text = self.compact.text(first_new_seq) if self.compact is not None else self.payload_json
         return (
             d.event_id, seq, run_seq, d.agent_id, d.run_id, self.level.value, self.event_type.value,
-            d.node_id, d.tool_call_id, self.payload_json, self.created_at_text,
+            d.node_id, d.tool_call_id, text, self.created_at_text,
         )  # fmt: skip
 
     def event(self, session_id: str, seq: int, run_seq: int | None) -> RuntimeEvent:
@@ -205,14 +238,46 @@ class PreparedEvent:
         )
 
 
-def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
+def _compacted(
+    draft: EventDraft, node_seqs: Mapping[str, int], new_nodes: Mapping[str, int], secrets: tuple[str, ...]
+) -> CompactReport | None:
+    """A context report whose node-id lists can be stored as seq ranges (``storage/_reports.py``);
+    ``None`` when none can or another field needs secret redaction (then the full path runs)."""
+    seqs = compact_seqs(draft.payload, node_seqs, new_nodes, secrets)
+    if seqs is None:
+        return None
+    try:
+        live = to_jsonable_python(draft.payload)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return None
+    if secrets:
+        rest = json_text(compact_payload(live, {f: [] for f in seqs}), "event payload")
+        if _mentions(rest, secrets):
+            return None
+    return CompactReport(payload=live, seqs=seqs, secrets=secrets)
+
+
+def prepare_event(
+    draft: EventDraft,
+    secrets: tuple[str, ...],
+    node_seqs: Mapping[str, int] | None = None,
+    new_nodes: Mapping[str, int] | None = None,
+) -> PreparedEvent:
+    """``node_seqs`` (committed node id → ``node_seq`` of the session) and ``new_nodes`` (ids of the
+    nodes of the same write → ``-(k + 1)``) let a ``context_built`` report be stored compactly; the live
+    event keeps the full payload."""
     try:
         level, event_type = EventLevel(draft.level), EventType(draft.event_type)
     except ValueError as exc:
         raise _invalid(f"invalid event level/type: {exc}") from exc
     payload: Any = {}
     payload_json: str | None = None
-    if draft.payload:
+    compact = None
+    if draft.payload and node_seqs is not None and event_type is EventType.context_built:
+        compact = _compacted(draft, node_seqs, new_nodes or {}, secrets)
+    if compact is not None:
+        payload = compact.payload
+    elif draft.payload:
         payload, payload_json = redacted_payload(draft.payload, "event payload", secrets)
     if not isinstance(payload, dict):
         raise _invalid("an event payload must be a mapping")
@@ -225,6 +290,7 @@ def prepare_event(draft: EventDraft, secrets: tuple[str, ...]) -> PreparedEvent:
         payload_json=payload_json,
         created_at=created,
         created_at_text=format_ts(created),
+        compact=compact,
     )
 
 
@@ -235,32 +301,58 @@ def _read_error(what: str, exc: BaseException) -> SchemaError:
     return SchemaError(ErrorCode.schema_error, f"cannot convert {what}: {exc}", cause=exc)
 
 
-def node_from_row(row: Sequence[Any], session_id: str) -> Node:
-    """A ``nodes_<sid>`` row (``NodeRecord.columns()`` order) as a :class:`Node`; bad data → ``schema_error``.
+def _masked_keys(text: str, value: Any) -> Any:
+    """Read-time key redaction of ``value`` decoded from ``text``, walking it only when needed."""
+    if json_may_hold_sensitive_key(text) and has_sensitive_keys(value):
+        return redact_sensitive_keys(value)
+    return value
 
-    Same result as ``node_from_record(record_from_row(NodeRecord, ...))``, validated once instead of twice.
-    """
+
+def _node_value(row: Sequence[Any], session_id: str, redact_keys: bool) -> dict[str, Any]:
     node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
+    meta = from_json(metadata) if metadata is not None else {}
+    if not isinstance(meta, dict):
+        raise ValueError("nodes.metadata_json is not a JSON object")
+    blocks = from_json(content)
+    if redact_keys:
+        blocks = _masked_keys(content, blocks)
+        if metadata is not None:
+            meta = _masked_keys(metadata, meta)
+    return {
+        "node_id": node_id,
+        "node_seq": node_seq,
+        "session_id": session_id,
+        "parent_id": parent_id,
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "role": MessageRole(role),
+        "node_type": NodeType(node_type),
+        "content": blocks,
+        "metadata": meta,
+        "token_count": tokens,
+        "created_at": parse_ts(created),
+    }
+
+
+_NODES: TypeAdapter[list[Node]] = TypeAdapter(list[Node], config=ConfigDict(defer_build=True))
+
+
+def nodes_from_rows(
+    rows: Sequence[Sequence[Any]], session_id: str, *, redact_keys: bool = False
+) -> list[Node]:
+    """Many ``nodes_<sid>`` rows (``NodeRecord.columns()`` order) at once, validated in one call; bad
+    data → ``schema_error``. ``redact_keys`` applies read-time redaction (values under sensitive-looking
+    keys masked, as :func:`redact_sensitive_keys`), walking only rows whose JSON text may hold such a key.
+    """
     try:
-        meta = from_json(metadata) if metadata is not None else {}
-        if not isinstance(meta, dict):
-            raise ValueError("nodes.metadata_json is not a JSON object")
-        return Node(
-            node_id=node_id,
-            node_seq=node_seq,
-            session_id=session_id,
-            parent_id=parent_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            role=MessageRole(role),
-            node_type=NodeType(node_type),
-            content=content_list_adapter.validate_json(content),
-            metadata=meta,
-            token_count=tokens,
-            created_at=parse_ts(created),
-        )
+        return _NODES.validate_python([_node_value(row, session_id, redact_keys) for row in rows])
     except (ValidationError, ValueError, TypeError) as exc:
         raise _read_error("node record", exc) from exc
+
+
+def node_from_row(row: Sequence[Any], session_id: str) -> Node:
+    """A ``nodes_<sid>`` row (``NodeRecord.columns()`` order) as a :class:`Node`; bad data → ``schema_error``."""
+    return nodes_from_rows([row], session_id)[0]
 
 
 _EVENT_KEYS = (
@@ -281,17 +373,32 @@ _EVENTS: TypeAdapter[list[RuntimeEvent]] = TypeAdapter(
 )
 
 
-def events_from_rows(rows: Sequence[Sequence[Any]], session_id: str) -> list[RuntimeEvent]:
+def events_from_rows(
+    rows: Sequence[Sequence[Any]],
+    session_id: str,
+    *,
+    ids_by_seq: Sequence[str | None] | None = None,
+    redact_keys: bool = False,
+) -> list[RuntimeEvent]:
     """Many ``events_<sid>`` rows at once (one validation call for the list: replay of long sessions).
 
-    Rows are in ``EventRecord.columns()`` order; bad data → ``schema_error``.
+    Rows are in ``EventRecord.columns()`` order; bad data → ``schema_error``. Compact context reports are
+    expanded with ``ids_by_seq`` (``storage/_reports.py``; required when a row holds one).
+    ``redact_keys``: read-time key redaction as in :func:`nodes_from_rows`.
     """
     try:
         values: list[dict[str, Any]] = []
         for row in rows:
             data = dict(zip(_EVENT_KEYS, row, strict=True))
-            payload = data["payload"]
-            data["payload"] = from_json(payload) if payload is not None else {}
+            text = data["payload"]
+            payload = from_json(text) if text is not None else {}
+            if text is not None and MARKER in text and data["event_type"] == "context_built":
+                if ids_by_seq is None or not isinstance(payload, dict):
+                    raise ValueError("a compact context report needs the session's node seqs")
+                expand_report(payload, ids_by_seq)
+            if redact_keys and text is not None:
+                payload = _masked_keys(text, payload)
+            data["payload"] = payload
             data["created_at"] = parse_ts(data["created_at"])
             data["session_id"] = session_id
             values.append(data)
@@ -300,6 +407,8 @@ def events_from_rows(rows: Sequence[Sequence[Any]], session_id: str) -> list[Run
         raise _read_error("event record", exc) from exc
 
 
-def event_from_row(row: Sequence[Any], session_id: str) -> RuntimeEvent:
+def event_from_row(
+    row: Sequence[Any], session_id: str, ids_by_seq: Sequence[str | None] | None = None
+) -> RuntimeEvent:
     """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
-    return events_from_rows([row], session_id)[0]
+    return events_from_rows([row], session_id, ids_by_seq=ids_by_seq)[0]

@@ -30,6 +30,7 @@ import aiosqlite
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.redaction import Redactor
 from agent_core.storage import schema as S
+from agent_core.storage._reports import MARKER, ids_by_seq, wants_node_index
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core.storage.ids import validate_session_id
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
@@ -38,7 +39,7 @@ from agent_core.storage.rows import (
     json_column,
     json_text,
     jsonable,
-    node_from_row,
+    nodes_from_rows,
     prepare_event,
     prepare_node,
     redact_json_text,
@@ -71,6 +72,8 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 5000
 STATEMENT_CACHE = 2048
 NODE_SESSION_CACHE = 200_000
+NODE_INDEX_SESSIONS = 16
+"""Sessions whose node id → ``node_seq`` index the writer keeps (compact context reports)."""
 SESSION_SQL_CACHE = 4096
 NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
 _ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
@@ -102,6 +105,7 @@ class StorageManager:
         self._seq: dict[str, int] = {}
         self._run_seq: dict[str, int] = {}
         self._node_sessions: dict[str, str] = {}
+        self._node_index: dict[str, dict[str, int]] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -176,6 +180,7 @@ class StorageManager:
             self._node_seq.clear()
             self._seq.clear()
             self._run_seq.clear()
+            self._node_index.clear()
 
     def _queue(self) -> WriterQueue:
         if self._writer is None or self._writer.closing:
@@ -359,6 +364,7 @@ class StorageManager:
         self._sql.pop(session_id, None)
         self._node_seq.pop(session_id, None)
         self._seq.pop(session_id, None)
+        self._node_index.pop(session_id, None)
         for run_id in run_ids:
             self._run_seq.pop(run_id, None)
         stale = [n for n, s in self._node_sessions.items() if s == session_id]
@@ -404,7 +410,12 @@ class StorageManager:
         sql = self._session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
-        prepared_events = [prepare_event(d, secrets) for d in events]
+        node_seqs = self._session_node_index(session_id)
+        load_index = node_seqs is None and any(
+            d.event_type == "context_built" and wants_node_index(d.payload) for d in events
+        )
+        new_nodes = {d.node_id: -(k + 1) for k, d in enumerate(nodes)} if node_seqs is not None else None
+        prepared_events = [prepare_event(d, secrets, node_seqs, new_nodes) for d in events]
         if tip is None and any(p.draft.parent_id is TipMarker.FROM_TIP for p in prepared_nodes):
             raise _invalid("parent_id=FROM_TIP needs a tip")
         meta_updates = (
@@ -438,6 +449,7 @@ class StorageManager:
                     result.nodes.append(p.node(session_id, node_seq, parent))
                     chain = p.draft.node_id
                 txn.executemany(sql.insert_node, rows)
+            first_new_seq = node_seq - len(prepared_nodes) + 1  # resolves compact context reports
             run_seqs: dict[str, int] = {}
             if prepared_events:
                 seq = self._counter(txn, self._seq, session_id, sql.max_seq)
@@ -452,7 +464,7 @@ class StorageManager:
                                 txn, self._run_seq, run_id, sql.max_run_seq, run_id
                             )
                         run_seq = run_seqs[run_id] = run_seqs[run_id] + 1
-                    rows.append(p_e.row(seq, run_seq))
+                    rows.append(p_e.row(seq, run_seq, first_new_seq))
                     result.events.append(p_e.event(session_id, seq, run_seq))
                 txn.executemany(sql.insert_event, rows)
             if not isinstance(active_node_id, Unset):
@@ -465,12 +477,18 @@ class StorageManager:
                     raise _invalid(f"unknown {what}")
             if meta_updates:
                 _merge_session_metadata(txn, session_id, meta_updates, now)
+            loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:
+                if loaded is not None:
+                    self._keep_node_index(session_id, dict(loaded))
                 if prepared_nodes:
                     self._node_seq[session_id] = node_seq
+                    index = self._node_index.get(session_id)
                     for node in result.nodes:
                         self._remember_node(node.node_id, session_id)
+                        if index is not None:
+                            index[node.node_id] = node.node_seq
                     if tip is not None:
                         tip.node_id = result.nodes[-1].node_id
                 if prepared_events:
@@ -481,6 +499,21 @@ class StorageManager:
             return result
 
         return await self._queue().submit(op)
+
+    def _session_node_index(self, session_id: str) -> dict[str, int] | None:
+        """Node id → ``node_seq`` of a session's committed nodes, kept for the last few sessions that
+        wrote a context report (compact reports, ``storage/_reports.py``). The first report of a session
+        after opening is stored verbatim; its transaction loads the index, later commits extend it."""
+        index = self._node_index.pop(session_id, None)
+        if index is not None:
+            self._node_index[session_id] = index  # most recently used last
+        return index
+
+    def _keep_node_index(self, session_id: str, index: dict[str, int]) -> None:
+        self._node_index.pop(session_id, None)
+        while len(self._node_index) >= NODE_INDEX_SESSIONS:
+            self._node_index.pop(next(iter(self._node_index)))
+        self._node_index[session_id] = index
 
     def _remember_node(self, node_id: str, session_id: str) -> None:
         if len(self._node_sessions) >= NODE_SESSION_CACHE:
@@ -548,8 +581,10 @@ class StorageManager:
             (session_id, *(s.value for s in NON_TERMINAL_RUN_STATUSES)),
         )
 
-    async def _nodes(self, session_id: str, sql: str, params: Sequence[Any]) -> list[Node]:
-        return [node_from_row(row, session_id) for row in await self._read(sql, params)]
+    async def _nodes(
+        self, session_id: str, sql: str, params: Sequence[Any], redact_keys: bool = False
+    ) -> list[Node]:
+        return nodes_from_rows(await self._read(sql, params), session_id, redact_keys=redact_keys)
 
     async def get_node(self, session_id: str, node_id: str) -> Node | None:
         sql = await self._require_session(session_id)
@@ -557,12 +592,20 @@ class StorageManager:
         return nodes[0] if nodes else None
 
     async def list_nodes(
-        self, session_id: str, *, run_id: str | None = None, agent_id: str | None = None
+        self,
+        session_id: str,
+        *,
+        run_id: str | None = None,
+        agent_id: str | None = None,
+        redact_keys: bool = False,
     ) -> list[Node]:
-        """Nodes ordered by ``node_seq``, optionally filtered by run and/or agent."""
+        """Nodes ordered by ``node_seq``, optionally filtered by run and/or agent; ``redact_keys`` masks
+        values under sensitive-looking keys (read-time redaction, ``redact_sensitive_keys``)."""
         sql = await self._require_session(session_id)
         where, params = _filters(run_id=run_id, agent_id=agent_id)
-        return await self._nodes(session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params)
+        return await self._nodes(
+            session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params, redact_keys
+        )
 
     async def node_path(self, session_id: str, node_id: str) -> list[Node]:
         """Nodes from the root to ``node_id`` along ``parent_id``; unknown node → ``validation_error``."""
@@ -596,8 +639,11 @@ class StorageManager:
         from_seq: int | None = None,
         to_seq: int | None = None,
         run_id: str | None = None,
+        redact_keys: bool = False,
     ) -> list[RuntimeEvent]:
-        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds."""
+        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds. Compact
+        context reports come back with their full node-id lists; ``redact_keys`` as in :meth:`list_nodes`.
+        """
         sql = await self._require_session(session_id)
         where, params = _filters(run_id=run_id)
         clauses = [where] if where else []
@@ -608,7 +654,10 @@ class StorageManager:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
             params.append(to_seq)
         rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
-        return events_from_rows(rows, session_id)
+        seqs = None
+        if any(r[6] == "context_built" and r[9] is not None and MARKER in r[9] for r in rows):
+            seqs = ids_by_seq(await self._read(f"SELECT node_seq, node_id FROM {sql.nodes}"))
+        return events_from_rows(rows, session_id, ids_by_seq=seqs, redact_keys=redact_keys)
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
         rows = await self._records(

@@ -1,0 +1,192 @@
+"""Compact persisted context reports (issue 16): node-id lists stored as node_seq ranges, read back
+unchanged; rows in the old (verbatim) shape still read; read-time key redaction while decoding rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.redaction import has_sensitive_keys, json_may_hold_sensitive_key
+from agent_core.storage._reports import expand_report, seq_ranges
+from agent_core.storage.drafts import EventDraft, NodeDraft
+from agent_core.storage.rows import events_from_rows
+from agent_core.types.content import TextBlock
+from agent_core.types.enums import EventType
+from agent_core.types.runtime import ContextBuildReport, TokenBudget
+from tests.fixtures.storage_env import opened_store, set_test_secret
+
+
+def _nodes(aid: str, n: int) -> list[NodeDraft]:
+    return [NodeDraft(agent_id=aid, role="user", content=[TextBlock(text=f"m{i}")]) for i in range(n)]
+
+
+def _report(rid: str, aid: str, included: list[str], excluded: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    return ContextBuildReport(
+        run_id=rid,
+        agent_id=aid,
+        turn=1,
+        provider="p",
+        model="m",
+        token_budget=TokenBudget(**dict.fromkeys(TokenBudget.model_fields, 10)),
+        included_node_ids=included,
+        excluded_node_ids=list(excluded),
+    ).model_dump(mode="json")
+
+
+def _stored(db: Path, sid: str) -> list[str]:
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            f"SELECT payload_json FROM \"events_{sid}\" WHERE event_type = 'context_built' ORDER BY seq"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [r[0] for r in rows]
+
+
+def test_seq_ranges_keep_order() -> None:
+    assert seq_ranges([3, 4, 5, 9, 1, 2]) == [[3, 5], [9, 9], [1, 2]]
+    assert seq_ranges([]) == []
+
+
+async def test_reports_are_stored_as_ranges_and_read_back_unchanged(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        rid = await env.new_run(sid, aid)
+        first = _nodes(aid, 20)
+        # first report of the session after opening: stored verbatim, its write loads the node index
+        await env.storage.append(sid, nodes=first)
+        ids = [n.node_id for n in first]
+        r1 = _report(rid, aid, ids)
+        await env.storage.append(sid, events=[EventDraft(event_type=EventType.context_built, payload=r1)])
+        # later: ids of committed nodes and of nodes written in the same transaction, out of order
+        more = _nodes(aid, 10)
+        r2 = _report(rid, aid, [*ids[10:], *ids[:2], *(n.node_id for n in more)], excluded=ids[2:10])
+        short = _report(rid, aid, ids[:2])
+        result = await env.storage.append(
+            sid,
+            nodes=more,
+            events=[
+                EventDraft(event_type=EventType.context_built, payload=r2),
+                EventDraft(event_type=EventType.context_built, payload=short),
+            ],
+        )
+        assert result.events[0].payload == r2  # the live event carries the full report
+        stored = _stored(env.db_path, sid)
+        assert "node_seq_ranges" not in stored[0]
+        compact = json.loads(stored[1])
+        assert compact["included_node_ids"] == {"node_seq_ranges": [[11, 20], [1, 2], [21, 30]]}
+        assert compact["excluded_node_ids"] == {"node_seq_ranges": [[3, 10]]}
+        assert list(compact) == list(r2)  # key order kept
+        assert json.loads(stored[2]) == short  # short lists stay verbatim
+        events = await env.storage.list_events(sid)
+        assert [e.payload for e in events] == [r1, r2, short]
+        assert (
+            ContextBuildReport.model_validate(events[1].payload).included_node_ids == r2["included_node_ids"]
+        )
+
+
+async def test_old_verbatim_rows_and_unknown_ids_still_read(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        rid = await env.new_run(sid, aid)
+        nodes = _nodes(aid, 12)
+        await env.storage.append(sid, nodes=nodes)
+        await env.storage.append(sid, events=[EventDraft(event_type=EventType.context_built, payload={})])
+        foreign = _report(rid, aid, [*(n.node_id for n in nodes), "node_not_in_this_session"])
+        await env.storage.append(
+            sid, events=[EventDraft(event_type=EventType.context_built, payload=foreign)]
+        )
+        assert "node_seq_ranges" not in _stored(env.db_path, sid)[1]
+        assert (await env.storage.list_events(sid))[1].payload == foreign
+
+
+async def test_an_id_holding_a_secret_is_not_compacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = set_test_secret(monkeypatch)
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        rid = await env.new_run(sid, aid)
+        nodes = _nodes(aid, 9)
+        nodes[0].node_id = f"node_{secret}"
+        await env.storage.append(sid, nodes=nodes)
+        await env.storage.append(sid, events=[EventDraft(event_type=EventType.context_built, payload={})])
+        report = _report(rid, aid, [n.node_id for n in nodes])
+        await env.storage.append(sid, events=[EventDraft(event_type=EventType.context_built, payload=report)])
+        stored = _stored(env.db_path, sid)[1]
+        assert secret not in stored and "node_seq_ranges" not in stored
+
+
+def test_a_range_naming_no_node_is_a_schema_error() -> None:
+    payload: dict[str, Any] = {"included_node_ids": {"node_seq_ranges": [[1, 3]]}}
+    with pytest.raises(AgentCoreError) as info:
+        expand_report(payload, [None, "a", "b"])
+    assert info.value.code == ErrorCode.schema_error
+    row = (
+        "evt_1",
+        1,
+        1,
+        None,
+        None,
+        "info",
+        "context_built",
+        None,
+        None,
+        json.dumps(payload),
+        "2026-01-02T03:04:05Z",
+    )
+    with pytest.raises(AgentCoreError) as info:
+        events_from_rows([row], "sess_1")  # no node seqs given
+    assert info.value.code == ErrorCode.schema_error
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"usage": {"input_tokens": 100, "output_tokens": 10}},
+        {"token_budget": {"context_window": 10, "total_tokens": 4}, "included_node_ids": ["a"]},
+        {"token_budget": {"context_window": "x"}},
+        {"token_budget": {"api_key": 5}},
+        {"input_tokens": "sk-1"},
+        {"secret_tokens": 5, "text": "token of appreciation"},
+        {"x": [{"Cookie": 1}]},
+        {"tokens": 1.5e30, "k": None},
+        {"API-KEY": "v"},
+        {"ſecret": "x"},  # folds onto "secret" for the regex
+    ],
+)
+def test_text_filter_never_misses_a_key_the_walk_masks(value: dict[str, Any]) -> None:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert json_may_hold_sensitive_key(text) or not has_sensitive_keys(value)
+    escaped = json.dumps(value, separators=(",", ":"))  # \\u escapes can spell a key
+    assert json_may_hold_sensitive_key(escaped) or not has_sensitive_keys(value)
+
+
+def test_text_filter_lets_counters_through() -> None:
+    assert not json_may_hold_sensitive_key('{"usage":{"input_tokens":1,"total_tokens":2},"turn":1}')
+    assert not json_may_hold_sensitive_key('{"token_budget":{"context_window":1,"x":null}}')
+    assert json_may_hold_sensitive_key('{"tok\\u0065n":"x"}')
+
+
+async def test_list_events_masks_sensitive_keys_when_asked(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        payload = {"usage": {"input_tokens": 3}, "headers": {"Authorization": "Bearer x"}}
+        await env.storage.append(
+            sid,
+            nodes=[
+                NodeDraft(agent_id=aid, role="user", content=[TextBlock(text="hi")], metadata={"token": "t"})
+            ],
+            events=[EventDraft(event_type=EventType.model_started, payload=payload)],
+        )
+        (event,) = await env.storage.list_events(sid, redact_keys=True)
+        assert event.payload == {"usage": {"input_tokens": 3}, "headers": {"Authorization": "[REDACTED]"}}
+        assert (await env.storage.list_events(sid))[0].payload == payload
+        (node,) = await env.storage.list_nodes(sid, redact_keys=True)
+        assert node.metadata == {"token": "[REDACTED]"}
