@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import sqlite3
 import time
-from pathlib import Path
 
 from tests.fixtures.cli import TurnScript, chat_requests, run_cli, start_cli
 from tests.fixtures.env import SoongEnv
@@ -33,7 +32,7 @@ def _add(env: SoongEnv, *args: str) -> str:
     return schedule_id
 
 
-def test_schedule_add_list_remove(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_schedule_add_list_remove(soong_env: SoongEnv) -> None:
     soong_env.write_config()
     first = _add(soong_env, "--cron", "*/5 * * * *", "check the build")
     second = _add(soong_env, "--cron", "0 9 * * 1-5", "morning \x1b[31msummary")
@@ -43,10 +42,6 @@ def test_schedule_add_list_remove(soong_env: SoongEnv, tmp_path: Path) -> None:
     assert [line.split("\t")[0] for line in lines] == [first, second]
     assert "*/5 * * * *" in lines[0] and "check the build" in lines[0] and "session=(new session)" in lines[0]
     assert "\x1b" not in listing.stdout and "\\x1b[31msummary" in lines[1]  # escaped, never raw
-    other = tmp_path / "other-project"
-    other.mkdir()
-    assert run_cli(["schedule", "list", "--path", str(other)]).stdout == ""
-    assert len(run_cli(["schedule", "list", "--path", str(other), "--all"]).stdout.splitlines()) == 2
     removed = run_cli(["schedule", "remove", "--path", str(soong_env.project), first])
     assert removed.exit_code == 0, removed
     again = run_cli(["schedule", "remove", "--path", str(soong_env.project), first])
@@ -54,8 +49,6 @@ def test_schedule_add_list_remove(soong_env: SoongEnv, tmp_path: Path) -> None:
     assert "Traceback" not in again.stderr
     bad = run_cli(["schedule", "add", "--path", str(soong_env.project), "--cron", "nope", "x"])
     assert bad.exit_code == 1 and "invalid cron expression" in bad.stderr and "Traceback" not in bad.stderr
-    listing = run_cli(["schedule", "list", "--path", str(soong_env.project)])
-    assert [line.split("\t")[0] for line in listing.stdout.splitlines()] == [second]
 
 
 def test_scheduler_once_runs_the_missed_schedule_once(
