@@ -146,3 +146,23 @@ async def test_non_git_project_fails_dispatch_with_config_error(soong_env: Soong
     assert "agents.worker_isolation" in block.error.message and "git" in block.error.message
     assert not router.worker_requests, "no worker run may start"
     assert not (soong_env.project / ".soong-agent" / "worktrees").exists()
+
+
+async def test_worktree_directory_behind_a_symlink_out_of_the_project_is_refused(
+    soong_env: SoongEnv, tmp_path: Path
+) -> None:
+    from agent_core.errors import AgentCoreError
+    from agent_core.orchestrator.worktrees import create_worktree
+
+    init_repo(soong_env.project)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (soong_env.project / ".soong-agent").symlink_to(elsewhere, target_is_directory=True)
+    try:
+        await create_worktree(soong_env.project, "t1", "s1")
+    except AgentCoreError as exc:
+        assert exc.code.value == "path_conflict" and "agents.worker_isolation" in exc.message
+    else:
+        raise AssertionError("a worktree directory outside the project must be refused")
+    assert list(elsewhere.iterdir()) == []
+    assert "soong/" not in git(soong_env.project, "branch", "--list")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
-from agent_core.tools.paths import is_within, resolve_dir
+from agent_core.tools.paths import project_side_dir, resolve_dir
 from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
 
 WORKTREES_DIR = Path(".soong-agent") / "worktrees"
@@ -149,18 +149,17 @@ async def create_worktree(project: Path, task_id: str, step_id: str | None) -> W
     """A new worktree and branch for one dispatch of ``task_id`` (``step_id`` when it is known)."""
     project = resolve_dir(project)
     repo = await _repo_root(project)
-    root = resolve_dir(project / WORKTREES_DIR)
-    if not is_within(root, project):
-        raise AgentCoreError(
-            ErrorCode.write_outside_allowed_roots,
-            f"the worktree directory {root} resolves outside the project {project}",
-            details={"path": str(root), "project": str(project)},
-        )
+    # resolved inside <project> (a .soong-agent symlink pointing elsewhere is a path_conflict), then created
+    root = project_side_dir(
+        project / WORKTREES_DIR,
+        project,
+        purpose="worker worktree directory",
+        config_key="agents.worker_isolation",
+    )
     token = secrets.token_hex(4)
     path = root / f"{task_id}__{step_id or 'dispatch'}__{token}"
     branch = await _free_branch(repo, step_branch(task_id, step_id or f"dispatch-{token}"))
     base = (await _git(repo, "rev-parse", "HEAD")).strip()
-    root.mkdir(parents=True, exist_ok=True)
     try:
         await _git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), base)
     except GitError as exc:
