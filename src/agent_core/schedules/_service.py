@@ -176,6 +176,6 @@ class SchedulerService:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
-            except AgentCoreError as exc:  # a storage hiccup must not end the scheduler
-                log.warning("scheduler tick failed: %s", exc.message)
+            except Exception:  # a storage hiccup (or a bug in one firing) must not end the scheduler
+                log.exception("scheduler tick failed")
                 await self.clock.sleep(self._poll)
