@@ -24,7 +24,7 @@ from tests.fixtures.runtime import open_runtime, rows, wait_for
 from tests.fixtures.tool_pipeline import PermissionRecorder
 
 PLACEHOLDER = re.compile(r"^\[background job (job_\w+) started; its result will arrive as a message\]$")
-OFFLOAD = {"tools": {"offload_after_ms": 200}}
+OFFLOAD = {"tools": {"offload_after_ms": 800}}  # roomy: a fast call must finish in time under load
 
 
 def assert_paired(requests: list[ModelRequest]) -> None:
@@ -94,7 +94,7 @@ ALLOW = PermissionRecorder.always("allow_once")
 
 async def test_placeholder_then_result_message_wakes_the_idle_session(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
-    cmd = {"argv": ["sh", "-c", "sleep 0.6; echo finished-output"]}
+    cmd = {"argv": ["sh", "-c", "sleep 2; echo finished-output"]}
     Route(
         fake,
         lambda r: tool_calls(
@@ -286,7 +286,7 @@ async def test_declarative_tool_offloaded_without_wake_tells_the_next_run(soong_
         "permission": "readonly",
         "input_schema": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]},
         "command": sys.executable,
-        "args": [str(script), "--sleep", "0.6", "--", "{{args.who}}"],
+        "args": [str(script), "--sleep", "2", "--", "{{args.who}}"],
     }
     soong_env.write_home("tools/slow.json", json.dumps(spec))
     fake = FakeProvider()
@@ -296,7 +296,7 @@ async def test_declarative_tool_offloaded_without_wake_tells_the_next_run(soong_
         lambda r: text("started it"),
         lambda r: text("I see the job result"),
     )
-    config = {"tools": {"offload_after_ms": 200, "wake_on_completion": False}}
+    config = {"tools": {"offload_after_ms": 800, "wake_on_completion": False}}
     async with open_runtime(soong_env, fake, config=config) as rt:
         run = await rt.start("use the slow tool")
         assert (await run.wait()).value == "completed"
