@@ -48,6 +48,13 @@ async def test_sdk_add_list_remove_and_bad_input(soong_env: SoongEnv) -> None:
                 await call
             assert info.value.code == ErrorCode.validation_error
         assert [s.schedule_id for s in await rt.list_schedules()] == [second]
+    other = soong_env.project.parent / "other-project"
+    other.mkdir()
+    async with open_runtime(soong_env, FakeProvider(), write_config=False, project_dir=other) as rt:
+        rt.scheduler(clock=FakeClock(T0))
+        mine = await rt.add_schedule("@hourly", "other project")
+        assert [s.schedule_id for s in await rt.list_schedules()] == [mine]
+        assert [s.schedule_id for s in await rt.list_schedules(all_projects=True)] == [second, mine]
 
 
 async def test_due_schedule_fires_a_run_at_its_time(soong_env: SoongEnv) -> None:
