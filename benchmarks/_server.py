@@ -64,18 +64,50 @@ class BenchServer(ScriptedOpenAIServer):
         self.last_body = body
         messages = body["messages"]
         last = messages[-1]
+        if not body.get("stream"):  # the peers' default (non-streaming) Chat Completions call
+            return json_reply(_completion(messages, body))
         if last["role"] == "tool":
             if self.text_deltas:
                 return stream(OpenAIWire.text_stream(*("x" * self.text_deltas)))
             return stream(OpenAIWire.text_stream(f"Read it ({len(messages)} messages).", usage=(100, 8)))
-        text = last.get("content") or ""
-        if isinstance(text, list):
-            text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
-        found = _FILE.search(text)
-        path = found.group(0) if found else "notes/file_0.txt"
+        path = _requested_file(last)
         name = next(t["function"]["name"] for t in body["tools"] if "read_file" in t["function"]["name"])
         call = (f"call_{len(messages)}", name, {"path": path})
         return stream(OpenAIWire.tool_stream([call], fragments=1, usage=(100, 12)))
+
+
+def _completion(messages: list[dict[str, Any]], body: dict[str, Any]) -> dict[str, Any]:
+    """The same scripted turn as one non-streaming ``chat.completion`` object."""
+    message: dict[str, Any]
+    if messages[-1]["role"] == "tool":
+        message = {"role": "assistant", "content": f"Read it ({len(messages)} messages)."}
+        finish, usage = "stop", (100, 8)
+    else:
+        name = next(t["function"]["name"] for t in body["tools"] if "read_file" in t["function"]["name"])
+        arguments = json.dumps({"path": _requested_file(messages[-1])})
+        call = {
+            "id": f"call_{len(messages)}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        finish, usage = "tool_calls", (100, 12)
+    return {
+        "id": f"chatcmpl-{len(messages)}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": body.get("model", "bench-model"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    }
+
+
+def _requested_file(message: dict[str, Any]) -> str:
+    text = message.get("content") or ""
+    if isinstance(text, list):
+        text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
+    found = _FILE.search(text)
+    return found.group(0) if found else "notes/file_0.txt"
 
 
 def main() -> None:

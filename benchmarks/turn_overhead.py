@@ -232,6 +232,15 @@ async def compare_telemetry(dirs: BenchDirs, base_url: str, turns: int) -> dict[
 
 async def main_async(args: argparse.Namespace) -> None:
     dirs = private_home()
+    if args.compare:
+        from benchmarks._compare import compare
+
+        with scripted_server() as base_url:
+            write_config(dirs.home, base_url)
+            table = await compare(dirs, base_url, args.turns)
+        if args.json:
+            Path(args.json).write_text(json.dumps(table, indent=2), encoding="utf-8")
+        return
     if args.telemetry == "compare":
         with scripted_server() as base_url:
             compared = await compare_telemetry(dirs, base_url, args.turns)
@@ -272,6 +281,11 @@ def main() -> None:
         choices=("off", "jsonl", "compare"),
         default="off",
         help="OpenTelemetry spans of every run (JSONL exporter in the private home)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the peers (OpenAI Agents SDK, pydantic-ai; the bench extra) and print the table",
     )
     asyncio.run(main_async(parser.parse_args()))
 
