@@ -156,3 +156,28 @@ async def test_pool_without_autonomous_never_claims_by_itself(soong_env: SoongEn
     assert not model.workers
     lines = wal_lines(soong_env, run.session_id, "t1-work")
     assert not [r for r in lines if r["event_type"] == "task_step_claimed"]
+
+
+async def test_steps_that_become_ready_later_are_taken_too(soong_env: SoongEnv) -> None:
+    fake = FakeProvider()
+    project = soong_env.project
+    steps = [step("s1"), step("s2"), step("s3", "s1"), step("s4", "s2", "s3")]
+    Model(
+        fake,
+        [
+            tool_calls(("agent.task_create", create_args("t1", *steps), "c_create")),
+            wait_then(
+                lambda: completed_steps(project) == set(STEPS),
+                tool_calls(("agent.task_complete", {"task_id": "t1", "result_summary": "done"}, "c_done")),
+            ),
+            text("finished"),
+        ],
+    )
+    async with open_runtime(soong_env, fake, config=autonomous_config()) as rt:
+        run = await rt.start("plan a chain", mode="orchestrator")
+        assert (await finish(run, timeout=30)).value == "completed"
+    lines = wal_lines(soong_env, run.session_id, "t1-work")
+    claimed = [r["step_id"] for r in lines if r["event_type"] == "task_step_claimed"]
+    assert sorted(claimed) == list(STEPS)
+    assert claimed.index("s3") > claimed.index("s1") and claimed.index("s4") > claimed.index("s3")
+    assert lines[-1]["event_type"] == "task_completed"
