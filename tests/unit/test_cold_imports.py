@@ -1,0 +1,95 @@
+"""Cold start (issue 16): ``import agent_core`` loads no room, and a plain run reaches its first model
+request without importing the optional rooms (MCP, the hooks file schema and runner, memory, serve,
+telemetry, declarative tools, replay). Checked in a fresh interpreter, at the moment the scripted model
+server receives the first request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOMS = ("tasks", "orchestrator", "agents", "compact", "mcp", "hooks", "memory", "server", "telemetry")
+OPTIONAL_AT_FIRST_REQUEST = (
+    "agent_core.mcp",
+    "agent_core.hooks.config",
+    "agent_core.hooks.dispatcher",
+    "agent_core.hooks.runner",
+    "agent_core.hooks.matchers",
+    "agent_core.memory",
+    "agent_core.server",
+    "agent_core.telemetry",
+    "agent_core.tools.declarative",
+    "agent_core.api.replay",
+)
+
+SCRIPT = r"""
+import asyncio, json, sys
+import agent_core
+after_import = sorted(m for m in sys.modules if m.startswith("agent_core."))
+from agent_core.testing import OpenAIWire, ScriptedOpenAIServer, stream
+seen = {}
+def answer(request):
+    seen.setdefault("modules", sorted(m for m in sys.modules if m.startswith("agent_core.")))
+    return stream(OpenAIWire.text_stream("hi"))
+server = ScriptedOpenAIServer(strict=False)
+server.handler(answer)
+server.start()
+home = sys.argv[1]
+with open(home + "/config.toml", "w") as fh:
+    fh.write(f'''[model]
+provider = "openai"
+base_url = "{server.base_url}"
+api_key_env = "SOONG_COLD_KEY"
+name = "m"
+context_window = 100000
+[model.retry]
+max_attempts = 1
+[compact]
+enabled = false
+[memory]
+enabled = false
+''')
+async def main():
+    from agent_core import AgentRuntime
+    async with AgentRuntime(project_dir=sys.argv[2]) as rt:
+        run = await rt.start("hello")
+        async for _ in run.events():
+            pass
+        return run.status.value
+status = asyncio.run(main())
+server.stop()
+print(json.dumps({"after_import": after_import, "first_request": seen.get("modules"), "status": status}))
+"""
+
+
+def test_import_and_first_request_skip_the_optional_rooms(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "SOONG_AGENT_HOME": str(home),
+        "SOONG_COLD_KEY": "sk-cold-start-test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(home), str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["status"] == "completed"
+    rooms = [m for m in report["after_import"] if m.split(".")[1] in ROOMS]
+    assert rooms == [], f"import agent_core loaded {rooms}"
+    first = report["first_request"]
+    assert first, "the scripted server saw no model request"
+    assert "agent_core.runtime.runs" in first  # the snapshot is of a real run
+    optional = [m for m in first if any(m == o or m.startswith(o + ".") for o in OPTIONAL_AT_FIRST_REQUEST)]
+    assert optional == [], f"the first model request needed {optional}"
