@@ -5,7 +5,8 @@ redaction does not cover. :class:`CallIdGuard` keeps a provider id only when it 
 :data:`SAFE_ID` (letters, digits and ``_ - . : @ + =``, at most 128 characters) *and* contains no secret
 known to the redactor; any other id is replaced by a generated ``call_`` id, consistently for the whole
 model call (live ``tool_call_delta`` events and the completed message use the same replacement). The
-original is not kept: the call's ``metadata.provider_tool_call_id`` becomes a length note.
+call's ``metadata.provider_tool_call_id`` keeps the original for diagnosis only when it holds no secret
+(escaped when not printable ASCII), else a length note.
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ class CallIdGuard:
         return found
 
     def _metadata(self, metadata: dict[str, Any], original: str) -> dict[str, Any]:
-        """``metadata`` with ``provider_tool_call_id`` (set by adapters) kept only when safe."""
+        """``metadata`` with the original id (``provider_tool_call_id``) kept for diagnosis as long as it
+        holds no known secret (then a length note); non-ASCII or control characters kept as escapes."""
         raw = metadata.get("provider_tool_call_id", original)
         if isinstance(raw, str) and self.is_safe(raw):
             return metadata
-        size = len(raw) if isinstance(raw, str) else 0
-        return {**metadata, "provider_tool_call_id": f"<{REPLACED_NOTE}: {size} chars>"}
+        if not isinstance(raw, str) or self._redactor.text(raw) != raw:
+            size = len(raw) if isinstance(raw, str) else 0
+            return {**metadata, "provider_tool_call_id": f"<{REPLACED_NOTE}: {size} chars>"}
+        shown = raw if raw.isascii() and raw.isprintable() else raw.encode("unicode_escape").decode("ascii")
+        if shown == metadata.get("provider_tool_call_id"):
+            return metadata
+        return {**metadata, "provider_tool_call_id": shown}
 
     def _fix(self, call_id: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         new = self.safe(call_id) or call_id
