@@ -132,3 +132,14 @@ def test_run_printer_escapes_notices_and_model_text() -> None:
     printer.finish()
     assert control_chars(out.getvalue()) <= {"\t"} and "\\x1b" in out.getvalue()
     assert control_chars(err.getvalue()) == set() and "\\r" in err.getvalue()
+
+
+def test_prompt_shows_what_allow_for_session_remembers() -> None:
+    text = describe_request(
+        request(
+            tool_name="code.run_command",
+            metadata={"argv": ["python3", "x.py"], "session_argv_prefix": ["python3", "x\x1b.py"]},
+        )
+    )
+    assert 'remembers commands starting with "python3" "x\\x1b.py"' in text
+    assert 'argv:       "python3" "x.py"' in text
