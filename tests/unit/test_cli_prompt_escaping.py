@@ -141,5 +141,5 @@ def test_prompt_shows_what_allow_for_session_remembers() -> None:
             metadata={"argv": ["python3", "x.py"], "session_argv_prefix": ["python3", "x\x1b.py"]},
         )
     )
-    assert 'remembers commands starting with "python3" "x\\x1b.py"' in text
+    assert 'remembers commands starting with "python3" "x\\u001b.py"' in text
     assert 'argv:       "python3" "x.py"' in text

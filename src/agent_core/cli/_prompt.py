@@ -63,7 +63,7 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
     lines.append(f"  suggested:  {request.suggested_decision.value.replace('_', ' ')}")
     prefix = request.metadata.get("session_argv_prefix")
     if isinstance(prefix, list) and request.metadata.get("allow_for_session_available") is not False:
-        shown = " ".join(json.dumps(escape_terminal(str(a)), ensure_ascii=False) for a in prefix)
+        shown = " ".join(escape_terminal(json.dumps(str(a), ensure_ascii=False)) for a in prefix)
         lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
     choices = "  [1] allow once   [2] allow for session   [3] deny"
     if request.metadata.get("allow_for_session_available") is False:
@@ -84,7 +84,7 @@ def _wrapped(label: str, text: str) -> list[str]:
 def _arguments(request: PermissionRequest) -> list[str]:
     argv = request.metadata.get("argv")
     if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
-        shown = " ".join(json.dumps(escape_terminal(a), ensure_ascii=False) for a in argv)
+        shown = " ".join(escape_terminal(json.dumps(a, ensure_ascii=False)) for a in argv)
         lines = _wrapped("  argv:       ", shown[:ARGV_SHOWN_LIMIT])
         if len(shown) > ARGV_SHOWN_LIMIT:
             lines.append(f"              [argv cut: {ARGV_SHOWN_LIMIT} of {len(shown)} characters shown]")
