@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -197,13 +197,27 @@ def json_may_hold_sensitive_key(text: str) -> bool:
 
 
 _NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-_COUNTER_KEY = r'"[^"\\]*(?:tokens|token_count|token_budget)[^"\\]*"'
+_COUNTER_KEY = r'"[^"\\\n]*(?:tokens|token_count|token_budget)[^"\\\n]*"'
 _COUNTER_PAIR = re.compile(f"{_COUNTER_KEY}:{_NUMBER}")
 """``"input_tokens":12`` (lower-cased JSON): a counter key (:data:`TOKEN_COUNT_KEY`) with a number."""
-_NUMERIC_ITEM = rf'"[^"\\]*":(?:{_NUMBER}|null)'
+_NUMERIC_ITEM = rf'"[^"\\\n]*":(?:{_NUMBER}|null)'
 _COUNTER_MAP = re.compile(rf"{_COUNTER_KEY}:(\{{(?:{_NUMERIC_ITEM}(?:,{_NUMERIC_ITEM})*)?\}})")
 """``"token_budget":{...}`` whose values are all numbers or null: the key is dropped, the mapping kept
 (its own keys are still scanned)."""
+
+
+def json_texts_clean(texts: Sequence[str | None], chunk: int = 256) -> list[bool]:
+    """Per text: ``True`` when :func:`json_may_hold_sensitive_key` is ``False`` (``None`` counts as
+    clean). Texts are checked a chunk at a time, joined by newlines (never part of compact JSON, and the
+    counter patterns do not cross one), and one by one only inside a chunk that may hold a key."""
+    out: list[bool] = []
+    for start in range(0, len(texts), chunk):
+        part = [t or "" for t in texts[start : start + chunk]]
+        if not json_may_hold_sensitive_key("\n".join(part)):
+            out += [True] * len(part)
+        else:
+            out += [not json_may_hold_sensitive_key(t) for t in part]
+    return out
 
 
 def redact_sensitive_keys(obj: Any) -> Any:

@@ -190,3 +190,14 @@ async def test_list_events_masks_sensitive_keys_when_asked(tmp_path: Path) -> No
         assert (await env.storage.list_events(sid))[0].payload == payload
         (node,) = await env.storage.list_nodes(sid, redact_keys=True)
         assert node.metadata == {"token": "[REDACTED]"}
+
+
+def test_batch_text_filter_flags_only_the_rows_that_may_hold_a_key() -> None:
+    from agent_core.redaction import json_texts_clean
+
+    texts: list[str | None] = ['{"usage":{"input_tokens":1}}'] * 600
+    texts[300] = '{"headers":{"Cookie":"c"}}'
+    texts[301] = None
+    texts[302] = '{"x":1,"input_tokens":"a"}'  # a counter key with a string value is masked
+    clean = json_texts_clean(texts)
+    assert [i for i, c in enumerate(clean) if not c] == [300, 302]

@@ -90,9 +90,12 @@ def _bad(message: str) -> SchemaError:
     return SchemaError(ErrorCode.schema_error, f"cannot convert event record: {message}")
 
 
-def expand_report(payload: dict[str, Any], ids_by_seq: Sequence[str | None]) -> None:
+def expand_report(
+    payload: dict[str, Any], ids_by_seq: Sequence[str | None], *, complete: bool = False
+) -> None:
     """Replaces compact lists in ``payload`` (in place) by the node ids; a range naming a seq with no
-    node → ``schema_error``. ``ids_by_seq[seq]`` is the node id of ``seq`` (``None``: no such node)."""
+    node → ``schema_error``. ``ids_by_seq[seq]`` is the node id of ``seq`` (``None``: no such node);
+    ``complete``: the caller checked that ``ids_by_seq[1:]`` has no ``None``."""
     for field in COMPACT_FIELDS:
         value = payload.get(field)
         if not isinstance(value, dict):
@@ -111,7 +114,7 @@ def expand_report(payload: dict[str, Any], ids_by_seq: Sequence[str | None]) -> 
             ):
                 raise _bad(f"invalid node_seq range {item!r} in {field}")
             ids += ids_by_seq[item[0] : item[1] + 1]
-        if None in ids:
+        if not complete and None in ids:
             raise _bad(f"{field} names a node_seq with no node")
         payload[field] = ids
 

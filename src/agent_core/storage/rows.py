@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
@@ -20,7 +20,7 @@ from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageErr
 from agent_core.redaction import (
     Redactor,
     has_sensitive_keys,
-    json_may_hold_sensitive_key,
+    json_texts_clean,
     redact_sensitive_keys,
     redact_with,
 )
@@ -301,23 +301,28 @@ def _read_error(what: str, exc: BaseException) -> SchemaError:
     return SchemaError(ErrorCode.schema_error, f"cannot convert {what}: {exc}", cause=exc)
 
 
-def _masked_keys(text: str, value: Any) -> Any:
-    """Read-time key redaction of ``value`` decoded from ``text``, walking it only when needed."""
-    if json_may_hold_sensitive_key(text) and has_sensitive_keys(value):
-        return redact_sensitive_keys(value)
-    return value
+def _masked_keys(value: Any) -> Any:
+    """Read-time key redaction of a value whose JSON text may hold a sensitive key."""
+    return redact_sensitive_keys(value) if has_sensitive_keys(value) else value
 
 
-def _node_value(row: Sequence[Any], session_id: str, redact_keys: bool) -> dict[str, Any]:
+def _ts(text: str) -> datetime:
+    """:func:`parse_ts` with a fast path for the stored ``...Z`` form."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return parse_ts(text)
+    return value if value.tzinfo is UTC else parse_ts(text)
+
+
+def _node_value(row: Sequence[Any], session_id: str, walk: bool) -> dict[str, Any]:
     node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
     meta = from_json(metadata) if metadata is not None else {}
     if not isinstance(meta, dict):
         raise ValueError("nodes.metadata_json is not a JSON object")
     blocks = from_json(content)
-    if redact_keys:
-        blocks = _masked_keys(content, blocks)
-        if metadata is not None:
-            meta = _masked_keys(metadata, meta)
+    if walk:
+        blocks, meta = _masked_keys(blocks), _masked_keys(meta)
     return {
         "node_id": node_id,
         "node_seq": node_seq,
@@ -330,7 +335,7 @@ def _node_value(row: Sequence[Any], session_id: str, redact_keys: bool) -> dict[
         "content": blocks,
         "metadata": meta,
         "token_count": tokens,
-        "created_at": parse_ts(created),
+        "created_at": _ts(created),
     }
 
 
@@ -345,7 +350,12 @@ def nodes_from_rows(
     keys masked, as :func:`redact_sensitive_keys`), walking only rows whose JSON text may hold such a key.
     """
     try:
-        return _NODES.validate_python([_node_value(row, session_id, redact_keys) for row in rows])
+        walk = [False] * len(rows)
+        if redact_keys:
+            clean = json_texts_clean([f"{r[7]}\n{r[8] or ''}" for r in rows])
+            walk = [not c for c in clean]
+        values = [_node_value(row, session_id, w) for row, w in zip(rows, walk, strict=True)]
+        return _NODES.validate_python(values)
     except (ValidationError, ValueError, TypeError) as exc:
         raise _read_error("node record", exc) from exc
 
@@ -388,18 +398,20 @@ def events_from_rows(
     """
     try:
         values: list[dict[str, Any]] = []
-        for row in rows:
+        clean = json_texts_clean([r[9] for r in rows]) if redact_keys else None
+        complete = ids_by_seq is not None and None not in ids_by_seq[1:]
+        for index, row in enumerate(rows):
             data = dict(zip(_EVENT_KEYS, row, strict=True))
             text = data["payload"]
             payload = from_json(text) if text is not None else {}
             if text is not None and MARKER in text and data["event_type"] == "context_built":
                 if ids_by_seq is None or not isinstance(payload, dict):
                     raise ValueError("a compact context report needs the session's node seqs")
-                expand_report(payload, ids_by_seq)
-            if redact_keys and text is not None:
-                payload = _masked_keys(text, payload)
+                expand_report(payload, ids_by_seq, complete=complete)
+            if clean is not None and not clean[index]:
+                payload = _masked_keys(payload)
             data["payload"] = payload
-            data["created_at"] = parse_ts(data["created_at"])
+            data["created_at"] = _ts(data["created_at"])
             data["session_id"] = session_id
             values.append(data)
         return _EVENTS.validate_python(values)
