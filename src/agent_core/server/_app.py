@@ -103,7 +103,9 @@ def _error_response(status: int, code: ErrorCode, message: str) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {404: "no such route", 405: "method not allowed"}.get(exc.status_code, str(exc.detail))
-    return _error_response(exc.status_code, ErrorCode.validation_error, message)
+    response = _error_response(exc.status_code, ErrorCode.validation_error, message)
+    response.headers.update(exc.headers or {})  # e.g. Allow on 405
+    return response
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -37,6 +37,22 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
 )
 
 
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data", "event"],
+    "properties": {
+        "event": {"type": "string", "description": "the event_type"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/RuntimeEvent"},
+        },
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "run_seq of a persisted event"},
+        "retry": {"type": "integer"},
+    },
+}
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -153,7 +169,7 @@ def openapi_document(version: str) -> dict[str, Any]:
                     "200": {
                         "description": "event: <event_type>, data: <RuntimeEvent JSON>, id: <run_seq> "
                         "for persisted events; ends after the terminal event",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                     },
                     **_errors(400, 404),
                 },

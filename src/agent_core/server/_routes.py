@@ -9,6 +9,7 @@ internal. Handlers get the :class:`ServerState` from ``request.app.state.server`
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from agent_core.server._app import ServerState
 
 MAX_BODY_BYTES = 1_000_000
+_RUN_SEQ = re.compile(r"[0-9]{1,12}")
 SSE_PING_S = 15
 
 
@@ -107,13 +109,21 @@ def _json(model: BaseModel | dict[str, Any] | list[Any], status: int = 200) -> R
     return JSONResponse(model, status_code=status)
 
 
-async def _known_session(state: ServerState, session_id: str) -> None:
+async def _known_session(state: ServerState, session_id: str) -> Any:
+    """The session's record; 404 when there is none."""
     try:
         validate_session_id(session_id)
     except AgentCoreError as exc:
         raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}") from exc
-    if await state.storage.get_session(session_id) is None:
+    record = await state.storage.get_session(session_id)
+    if record is None:
         raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}")
+    return record
+
+
+async def _known_node(state: ServerState, session_id: str, node_id: str) -> None:
+    if await state.storage.get_node(session_id, node_id) is None:
+        raise ApiError(404, ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}")
 
 
 # ---- handlers ----------------------------------------------------------------------------------------
@@ -132,7 +142,18 @@ async def start_run(request: Request) -> Response:
     state = _state(request)
     body: RunRequest = await _body(request, RunRequest)
     if body.session_id is not None:
-        await _known_session(state, body.session_id)
+        record = await _known_session(state, body.session_id)
+        try:
+            mode = json.loads(record.metadata_json or "{}").get("mode", "normal")
+        except (ValueError, AttributeError):
+            mode = "normal"
+        if mode != body.mode:
+            raise ApiError(
+                409,
+                ErrorCode.validation_error,
+                f"session {body.session_id!r} runs in {mode!r} mode; cannot start a {body.mode!r} run",
+                {"session_mode": mode},
+            )
     handle = await state.runtime.start(body.message, session_id=body.session_id, mode=body.mode)
     state.feeds.start(handle)
     return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id), 201)
@@ -146,16 +167,12 @@ async def _run_record(state: ServerState, run_id: str) -> Any:
 
 
 def _last_event_id(request: Request) -> int:
-    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
-    try:
-        value = int(raw.strip())
-    except ValueError as exc:
-        raise ApiError(
-            400, ErrorCode.validation_error, f"Last-Event-ID must be a run_seq, got {raw!r}"
-        ) from exc
-    if value < 0:
-        raise ApiError(400, ErrorCode.validation_error, "Last-Event-ID must not be negative")
-    return value
+    raw = request.headers.get("last-event-id")
+    if raw is None:
+        return 0
+    if not _RUN_SEQ.fullmatch(raw):
+        raise ApiError(400, ErrorCode.validation_error, f"Last-Event-ID must be a run_seq, got {raw[:40]!r}")
+    return int(raw)
 
 
 async def run_events(request: Request) -> Response:
@@ -163,7 +180,10 @@ async def run_events(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     record = await _run_record(state, run_id)
     after = _last_event_id(request)
-    debug = request.query_params.get("debug", "0").lower() in ("1", "true", "yes")
+    flags = request.query_params.getlist("debug")
+    if len(flags) > 1 or (flags and flags[0] not in ("0", "1")):
+        raise ApiError(400, ErrorCode.validation_error, "debug must be 0 or 1")
+    debug = flags == ["1"]
 
     async def messages() -> Any:
         try:
@@ -243,6 +263,7 @@ async def set_active(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     await _known_session(state, session_id)
     body: NodeRequest = await _body(request, NodeRequest)
+    await _known_node(state, session_id, body.node_id)
     return _json(await state.runtime.switch_node(session_id, body.node_id))
 
 
@@ -251,6 +272,7 @@ async def fork_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     await _known_session(state, session_id)
     body: NodeRequest = await _body(request, NodeRequest)
+    await _known_node(state, session_id, body.node_id)
     new_id = await state.runtime.fork_session(session_id, body.node_id)
     return _json(ForkResult(session_id=new_id), 201)
 
