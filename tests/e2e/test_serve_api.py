@@ -260,7 +260,7 @@ def test_branch_fork_tasks_and_delete(soong_env: SoongEnv, scripted_ollama: Scri
             )
             assert (
                 client.post(f"/api/sessions/{session_id}/active", json={"node_id": "node_nope"}).status_code
-                == 400
+                == 404
             )
             # fork from the second user message
             forked = client.post(f"/api/sessions/{session_id}/fork", json={"node_id": users[1]["node_id"]})
