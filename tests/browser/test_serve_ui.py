@@ -158,5 +158,7 @@ def test_model_html_renders_as_text(page: Any, served: ServeProcess) -> None:
 
 def test_static_assets_never_insert_html() -> None:
     code = (STATIC / "app.js").read_text()
-    assert not re.search(r"\.(innerHTML|outerHTML)\s*=|\.insertAdjacentHTML\(|document\.write\(|\beval\(", code)
+    assert not re.search(
+        r"\.(innerHTML|outerHTML)\s*=|\.insertAdjacentHTML\(|document\.write\(|\beval\(", code
+    )
     assert "http://" not in (STATIC / "index.html").read_text().replace("http://www.w3.org", "")
