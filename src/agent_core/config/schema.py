@@ -172,6 +172,7 @@ class ContextSection(StrictModel):
     allow_branch_from: Literal["user_message"] = "user_message"
     branch_summary: Literal[False] = False
     reserve_output_tokens: int = Field(default=4096, ge=1)
+    min_output_tokens: int = Field(default=512, ge=1)
     dynamic_system_budget: int = Field(default=12000, ge=1)
     non_system_budget: int | None = Field(default=None, ge=1)
     task_board_token_budget: int = Field(default=1200, ge=1)

@@ -4,6 +4,13 @@
 returns the system blocks and messages of the next request plus the report data. Secondary degradation that
 needs I/O (artifactising large blocks, compact.md §9.4 step 3.1) is done by the caller, which passes the
 substitute blocks back in ``ComposeInput.substitutions`` and composes again.
+
+Output reservation (issue 13): ``reserve_output_tokens`` is a cap. When the static part (system blocks and
+tool schemas) leaves room for the full cap the build reserves it; otherwise it is budgeted with the floor
+(``min_output_tokens``) and the output gets what the window leaves, at most the cap
+(``TokenBudget.reserve_output_tokens`` is that effective figure).
+Static blocks and tool descriptions degrade by priority only when they cannot fit next to the floor and the
+current user message (``_budget.degrade_static``).
 """
 
 from __future__ import annotations
@@ -12,6 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.context._budget import (
+    TRUNCATION_MARKER,
+    StaticPlan,
+    degrade_static,
+    select_dynamic,
+    truncate_to,
+)
 from agent_core.context.render import RenderCache
 from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
 from agent_core.context.trim import DegradableBlock, block_key, degradable_blocks, shrink_previews
@@ -33,14 +47,17 @@ from agent_core.types.runtime import (
 
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
-TRUNCATION_MARKER = "\n[... truncated to fit the context budget ...]"
+__all__ = ["TRUNCATION_MARKER", "ComposeInput", "ComposeLimits", "Composition", "compose"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ComposeLimits:
     context_window: int
     reserve_output_tokens: int
+    """The cap of the output reservation."""
     dynamic_system_budget: int
+    min_output_tokens: int = 512
+    """The floor the reservation may shrink to (never above the cap)."""
     non_system_budget: int | None = None
     result_limit_bytes: int = 65536
     result_limit_tokens: int = 8000
@@ -59,7 +76,9 @@ class ComposeInput:
     substitutions: dict[str, ContentBlock] = field(default_factory=dict)
     """Replacement blocks keyed by :func:`block_key` (secondary degradation done by the caller)."""
     tool_tokens: int = 0
-    """Estimated tokens of the tool schemas sent with the request; counted as static (never trimmed)."""
+    """Estimated tokens of the tool schemas sent with the request; counted as static."""
+    tool_tokens_short: int | None = None
+    """The same with one-line tool descriptions (``None``: the descriptions cannot be shortened)."""
     memo: ComposeMemo | None = None
     """The agent's composition memo: lets a build over a path that only grew reuse the previous one."""
 
@@ -84,6 +103,10 @@ class Composition:
     """Protected blocks large enough for step 3.1 (largest first); empty when the prompt fits."""
     covered_node_ids: list[str] = field(default_factory=list)
     task_board_text: str | None = None
+    short_tool_descriptions: bool = False
+    """The tool definitions must be sent with one-line descriptions (``_budget.short_tools``)."""
+    min_prompt_tokens: int = 0
+    """The smallest prompt this build could be degraded to (static at its deepest + the user message)."""
 
     def report_fields(self) -> dict[str, Any]:
         return {
@@ -146,29 +169,68 @@ class _Item:
 
 def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAULT_COUNTER) -> Composition:
     lim = inp.limits
-    window, reserve = lim.context_window, lim.reserve_output_tokens
-    system_reports: list[SystemBlockReport] = []
-    static = [_counted(b, counter) for b in inp.static_blocks]
-    static_tokens = sum(b.token_count or 0 for b in static) + inp.tool_tokens
-    for b in static:
-        system_reports.append(_sys_report(b, True, None))
+    window, cap = lim.context_window, lim.reserve_output_tokens
+    floor = min(lim.min_output_tokens, cap)
+    conversation = _incremental(inp, cache, counter) if inp.memo is not None else None
+    if conversation is None:
+        conversation = _full(inp, cache, counter)
+    user_tokens = _user_tokens(conversation[0], inp.current_user_node_id)
+    plan = degrade_static(
+        inp.static_blocks,
+        tool_tokens=inp.tool_tokens,
+        tool_tokens_short=inp.tool_tokens if inp.tool_tokens_short is None else inp.tool_tokens_short,
+        room=window - floor - user_tokens,
+        counter=counter,
+    )
+    # The full cap whenever the static part leaves room for it (a long conversation then goes through
+    # trimming, degradation and recovery compaction as before); the floor only when the system prompt and
+    # tool schemas themselves crowd the window.
+    reserve = cap if plan.tokens + cap <= window else floor
+    return _finish(_budgeted(inp, cache, counter, conversation, plan, reserve), plan, user_tokens, cap)
+
+
+def _user_tokens(groups: list[list[_Item]], user_node_id: str | None) -> int:
+    if user_node_id is None:
+        return 0
+    return next((it.tokens for g in groups for it in g if it.node.node_id == user_node_id), 0)
+
+
+def _finish(comp: Composition, plan: StaticPlan, user_tokens: int, cap: int) -> Composition:
+    comp.short_tool_descriptions = plan.short_tool_descriptions
+    comp.min_prompt_tokens = plan.min_tokens + user_tokens
+    if comp.fits:
+        reserve = min(cap, comp.budget.context_window - comp.total_tokens)
+        comp.budget = comp.budget.model_copy(update={"reserve_output_tokens": reserve})
+    return comp
+
+
+def _budgeted(
+    inp: ComposeInput,
+    cache: RenderCache,
+    counter: TokenCounter,
+    conversation: _Conversation,
+    plan: StaticPlan,
+    reserve: int,
+) -> Composition:
+    lim = inp.limits
+    window = lim.context_window
+    system_reports: list[SystemBlockReport] = list(plan.reports)
+    static = plan.blocks
+    static_tokens = plan.tokens
     static_overflow = static_tokens + reserve > window
 
     dyn_budget = max(0, min(lim.dynamic_system_budget, window - static_tokens - reserve))
-    dynamic, dyn_used = _select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
+    dynamic, dyn_used = select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
     non_system = max(0, window - reserve - static_tokens - dyn_used)
     if lim.non_system_budget is not None:
         non_system = min(non_system, lim.non_system_budget)
 
-    conversation = _incremental(inp, cache, counter) if inp.memo is not None else None
-    if conversation is None:
-        conversation = _full(inp, cache, counter)
     groups, starts, excluded, unpaired, compaction_id, covered = conversation
 
     board_tokens = 0
     board_text = inp.task_board
     if board_text:
-        board_text = _truncate_to(board_text, lim.task_board_token_budget, counter)
+        board_text = truncate_to(board_text, lim.task_board_token_budget, counter)
         board_tokens = counter.text(board_text) + MESSAGE_OVERHEAD + 5
 
     degradations: list[ArtifactDegradation] = []
@@ -253,63 +315,6 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
         covered_node_ids=covered,
         task_board_text=board_text,
     )
-
-
-def _counted(block: SystemBlock, counter: TokenCounter) -> SystemBlock:
-    if block.token_count is not None:
-        return block
-    return block.model_copy(update={"token_count": counter.text(block.content)})
-
-
-def _sys_report(block: SystemBlock, selected: bool, reason: str | None) -> SystemBlockReport:
-    return SystemBlockReport(
-        block_id=block.block_id,
-        source=block.source,
-        dynamic=block.dynamic,
-        priority=block.priority,
-        token_count=block.token_count or 0,
-        selected=selected,
-        reason=reason,
-    )
-
-
-def _truncate_to(text: str, max_tokens: int, counter: TokenCounter, marker: str = TRUNCATION_MARKER) -> str:
-    if counter.text(text) <= max_tokens:
-        return text
-    keep = max(0, max_tokens * 4 - len(marker))
-    return text[:keep] + marker
-
-
-def _select_dynamic(
-    blocks: list[SystemBlock], budget: int, counter: TokenCounter, reports: list[SystemBlockReport]
-) -> tuple[list[SystemBlock], int]:
-    ordered = sorted((_counted(b, counter) for b in blocks), key=lambda b: b.priority)
-    chosen: list[SystemBlock] = []
-    used = 0
-    for block in ordered:
-        tokens = block.token_count or 0
-        if used + tokens <= budget:
-            chosen.append(block)
-            used += tokens
-            reports.append(_sys_report(block, True, "selected"))
-            continue
-        room = budget - used
-        if room > 32:
-            marker = str(block.metadata.get("truncation_marker") or TRUNCATION_MARKER)
-            text = _truncate_to(block.content, room, counter, marker)
-            cut = block.model_copy(
-                update={
-                    "content": text,
-                    "token_count": counter.text(text),
-                    "metadata": {**block.metadata, "truncated": True},
-                }
-            )
-            chosen.append(cut)
-            used += cut.token_count or 0
-            reports.append(_sys_report(cut, True, "truncated"))
-        else:
-            reports.append(_sys_report(block, False, "budget"))
-    return chosen, used
 
 
 _Conversation = tuple[list[list["_Item"]], list[int], dict[str, str], list[str], str | None, list[str]]

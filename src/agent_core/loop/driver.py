@@ -16,6 +16,7 @@ import logging
 import traceback
 from typing import Any
 
+from agent_core.context._budget import short_tools
 from agent_core.context.composer import Composition
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.loop._final import skip_tool_calls, write_runtime_note
@@ -292,14 +293,20 @@ async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = Fals
         # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
         attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
         raise _Terminal(_prompt_too_long(state, composition, compact_attempted=attempted))
+    tools = [] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools]
+    if composition.short_tool_descriptions:
+        tools = short_tools(tools)
+    max_output = spec.max_output_tokens
+    if max_output is not None:  # never ask for more output than the window leaves (issue 13)
+        max_output = min(max_output, composition.budget.context_window - composition.total_tokens)
     request = ModelRequest.model_construct(
         model=spec.model,
         system=composition.system,
         messages=composition.messages,
-        tools=[] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools],
+        tools=tools,
         tool_choice="none" if final else "auto",
         temperature=spec.temperature,
-        max_output_tokens=spec.max_output_tokens,
+        max_output_tokens=max_output,
         stop_sequences=[],
         metadata={**spec.request_metadata, "debug": spec.debug},
         provider_options={},
@@ -311,15 +318,39 @@ async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = Fals
     return request
 
 
+PROMPT_CONFIG_KEYS = (
+    "model.context_window",
+    "context.min_output_tokens",
+    "context.reserve_output_tokens",
+    "tools.disabled",
+)
+
+
 def _prompt_too_long(state: LoopState, composition: Composition, *, compact_attempted: bool) -> LoopOutcome:
+    budget = composition.budget
+    window, reserved = budget.context_window, budget.reserve_output_tokens
+    needed = composition.total_tokens
+    if composition.static_overflow:  # even the deepest degradation of the system prompt is too large
+        needed = max(composition.min_prompt_tokens, 1)
+    message = (
+        f"the prompt does not fit the model's context window: it needs {needed} prompt tokens, but the "
+        f"context window {window} minus the reserved output {reserved} leaves {max(0, window - reserved)}. "
+        "Set model.context_window to the model's real window if it is larger, lower "
+        "context.min_output_tokens (the reserved output floor; context.reserve_output_tokens is the cap), "
+        "or send fewer tool schemas with tools.disabled"
+    )
     error = ErrorPayload(
         type="prompt_too_long",
         code=ErrorCode.validation_error,
-        message="the prompt does not fit the model's context window",
+        message=message,
         details={
             "estimated_tokens": composition.total_tokens,
-            "budget": composition.budget.context_window - composition.budget.reserve_output_tokens,
+            "budget": window - reserved,
             "compact_attempted": compact_attempted,
+            "prompt_tokens_needed": needed,
+            "context_window": window,
+            "reserved_output_tokens": reserved,
+            "config_keys": list(PROMPT_CONFIG_KEYS),
         },
         redacted=True,
     )

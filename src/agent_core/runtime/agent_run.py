@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
+from agent_core.context._budget import short_tools
 from agent_core.context.composer import ComposeLimits
 from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
@@ -178,6 +179,7 @@ async def execute_agent_run(
     compose_limits = ComposeLimits(
         context_window=spec.model.context_window,
         reserve_output_tokens=settings.context.reserve_output_tokens,
+        min_output_tokens=settings.context.min_output_tokens,
         dynamic_system_budget=settings.context.dynamic_system_budget,
         non_system_budget=settings.context.non_system_budget,
         result_limit_bytes=settings.tools.result_limit_bytes,
@@ -195,6 +197,7 @@ async def execute_agent_run(
         make_artifact=make_artifact,
         counter=services.counter,
         tool_tokens=tool_schema_tokens(tools, services.counter),
+        tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
     )
     metadata: dict[str, Any] = {
         "session_id": state.session_id,

@@ -138,6 +138,7 @@ class RunPrompt:
     make_artifact: ArtifactMaker | None = None
     counter: TokenCounter = DEFAULT_COUNTER
     tool_tokens: int = 0
+    tool_tokens_short: int | None = None
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
@@ -156,6 +157,7 @@ class RunPrompt:
             task_board=board,
             substitutions=substitutions,
             tool_tokens=self.tool_tokens,
+            tool_tokens_short=self.tool_tokens_short,
             memo=self.cursor.memo,
         )
         result = compose(inp, self.cursor.cache, self.counter)
