@@ -90,3 +90,19 @@ def test_a_window_that_cannot_hold_the_prompt_names_figures_and_keys(
     assert "context.reserve_output_tokens" in err
     (run,) = rows(soong_env, "SELECT end_reason, error_json FROM runs")
     assert run["end_reason"] == "prompt_too_long"
+
+
+def test_version_and_the_run_help_lists_the_exit_codes() -> None:
+    version = run_cli(["--version"])
+    assert version.exit_code == 0, version
+    assert re.fullmatch(r"soong-agent \d+\.\d+\.\d+\S*\n", version.stdout), version
+    helped = run_cli(["run", "--help"])
+    assert helped.exit_code == 0, helped
+    text = " ".join(helped.stdout.split())
+    for code in (
+        "0 the run completed",
+        "1 a startup or configuration error",
+        "2 a usage error",
+        "130 interrupted",
+    ):
+        assert code in text, helped

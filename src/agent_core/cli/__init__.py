@@ -39,6 +39,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (read only when asked; cold start)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("soong-agent")
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        sys.stdout.write(f"{parser.prog} {version}\n")
+        parser.exit(0)
+
+
 def _message(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("the message must not be empty")
@@ -52,6 +69,9 @@ def _add_run(sub: Any) -> None:
         description="Run one user message on a project and stream the reply to stdout. Tool activity, "
         "permission prompts (answered on stdin: 1 = allow once, 2 = allow for session, 3 = deny) "
         "and the session id go to stderr.",
+        epilog="exit status: 0 the run completed; 1 a startup or configuration error, or the run ended "
+        "otherwise (failed, cancelled, max_turns, prompt_too_long); 2 a usage error; 130 interrupted "
+        "by Ctrl-C.",
     )
     run.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
     run.add_argument(
@@ -180,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an LLM agent on a project. Configuration comes only from "
         "$SOONG_AGENT_HOME/config.toml (default ~/.soong-agent/config.toml), which must exist.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     sub.required = True
     _add_run(sub)
