@@ -1,7 +1,8 @@
 """Built-in schema migrations (storage.md §5.1).
 
 On open, every migration whose version is missing from ``schema_migrations`` is applied in ascending
-order, each inside its own ``BEGIN IMMEDIATE`` … ``COMMIT`` together with its bookkeeping row. Any
+order, each inside its own ``BEGIN IMMEDIATE`` … ``COMMIT`` together with its bookkeeping row (its version
+is re-read inside that transaction: another process opening the same fresh home may have applied it). Any
 failure rolls that migration back and raises :class:`StorageError` with code ``migration_failed``.
 """
 
@@ -54,6 +55,11 @@ async def applied_versions(conn: aiosqlite.Connection) -> set[int]:
     return {int(row[0]) for row in rows}
 
 
+async def _recorded(conn: aiosqlite.Connection, version: int) -> bool:
+    rows = await conn.execute_fetchall("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
+    return bool(list(rows))
+
+
 async def apply_migrations(
     conn: aiosqlite.Connection, migrations: Sequence[Migration] = MIGRATIONS
 ) -> list[int]:
@@ -74,6 +80,9 @@ async def apply_migrations(
             continue
         try:
             await conn.execute_fetchall("BEGIN IMMEDIATE")
+            if await _recorded(conn, migration.version):  # another process applied it meanwhile
+                await conn.execute_fetchall("COMMIT")
+                continue
             for statement in migration.statements:
                 await conn.execute_fetchall(statement)
             if migration.step is not None:
