@@ -74,7 +74,7 @@ async def open_services(
     try:
         assets = AssetLoader()
         assets.verify_all()
-        assets.template(config.settings.plan.template_name)
+        assets.template(config.settings.plan.template_name, config_path=config.config_path)
         providers.ensure_builtins()
         settings = config.settings
         tools.register_adapter(CodeToolsAdapter(settings, redactor=redactor), internal=True)

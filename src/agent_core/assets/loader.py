@@ -216,19 +216,28 @@ class AssetLoader:
         self._cache[asset_id] = asset
         return asset
 
-    def template(self, name: str) -> Asset:
+    def template(self, name: str, *, config_path: Path | None = None) -> Asset:
         """Plan template ``template.plan.<name>`` (config ``plan.template_name``).
 
-        A template that does not exist raises ``ConfigError`` (``config_error``); an existing but
-        empty or unreadable one raises ``internal_error`` like any broken built-in asset.
+        A template that does not exist raises ``ConfigError`` (``config_error``; the message and details
+        name ``config_path`` when given, and the key); an existing but empty or unreadable one raises
+        ``internal_error`` like any broken built-in asset.
         """
         asset_id = f"{PLAN_TEMPLATE_PREFIX}{name}"
         resource = _resource_for(asset_id)
         if resource is None or not self._exists(resource):
+            where = f"invalid config file {config_path}: " if config_path is not None else ""
+            details: dict[str, str] = {
+                "template_name": name,
+                "asset_id": asset_id,
+                "key": "plan.template_name",
+            }
+            if config_path is not None:
+                details["config_path"] = str(config_path)
             raise ConfigError(
                 ErrorCode.config_error,
-                f"plan.template_name {name!r} names no built-in plan template ({asset_id!r})",
-                details={"template_name": name, "asset_id": asset_id},
+                f"{where}plan.template_name {name!r} names no built-in plan template ({asset_id!r})",
+                details=details,
             )
         return self.load(asset_id)
 
