@@ -56,10 +56,19 @@ async def test_h21_session_prompt_and_stop_hooks_through_the_loop(
     second = fake.requests[1]
     note = [m for m in second.messages if m.metadata.get("source_node_type") == "system_note"]
     assert note and "add tests first" in note[0].content[0].text  # type: ignore[union-attr]
+    assert "a Stop hook prevented completion" in note[0].content[0].text  # type: ignore[union-attr]
     notes = rows(
-        soong_env, f'SELECT role, node_type FROM "nodes_{run.session_id}" WHERE node_type = ?', "system_note"
+        soong_env,
+        f'SELECT role, node_type, metadata_json FROM "nodes_{run.session_id}" WHERE node_type = ?',
+        "system_note",
     )
     assert [(r["role"], r["node_type"]) for r in notes] == [("user", "system_note")]
+    # mcp-hooks.md §B9
+    assert json.loads(notes[0]["metadata_json"]) == {
+        "synthetic": True,
+        "source": "hook",
+        "hook_event": "Stop",
+    }
 
 
 async def test_h21_stop_hook_that_always_denies_ends_at_max_turns(soong_env: SoongEnv) -> None:

@@ -223,11 +223,12 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
                 EventType.hook_denied, {"phase": "Stop", "reason": reason, "hook_summary": stop.summary()}
             )
             await rec.emit(EventType.stop_hook_prevented, {"reason": reason, "hook_summary": stop.summary()})
+            # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
             await rec.write_node(
                 role=MessageRole.user,
                 node_type=NodeType.system_note,
-                content=[TextBlock(text=reason)],
-                metadata={"synthetic": True, "source": "stop_hook", "hook_summary": stop.summary()},
+                content=[TextBlock(text=f"a Stop hook prevented completion: {reason}")],
+                metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
             )
             continue
         return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=assistant)
