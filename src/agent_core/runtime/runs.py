@@ -521,7 +521,9 @@ class RunManager:
             if not run.cancel_event.is_set():
                 run.cancel_reason = run.cancel_reason or "runtime_closed"
                 run.cancel_event.set()
-        tasks = [r.task for r in live if r.task is not None]
+        # also the tasks of runs that are already terminal but still run their run-end observers (memory
+        # trigger, ...): storage closes after this returns, so none of them may outlive it (issue 13)
+        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
         if tasks:
             timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
             _done, pending = await asyncio.wait(tasks, timeout=timeout)
