@@ -548,7 +548,7 @@ async def test_concurrent_and_repeated_cancel_are_idempotent(soong_env: SoongEnv
     fake = FakeProvider(hang(gate, lead_text="x"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
-        await until(lambda: len(fake.requests) == 1)
+        await until(lambda: fake.hanging == 1)  # the stream is inside its hang (cold first use is slow)
         first, second = await asyncio.gather(run.cancel(), run.cancel())
         third = await run.cancel()
         events = await collect(run)
