@@ -436,6 +436,27 @@ def test_providers_ac13_anthropic_payload_mapping() -> None:
     }
 
 
+def test_anthropic_request_without_tools_carries_tool_blocks_as_text() -> None:
+    """The final no-tools answer call (surfaces.md §4): the Messages API rejects tool blocks without tools."""
+    request = make_request(
+        messages=[
+            user("one"),
+            assistant(TextBlock(text=""), call_block("toolu_1", "code.list_dir", {"path": "."})),
+            tool_message(result_block("toolu_1", "files")),
+        ],
+        tools=[],
+        tool_choice="none",
+    )
+    payload = anthropic.build_payload(request, ToolNameMap.for_request(request))
+    assert "tools" not in payload and "tool_choice" not in payload
+    kinds = {block["type"] for message in payload["messages"] for block in message["content"]}
+    assert kinds == {"text"}
+    assert payload["messages"][1]["content"] == [
+        {"type": "text", "text": '[tool call code.list_dir {"path":"."}]'}
+    ]
+    assert payload["messages"][2]["content"] == [{"type": "text", "text": "[tool result toolu_1]\nfiles"}]
+
+
 # -- Ollama -----------------------------------------------------------------------------------------
 def test_providers_ac14_ollama_tool_call_line() -> None:
     t = ollama.StreamTranslator(model="m", name_map=NAMES)

@@ -6,6 +6,8 @@ Tool-call arguments come only from ``input_json_delta`` fragments, never from th
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -49,14 +51,31 @@ ERROR_TYPES = {
 OPTION_KEYS = frozenset({"top_p", "top_k"})
 
 
+def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any]:
+    """A tool call or result written as text, for a request that offers no tools."""
+    if isinstance(block, ToolCallBlock):
+        arguments = json.dumps(block.arguments, ensure_ascii=False, separators=(",", ":"))
+        return {"type": "text", "text": f"[tool call {block.name} {arguments}]"}
+    result = render_tool_result(block, provider_has_error_flag=False)
+    return {"type": "text", "text": f"[tool result {block.tool_call_id}]\n{result}"}
+
+
 def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
-    """The ``POST /v1/messages`` body for ``request`` (pure). Same-role neighbours are merged."""
+    """The ``POST /v1/messages`` body for ``request`` (pure). Same-role neighbours are merged.
+
+    The Messages API rejects ``tool_use``/``tool_result`` blocks in a request without ``tools``
+    ("Requests which include tool_use or tool_result blocks must define tools"), so a request that
+    offers no tools (the limits' final answer call) carries the earlier calls and results as text.
+    """
     messages: list[dict[str, Any]] = []
+    tools_offered = bool(request.tools)
     for message in conversation(request.messages):
         role = "assistant" if message.role == "assistant" else "user"
         blocks: list[dict[str, Any]] = []
         for block in message.content:
-            if isinstance(block, ToolCallBlock):
+            if not tools_offered and isinstance(block, ToolCallBlock | ToolResultBlock):
+                blocks.append(_tool_block_as_text(block))
+            elif isinstance(block, ToolCallBlock):
                 blocks.append(
                     {
                         "type": "tool_use",
