@@ -7,7 +7,6 @@ Tool-call arguments come only from ``input_json_delta`` fragments, never from th
 from __future__ import annotations
 
 import json
-
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
