@@ -595,3 +595,32 @@ async def test_e02_default_replay_keeps_token_counters_readable(soong_env: Soong
         "max_tokens": 5,
         "password": "[REDACTED]",
     }
+
+
+# ---- storage.md §11.2: a deleted artifact renders as a marker --------------------------------------------
+
+
+async def test_deleted_artifact_renders_as_deleted_marker_in_the_next_request(soong_env: SoongEnv) -> None:
+    async def big(args: dict[str, Any], ctx: Any) -> str:
+        return "y" * 70000  # over tools.result_limit_bytes: becomes an artifact
+
+    fake = FakeProvider(tool_calls(("demo.big", {}, "call_big")), text("first"), text("second"))
+    async with open_runtime(soong_env, fake) as rt:
+        rt.register_tool(tool_def("demo.big"), big)
+        first = await rt.start("make something big")
+        await collect(first)
+        replay = await rt.replay_session(first.session_id, include_sensitive=True)
+        big_node = next(n for n in replay.nodes if n.role == "tool")
+        ref = next(b for b in big_node.content[0].content if isinstance(b, ArtifactRefBlock))  # type: ignore[union-attr]
+        before = json.dumps([m.model_dump(mode="json") for m in fake.requests[-1].messages])
+        assert f"[artifact {ref.artifact_id} (deleted)]" not in before
+        deleted = await rt.delete_artifact(ref.artifact_id)
+        assert [item.id for item in deleted.deleted] == [ref.artifact_id]
+        second = await rt.start("and now?", session_id=first.session_id)
+        await collect(second)
+    assert second.status == RunStatus.completed
+    request = fake.requests[-1]
+    tool_message = next(m for m in request.messages if m.role == "tool")
+    rendered = [b for b in tool_message.content[0].content]  # type: ignore[union-attr]
+    assert not any(isinstance(b, ArtifactRefBlock) for b in rendered)
+    assert any(getattr(b, "text", "") == f"[artifact {ref.artifact_id} (deleted)]" for b in rendered)

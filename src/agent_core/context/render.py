@@ -7,6 +7,7 @@ nothing. Rendering is cached per node id (nodes are append-only).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape
 from typing import Any
 
@@ -82,8 +83,51 @@ def _block_text(block: ContentBlock) -> str:
     return ""
 
 
-def render_node(node: Node) -> ModelMessage | None:
-    """The message for one node, or ``None`` when the node is never rendered."""
+def referenced_artifacts(nodes: Iterable[Node]) -> set[str]:
+    """Ids of the artifacts that content blocks of ``nodes`` reference (tool results included)."""
+    found: set[str] = set()
+
+    def visit(blocks: Iterable[ContentBlock]) -> None:
+        for block in blocks:
+            if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id:
+                found.add(block.artifact_id)
+            elif isinstance(block, ToolResultBlock):
+                visit(block.content)
+
+    for node in nodes:
+        visit(node.content)
+    return found
+
+
+def _mark_deleted(blocks: list[ContentBlock], deleted: frozenset[str]) -> list[ContentBlock]:
+    """Blocks referencing a deleted artifact render as ``[artifact <id> (deleted)]`` (storage.md §11.2)."""
+    out: list[ContentBlock] = []
+    for block in blocks:
+        if (isinstance(block, ArtifactRefBlock) and block.artifact_id in deleted) or (
+            isinstance(block, JsonBlock) and block.data is None and block.artifact_id in deleted
+        ):
+            out.append(TextBlock(text=f"[artifact {block.artifact_id} (deleted)]"))
+        elif isinstance(block, ToolResultBlock) and referenced_in(block.content, deleted):
+            out.append(block.model_copy(update={"content": _mark_deleted(list(block.content), deleted)}))
+        else:
+            out.append(block)
+    return out
+
+
+def referenced_in(blocks: Iterable[ContentBlock], ids: frozenset[str]) -> bool:
+    for block in blocks:
+        if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id in ids:
+            return True
+        if isinstance(block, ToolResultBlock) and referenced_in(block.content, ids):
+            return True
+    return False
+
+
+def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessage | None:
+    """The message for one node, or ``None`` when the node is never rendered.
+
+    ``deleted``: ids of deleted artifacts; blocks that reference one render as a deleted marker.
+    """
     if node.node_type == NodeType.instruction_context or node.metadata.get(NEVER_RENDER):
         return None
     if node.node_type in SYNTHETIC_TYPES:
@@ -103,6 +147,8 @@ def render_node(node: Node) -> ModelMessage | None:
         content = [b for b in node.content if isinstance(b, ToolResultBlock)]
     if not content:
         return None
+    if deleted and referenced_in(content, deleted):
+        content = _mark_deleted(content, deleted)
     return ModelMessage(role=role, content=content, metadata={"source_node_id": node.node_id})
 
 
@@ -122,18 +168,28 @@ class Rendered:
 class RenderCache:
     """Per-node rendered message and token estimate; valid forever because nodes never change."""
 
-    __slots__ = ("_counter", "_entries")
+    __slots__ = ("_counter", "_entries", "deleted")
 
     def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
         self._counter = counter
         self._entries: dict[str, Rendered | None] = {}
+        self.deleted: frozenset[str] = frozenset()
+        """Ids of deleted artifacts the cached renderings account for."""
+
+    def set_deleted(self, deleted: frozenset[str]) -> bool:
+        """Records the deleted artifacts; True (and every entry dropped) when the set changed."""
+        if deleted == self.deleted:
+            return False
+        self.deleted = deleted
+        self._entries.clear()
+        return True
 
     def entry(self, node: Node) -> Rendered | None:
         """The cached rendering of ``node`` (``None`` when the node is never rendered)."""
         try:
             return self._entries[node.node_id]
         except KeyError:
-            message = render_node(node)
+            message = render_node(node, self.deleted)
             entry = Rendered(message, self._counter.message(message.content)) if message is not None else None
             self._entries[node.node_id] = entry
             return entry

@@ -15,6 +15,7 @@ from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.context._budget import short_tools
 from agent_core.context.composer import ComposeLimits
+from agent_core.context.render import referenced_artifacts
 from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core.loop._output import output_policy
@@ -38,6 +39,7 @@ from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
     from agent_core.runtime.runs import RunManager
+    from agent_core.storage.sqlite import StorageManager
 
 
 @dataclass(kw_only=True, eq=False)
@@ -176,6 +178,7 @@ async def execute_agent_run(
         )
         return ref.artifact_id
 
+    await _account_for_deleted_artifacts(services.storage, spec.cursor)
     compose_limits = ComposeLimits(
         context_window=spec.model.context_window,
         reserve_output_tokens=settings.context.reserve_output_tokens,
@@ -236,3 +239,18 @@ async def execute_agent_run(
         state.extras["output_value"] = loop.output.value
     state.finish(outcome.status, outcome.end_reason, outcome.error)
     return outcome
+
+
+async def _account_for_deleted_artifacts(storage: StorageManager, cursor: AgentCursor) -> None:
+    """Blocks of the path that reference a deleted artifact render as ``[artifact <id> (deleted)]``
+    (storage.md §11.2): the ids without a registry row are handed to the cursor's render cache (one
+    read per run, only when the path references artifacts)."""
+    referenced = sorted(referenced_artifacts(cursor.path))
+    deleted: set[str] = set()
+    for start in range(0, len(referenced), 500):  # SQLite's bound-parameter limit
+        chunk = referenced[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        rows = await storage.query(f"SELECT artifact_id FROM artifacts WHERE artifact_id IN ({marks})", chunk)
+        deleted.update(set(chunk) - {str(row[0]) for row in rows})
+    if cursor.cache.set_deleted(frozenset(deleted)):
+        cursor.memo.forget()
