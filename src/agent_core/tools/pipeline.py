@@ -452,7 +452,8 @@ class ToolExecutor:
         started = time.monotonic()
         handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
         if self.offload is not None and self.offload.applies(definition):
-            handler = self.offload.wrap(handler, call, ready.ctx)  # placeholder result if it outlives the limit
+            # a placeholder result when the call outlives offload_after_ms (background jobs)
+            handler = self.offload.wrap(handler, call, ready.ctx)
         try:
             value = await run_handler(
                 handler,
