@@ -78,6 +78,9 @@ def test_approve_a_write_from_the_card_and_see_the_file_written(
     assert card is not None
     text = card.inner_text()
     assert "code.write_file" in text and "from-ui.txt" in text
+    # the request's fields are rows of a definition list, not stringified element arrays
+    assert "[object" not in text
+    assert page.inner_text(".approval dl dt:first-child") == "agent"
     page.wait_for_selector(".approval pre.diff .add:has-text('+written-by-the-browser')")
     assert not (soong_env.project / "from-ui.txt").exists()
     page.click(".approval button[data-decision=allow_once]")
