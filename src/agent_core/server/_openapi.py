@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from agent_core.server._routes import (
+from agent_core.server._models import (
     AnswerRequest,
     AnswerResult,
     ForkResult,

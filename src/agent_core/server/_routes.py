@@ -10,86 +10,43 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.server._errors import ApiError
+from agent_core.server._models import (
+    AnswerRequest,
+    AnswerResult,
+    Body,
+    ForkResult,
+    NodeRequest,
+    RunCreated,
+    RunRequest,
+)
 from agent_core.server._sse import run_stream
 from agent_core.storage.approvals import ApprovalStatus, request_json
 from agent_core.storage.ids import validate_session_id
 from agent_core.types.permissions import PermissionDecision
 
 if TYPE_CHECKING:
-    from agent_core.server._app import ServerState
+    from agent_core.server._state import ServerState
 
 MAX_BODY_BYTES = 1_000_000
 _RUN_SEQ = re.compile(r"[0-9]{1,12}")
 SSE_PING_S = 15
 
 
-class ApiError(Exception):
-    """An error response: HTTP ``status`` with an ``ErrorPayload`` body."""
-
-    def __init__(self, status: int, code: ErrorCode, message: str, details: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details or {}
-
-    def response(self) -> JSONResponse:
-        payload = AgentCoreError(self.code, self.message, details=self.details).to_payload()
-        return JSONResponse({"error": payload.model_dump(mode="json")}, status_code=self.status)
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RunRequest(_Body):
-    message: str = Field(min_length=1, max_length=200_000)
-    session_id: str | None = None
-    mode: Literal["normal", "orchestrator"] = "normal"
-
-
-class RunCreated(_Body):
-    run_id: str
-    session_id: str
-
-
-class AnswerRequest(_Body):
-    decision: Literal["allow_once", "allow_for_session", "deny"]
-
-
-class AnswerResult(_Body):
-    request_id: str
-    status: Literal["answered"]
-    decision: str
-
-
-class NodeRequest(_Body):
-    node_id: str = Field(min_length=1, max_length=200)
-
-
-class ForkResult(_Body):
-    session_id: str
-
-
 def _state(request: Request) -> ServerState:
     return request.app.state.server  # type: ignore[no-any-return]
 
 
-def status_for(exc: AgentCoreError) -> int:
-    if exc.code == ErrorCode.session_active:
-        return 409
-    if exc.code in (ErrorCode.validation_error, ErrorCode.schema_error):
-        return 400
-    return 500
-
-
-async def _body(request: Request, model: type[_Body]) -> Any:
+async def _body(request: Request, model: type[Body]) -> Any:
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise ApiError(413, ErrorCode.validation_error, f"request body larger than {MAX_BODY_BYTES} bytes")
