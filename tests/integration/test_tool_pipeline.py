@@ -11,8 +11,8 @@ import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.redaction import Redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import ToolContext
+from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType

@@ -249,7 +249,7 @@ def test_task_board_is_last_and_capped() -> None:
 
 def test_incremental_composition_equals_a_full_build_as_the_path_grows() -> None:
     """The compose memo must never change what the model receives (performance issue, composer fast path)."""
-    from agent_core.context.composer import ComposeMemo
+    from agent_core.context.conversation import ComposeMemo
 
     memo = ComposeMemo()
     cache = RenderCache()

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from agent_core.permissions.gate import PermissionGate, coerce_decision, summarize_arguments
 from agent_core.redaction import Redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import RunScope
+from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import AgentRole
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.tools import ToolDefinition

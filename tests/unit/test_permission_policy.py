@@ -9,7 +9,7 @@ import pytest
 
 from agent_core.errors import ErrorCode
 from agent_core.permissions.policy import PermissionPolicy
-from agent_core.tools.adapter import Preflight
+from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.tools import ToolDefinition
 from tests.fixtures.tool_pipeline import make_settings

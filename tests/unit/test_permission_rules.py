@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from agent_core.config.schema import Settings
 from agent_core.permissions.gate import PermissionGate
 from agent_core.permissions.rules import session_prefix
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import RunScope
+from agent_core.tools.preflight import Preflight
 from agent_core.types.tools import ToolDefinition
 from tests.fixtures.tool_pipeline import PermissionRecorder
 from tests.fixtures.tool_sink import make_scope

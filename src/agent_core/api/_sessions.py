@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_core.context.composer import is_skipped_assistant
+from agent_core.context.conversation import is_skipped_assistant
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.runtime.runs import RunManager
 from agent_core.storage.drafts import NodeDraft

@@ -11,7 +11,7 @@ from typing import Any
 from agent_core.artifacts.cleanup import cleanup_artifacts as _cleanup_artifacts
 from agent_core.artifacts.cleanup import cleanup_task_wals
 from agent_core.config.loader import resolve_project
-from agent_core.context.composer import is_skipped_assistant
+from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.render import render_node
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys

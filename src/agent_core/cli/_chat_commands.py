@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core.cli._chat_render import cut, safe
 
 if TYPE_CHECKING:
-    from agent_core.cli._chat import ChatSession
+    from agent_core.cli._chat_session import ChatSession
 
 Command = Callable[["ChatSession", list[str]], Awaitable[None]]
 HISTORY_TEXT_LIMIT = 160

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_core.context.composer import is_skipped_assistant, latest_valid_compaction
+from agent_core.context.conversation import is_skipped_assistant, latest_valid_compaction
 from agent_core.context.render import NEVER_RENDER
 from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
 from agent_core.types.content import ToolCallBlock, ToolResultBlock

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from agent_core.config.loaded import LoadedConfig
 from agent_core.config.profiles import validate_profiles
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import ConfigError, ErrorCode
@@ -34,21 +34,6 @@ __all__ = [
     "resolve_home",
     "resolve_project",
 ]
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A validated configuration plus the resolved locations it was interpreted against.
-
-    ``session_db_path`` is the effective database path (constructor argument > ``context.session_db_path`` >
-    ``<home>/sessions.sqlite``); ``settings.context.session_db_path`` holds the same value.
-    """
-
-    home: Path
-    project: Path
-    config_path: Path
-    settings: Settings
-    session_db_path: Path
 
 
 def resolve_home(home_dir: str | Path | None = None) -> Path:

@@ -21,7 +21,7 @@ from agent_core.config.schema import PROFILE_NAME, Settings, format_validation_e
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 
 if TYPE_CHECKING:
-    from agent_core.config.loader import LoadedConfig
+    from agent_core.config.loaded import LoadedConfig
 
 PURPOSES: Final = frozenset(
     {"main", "orchestrator", "sub", "fork", "worker", "compact", "memory_extraction", "memory_recall"}

@@ -26,14 +26,20 @@ from agent_core.context._budget import (
     select_dynamic,
     truncate_to,
 )
+from agent_core.context.conversation import (
+    ComposeMemo,
+    Conversation,
+    ConversationItem,
+    block_key,
+    build_conversation,
+    protect,
+)
 from agent_core.context.render import RenderCache
 from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
-from agent_core.context.trim import DegradableBlock, block_key, degradable_blocks, shrink_previews
+from agent_core.context.trim import DegradableBlock, degradable_blocks, shrink_previews
 from agent_core.types.content import (
     ContentBlock,
     TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
 )
 from agent_core.types.enums import NodeType
 from agent_core.types.model import ModelMessage, SystemBlock
@@ -47,7 +53,7 @@ from agent_core.types.runtime import (
 
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
-__all__ = ["TRUNCATION_MARKER", "ComposeInput", "ComposeLimits", "Composition", "compose"]
+__all__ = ["TRUNCATION_MARKER", "ComposeInput", "ComposeLimits", "Composition", "block_key", "compose"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,58 +128,13 @@ class Composition:
         }
 
 
-def is_skipped_assistant(node: Node) -> str | None:
-    """``"partial"``/``"failed"`` for assistant nodes that never re-enter a prompt."""
-    if node.role != "assistant":
-        return None
-    meta = node.metadata
-    if meta.get("failed"):
-        return "failed"
-    if meta.get("partial") or meta.get("aborted"):
-        return "partial"
-    return None
-
-
-def latest_valid_compaction(path: Sequence[Node]) -> tuple[int | None, list[str]]:
-    """Index of the last valid compaction node on ``path`` and the ids of invalid ones (compact.md §3)."""
-    positions = [i for i, n in enumerate(path) if n.node_type == _COMPACTION]
-    if not positions:
-        return None, []
-    index_of = {n.node_id: i for i, n in enumerate(path)}
-    valid: int | None = None
-    prev_first_kept = -1
-    invalid: list[str] = []
-    for i in positions:
-        node = path[i]
-        first_kept = index_of.get(str(node.metadata.get("first_kept_node_id")))
-        if first_kept is None or first_kept >= i or first_kept < prev_first_kept:
-            invalid.append(node.node_id)
-            continue
-        valid = i
-        prev_first_kept = first_kept
-    return valid, invalid
-
-
-@dataclass(slots=True)
-class _Item:
-    node: Node
-    message: ModelMessage
-    tokens: int
-    call_ids: tuple[str, ...] = ()
-    """ids of the message's tool_call blocks"""
-    result_ids: tuple[str, ...] = ()
-    """ids of the message's tool_result blocks"""
-    synthetic: bool = False
-    protected: bool = False
-
-
 def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAULT_COUNTER) -> Composition:
     lim = inp.limits
     window, cap = lim.context_window, lim.reserve_output_tokens
     floor = min(lim.min_output_tokens, cap)
-    conversation = _incremental(inp, cache, counter) if inp.memo is not None else None
-    if conversation is None:
-        conversation = _full(inp, cache, counter)
+    conversation = build_conversation(
+        inp.path, cache, counter, substitutions=inp.substitutions, memo=inp.memo
+    )
     user_tokens = _user_tokens(conversation[0], inp.current_user_node_id)
     plan = degrade_static(
         inp.static_blocks,
@@ -189,7 +150,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     return _finish(_budgeted(inp, cache, counter, conversation, plan, reserve), plan, user_tokens, cap)
 
 
-def _user_tokens(groups: list[list[_Item]], user_node_id: str | None) -> int:
+def _user_tokens(groups: list[list[ConversationItem]], user_node_id: str | None) -> int:
     if user_node_id is None:
         return 0
     return next((it.tokens for g in groups for it in g if it.node.node_id == user_node_id), 0)
@@ -208,7 +169,7 @@ def _budgeted(
     inp: ComposeInput,
     cache: RenderCache,
     counter: TokenCounter,
-    conversation: _Conversation,
+    conversation: Conversation,
     plan: StaticPlan,
     reserve: int,
 ) -> Composition:
@@ -245,7 +206,7 @@ def _budgeted(
         else:
             inp.memo.forget()
     if conversation_tokens + board_tokens > non_system:
-        _protect(groups, inp)
+        protect(groups, user_node_id=inp.current_user_node_id, run_id=inp.current_run_id)
         shrink_previews(groups, counter, degradations, protected=False)
         current = total()
         while current > non_system:
@@ -276,7 +237,14 @@ def _budgeted(
     fits = not static_overflow and non_system_tokens <= non_system
     degradable: list[DegradableBlock] = []
     if not fits:
-        degradable = degradable_blocks(flat, inp, non_system, counter)
+        degradable = degradable_blocks(
+            flat,
+            non_system,
+            counter,
+            substitutions=inp.substitutions,
+            limit_tokens=lim.result_limit_tokens,
+            limit_bytes=lim.result_limit_bytes,
+        )
 
     included = [it.node.node_id for it in flat]
     synthetic = [
@@ -315,310 +283,3 @@ def _budgeted(
         covered_node_ids=covered,
         task_board_text=board_text,
     )
-
-
-_Conversation = tuple[list[list["_Item"]], list[int], dict[str, str], list[str], str | None, list[str]]
-"""``(groups, path index of each group's first node, excluded, unpaired ids, compaction id, covered)``."""
-
-
-class ComposeMemo:
-    """The conversation groups of an agent's last build that needed no trimming.
-
-    Valid while the agent's path list only grows: the next build re-derives only the last (possibly still
-    open) group and the nodes appended since, instead of re-walking the whole history (performance issue:
-    per-request cost must not grow with the session). Any other change falls back to a full build.
-    """
-
-    __slots__ = (
-        "compaction_id",
-        "consumed",
-        "covered",
-        "excluded",
-        "groups",
-        "path",
-        "starts",
-        "tail",
-        "unpaired",
-    )
-
-    def __init__(self) -> None:
-        self.forget()
-
-    def forget(self) -> None:
-        self.path: Sequence[Node] | None = None
-        self.consumed = 0
-        self.tail: Node | None = None
-        self.groups: list[list[_Item]] = []
-        self.starts: list[int] = []
-        self.excluded: dict[str, str] = {}
-        self.unpaired: list[str] = []
-        self.compaction_id: str | None = None
-        self.covered: list[str] = []
-
-    def remember(
-        self,
-        path: Sequence[Node],
-        groups: list[list[_Item]],
-        starts: list[int],
-        excluded: dict[str, str],
-        unpaired: list[str],
-        compaction_id: str | None,
-        covered: list[str],
-        cache: RenderCache,
-    ) -> None:
-        self.path = path
-        self.consumed = len(path)
-        self.tail = path[-1] if path else None
-        self.groups = list(groups)
-        self.starts = list(starts)
-        self.excluded = dict(excluded)
-        # unpaired ids of the last group are derived again by the next build
-        reopened: set[str] = set()
-        for node in path[starts[-1] :] if starts and starts[-1] >= 0 else ():
-            rendered = cache.entry(node)
-            if rendered is not None:
-                reopened.update(rendered.call_ids, rendered.result_ids)
-        self.unpaired = [u for u in unpaired if u not in reopened]
-        self.compaction_id = compaction_id
-        self.covered = covered
-
-    def usable_for(self, path: Sequence[Node]) -> bool:
-        n = self.consumed
-        return (
-            self.path is path
-            and n > 0
-            and len(path) >= n
-            and path[n - 1] is self.tail
-            and bool(self.groups)
-            and self.starts[-1] < len(path)
-        )
-
-
-def _full(inp: ComposeInput, cache: RenderCache, counter: TokenCounter) -> _Conversation:
-    excluded: dict[str, str] = {}
-    items, compaction_id, covered = _candidates(inp, cache, counter, excluded)
-    unpaired = _repair_pairs(items, counter)
-    groups = _group(items)
-    index_of = {node.node_id: i for i, node in enumerate(inp.path)}
-    starts = [index_of.get(g[0].node.node_id, -1) for g in groups]
-    return groups, starts, excluded, unpaired, compaction_id, covered
-
-
-def _incremental(inp: ComposeInput, cache: RenderCache, counter: TokenCounter) -> _Conversation | None:
-    memo = inp.memo
-    path = inp.path
-    if memo is None or inp.substitutions or not memo.usable_for(path):
-        return None
-    start = memo.starts[-1]
-    if start < 0 or any(n.node_type == _COMPACTION for n in path[start:]):
-        return None
-    excluded = dict(memo.excluded)
-    tail: list[_Item] = []
-    entry = cache.entry
-    for node in path[start:]:
-        if node.node_id in excluded:
-            continue
-        if node.role == "assistant":
-            skipped = is_skipped_assistant(node)
-            if skipped:
-                excluded[node.node_id] = skipped
-                continue
-        rendered = entry(node)
-        if rendered is None:
-            continue
-        tail.append(
-            _Item(
-                node,
-                rendered.message,
-                rendered.tokens,
-                rendered.call_ids,
-                rendered.result_ids,
-                rendered.synthetic,
-            )
-        )
-    unpaired = sorted({*memo.unpaired, *_repair_pairs(tail, counter)})
-    tail_groups = _group(tail)
-    index_of = {node.node_id: i for i, node in enumerate(path[start:], start)}
-    groups = memo.groups[:-1] + tail_groups
-    starts = memo.starts[:-1] + [index_of[g[0].node.node_id] for g in tail_groups]
-    return groups, starts, excluded, unpaired, memo.compaction_id, memo.covered
-
-
-def _candidates(
-    inp: ComposeInput, cache: RenderCache, counter: TokenCounter, excluded: dict[str, str]
-) -> tuple[list[_Item], str | None, list[str]]:
-    path = inp.path
-    comp_index, invalid = latest_valid_compaction(path)
-    for node_id in invalid:
-        excluded[node_id] = "compacted"
-    ordered: list[Node] = list(path)
-    compaction_id: str | None = None
-    covered: list[str] = []
-    if comp_index is not None:
-        comp = path[comp_index]
-        compaction_id = comp.node_id
-        first_kept = str(comp.metadata.get("first_kept_node_id"))
-        start = next(i for i, n in enumerate(path) if n.node_id == first_kept)
-        for node in path[:start]:
-            if node.node_type != NodeType.instruction_context:
-                covered.append(node.node_id)
-                excluded[node.node_id] = "compacted"
-        for node in path[start:comp_index]:
-            if node.node_type == NodeType.compaction:
-                excluded[node.node_id] = "compacted"
-        ordered = [comp, *path[start:comp_index], *path[comp_index + 1 :]]
-    items: list[_Item] = []
-    entry = cache.entry
-    subs = inp.substitutions
-    for node in ordered:
-        node_id = node.node_id
-        if node_id in excluded:
-            continue
-        if node.node_type == _COMPACTION and node_id != compaction_id:
-            excluded[node_id] = "compacted"
-            continue
-        if node.role == "assistant":
-            skipped = is_skipped_assistant(node)
-            if skipped:
-                excluded[node_id] = skipped
-                continue
-        rendered = entry(node)
-        if rendered is None:
-            continue
-        item = _Item(
-            node,
-            rendered.message,
-            rendered.tokens,
-            rendered.call_ids,
-            rendered.result_ids,
-            rendered.synthetic,
-        )
-        if subs:
-            item.message, item.tokens = _apply_substitutions(node, item.message, item.tokens, subs, counter)
-        items.append(item)
-    return items, compaction_id, covered
-
-
-def _apply_substitutions(
-    node: Node, message: ModelMessage, tokens: int, subs: dict[str, ContentBlock], counter: TokenCounter
-) -> tuple[ModelMessage, int]:
-    changed = False
-    content: list[ContentBlock] = []
-    for i, block in enumerate(message.content):
-        key = block_key(node.node_id, i)
-        if key in subs:
-            content.append(subs[key])
-            changed = True
-            continue
-        if isinstance(block, ToolResultBlock):
-            inner: list[ContentBlock] = []
-            inner_changed = False
-            for j, sub_block in enumerate(block.content):
-                sub_key = block_key(node.node_id, i, j)
-                if sub_key in subs:
-                    inner.append(subs[sub_key])
-                    inner_changed = True
-                else:
-                    inner.append(sub_block)
-            if inner_changed:
-                block = block.model_copy(update={"content": inner})
-                changed = True
-        content.append(block)
-    if not changed:
-        return message, tokens
-    new = message.model_copy(update={"content": content})
-    return new, counter.message(content)
-
-
-def _repair_pairs(items: list[_Item], counter: TokenCounter) -> list[str]:
-    calls: set[str] = set()
-    results: set[str] = set()
-    for it in items:
-        if it.call_ids:
-            calls.update(it.call_ids)
-        if it.result_ids:
-            results.update(it.result_ids)
-    if calls == results:
-        return []
-    unpaired = sorted((calls - results) | (results - calls))
-    if not unpaired:
-        return []
-    bad = set(unpaired)
-    keep: list[_Item] = []
-    for it in items:
-        content = [
-            b
-            for b in it.message.content
-            if not (isinstance(b, ToolCallBlock | ToolResultBlock) and b.tool_call_id in bad)
-        ]
-        if len(content) != len(it.message.content):
-            if not content:
-                continue
-            it.message = it.message.model_copy(update={"content": content})
-            it.tokens = counter.message(content)
-            it.call_ids = tuple(i for i in it.call_ids if i not in bad)
-            it.result_ids = tuple(i for i in it.result_ids if i not in bad)
-        keep.append(it)
-    items[:] = keep
-    return unpaired
-
-
-def _group(items: list[_Item]) -> list[list[_Item]]:
-    groups: list[list[_Item]] = []
-    i = 0
-    count = len(items)
-    while i < count:
-        item = items[i]
-        call_ids = item.call_ids if item.message.role == "assistant" else ()
-        if not call_ids:
-            groups.append([item])
-            i += 1
-            continue
-        tools: list[_Item] = []
-        derived: list[_Item] = []
-        j = i + 1
-        while j < count:
-            nxt = items[j]
-            if nxt.message.role == "tool":
-                tools.append(nxt)
-            elif nxt.node.metadata.get("loaded_by_tool_call_id") in call_ids:
-                derived.append(nxt)
-            else:
-                break
-            j += 1
-        if len(tools) > 1:
-            order = {cid: k for k, cid in enumerate(call_ids)}
-            tools.sort(key=lambda t: order.get(_result_id(t), len(order)))
-        group = [item, *tools, *derived]
-        if j < count and items[j].message.role == "assistant" and not items[j].call_ids:
-            group.append(items[j])
-            j += 1
-        groups.append(group)
-        i = j
-    return groups
-
-
-def _result_id(item: _Item) -> str:
-    return item.result_ids[0] if item.result_ids else ""
-
-
-def _protect(groups: list[list[_Item]], inp: ComposeInput) -> None:
-    latest_compaction = None
-    for g in groups:
-        for it in g:
-            if it.node.node_type == _COMPACTION:
-                latest_compaction = it.node.node_id
-    user_node_id = inp.current_user_node_id
-    run_id = inp.current_run_id
-    for g in groups:
-        for it in g:
-            node = it.node
-            if (
-                node.node_id == user_node_id
-                or (run_id is not None and node.run_id == run_id)
-                or node.node_id == latest_compaction
-                or node.node_type in _ALWAYS_PROTECTED
-            ):
-                for member in g:
-                    member.protected = True
-                break

@@ -7,21 +7,13 @@ the large protected blocks the caller may artifactise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from agent_core.context.conversation import ConversationItem, block_key
 from agent_core.context.tokens import TokenCounter, compact_json
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.runtime import ArtifactDegradation
 
-if TYPE_CHECKING:
-    from agent_core.context.composer import ComposeInput, _Item
-
 SUMMARY_LIMIT = 200
-
-
-def block_key(node_id: str, *indexes: int) -> str:
-    """Key of a (nested) content block of a node: ``node_id:i`` or ``node_id:i:j``."""
-    return ":".join([node_id, *map(str, indexes)])
 
 
 @dataclass(frozen=True)
@@ -35,7 +27,11 @@ class DegradableBlock:
 
 
 def shrink_previews(
-    groups: list[list[_Item]], counter: TokenCounter, out: list[ArtifactDegradation], *, protected: bool
+    groups: list[list[ConversationItem]],
+    counter: TokenCounter,
+    out: list[ArtifactDegradation],
+    *,
+    protected: bool,
 ) -> None:
     for g in groups:
         for it in g:
@@ -74,14 +70,20 @@ def shrink_blocks(
 
 
 def degradable_blocks(
-    items: list[_Item], inp: ComposeInput, budget: int, counter: TokenCounter
+    items: list[ConversationItem],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    substitutions: dict[str, ContentBlock],
+    limit_tokens: int,
+    limit_bytes: int,
 ) -> list[DegradableBlock]:
-    lim = inp.limits
+    """Blocks large enough for secondary degradation (compact.md §9.4 step 3.1), largest first."""
     quarter = max(1, budget // 4)
     found: list[DegradableBlock] = []
 
     def consider(key: str, node_id: str, block: ContentBlock, tool_name: str | None = None) -> None:
-        if key in inp.substitutions:
+        if key in substitutions:
             return
         if isinstance(block, TextBlock):
             raw = block.text
@@ -90,7 +92,7 @@ def degradable_blocks(
         else:
             return
         tokens = counter.text(raw)
-        if tokens > quarter or tokens > lim.result_limit_tokens or len(raw.encode()) > lim.result_limit_bytes:
+        if tokens > quarter or tokens > limit_tokens or len(raw.encode()) > limit_bytes:
             found.append(DegradableBlock(key, node_id, block, tokens, tool_name))
 
     for it in items:

@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent_core.errors.codes import ErrorCode
+from agent_core.errors.payloads import ErrorPayload, ProviderErrorPayload
 
 if TYPE_CHECKING:
     from agent_core.redaction import Redactor
-    from agent_core.types.content import ErrorPayload
-    from agent_core.types.model import ProviderErrorPayload
 
 
 class AgentCoreError(Exception):
@@ -55,8 +54,6 @@ class AgentCoreError(Exception):
 
     def to_payload(self, redactor: Redactor | None = None) -> ErrorPayload:
         """Returns a redacted :class:`ErrorPayload` (no traceback, secrets replaced)."""
-        from agent_core.types.content import ErrorPayload
-
         return ErrorPayload(
             code=self.code, message=self.message, retryable=self.retryable, details=self.details
         ).redacted_copy(redactor)
@@ -87,8 +84,6 @@ class ProviderError(AgentCoreError):
             retryable = retryable or payload.retryable
         super().__init__(code, message, retryable=retryable, details=details, cause=cause)
         if payload is None:
-            from agent_core.types.model import ProviderErrorPayload
-
             payload = ProviderErrorPayload(
                 type="internal" if self.code == ErrorCode.internal_error else "provider",
                 code=self.code.value,

@@ -37,8 +37,8 @@ from agent_core.hooks.base import NO_HOOKS, NO_OUTCOME, HookDispatcher, HookOutc
 from agent_core.hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
 from agent_core.hooks.runner import HookRun, run_hook
 from agent_core.redaction import Redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import RunScope, ToolRunSink
+from agent_core.tools.preflight import Preflight
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType, HookPhase

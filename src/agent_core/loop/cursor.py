@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agent_core.context.composer import ComposeMemo, is_skipped_assistant
+from agent_core.context.conversation import ComposeMemo, is_skipped_assistant
 from agent_core.context.render import RenderCache
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.artifacts.manager import ArtifactManager
-from agent_core.context.composer import is_skipped_assistant
+from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core.events.catalog import level_of
 from agent_core.events.stream import EventChannel

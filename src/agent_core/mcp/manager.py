@@ -44,10 +44,10 @@ from agent_core.mcp.catalog import McpCatalog, McpServerConfig
 from agent_core.mcp.mapping import build_definitions, map_result, unmatched_overrides
 from agent_core.mcp.remote import McpCallError, McpTimeoutError, McpTransportError
 from agent_core.redaction import Redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.command import build_env, resolve_executable
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.normalize import error_result
+from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
 from agent_core.types.enums import EventType

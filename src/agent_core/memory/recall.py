@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.context.composer import latest_valid_compaction
+from agent_core.context.conversation import latest_valid_compaction
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
 from agent_core.memory.files import MemoryRecord, MemoryStore, render_catalog

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.context.composer import is_skipped_assistant
+from agent_core.context.conversation import is_skipped_assistant
 from agent_core.memory.files import MemoryRecord
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, ToolResultBlock, text_of

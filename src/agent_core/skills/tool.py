@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.context.composer import latest_valid_compaction
+from agent_core.context.conversation import latest_valid_compaction
 from agent_core.errors import ErrorCode, ToolError
 from agent_core.skills.catalog import SkillCatalog, SkillEntry
 from agent_core.tools.context import ContextNodeDraft, ToolContext

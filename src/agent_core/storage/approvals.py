@@ -23,23 +23,6 @@ if TYPE_CHECKING:
 ApprovalStatus = Literal["pending", "answered", "expired"]
 AnswerOutcome = Literal["won", "answered", "expired", "missing"]
 
-APPROVALS_V2: tuple[str, ...] = (
-    """CREATE TABLE IF NOT EXISTS pending_approvals (
-  request_id   TEXT PRIMARY KEY,
-  run_id       TEXT NOT NULL,
-  session_id   TEXT NOT NULL,
-  request_json TEXT NOT NULL,
-  status       TEXT NOT NULL CHECK (status IN ('pending', 'answered', 'expired')),
-  answer_json  TEXT,
-  created_at   TEXT NOT NULL,
-  answered_at  TEXT,
-  updated_at   TEXT NOT NULL
-)""",
-    "CREATE INDEX IF NOT EXISTS pending_approvals_status ON pending_approvals(status, created_at)",
-    "CREATE INDEX IF NOT EXISTS pending_approvals_session ON pending_approvals(session_id)",
-)
-"""DDL of schema version 2 (``storage.migrations``)."""
-
 _COLUMNS = "request_id, run_id, session_id, request_json, status, answer_json, created_at, answered_at"
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import aiosqlite
 
 from agent_core.errors import ErrorCode, StorageError
-from agent_core.storage.approvals import APPROVALS_V2
 from agent_core.storage.schema import (
+    APPROVALS_V2,
     BACKGROUND_JOBS_V3,
     GLOBAL_TABLES_V1,
     SCHEDULES_V4,

@@ -127,6 +127,23 @@ SCHEDULES_V4: tuple[str, ...] = (
 )
 """Migration 4: cron schedules that produce user messages (surfaces.md §6)."""
 
+APPROVALS_V2: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS pending_approvals (
+  request_id   TEXT PRIMARY KEY,
+  run_id       TEXT NOT NULL,
+  session_id   TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('pending', 'answered', 'expired')),
+  answer_json  TEXT,
+  created_at   TEXT NOT NULL,
+  answered_at  TEXT,
+  updated_at   TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS pending_approvals_status ON pending_approvals(status, created_at)",
+    "CREATE INDEX IF NOT EXISTS pending_approvals_session ON pending_approvals(session_id)",
+)
+"""DDL of schema version 2 (``storage.migrations``): durable pending approvals (``storage.approvals``)."""
+
 SESSION_DDL_VERSION = 1
 """Version of the per-session DDL below; a migration changing it must iterate over ``sessions``."""
 

@@ -6,18 +6,15 @@ permissions, hooks or scheduling; the registry's pipeline does that around it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agent_core.tools._safe_fs import FileIdentity
 from agent_core.tools.context import ToolContext
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition
 
 if TYPE_CHECKING:
-    from agent_core.tools.builtin.preview import ChangePreview
+    pass
 
 
 @runtime_checkable
@@ -33,37 +30,6 @@ class ToolAdapter(Protocol):
     async def close(self) -> None:
         """Releases resources; idempotent."""
         ...
-
-
-@dataclass(kw_only=True)
-class Preflight:
-    """Facts about one call gathered before hooks and permissions (tools.md §16 step 3).
-
-    An adapter that touches paths, runs commands or contacts hosts implements
-    ``async def preflight(call, ctx) -> Preflight``; it raises :class:`AgentCoreError` for hard boundary
-    errors (e.g. ``write_outside_allowed_roots`` for a command cwd, ``path_conflict``), which become the
-    call's error result without asking anyone.
-    """
-
-    target_scope: str | None = None
-    """Normalised scope for ``allow_for_session`` (tools.md §15.4); ``None`` disables it."""
-    target_paths: list[Path] = field(default_factory=list)
-    """Resolved paths the call touches (sensitive checks, hook ``path_prefix`` matching)."""
-    network_host: str | None = None
-    cwd: Path | None = None
-    """Command/working directory; ``None`` means ``<project>``."""
-    env_summary: dict[str, str] = field(default_factory=dict)
-    sensitive: bool = False
-    """A target is on a sensitive path (reads/lists/searches must ask)."""
-    outside_write_roots: bool = False
-    """A write target lies outside the allowed write roots (ask with ``suggested_decision=deny``)."""
-    outside_project_search: bool = False
-    """``code.search`` root outside ``<project>`` (asks)."""
-    change_preview: Callable[[], ChangePreview | None] | None = None
-    """Lazy diff of what the call would change (write/edit tools); called only for a permission prompt."""
-    identities: dict[Path, FileIdentity] = field(default_factory=dict)
-    """Device + inode of the checked paths that existed at pre-flight; the tool refuses to act on a path
-    whose identity changed since (``path_conflict``)."""
 
 
 class PreflightAdapter(ToolAdapter, Protocol):

@@ -19,7 +19,7 @@ from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
 if TYPE_CHECKING:
-    from agent_core.tools.adapter import Preflight
+    from agent_core.tools.preflight import Preflight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,7 +116,7 @@ class ToolContext:
     """Set by the pipeline when the permission decision explicitly allowed this call although its
     pre-flight reported ``outside_write_roots`` (tools.md §12.3); adapters refuse such writes otherwise."""
     preflight: Preflight | None = None
-    """The :class:`~agent_core.tools.adapter.Preflight` the permission decision was made on (set by the
+    """The :class:`~agent_core.tools.preflight.Preflight` the permission decision was made on (set by the
     pipeline); built-in tools act only on the paths it checked."""
 
     @property

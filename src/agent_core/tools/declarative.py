@@ -45,7 +45,6 @@ from agent_core.config.schema import Settings, expand_placeholders, format_valid
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.redaction import Redactor
 from agent_core.tools._sandbox import sandboxed_argv
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.command import (
     CommandOutcome,
     StreamCapture,
@@ -58,6 +57,7 @@ from agent_core.tools.command import (
 from agent_core.tools.context import ToolContext
 from agent_core.tools.normalize import error_result
 from agent_core.tools.paths import resolve_dir, resolve_path, within_roots, write_roots
+from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import CANONICAL_NAME, RESERVED_USER_NAMESPACES, ToolRegistry
 from agent_core.tools.schema import check_schema
 from agent_core.types.base import StrictModel

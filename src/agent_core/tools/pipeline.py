@@ -32,7 +32,6 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.hooks.base import HookDispatcher, HookOutcome
 from agent_core.permissions.gate import GateOutcome, PermissionGate, summarize_arguments
 from agent_core.redaction import Redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
 from agent_core.tools.effective import TASK_MUTATORS, apply_overrides
 from agent_core.tools.normalize import (
@@ -44,6 +43,7 @@ from agent_core.tools.normalize import (
     redact_result,
     result_summary,
 )
+from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import RegisteredTool, ToolRegistry
 from agent_core.tools.scheduler import (
     Aborted,

@@ -1,42 +1,13 @@
-"""Content blocks and :class:`ErrorPayload` (contract.md §3.1, §3.5)."""
+"""Content blocks (contract.md §3.1); re-exports :class:`ErrorPayload` (§3.5, defined in ``errors.payloads``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter
 
-from agent_core.errors.codes import ErrorCode
+from agent_core.errors.payloads import ErrorPayload as ErrorPayload
 from agent_core.types.base import StrictModel
-
-if TYPE_CHECKING:
-    from agent_core.redaction import Redactor
-
-
-class ErrorPayload(StrictModel):
-    """Structured, traceback-free error sent to the model, events and ``runs.error_json``."""
-
-    type: str = ""
-    code: ErrorCode
-    message: str
-    retryable: bool = False
-    details: dict[str, Any] = Field(default_factory=dict)
-    redacted: bool = False
-
-    @model_validator(mode="after")
-    def _default_type(self) -> ErrorPayload:
-        if not self.type:
-            self.type = self.code.value
-        return self
-
-    def redacted_copy(self, redactor: Redactor | None = None) -> ErrorPayload:
-        """Copy with secret values replaced in message and details, flagged ``redacted=True``."""
-        from agent_core.redaction import default_redactor
-
-        r = redactor or default_redactor
-        return self.model_copy(
-            update={"message": r.text(self.message), "details": r.value(self.details), "redacted": True}
-        )
 
 
 class TextBlock(StrictModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from agent_core.errors import ErrorCode, SchemaError
+from agent_core.errors.payloads import ProviderErrorPayload as ProviderErrorPayload
 from agent_core.memo import WireMemo
 from agent_core.types.base import StrictModel
 from agent_core.types.content import (
@@ -134,20 +135,6 @@ def sum_usage(items: list[Usage]) -> Usage:
 class StopReason(StrictModel):
     reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "error"]
     raw_stop_reason: str | None = None
-
-
-class ProviderErrorPayload(StrictModel):
-    type: str
-    code: str
-    message: str
-    retryable: bool
-    raw: dict[str, Any] | None = None
-    provider: str | None = None
-    model: str | None = None
-    capability: str | None = None
-    request_feature: str | None = None
-    status_code: int | None = None
-    retry_after_ms: int | None = None
 
 
 class ModelStarted(StrictModel):

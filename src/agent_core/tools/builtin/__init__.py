@@ -28,7 +28,6 @@ from typing import Any
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor, default_redactor
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import CodeTool, ToolEnv, failure
 from agent_core.tools.builtin.edit_file import EditFileTool
 from agent_core.tools.builtin.list_dir import ListDirTool
@@ -37,6 +36,7 @@ from agent_core.tools.builtin.run_command import RunCommandTool
 from agent_core.tools.builtin.search import SearchTool, find_ripgrep
 from agent_core.tools.builtin.write_file import WriteFileTool
 from agent_core.tools.context import ToolContext
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

@@ -21,7 +21,6 @@ from agent_core.config.schema import ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor
 from agent_core.tools._safe_fs import FileIdentity, changed, identity, open_dir
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import (
     ResolvedTarget,
@@ -33,6 +32,7 @@ from agent_core.tools.paths import (
     within_roots,
     write_roots,
 )
+from agent_core.tools.preflight import Preflight
 from agent_core.types.content import ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult

@@ -15,7 +15,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._safe_fs import FileIdentity, open_file
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     WRITE_TAGS,
     Args,
@@ -35,6 +34,7 @@ from agent_core.tools.builtin.preview import edit_preview
 from agent_core.tools.builtin.write_file import encode_utf8
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import ResolvedTarget
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._safe_fs import open_listing, open_subdir
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     READONLY_TAGS,
     Args,
@@ -31,6 +30,7 @@ from agent_core.tools.builtin.base import (
 )
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import SKIP_DIRS, SensitiveMatcher
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

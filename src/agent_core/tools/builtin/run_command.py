@@ -20,7 +20,6 @@ from agent_core.config.schema import Settings, ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor
 from agent_core.tools._sandbox import sandboxed_argv
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import Args, ToolEnv, failure, invalid, object_schema, ok
 from agent_core.tools.command import (
     StreamCapture,
@@ -31,6 +30,7 @@ from agent_core.tools.command import (
     run_process,
 )
 from agent_core.tools.context import ToolContext
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

@@ -31,7 +31,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._safe_fs import FileIdentity, changed, open_file, open_listing
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     READONLY_TAGS,
     Args,
@@ -48,6 +47,7 @@ from agent_core.tools.builtin.globs import GlobFilter
 from agent_core.tools.command import run_process
 from agent_core.tools.context import ToolContext
 from agent_core.tools.paths import SKIP_DIRS, SensitiveMatcher
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

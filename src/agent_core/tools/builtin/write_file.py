@@ -16,7 +16,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._safe_fs import changed, identity
-from agent_core.tools.adapter import Preflight
 from agent_core.tools.builtin.base import (
     WRITE_TAGS,
     Args,
@@ -33,6 +32,7 @@ from agent_core.tools.builtin.base import (
 from agent_core.tools.builtin.fileio import atomic_write
 from agent_core.tools.builtin.preview import write_preview
 from agent_core.tools.context import ToolContext
+from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 

@@ -1,0 +1,44 @@
+"""The :class:`Preflight` facts an adapter gathers about one call before hooks and permissions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_core.tools._safe_fs import FileIdentity
+
+if TYPE_CHECKING:
+    from agent_core.tools.builtin.preview import ChangePreview
+
+
+@dataclass(kw_only=True)
+class Preflight:
+    """Facts about one call gathered before hooks and permissions (tools.md §16 step 3).
+
+    An adapter that touches paths, runs commands or contacts hosts implements
+    ``async def preflight(call, ctx) -> Preflight``; it raises :class:`AgentCoreError` for hard boundary
+    errors (e.g. ``write_outside_allowed_roots`` for a command cwd, ``path_conflict``), which become the
+    call's error result without asking anyone.
+    """
+
+    target_scope: str | None = None
+    """Normalised scope for ``allow_for_session`` (tools.md §15.4); ``None`` disables it."""
+    target_paths: list[Path] = field(default_factory=list)
+    """Resolved paths the call touches (sensitive checks, hook ``path_prefix`` matching)."""
+    network_host: str | None = None
+    cwd: Path | None = None
+    """Command/working directory; ``None`` means ``<project>``."""
+    env_summary: dict[str, str] = field(default_factory=dict)
+    sensitive: bool = False
+    """A target is on a sensitive path (reads/lists/searches must ask)."""
+    outside_write_roots: bool = False
+    """A write target lies outside the allowed write roots (ask with ``suggested_decision=deny``)."""
+    outside_project_search: bool = False
+    """``code.search`` root outside ``<project>`` (asks)."""
+    change_preview: Callable[[], ChangePreview | None] | None = None
+    """Lazy diff of what the call would change (write/edit tools); called only for a permission prompt."""
+    identities: dict[Path, FileIdentity] = field(default_factory=dict)
+    """Device + inode of the checked paths that existed at pre-flight; the tool refuses to act on a path
+    whose identity changed since (``path_conflict``)."""
