@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from agent_core.artifacts import cleanup as cleanup_mod
-from agent_core.artifacts.cleanup import cleanup_artifacts, cleanup_task_wals, read_last_complete_line
+from agent_core.artifacts.cleanup import cleanup_artifacts
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tasks import wal_cleanup as wal_cleanup_mod
+from agent_core.tasks.wal_cleanup import cleanup_task_wals, read_last_complete_line
 from agent_core.types.base import format_ts_ms, parse_ts
 from tests.fixtures.storage_env import StoreEnv, opened_store
 
@@ -237,7 +239,7 @@ async def test_e10_torn_tail_uses_last_complete_line_and_unlink_failure_is_repor
     def refuse(path: Path) -> None:
         raise OSError(16, "Device or resource busy (injected)")
 
-    monkeypatch.setattr(cleanup_mod, "unlink_path", refuse)
+    monkeypatch.setattr(wal_cleanup_mod, "unlink_path", refuse)
     result = await cleanup_task_wals(wal_root, dry_run=False)
     assert result.partial_failure and result.deleted == [] and result.freed_bytes == 0
     assert {Path(f.item.path).name for f in result.failures} == {"done.wal.jsonl", "fresh-done.wal.jsonl"}

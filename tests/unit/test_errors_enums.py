@@ -20,8 +20,8 @@ from agent_core.errors import (
     StorageError,
     ToolError,
 )
+from agent_core.ids import new_id, validate_id
 from agent_core.redaction import REDACTED, Redactor
-from agent_core.storage.ids import new_id, validate_id
 from agent_core.types import enums
 
 CONTRACT_CODES = """

@@ -16,7 +16,7 @@ from agent_core.context.instructions import (
     instruction_blocks,
     latest_instruction_nodes,
 )
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import NodeType

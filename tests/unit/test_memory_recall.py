@@ -10,6 +10,7 @@ import pytest
 
 from agent_core.context.tokens import DEFAULT_COUNTER
 from agent_core.errors import AgentCoreError, ErrorCode, ProviderError
+from agent_core.ids import new_id
 from agent_core.memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
 from agent_core.memory.recall import (
     RECALL_TOOL,
@@ -18,7 +19,6 @@ from agent_core.memory.recall import (
     memory_section,
     parse_selection,
 )
-from agent_core.storage.ids import new_id
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock

@@ -10,7 +10,8 @@ import pytest
 
 from agent_core.config.schema import DEFAULT_SENSITIVE_PATHS
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tools.instruction_files import match_instruction_file, split_frontmatter
+from agent_core.frontmatter import split_frontmatter
+from agent_core.tools.instruction_files import match_instruction_file
 from agent_core.tools.paths import (
     SKIP_DIRS,
     SensitiveMatcher,

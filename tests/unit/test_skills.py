@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import new_id
 from agent_core.skills import LOAD_SKILL_TOOL, SkillCatalog, SkillToolAdapter
-from agent_core.storage.ids import new_id
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now

@@ -11,7 +11,7 @@ import aiosqlite
 import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.storage.migrations import MIGRATIONS, Migration
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts, parse_ts

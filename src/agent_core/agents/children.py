@@ -50,13 +50,13 @@ from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
+from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption
 from agent_core.runtime.agent_run import AgentRunSpec
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState, SessionState
-from agent_core.storage.ids import new_id
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools, validate_allowed_tools
 from agent_core.tools.schema import check_schema

@@ -36,6 +36,7 @@ from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.profiles import ProfileError, resolve_model
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.frontmatter import split_frontmatter
 from agent_core.tools.effective import (
     ROLE_MATRIX,
     UnavailableReason,
@@ -44,7 +45,6 @@ from agent_core.tools.effective import (
     removed_by_network_policy,
     role_permits,
 )
-from agent_core.tools.instruction_files import split_frontmatter
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import AgentDefinition

@@ -19,8 +19,8 @@ from typing import Any
 from agent_core.agents.children import ChildLauncher
 from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
 from agent_core.agents.spec import ChildSpec
+from agent_core.context.prompt import DynamicSource
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
-from agent_core.runtime.prompt import DynamicSource
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState

@@ -22,9 +22,9 @@ from typing import Any
 
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import new_id, validate_session_id
 from agent_core.runtime.runs import RunManager
 from agent_core.storage.drafts import NodeDraft
-from agent_core.storage.ids import new_id, validate_session_id
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
 from agent_core.types.runtime import Node, SessionSummary

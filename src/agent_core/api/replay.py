@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.artifacts.cleanup import cleanup_artifacts as _cleanup_artifacts
-from agent_core.artifacts.cleanup import cleanup_task_wals
 from agent_core.config.loader import resolve_project
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.render import render_node
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import validate_session_id
 from agent_core.redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
-from agent_core.storage.ids import validate_session_id
+from agent_core.tasks.wal_cleanup import cleanup_task_wals
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
 from agent_core.types.mappers import artifact_from_record, run_info_from_record

@@ -1,4 +1,7 @@
-"""Artifacts: the file store + registry, automatic artifactisation and cleanup (storage.md §10–§11)."""
+"""Artifacts: the file store + registry, automatic artifactisation and cleanup (storage.md §10–§11).
+
+Task WAL cleanup lives in :mod:`agent_core.tasks.wal_cleanup`.
+"""
 
 from agent_core.artifacts.artifactize import (
     artifactize_json_block,
@@ -12,7 +15,6 @@ from agent_core.artifacts.cleanup import (
     DEBUG_KINDS,
     ORDINARY_KINDS,
     cleanup_artifacts,
-    cleanup_task_wals,
 )
 from agent_core.artifacts.manager import ArtifactManager, sanitize_filename
 
@@ -23,7 +25,6 @@ __all__ = [
     "ArtifactManager",
     "artifactize_json_block",
     "cleanup_artifacts",
-    "cleanup_task_wals",
     "compact_json",
     "estimate_tokens",
     "json_summary",

@@ -26,8 +26,8 @@ from typing import Any
 
 from agent_core.artifacts.cleanup import ARTIFACT_KINDS, delete_artifact_record, unlink_path
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import new_id, validate_id, validate_session_id
 from agent_core.redaction import Redactor, redact_with
-from agent_core.storage.ids import new_id, validate_id, validate_session_id
 from agent_core.storage.rows import json_text, jsonable
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts

@@ -26,21 +26,21 @@ from agent_core.compact.payload import ValidatedSummary, validate_payload
 from agent_core.compact.policy import CutPlan
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
+from agent_core.context.prompt import runtime_state_block, static_blocks
 from agent_core.context.tokens import TokenCounter
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
+from agent_core.frontmatter import split_frontmatter
+from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption, NoCompaction
 from agent_core.runtime.agent_run import AgentRunSpec
-from agent_core.runtime.prompt import runtime_state_block, static_blocks
 from agent_core.runtime.runs import RunManager, dumps
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
-from agent_core.storage.ids import new_id
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import compute_effective_tools
-from agent_core.tools.instruction_files import split_frontmatter
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import (

@@ -36,11 +36,11 @@ from agent_core.compact.fork import (
 from agent_core.compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core.context.composer import Composition
 from agent_core.errors import ErrorCode
+from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.spec import CompactionHooks, NoCompaction
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
-from agent_core.storage.ids import new_id
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import AgentRole, AgentStatus, EventType, MessageRole, NodeType, RunStatus

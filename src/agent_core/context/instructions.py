@@ -29,13 +29,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_core.tools.instruction_files import (
-    INSTRUCTION_NAMES,
-    PROJECT_PRIVATE_DIR,
-    Frontmatter,
-    match_instruction_file,
-    split_frontmatter,
-)
+from agent_core.frontmatter import Frontmatter, split_frontmatter
+from agent_core.tools.instruction_files import INSTRUCTION_NAMES, PROJECT_PRIVATE_DIR, match_instruction_file
 from agent_core.tools.paths import SKIP_DIRS
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import NodeType

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import new_id
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
 from agent_core.storage.drafts import EventDraft
-from agent_core.storage.ids import new_id
 from agent_core.tools.context import ToolContext
 from agent_core.tools.normalize import exception_result, normalize_return
 from agent_core.types.base import format_ts, utc_now

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent_core.ids import new_id
 from agent_core.redaction import Redactor
-from agent_core.storage.ids import new_id
 from agent_core.types.content import ToolCallBlock
 from agent_core.types.model import ModelCompleted
 

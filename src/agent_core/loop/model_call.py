@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ProviderError, StorageError
+from agent_core.ids import is_printable_id, new_id
 from agent_core.loop._call_ids import CallIdGuard
 from agent_core.loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core.loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core.loop.spec import LoopSpec, LoopState
-from agent_core.storage.ids import is_printable_id, new_id
 from agent_core.types.content import TextBlock, ToolCallBlock, text_of
 from agent_core.types.enums import EventType, MessageRole, NodeType
 from agent_core.types.model import (

@@ -20,10 +20,10 @@ from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core.events.catalog import level_of
 from agent_core.events.stream import EventChannel
+from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.redaction import Redactor
 from agent_core.storage.drafts import UNSET, EventDraft, NodeDraft
-from agent_core.storage.ids import new_id
 from agent_core.storage.sqlite import StorageManager
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now

@@ -24,7 +24,7 @@ from agent_core.types.content import TextBlock, text_of
 from agent_core.types.model import ModelMessage
 
 if TYPE_CHECKING:
-    from agent_core.runtime.prompt import DynamicSource
+    from agent_core.context.prompt import DynamicSource
     from agent_core.runtime.runs import RunManager
     from agent_core.runtime.state import RunState
     from agent_core.tools.effective import EffectiveTools

@@ -82,6 +82,6 @@ class MemoryCatalogBlock:
         )
 
     def source(self, _path: Sequence[Node]) -> list[SystemBlock]:
-        """A :data:`~agent_core.runtime.prompt.DynamicSource`."""
+        """A :data:`~agent_core.context.prompt.DynamicSource`."""
         block = self.block()
         return [block] if block is not None else []

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_core.tools.instruction_files import split_frontmatter
+from agent_core.frontmatter import split_frontmatter
 from agent_core.types.base import format_ts, parse_ts, utc_now
 
 log = logging.getLogger("agent_core.memory")

@@ -32,6 +32,7 @@ from agent_core.agents.children import ChildLauncher, ChildSpec
 from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.tools import delegation_text
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
 from agent_core.orchestrator.worktrees import (
@@ -44,7 +45,6 @@ from agent_core.orchestrator.worktrees import (
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.storage.drafts import NodeDraft
-from agent_core.storage.ids import new_id
 from agent_core.tasks import TaskCaller, TaskRegistry, TaskService, WorkerTaskScope
 from agent_core.tasks.inputs import parse_input
 from agent_core.tasks.worker_runs import WorkerRunEnding

@@ -27,11 +27,11 @@ from pydantic import ValidationError
 
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
+from agent_core.ids import new_id
 from agent_core.permissions.deferred import DeferredAnswers, PermissionDeferral
 from agent_core.permissions.policy import CallFacts, PermissionPolicy
 from agent_core.permissions.rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
 from agent_core.redaction import Redactor, default_redactor, redact_sensitive_keys
-from agent_core.storage.ids import new_id
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.tools import ToolDefinition

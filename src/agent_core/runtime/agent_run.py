@@ -15,6 +15,13 @@ from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.context._budget import short_tools
 from agent_core.context.composer import ComposeLimits
+from agent_core.context.prompt import (
+    DynamicSource,
+    RunPrompt,
+    runtime_state_block,
+    static_blocks,
+    tool_schema_tokens,
+)
 from agent_core.context.render import referenced_artifacts
 from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
@@ -23,13 +30,6 @@ from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import run_loop
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import CompactionHooks, Interruption, LoopSpec
-from agent_core.runtime.prompt import (
-    DynamicSource,
-    RunPrompt,
-    runtime_state_block,
-    static_blocks,
-    tool_schema_tokens,
-)
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 from agent_core.errors import ErrorCode
+from agent_core.ids import new_id
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import SessionState
 from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.storage.ids import new_id
 from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EndReason, EventLevel, EventType, MessageRole, NodeType, RunStatus
 

@@ -17,21 +17,21 @@ from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
+from agent_core.context.prompt import (
+    DynamicSource,
+)
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
+from agent_core.ids import new_id, validate_session_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
 from agent_core.loop.spec import CompactionHooks, NoCompaction
 from agent_core.runtime._nested import child_forwarder
 from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
-from agent_core.runtime.prompt import (
-    DynamicSource,
-)
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
-from agent_core.storage.ids import new_id, validate_session_id
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools
 from agent_core.types.base import format_ts

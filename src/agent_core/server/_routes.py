@@ -31,7 +31,6 @@ from agent_core.server._models import (
 )
 from agent_core.server._sse import run_stream
 from agent_core.storage.approvals import ApprovalStatus, request_json
-from agent_core.storage.ids import validate_session_id
 from agent_core.types.permissions import PermissionDecision
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.tools.instruction_files import split_frontmatter
+from agent_core.frontmatter import split_frontmatter
 from agent_core.types.model import SystemBlock
 
 logger = logging.getLogger("agent_core.skills")

@@ -23,9 +23,9 @@ from typing import Any
 
 from agent_core.context.conversation import latest_valid_compaction
 from agent_core.errors import ErrorCode, ToolError
+from agent_core.frontmatter import split_frontmatter
 from agent_core.skills.catalog import SkillCatalog, SkillEntry
 from agent_core.tools.context import ContextNodeDraft, ToolContext
-from agent_core.tools.instruction_files import split_frontmatter
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall

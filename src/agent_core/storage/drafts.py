@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.types.content import ContentBlock
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
 from agent_core.types.runtime import Node, RuntimeEvent

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_core.storage.ids import validate_session_id
+from agent_core.ids import validate_session_id
 from agent_core.types.storage import (
     AgentRecord,
     ArtifactRecord,

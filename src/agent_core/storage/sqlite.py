@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.ids import validate_session_id
 from agent_core.redaction import Redactor
 from agent_core.storage import schema as S
 from agent_core.storage._reports import MARKER, ids_by_seq, wants_node_index
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
-from agent_core.storage.ids import validate_session_id
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
 from agent_core.storage.rows import (
     events_from_rows,

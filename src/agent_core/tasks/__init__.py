@@ -5,8 +5,8 @@ Module map: ``models`` (state + WAL record schema), ``inputs`` (tool inputs, pat
 ``apply``, the only mutation), ``decide`` / ``patch`` (pure decisions → records), ``wal`` (file names, the
 single writer, replay), ``store`` (per-session state, restore, commit protocol, views), ``worker_runs``
 (dispatch checks, worker-run-end fallback), ``service`` (the tool operations), ``registry`` (one service per
-session), ``scope`` (callers and worker scope), ``views``, ``board``, ``tools`` (the adapter). Terminal-WAL cleanup
-lives in :mod:`agent_core.artifacts.cleanup` (it reads only each WAL's last line).
+session), ``scope`` (callers and worker scope), ``views``, ``board``, ``tools`` (the adapter). ``wal_cleanup``
+(terminal-WAL cleanup; it reads only each WAL's last line).
 """
 
 from agent_core.tasks.dag import CORE, Actor, IllegalTransition, TaskDag

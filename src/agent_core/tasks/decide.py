@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.tasks.dag import Actor, TaskDag, find_cycle
 from agent_core.tasks.inputs import (
     StepInput,

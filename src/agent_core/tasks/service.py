@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.storage.ids import validate_id
+from agent_core.ids import validate_id
 from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.dag import TaskDag
 from agent_core.tasks.decide import (

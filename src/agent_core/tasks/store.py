@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.ids import validate_id
+from agent_core.ids import validate_id
 from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.board import RecentChange, render_task_board
 from agent_core.tasks.dag import CORE, Actor, TaskDag

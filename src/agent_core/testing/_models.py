@@ -18,7 +18,7 @@ from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.testing._wire import split_text
 from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.model import (

@@ -1,4 +1,4 @@
-"""Which files are instruction files (contract.md §4.8/§5, context.md §7.1/§7.4), and their frontmatter.
+"""Which files are instruction files (contract.md §4.8/§5, context.md §7.1/§7.4).
 
 :func:`match_instruction_file` is the single predicate shared by ``code.read_file`` and the instruction
 catalog: a *resolved* path is an instruction file when it matches a catalog scan source
@@ -14,12 +14,9 @@ the home lies inside ``<project>``. Names match exactly (case-sensitive). Catalo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
-
-import yaml
+from typing import Literal
 
 from agent_core.tools.paths import SKIP_DIRS, is_within
 
@@ -60,47 +57,3 @@ def match_instruction_file(path: Path, *, project_dir: Path, home_dir: Path) -> 
     if not _no_skipped_dirs(parts):
         return None
     return InstructionFileRef(path, "project", PurePosixPath(*parts).as_posix())
-
-
-@dataclass(frozen=True)
-class Frontmatter:
-    """A leading YAML frontmatter block: parsed ``data`` (``{}`` if absent/invalid), ``error`` flag, ``body``."""
-
-    data: dict[str, Any] = field(default_factory=dict)
-    body: str = ""
-    error: bool = False
-    present: bool = False
-
-
-def _jsonable(value: Any) -> Any:
-    """YAML scalars that JSON lacks (dates, sets, bytes) become strings/lists."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, date | datetime):
-        return value.isoformat()
-    return str(value)
-
-
-def split_frontmatter(text: str) -> Frontmatter:
-    """Parses a ``---`` … ``---`` block at the very start of ``text`` with the YAML safe loader."""
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip("\r") != "---":
-        return Frontmatter(body=text)
-    for index in range(1, len(lines)):
-        if lines[index].rstrip("\r") in ("---", "..."):
-            raw = "\n".join(lines[1:index])
-            body = "\n".join(lines[index + 1 :])
-            try:
-                data = yaml.safe_load(raw) if raw.strip() else {}
-            except yaml.YAMLError:
-                return Frontmatter(body=body, error=True, present=True)
-            if data is None:
-                data = {}
-            if not isinstance(data, dict):
-                return Frontmatter(body=body, error=True, present=True)
-            return Frontmatter(data=_jsonable(data), body=body, present=True)
-    return Frontmatter(body=text, error=True, present=False)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.frontmatter import split_frontmatter
 from agent_core.tools._safe_fs import open_file
 from agent_core.tools.builtin.base import (
     READONLY_TAGS,
@@ -29,7 +30,7 @@ from agent_core.tools.builtin.base import (
 )
 from agent_core.tools.builtin.fileio import LINE_CAP_BYTES, LineWindow, is_binary_bytes, read_line_window
 from agent_core.tools.context import ContextNodeDraft, ToolContext
-from agent_core.tools.instruction_files import InstructionFileRef, match_instruction_file, split_frontmatter
+from agent_core.tools.instruction_files import InstructionFileRef, match_instruction_file
 from agent_core.tools.preflight import Preflight
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import MessageRole, NodeType

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent_core.assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
 from agent_core.context.composer import ComposeInput, ComposeLimits, Composition, compose
+from agent_core.context.conversation import ComposeMemo
+from agent_core.context.render import RenderCache
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter, compact_json
-from agent_core.loop.cursor import AgentCursor
 from agent_core.tools.pipeline import NO_ARTIFACTIZE
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
@@ -26,6 +27,21 @@ DynamicSource = Callable[[Sequence[Node]], Sequence[SystemBlock]]
 """Returns dynamic blocks for the current active path (evaluated at every build)."""
 ArtifactMaker = Callable[[Any, str, str], Awaitable[ArtifactRefBlock]]
 """``(data, filename, summary) -> ArtifactRefBlock`` for prompt-view degradation artifacts."""
+
+
+class PathView(Protocol):
+    """What a prompt reads of an agent's position (:class:`~agent_core.loop.cursor.AgentCursor`)."""
+
+    @property
+    def path(self) -> Sequence[Node]:
+        """The active path, root to tip."""
+        ...
+
+    @property
+    def cache(self) -> RenderCache: ...
+
+    @property
+    def memo(self) -> ComposeMemo: ...
 
 
 def tool_catalog_text(tools: Sequence[ToolDefinition]) -> str:
@@ -128,7 +144,7 @@ def static_blocks(
 class RunPrompt:
     """The :class:`~agent_core.loop.driver.PromptSource` of one run."""
 
-    cursor: AgentCursor
+    cursor: PathView
     static: list[SystemBlock]
     limits: ComposeLimits
     dynamic_sources: list[DynamicSource] = field(default_factory=list)
