@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.ids import validate_session_id
 from agent_core.server._errors import ApiError
 from agent_core.server._models import (
     AnswerRequest,
