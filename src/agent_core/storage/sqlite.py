@@ -20,8 +20,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,24 +30,21 @@ from agent_core.ids import validate_session_id
 from agent_core.redaction import Redactor
 from agent_core.storage import schema as S
 from agent_core.storage._reports import MARKER, ids_by_seq, wants_node_index
+from agent_core.storage.caches import StoreCaches
+from agent_core.storage.columns import invalid, redact_record, update_statement
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
 from agent_core.storage.rows import (
     events_from_rows,
-    json_column,
     json_text,
     jsonable,
     nodes_from_rows,
     prepare_event,
     prepare_node,
-    redact_json_text,
 )
 from agent_core.storage.writer import Txn, WriterQueue, wrap_storage_error
 from agent_core.types.base import format_ts
 from agent_core.types.enums import (
-    AgentStatus,
-    AgentType,
-    EndReason,
     RunStatus,
 )
 from agent_core.types.mappers import (
@@ -71,19 +66,7 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 STATEMENT_CACHE = 2048
-NODE_SESSION_CACHE = 200_000
-NODE_INDEX_SESSIONS = 16
-"""Sessions whose node id → ``node_seq`` index the writer keeps (compact context reports)."""
-SESSION_SQL_CACHE = 4096
 NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
-_ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
-    "runs": {"status": RunStatus, "end_reason": EndReason},
-    "agents": {"status": AgentStatus, "agent_type": AgentType},
-}
-
-
-def _invalid(message: str) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message)
 
 
 class StorageManager:
@@ -99,13 +82,7 @@ class StorageManager:
         self._reader: aiosqlite.Connection | None = None
         self._writer: WriterQueue | None = None
         self._open_lock = asyncio.Lock()
-        self._sql: dict[str, S.SessionSql] = {}
-        self._known_sessions: set[str] = set()
-        self._node_seq: dict[str, int] = {}
-        self._seq: dict[str, int] = {}
-        self._run_seq: dict[str, int] = {}
-        self._node_sessions: dict[str, str] = {}
-        self._node_index: dict[str, dict[str, int]] = {}
+        self._caches = StoreCaches()
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -176,11 +153,7 @@ class StorageManager:
                 if conn is not None:
                     await _close_quietly(conn)
             self._reader = self._writer_conn = None
-            self._known_sessions.clear()
-            self._node_seq.clear()
-            self._seq.clear()
-            self._run_seq.clear()
-            self._node_index.clear()
+            self._caches.clear()
 
     def _queue(self) -> WriterQueue:
         if self._writer is None or self._writer.closing:
@@ -196,82 +169,29 @@ class StorageManager:
         """Rows of one read on the read connection (committed data only)."""
         return await self._read(sql, params)
 
-    def _session_sql(self, session_id: str) -> S.SessionSql:
-        sql = self._sql.get(session_id)
-        if sql is None:
-            sql = S.SessionSql.build(session_id)
-            if len(self._sql) >= SESSION_SQL_CACHE:  # bound the cache against lookups of bogus ids
-                self._sql.clear()
-            self._sql[session_id] = sql
-        return sql
-
-    # ---- redaction / serialisation --------------------------------------------------------------
-
-    def _redact_record(self, record: R) -> R:
-        secrets = self._redactor.secrets()
-        if not secrets:
-            return record
-        update: dict[str, Any] = {}
-        for name in type(record).model_fields:
-            value = getattr(record, name)
-            if name.endswith("_json") and value is not None:
-                update[name] = redact_json_text(value, secrets, self._redactor)
-            elif name == "summary" and isinstance(value, str):
-                update[name] = self._redactor.text(value)
-        return record.model_copy(update=update)
-
-    def _column_value(self, table: str, column: str, value: Any) -> Any:
-        enum_type = _ENUM_COLUMNS[table].get(column)
-        if enum_type is not None and value is not None:
-            try:
-                return enum_type(value).value
-            except ValueError as exc:
-                raise _invalid(f"invalid {table}.{column} value {value!r}") from exc
-        if column.endswith("_json"):
-            return json_column(value, f"{table}.{column}", self._redactor)
-        if isinstance(value, datetime):
-            return format_ts(value)
-        if value is not None and not isinstance(value, str | int):
-            raise _invalid(f"invalid {table}.{column} value of type {type(value).__name__}")
-        return value
-
-    def _update_statement(
-        self, table: str, key: str, key_value: str, fields: dict[str, Any], allowed: frozenset[str]
-    ) -> tuple[str, list[Any]]:
-        unknown = set(fields) - allowed
-        if unknown:
-            raise _invalid(f"cannot update {table} column(s) {sorted(unknown)}")
-        columns = sorted(fields)
-        params = [self._column_value(table, c, fields[c]) for c in columns]
-        if "updated_at" not in fields:
-            columns.append("updated_at")
-            params.append(format_ts())
-        assignments = ", ".join(f"{c} = ?" for c in columns)
-        return f"UPDATE {table} SET {assignments} WHERE {key} = ?", [*params, key_value]
-
     # ---- simple writes --------------------------------------------------------------------------
 
     async def create_session(self, session: SessionRecord, root_agent: AgentRecord) -> None:
         """Inserts the session + root agent rows and creates ``nodes_<sid>``/``events_<sid>`` (one txn)."""
-        sql = self._session_sql(validate_session_id(session.session_id))
+        sql = self._caches.session_sql(validate_session_id(session.session_id))
         if root_agent.session_id != session.session_id:
-            raise _invalid("the root agent must belong to the new session")
-        session_row = self._redact_record(session).row()
-        agent_row = self._redact_record(root_agent).row()
+            raise invalid("the root agent must belong to the new session")
+        session_row = redact_record(session, self._redactor).row()
+        agent_row = redact_record(root_agent, self._redactor).row()
         sid = session.session_id
 
         def op(txn: Txn) -> None:
             if txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (sid,)):
-                raise _invalid(f"session {sid!r} already exists")
+                raise invalid(f"session {sid!r} already exists")
             txn.execute(S.INSERT_SESSION, session_row)
             txn.execute(S.INSERT_AGENT, agent_row)
             for statement in sql.create:
                 txn.execute(statement)
 
             def committed() -> None:
-                self._known_sessions.add(sid)
-                self._node_seq[sid] = 0
-                self._seq[sid] = 0
+                self._caches.known_sessions.add(sid)
+                self._caches.node_seq[sid] = 0
+                self._caches.seq[sid] = 0
 
             txn.after_commit(committed)
 
@@ -281,7 +201,7 @@ class StorageManager:
         self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
     ) -> None:
         """Inserts one row after checking that its session (and ``agent_id``, if given) exists."""
-        row = self._redact_record(record).row()
+        row = redact_record(record, self._redactor).row()
         session_id = record.session_id
 
         def op(txn: Txn) -> None:
@@ -289,7 +209,7 @@ class StorageManager:
             if agent_id is not None and not txn.scalar(
                 "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
             ):
-                raise _invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
+                raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
             txn.execute(statement, row)
 
         await self._queue().submit(op)
@@ -308,11 +228,11 @@ class StorageManager:
 
     async def _update(self, table: str, key: str, key_value: str, fields: dict[str, Any]) -> None:
         allowed = S.UPDATABLE_RUN_COLUMNS if table == "runs" else S.UPDATABLE_AGENT_COLUMNS
-        statement, params = self._update_statement(table, key, key_value, fields, allowed)
+        statement, params = update_statement(table, key, key_value, fields, allowed, self._redactor)
 
         def op(txn: Txn) -> None:
             if txn.execute(statement, params) == 0:
-                raise _invalid(f"unknown {table[:-1]} {key_value!r}")
+                raise invalid(f"unknown {table[:-1]} {key_value!r}")
 
         await self._queue().submit(op)
 
@@ -332,7 +252,7 @@ class StorageManager:
 
     async def delete_session_rows(self, session_id: str) -> DeleteCounts:
         """Drops ``nodes_<sid>``/``events_<sid>`` and deletes the session's rows in every global table."""
-        sql = self._session_sql(session_id)
+        sql = self._caches.session_sql(session_id)
 
         def op(txn: Txn) -> tuple[DeleteCounts, list[str]]:
             self._ensure_session(txn, session_id)
@@ -351,7 +271,7 @@ class StorageManager:
                 txn.execute(statement)
 
             def committed() -> None:
-                self._forget_session(session_id, run_ids)
+                self._caches.forget_session(session_id, run_ids)
 
             txn.after_commit(committed)
             return counts, run_ids
@@ -359,33 +279,15 @@ class StorageManager:
         counts, _ = await self._queue().submit(op)
         return counts
 
-    def _forget_session(self, session_id: str, run_ids: Sequence[str]) -> None:
-        self._known_sessions.discard(session_id)
-        self._sql.pop(session_id, None)
-        self._node_seq.pop(session_id, None)
-        self._seq.pop(session_id, None)
-        self._node_index.pop(session_id, None)
-        for run_id in run_ids:
-            self._run_seq.pop(run_id, None)
-        stale = [n for n, s in self._node_sessions.items() if s == session_id]
-        for node_id in stale:
-            del self._node_sessions[node_id]
-
     def _ensure_session(self, txn: Txn, session_id: str) -> None:
-        if session_id in self._known_sessions:
+        if session_id in self._caches.known_sessions:
             return
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-            raise _invalid(f"unknown session {session_id!r}")
+            raise invalid(f"unknown session {session_id!r}")
         sid = session_id
-        txn.after_commit(lambda: self._known_sessions.add(sid))
+        txn.after_commit(lambda: self._caches.known_sessions.add(sid))
 
     # ---- the hot path ---------------------------------------------------------------------------
-
-    def _counter(self, txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
-        value = cache.get(key)
-        if value is None:
-            value = int(txn.scalar(sql, params) or 0)
-        return value
 
     async def append(
         self,
@@ -407,27 +309,29 @@ class StorageManager:
         merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
         same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
         """
-        sql = self._session_sql(session_id)
+        sql = self._caches.session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
-        node_seqs = self._session_node_index(session_id)
+        node_seqs = self._caches.session_node_index(session_id)
         load_index = node_seqs is None and any(
             d.event_type == "context_built" and wants_node_index(d.payload) for d in events
         )
         new_nodes = {d.node_id: -(k + 1) for k, d in enumerate(nodes)} if node_seqs is not None else None
         prepared_events = [prepare_event(d, secrets, node_seqs, new_nodes) for d in events]
         if tip is None and any(p.draft.parent_id is TipMarker.FROM_TIP for p in prepared_nodes):
-            raise _invalid("parent_id=FROM_TIP needs a tip")
+            raise invalid("parent_id=FROM_TIP needs a tip")
         meta_updates = (
             jsonable(session_metadata, "sessions.metadata_json", secrets) if session_metadata else None
         )
         updates: list[tuple[str, list[Any], str]] = []
         if run_update is not None:
-            stmt, params = self._update_statement("runs", "run_id", *run_update, S.UPDATABLE_RUN_COLUMNS)
+            stmt, params = update_statement(
+                "runs", "run_id", *run_update, S.UPDATABLE_RUN_COLUMNS, self._redactor
+            )
             updates.append((stmt, params, f"run {run_update[0]!r}"))
         if agent_update is not None:
-            stmt, params = self._update_statement(
-                "agents", "agent_id", *agent_update, S.UPDATABLE_AGENT_COLUMNS
+            stmt, params = update_statement(
+                "agents", "agent_id", *agent_update, S.UPDATABLE_AGENT_COLUMNS, self._redactor
             )
             updates.append((stmt, params, f"agent {agent_update[0]!r}"))
         now = format_ts()
@@ -437,7 +341,7 @@ class StorageManager:
             result = AppendResult()
             node_seq = seq = 0
             if prepared_nodes:
-                node_seq = self._counter(txn, self._node_seq, session_id, sql.max_node_seq)
+                node_seq = self._caches.counter(txn, self._caches.node_seq, session_id, sql.max_node_seq)
                 chain = tip.node_id if tip is not None else None
                 rows = []
                 for p in prepared_nodes:
@@ -452,7 +356,7 @@ class StorageManager:
             first_new_seq = node_seq - len(prepared_nodes) + 1  # resolves compact context reports
             run_seqs: dict[str, int] = {}
             if prepared_events:
-                seq = self._counter(txn, self._seq, session_id, sql.max_seq)
+                seq = self._caches.counter(txn, self._caches.seq, session_id, sql.max_seq)
                 rows = []
                 for p_e in prepared_events:
                     seq += 1
@@ -460,8 +364,8 @@ class StorageManager:
                     run_seq: int | None = None
                     if run_id is not None:
                         if run_id not in run_seqs:
-                            run_seqs[run_id] = self._counter(
-                                txn, self._run_seq, run_id, sql.max_run_seq, run_id
+                            run_seqs[run_id] = self._caches.counter(
+                                txn, self._caches.run_seq, run_id, sql.max_run_seq, run_id
                             )
                         run_seq = run_seqs[run_id] = run_seqs[run_id] + 1
                     rows.append(p_e.row(seq, run_seq, first_new_seq))
@@ -474,51 +378,31 @@ class StorageManager:
                 )
             for stmt, params, what in updates:
                 if txn.execute(stmt, params) == 0:
-                    raise _invalid(f"unknown {what}")
+                    raise invalid(f"unknown {what}")
             if meta_updates:
                 _merge_session_metadata(txn, session_id, meta_updates, now)
             loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:
                 if loaded is not None:
-                    self._keep_node_index(session_id, dict(loaded))
+                    self._caches.keep_node_index(session_id, dict(loaded))
                 if prepared_nodes:
-                    self._node_seq[session_id] = node_seq
-                    index = self._node_index.get(session_id)
+                    self._caches.node_seq[session_id] = node_seq
+                    index = self._caches.node_index.get(session_id)
                     for node in result.nodes:
-                        self._remember_node(node.node_id, session_id)
+                        self._caches.remember_node(node.node_id, session_id)
                         if index is not None:
                             index[node.node_id] = node.node_seq
                     if tip is not None:
                         tip.node_id = result.nodes[-1].node_id
                 if prepared_events:
-                    self._seq[session_id] = seq
-                self._run_seq.update(run_seqs)
+                    self._caches.seq[session_id] = seq
+                self._caches.run_seq.update(run_seqs)
 
             txn.after_commit(committed)
             return result
 
         return await self._queue().submit(op)
-
-    def _session_node_index(self, session_id: str) -> dict[str, int] | None:
-        """Node id → ``node_seq`` of a session's committed nodes, kept for the last few sessions that
-        wrote a context report (compact reports, ``storage/_reports.py``). The first report of a session
-        after opening is stored verbatim; its transaction loads the index, later commits extend it."""
-        index = self._node_index.pop(session_id, None)
-        if index is not None:
-            self._node_index[session_id] = index  # most recently used last
-        return index
-
-    def _keep_node_index(self, session_id: str, index: dict[str, int]) -> None:
-        self._node_index.pop(session_id, None)
-        while len(self._node_index) >= NODE_INDEX_SESSIONS:
-            self._node_index.pop(next(iter(self._node_index)))
-        self._node_index[session_id] = index
-
-    def _remember_node(self, node_id: str, session_id: str) -> None:
-        if len(self._node_sessions) >= NODE_SESSION_CACHE:
-            self._node_sessions.pop(next(iter(self._node_sessions)))
-        self._node_sessions[node_id] = session_id
 
     # ---- reads ----------------------------------------------------------------------------------
 
@@ -537,11 +421,11 @@ class StorageManager:
         return [record_from_row(cls, columns, row) for row in await self._read(sql, params)]
 
     async def _require_session(self, session_id: str) -> S.SessionSql:
-        sql = self._session_sql(session_id)
-        if session_id not in self._known_sessions:
+        sql = self._caches.session_sql(session_id)
+        if session_id not in self._caches.known_sessions:
             if not await self._read("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-                raise _invalid(f"unknown session {session_id!r}")
-            self._known_sessions.add(session_id)
+                raise invalid(f"unknown session {session_id!r}")
+            self._caches.known_sessions.add(session_id)
         return sql
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -612,23 +496,23 @@ class StorageManager:
         sql = await self._require_session(session_id)
         path = await self._nodes(session_id, sql.node_path, (node_id,))
         if not path:
-            raise _invalid(f"unknown node {node_id!r} in session {session_id!r}")
+            raise invalid(f"unknown node {node_id!r} in session {session_id!r}")
         return path
 
     async def find_node_session(self, node_id: str) -> str | None:
         """The session holding ``node_id``: cache first, then sessions most-recently-updated first."""
-        cached = self._node_sessions.get(node_id)
+        cached = self._caches.node_sessions.get(node_id)
         if cached is not None:
             return cached
         for (session_id,) in await self._read(
             "SELECT session_id FROM sessions ORDER BY updated_at DESC, rowid DESC"
         ):
             try:
-                sql = self._session_sql(session_id)
+                sql = self._caches.session_sql(session_id)
             except AgentCoreError:
                 continue
             if await self._read(sql.node_exists, (node_id,)):
-                self._remember_node(node_id, session_id)
+                self._caches.remember_node(node_id, session_id)
                 return str(session_id)
         return None
 

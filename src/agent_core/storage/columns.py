@@ -1,0 +1,81 @@
+"""Column values of the global tables: write-time redaction of records and the ``UPDATE`` statements of
+``runs``/``agents`` (enum columns checked, ``*_json`` columns serialised and redacted, ``updated_at`` set).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, TypeVar
+
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.redaction import Redactor
+from agent_core.storage.rows import json_column, redact_json_text
+from agent_core.types.base import format_ts
+from agent_core.types.enums import AgentStatus, AgentType, EndReason, RunStatus
+from agent_core.types.storage import StorageRecord
+
+R = TypeVar("R", bound=StorageRecord)
+
+_ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
+    "runs": {"status": RunStatus, "end_reason": EndReason},
+    "agents": {"status": AgentStatus, "agent_type": AgentType},
+}
+
+
+def invalid(message: str) -> AgentCoreError:
+    """A ``validation_error`` for a bad storage argument."""
+    return AgentCoreError(ErrorCode.validation_error, message)
+
+
+def redact_record(record: R, redactor: Redactor) -> R:
+    """``record`` with secret values replaced in its ``*_json`` columns and ``summary``."""
+    secrets = redactor.secrets()
+    if not secrets:
+        return record
+    update: dict[str, Any] = {}
+    for name in type(record).model_fields:
+        value = getattr(record, name)
+        if name.endswith("_json") and value is not None:
+            update[name] = redact_json_text(value, secrets, redactor)
+        elif name == "summary" and isinstance(value, str):
+            update[name] = redactor.text(value)
+    return record.model_copy(update=update)
+
+
+def column_value(table: str, column: str, value: Any, redactor: Redactor) -> Any:
+    """The stored form of ``value`` for ``table.column``; a bad value → ``validation_error``."""
+    enum_type = _ENUM_COLUMNS[table].get(column)
+    if enum_type is not None and value is not None:
+        try:
+            return enum_type(value).value
+        except ValueError as exc:
+            raise invalid(f"invalid {table}.{column} value {value!r}") from exc
+    if column.endswith("_json"):
+        return json_column(value, f"{table}.{column}", redactor)
+    if isinstance(value, datetime):
+        return format_ts(value)
+    if value is not None and not isinstance(value, str | int):
+        raise invalid(f"invalid {table}.{column} value of type {type(value).__name__}")
+    return value
+
+
+def update_statement(
+    table: str,
+    key: str,
+    key_value: str,
+    fields: dict[str, Any],
+    allowed: frozenset[str],
+    redactor: Redactor,
+) -> tuple[str, list[Any]]:
+    """``UPDATE <table> SET ... WHERE <key> = ?`` and its parameters (``updated_at`` set unless given)."""
+    unknown = set(fields) - allowed
+    if unknown:
+        raise invalid(f"cannot update {table} column(s) {sorted(unknown)}")
+    columns = sorted(fields)
+    params = [column_value(table, c, fields[c], redactor) for c in columns]
+    if "updated_at" not in fields:
+        columns.append("updated_at")
+        params.append(format_ts())
+    assignments = ", ".join(f"{c} = ?" for c in columns)
+    return f"UPDATE {table} SET {assignments} WHERE {key} = ?", [*params, key_value]
