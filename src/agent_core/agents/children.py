@@ -12,7 +12,7 @@ terminal state (or was abandoned after a cancel timeout). Contracts:
 * The child gets its own agent (one-shot) or reuses ``ChildSpec.agent_id`` (workers), its own run and
   :class:`RunState` (in ``parent.children``, ``session.live_runs`` and ``manager.runs``), its own event
   channel (no buffering before subscription), an effective tool set computed for its role with
-  ``requested=allowed_tools``, the ``agent_definition:<id>`` block (``RunState.extras``), and a first
+  ``requested=allowed_tools``, the ``agent_definition:<id>`` block (``RunState.definition_block``), and a first
   synthetic user node ``<delegated_task>``/``<worker_dispatch>`` on ``ChildSpec.base_path``. It never moves
   ``sessions.active_node_id``.
 * Parent-stream summary events go through the parent's recorder: ``child_agent_created``,
@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
+from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.results import (
     build_result,
     output_artifact_ids,
@@ -45,15 +45,15 @@ from agent_core.agents.results import (
     schema_problems,
     structured_output,
 )
-from agent_core.agents.spec import ChildOutcome, ChildSpec, model_meta
+from agent_core.agents.spec import ChildOutcome, ChildSpec
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption
+from agent_core.runtime import lifecycle
 from agent_core.runtime.agent_run import AgentRunSpec
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState, SessionState
@@ -66,19 +66,18 @@ from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
     AgentType,
-    EndReason,
     EventType,
     MessageRole,
     NodeType,
     RunStatus,
 )
 from agent_core.types.runtime import AgentDefinition, ChildAgentResult
-from agent_core.types.storage import AgentRecord, RunRecord
+from agent_core.types.storage import AgentRecord
 
 log = logging.getLogger("agent_core.agents")
 T = TypeVar("T")
 
-__all__ = ["ChildLauncher", "ChildOutcome", "ChildSpec", "ModelPolicy", "model_meta"]
+__all__ = ["ChildLauncher", "ChildOutcome", "ChildSpec", "ModelPolicy"]
 
 ModelPolicy = Callable[[AgentDefinition, AgentRole], ModelProfile | dict[str, Any] | None]
 """Internal runtime/SDK policy hook: a partial profile layered over the definition's (it wins)."""
@@ -254,14 +253,14 @@ class ChildLauncher:
             channel=EventChannel(buffer_before_subscribe=False),
             purpose=spec.purpose,
             parent=parent,
+            model=prepared.model,
+            cursor=AgentCursor(agent_id, spec.base_path),
+            launched_by=self,
+            parent_tool_call_id=spec.tool_call_id,
+            definition_block=self.registry.definition_block(spec.definition),
         )
-        cursor = AgentCursor(agent_id, spec.base_path)
-        state.extras["cursor"] = cursor
-        state.extras["recorder"] = self.manager.recorder_for(state, cursor, root_agent=False)
-        state.extras["model"] = prepared.model
-        state.extras["child_launcher"] = self
-        state.extras["parent_tool_call_id"] = spec.tool_call_id
-        state.extras[AGENT_DEFINITION_BLOCK] = self.registry.definition_block(spec.definition)
+        assert state.cursor is not None
+        self.manager.recorder_for(state, state.cursor, root_agent=False)
         parent.children[run_id] = state
         session.live_runs[run_id] = state
         self.manager.runs[run_id] = state
@@ -296,7 +295,7 @@ class ChildLauncher:
                     created_by_run_id=parent.run_id,
                     fork_from_node_id=spec.fork_from_node_id,
                     status=AgentStatus.running,
-                    metadata_json=_dumps(agent_meta),
+                    metadata_json=lifecycle.compact_json(agent_meta),
                     created_at=now,
                     updated_at=now,
                 )
@@ -313,7 +312,7 @@ class ChildLauncher:
             "tool_call_id": spec.tool_call_id,
             "agent_definition_id": definition.agent_definition_id,
             "definition_source": definition.source,
-            "model": model_meta(prepared.model),
+            "model": lifecycle.model_meta(prepared.model),
             "effective_tools": sorted(prepared.effective.names),
             "allowed_tools": prepared.allowed_tools,
             "timeout_ms": prepared.timeout_ms,
@@ -322,23 +321,21 @@ class ChildLauncher:
         if prepared.requested_timeout_ms is not None and prepared.requested_timeout_ms > prepared.timeout_ms:
             run_meta["requested_timeout_ms"] = prepared.requested_timeout_ms
             run_meta["timeout_clamped"] = True
-        await storage.insert_run(
-            RunRecord(
-                run_id=state.run_id,
-                session_id=state.session_id,
-                agent_id=state.agent_id,
-                status=RunStatus.pending,
-                metadata_json=_dumps(run_meta),
-                created_at=now,
-                updated_at=now,
-            )
+        await lifecycle.insert_run_row(
+            storage,
+            run_id=state.run_id,
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            status=RunStatus.pending,
+            metadata=run_meta,
         )
 
     async def _execute(
         self, state: RunState, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
     ) -> None:
-        rec = self.manager.recorder(state)
-        cursor: AgentCursor = state.extras["cursor"]
+        rec = state.recorder
+        cursor = state.cursor
+        assert cursor is not None
         node_id = new_id("node_")
         run_spec = AgentRunSpec(
             state=state,
@@ -383,57 +380,19 @@ class ChildLauncher:
 
         try:
             if state.cancel_event.is_set():
-                await self._cancel_before_loop(state)
+                await lifecycle.cancel_before_loop(state, _interruption(state))
             else:
-                state.extras["outcome"] = await self.manager.execute_agent_run(run_spec, first_nodes)
+                state.outcome = await self.manager.execute_agent_run(run_spec, first_nodes)
         except Exception as exc:
-            await self._fail_before_loop(state, exc)
+            await lifecycle.fail_before_loop(self.manager.services, state, exc)
         finally:
-            if not state.terminal:  # the task itself was cancelled (runtime shutdown)
-                if state.cancel_event.is_set():
-                    state.finish(RunStatus.cancelled, EndReason.aborted_streaming, None)
-                else:
-                    state.finish(RunStatus.failed, EndReason.failed, None)
+            lifecycle.ended_unexpectedly(state)  # the task itself was cancelled (runtime shutdown)
             session.live_runs.pop(state.run_id, None)
-            if state.extras.get("finalized") and spec.agent_id is None:
+            if state.finalized and spec.agent_id is None:
                 with contextlib.suppress(Exception):
                     await self.manager.services.storage.update_agent(
                         state.agent_id, status=_agent_status(state.status).value
                     )
-
-    async def _cancel_before_loop(self, state: RunState) -> None:
-        info = _interruption(state)
-        await self.manager.recorder(state).emit_event(
-            EventType.run_cancelled,
-            {"reason": info.reason, "was_queued": False, "end_reason": None},
-            run_update={"status": info.status.value},
-        )
-        state.finish(info.status, None, info.error)
-
-    async def _fail_before_loop(self, state: RunState, exc: BaseException) -> None:
-        services = self.manager.services
-        if isinstance(exc, AgentCoreError):
-            error = exc.to_payload(services.redactor)
-        else:
-            log.exception("child run %s failed before or outside its loop", state.run_id)
-            error = ErrorPayload(
-                code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}"
-            ).redacted_copy(services.redactor)
-        if state.terminal:
-            return
-        with contextlib.suppress(Exception):
-            rec = self.manager.recorder(state)
-            await rec.emit(EventType.error, error.model_dump(mode="json"))
-            await rec.emit_event(
-                EventType.loop_failed,
-                {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
-                run_update={
-                    "status": RunStatus.failed.value,
-                    "end_reason": EndReason.failed.value,
-                    "error_json": error.model_dump_json(),
-                },
-            )
-        state.finish(RunStatus.failed, EndReason.failed, error)
 
     async def _await_child(self, ctx: ToolContext, state: RunState, timeout_ms: int) -> bool:
         """Waits for the child; on timeout or parent cancellation requests its cancel and waits for the
@@ -454,7 +413,7 @@ class ChildLauncher:
             return False
         parent_cancel = interrupted or ctx.cancel_event.is_set()
         if not parent_cancel:
-            state.extras["timed_out"] = True
+            state.timed_out = True
         watcher = self.request_cancel(state, "parent_cancelled" if parent_cancel else "timeout")
         await self._uninterrupted(asyncio.shield(watcher))
         return not parent_cancel
@@ -466,13 +425,13 @@ class ChildLauncher:
 
         While a watcher is pending it is returned; a child still running after its watcher timed out gets
         a new request (e.g. a Task-level cancel of a worker abandoned after its own timeout)."""
-        watcher = child.extras.get("cancel_watcher")
-        if isinstance(watcher, asyncio.Future) and (not watcher.done() or child.terminal):
+        watcher = child.cancel_watcher
+        if watcher is not None and (not watcher.done() or child.terminal):
             return watcher
         child.cancel_reason = child.cancel_reason or reason
         child.cancel_event.set()
         future: asyncio.Future[None] = asyncio.ensure_future(self._watch_cancel(child, reason))
-        child.extras["cancel_watcher"] = future
+        child.cancel_watcher = future
         return future
 
     async def _watch_cancel(self, child: RunState, reason: str) -> None:
@@ -493,7 +452,7 @@ class ChildLauncher:
     async def on_parent_cancel(self, parent: RunState) -> None:
         """``RunManager.on_cancel`` hook: cancel requests to every active child this launcher started."""
         for child in list(parent.children.values()):
-            if not child.terminal and child.extras.get("child_launcher") is self:
+            if not child.terminal and child.launched_by is self:
                 self.request_cancel(child, "parent_cancelled")
 
     async def _parent_emit(
@@ -504,7 +463,7 @@ class ChildLauncher:
         tool_call_id: str | None = None,
     ) -> None:
         try:
-            await self.manager.recorder(parent).emit(event_type, payload, tool_call_id=tool_call_id)
+            await parent.recorder.emit(event_type, payload, tool_call_id=tool_call_id)
         except Exception:
             log.warning("could not emit %s on run %s", event_type.value, parent.run_id, exc_info=True)
 
@@ -512,7 +471,7 @@ class ChildLauncher:
     async def _finish(
         self, state: RunState, parent: RunState, spec: ChildSpec, prepared: _Prepared, timed_out: bool
     ) -> ChildOutcome:
-        outcome: LoopOutcome | None = state.extras.get("outcome")
+        outcome = state.outcome
         run_status = (
             state.status if state.terminal else (RunStatus.aborted if timed_out else RunStatus.cancelled)
         )
@@ -527,7 +486,9 @@ class ChildLauncher:
         metadata: dict[str, Any] = {
             "agent_definition_id": spec.definition.agent_definition_id,
             "model": {
-                k: v for k, v in model_meta(prepared.model).items() if k in ("provider", "name", "profile")
+                "provider": prepared.model.provider,
+                "name": prepared.model.name,
+                "profile": prepared.model.profile,
             },
             "end_reason": state.end_reason.value if state.end_reason else None,
             "turn_count": outcome.turn_count if outcome is not None else 0,
@@ -567,7 +528,7 @@ class ChildLauncher:
         elif error.code != ErrorCode.cancelled:
             payload = {**ids, "error": error.model_dump(mode="json"), "summary": result.summary}
             await self._parent_emit(parent, EventType.child_agent_failed, payload, spec.tool_call_id)
-        elif "cancel_watcher" not in state.extras:
+        elif state.cancel_watcher is None:
             await self._parent_emit(parent, EventType.child_agent_cancelled, ids, spec.tool_call_id)
         await self._store_result(state, spec, result)
         return ChildOutcome(state=state, result=result, error=error, schema_errors=problems)
@@ -607,11 +568,11 @@ class ChildLauncher:
                 row = await storage.get_run(state.run_id)
                 meta = json.loads(row.metadata_json or "{}") if row is not None else {}
                 meta["result"] = result.model_dump(mode="json")
-                await storage.update_run(state.run_id, metadata_json=_dumps(meta))
+                await storage.update_run(state.run_id, metadata_json=lifecycle.compact_json(meta))
                 await storage.update_agent(state.agent_id, status=AgentStatus.idle.value)
         except Exception:
             log.warning("could not store the result of child run %s", state.run_id, exc_info=True)
-        state.extras["finalized"] = True
+        state.finalized = True
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -624,7 +585,7 @@ def _counts(run: RunState) -> bool:
 
 
 def _interruption(state: RunState) -> Interruption:
-    if state.extras.get("timed_out"):
+    if state.timed_out:
         error = ErrorPayload(code=ErrorCode.timeout, message="the child run exceeded its timeout_ms")
         return Interruption(status=RunStatus.aborted, reason="timeout", error=error)
     return Interruption(reason=state.cancel_reason or "cancel_requested")
@@ -649,7 +610,3 @@ def _artifact_ref(artifact_id: str, summary: str | None, mime_type: str | None) 
     if mime_type:
         ref["mime_type"] = mime_type
     return ref
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -64,8 +64,6 @@ MAX_TAG_LENGTH = 64
 CORE_TOOL_NAMES = frozenset(ROLE_MATRIX)
 """Canonical names of the core inventory (tools.md §10); always valid ``suggested_tools`` entries."""
 DEFINITION_BLOCK_PRIORITY = 100
-AGENT_DEFINITION_BLOCK = "agent_definition_block"
-"""``RunState.extras`` key holding a child run's ``agent_definition:<id>`` :class:`SystemBlock`."""
 
 
 def invalid(message: str, **details: Any) -> AgentCoreError:

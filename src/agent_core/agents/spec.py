@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.config.model import ResolvedModelConfig
 from agent_core.runtime.state import RunState
 from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole
@@ -88,16 +87,3 @@ class ChildOutcome:
             error=self.error,
             metadata=self.ids,
         )
-
-
-def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
-    """The resolved model as recorded in run metadata and results."""
-    return {
-        "provider": model.provider,
-        "name": model.name,
-        "base_url": model.base_url,
-        "profile": model.profile,
-        "purpose": model.purpose,
-        "temperature": model.temperature,
-        "source": model.source,
-    }

@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from agent_core.agents.children import ChildLauncher
-from agent_core.agents.registry import AGENT_DEFINITION_BLOCK, AgentDefinitionRegistry
+from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.spec import ChildSpec
 from agent_core.context.prompt import DynamicSource
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
@@ -203,8 +203,8 @@ def _fork_path(path: Sequence[Node], tool_call_id: str) -> list[Node]:
 
 def definition_sources(state: RunState, role: AgentRole, effective: EffectiveTools) -> list[DynamicSource]:
     """``RunManager.extra_dynamic_sources`` feature: the child's ``agent_definition:<id>`` block."""
-    block = state.extras.get(AGENT_DEFINITION_BLOCK)
-    if not isinstance(block, SystemBlock) or role in (AgentRole.main, AgentRole.orchestrator):
+    block = state.definition_block
+    if block is None or role in (AgentRole.main, AgentRole.orchestrator):
         return []
 
     def source(_path: Sequence[Node]) -> list[SystemBlock]:

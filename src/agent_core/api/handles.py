@@ -80,10 +80,10 @@ class RunHandle:
         """
         await self._state.done.wait()
         state = self._state
-        if "output_schema" not in state.extras:
+        if state.output_schema is None:
             raise AgentCoreError(ErrorCode.validation_error, "this run was started without output_schema")
-        if state.status == RunStatus.completed and "output_value" in state.extras:
-            return state.extras["output_value"]
+        if state.status == RunStatus.completed and state.output_accepted:
+            return state.output_value
         if state.error is not None:
             raise AgentCoreError(
                 state.error.code,

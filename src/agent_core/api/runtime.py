@@ -42,6 +42,7 @@ from agent_core.types.runtime import (
 from agent_core.types.tools import ToolDefinition
 
 if TYPE_CHECKING:
+    from agent_core.loop._output import OutputSchema
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.storage.sqlite import StorageManager
 
@@ -187,7 +188,7 @@ class AgentRuntime:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
         if manager.closing:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
-        extras: dict[str, Any] = {}
+        schema: OutputSchema | None = None
         if output_schema is not None:
             from agent_core.loop._output import OutputSchema  # imported only when used
 
@@ -197,8 +198,14 @@ class AgentRuntime:
                     f"output_retries must be an integer >= 0, got {output_retries!r}",
                     details={"argument": "output_retries"},
                 )
-            extras = {"output_schema": OutputSchema(output_schema), "output_retries": output_retries}
-        state = await manager.start(message, session_id, run_mode, extras)
+            schema = OutputSchema(output_schema)
+        state = await manager.start(
+            message,
+            session_id,
+            run_mode,
+            output_schema=schema,
+            output_retries=output_retries if schema else None,
+        )
         return RunHandle(self, state)
 
     async def _cancel_run(self, state: RunState) -> CancelResult:

@@ -35,8 +35,9 @@ from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption, NoCompaction
+from agent_core.runtime import lifecycle
 from agent_core.runtime.agent_run import AgentRunSpec
-from agent_core.runtime.runs import RunManager, dumps
+from agent_core.runtime.runs import RunManager
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
@@ -55,7 +56,7 @@ from agent_core.types.enums import (
 )
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import Node
-from agent_core.types.storage import AgentRecord, RunRecord
+from agent_core.types.storage import AgentRecord
 
 log = logging.getLogger("agent_core.compact")
 
@@ -170,18 +171,6 @@ def input_budget(
     return max(0, budget - INPUT_MARGIN_TOKENS)
 
 
-def _model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
-    return {
-        "provider": model.provider,
-        "name": model.name,
-        "base_url": model.base_url,
-        "profile": model.profile,
-        "purpose": model.purpose,
-        "max_output_tokens": model.max_output_tokens,
-        "temperature": model.temperature,
-    }
-
-
 async def _persist_fork(manager: RunManager, req: CompactRequest, model: ResolvedModelConfig) -> RunState:
     storage = manager.services.storage
     trigger = req.trigger
@@ -202,30 +191,27 @@ async def _persist_fork(manager: RunManager, req: CompactRequest, model: Resolve
             created_by_run_id=trigger.run_id,
             fork_from_node_id=req.plan.covered_tip_node_id,
             status=AgentStatus.running,
-            metadata_json=dumps(agent_meta),
+            metadata_json=lifecycle.compact_json(agent_meta),
             created_at=now,
             updated_at=now,
         )
     )
     run_meta = {
         "mode": trigger.mode.value,
-        "model": _model_meta(model),
+        "model": lifecycle.model_meta(model),
         "agent_type": AgentType.fork.value,
         "purpose": "compact",
         "compact_mode": req.mode,
         "parent_run_id": trigger.run_id,
         "parent_agent_id": req.target_agent_id,
     }
-    await storage.insert_run(
-        RunRecord(
-            run_id=req.compact_run_id,
-            session_id=req.session.session_id,
-            agent_id=req.compact_agent_id,
-            status=RunStatus.pending,
-            metadata_json=dumps(run_meta),
-            created_at=now,
-            updated_at=now,
-        )
+    await lifecycle.insert_run_row(
+        storage,
+        run_id=req.compact_run_id,
+        session_id=req.session.session_id,
+        agent_id=req.compact_agent_id,
+        status=RunStatus.pending,
+        metadata=run_meta,
     )
     state = RunState(
         run_id=req.compact_run_id,
@@ -238,11 +224,11 @@ async def _persist_fork(manager: RunManager, req: CompactRequest, model: Resolve
         channel=EventChannel(buffer_before_subscribe=False),
         purpose="compact",
         parent=trigger,
+        model=model,
+        cursor=AgentCursor(req.compact_agent_id),
     )
-    cursor = AgentCursor(req.compact_agent_id)
-    state.extras["model"] = model
-    state.extras["cursor"] = cursor
-    state.extras["recorder"] = manager.recorder_for(state, cursor, root_agent=False)
+    assert state.cursor is not None
+    manager.recorder_for(state, state.cursor, root_agent=False)
     return state
 
 
@@ -276,7 +262,7 @@ async def run_compact_fork(
     state = await _persist_fork(manager, req, model)
     if req.mode == "auto":
         state.task = asyncio.current_task()
-    await manager.recorder(req.trigger).emit(
+    await req.trigger.recorder.emit(
         EventType.compact_started,
         {
             "mode": req.mode,
@@ -290,8 +276,8 @@ async def run_compact_fork(
         },
     )
     outcome, timed_out = await _execute(manager, req, state, model, definition, compact_input, follow_cancel)
-    cursor: AgentCursor = state.extras["cursor"]
-    return _result(req, outcome, timed_out, cursor.path, facts, compact_input, services.counter)
+    assert state.cursor is not None
+    return _result(req, outcome, timed_out, state.cursor.path, facts, compact_input, services.counter)
 
 
 async def _execute(
@@ -304,7 +290,7 @@ async def _execute(
     follow_cancel: RunState | None,
 ) -> tuple[LoopOutcome, bool]:
     services = manager.services
-    rec = manager.recorder(state)
+    rec = state.recorder
     timeout_ms = services.settings.agents.default_child_timeout_ms
     timed_out = False
 
@@ -352,10 +338,11 @@ async def _execute(
             run_update={"start_node_id": first_id},
         )
 
+    assert state.cursor is not None
     spec = AgentRunSpec(
         state=state,
         session=req.session,
-        cursor=state.extras["cursor"],
+        cursor=state.cursor,
         model=model,
         effective=compute_effective_tools(services.tools.definitions(), services.settings, AgentRole.compact),
         role=AgentRole.compact,
@@ -380,13 +367,13 @@ async def _execute(
             state.cancel_event.set()
         outcome = await manager.execute_agent_run(spec, first_nodes)
     except Exception as exc:
-        outcome = await _fail_outside_loop(manager, state, exc)
+        await lifecycle.fail_before_loop(services, state, exc)
+        outcome = LoopOutcome(state.status, state.end_reason, error=state.error)
     finally:
         handle.cancel()
         if watcher is not None:
             watcher.cancel()
-        if not state.terminal:
-            state.finish(RunStatus.cancelled, None, None)
+        lifecycle.ended_unexpectedly(state)
         req.session.live_runs.pop(state.run_id, None)
         manager.runs.pop(state.run_id, None)
     status = {
@@ -396,30 +383,6 @@ async def _execute(
     with contextlib.suppress(Exception):
         await services.storage.update_agent(state.agent_id, status=status)
     return outcome, timed_out
-
-
-async def _fail_outside_loop(manager: RunManager, state: RunState, exc: Exception) -> LoopOutcome:
-    """Records a failure raised outside the loop driver (e.g. adapter creation) as a failed fork run."""
-    redactor = manager.services.redactor
-    if isinstance(exc, AgentCoreError):
-        error = exc.to_payload(redactor)
-    else:
-        log.exception("compact fork %s failed outside its loop", state.run_id)
-        error = ErrorPayload(
-            code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}"
-        ).redacted_copy(redactor)
-    with contextlib.suppress(Exception):
-        await manager.recorder(state).emit_event(
-            EventType.loop_failed,
-            {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
-            run_update={
-                "status": RunStatus.failed.value,
-                "end_reason": EndReason.failed.value,
-                "error_json": error.model_dump_json(),
-            },
-        )
-    state.finish(RunStatus.failed, EndReason.failed, error)
-    return LoopOutcome(RunStatus.failed, EndReason.failed, error=error)
 
 
 def _answers(path: Sequence[Node]) -> list[tuple[str, bool]]:

@@ -118,7 +118,7 @@ class CompactionService:
         job = _Job(req)
         self.jobs[agent_id] = job
         try:
-            await self.manager.recorder(req.trigger).emit(
+            await req.trigger.recorder.emit(
                 EventType.compact_pending,
                 {"tokens_estimate": req.tokens_before, "threshold": threshold, "target_agent_id": agent_id},
             )
@@ -213,7 +213,7 @@ class CompactionService:
         if problem is not None:
             await self.fail(req, "stale", None, stale=True, message=problem)
             return False
-        rec = self.manager.recorder(req.trigger)
+        rec = req.trigger.recorder
         payload: dict[str, Any] = {
             "stale": False,
             "tokens_before": req.tokens_before,
@@ -256,7 +256,7 @@ class CompactionService:
         }
         if message:
             payload["message"] = message
-        await self.manager.recorder(req.trigger).emit(EventType.compact_failed, payload)
+        await req.trigger.recorder.emit(EventType.compact_failed, payload)
         await self._set_pending(req, None)
 
     async def _set_pending(self, req: CompactRequest, entry: dict[str, Any] | None) -> None:

@@ -239,8 +239,8 @@ class JobManager:
 
     async def _emit(self, record: JobRecord, event_type: EventType, payload: dict[str, Any]) -> None:
         state = self.manager.runs.get(record.run_id)
-        if state is not None and not state.terminal and "recorder" in state.extras:
-            await self.manager.recorder(state).emit(event_type, payload, tool_call_id=record.tool_call_id)
+        if state is not None and not state.terminal:
+            await state.recorder.emit(event_type, payload, tool_call_id=record.tool_call_id)
             return
         level = "warning" if event_type == EventType.job_failed else "info"
         await self.manager.services.storage.append(

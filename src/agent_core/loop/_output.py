@@ -243,10 +243,10 @@ def _feedback(errors: list[dict[str, str]]) -> str:
     )
 
 
-def output_policy(state: Any, provider_key: str) -> OutputPolicy | None:
-    """The policy of a run started with ``output_schema`` (``RunState.extras``), else ``None``."""
-    schema = state.extras.get("output_schema")
-    if not isinstance(schema, OutputSchema):
+def output_policy(schema: OutputSchema | None, retries: int | None, provider_key: str) -> OutputPolicy | None:
+    """The policy of a run started with ``output_schema``, else ``None``."""
+    if schema is None:
         return None
-    retries = state.extras.get("output_retries", DEFAULT_OUTPUT_RETRIES)
-    return OutputPolicy(schema, provider_key=provider_key, max_retries=int(retries))
+    return OutputPolicy(
+        schema, provider_key=provider_key, max_retries=DEFAULT_OUTPUT_RETRIES if retries is None else retries
+    )

@@ -1,17 +1,14 @@
 """The one loop driver (runtime.md §7): compose → stream → persist → tools → repeat.
 
-:func:`run_loop` runs one agent run from ``loop_started`` to its terminal events and returns a
-:class:`LoopOutcome`. It never raises for run-level failures: every exit path writes exactly one terminal
-status with its end reason, and ``runs`` is updated in the same transaction as the last event.
-Cancellation is cooperative: :attr:`LoopSpec.cancel_event` interrupts the model stream or the tool turn, and
-the driver records the partial state before ending.
+:func:`run_loop` runs one agent run from after ``loop_started`` to its end and returns a
+:class:`LoopOutcome`. It never raises for run-level failures: every exit path yields exactly one terminal
+status with its end reason, which :mod:`agent_core.runtime.lifecycle` writes (terminal events and the
+``runs`` update in one transaction). Cancellation is cooperative: :attr:`LoopSpec.cancel_event` interrupts
+the model stream or the tool turn, and the driver records the partial state before ending.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import logging
 import traceback
 from typing import Any
@@ -20,7 +17,7 @@ from agent_core.context._budget import short_tools
 from agent_core.context.composer import Composition
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.loop._final import skip_tool_calls, write_runtime_note
-from agent_core.loop._limits import Breach, cost_usd, usage_record
+from agent_core.loop._limits import Breach
 from agent_core.loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
 from agent_core.loop.outcome import (
     LoopOutcome,
@@ -68,18 +65,14 @@ class _Terminal(Exception):
         self.outcome = outcome
 
 
-async def run_loop(spec: LoopSpec) -> LoopOutcome:
-    """Runs turns until the run ends; returns the (already persisted) outcome."""
-    state = LoopState()
+async def run_loop(spec: LoopSpec, state: LoopState | None = None) -> LoopOutcome:
+    """Runs turns until the run ends and returns the outcome; the caller writes the terminal events
+    (``runtime/lifecycle.py``). ``state`` lets the caller read the progress of a cancelled loop task."""
+    state = state if state is not None else LoopState()
     try:
         outcome = await _turns(spec, state)
     except _Terminal as term:
         outcome = term.outcome
-    except asyncio.CancelledError:
-        outcome = LoopOutcome(RunStatus.cancelled, EndReason.aborted_streaming, turn_count=state.turns)
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(_finish(spec, state, outcome, abort_reason="runtime_shutdown"))
-        raise
     except AgentCoreError as exc:  # StorageError included
         outcome = _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
     except Exception as exc:
@@ -89,10 +82,6 @@ async def run_loop(spec: LoopSpec) -> LoopOutcome:
     outcome.turn_count = state.turns
     outcome.usage = sum_usage(state.usages)
     outcome.final_text = state.final_text
-    try:
-        await _finish(spec, state, outcome)
-    except Exception:
-        log.exception("could not persist the terminal events of run %s", spec.recorder.run_id)
     return outcome
 
 
@@ -397,55 +386,3 @@ async def _report(
         artifact_id = await spec.save_debug_artifact("context_report", detail, "context_report.json")
         payload["detail_artifact_id"] = artifact_id
     return payload
-
-
-async def _finish(
-    spec: LoopSpec, state: LoopState, outcome: LoopOutcome, abort_reason: str | None = None
-) -> None:
-    rec = spec.recorder
-    abort_reason = abort_reason or spec.interruption().reason
-    usage = sum_usage(state.usages)
-    outcome.usage = usage
-    usage_dump = usage_record(usage, cost_usd(usage, spec.limits.prices) if spec.limits else None)
-    run_update: dict[str, Any] = {
-        "status": outcome.status.value,
-        "end_reason": outcome.end_reason.value if outcome.end_reason else None,
-        "turn_count": state.turns,
-        "usage_json": json.dumps(usage_dump, separators=(",", ":")),
-        "error_json": outcome.error.model_dump_json() if outcome.error else None,
-        "end_node_id": rec.visible_tip(),
-    }
-    reason = outcome.end_reason
-    events: list[tuple[EventType, dict[str, Any]]]
-    if reason is not None and (reason == EndReason.completed or outcome.status == RunStatus.completed):
-        completed_payload: dict[str, Any] = {
-            "end_reason": reason.value,
-            "turn_count": state.turns,
-            "usage": usage_dump,
-            "final_node_id": outcome.final_node_id,
-        }
-        if outcome.error is not None:  # limit_reached / loop_detected with a final answer
-            completed_payload["error"] = outcome.error.model_dump(mode="json")
-        events = [
-            (EventType.loop_completed, {"end_reason": reason.value, "turn_count": state.turns}),
-            (EventType.run_completed, completed_payload),
-        ]
-    elif reason in (EndReason.aborted_streaming, EndReason.aborted_tools):
-        events = [(EventType.loop_aborted, {"end_reason": reason.value, "abort_reason": abort_reason})]
-        if outcome.status == RunStatus.cancelled:
-            events.append(
-                (
-                    EventType.run_cancelled,
-                    {"reason": abort_reason, "was_queued": False, "end_reason": reason.value},
-                )
-            )
-    else:
-        error = outcome.error.model_dump(mode="json") if outcome.error else None
-        events = []
-        if reason == EndReason.failed and outcome.error is not None:
-            events.append((EventType.error, outcome.error.model_dump(mode="json")))
-        events.append(
-            (EventType.loop_failed, {"end_reason": reason.value if reason else None, "error": error})
-        )
-    # the terminal events and the runs row are one transaction: a run is never left half-finished
-    await rec.emit_events(events, run_update=run_update)

@@ -33,7 +33,6 @@ from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.tools import delegation_text
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import new_id
-from agent_core.loop.cursor import AgentCursor
 from agent_core.orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
 from agent_core.orchestrator.worktrees import (
     GitError,
@@ -91,7 +90,7 @@ def run_ending(state: RunState) -> WorkerRunEnding:
     if state.status == RunStatus.cancelled:
         return "cancelled"
     if state.status == RunStatus.aborted:
-        return "timeout" if state.extras.get("timed_out") else "cancelled"
+        return "timeout" if state.timed_out else "cancelled"
     return "failed"
 
 
@@ -377,8 +376,8 @@ class WorkerDispatcher:
         async def on_admitted(state: RunState) -> None:
             created = await self._ensure_agent(slot, parent)
             assert slot.root is not None
-            cursor = state.extras["cursor"]
-            assert isinstance(cursor, AgentCursor)
+            cursor = state.cursor
+            assert cursor is not None
             cursor.reset([slot.root])
             slot.run, slot.waiting, slot.task_id, slot.reserved = state, True, inp.task_id, False
             ids = {"child_agent_id": state.agent_id, "child_run_id": state.run_id}
@@ -537,7 +536,7 @@ class WorkerDispatcher:
         self, parent: RunState, event_type: EventType, payload: dict[str, Any], tool_call_id: str | None
     ) -> None:
         try:
-            await self.manager.recorder(parent).emit(event_type, payload, tool_call_id=tool_call_id)
+            await parent.recorder.emit(event_type, payload, tool_call_id=tool_call_id)
         except Exception:
             log.warning("could not emit %s on run %s", event_type.value, parent.run_id, exc_info=True)
 

@@ -73,8 +73,8 @@ def install(manager: RunManager) -> Orchestration:
     ) -> None:
         """Task events outside a tool call (restore, worker-run-end fallback): persisted with the actor."""
         state = manager.runs.get(actor.run_id) if actor.run_id else None
-        if state is not None and not state.terminal and "recorder" in state.extras:
-            await manager.recorder(state).emit(event_type, payload)
+        if state is not None and not state.terminal:
+            await state.recorder.emit(event_type, payload)
             return
         await services.storage.append(
             session_id,
@@ -133,7 +133,7 @@ def install(manager: RunManager) -> Orchestration:
             return
         for problem in pools.problems:
             error = problem.error().to_payload(services.redactor)
-            await manager.recorder(state).emit(EventType.error, error.model_dump(mode="json"))
+            await state.recorder.emit(EventType.error, error.model_dump(mode="json"))
 
     def task_board_for(state: RunState, role: AgentRole) -> Callable[[], str | None] | None:
         def board() -> str | None:

@@ -32,7 +32,7 @@ def child_forwarder(state: RunState) -> Callable[[RuntimeEvent], Awaitable[None]
                     tagged = NestedRuntimeEvent.model_construct(
                         **values,
                         parent_run_id=parent.run_id,
-                        parent_tool_call_id=state.extras.get("parent_tool_call_id"),
+                        parent_tool_call_id=state.parent_tool_call_id,
                     )
                 await channel.push(tagged)
             ancestor = ancestor.parent

@@ -27,14 +27,14 @@ from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core.loop._output import output_policy
 from agent_core.loop.cursor import AgentCursor
-from agent_core.loop.driver import run_loop
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import CompactionHooks, Interruption, LoopSpec
+from agent_core.runtime import lifecycle
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools
 from agent_core.types.content import ArtifactRefBlock
-from agent_core.types.enums import AgentRole, AgentType, EventType, RunStatus
+from agent_core.types.enums import AgentRole, AgentType
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
@@ -73,14 +73,14 @@ def run_limits(
 ) -> RunLimits:
     """The run's limits: a root run opens the tree's :class:`Budget`; a child run shares its root's."""
     ancestor = state.parent
-    while ancestor is not None and not isinstance(ancestor.extras.get("budget"), Budget):
+    while ancestor is not None and ancestor.budget is None:
         ancestor = ancestor.parent
     budget = (
-        ancestor.extras["budget"]
-        if ancestor is not None
+        ancestor.budget
+        if ancestor is not None and ancestor.budget is not None
         else Budget(LimitConfig.from_section(settings.limits))
     )
-    state.extras["budget"] = budget
+    state.budget = budget
     prices = Prices(model.price_input_per_mtok, model.price_output_per_mtok)
     return RunLimits(budget=budget, prices=prices, enforce=enforce)
 
@@ -91,7 +91,7 @@ async def execute_agent_run(
     """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
     services = manager.services
     state = spec.state
-    rec = manager.recorder(state)
+    rec = state.recorder
     settings = services.settings
     scope = RunScope(
         session_id=state.session_id,
@@ -112,15 +112,9 @@ async def execute_agent_run(
             **spec.scope_extras,
         },
     )
-    state.extras["scope"] = scope
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
-    state.status = RunStatus.running
-    await rec.emit_event(
-        EventType.loop_started,
-        {"mode": state.mode.value, "agent_type": spec.agent_type.value, "max_turns": max_turns},
-        run_update={"status": RunStatus.running.value},
-    )
+    await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
     if first_nodes is not None:
         await first_nodes(scope)
     tools = list(spec.effective.definitions)
@@ -229,16 +223,14 @@ async def execute_agent_run(
         compaction=spec.compaction or manager.compaction_for(state, spec.cursor, spec.role),
         debug=services.debug,
         save_debug_artifact=save_debug_artifact,
-        output=output_policy(state, adapter.provider_key) if spec.root_agent else None,
+        output=output_policy(state.output_schema, state.output_retries, adapter.provider_key)
+        if spec.root_agent
+        else None,
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
     )
-    outcome = await run_loop(loop)
-    if loop.output is not None and loop.output.accepted:
-        state.extras["output_value"] = loop.output.value
-    state.finish(outcome.status, outcome.end_reason, outcome.error)
-    return outcome
+    return await lifecycle.run_agent_loop(state, loop, limits.prices)
 
 
 async def _account_for_deleted_artifacts(storage: StorageManager, cursor: AgentCursor) -> None:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
@@ -26,8 +24,8 @@ from agent_core.ids import new_id, validate_session_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
-from agent_core.loop.spec import CompactionHooks, NoCompaction
-from agent_core.runtime._nested import child_forwarder
+from agent_core.loop.spec import CompactionHooks, Interruption, NoCompaction
+from agent_core.runtime import lifecycle
 from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
@@ -35,12 +33,11 @@ from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools
 from agent_core.types.base import format_ts
-from agent_core.types.content import ErrorPayload, text_of
+from agent_core.types.content import text_of
 from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
     AgentType,
-    EndReason,
     EventType,
     MessageRole,
     NodeType,
@@ -50,13 +47,15 @@ from agent_core.types.enums import (
 )
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import CancelResult, RuntimeEvent, UserMessage
-from agent_core.types.storage import AgentRecord, RunRecord, SessionRecord
+from agent_core.types.storage import AgentRecord, SessionRecord
+
+if TYPE_CHECKING:
+    from agent_core.loop._output import OutputSchema
 
 log = logging.getLogger("agent_core.runtime")
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+dumps = lifecycle.compact_json
 
 
 class RunManager:
@@ -174,9 +173,10 @@ class RunManager:
         message: UserMessage,
         session_id: str | None,
         mode: RunMode,
-        extras: dict[str, Any] | None = None,
+        output_schema: OutputSchema | None = None,
+        output_retries: int | None = None,
     ) -> RunState:
-        """Registers a root run; ``extras`` land in ``RunState.extras`` before it starts (output schema)."""
+        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``)."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         model = resolve_purpose_model(self.services.config, purpose)
         if model.provider not in self.services.providers:
@@ -199,7 +199,10 @@ class RunManager:
                 await self.orchestrator_check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
-            return await self._register_root_run(session, message, mode, model, extras)
+            state = await self._register_root_run(
+                session, message, mode, model, output_schema, output_retries
+            )
+            return state
 
     async def _register_root_run(
         self,
@@ -207,24 +210,23 @@ class RunManager:
         message: UserMessage,
         mode: RunMode,
         model: ResolvedModelConfig,
-        extras: dict[str, Any] | None = None,
+        output_schema: OutputSchema | None = None,
+        output_retries: int | None = None,
     ) -> RunState:
         queued = session.busy
         run_id = new_id("run_")
-        now = format_ts()
         agent_type = AgentType.orchestrator if mode == RunMode.orchestrator else AgentType.main
-        await self.services.storage.insert_run(
-            RunRecord(
-                run_id=run_id,
-                session_id=session.session_id,
-                agent_id=session.root_agent_id,
-                status=RunStatus.queued if queued else RunStatus.pending,
-                metadata_json=dumps(
-                    {"mode": mode.value, "model": _model_meta(model), "agent_type": agent_type.value}
-                ),
-                created_at=now,
-                updated_at=now,
-            )
+        await lifecycle.insert_run_row(
+            self.services.storage,
+            run_id=run_id,
+            session_id=session.session_id,
+            agent_id=session.root_agent_id,
+            status=RunStatus.queued if queued else RunStatus.pending,
+            metadata={
+                "mode": mode.value,
+                "model": lifecycle.model_meta(model),
+                "agent_type": agent_type.value,
+            },
         )
         promoted = queued and not session.busy  # the active run ended while the row was written
         if promoted:
@@ -240,10 +242,11 @@ class RunManager:
             channel=EventChannel(),
             message=message,
             was_queued=queued,
+            model=model,
+            output_schema=output_schema,
+            output_retries=output_retries,
         )
-        state.extras.update(extras or {})
-        state.extras["model"] = model
-        state.extras["recorder"] = self.recorder_for(state, session.cursor, root_agent=True)
+        self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
         session.live_runs[run_id] = state
         for observer in self.on_run_start:
@@ -253,7 +256,7 @@ class RunManager:
                 log.exception("run-start observer failed for %s", run_id)
         if queued:
             session.queue.append(state)
-            await self.recorder(state).emit(
+            await state.recorder.emit(
                 EventType.run_queued, {"queue_position": len(session.queue), "mode": mode.value}
             )
         else:
@@ -270,34 +273,18 @@ class RunManager:
         mcp = self.services.extras.get("mcp")
         if mcp is None:
             return set()
-        failed: set[str] = await mcp.ensure_connected(needed, self.recorder(state).emit, servers=servers)
+        failed: set[str] = await mcp.ensure_connected(needed, state.recorder.emit, servers=servers)
         return failed
 
     def recorder_for(self, state: RunState, cursor: AgentCursor, *, root_agent: bool) -> RunRecorder:
-        return RunRecorder(
-            storage=self.services.storage,
-            artifacts=self.services.artifacts,
-            channel=state.channel,
-            cursor=cursor,
-            session_id=state.session_id,
-            agent_id=state.agent_id,
-            run_id=state.run_id,
-            redactor=self.services.redactor,
-            root_agent=root_agent,
-            counter=self.services.counter,
-            observers=self.event_observers,
-            forward=child_forwarder(state) if state.parent is not None else None,
+        """Attaches the run's recorder (``lifecycle.attach_recorder`` with this runtime's observers)."""
+        return lifecycle.attach_recorder(
+            self.services, state, cursor, root_agent=root_agent, observers=self.event_observers
         )
-
-    @staticmethod
-    def recorder(state: RunState) -> RunRecorder:
-        rec = state.extras["recorder"]
-        assert isinstance(rec, RunRecorder)
-        return rec
 
     # ---- root runs ----------------------------------------------------------------------------
     async def _run_root(self, session: SessionState, state: RunState) -> None:
-        rec = self.recorder(state)
+        rec = state.recorder
         try:
             if state.was_queued:
                 await rec.emit_event(
@@ -306,11 +293,12 @@ class RunManager:
                     run_update={"status": RunStatus.pending.value},
                 )
             if state.cancel_event.is_set():
-                await self._cancel_before_loop(state)
+                await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
             for prepare in self.before_root_run:
                 await prepare(state)
-            model: ResolvedModelConfig = state.extras["model"]
+            model = state.model
+            assert model is not None
             failed_mcp = await self.connect_mcp(state, needed=True)
             effective = compute_effective_tools(
                 self.services.tools.definitions(),
@@ -365,10 +353,9 @@ class RunManager:
 
             await self.execute_agent_run(spec, first_nodes)
         except Exception as exc:
-            await self._fail_before_loop(state, exc)
+            await lifecycle.fail_before_loop(self.services, state, exc)
         finally:
-            if not state.terminal:
-                state.finish(RunStatus.failed, EndReason.failed, None)
+            lifecycle.ended_unexpectedly(state)
             session.active_node_id = session.cursor.visible_tip
             if session.active is state:
                 session.active = None
@@ -383,64 +370,9 @@ class RunManager:
         """Runs one agent loop (see :func:`agent_core.runtime.agent_run.execute_agent_run`)."""
         return await execute_agent_run(self, spec, first_nodes)
 
-    async def _cancel_before_loop(self, state: RunState) -> None:
-        rec = self.recorder(state)
-        await rec.emit_event(
-            EventType.run_cancelled,
-            {
-                "reason": state.cancel_reason or "cancel_requested",
-                "was_queued": state.was_queued,
-                "end_reason": None,
-            },
-            run_update={"status": RunStatus.cancelled.value},
-        )
-        state.finish(RunStatus.cancelled, None, None)
-
-    async def _fail_before_loop(self, state: RunState, exc: BaseException) -> None:
-        if isinstance(exc, AgentCoreError):
-            error = exc.to_payload(self.services.redactor)
-        else:
-            log.exception("run %s failed before its loop", state.run_id)
-            error = ErrorPayload(
-                code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}"
-            ).redacted_copy(self.services.redactor)
-        if state.terminal:
-            return
-        rec = self.recorder(state)
-        if self.services.debug:
-            error = await self._with_traceback(state, error, exc)
-        with contextlib.suppress(Exception):
-            await rec.emit(EventType.error, error.model_dump(mode="json"))
-            await rec.emit_event(
-                EventType.loop_failed,
-                {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
-                run_update={
-                    "status": RunStatus.failed.value,
-                    "end_reason": EndReason.failed.value,
-                    "error_json": error.model_dump_json(),
-                },
-            )
-        state.finish(RunStatus.failed, EndReason.failed, error)
-
-    async def _with_traceback(self, state: RunState, error: ErrorPayload, exc: BaseException) -> ErrorPayload:
-        """Stores the redacted traceback as a debug artifact referenced by ``details.traceback_artifact_id``."""
-        text = self.services.redactor.text("".join(traceback.format_exception(exc)))
-        try:
-            ref = await self.services.artifacts.create(
-                text,
-                filename="traceback.txt",
-                mime_type="text/plain",
-                kind="traceback",
-                session_id=state.session_id,
-                agent_id=state.agent_id,
-                run_id=state.run_id,
-            )
-        except Exception:
-            log.warning("could not store the traceback artifact of run %s", state.run_id, exc_info=True)
-            return error
-        return error.model_copy(
-            update={"details": {**error.details, "traceback_artifact_id": ref.artifact_id}}
-        )
+    @staticmethod
+    def _interruption(state: RunState) -> Interruption:
+        return Interruption(reason=state.cancel_reason or "cancel_requested")
 
     async def _after_run(self, state: RunState) -> None:
         for callback in self.on_run_end:
@@ -476,11 +408,10 @@ class RunManager:
         session = self.sessions.get(state.session_id)
         if state.status == RunStatus.queued and session is not None and state in session.queue:
             session.queue.remove(state)
-            rec = self.recorder(state)
             state.cancel_reason = reason
             state.cancel_event.set()
-            await rec.emit(EventType.run_dequeued, {"reason": "cancelled"})
-            await self._cancel_before_loop(state)
+            await state.recorder.emit(EventType.run_dequeued, {"reason": "cancelled"})
+            await lifecycle.cancel_before_loop(state, self._interruption(state))
             session.live_runs.pop(state.run_id, None)
             self._forget(state)
             return CancelResult(run_id=state.run_id, status=state.status, cancelled=True, was_queued=True)
@@ -499,7 +430,7 @@ class RunManager:
         except TimeoutError:
             timed_out = True
             with contextlib.suppress(Exception):
-                await self.recorder(state).emit(
+                await state.recorder.emit(
                     EventType.cancel_timeout,
                     {"cancel_timeout_ms": self.services.settings.runtime.cancel_timeout_ms},
                 )
@@ -536,13 +467,3 @@ class RunManager:
                 await callback()
             except Exception:
                 log.exception("close observer failed")
-
-
-def _model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
-    return {
-        "provider": model.provider,
-        "name": model.name,
-        "base_url": model.base_url,
-        "profile": model.profile,
-        "purpose": model.purpose,
-    }

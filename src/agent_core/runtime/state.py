@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agent_core.config.model import ResolvedModelConfig
 from agent_core.events.stream import EventChannel
+from agent_core.loop._limits import Budget
 from agent_core.loop.cursor import AgentCursor
+from agent_core.loop.outcome import LoopOutcome
+from agent_core.loop.recorder import RunRecorder
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, AgentType, EndReason, RunMode, RunStatus
+from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import ChildAgentResult, UserMessage
+
+if TYPE_CHECKING:
+    from agent_core.loop._output import OutputSchema
 
 
 @dataclass(eq=False, kw_only=True)
@@ -38,7 +46,28 @@ class RunState:
     task: asyncio.Task[Any] | None = None
     was_queued: bool = False
     child_result: ChildAgentResult | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    recorder: RunRecorder = field(init=False, repr=False)
+    """The run's write side, attached at registration (``lifecycle.attach_recorder``)."""
+    model: ResolvedModelConfig | None = None
+    cursor: AgentCursor | None = None
+    """The agent's own cursor (child and compact runs; a root run uses its session's)."""
+    budget: Budget | None = None
+    """The limits budget of the run's tree (opened by the root run, shared by its descendants)."""
+    output_schema: OutputSchema | None = None
+    output_retries: int | None = None
+    output_value: Any = None
+    output_accepted: bool = False
+    # child runs (agents/children.py)
+    parent_tool_call_id: str | None = None
+    """The parent's agent-tool call that started this run."""
+    definition_block: SystemBlock | None = None
+    """The ``agent_definition:<id>`` dynamic block of a child run."""
+    launched_by: object | None = None
+    """The launcher that started this child run (cancel propagation)."""
+    outcome: LoopOutcome | None = None
+    timed_out: bool = False
+    cancel_watcher: asyncio.Future[None] | None = None
+    finalized: bool = False
 
     @property
     def terminal(self) -> bool:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from agent_core.config.model import ResolvedModelConfig
 from agent_core.redaction import Redactor
 from agent_core.types.enums import EventType
 from agent_core.types.runtime import RuntimeEvent
@@ -48,7 +49,10 @@ class RunLike(Protocol):
     def parent(self) -> Any: ...
 
     @property
-    def extras(self) -> dict[str, Any]: ...
+    def model(self) -> ResolvedModelConfig | None: ...
+
+    @property
+    def parent_tool_call_id(self) -> str | None: ...
 
 
 @dataclass
@@ -143,7 +147,7 @@ class SpanBuilder:
         }
         context = None
         if state is not None:
-            model = state.extras.get("model")
+            model = state.model
             if model is not None:
                 attributes["gen_ai.provider.name"] = model.provider
                 attributes["gen_ai.request.model"] = model.name
@@ -152,7 +156,7 @@ class SpanBuilder:
                 attributes["soong.parent_run_id"] = parent.run_id
                 parent_spans = self._runs.get(parent.run_id)
                 if parent_spans is not None:
-                    call_id = state.extras.get("parent_tool_call_id")
+                    call_id = state.parent_tool_call_id
                     anchor = parent_spans.tools.get(call_id or "") or parent_spans.span
                     context = trace.set_span_in_context(anchor)
                     if call_id:
