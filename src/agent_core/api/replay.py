@@ -1,15 +1,11 @@
-"""Replay, inspect, node paths, branch switching, deletion and cleanup (runtime.md §10–§11)."""
+"""Replay, inspect, node paths and branch switching (runtime.md §10–§11); deletion and cleanup live in
+:mod:`agent_core.api.maintenance`."""
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from agent_core.artifacts.cleanup import cleanup_artifacts as _cleanup_artifacts
-from agent_core.config.loader import resolve_project
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.render import render_node
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -17,7 +13,6 @@ from agent_core.ids import validate_session_id
 from agent_core.redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
-from agent_core.tasks.wal_cleanup import cleanup_task_wals
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
 from agent_core.types.mappers import artifact_from_record, run_info_from_record
@@ -25,9 +20,6 @@ from agent_core.types.runtime import (
     ArtifactRef,
     ChildAgentResult,
     ChildSummary,
-    CleanupResult,
-    DeleteFailure,
-    DeleteSessionResult,
     InspectAgent,
     InspectResult,
     Node,
@@ -340,90 +332,6 @@ async def switch_node(manager: RunManager, session_id: str, node_id: str) -> Nod
     session.active_node_id = node_id
     session.cursor.reset(await storage.node_path(session_id, node_id))
     return node
-
-
-async def delete_session(manager: RunManager, session_id: str) -> DeleteSessionResult:
-    try:
-        validate_session_id(session_id)
-    except AgentCoreError as exc:
-        return DeleteSessionResult(session_id=str(session_id), deleted=False, error=exc.to_payload())
-    storage = manager.services.storage
-    record = await storage.get_session(session_id)
-    if record is None:
-        error = AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}").to_payload()
-        return DeleteSessionResult(session_id=session_id, deleted=False, error=error)
-    live = manager.sessions.get(session_id)
-    if live is not None and (live.busy or any(not r.terminal for r in live.live_runs.values())):
-        error = AgentCoreError(
-            ErrorCode.session_active, f"session {session_id!r} has a queued, pending or running run"
-        ).to_payload()
-        return DeleteSessionResult(session_id=session_id, deleted=False, error=error)
-    counts = await storage.delete_session_rows(session_id)
-    manager.sessions.pop(session_id, None)
-    manager.services.gate.forget_session(session_id)
-    failures: list[DeleteFailure] = []
-    directory = manager.services.config.home / "sessions" / session_id
-    if directory.exists():
-        try:
-            shutil.rmtree(directory)
-        except OSError as exc:
-            failures.append(
-                DeleteFailure(
-                    target=str(directory),
-                    error=AgentCoreError(
-                        ErrorCode.storage_error, f"could not remove {directory}: {exc}"
-                    ).to_payload(),
-                )
-            )
-    return DeleteSessionResult(session_id=session_id, deleted=True, counts=counts, failures=failures)
-
-
-async def cleanup_project_tasks(
-    manager: RunManager,
-    project: str | Path,
-    dry_run: bool,
-    include_failed: bool,
-    include_cancelled: bool,
-    older_than: datetime | None,
-) -> CleanupResult:
-    resolved = resolve_project(project)
-    config = manager.services.config
-    wal_root = config.settings.task.wal_dir
-    if resolved != config.project:
-        wal_root = resolved / ".soong-agent" / "tasks"
-    active = manager.services.extras.get("active_wal_paths")
-    active_paths: set[Path] = set(active()) if callable(active) else set()
-    result = await cleanup_task_wals(
-        wal_root,
-        dry_run=dry_run,
-        include_failed=include_failed,
-        include_cancelled=include_cancelled,
-        older_than=older_than,
-        active_wal_paths=active_paths,
-    )
-    from agent_core.orchestrator.worktrees import cleanup_task_worktrees
-
-    return await cleanup_task_worktrees(resolved, result)
-
-
-async def cleanup_artifacts(
-    manager: RunManager,
-    session_id: str | None,
-    dry_run: bool,
-    include_all: bool,
-    older_than: datetime | None,
-    max_bytes: int | None,
-) -> CleanupResult:
-    if session_id is not None:
-        validate_session_id(session_id)
-    return await _cleanup_artifacts(
-        manager.services.storage,
-        session_id=session_id,
-        dry_run=dry_run,
-        include_all=include_all,
-        older_than=older_than,
-        max_bytes=max_bytes,
-    )
 
 
 __all__ = ["replay_run", "replay_session"]

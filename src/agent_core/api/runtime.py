@@ -289,9 +289,9 @@ class AgentRuntime:
     # ---- deletion and cleanup -------------------------------------------------------------------
     async def delete_session(self, session_id: str) -> DeleteSessionResult:
         manager = await self._open()
-        from agent_core.api import replay  # imported on first use: not needed to run agents
+        from agent_core.api import maintenance  # imported on first use: not needed to run agents
 
-        return await replay.delete_session(manager, session_id)
+        return await maintenance.delete_session(manager, session_id)
 
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()
@@ -306,9 +306,9 @@ class AgentRuntime:
         older_than: datetime | None = None,
     ) -> CleanupResult:
         manager = await self._open()
-        from agent_core.api import replay  # imported on first use: not needed to run agents
+        from agent_core.api import maintenance  # imported on first use: not needed to run agents
 
-        return await replay.cleanup_project_tasks(
+        return await maintenance.cleanup_project_tasks(
             manager, project, dry_run, include_failed, include_cancelled, older_than
         )
 
@@ -321,9 +321,9 @@ class AgentRuntime:
         max_bytes: int | None = None,
     ) -> CleanupResult:
         manager = await self._open()
-        from agent_core.api import replay  # imported on first use: not needed to run agents
+        from agent_core.api import maintenance  # imported on first use: not needed to run agents
 
-        return await replay.cleanup_artifacts(
+        return await maintenance.cleanup_artifacts(
             manager, session_id, dry_run, include_all, older_than, max_bytes
         )
 
