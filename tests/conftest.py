@@ -13,7 +13,11 @@ import pytest
 
 from tests.fixtures.env import SoongEnv
 
-pytest_plugins = ["tests.fixtures.scripted_fixtures", "tests.fixtures.llama_server"]
+pytest_plugins = [
+    "tests.fixtures.scripted_fixtures",
+    "tests.fixtures.llama_server",
+    "tests.fixtures.postgres_server",
+]
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")

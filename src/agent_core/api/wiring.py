@@ -30,7 +30,7 @@ from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState
 from agent_core.skills.catalog import SkillCatalog
 from agent_core.skills.tool import SkillToolAdapter
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.backend import session_store
 from agent_core.tools.builtin import CodeToolsAdapter
 from agent_core.tools.effective import EffectiveTools
 from agent_core.tools.pipeline import ToolExecutor
@@ -45,9 +45,9 @@ PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision 
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
-    """Every env var named by an ``api_key_env`` anywhere in the config (write-time redaction)."""
+    """Every env var named by an ``api_key_env`` or ``storage.postgres.dsn_env`` (write-time redaction)."""
     settings = config.settings
-    names = {settings.model.api_key_env}
+    names = {settings.model.api_key_env, settings.storage.postgres.dsn_env or ""}
     profiles: list[Any] = list(settings.model_overrides.values())
     profiles += [settings.compact.model_profile, settings.memory.extract_model_profile]
     profiles.append(settings.memory.recall_model_profile)
@@ -68,7 +68,7 @@ async def open_services(
 ) -> RunManager:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
-    storage = StorageManager(config.session_db_path, redactor=redactor)
+    storage = session_store(config, redactor)
     caller_adapters = {id(a) for a in tools.adapters()}
     await storage.open()
     try:

@@ -166,6 +166,26 @@ class TelemetrySection(StrictModel):
     capture_content: bool = False
 
 
+class StoragePostgres(StrictModel):
+    """``[storage.postgres]``: the DSN is read from the environment variable ``dsn_env`` names (never
+    stored in the config, logged or shown; the variable is redacted like an API key)."""
+
+    dsn_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StorageSection(StrictModel):
+    """``[storage]`` (surfaces.md §3): the session-store backend."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    postgres: StoragePostgres = Field(default_factory=StoragePostgres)
+
+    @model_validator(mode="after")
+    def _postgres_needs_dsn_env(self) -> StorageSection:
+        if self.backend == "postgres" and not self.postgres.dsn_env:
+            raise ValueError('storage.postgres.dsn_env: required when storage.backend = "postgres"')
+        return self
+
+
 class ContextSection(StrictModel):
     session_db_path: ConfigPath = Field(default=Path(DEFAULT_SESSION_DB_PATH), validate_default=True)
     active_path_only: Literal[True] = True
@@ -435,6 +455,7 @@ class Settings(StrictModel):
     tools: ToolsSection = Field(default_factory=ToolsSection)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
+    storage: StorageSection = Field(default_factory=StorageSection)
 
     @model_validator(mode="after")
     def _legacy_max_turns(self) -> Settings:

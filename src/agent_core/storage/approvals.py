@@ -71,7 +71,7 @@ class ApprovalStore:
                 values,
             )
 
-        await self._storage._queue().submit(op)
+        await self._storage.write(op)
 
     async def answer(self, request_id: str, decision: PermissionDecision) -> AnswerOutcome:
         """Records the first answer: ``"won"``, else why not (``"answered"``, ``"expired"``, ``"missing"``)."""
@@ -89,7 +89,7 @@ class ApprovalStore:
             status = txn.scalar("SELECT status FROM pending_approvals WHERE request_id = ?", (request_id,))
             return "missing" if status is None else ("expired" if status == "expired" else "answered")
 
-        return await self._storage._queue().submit(op)
+        return await self._storage.write(op)
 
     async def expire(self, *, request_id: str | None = None, run_id: str | None = None) -> int:
         """Marks pending rows ``expired`` (one request, one run's, or every one); returns how many."""
@@ -106,16 +106,16 @@ class ApprovalStore:
                 params,
             )
 
-        return await self._storage._queue().submit(op)
+        return await self._storage.write(op)
 
     async def delete_session(self, session_id: str) -> int:
         def op(txn: Txn) -> int:
             return txn.execute("DELETE FROM pending_approvals WHERE session_id = ?", (session_id,))
 
-        return await self._storage._queue().submit(op)
+        return await self._storage.write(op)
 
     async def get(self, request_id: str) -> ApprovalRow | None:
-        rows = await self._storage._read(
+        rows = await self._storage.query(
             f"SELECT {_COLUMNS} FROM pending_approvals WHERE request_id = ?", (request_id,)
         )
         return ApprovalRow(tuple(rows[0])) if rows else None
@@ -123,7 +123,7 @@ class ApprovalStore:
     async def list(self, statuses: tuple[ApprovalStatus, ...] = ("pending",)) -> list[ApprovalRow]:
         """Rows with one of ``statuses``, oldest first."""
         marks = ", ".join("?" for _ in statuses)
-        rows = await self._storage._read(
+        rows = await self._storage.query(
             f"SELECT {_COLUMNS} FROM pending_approvals WHERE status IN ({marks}) ORDER BY created_at, rowid",
             statuses,
         )

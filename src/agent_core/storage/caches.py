@@ -23,6 +23,10 @@ SESSION_SQL_CACHE = 4096
 class StoreCaches:
     """What the single writer knows about committed rows; owned by one :class:`StorageManager`."""
 
+    KEEP_NODE_INDEX = True
+    """Keep node id → ``node_seq`` indexes across writes (compact context reports). A database shared by
+    several processes cannot (another process's nodes would be missing): its reports are stored whole."""
+
     def __init__(self) -> None:
         self.sql: dict[str, S.SessionSql] = {}
         self.known_sessions: set[str] = set()

@@ -198,8 +198,10 @@ class SessionSql:
     node_path: str
 
     @classmethod
-    def build(cls, session_id: str) -> SessionSql:
-        sid = validate_session_id(session_id)
+    def build(cls, session_id: str, table_key: str | None = None) -> SessionSql:
+        """``table_key`` (default: the session id) names the tables and indexes (``nodes_<key>`` …)."""
+        validate_session_id(session_id)
+        sid = validate_session_id(table_key) if table_key is not None else session_id
         nodes, events = nodes_table(sid), events_table(sid)
         node_cols = ", ".join(NodeRecord.columns())
         event_cols = ", ".join(EventRecord.columns())
@@ -238,7 +240,7 @@ class SessionSql:
             f'CREATE INDEX "ix_events_{sid}_run" ON {events}(run_id, run_seq)',
         )
         return cls(
-            session_id=sid,
+            session_id=session_id,
             nodes=nodes,
             events=events,
             create=create,

@@ -42,7 +42,7 @@ from agent_core.storage.rows import (
     prepare_event,
     prepare_node,
 )
-from agent_core.storage.writer import Txn, WriterQueue, wrap_storage_error
+from agent_core.storage.writer import Txn, TxnQueue, WriterQueue, wrap_storage_error
 from agent_core.types.base import format_ts
 from agent_core.types.enums import (
     RunStatus,
@@ -72,19 +72,30 @@ NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.runn
 class StorageManager:
     """Owns the SQLite file, its connections, the writer queue and the sequence counters."""
 
+    BACKEND = "sqlite"
+
     def __init__(
-        self, db_path: Path, *, redactor: Redactor, migrations: Sequence[Migration] = MIGRATIONS
+        self,
+        db_path: Path,
+        *,
+        redactor: Redactor,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        caches: StoreCaches | None = None,
     ) -> None:
         self._db_path = Path(db_path)
         self._redactor = redactor
         self._migrations = tuple(migrations)
         self._writer_conn: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._writer: WriterQueue | None = None
+        self._writer: TxnQueue | None = None
         self._open_lock = asyncio.Lock()
-        self._caches = StoreCaches()
+        self._caches = caches if caches is not None else StoreCaches()
 
     # ---- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return self.BACKEND
 
     @property
     def db_path(self) -> Path:
@@ -155,7 +166,7 @@ class StorageManager:
             self._reader = self._writer_conn = None
             self._caches.clear()
 
-    def _queue(self) -> WriterQueue:
+    def _queue(self) -> TxnQueue:
         if self._writer is None or self._writer.closing:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
         return self._writer
@@ -313,7 +324,7 @@ class StorageManager:
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
         node_seqs = self._caches.session_node_index(session_id)
-        load_index = node_seqs is None and any(
+        load_index = self._caches.KEEP_NODE_INDEX and node_seqs is None and any(
             d.event_type == "context_built" and wants_node_index(d.payload) for d in events
         )
         new_nodes = {d.node_id: -(k + 1) for k, d in enumerate(nodes)} if node_seqs is not None else None

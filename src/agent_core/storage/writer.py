@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -108,11 +109,14 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class WriterQueue:
-    """FIFO of write transactions executed one at a time on one connection."""
+class TxnQueue(ABC):
+    """FIFO of write transactions executed one at a time on one connection.
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self._conn = conn
+    :meth:`_execute` runs one transaction; each backend provides it (SQLite: :class:`WriterQueue`,
+    PostgreSQL: ``storage/postgres``), the FIFO, error wrapping and ``after_commit`` are shared.
+    """
+
+    def __init__(self) -> None:
         self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -145,6 +149,10 @@ class WriterQueue:
         finally:
             self._task = None
 
+    @abstractmethod
+    async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
+        """Runs ``op`` as one committed transaction; returns its result and ``after_commit`` callbacks."""
+
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
@@ -152,7 +160,7 @@ class WriterQueue:
                 return
             op, future = item
             try:
-                result, callbacks = await run_on_connection_thread(self._conn, _transaction(op))
+                result, callbacks = await self._execute(op)
             except BaseException as exc:
                 if not future.done():
                     future.set_exception(wrap_storage_error(exc, "write transaction"))
@@ -166,3 +174,14 @@ class WriterQueue:
                     log.exception("after_commit callback failed")
             if not future.done():
                 future.set_result(result)
+
+
+class WriterQueue(TxnQueue):
+    """The SQLite writer: each transaction is one hop onto the aiosqlite connection thread."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        super().__init__()
+        self._conn = conn
+
+    async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
+        return await run_on_connection_thread(self._conn, _transaction(op))
