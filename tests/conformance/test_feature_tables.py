@@ -6,10 +6,10 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent_core.ids import new_id
 from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.schedules._store import ScheduleStore
 from agent_core.storage.approvals import ApprovalStore
-from agent_core.storage.ids import new_id
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.permissions import PermissionDecision, PermissionRequest

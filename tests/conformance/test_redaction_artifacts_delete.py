@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core.storage.ids import new_id
+from agent_core.ids import new_id
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.enums import EventType
