@@ -324,8 +324,10 @@ class StorageManager:
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
         node_seqs = self._caches.session_node_index(session_id)
-        load_index = self._caches.KEEP_NODE_INDEX and node_seqs is None and any(
-            d.event_type == "context_built" and wants_node_index(d.payload) for d in events
+        load_index = (
+            self._caches.KEEP_NODE_INDEX
+            and node_seqs is None
+            and any(d.event_type == "context_built" and wants_node_index(d.payload) for d in events)
         )
         new_nodes = {d.node_id: -(k + 1) for k, d in enumerate(nodes)} if node_seqs is not None else None
         prepared_events = [prepare_event(d, secrets, node_seqs, new_nodes) for d in events]

@@ -145,4 +145,3 @@ class PostgresStorage(StorageManager):
         """Locks the session row for the rest of the transaction (``validation_error`` if missing)."""
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
-
