@@ -202,7 +202,7 @@ async def scenario(root: Path, shape: list[list[int]], ops: list[tuple[Any, ...]
     if live:
         live_dag = live[0]
     else:
-        tomb = h.service._tombstones["t1"]
+        tomb = h.service.store.tombstones["t1"]
         assert tomb.dag is not None
         live_dag = tomb.dag
     lines = h.wal().read_text().splitlines()

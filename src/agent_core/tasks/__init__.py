@@ -3,10 +3,11 @@ tools (task-board.md).
 
 Module map: ``models`` (state + WAL record schema), ``inputs`` (tool inputs, patch ops), ``dag`` (state +
 ``apply``, the only mutation), ``decide`` / ``patch`` (pure decisions → records), ``wal`` (file names, the
-single writer, replay), ``store`` (per-session state, restore, commit protocol, views), ``worker_runs``
-(dispatch checks, worker-run-end fallback), ``service`` (the tool operations), ``registry`` (one service per
-session), ``scope`` (callers and worker scope), ``views``, ``board``, ``tools`` (the adapter). ``wal_cleanup``
-(terminal-WAL cleanup; it reads only each WAL's last line).
+single writer, replay), ``wal_cleanup`` (terminal-WAL cleanup; it reads only each WAL's last line).
+The per-session :class:`TaskService` is composed of ``store`` (state, restore, commit protocol), ``access``
+(role checks, worker pools), ``reads`` (get/list/query, inspect views, the board) and ``worker_runs``
+(dispatch checks, worker-run-end fallback), and holds the write operations; ``registry`` (one service per
+session), ``scope`` (callers and worker scope), ``views``, ``board``, ``tools`` (the adapter).
 """
 
 from agent_core.tasks.dag import CORE, Actor, IllegalTransition, TaskDag

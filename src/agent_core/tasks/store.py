@@ -1,4 +1,4 @@
-"""Per-session Task state and durability: restore, the commit protocol, resolution and read views.
+"""Per-session Task state and durability: restore, the commit protocol and resolution.
 
 Commit protocol (task-board.md §2.4): under the Task's ``asyncio.Lock`` a pure decision
 (:mod:`agent_core.tasks.decide`) returns records → the :class:`WalWriter` appends them (one write, fsync) →
@@ -23,16 +23,15 @@ from typing import Any
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import validate_id
 from agent_core.tasks import wal as wal_mod
-from agent_core.tasks.board import RecentChange, render_task_board
+from agent_core.tasks.board import RecentChange
 from agent_core.tasks.dag import CORE, Actor, TaskDag
 from agent_core.tasks.decide import decide_heal, decide_lease_expiry
 from agent_core.tasks.inputs import dedupe
-from agent_core.tasks.models import HELD_STEP_STATUSES, TaskStep, TaskWalEvent
-from agent_core.tasks.scope import TaskCaller, WorkerTaskScope
-from agent_core.tasks.views import event_payload, inspect_task
+from agent_core.tasks.models import HELD_STEP_STATUSES, TaskWalEvent
+from agent_core.tasks.views import event_payload, inspect_task, unavailable_view
 from agent_core.tasks.wal import WalAppendError, WalReplayError, WalWriter
 from agent_core.types.base import utc_now
-from agent_core.types.enums import AgentRole, EventType, StepStatus, TaskStatus
+from agent_core.types.enums import EventType, TaskStatus
 from agent_core.types.runtime import TaskInspectView
 
 logger = logging.getLogger("agent_core.tasks")
@@ -70,22 +69,21 @@ class TerminalTask:
 
 
 class TaskStore:
-    """Active / unavailable / terminal Tasks of one session and the machinery to change them."""
+    """Active / unavailable / terminal Tasks of one session and the machinery to change them.
+
+    The state is shared with the service's other parts (:mod:`~agent_core.tasks.reads`,
+    :mod:`~agent_core.tasks.worker_runs`); every change of a Task goes through :meth:`commit`.
+    """
 
     def __init__(
         self,
         session_id: str,
         wal_dir: Path | None,
         project: Path,
-        lease_timeout_ms: int = 300_000,
         *,
         clock: Callable[[], datetime] = utc_now,
         emit: EmitFn | None = None,
         writer: WalWriter | None = None,
-        pool_ids: Callable[[], Sequence[str]] | None = None,
-        artifact_exists: ArtifactCheck | None = None,
-        cancel_worker_runs: CancelWorkerRuns | None = None,
-        child_cancel_timeout_ms: int = 30_000,
         recent_capacity: int = 256,
     ) -> None:
         self.session_id = validate_id(session_id)
@@ -94,19 +92,17 @@ class TaskStore:
         """``wal_root`` before symlink resolution (``create_task`` checks it stays inside the project)."""
         self.project = project
         self.session_dir = self.wal_root / session_id
-        self.lease_timeout_ms = lease_timeout_ms
-        self._clock = clock
-        self._emit = emit or _no_emit
-        self._writer = writer or WalWriter()
-        self._pool_ids = pool_ids
-        self._artifact_exists = artifact_exists
-        self._cancel_worker_runs = cancel_worker_runs
-        self._child_cancel_timeout_ms = child_cancel_timeout_ms
-        self._active: dict[str, TaskEntry] = {}
-        self._unavailable: dict[Path, AgentCoreError] = {}
-        self._tombstones: dict[str, TerminalTask] = {}
+        self.clock = clock
+        self.emit: EmitFn = emit or _no_emit
+        """The store's own event sink (restore and out-of-call work); tool calls pass theirs."""
+        self.writer = writer or WalWriter()
+        self.active: dict[str, TaskEntry] = {}
+        self.unavailable: dict[Path, AgentCoreError] = {}
+        """Non-terminal WALs that could not be restored (or became unreadable), with the error."""
+        self.tombstones: dict[str, TerminalTask] = {}
+        self.recent: deque[RecentChange] = deque(maxlen=recent_capacity)
+        """The latest WAL records (the board's *recent changes*)."""
         self._first_ids: dict[Path, str | None] = {}
-        self._recent: deque[RecentChange] = deque(maxlen=recent_capacity)
         self._load_lock = asyncio.Lock()
         self._loaded = False
 
@@ -129,9 +125,9 @@ class TaskStore:
                 status=e.dag.status.value,
                 task=inspect_task(e.dag),
             )
-            for e in self._active.values()
+            for e in self.active.values()
         ]
-        views += [self._error_view(path, err) for path, err in self._unavailable.items()]
+        views += [unavailable_view(path, err) for path, err in self.unavailable.items()]
         return views
 
     async def _restore(self) -> None:
@@ -149,24 +145,24 @@ class TaskStore:
                 if wal_mod.read_tail(path).terminal_status is not None:
                     continue
                 outcome = wal_mod.replay_wal(
-                    path, session_id=self.session_id, repair=True, recent=self._recent.maxlen or 64
+                    path, session_id=self.session_id, repair=True, recent=self.recent.maxlen or 64
                 )
                 task_id = outcome.dag.task_id
-                if task_id in self._active or any(
-                    e.details.get("task_id") == task_id for e in self._unavailable.values()
+                if task_id in self.active or any(
+                    e.details.get("task_id") == task_id for e in self.unavailable.values()
                 ):
                     raise WalReplayError(
                         path, f"a second active WAL for task_id {task_id!r}", task_id=task_id
                     )
             except (WalReplayError, OSError) as exc:
                 err = exc if isinstance(exc, WalReplayError) else WalReplayError(path, str(exc), task_id=None)
-                self._unavailable[path] = err
-                await self._emit_wal_failed(path, err, "replay", CORE, self._emit)
+                self.unavailable[path] = err
+                await self.emit_wal_failed(path, err, "replay", CORE, self.emit)
                 continue
             entry = TaskEntry(dag=outcome.dag, path=path)
-            self._active[task_id] = entry
-            self._remember(outcome.recent)
-            await self._emit(
+            self.active[task_id] = entry
+            self.remember(outcome.recent)
+            await self.emit(
                 EventType.task_wal_replayed,
                 {
                     "task_id": task_id,
@@ -179,40 +175,38 @@ class TaskStore:
             )
             async with entry.lock:
                 try:
-                    await self._reconcile(entry, CORE, self._emit)
-                    await self._commit(
-                        entry, decide_heal(entry.dag, now=self._clock(), actor=CORE), CORE, None
-                    )
+                    await self.reconcile(entry, CORE, self.emit)
+                    await self.commit(entry, decide_heal(entry.dag, now=self.clock(), actor=CORE), CORE, None)
                 except AgentCoreError as exc:
                     logger.warning("restore of Task %s could not finish: %s", task_id, exc)
 
     # ================================================================== commit machinery
 
-    async def _commit(
+    async def commit(
         self, entry: TaskEntry, records: list[TaskWalEvent], actor: Actor, emit: EmitFn | None
     ) -> list[TaskWalEvent]:
         """Append → apply → emit. Raises ``storage_error`` (memory unchanged) when the append fails."""
         if not records:
             return []
-        emit = emit or self._emit
+        emit = emit or self.emit
         try:
-            self._writer.append(entry.path, records)
+            self.writer.append(entry.path, records)
         except WalAppendError as exc:
             if exc.unavailable:
-                self._active.pop(entry.dag.task_id, None)
-                self._unavailable[entry.path] = AgentCoreError(
+                self.active.pop(entry.dag.task_id, None)
+                self.unavailable[entry.path] = AgentCoreError(
                     ErrorCode.task_wal_unavailable,
                     f"Task {entry.dag.task_id} is unavailable: its WAL could not be restored after a failed append",
                     details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
                 )
-            await self._emit_wal_failed(entry.path, exc, "append", actor, emit, task_id=entry.dag.task_id)
+            await self.emit_wal_failed(entry.path, exc, "append", actor, emit, task_id=entry.dag.task_id)
             raise
         try:
             for record in records:
                 entry.dag.apply(record)
         except AgentCoreError as exc:  # pragma: no cover - decisions validate on a copy first
-            self._active.pop(entry.dag.task_id, None)
-            self._unavailable[entry.path] = AgentCoreError(
+            self.active.pop(entry.dag.task_id, None)
+            self.unavailable[entry.path] = AgentCoreError(
                 ErrorCode.task_wal_unavailable,
                 f"Task {entry.dag.task_id} is unavailable: a committed record could not be applied",
                 details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
@@ -220,22 +214,22 @@ class TaskStore:
             raise AgentCoreError(
                 ErrorCode.internal_error, f"inconsistent Task commit: {exc.message}"
             ) from exc
-        self._remember(records)
+        self.remember(records)
         if entry.dag.task.terminal:
-            self._active.pop(entry.dag.task_id, None)
-            self._tombstones[entry.dag.task_id] = TerminalTask(
+            self.active.pop(entry.dag.task_id, None)
+            self.tombstones[entry.dag.task_id] = TerminalTask(
                 entry.dag.task_id, entry.path, entry.dag.status, entry.dag
             )
         for record in records:
             await emit(EventType(record.event_type), event_payload(str(entry.path), record), actor)
         return records
 
-    async def _reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:
-        return await self._commit(
-            entry, decide_lease_expiry(entry.dag, now=self._clock(), actor=actor), actor, emit
+    async def reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:
+        return await self.commit(
+            entry, decide_lease_expiry(entry.dag, now=self.clock(), actor=actor), actor, emit
         )
 
-    async def _emit_wal_failed(
+    async def emit_wal_failed(
         self,
         path: Path,
         error: AgentCoreError,
@@ -253,9 +247,9 @@ class TaskStore:
         }
         await emit(EventType.task_wal_failed, payload, actor)
 
-    def _remember(self, records: Sequence[TaskWalEvent]) -> None:
+    def remember(self, records: Sequence[TaskWalEvent]) -> None:
         for r in records:
-            self._recent.append(
+            self.recent.append(
                 RecentChange(
                     created_at=r.created_at,
                     task_id=r.task_id,
@@ -265,32 +259,40 @@ class TaskStore:
                 )
             )
 
+    def register_created(self, entry: TaskEntry, records: Sequence[TaskWalEvent]) -> None:
+        """Adds a Task whose WAL ``create`` just committed (``agent.task_create``)."""
+        task_id = entry.dag.task_id
+        self.active[task_id] = entry
+        self.tombstones.pop(task_id, None)
+        self._first_ids.pop(entry.path, None)
+        self.remember(records)
+
     # ================================================================== resolution
 
-    def _resolve(self, task_id: str) -> TaskEntry | TerminalTask:
-        entry = self._active.get(task_id)
+    def resolve(self, task_id: str) -> TaskEntry | TerminalTask:
+        entry = self.active.get(task_id)
         if entry is not None:
             return entry
-        for path, err in self._unavailable.items():
+        for path, err in self.unavailable.items():
             if err.details.get("task_id") == task_id:
                 raise AgentCoreError(
                     ErrorCode.task_wal_unavailable,
                     f"Task {task_id} is unavailable: {err.message}",
                     details={"task_id": task_id, "wal_path": str(path), "error": err.message},
                 )
-        tomb = self._tombstones.get(task_id)
+        tomb = self.tombstones.get(task_id)
         if tomb is not None:
             return tomb
         found = self._find_terminal(task_id)
         if found is not None:
-            self._tombstones[task_id] = found
+            self.tombstones[task_id] = found
             return found
         raise AgentCoreError(ErrorCode.task_not_found, f"no Task {task_id!r} in this session")
 
     def _find_terminal(self, task_id: str) -> TerminalTask | None:
         """Terminal WAL of ``task_id`` without a tombstone: first lines, newest mtime wins (§2.6)."""
         best: tuple[int, Path, TaskStatus] | None = None
-        for path in self._other_wals():
+        for path in self.other_wals():
             if path not in self._first_ids:
                 self._first_ids[path] = wal_mod.read_first_task_id(path)
             if self._first_ids[path] != task_id:
@@ -304,83 +306,46 @@ class TaskStore:
                 best = (mtime, path, status)
         return None if best is None else TerminalTask(task_id, best[1], best[2])
 
-    def _other_wals(self) -> list[Path]:
+    def other_wals(self) -> list[Path]:
         """WAL files of the session that are neither active nor unavailable."""
-        taken = {e.path for e in self._active.values()} | set(self._unavailable)
+        taken = {e.path for e in self.active.values()} | set(self.unavailable)
         return [p for p in wal_mod.list_wal_files(self.session_dir) if p not in taken]
 
-    def _replay_read_only(self, path: Path) -> TaskDag:
+    def replay_read_only(self, path: Path) -> TaskDag:
         return wal_mod.replay_wal(path, session_id=self.session_id, repair=False).dag
 
-    def _mutable(self, task_id: str) -> TaskEntry:
-        target = self._resolve(task_id)
+    def mutable(self, task_id: str) -> TaskEntry:
+        target = self.resolve(task_id)
         if isinstance(target, TerminalTask):
             raise AgentCoreError(
                 ErrorCode.task_terminal, f"Task {task_id} is {target.status}; it accepts no further changes"
             )
         return target
 
-    def _recheck(self, entry: TaskEntry) -> None:
+    def recheck(self, entry: TaskEntry) -> None:
         """After waiting for the Task lock: the Task may have become terminal or unavailable."""
-        if self._active.get(entry.dag.task_id) is not entry:
-            self._mutable(entry.dag.task_id)
+        if self.active.get(entry.dag.task_id) is not entry:
+            self.mutable(entry.dag.task_id)
             raise AgentCoreError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
-
-    # ================================================================== roles and scope
-
-    def default_pool_id(self) -> str:
-        pools = list(self._pool_ids()) if self._pool_ids is not None else []
-        if "default" in pools or not pools:
-            return "default"
-        return pools[0]
-
-    def _pool_ok(self, pool_id: str) -> bool:
-        return self._pool_ids is None or pool_id in set(self._pool_ids())
-
-    def _in_scope(self, scope: WorkerTaskScope, step: TaskStep) -> bool:
-        pool = step.worker_pool_id or self.default_pool_id()
-        allowed = scope.allowed_step_ids
-        return pool == scope.worker_pool_id and (allowed is None or step.step_id in allowed)
-
-    @staticmethod
-    def _require_orchestrator(caller: TaskCaller) -> None:
-        if caller.role != AgentRole.orchestrator:
-            raise AgentCoreError(ErrorCode.permission_denied, "only the Orchestrator may do this")
-
-    @staticmethod
-    def _require_board_role(caller: TaskCaller) -> WorkerTaskScope | None:
-        """Orchestrator (→ ``None``) or a worker with a dispatch scope; anyone else → permission_denied."""
-        if caller.role == AgentRole.orchestrator:
-            return None
-        if caller.role == AgentRole.worker and caller.worker_scope is not None:
-            return caller.worker_scope
-        raise AgentCoreError(ErrorCode.permission_denied, "this run has no Task scope")
-
-    @staticmethod
-    def _require_dispatch_task(scope: WorkerTaskScope | None, task_id: str) -> None:
-        if scope is not None and scope.task_id != task_id:
-            raise AgentCoreError(
-                ErrorCode.permission_denied, f"this worker run may only use Task {scope.task_id!r}"
-            )
 
     async def reconcile_leases(
         self, task_id: str | None = None, *, actor: Actor = CORE, emit: EmitFn | None = None
     ) -> list[TaskWalEvent]:
         """Lease reconciliation for one or every active Task; returns the records written."""
         await self.load()
-        entries = [self._active[task_id]] if task_id is not None and task_id in self._active else []
+        entries = [self.active[task_id]] if task_id is not None and task_id in self.active else []
         if task_id is None:
-            entries = list(self._active.values())
+            entries = list(self.active.values())
         written: list[TaskWalEvent] = []
         for entry in entries:
             async with entry.lock:
-                if self._active.get(entry.dag.task_id) is entry:
-                    written += await self._reconcile(entry, actor, emit)
+                if self.active.get(entry.dag.task_id) is entry:
+                    written += await self.reconcile(entry, actor, emit)
         return written
 
     def holder_run_ids(self, task_id: str) -> list[str]:
         """Worker runs holding a claimed/running step of an active Task (to cancel on fail/cancel)."""
-        entry = self._active.get(task_id)
+        entry = self.active.get(task_id)
         if entry is None:
             return []
         return dedupe(
@@ -391,118 +356,10 @@ class TaskStore:
             ]
         )
 
-    # ================================================================== inspect / board / misc
+    # ================================================================== state queries
 
     def active_wal_paths(self) -> list[Path]:
-        return [e.path for e in self._active.values()]
+        return [e.path for e in self.active.values()]
 
     def active_dags(self) -> list[TaskDag]:
-        return [e.dag for e in self._active.values()]
-
-    def inspect_views(self, *, include_events: bool = True) -> list[TaskInspectView]:
-        """One view per WAL of the session (filename order) for ``replay_session`` (runtime.md §10.3)."""
-        active = {e.path: e for e in self._active.values()}
-        views: list[TaskInspectView] = []
-        for path in wal_mod.list_wal_files(self.session_dir):
-            if path not in active and wal_mod.uncommitted_create(path):
-                continue  # not a Task: a create that never committed (removed at restore)
-            events = wal_mod.read_timeline(path) if include_events else []
-            if path in active:
-                dag = active[path].dag
-                views.append(
-                    TaskInspectView(
-                        task_id=dag.task_id,
-                        wal_path=str(path),
-                        status=dag.status.value,
-                        task=inspect_task(dag),
-                        wal_events=events,
-                    )
-                )
-                continue
-            if path in self._unavailable:
-                views.append(self._error_view(path, self._unavailable[path], events))
-                continue
-            try:
-                dag = self._replay_read_only(path)
-            except WalReplayError as exc:
-                views.append(self._error_view(path, exc, events))
-                continue
-            views.append(
-                TaskInspectView(
-                    task_id=dag.task_id,
-                    wal_path=str(path),
-                    status=dag.status.value,
-                    task={**inspect_task(dag), "read_only": True},
-                    wal_events=events,
-                )
-            )
-        return views
-
-    @staticmethod
-    def _error_view(
-        path: Path, err: AgentCoreError, events: list[dict[str, Any]] | None = None
-    ) -> TaskInspectView:
-        payload = AgentCoreError(
-            ErrorCode.task_wal_unavailable, err.message, details=dict(err.details)
-        ).to_payload()
-        task_id = err.details.get("task_id")
-        return TaskInspectView(
-            task_id=task_id if isinstance(task_id, str) else None,
-            wal_path=str(path),
-            status=None,
-            task=None,
-            wal_events=events or [],
-            error=payload,
-        )
-
-    def has_attention_items(self) -> bool:
-        """A blocked/running Task or a ready/running/blocked step exists (context.md §13.2)."""
-        for dag in self.active_dags():
-            if dag.status in (TaskStatus.blocked, TaskStatus.running):
-                return True
-            if any(
-                s.status in (StepStatus.ready, StepStatus.running, StepStatus.blocked) for s in dag.steps()
-            ):
-                return True
-        return False
-
-    def board_summary(
-        self,
-        caller: TaskCaller,
-        *,
-        token_budget: int = 1200,
-        recent_limit: int = 20,
-        recent_window_minutes: int = 30,
-        estimate_tokens: Callable[[str], int] | None = None,
-    ) -> str | None:
-        """The Task board text (without the ``<task_board>`` wrapper) or ``None`` when nothing is active.
-
-        Worker runs see only their dispatch Task and in-scope steps (task-board.md §13).
-        """
-        scope = caller.worker_scope if caller.role == AgentRole.worker else None
-        dags = self.active_dags()
-        if scope is not None:
-            dags = [d for d in dags if d.task_id == scope.task_id]
-        recent = list(self._recent)
-        if scope is not None:
-            steps = {s.step_id: s for d in dags for s in d.steps()}
-
-            def visible(change: RecentChange) -> bool:
-                step = steps.get(change.step_id) if change.step_id is not None else None
-                return change.task_id == scope.task_id and (
-                    change.step_id is None or (step is not None and self._in_scope(scope, step))
-                )
-
-            recent = [r for r in recent if visible(r)]
-        return render_task_board(
-            dags,
-            recent,
-            viewer_agent_id=caller.agent_id,
-            in_scope=(lambda step: self._in_scope(scope, step)) if scope is not None else None,
-            default_pool=self.default_pool_id(),
-            token_budget=token_budget,
-            recent_limit=recent_limit,
-            recent_window_minutes=recent_window_minutes,
-            now=self._clock(),
-            estimate_tokens=estimate_tokens,
-        )
+        return [e.dag for e in self.active.values()]

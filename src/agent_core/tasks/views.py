@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.dag import TaskDag
 from agent_core.tasks.models import CLOSED_STEP_STATUSES, HELD_STEP_STATUSES, TaskStep, TaskWalEvent
+from agent_core.types.runtime import TaskInspectView
 
 
 def step_view(step: TaskStep, *, orchestrator: bool) -> dict[str, Any]:
@@ -111,3 +114,21 @@ def event_payload(wal_path: str, record: TaskWalEvent) -> dict[str, Any]:
         "wal_event_id": record.event_id,
         **record.payload.model_dump(mode="json"),
     }
+
+
+def unavailable_view(
+    path: Path, err: AgentCoreError, events: list[dict[str, Any]] | None = None
+) -> TaskInspectView:
+    """The inspect view of a WAL that cannot be replayed (``error`` = ``task_wal_unavailable``)."""
+    payload = AgentCoreError(
+        ErrorCode.task_wal_unavailable, err.message, details=dict(err.details)
+    ).to_payload()
+    task_id = err.details.get("task_id")
+    return TaskInspectView(
+        task_id=task_id if isinstance(task_id, str) else None,
+        wal_path=str(path),
+        status=None,
+        task=None,
+        wal_events=events or [],
+        error=payload,
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tasks.access import WorkerPools
 from agent_core.tasks.dag import Actor, TaskDag
 from agent_core.tasks.decide import decide_run_end
 from agent_core.tasks.inputs import dedupe
@@ -48,22 +49,26 @@ class WorkerRunEnd:
     wal_event_ids: list[str]
 
 
-class WorkerRunSupport(TaskStore):
-    """What ``agent.dispatch_worker`` needs from the Task board."""
+class WorkerRuns:
+    """What ``agent.dispatch_worker`` needs from the Task board of one session."""
+
+    def __init__(self, store: TaskStore, pools: WorkerPools) -> None:
+        self._store = store
+        self._pools = pools
 
     async def check_dispatchable(
         self, task_id: str, *, worker_pool_id: str | None = None, allowed_step_ids: list[str] | None = None
     ) -> DispatchCheck:
         """Task checks of ``agent.dispatch_worker`` (multi-agent.md §11, steps 2, 3, 5; pool step 4)."""
-        await self.load()
-        target = self._resolve(task_id)
+        await self._store.load()
+        target = self._store.resolve(task_id)
         if isinstance(target, TerminalTask) or target.terminating or target.dag.status == TaskStatus.blocked:
             status = target.status if isinstance(target, TerminalTask) else target.dag.status
             raise AgentCoreError(
                 ErrorCode.task_not_dispatchable, f"Task {task_id} is {status}; not dispatchable"
             )
-        pool = worker_pool_id or self.default_pool_id()
-        if worker_pool_id is not None and not self._pool_ok(worker_pool_id):
+        pool = worker_pool_id or self._pools.default_pool_id()
+        if worker_pool_id is not None and not self._pools.pool_ok(worker_pool_id):
             raise AgentCoreError(ErrorCode.validation_error, f"unknown worker_pool_id {worker_pool_id!r}")
         allowed: tuple[str, ...] | None = None
         if allowed_step_ids is not None:
@@ -75,7 +80,7 @@ class WorkerRunSupport(TaskStore):
                 raise AgentCoreError(
                     ErrorCode.validation_error, f"unknown step ids {unknown}", details={"step_ids": unknown}
                 )
-            default_pool = self.default_pool_id()
+            default_pool = self._pools.default_pool_id()
             foreign = []
             for step_id in allowed:
                 step = target.dag.step(step_id)
@@ -91,8 +96,8 @@ class WorkerRunSupport(TaskStore):
 
     def claimed_step(self, task_id: str, run_id: str) -> TaskStep | None:
         """The step ``run_id`` claimed in ``task_id`` (active, or ended in this process), if any."""
-        entry = self._active.get(task_id)
-        tomb = self._tombstones.get(task_id)
+        entry = self._store.active.get(task_id)
+        tomb = self._store.tombstones.get(task_id)
         dag = entry.dag if entry is not None else (tomb.dag if tomb is not None else None)
         if dag is None:
             return None
@@ -114,26 +119,26 @@ class WorkerRunSupport(TaskStore):
         Fails the step the run still holds (reason from ``ending``), unless the Task is terminal or being
         terminated. Emits ``task_step_claim_skipped`` (``code=no_step_claimed``) if the run never claimed.
         """
-        await self.load()
+        await self._store.load()
         actor = Actor(agent_id=agent_id, run_id=run_id)
-        emit_fn = emit or self._emit
+        emit_fn = emit or self._store.emit
         records: list[TaskWalEvent] = []
-        entry = self._active.get(task_id)
+        entry = self._store.active.get(task_id)
         dag: TaskDag | None = entry.dag if entry is not None else None
         if entry is not None and not entry.terminating:
             async with entry.lock:
-                if self._active.get(task_id) is entry and not entry.terminating:
+                if self._store.active.get(task_id) is entry and not entry.terminating:
                     try:
-                        await self._reconcile(entry, actor, emit)
+                        await self._store.reconcile(entry, actor, emit)
                         records = decide_run_end(
-                            entry.dag, run_id, _END_REASONS[ending], actor=actor, now=self._clock()
+                            entry.dag, run_id, _END_REASONS[ending], actor=actor, now=self._store.clock()
                         )
-                        await self._commit(entry, records, actor, emit)
+                        await self._store.commit(entry, records, actor, emit)
                     except AgentCoreError as exc:
                         logger.warning("worker-run-end fallback for %s failed: %s", run_id, exc)
                         records = []
         if dag is None:
-            tomb = self._tombstones.get(task_id)
+            tomb = self._store.tombstones.get(task_id)
             dag = tomb.dag if tomb is not None else None
         claimed = dag.run_claims.get(run_id) if dag is not None else None
         step = dag.step(claimed) if dag is not None and claimed is not None else None
