@@ -2,8 +2,8 @@
 
 :class:`TaskService` composes :class:`~agent_core.tasks.store.TaskStore` (state, restore, commits),
 :class:`~agent_core.tasks.access.WorkerPools` (pools and worker scope),
-:class:`~agent_core.tasks.reads.TaskReads` (the read operations and views) and :class:`~agent_core.tasks.worker_runs.WorkerRuns` (dispatch checks,
-worker-run-end fallback), and holds the write operations below. Worker runs are identified by
+:class:`~agent_core.tasks.reads.TaskReads` (the read operations and views) and
+:class:`~agent_core.tasks.worker_runs.WorkerRuns` (dispatch checks, worker-run-end fallback), and holds the write operations below. Worker runs are identified by
 ``RunScope.extras["task_scope"]`` (:class:`~agent_core.tasks.scope.WorkerTaskScope`); roles come from
 :class:`~agent_core.tasks.scope.TaskCaller`.
 """
