@@ -11,8 +11,6 @@ from agent_core.errors import AgentCoreError, ErrorCode
 MAX_ID_LENGTH = 128
 SAFE_ID = re.compile(r"^[A-Za-z0-9_]+$")
 """Characters allowed in core-generated ids (session ids are embedded in table names)."""
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-"""Characters allowed in model/user supplied identifiers (definition, worker, pool, server ids)."""
 SAFE_STEP = re.compile(r"^[a-z0-9_-]+$")
 """Characters allowed in Task and step ids."""
 
@@ -56,18 +54,6 @@ def validate_id(value: object, prefix: str = "") -> str:
 def validate_session_id(value: object) -> str:
     """Session ids only need the safe character set (they are embedded in table names)."""
     return validate_id(value, "")
-
-
-def validate_name(
-    value: object, what: str, *, pattern: re.Pattern[str] = SAFE_NAME, max_len: int = 128
-) -> str:
-    """Validates a model- or user-supplied identifier (no prefix required)."""
-    if not isinstance(value, str) or not value or len(value) > max_len or not pattern.match(value):
-        raise AgentCoreError(
-            ErrorCode.validation_error,
-            f"invalid {what} {value!r}: must be 1-{max_len} characters of {pattern.pattern}",
-        )
-    return value
 
 
 def is_printable_id(value: object) -> bool:

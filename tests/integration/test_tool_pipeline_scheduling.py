@@ -279,7 +279,6 @@ async def test_cancel_during_handler_aborts_in_flight_and_skips_rest(
 ) -> None:
     tool, executor, _ = blocking_setup()
     scope = scope_of(project, "x.block", "x.read")
-    scope.extras["abort_reason"] = "user_cancel"
     calls = [tool_call("x.read", "c0"), tool_call("x.block", "c1"), tool_call("x.read", "c2")]
     task = asyncio.create_task(executor.execute_turn(calls, scope, sink))
     await asyncio.wait_for(tool.started.wait(), 2)
@@ -289,11 +288,11 @@ async def test_cancel_during_handler_aborts_in_flight_and_skips_rest(
     done, aborted, skipped = outcome.results
     assert not done.is_error
     assert aborted.error is not None and aborted.error.code == ErrorCode.cancelled
-    assert aborted.metadata == {"aborted": True, "partial": False, "abort_reason": "user_cancel"}
+    assert aborted.metadata == {"aborted": True, "partial": False, "abort_reason": "run_cancelled"}
     assert skipped.metadata == {
         "aborted": True,
         "partial": False,
-        "abort_reason": "user_cancel",
+        "abort_reason": "run_cancelled",
         "skipped": True,
     }
     assert tool.cancelled == 1 and tool.ran == ["c0", "c1"]

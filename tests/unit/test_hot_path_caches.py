@@ -16,7 +16,7 @@ from agent_core.memo import WireMemo
 from agent_core.providers.openai_compatible import build_payload
 from agent_core.providers.tool_mapping import ToolNameMap
 from agent_core.redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
-from agent_core.storage.rows import event_from_row, node_from_row
+from agent_core.storage.rows import events_from_rows, nodes_from_rows
 from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock
@@ -159,38 +159,42 @@ def test_secrets_follow_environment_changes(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_row_readers_build_the_runtime_types_and_reject_bad_rows() -> None:
     content = json.dumps([{"type": "text", "text": "hi"}])
-    node = node_from_row(
-        (
-            "node_1",
-            1,
-            None,
-            "agent_1",
-            "run_1",
-            "user",
-            "message",
-            content,
-            '{"k":1}',
-            3,
-            "2026-01-02T03:04:05.000006Z",
-        ),
+    [node] = nodes_from_rows(
+        [
+            (
+                "node_1",
+                1,
+                None,
+                "agent_1",
+                "run_1",
+                "user",
+                "message",
+                content,
+                '{"k":1}',
+                3,
+                "2026-01-02T03:04:05.000006Z",
+            )
+        ],
         "sess_1",
     )
     assert node.content == [TextBlock(text="hi")] and node.metadata == {"k": 1}
     assert node.created_at.microsecond == 6 and node.session_id == "sess_1"
-    event = event_from_row(
-        (
-            "evt_1",
-            5,
-            2,
-            "agent_1",
-            "run_1",
-            "info",
-            "loop_started",
-            None,
-            None,
-            '{"mode":"normal"}',
-            "2026-01-02T03:04:05Z",
-        ),
+    [event] = events_from_rows(
+        [
+            (
+                "evt_1",
+                5,
+                2,
+                "agent_1",
+                "run_1",
+                "info",
+                "loop_started",
+                None,
+                None,
+                '{"mode":"normal"}',
+                "2026-01-02T03:04:05Z",
+            )
+        ],
         "sess_1",
     )
     assert isinstance(event, RuntimeEvent) and event.event_type == EventType.loop_started
@@ -203,7 +207,7 @@ def test_row_readers_build_the_runtime_types_and_reject_bad_rows() -> None:
         ("evt_1", 5, 2, None, None, "info", "loop_started", None, None, "{", "not a time"),
     ):
         with pytest.raises(AgentCoreError) as info:
-            event_from_row(bad, "sess_1")
+            events_from_rows([bad], "sess_1")
         assert info.value.code == ErrorCode.schema_error
 
 

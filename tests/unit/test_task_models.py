@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 from typing import Any
 
 import pytest
@@ -17,7 +18,13 @@ from agent_core.tasks.inputs import (
     TaskUpdateStepInput,
     parse_input,
 )
-from agent_core.tasks.models import PAYLOAD_MODELS, TaskWalEvent, parse_wal_event
+from agent_core.tasks.models import (
+    EVENT_CLASSES,
+    PAYLOAD_MODELS,
+    TaskWalEvent,
+    WalEventType,
+    parse_wal_event,
+)
 from agent_core.tasks.tools import TASK_TOOL_NAMES, task_tool_definitions
 from agent_core.tasks.wal import normalize_wal_name
 from agent_core.tools.schema import check_schema, validate_arguments
@@ -101,6 +108,8 @@ def test_ct37_extra_field_and_unknown_event_type_fail() -> None:
         with pytest.raises(ValidationError):
             parse_wal_event(claimed_line(event_type=bad))
     assert set(PAYLOAD_MODELS) == set(WAL_EVENT_TYPES) and len(WAL_EVENT_TYPES) == 17
+    # the record type Literal and the enum-derived tuple are one list, in contract order
+    assert typing.get_args(WalEventType) == WAL_EVENT_TYPES == tuple(PAYLOAD_MODELS) == tuple(EVENT_CLASSES)
 
 
 def test_ct37_payload_keys_are_exact_and_all_required() -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from agent_core.compact.policy import CutPlan
 from agent_core.context.render import SYNTHETIC_TYPES, wrap_synthetic
-from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter, compact_json
+from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
+from agent_core.jsontext import compact_json
 from agent_core.providers.tool_mapping import render_tool_result
 from agent_core.types.content import (
     ArtifactRefBlock,

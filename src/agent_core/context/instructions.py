@@ -19,7 +19,6 @@ Scanning and freshness checks do blocking file I/O; async callers run them in a 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import stat
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.frontmatter import Frontmatter, split_frontmatter
+from agent_core.jsontext import compact_json
 from agent_core.tools.instruction_files import INSTRUCTION_NAMES, PROJECT_PRIVATE_DIR, match_instruction_file
 from agent_core.tools.paths import SKIP_DIRS
 from agent_core.types.content import TextBlock
@@ -183,7 +183,7 @@ def _scan_project(home: Path, project: Path) -> list[InstructionEntry]:
 
 
 def _json_line(value: dict[str, Any]) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = compact_json(value)
     return text.replace("</", "<\\/")
 
 

@@ -74,7 +74,7 @@ def _block_text(block: ContentBlock) -> str:
         return block.text
     if isinstance(block, JsonBlock):
         if block.data is not None:
-            from agent_core.context.tokens import compact_json
+            from agent_core.jsontext import compact_json
 
             return compact_json(block.data)
         return f"{block.summary or ''}\n[artifact {block.artifact_id}]"

@@ -5,10 +5,10 @@ Provider usage is authoritative for billing; this estimate only drives budgeting
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
+from agent_core.jsontext import compact_json
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
@@ -27,10 +27,6 @@ class TokenCounter(Protocol):
     def blocks(self, blocks: Iterable[ContentBlock]) -> int: ...
 
     def message(self, blocks: Iterable[ContentBlock]) -> int: ...
-
-
-def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 class CharTokenCounter:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_core.context.conversation import ConversationItem, block_key
-from agent_core.context.tokens import TokenCounter, compact_json
+from agent_core.context.tokens import TokenCounter
+from agent_core.jsontext import compact_json
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.runtime import ArtifactDegradation
 

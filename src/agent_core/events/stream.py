@@ -109,15 +109,6 @@ class EventChannel:
         self._buffer.append(event)
         self._wake.set()
 
-    def push_nowait(self, event: RuntimeEvent) -> None:
-        """Queues ``event`` without backpressure (used for terminal/lifecycle events from sync code)."""
-        if self._closed or not self._accepting():
-            return
-        if event.event_type in _TEXT_DELTAS and self._coalesce(event):
-            return
-        self._buffer.append(event)
-        self._wake.set()
-
     def _coalesce(self, event: RuntimeEvent) -> bool:
         for queued in reversed(self._buffer):
             if queued.event_type not in _TEXT_DELTAS:

@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_core.errors import ErrorCode
+from agent_core.jsontext import compact_json
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason
 from agent_core.types.model import ToolCall, Usage
@@ -178,7 +178,7 @@ class Budget:
 
 
 def _signature(call: ToolCall, result: ToolResult) -> str:
-    body = json.dumps(
+    body = compact_json(
         [
             call.name,
             call.arguments,
@@ -186,8 +186,6 @@ def _signature(call: ToolCall, result: ToolResult) -> str:
             [b.model_dump(mode="json", exclude={"metadata"}) for b in result.content],
         ],
         sort_keys=True,
-        default=str,
-        separators=(",", ":"),
     )
     return hashlib.sha256(body.encode()).hexdigest()
 

@@ -10,7 +10,6 @@ and then pushed to the run's channel in seq order.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -329,7 +328,3 @@ class RunRecorder:
             if is_skipped_assistant(node) is None:
                 return node.node_id
         return None
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

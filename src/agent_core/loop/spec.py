@@ -14,20 +14,20 @@ from agent_core.loop._output import OutputPolicy
 from agent_core.loop.recorder import RunRecorder
 from agent_core.providers.base import ProviderAdapter
 from agent_core.redaction import Redactor
-from agent_core.tools.context import RunScope
+from agent_core.tools.context import RunScope, ToolRunSink
+from agent_core.tools.pipeline import TurnOutcome
 from agent_core.types.content import ContentBlock, ErrorPayload
 from agent_core.types.enums import RunStatus
 from agent_core.types.model import ModelRequest, ToolCall, Usage
-from agent_core.types.tools import ToolDefinition, ToolResult
-
-
-class TurnOutcomeLike(Protocol):
-    results: list[ToolResult]
-    aborted: bool
+from agent_core.types.tools import ToolDefinition
 
 
 class TurnExecutor(Protocol):
-    async def execute_turn(self, calls: list[ToolCall], scope: RunScope, sink: Any) -> Any: ...
+    """Runs the tool calls of one assistant message (``tools.pipeline.ToolExecutor``)."""
+
+    async def execute_turn(
+        self, calls: list[ToolCall], scope: RunScope, sink: ToolRunSink
+    ) -> TurnOutcome: ...
 
 
 class PromptSource(Protocol):

@@ -14,7 +14,6 @@ canonical JSON (sorted keys) of its ``mcp.json`` entry.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from agent_core.config.json_file import MISSING, json_file_error, read_json_file
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.jsontext import compact_json
 from agent_core.tools.paths import resolve_path
 from agent_core.types.base import StrictModel
 
@@ -108,7 +108,7 @@ class McpCatalog:
 
 def config_hash(entry: Any) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact) of a server's raw ``mcp.json`` entry."""
-    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = compact_json(entry, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -33,6 +33,7 @@ from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.tools import delegation_text
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import new_id
+from agent_core.jsontext import compact_json
 from agent_core.orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
 from agent_core.orchestrator.worktrees import (
     GitError,
@@ -500,7 +501,7 @@ class WorkerDispatcher:
                 agent_type=AgentType.sub,
                 created_by_run_id=parent.run_id,
                 status=AgentStatus.idle,
-                metadata_json=json.dumps(meta, ensure_ascii=False, separators=(",", ":")),
+                metadata_json=compact_json(meta),
                 created_at=now,
                 updated_at=now,
             )

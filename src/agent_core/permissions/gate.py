@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.ids import new_id
+from agent_core.jsontext import compact_json
 from agent_core.permissions.deferred import DeferredAnswers, PermissionDeferral
 from agent_core.permissions.policy import CallFacts, PermissionPolicy
 from agent_core.permissions.rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
@@ -78,9 +79,7 @@ def summarize_arguments(
 ) -> str:
     """Redacted single-line compact JSON of ``arguments``, at most ``limit`` characters."""
     r = redactor or default_redactor
-    text = json.dumps(
-        redact_sensitive_keys(r.value(arguments)), ensure_ascii=False, separators=(",", ":"), default=str
-    )
+    text = compact_json(redact_sensitive_keys(r.value(arguments)))
     text = r.text(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

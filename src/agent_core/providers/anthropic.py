@@ -6,11 +6,11 @@ Tool-call arguments come only from ``input_json_delta`` fragments, never from th
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from agent_core.jsontext import compact_json
 from agent_core.providers.base import MessageAssembler, as_dict, as_int, error_payload, optional_int
 from agent_core.providers.prefix import PrefixEntry
 from agent_core.providers.streaming import ChunkTranslator, HttpStreamAdapter, decode_json_object, sse_events
@@ -53,7 +53,7 @@ OPTION_KEYS = frozenset({"top_p", "top_k"})
 def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any]:
     """A tool call or result written as text, for a request that offers no tools."""
     if isinstance(block, ToolCallBlock):
-        arguments = json.dumps(block.arguments, ensure_ascii=False, separators=(",", ":"))
+        arguments = compact_json(block.arguments)
         return {"type": "text", "text": f"[tool call {block.name} {arguments}]"}
     result = render_tool_result(block, provider_has_error_flag=False)
     return {"type": "text", "text": f"[tool result {block.tool_call_id}]\n{result}"}

@@ -9,10 +9,10 @@ passed through unchanged (core then answers ``tool_not_available``).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 
+from agent_core.jsontext import compact_json
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
@@ -100,10 +100,6 @@ class ToolNameMap:
 
     def __len__(self) -> int:
         return len(self._to_provider)
-
-
-def compact_json(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def render_block(block: ContentBlock) -> str:

@@ -14,7 +14,6 @@ Contracts:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.frontmatter import split_frontmatter
+from agent_core.jsontext import compact_json
 from agent_core.types.model import SystemBlock
 
 logger = logging.getLogger("agent_core.skills")
@@ -198,4 +198,4 @@ def validate_skill_frontmatter(text: str) -> tuple[str, str, dict[str, Any]] | s
 
 
 def _json_line(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return compact_json(value).replace("</", "<\\/")

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
+from agent_core.jsontext import compact_json
 from agent_core.redaction import (
     Redactor,
     has_sensitive_keys,
@@ -81,7 +82,7 @@ def redacted_payload(value: Any, what: str, secrets: tuple[str, ...]) -> tuple[A
 
 def json_text(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return compact_json(value, strict=True)
     except (TypeError, ValueError) as exc:
         raise _unserialisable(what, exc) from exc
 
@@ -360,11 +361,6 @@ def nodes_from_rows(
         raise _read_error("node record", exc) from exc
 
 
-def node_from_row(row: Sequence[Any], session_id: str) -> Node:
-    """A ``nodes_<sid>`` row (``NodeRecord.columns()`` order) as a :class:`Node`; bad data → ``schema_error``."""
-    return nodes_from_rows([row], session_id)[0]
-
-
 _EVENT_KEYS = (
     "event_id",
     "seq",
@@ -417,10 +413,3 @@ def events_from_rows(
         return _EVENTS.validate_python(values)
     except (ValidationError, ValueError, TypeError) as exc:
         raise _read_error("event record", exc) from exc
-
-
-def event_from_row(
-    row: Sequence[Any], session_id: str, ids_by_seq: Sequence[str | None] | None = None
-) -> RuntimeEvent:
-    """An ``events_<sid>`` row (``EventRecord.columns()`` order) as a :class:`RuntimeEvent`."""
-    return events_from_rows([row], session_id, ids_by_seq=ids_by_seq)[0]

@@ -43,6 +43,7 @@ from agent_core.config.json_file import read_json_file
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.jsontext import compact_json
 from agent_core.redaction import Redactor
 from agent_core.tools._sandbox import sandboxed_argv
 from agent_core.tools.command import (
@@ -137,7 +138,7 @@ class CommandPlan:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(value)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.jsontext import compact_json
 from agent_core.redaction import Redactor, redact_sensitive_keys
 from agent_core.tools.context import ToolRunSink
 from agent_core.types.content import (
@@ -163,12 +164,8 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _compact_json(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 def _block_text(block: ContentBlock) -> str:
-    return _compact_json(block.model_dump(mode="json"))
+    return compact_json(block.model_dump(mode="json"))
 
 
 def _too_large(text: str, limit_bytes: int, limit_tokens: int) -> bool:
@@ -181,11 +178,11 @@ def json_summary(data: Any, serialized: str | None = None) -> str:
     The preview masks values under sensitive-looking keys (``password``, ``token``, ...): a summary is a
     plain string, which read-time redaction cannot see into; the full data stays in the artifact.
     """
-    text = serialized if serialized is not None else _compact_json(data)
+    text = serialized if serialized is not None else compact_json(data)
     size = len(text.encode("utf-8"))
     masked = redact_sensitive_keys(data)
     if masked != data:
-        text = _compact_json(masked)
+        text = compact_json(masked)
     if isinstance(data, dict):
         keys = list(data)
         shown = ", ".join(str(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
@@ -256,7 +253,7 @@ async def _artifactize_block(
     block: ContentBlock, index: int, result: ToolResult, sink: ToolRunSink, preview_chars: int
 ) -> list[ContentBlock]:
     if isinstance(block, JsonBlock):
-        serialized = _compact_json(block.data)
+        serialized = compact_json(block.data)
         summary = json_summary(block.data, serialized)
         ref = await sink.create_artifact(
             serialized,
@@ -303,7 +300,7 @@ def result_summary(result: ToolResult, limit: int = EVENT_SUMMARY_CHARS) -> str:
             if block.data is None and block.summary:
                 text = block.summary
             else:
-                text = _compact_json(redact_sensitive_keys(block.data))
+                text = compact_json(redact_sensitive_keys(block.data))
         elif isinstance(block, ArtifactRefBlock):
             text = block.summary or f"artifact {block.artifact_id}"
         else:

@@ -11,8 +11,8 @@ Guarantees: every call gets exactly one committed result, returned in call order
 ``serial`` call skips the rest of the turn (``cancelled`` + ``metadata.skipped``). Cancellation
 (``scope.cancel_event`` set, or the task running :meth:`ToolExecutor.execute_turn` cancelled — which sets
 the event) abandons pending hooks/callbacks, cancels in-flight handlers cooperatively and answers every
-unfinished call with ``cancelled`` + ``metadata.aborted``; the executor then returns ``aborted=True``.
-The abort reason is ``scope.extras["abort_reason"]`` when the loop sets it, else ``"run_cancelled"``.
+unfinished call with ``cancelled`` + ``metadata.aborted`` (``abort_reason`` :data:`ABORT_REASON`); the
+executor then returns ``aborted=True``.
 Storage failures while committing are re-raised after the in-flight calls settled.
 """
 
@@ -72,6 +72,8 @@ SKIP_REASON_WRITE_FAILED = "previous_write_failed"
 DEFAULT_CANCEL_GRACE_S = 2.5
 """How long an in-flight handler may take to return partial output after the cancel event fired before
 its task is cancelled (covers the command runner's SIGTERM → SIGKILL grace of 2 s)."""
+ABORT_REASON = "run_cancelled"
+"""``metadata.abort_reason`` of the results of calls a cancellation aborted or skipped."""
 
 
 @dataclass
@@ -134,10 +136,6 @@ class _Turn:
     @property
     def cancelled(self) -> bool:
         return self.scope.cancel_event.is_set()
-
-    @property
-    def abort_reason(self) -> str:
-        return str(self.scope.extras.get("abort_reason") or "run_cancelled")
 
 
 class Offload(Protocol):
@@ -507,7 +505,7 @@ class ToolExecutor:
         result.error.details["traceback_artifact_id"] = ref.artifact_id
 
     def _aborted_final(self, turn: _Turn, prep: _Prepared, aborted: Aborted) -> _Final:
-        call, reason = prep.call, turn.abort_reason
+        call, reason = prep.call, ABORT_REASON
         partial: list[ContentBlock] = []
         has_partial = False
         if aborted.partial is not None:

@@ -197,25 +197,13 @@ TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
 )
 """Live-only event types (never persisted by default; ``seq is None``)."""
 
-WAL_EVENT_TYPES: tuple[str, ...] = (
-    "task_created",
-    "task_running",
-    "task_updated",
-    "task_reopened",
-    "task_completed",
-    "task_failed",
-    "task_cancelled",
-    "task_step_ready",
-    "task_step_claimed",
-    "task_step_started",
-    "task_step_updated",
-    "task_step_blocked",
-    "task_step_completed",
-    "task_step_failed",
-    "task_step_cancelled",
-    "task_step_reopened",
-    "task_step_lease_expired",
+_TASK_RUNTIME_EVENTS = frozenset(
+    {EventType.task_step_claim_skipped, EventType.task_wal_replayed, EventType.task_wal_failed}
 )
+WAL_EVENT_TYPES: tuple[str, ...] = tuple(
+    e.value for e in EventType if e.value.startswith("task_") and e not in _TASK_RUNTIME_EVENTS
+)
+"""The 17 Task WAL record types in contract order (contract.md §7.2); the ``task_*`` events they mirror."""
 
 
 class PermissionKind(StrEnum):
