@@ -51,6 +51,7 @@ from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id
+from agent_core.jsontext import compact_json
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.spec import Interruption
 from agent_core.runtime import lifecycle
@@ -295,7 +296,7 @@ class ChildLauncher:
                     created_by_run_id=parent.run_id,
                     fork_from_node_id=spec.fork_from_node_id,
                     status=AgentStatus.running,
-                    metadata_json=lifecycle.compact_json(agent_meta),
+                    metadata_json=compact_json(agent_meta),
                     created_at=now,
                     updated_at=now,
                 )
@@ -568,7 +569,7 @@ class ChildLauncher:
                 row = await storage.get_run(state.run_id)
                 meta = json.loads(row.metadata_json or "{}") if row is not None else {}
                 meta["result"] = result.model_dump(mode="json")
-                await storage.update_run(state.run_id, metadata_json=lifecycle.compact_json(meta))
+                await storage.update_run(state.run_id, metadata_json=compact_json(meta))
                 await storage.update_agent(state.agent_id, status=AgentStatus.idle.value)
         except Exception:
             log.warning("could not store the result of child run %s", state.run_id, exc_info=True)

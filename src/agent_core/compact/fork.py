@@ -32,6 +32,7 @@ from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaErro
 from agent_core.events.stream import EventChannel
 from agent_core.frontmatter import split_frontmatter
 from agent_core.ids import new_id
+from agent_core.jsontext import compact_json
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import Interruption, NoCompaction
@@ -191,7 +192,7 @@ async def _persist_fork(manager: RunManager, req: CompactRequest, model: Resolve
             created_by_run_id=trigger.run_id,
             fork_from_node_id=req.plan.covered_tip_node_id,
             status=AgentStatus.running,
-            metadata_json=lifecycle.compact_json(agent_meta),
+            metadata_json=compact_json(agent_meta),
             created_at=now,
             updated_at=now,
         )

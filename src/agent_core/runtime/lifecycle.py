@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.jsontext import compact_json
 from agent_core.loop._limits import Prices, cost_usd, usage_record
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.driver import run_loop
@@ -44,11 +44,6 @@ from agent_core.types.storage import RunRecord
 log = logging.getLogger("agent_core.runtime")
 
 TerminalEvents = list[tuple[EventType, dict[str, Any]]]
-
-
-def compact_json(value: Any) -> str:
-    """The compact JSON text stored in ``*_json`` columns."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
@@ -198,7 +193,7 @@ async def finish_loop(
         "status": outcome.status.value,
         "end_reason": outcome.end_reason.value if outcome.end_reason else None,
         "turn_count": outcome.turn_count,
-        "usage_json": json.dumps(usage, separators=(",", ":")),
+        "usage_json": compact_json(usage),
         "error_json": outcome.error.model_dump_json() if outcome.error else None,
         "end_node_id": rec.visible_tip(),
     }

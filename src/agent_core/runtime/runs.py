@@ -21,6 +21,7 @@ from agent_core.context.prompt import (
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id, validate_session_id
+from agent_core.jsontext import compact_json
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
@@ -53,9 +54,6 @@ if TYPE_CHECKING:
     from agent_core.loop._output import OutputSchema
 
 log = logging.getLogger("agent_core.runtime")
-
-
-dumps = lifecycle.compact_json
 
 
 class RunManager:
@@ -143,7 +141,7 @@ class RunManager:
                 cwd=project,
                 root_agent_id=agent_id,
                 status=SessionStatus.active,
-                metadata_json=dumps({"mode": mode.value}),
+                metadata_json=compact_json({"mode": mode.value}),
                 created_at=now,
                 updated_at=now,
             ),
@@ -152,7 +150,7 @@ class RunManager:
                 session_id=session_id,
                 agent_type=agent_type,
                 status=AgentStatus.idle,
-                metadata_json=dumps({"name": name, "mode": mode.value}),
+                metadata_json=compact_json({"name": name, "mode": mode.value}),
                 created_at=now,
                 updated_at=now,
             ),
