@@ -17,7 +17,7 @@ from agent_core.context.conversation import ComposeMemo
 from agent_core.context.render import RenderCache
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core.jsontext import compact_json
-from agent_core.tools.pipeline import NO_ARTIFACTIZE
+from agent_core.tools.normalize import NO_ARTIFACTIZE
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import SystemBlock

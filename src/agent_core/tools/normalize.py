@@ -37,6 +37,8 @@ from agent_core.types.tools import ToolResult
 SUMMARY_JSON_CHARS = 500
 TEXT_PREVIEW_CHARS = 2000
 EVENT_SUMMARY_CHARS = 200
+NO_ARTIFACTIZE = frozenset({"code.read_file"})
+"""Tools whose results are never moved into artifacts (tools.md §18)."""
 
 
 def error_result(

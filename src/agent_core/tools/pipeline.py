@@ -11,8 +11,8 @@ Guarantees: every call gets exactly one committed result, returned in call order
 ``serial`` call skips the rest of the turn (``cancelled`` + ``metadata.skipped``). Cancellation
 (``scope.cancel_event`` set, or the task running :meth:`ToolExecutor.execute_turn` cancelled — which sets
 the event) abandons pending hooks/callbacks, cancels in-flight handlers cooperatively and answers every
-unfinished call with ``cancelled`` + ``metadata.aborted`` (``abort_reason`` :data:`ABORT_REASON`); the
-executor then returns ``aborted=True``.
+unfinished call with ``cancelled`` + ``metadata.aborted`` (``abort_reason``
+:data:`~agent_core.tools.outcome.ABORT_REASON`); the executor then returns ``aborted=True``.
 Storage failures while committing are re-raised after the in-flight calls settled.
 """
 
@@ -25,24 +25,25 @@ import time
 import traceback
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.hooks.base import HookDispatcher, HookOutcome
 from agent_core.permissions.gate import GateOutcome, PermissionGate, summarize_arguments
 from agent_core.redaction import Redactor
+from agent_core.tools import outcome
 from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
-from agent_core.tools.effective import TASK_MUTATORS, apply_overrides
+from agent_core.tools.effective import apply_overrides
 from agent_core.tools.normalize import (
-    artifact_ids,
+    NO_ARTIFACTIZE,
     error_result,
     exception_result,
     limit_output,
     normalize_return,
     redact_result,
-    result_summary,
 )
+from agent_core.tools.outcome import CallOutcome
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import RegisteredTool, ToolRegistry
 from agent_core.tools.scheduler import (
@@ -57,8 +58,7 @@ from agent_core.tools.scheduler import (
     settle,
 )
 from agent_core.tools.schema import validate_arguments
-from agent_core.types.content import ContentBlock, TextBlock
-from agent_core.types.enums import AgentRole, EventType
+from agent_core.types.enums import EventType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -66,14 +66,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-NO_ARTIFACTIZE = frozenset({"code.read_file"})
-"""Tools whose results are never moved into artifacts (tools.md §18)."""
-SKIP_REASON_WRITE_FAILED = "previous_write_failed"
 DEFAULT_CANCEL_GRACE_S = 2.5
 """How long an in-flight handler may take to return partial output after the cancel event fired before
 its task is cancelled (covers the command runner's SIGTERM → SIGKILL grace of 2 s)."""
-ABORT_REASON = "run_cancelled"
-"""``metadata.abort_reason`` of the results of calls a cancellation aborted or skipped."""
 
 
 @dataclass
@@ -109,18 +104,6 @@ class _Ready:
     definition: ToolDefinition
     gate: GateOutcome
     preflight: Preflight
-
-
-@dataclass
-class _Final:
-    result: ToolResult
-    kind: Literal["completed", "failed", "denied"]
-    extra: dict[str, Any] = field(default_factory=dict)
-    executed: bool = False
-    aborted: bool = False
-    call: ToolCall | None = None
-    """The validated call (set for executed calls; PostToolUse input)."""
-    preflight: Preflight | None = None
 
 
 @dataclass
@@ -234,20 +217,11 @@ class ToolExecutor:
             return
         for prep in turn.prepared:
             if turn.results[prep.index] is None:
-                await self._commit(turn, prep, self._aborted_final(turn, prep, Aborted(started=False)))
+                await self._commit(turn, prep, outcome.aborted(prep.call, started=False))
 
     async def _skip_rest(self, turn: _Turn, start: int) -> None:
         for prep in turn.prepared[start:]:
-            message = "skipped: an earlier write call in this turn failed"
-            result = error_result(
-                prep.call.tool_call_id,
-                prep.call.name,
-                ErrorCode.cancelled,
-                message,
-                metadata={"skipped": True, "skip_reason": SKIP_REASON_WRITE_FAILED},
-            )
-            extra = {"aborted": False, "skipped": True, "reason": SKIP_REASON_WRITE_FAILED}
-            await self._commit(turn, prep, _Final(result, "failed", extra))
+            await self._commit(turn, prep, outcome.skipped_after_failed_write(prep.call))
             if turn.commit_errors:
                 return
 
@@ -263,38 +237,37 @@ class ToolExecutor:
                 staged = await self._gates(turn, prep)
             finally:
                 gate_done.set()
-            final = staged if isinstance(staged, _Final) else await self._execute(turn, prep, staged)
-        except Aborted as aborted:
-            final = self._aborted_final(turn, prep, aborted)
+            final = staged if isinstance(staged, CallOutcome) else await self._execute(turn, prep, staged)
+        except Aborted as cancelled:
+            final = outcome.aborted(prep.call, started=cancelled.started, partial_value=cancelled.partial)
         except Exception as exc:
             logger.exception("tool pipeline failure for %s", prep.call.name)
             result = exception_result(exc, prep.call.tool_call_id, prep.call.name)
-            final = _Final(result, "failed", {"aborted": False, "reason": "pipeline_error"})
+            final = CallOutcome(result, "failed", {"aborted": False, "reason": "pipeline_error"})
         committed = await self._commit(turn, prep, final)
         if committed is not None and final.executed and not final.aborted and prep.definition is not None:
             await self._post_hooks(turn, prep.definition, final, committed)
 
-    async def _gates(self, turn: _Turn, prep: _Prepared) -> _Final | _Ready:
+    async def _gates(self, turn: _Turn, prep: _Prepared) -> CallOutcome | _Ready:
         """Stages 1–5; returns a final answer for a call that must not run, else the ready call."""
         if turn.cancelled:
             raise Aborted(started=False)
         call, scope = prep.call, turn.scope
         if not prep.available or prep.entry is None or prep.definition is None:
-            return self._unavailable(prep, scope)
+            return outcome.unavailable(call, scope.agent_role)
         definition, entry = prep.definition, prep.entry
         provider_error = call.metadata.get("arguments_error")
         if provider_error:
             message = f"invalid tool arguments: {provider_error}"
             errors = [{"path": "$", "message": str(provider_error)}]
-            result = error_result(
-                call.tool_call_id, call.name, ErrorCode.validation_error, message, details={"errors": errors}
+            return outcome.failed(
+                call, ErrorCode.validation_error, message, "validation_error", errors=errors
             )
-            return _Final(result, "failed", {"aborted": False, "reason": "validation_error"})
         try:
             arguments = validate_arguments(definition.input_schema, call.arguments)
         except AgentCoreError as exc:
             result = exception_result(exc, call.tool_call_id, call.name)
-            return _Final(result, "failed", {"aborted": False, "reason": "validation_error"})
+            return CallOutcome(result, "failed", {"aborted": False, "reason": "validation_error"})
         call = call.model_copy(update={"arguments": arguments})
         ctx = ToolContext(tool_call_id=call.tool_call_id, tool_name=call.name, scope=scope, sink=turn.sink)
         try:
@@ -303,7 +276,7 @@ class ToolExecutor:
             raise
         except Exception as exc:
             result = exception_result(exc, call.tool_call_id, call.name)
-            return _Final(result, "failed", {"aborted": False, "reason": "preflight_failed"})
+            return CallOutcome(result, "failed", {"aborted": False, "reason": "preflight_failed"})
         try:
             hook = await self._race(
                 self._hooks.pre_tool_use(
@@ -316,8 +289,7 @@ class ToolExecutor:
         except Exception as exc:
             logger.exception("PreToolUse dispatch failed for %s", call.name)
             message = f"PreToolUse hook dispatch failed: {type(exc).__name__}"
-            result = error_result(call.tool_call_id, call.name, ErrorCode.internal_error, message)
-            return _Final(result, "failed", {"aborted": False, "reason": "hook_error"})
+            return outcome.failed(call, ErrorCode.internal_error, message, "hook_error")
         if hook.denied:
             return await self._hook_denied(turn, prep, hook)
         gate = await self._race(
@@ -335,23 +307,6 @@ class ToolExecutor:
         ctx.allowed_outside_roots = preflight.outside_write_roots
         ctx.preflight = preflight
         return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
-
-    def _unavailable(self, prep: _Prepared, scope: RunScope) -> _Final:
-        call = prep.call
-        if scope.agent_role == AgentRole.worker and call.name in TASK_MUTATORS:
-            message = f"workers may not call '{call.name}': Task content is modified only by the Orchestrator"
-            result = error_result(call.tool_call_id, call.name, ErrorCode.permission_denied, message)
-            audit = {"decided_by": "policy", "decision": "deny", "rule": None, "reasons": ["worker_role"]}
-            extra = {
-                "denied_by": "permission",
-                "reason": message,
-                "hook_summary": None,
-                "permission_audit": audit,
-            }
-            return _Final(result, "denied", extra)
-        message = f"tool '{call.name}' is not available in this run"
-        result = error_result(call.tool_call_id, call.name, ErrorCode.tool_not_available, message)
-        return _Final(result, "failed", {"aborted": False, "reason": "tool_not_available"})
 
     async def _preflight(self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext) -> Preflight:
         adapter: Any = entry.adapter
@@ -371,7 +326,7 @@ class ToolExecutor:
         preflight.target_paths = list(preflight.target_paths or [])
         return preflight
 
-    async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> _Final:
+    async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> CallOutcome:
         reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"
         summary = hook.summary()
         payload: dict[str, Any] = {"phase": "PreToolUse", "reason": reason, "hook_summary": summary}
@@ -396,11 +351,11 @@ class ToolExecutor:
             "request_id": None,
         }
         extra = {"denied_by": "hook", "reason": reason, "hook_summary": summary, "permission_audit": audit}
-        return _Final(result, "denied", extra)
+        return CallOutcome(result, "denied", extra)
 
     async def _permission_denied(
         self, turn: _Turn, prep: _Prepared, gate: GateOutcome, hook: HookOutcome
-    ) -> _Final:
+    ) -> CallOutcome:
         call = prep.call
         reason = gate.reason or "permission denied"
         details: dict[str, Any] = {"reasons": list(gate.reasons)}
@@ -431,9 +386,9 @@ class ToolExecutor:
             "hook_summary": hook.summary(),
             "permission_audit": gate.audit(),
         }
-        return _Final(result, "denied", extra)
+        return CallOutcome(result, "denied", extra)
 
-    async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> _Final:
+    async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> CallOutcome:
         call, definition = ready.call, ready.definition
         payload: dict[str, Any] = {
             "tool_name": call.name,
@@ -474,9 +429,9 @@ class ToolExecutor:
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error:
             extra = {"aborted": False, "duration_ms": duration_ms}
-            return _Final(result, "failed", extra, executed=True, call=call, preflight=ready.preflight)
+            return CallOutcome(result, "failed", extra, executed=True, call=call, preflight=ready.preflight)
         extra = {"duration_ms": duration_ms}
-        return _Final(result, "completed", extra, executed=True, call=call, preflight=ready.preflight)
+        return CallOutcome(result, "completed", extra, executed=True, call=call, preflight=ready.preflight)
 
     def _timeout_ms(self, entry: RegisteredTool, definition: ToolDefinition) -> int | None:
         if not entry.python:
@@ -504,37 +459,9 @@ class ToolExecutor:
             return
         result.error.details["traceback_artifact_id"] = ref.artifact_id
 
-    def _aborted_final(self, turn: _Turn, prep: _Prepared, aborted: Aborted) -> _Final:
-        call, reason = prep.call, ABORT_REASON
-        partial: list[ContentBlock] = []
-        has_partial = False
-        if aborted.partial is not None:
-            late = normalize_return(aborted.partial, call.tool_call_id, call.name)
-            own_message = late.error.message if late.error is not None else None
-            partial = [b for b in late.content if not (isinstance(b, TextBlock) and b.text == own_message)]
-            flag = late.metadata.get("partial")
-            has_partial = flag if isinstance(flag, bool) else bool(partial)
-        metadata: dict[str, Any] = {"aborted": True, "partial": has_partial, "abort_reason": reason}
-        extra: dict[str, Any] = {"aborted": True, "reason": reason}
-        if aborted.started:
-            message = f"tool call aborted: {reason}"
-        else:
-            message = f"tool call skipped: {reason}"
-            metadata["skipped"] = True
-            extra["skipped"] = True
-        result = error_result(
-            call.tool_call_id,
-            call.name,
-            ErrorCode.cancelled,
-            message,
-            metadata=metadata,
-            extra_content=partial,
-        )
-        return _Final(result, "failed", extra, aborted=True)
-
     # -- committing ---------------------------------------------------------------------------------
 
-    async def _commit(self, turn: _Turn, prep: _Prepared, final: _Final) -> ToolResult | None:
+    async def _commit(self, turn: _Turn, prep: _Prepared, final: CallOutcome) -> ToolResult | None:
         """Redacts, limits, commits node + event; records the result (``None`` if storage failed).
 
         The commit itself is never interrupted: a cancellation of the awaiting task is re-raised only
@@ -551,7 +478,7 @@ class ToolExecutor:
                     sink=turn.sink,
                     force=result.metadata.get("artifactize") is True,
                 )
-            event_type, payload = self._event(call.name, result, final)
+            event_type, payload = outcome.terminal_event(call.name, result, final, self._redactor)
             if prep.internal:
                 payload["internal"] = True
             commit = asyncio.ensure_future(
@@ -576,35 +503,11 @@ class ToolExecutor:
             raise asyncio.CancelledError()
         return result
 
-    def _event(self, tool_name: str, result: ToolResult, final: _Final) -> tuple[EventType, dict[str, Any]]:
-        if final.kind == "completed":
-            payload = {
-                "tool_name": tool_name,
-                "duration_ms": final.extra.get("duration_ms", 0),
-                "summary": result_summary(result),
-                "artifact_ids": artifact_ids(result),
-            }
-            return EventType.tool_completed, payload
-        if final.kind == "denied":
-            payload = {
-                "tool_name": tool_name,
-                "denied_by": final.extra["denied_by"],
-                "reason": self._redactor.text(str(final.extra.get("reason") or "")),
-                "hook_summary": self._redactor.value(final.extra.get("hook_summary")),
-            }
-            if "permission_audit" in final.extra:  # who decided, and the matching rule (issue 14 §10)
-                payload["permission_audit"] = self._redactor.value(final.extra["permission_audit"])
-            return EventType.tool_denied, payload
-        error = result.error.model_dump(mode="json") if result.error is not None else None
-        payload = {"tool_name": tool_name, "error": error, **final.extra}
-        payload.setdefault("aborted", False)
-        return EventType.tool_failed, payload
-
     async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
         return await race_cancel(awaitable, turn.scope.cancel_event)
 
     async def _post_hooks(
-        self, turn: _Turn, definition: ToolDefinition, final: _Final, result: ToolResult
+        self, turn: _Turn, definition: ToolDefinition, final: CallOutcome, result: ToolResult
     ) -> None:
         call = final.call
         assert call is not None
