@@ -10,7 +10,8 @@
   lines over all lines of the package.
 - ``Any`` counts the name ``Any`` used in annotations and expressions of ``loop/`` and ``runtime/``.
 
-``--strict`` exits 1 when any file-level cycle exists (the check a test or CI step can run).
+``--strict`` exits 1 when any file-level cycle exists; ``tests/unit/test_import_cycles.py`` runs the same
+check (with TYPE_CHECKING imports) in the test suite.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "agent_core"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, src: Path = ROOT) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -132,10 +133,11 @@ def _count_any(tree: ast.Module) -> int:
     return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any")
 
 
-def report(type_checking: bool = False) -> dict[str, object]:
-    files = sorted((ROOT / PACKAGE).rglob("*.py"))
+def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
+    """The figures of ``<src>/agent_core`` (``src`` defaults to this repository's ``src/``)."""
+    files = sorted((src / PACKAGE).rglob("*.py"))
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
-    names = {path: module_name(path) for path in files}
+    names = {path: module_name(path, src) for path in files}
     known = set(names.values())
     graph = {
         names[path]: _imports(tree, names[path], path.name == "__init__.py", known, type_checking)
@@ -144,7 +146,7 @@ def report(type_checking: bool = False) -> dict[str, object]:
     lines = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in files}
     rooms: dict[str, int] = defaultdict(int)
     for path, count in lines.items():
-        rel = path.relative_to(ROOT / PACKAGE).parts
+        rel = path.relative_to(src / PACKAGE).parts
         rooms[rel[0].removesuffix(".py") if len(rel) > 1 or rel[0] != "__init__.py" else "__init__"] += count
     total = sum(lines.values())
     largest_room = max(rooms.items(), key=lambda item: item[1])
@@ -160,7 +162,7 @@ def report(type_checking: bool = False) -> dict[str, object]:
         "cycles": cycles,
         "files_in_cycles": sum(len(c) for c in cycles),
         "largest_room": (largest_room[0], largest_room[1], round(100 * largest_room[1] / total, 1)),
-        "largest_file": (str(largest_file[0].relative_to(ROOT)), largest_file[1]),
+        "largest_file": (str(largest_file[0].relative_to(src)), largest_file[1]),
         "any": any_count,
     }
 
