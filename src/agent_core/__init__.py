@@ -1,7 +1,9 @@
 """soong-agent: an async SDK that runs LLM agents on a real project, safely and durably.
 
-Only the stable SDK names of contract.md §2 are exported. They are resolved lazily on first attribute
-access so that ``import agent_core`` (and the CLI's cold start) stays cheap.
+Only the stable SDK names of contract.md §2 are exported. The ``if TYPE_CHECKING:`` block below is the
+one list of them: type checkers read it (``X as X`` marks an explicit re-export), and at run time
+``__all__`` and the name → module map are derived from it on first use, so ``import agent_core`` (and the
+CLI's cold start) imports nothing else and each name's module is imported on first attribute access.
 """
 
 from __future__ import annotations
@@ -12,131 +14,74 @@ from typing import TYPE_CHECKING, Any
 
 _logging.getLogger("agent_core").addHandler(_logging.NullHandler())
 
-_EXPORTS: dict[str, str] = {
-    "AgentRuntime": "agent_core.api.runtime",
-    "RunHandle": "agent_core.api.handles",
-    "UserMessage": "agent_core.types.runtime",
-    "RuntimeEvent": "agent_core.types.runtime",
-    "AgentDefinition": "agent_core.types.runtime",
-    "CancelResult": "agent_core.types.runtime",
-    "ReplayResult": "agent_core.types.runtime",
-    "InspectResult": "agent_core.types.runtime",
-    "DeleteSessionResult": "agent_core.types.runtime",
-    "CleanupResult": "agent_core.types.runtime",
-    "Node": "agent_core.types.runtime",
-    "ContextBuildReport": "agent_core.types.runtime",
-    "PermissionRequest": "agent_core.types.permissions",
-    "PermissionDecision": "agent_core.types.permissions",
-    "ToolDefinition": "agent_core.types.tools",
-    "ToolResult": "agent_core.types.tools",
-    "ErrorPayload": "agent_core.types.content",
-    "TextBlock": "agent_core.types.content",
-    "JsonBlock": "agent_core.types.content",
-    "ToolCallBlock": "agent_core.types.content",
-    "ToolResultBlock": "agent_core.types.content",
-    "ArtifactRefBlock": "agent_core.types.content",
-    "ContentBlock": "agent_core.types.content",
-    "ErrorCode": "agent_core.errors",
-    "AgentCoreError": "agent_core.errors",
-    "ConfigError": "agent_core.errors",
-    "ProviderError": "agent_core.errors",
-    "ToolError": "agent_core.errors",
-    "StorageError": "agent_core.errors",
-    "SchemaError": "agent_core.errors",
-    "PermissionDeniedError": "agent_core.errors",
-    "RunStatus": "agent_core.types.enums",
-    "RunMode": "agent_core.types.enums",
-    "EndReason": "agent_core.types.enums",
-    "EventType": "agent_core.types.enums",
-    "PermissionDecisionKind": "agent_core.types.enums",
-    "ProviderRegistry": "agent_core.providers.registry",
-    "ToolRegistry": "agent_core.tools.registry",
-}
-
-__all__ = [
-    "AgentCoreError",
-    "AgentDefinition",
-    "AgentRuntime",
-    "ArtifactRefBlock",
-    "CancelResult",
-    "CleanupResult",
-    "ConfigError",
-    "ContentBlock",
-    "ContextBuildReport",
-    "DeleteSessionResult",
-    "EndReason",
-    "ErrorCode",
-    "ErrorPayload",
-    "EventType",
-    "InspectResult",
-    "JsonBlock",
-    "Node",
-    "PermissionDecision",
-    "PermissionDecisionKind",
-    "PermissionDeniedError",
-    "PermissionRequest",
-    "ProviderError",
-    "ProviderRegistry",
-    "ReplayResult",
-    "RunHandle",
-    "RunMode",
-    "RunStatus",
-    "RuntimeEvent",
-    "SchemaError",
-    "StorageError",
-    "TextBlock",
-    "ToolCallBlock",
-    "ToolDefinition",
-    "ToolError",
-    "ToolRegistry",
-    "ToolResult",
-    "ToolResultBlock",
-    "UserMessage",
-]
-
 if TYPE_CHECKING:
-    from agent_core.api.handles import RunHandle
-    from agent_core.api.runtime import AgentRuntime
-    from agent_core.errors import (
-        AgentCoreError,
-        ConfigError,
-        ErrorCode,
-        PermissionDeniedError,
-        ProviderError,
-        SchemaError,
-        StorageError,
-        ToolError,
+    from agent_core.api.handles import RunHandle as RunHandle
+    from agent_core.api.runtime import AgentRuntime as AgentRuntime
+    from agent_core.errors import AgentCoreError as AgentCoreError
+    from agent_core.errors import ConfigError as ConfigError
+    from agent_core.errors import ErrorCode as ErrorCode
+    from agent_core.errors import PermissionDeniedError as PermissionDeniedError
+    from agent_core.errors import ProviderError as ProviderError
+    from agent_core.errors import SchemaError as SchemaError
+    from agent_core.errors import StorageError as StorageError
+    from agent_core.errors import ToolError as ToolError
+    from agent_core.providers.registry import ProviderRegistry as ProviderRegistry
+    from agent_core.tools.registry import ToolRegistry as ToolRegistry
+    from agent_core.types.content import ArtifactRefBlock as ArtifactRefBlock
+    from agent_core.types.content import ContentBlock as ContentBlock
+    from agent_core.types.content import ErrorPayload as ErrorPayload
+    from agent_core.types.content import JsonBlock as JsonBlock
+    from agent_core.types.content import TextBlock as TextBlock
+    from agent_core.types.content import ToolCallBlock as ToolCallBlock
+    from agent_core.types.content import ToolResultBlock as ToolResultBlock
+    from agent_core.types.enums import EndReason as EndReason
+    from agent_core.types.enums import EventType as EventType
+    from agent_core.types.enums import PermissionDecisionKind as PermissionDecisionKind
+    from agent_core.types.enums import RunMode as RunMode
+    from agent_core.types.enums import RunStatus as RunStatus
+    from agent_core.types.permissions import PermissionDecision as PermissionDecision
+    from agent_core.types.permissions import PermissionRequest as PermissionRequest
+    from agent_core.types.runtime import AgentDefinition as AgentDefinition
+    from agent_core.types.runtime import CancelResult as CancelResult
+    from agent_core.types.runtime import CleanupResult as CleanupResult
+    from agent_core.types.runtime import ContextBuildReport as ContextBuildReport
+    from agent_core.types.runtime import DeleteSessionResult as DeleteSessionResult
+    from agent_core.types.runtime import InspectResult as InspectResult
+    from agent_core.types.runtime import Node as Node
+    from agent_core.types.runtime import ReplayResult as ReplayResult
+    from agent_core.types.runtime import RuntimeEvent as RuntimeEvent
+    from agent_core.types.runtime import UserMessage as UserMessage
+    from agent_core.types.tools import ToolDefinition as ToolDefinition
+    from agent_core.types.tools import ToolResult as ToolResult
+
+
+_EXPORTS: dict[str, str] = {}
+
+
+def _exports() -> dict[str, str]:
+    """Exported name → defining module, read once from the ``if TYPE_CHECKING:`` block of this file."""
+    if _EXPORTS:
+        return _EXPORTS
+    import ast  # only on first use: keeps ``import agent_core`` cheap
+
+    with open(__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    block = next(
+        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
     )
-    from agent_core.providers.registry import ProviderRegistry
-    from agent_core.tools.registry import ToolRegistry
-    from agent_core.types.content import (
-        ArtifactRefBlock,
-        ContentBlock,
-        ErrorPayload,
-        JsonBlock,
-        TextBlock,
-        ToolCallBlock,
-        ToolResultBlock,
+    _EXPORTS.update(
+        (alias.asname or alias.name, str(node.module))
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
     )
-    from agent_core.types.enums import EndReason, EventType, PermissionDecisionKind, RunMode, RunStatus
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
-    from agent_core.types.runtime import (
-        AgentDefinition,
-        CancelResult,
-        CleanupResult,
-        ContextBuildReport,
-        DeleteSessionResult,
-        InspectResult,
-        Node,
-        ReplayResult,
-        RuntimeEvent,
-        UserMessage,
-    )
-    from agent_core.types.tools import ToolDefinition, ToolResult
+    return _EXPORTS
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    if name == "__all__":
+        return sorted(_exports())
+    module = _exports().get(name)
     if module is None:
         raise AttributeError(f"module 'agent_core' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -145,4 +90,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(_exports()))
