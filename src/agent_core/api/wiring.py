@@ -128,6 +128,10 @@ async def open_services(
             from agent_core.jobs import install as install_jobs
 
             install_jobs(manager)
+        if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
+            from agent_core.engine.temporal.client import install as install_temporal
+
+            install_temporal(manager)
         if settings.telemetry.enabled:  # OpenTelemetry is imported only when traces are on
             from agent_core.telemetry import install as install_telemetry
 

@@ -156,6 +156,23 @@ class LimitsSection(StrictModel):
     repeat_tool_call_limit: int = Field(default=3, ge=2)
 
 
+class TemporalSection(StrictModel):
+    """``[engine.temporal]``: the Temporal service the ``temporal`` engine runs workflows on."""
+
+    address: str = Field(default="127.0.0.1:7233", pattern=r"^[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}$")
+    namespace: str = Field(default="default", min_length=1)
+    task_queue: str = Field(default="soong-agent", min_length=1)
+    heartbeat_timeout_ms: int = Field(default=10000, ge=500)
+    """A step whose worker has not heartbeated for this long is retried on another worker."""
+
+
+class EngineSection(StrictModel):
+    """``[engine]`` (surfaces.md §3): where runs execute — ``local`` (this process) or ``temporal``."""
+
+    kind: Literal["local", "temporal"] = "local"
+    temporal: TemporalSection = Field(default_factory=TemporalSection)
+
+
 class TelemetrySection(StrictModel):
     """``[telemetry]``: OpenTelemetry GenAI spans built from the event bus (needs the ``otel`` extra)."""
 
@@ -456,6 +473,7 @@ class Settings(StrictModel):
     limits: LimitsSection = Field(default_factory=LimitsSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
     storage: StorageSection = Field(default_factory=StorageSection)
+    engine: EngineSection = Field(default_factory=EngineSection)
 
     @model_validator(mode="after")
     def _legacy_max_turns(self) -> Settings:

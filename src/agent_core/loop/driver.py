@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from agent_core.context._budget import short_tools
 from agent_core.context.composer import Composition
@@ -31,6 +33,7 @@ from agent_core.loop.spec import (
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import EndReason, EventType, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
+    ModelCompleted,
     ModelRequest,
     sum_usage,
 )
@@ -38,6 +41,7 @@ from agent_core.types.runtime import ContextBuildReport
 
 log = logging.getLogger("agent_core.loop")
 MAX_CONTINUATIONS = 3
+T = TypeVar("T")
 
 
 def _interrupted(spec: LoopSpec, end_reason: EndReason) -> LoopOutcome:
@@ -69,16 +73,28 @@ async def run_loop(spec: LoopSpec, state: LoopState | None = None) -> LoopOutcom
     """Runs turns until the run ends and returns the outcome; the caller writes the terminal events
     (``runtime/lifecycle.py``). ``state`` lets the caller read the progress of a cancelled loop task."""
     state = state if state is not None else LoopState()
+    outcome = await guarded_step(spec, state, _turns(spec, state))
+    return end_outcome(state, outcome)
+
+
+async def guarded_step(spec: LoopSpec, state: LoopState, step: Awaitable[T]) -> T | LoopOutcome:
+    """Awaits one step of the loop; a run-level failure becomes the run's outcome (``CancelledError``
+    propagates). An engine that runs the loop step by step (``agent_core.engine``) uses it too, so a
+    failure ends the run the same way wherever its step ran."""
     try:
-        outcome = await _turns(spec, state)
+        return await step
     except _Terminal as term:
-        outcome = term.outcome
+        return term.outcome
     except AgentCoreError as exc:  # StorageError included
-        outcome = _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
+        return _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
     except Exception as exc:
         log.exception("loop failed unexpectedly")
         error = ErrorPayload(code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}")
-        outcome = _failed(state, await _with_traceback(spec, error.redacted_copy(spec.redactor), exc))
+        return _failed(state, await _with_traceback(spec, error.redacted_copy(spec.redactor), exc))
+
+
+def end_outcome(state: LoopState, outcome: LoopOutcome) -> LoopOutcome:
+    """Completes the run's outcome from the loop state (turns, usage, final text)."""
     outcome.turn_count = state.turns
     outcome.usage = sum_usage(state.usages)
     outcome.final_text = state.final_text
@@ -90,137 +106,176 @@ def _failed(state: LoopState, error: ErrorPayload, reason: EndReason = EndReason
 
 
 async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
-    rec = spec.recorder
     while True:
-        if spec.cancel_event.is_set():
-            return _interrupted(spec, EndReason.aborted_streaming)
-        if state.final is None and state.turns >= spec.max_turns:
-            return LoopOutcome(RunStatus.failed, EndReason.max_turns)
-        if state.final is None and spec.limits is not None:
-            state.final = await _breach(spec, spec.limits.before_model_call())
-        request = await _build_request(spec, state, final=state.final is not None)
-        state.turns += 1
-        try:
-            result = await stream_model(spec, request, state.turns, state)
-        finally:
-            await _flush_report(spec, state)
-        if isinstance(result, StreamAborted):
-            partial_id = None
-            if result.partial_text:
-                node = await rec.write_node(
-                    role=MessageRole.assistant,
-                    node_type=NodeType.message,
-                    content=[TextBlock(text=result.partial_text)],
-                    metadata={"partial": True, "aborted": True, "abort_reason": result.reason},
-                )
-                partial_id = node.node_id
-            await rec.emit(
-                EventType.aborted_streaming, {"abort_reason": result.reason, "partial_node_id": partial_id}
+        step = await model_step(spec, state)
+        if isinstance(step, ModelTurn):
+            step = await after_model_step(spec, state, step)
+        if step is not None:
+            return step
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """A persisted model answer the run continues from (its tool calls, or the end-of-turn checks)."""
+
+    completed: ModelCompleted
+    assistant_node_id: str
+
+
+async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTurn | None:
+    """One model call: limits, the request, the stream and the persisted answer.
+
+    Returns the run's outcome when it ends here, ``None`` when the loop asks the model again (structured
+    output retry), else the :class:`ModelTurn` that :func:`after_model_step` continues from.
+    """
+    rec = spec.recorder
+    if spec.cancel_event.is_set():
+        return _interrupted(spec, EndReason.aborted_streaming)
+    if state.final is None and state.turns >= spec.max_turns:
+        return LoopOutcome(RunStatus.failed, EndReason.max_turns)
+    if state.final is None and spec.limits is not None:
+        state.final = await _breach(spec, spec.limits.before_model_call())
+    request = await _build_request(spec, state, final=state.final is not None)
+    state.turns += 1
+    try:
+        result = await stream_model(spec, request, state.turns, state)
+    finally:
+        await _flush_report(spec, state)
+    if isinstance(result, StreamAborted):
+        partial_id = None
+        if result.partial_text:
+            node = await rec.write_node(
+                role=MessageRole.assistant,
+                node_type=NodeType.message,
+                content=[TextBlock(text=result.partial_text)],
+                metadata={"partial": True, "aborted": True, "abort_reason": result.reason},
             )
-            return _interrupted(spec, EndReason.aborted_streaming)
-        if isinstance(result, StreamFailed):
-            if result.usage is not None:
-                state.usages.append(result.usage)
-                if spec.limits is not None:
-                    spec.limits.record_usage(result.usage)
-            await record_failure(spec, result)
-            payload = ErrorPayload(
-                type=result.error.type,
-                code=_error_code(result.error.code),
-                message=result.error.message,
-                retryable=result.error.retryable,
-                details={
-                    k: v
-                    for k, v in {
-                        "provider": result.error.provider or spec.provider,
-                        "model": result.error.model or spec.model,
-                        "capability": result.error.capability,
-                        "request_feature": result.error.request_feature,
-                        "status_code": result.error.status_code,
-                    }.items()
-                    if v is not None
-                },
-            ).redacted_copy(spec.redactor)
-            if result.exc is not None:
-                payload = await _with_traceback(spec, payload, result.exc)
-            if state.final is not None:  # the final answer call failed: the limit's error, status failed
-                return _final_outcome(state, RunStatus.failed, {"final_call_error": payload.model_dump()})
-            return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
-        completed = normalise_calls(result.event)
-        state.usages.append(completed.usage)
-        if spec.limits is not None:
-            spec.limits.record_usage(completed.usage)
-        assistant = await persist_assistant(spec, completed, result.latency_ms)
-        state.final_text = text_of(completed.content)
-        state.final_node_id = assistant
-        if spec.output is not None:  # structured output: judge the answer (loop/_output.py)
-            step = await spec.output.settle(completed, rec)
-            if isinstance(step, LoopOutcome):
-                if step.error is not None:
-                    step.error = step.error.redacted_copy(spec.redactor)
-                return step
-            if step == "retry" and state.final is None:  # the limits' final call gets no retry
-                continue
-            if step != "tools":  # an answered ``output`` call runs no tool
-                completed = completed.model_copy(update={"tool_calls": []})
-        if state.final is not None:
-            if completed.tool_calls:  # tools were not offered: nothing runs, the run has no answer
-                await skip_tool_calls(rec, completed.tool_calls, state.final)
-                return _final_outcome(state, RunStatus.failed)
-            return _final_outcome(state, RunStatus.completed, final_node_id=assistant)
-        if completed.tool_calls:
-            state.continuations = 0
-            if spec.limits is not None:
-                refused = spec.limits.admit_tool_calls(len(completed.tool_calls))
-                if refused is not None:  # every call gets its result before the note
-                    await skip_tool_calls(rec, completed.tool_calls, refused)
-                    state.final = await _breach(spec, refused)
-                    continue
-            outcome = await spec.executor.execute_turn(list(completed.tool_calls), spec.scope, rec)
-            order = [c.tool_call_id for c in completed.tool_calls]
-            if getattr(outcome, "aborted", False):
-                rec.discard_context_nodes()
-                aborted_ids = list(getattr(outcome, "aborted_call_ids", []) or order)
-                await rec.emit(
-                    EventType.aborted_tools,
-                    {"abort_reason": spec.interruption().reason, "tool_call_ids": aborted_ids},
-                )
-                return _interrupted(spec, EndReason.aborted_tools)
-            await rec.flush_context_nodes(order)
-            if spec.limits is not None:
-                verdict = spec.limits.after_tools(completed.tool_calls, list(outcome.results))
-                state.final = await _breach(spec, verdict.breach)
-                if verdict.note and state.final is None:
-                    await write_runtime_note(rec, verdict.note, source="loop_detection")
-            continue
-        if completed.stop_reason.reason == "max_tokens":
-            state.continuations += 1
-            if state.continuations > MAX_CONTINUATIONS:
-                return LoopOutcome(RunStatus.failed, EndReason.max_output_tokens_recovery)
-            continue
-        stop = await spec.hooks.stop(
-            scope=spec.scope,
-            sink=rec,
-            final_text=state.final_text,
-            turn_count=state.turns,
-            stop_hook_active=state.stop_denials > 0,
+            partial_id = node.node_id
+        await rec.emit(
+            EventType.aborted_streaming, {"abort_reason": result.reason, "partial_node_id": partial_id}
         )
-        if stop.denied:
-            state.stop_denials += 1
-            reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
+        return _interrupted(spec, EndReason.aborted_streaming)
+    if isinstance(result, StreamFailed):
+        if result.usage is not None:
+            state.usages.append(result.usage)
+            if spec.limits is not None:
+                spec.limits.record_usage(result.usage)
+        await record_failure(spec, result)
+        payload = ErrorPayload(
+            type=result.error.type,
+            code=_error_code(result.error.code),
+            message=result.error.message,
+            retryable=result.error.retryable,
+            details={
+                k: v
+                for k, v in {
+                    "provider": result.error.provider or spec.provider,
+                    "model": result.error.model or spec.model,
+                    "capability": result.error.capability,
+                    "request_feature": result.error.request_feature,
+                    "status_code": result.error.status_code,
+                }.items()
+                if v is not None
+            },
+        ).redacted_copy(spec.redactor)
+        if result.exc is not None:
+            payload = await _with_traceback(spec, payload, result.exc)
+        if state.final is not None:  # the final answer call failed: the limit's error, status failed
+            return _final_outcome(state, RunStatus.failed, {"final_call_error": payload.model_dump()})
+        return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
+    completed = normalise_calls(result.event)
+    assistant = await persist_assistant(spec, completed, result.latency_ms)
+    return await answer_step(spec, state, completed, assistant)
+
+
+async def answer_step(
+    spec: LoopSpec, state: LoopState, completed: ModelCompleted, assistant: str
+) -> LoopOutcome | ModelTurn | None:
+    """Accounts a stored model answer and judges it (structured output, the limits' final answer)."""
+    rec = spec.recorder
+    state.usages.append(completed.usage)
+    if spec.limits is not None:
+        spec.limits.record_usage(completed.usage)
+    state.final_text = text_of(completed.content)
+    state.final_node_id = assistant
+    if spec.output is not None:  # structured output: judge the answer (loop/_output.py)
+        step = await spec.output.settle(completed, rec)
+        if isinstance(step, LoopOutcome):
+            if step.error is not None:
+                step.error = step.error.redacted_copy(spec.redactor)
+            return step
+        if step == "retry" and state.final is None:  # the limits' final call gets no retry
+            return None
+        if step != "tools":  # an answered ``output`` call runs no tool
+            completed = completed.model_copy(update={"tool_calls": []})
+    if state.final is not None:
+        if completed.tool_calls:  # tools were not offered: nothing runs, the run has no answer
+            await skip_tool_calls(rec, completed.tool_calls, state.final)
+            return _final_outcome(state, RunStatus.failed)
+        return _final_outcome(state, RunStatus.completed, final_node_id=assistant)
+    return ModelTurn(completed, assistant)
+
+
+async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) -> LoopOutcome | None:
+    """The tool calls of a model answer, or the end-of-turn checks (continuation, Stop hooks).
+
+    Returns the run's outcome when it ends here, else ``None`` (the loop asks the model again).
+    """
+    rec = spec.recorder
+    completed, assistant = turn.completed, turn.assistant_node_id
+    if completed.tool_calls:
+        state.continuations = 0
+        if spec.limits is not None:
+            refused = spec.limits.admit_tool_calls(len(completed.tool_calls))
+            if refused is not None:  # every call gets its result before the note
+                await skip_tool_calls(rec, completed.tool_calls, refused)
+                state.final = await _breach(spec, refused)
+                return None
+        outcome = await spec.executor.execute_turn(list(completed.tool_calls), spec.scope, rec)
+        order = [c.tool_call_id for c in completed.tool_calls]
+        if getattr(outcome, "aborted", False):
+            rec.discard_context_nodes()
+            aborted_ids = list(getattr(outcome, "aborted_call_ids", []) or order)
             await rec.emit(
-                EventType.hook_denied, {"phase": "Stop", "reason": reason, "hook_summary": stop.summary()}
+                EventType.aborted_tools,
+                {"abort_reason": spec.interruption().reason, "tool_call_ids": aborted_ids},
             )
-            await rec.emit(EventType.stop_hook_prevented, {"reason": reason, "hook_summary": stop.summary()})
-            # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
-            await rec.write_node(
-                role=MessageRole.user,
-                node_type=NodeType.system_note,
-                content=[TextBlock(text=f"a Stop hook prevented completion: {reason}")],
-                metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
-            )
-            continue
-        return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=assistant)
+            return _interrupted(spec, EndReason.aborted_tools)
+        await rec.flush_context_nodes(order)
+        if spec.limits is not None:
+            verdict = spec.limits.after_tools(completed.tool_calls, list(outcome.results))
+            state.final = await _breach(spec, verdict.breach)
+            if verdict.note and state.final is None:
+                await write_runtime_note(rec, verdict.note, source="loop_detection")
+        return None
+    if completed.stop_reason.reason == "max_tokens":
+        state.continuations += 1
+        if state.continuations > MAX_CONTINUATIONS:
+            return LoopOutcome(RunStatus.failed, EndReason.max_output_tokens_recovery)
+        return None
+    stop = await spec.hooks.stop(
+        scope=spec.scope,
+        sink=rec,
+        final_text=state.final_text,
+        turn_count=state.turns,
+        stop_hook_active=state.stop_denials > 0,
+    )
+    if stop.denied:
+        state.stop_denials += 1
+        reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
+        await rec.emit(
+            EventType.hook_denied, {"phase": "Stop", "reason": reason, "hook_summary": stop.summary()}
+        )
+        await rec.emit(EventType.stop_hook_prevented, {"reason": reason, "hook_summary": stop.summary()})
+        # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
+        await rec.write_node(
+            role=MessageRole.user,
+            node_type=NodeType.system_note,
+            content=[TextBlock(text=f"a Stop hook prevented completion: {reason}")],
+            metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
+        )
+        return None
+    return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=assistant)
 
 
 def _error_code(code: str) -> ErrorCode:

@@ -34,7 +34,7 @@ from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools
 from agent_core.types.content import ArtifactRefBlock
-from agent_core.types.enums import AgentRole, AgentType
+from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
@@ -89,6 +89,20 @@ async def execute_agent_run(
     manager: RunManager, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None
 ) -> LoopOutcome:
     """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
+    loop = await prepare_agent_loop(manager, spec, first_nodes)
+    prices = loop.limits.prices if loop.limits is not None else None
+    return await lifecycle.run_agent_loop(spec.state, loop, prices)
+
+
+async def prepare_agent_loop(
+    manager: RunManager,
+    spec: AgentRunSpec,
+    first_nodes: Callable[[RunScope], Awaitable[None]] | None = None,
+    *,
+    started: bool = False,
+) -> LoopSpec:
+    """Builds the run's :class:`LoopSpec` and, unless ``started`` (an engine continuing a run whose
+    ``loop_started`` and first nodes are already stored), writes ``loop_started`` and the first nodes."""
     services = manager.services
     state = spec.state
     rec = state.recorder
@@ -114,9 +128,12 @@ async def execute_agent_run(
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
-    await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
-    if first_nodes is not None:
-        await first_nodes(scope)
+    if started:
+        state.status = RunStatus.running
+    else:
+        await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
+        if first_nodes is not None:
+            await first_nodes(scope)
     tools = list(spec.effective.definitions)
     catalog = manager.instruction_catalog() if spec.role != AgentRole.compact else None
     static = static_blocks(
@@ -205,7 +222,7 @@ async def execute_agent_run(
     if spec.purpose:
         metadata["purpose"] = spec.purpose
     adapter = services.adapter_for(spec.model)
-    loop = LoopSpec(
+    return LoopSpec(
         recorder=rec,
         adapter=adapter,
         provider=spec.model.provider,
@@ -230,7 +247,6 @@ async def execute_agent_run(
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
     )
-    return await lifecycle.run_agent_loop(state, loop, limits.prices)
 
 
 async def _account_for_deleted_artifacts(storage: StorageManager, cursor: AgentCursor) -> None:

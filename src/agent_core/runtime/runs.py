@@ -83,6 +83,9 @@ class RunManager:
         """Async callbacks at the end of :meth:`close` (runs stopped, storage still open)."""
         self.before_root_run: list[Callable[[RunState], Awaitable[None]]] = []
         """Async callbacks when a root run starts, before its loop (e.g. restoring the session's Tasks)."""
+        self.root_engine: Callable[[SessionState, RunState], Awaitable[None]] | None = None
+        """Where root runs execute when not in this process (``agent_core.engine``): called instead of the
+        local loop once the run left the queue; it leaves ``state`` terminal."""
         self.event_observers: list[Callable[[RuntimeEvent], None]] = []
         """Sync observers of every delivered event of every run (telemetry spans); must not raise."""
 
@@ -293,62 +296,12 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
+            if self.root_engine is not None:
+                await self.root_engine(session, state)
+                return
             for prepare in self.before_root_run:
                 await prepare(state)
-            model = state.model
-            assert model is not None
-            failed_mcp = await self.connect_mcp(state, needed=True)
-            effective = compute_effective_tools(
-                self.services.tools.definitions(),
-                self.services.settings,
-                state.role,
-                failed_mcp_servers=failed_mcp,
-            )
-            cursor = session.cursor
-            if not cursor.truncate_to(session.active_node_id):
-                record = await self.services.storage.get_session(session.session_id)
-                active = record.active_node_id if record else None
-                session.active_node_id = active
-                cursor.reset(
-                    await self.services.storage.node_path(session.session_id, active) if active else []
-                )
-            assert state.message is not None
-            user_node_id = new_id("node_")
-            spec = AgentRunSpec(
-                state=state,
-                session=session,
-                cursor=cursor,
-                model=model,
-                effective=effective,
-                role=state.role,
-                root_agent=True,
-                current_user_node_id=user_node_id,
-                agent_type=state.agent_type,
-                task_board=self.task_board_for(state, state.role),
-            )
-
-            async def first_nodes(scope: RunScope) -> None:
-                assert state.message is not None
-                hooks = self.services.hooks
-                if not session.session_started:
-                    session.session_started = True
-                    resumed = session.active_node_id is not None
-                    await hooks.session_start(scope=scope, sink=rec, source="resume" if resumed else "new")
-                text = text_of(state.message.content)
-                await rec.write_node(
-                    node_id=user_node_id,
-                    role=MessageRole.user,
-                    node_type=NodeType.message,
-                    content=list(state.message.content),
-                    metadata=dict(state.message.metadata),
-                    events=[(EventType.message_created, {"role": "user", "text_preview": text[:200]}, None)],
-                    run_update={"start_node_id": user_node_id},
-                )
-                session.active_node_id = user_node_id
-                await hooks.user_prompt_submit(
-                    scope=scope, sink=rec, prompt=text, message=state.message.model_dump(mode="json")
-                )
-
+            spec, first_nodes = await self.root_run_spec(session, state)
             await self.execute_agent_run(spec, first_nodes)
         except Exception as exc:
             await lifecycle.fail_before_loop(self.services, state, exc)
@@ -361,6 +314,68 @@ class RunManager:
             await self._after_run(state)
             self._forget(state)
             self._start_next(session)
+
+    async def root_run_spec(
+        self, session: SessionState, state: RunState
+    ) -> tuple[AgentRunSpec, Callable[[RunScope], Awaitable[None]]]:
+        """The :class:`AgentRunSpec` of a root run and the writer of its first nodes (hooks, user message).
+
+        Connects the MCP servers the run needs and aligns the session cursor with the active node.
+        """
+        rec = state.recorder
+        model = state.model
+        assert model is not None
+        failed_mcp = await self.connect_mcp(state, needed=True)
+        effective = compute_effective_tools(
+            self.services.tools.definitions(),
+            self.services.settings,
+            state.role,
+            failed_mcp_servers=failed_mcp,
+        )
+        cursor = session.cursor
+        if not cursor.truncate_to(session.active_node_id):
+            record = await self.services.storage.get_session(session.session_id)
+            active = record.active_node_id if record else None
+            session.active_node_id = active
+            cursor.reset(await self.services.storage.node_path(session.session_id, active) if active else [])
+        assert state.message is not None
+        user_node_id = new_id("node_")
+        spec = AgentRunSpec(
+            state=state,
+            session=session,
+            cursor=cursor,
+            model=model,
+            effective=effective,
+            role=state.role,
+            root_agent=True,
+            current_user_node_id=user_node_id,
+            agent_type=state.agent_type,
+            task_board=self.task_board_for(state, state.role),
+        )
+
+        async def first_nodes(scope: RunScope) -> None:
+            assert state.message is not None
+            hooks = self.services.hooks
+            if not session.session_started:
+                session.session_started = True
+                resumed = session.active_node_id is not None
+                await hooks.session_start(scope=scope, sink=rec, source="resume" if resumed else "new")
+            text = text_of(state.message.content)
+            await rec.write_node(
+                node_id=user_node_id,
+                role=MessageRole.user,
+                node_type=NodeType.message,
+                content=list(state.message.content),
+                metadata=dict(state.message.metadata),
+                events=[(EventType.message_created, {"role": "user", "text_preview": text[:200]}, None)],
+                run_update={"start_node_id": user_node_id},
+            )
+            session.active_node_id = user_node_id
+            await hooks.user_prompt_submit(
+                scope=scope, sink=rec, prompt=text, message=state.message.model_dump(mode="json")
+            )
+
+        return spec, first_nodes
 
     async def execute_agent_run(
         self, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None

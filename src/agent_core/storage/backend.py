@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from agent_core.config.loader import LoadedConfig
 from agent_core.redaction import Redactor
+from agent_core.storage.caches import MultiProcessCaches
 from agent_core.storage.protocol import SessionStore
 from agent_core.storage.sqlite import StorageManager
 
@@ -22,4 +23,6 @@ def session_store(config: LoadedConfig, redactor: Redactor) -> StorageManager:
 
         assert storage.postgres.dsn_env is not None  # the config validator requires it
         return PostgresStorage(dsn_env=storage.postgres.dsn_env, redactor=redactor)
+    if config.settings.engine.kind != "local":  # workers in other processes write the same file
+        return StorageManager(config.session_db_path, redactor=redactor, caches=MultiProcessCaches())
     return StorageManager(config.session_db_path, redactor=redactor)

@@ -92,3 +92,15 @@ class StoreCaches:
         if len(self.node_sessions) >= NODE_SESSION_CACHE:
             self.node_sessions.pop(next(iter(self.node_sessions)))
         self.node_sessions[node_id] = session_id
+
+
+class MultiProcessCaches(StoreCaches):
+    """The caches of an SQLite file that other processes write too (the ``temporal`` engine's workers):
+    counters are read inside every write transaction (``BEGIN IMMEDIATE`` serialises the processes) and
+    node indexes are not kept."""
+
+    KEEP_NODE_INDEX = False
+
+    @staticmethod
+    def counter(txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
+        return int(txn.scalar(sql, params) or 0)
