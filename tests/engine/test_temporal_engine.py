@@ -74,9 +74,8 @@ async def worker(env: SoongEnv, fake: FakeProvider, tools: Tools) -> AsyncIterat
     rt = AgentRuntime(project_dir=env.project, provider_registry=ProviderRegistry({"fake": fake.factory}))
     tools(rt)
     async with rt:
-        manager = await rt._open()
         stop, ready = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(run_worker(manager, stop, ready))
+        task = asyncio.create_task(run_worker(rt, stop, lambda _queue, _address: ready.set()))
         waiter = asyncio.create_task(ready.wait())
         await asyncio.wait({task, waiter}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
         if task.done():

@@ -1,5 +1,7 @@
 """The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
 
+``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
+
 ``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id>] "message"`` runs one user
 message on a project with the user-level configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
 
@@ -194,6 +196,22 @@ def _add_audit(sub: Any) -> None:
     audit.set_defaults(handler="agent_core.cli._audit:audit_command")
 
 
+def _add_worker(sub: Any) -> None:
+    worker = sub.add_parser(
+        "worker",
+        help='run a Temporal worker for the project ([engine] kind = "temporal")',
+        description='Executes runs started with [engine] kind = "temporal" (workflows and their model '
+        "and tool steps) from [engine.temporal] task_queue, with the project's configuration, tools and "
+        "session store. Prints `worker polling QUEUE at ADDRESS` once it polls; Ctrl-C stops it (its "
+        "runs continue on other workers).",
+    )
+    worker.add_argument(
+        "--path", help="project directory; a file selects its parent directory (default: cwd)"
+    )
+    worker.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    worker.set_defaults(handler="agent_core.cli._worker:worker_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -208,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_schedule(sub)
     _add_audit(sub)
+    _add_worker(sub)
     return parser
 
 

@@ -3,22 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from agent_core.engine.temporal.activities import RunActivities
 from agent_core.engine.temporal.client import connect
-from agent_core.runtime.runs import RunManager
+from agent_core.errors import ConfigError, ErrorCode
+
+if TYPE_CHECKING:
+    from agent_core.api.runtime import AgentRuntime
 
 
-async def run_worker(manager: RunManager, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-    """Polls the configured task queue until ``stop`` is set; the steps run on ``manager``'s services
-    (the same config, tools and shared store as the runtimes that start the runs)."""
+async def run_worker(
+    runtime: AgentRuntime, stop: asyncio.Event, ready: Callable[[str, str], None] | None = None
+) -> None:
+    """Executes run workflows and their steps for ``[engine.temporal] task_queue`` until ``stop`` is set.
+
+    The steps run on ``runtime``'s services: the same config, providers, tools and shared store as the
+    runtimes that start the runs (tools registered in code must be registered on ``runtime`` too).
+    ``ready(task_queue, address)`` is called once the worker polls.
+    """
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     from agent_core.engine.temporal.workflow import RunWorkflow
 
-    settings = manager.services.settings.engine.temporal
+    manager = await runtime._open()
+    engine = manager.services.settings.engine
+    if engine.kind != "temporal":
+        raise ConfigError(
+            ErrorCode.config_error,
+            f'{manager.services.config.config_path}: a worker needs [engine] kind = "temporal" '
+            f"(engine.kind is {engine.kind!r})",
+            details={"config_keys": ["engine.kind"]},
+        )
+    settings = engine.temporal
     manager.root_engine = None  # a worker executes steps; it starts no workflow of its own
     client = await connect(settings)
     activities = RunActivities(manager, heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000))
@@ -36,6 +56,6 @@ async def run_worker(manager: RunManager, stop: asyncio.Event, ready: asyncio.Ev
     )
     async with worker:
         if ready is not None:
-            ready.set()
+            ready(settings.task_queue, settings.address)
         await stop.wait()
     activities.contexts.abandon()

@@ -1,0 +1,270 @@
+"""Crash semantics of the temporal engine (surfaces.md §3; issue 21 item 4).
+
+``soong-agent worker`` processes execute the runs; the model is a scripted OpenAI wire server and the
+tool a declarative command that logs its start and completion. Each seeded repetition SIGKILLs the worker
+(its process group: the tool's process dies with it) in the middle of a run — during a model stream or
+during a tool — after starting a replacement worker, which must finish the run: every tool call has
+exactly one result, a call completed before the kill is not executed again, an interrupted call is
+executed again and completes once, and the run ends as the uncrashed run does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from agent_core import AgentRuntime, RunStatus
+from agent_core.testing import (
+    OpenAIWire,
+    ScriptedOpenAIServer,
+    ScriptedRequest,
+    advertised_tool_name,
+    hold_open,
+    stream,
+)
+from tests.fixtures.env import SoongEnv
+from tests.fixtures.runtime import rows
+from tests.fixtures.temporal_server import TemporalServer
+
+pytestmark = pytest.mark.temporal
+
+CALLS = 3
+REPEATS = 2
+TOOL = "probe.step"
+TOOL_SCRIPT = """
+import json, os, sys, time
+request = json.loads(sys.stdin.read())
+n = request["arguments"]["n"]
+log, release = sys.argv[1], sys.argv[2]
+with open(log, "a") as fh:
+    fh.write(f"start {n} {os.getpid()}\\n")
+deadline = time.monotonic() + 30
+while os.path.exists(release + f".hold{n}") and time.monotonic() < deadline:
+    time.sleep(0.02)
+with open(log, "a") as fh:
+    fh.write(f"done {n}\\n")
+print(json.dumps({"content": [{"type": "text", "text": f"step {n} done"}]}))
+"""
+
+
+@dataclass
+class Model:
+    """The scripted model: call ``n`` in turn ``n`` (one per turn), then a final answer. A turn listed in
+    ``hold_turns`` is held open mid-stream on its first request (the worker is killed there)."""
+
+    hold_turns: set[int] = field(default_factory=set)
+    requests: dict[int, int] = field(default_factory=dict)
+    held: threading.Event = field(default_factory=threading.Event)
+
+    def reply(self, request: ScriptedRequest) -> Any:
+        messages = request.json["messages"]
+        turn = 1 + sum(1 for m in messages if m.get("role") == "tool")
+        self.requests[turn] = self.requests.get(turn, 0) + 1
+        if turn <= CALLS:
+            frames = OpenAIWire.tool_stream(
+                [(f"call_{turn}", advertised_tool_name(TOOL), {"n": turn})], text=f"step {turn}"
+            )
+        else:
+            frames = OpenAIWire.text_stream("all ", "steps ", "done")
+        if turn in self.hold_turns and self.requests[turn] == 1:
+            self.held.set()
+            return hold_open(frames[:2])
+        return stream(frames)
+
+
+class Worker:
+    """A ``soong-agent worker`` process in its own process group."""
+
+    def __init__(self, env: SoongEnv, extra_env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_core.cli", "worker", "--path", str(env.project)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **extra_env},
+            start_new_session=True,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith("worker polling"):
+                self.ready.set()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        if not self.ready.wait(timeout):
+            self.stop()
+            pytest.fail(f"the worker did not start polling:\n{''.join(self.lines)}")
+
+    def kill(self) -> None:
+        """SIGKILL of the worker and everything it started (its tool processes)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def model_server() -> Iterator[tuple[ScriptedOpenAIServer, Model]]:
+    model = Model()
+    server = ScriptedOpenAIServer(strict=False)
+    server.handler(model.reply)
+    server.start()
+    try:
+        yield server, model
+    finally:
+        server.stop()
+
+
+def configure(env: SoongEnv, server: TemporalServer, base_url: str) -> None:
+    env.write_config(
+        model={
+            "provider": "openai",
+            "base_url": base_url,
+            "api_key_env": "SOONG_TEST_API_KEY",
+            "timeout_ms": 60000,
+        },
+        engine={
+            "kind": "temporal",
+            "temporal": {
+                "address": server.address,
+                "task_queue": f"soong-crash-{uuid.uuid4().hex[:8]}",
+                "heartbeat_timeout_ms": 1500,
+            },
+        },
+    )
+    script = env.home / "probe_step.py"
+    script.write_text(TOOL_SCRIPT, encoding="utf-8")
+    spec = {
+        "name": TOOL,
+        "description": "One step of the work.",
+        "permission": "readonly",
+        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        "command": sys.executable,
+        "args": [str(script), str(env.home / "tool.log"), str(env.home / "release")],
+    }
+    env.write_home("tools/step.json", json.dumps(spec))
+
+
+def tool_log(env: SoongEnv) -> list[str]:
+    path = env.home / "tool.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_summary(env: SoongEnv, session_id: str, run_id: str) -> dict[str, Any]:
+    nodes = rows(
+        env, f'SELECT role, content_json FROM "nodes_{session_id}" WHERE run_id = ? ORDER BY node_seq', run_id
+    )
+    results: dict[str, int] = {}
+    for node in nodes:
+        for block in json.loads(node["content_json"]):
+            if block.get("type") == "tool_result":
+                results[block["tool_call_id"]] = results.get(block["tool_call_id"], 0) + 1
+    run = rows(env, "SELECT status, end_reason FROM runs WHERE run_id = ?", run_id)[0]
+    return {"status": run["status"], "end_reason": run["end_reason"], "results": results}
+
+
+async def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash(
+    soong_env: SoongEnv,
+    temporal_server: TemporalServer,
+    model_server: tuple[ScriptedOpenAIServer, Model],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, model = model_server
+    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
+    configure(soong_env, temporal_server, server.base_url)
+    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
+    worker = Worker(soong_env, extra_env)
+    worker.wait_ready()
+    killed = 0
+    try:
+        async with AgentRuntime(project_dir=soong_env.project) as rt:
+            baseline = await rt.start("do the steps")
+            assert await asyncio.wait_for(baseline.wait(), 60) == RunStatus.completed, baseline.error
+            expected = run_summary(soong_env, baseline.session_id, baseline.run_id)
+            assert expected == {
+                "status": "completed",
+                "end_reason": "completed",
+                "results": {f"call_{n}": 1 for n in range(1, CALLS + 1)},
+            }
+            for seed in range(2 * REPEATS):
+                rng = random.Random(seed)
+                kind = "model" if seed % 2 == 0 else "tool"
+                turn = rng.randint(1, CALLS + 1) if kind == "model" else rng.randint(1, CALLS)
+                (soong_env.home / "tool.log").unlink(missing_ok=True)
+                model.requests.clear()
+                model.held.clear()
+                model.hold_turns = {turn} if kind == "model" else set()
+                hold = soong_env.home / f"release.hold{turn}"
+                if kind == "tool":
+                    hold.touch()
+                run = await rt.start(f"do the steps ({seed})")
+                if kind == "model":
+                    await wait_for(model.held.is_set, 30, f"the held model stream of turn {turn}")
+                else:
+                    await wait_for(
+                        lambda t=turn: f"start {t}" in " ".join(tool_log(soong_env)), 30, "the tool"
+                    )
+                before_kill = tool_log(soong_env)
+                replacement = Worker(soong_env, extra_env)
+                replacement.wait_ready()
+                worker.kill()
+                for line in before_kill:  # the interrupted tool dies too, wherever its process group is
+                    if kind == "tool" and line.startswith(f"start {turn} "):
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(line.split()[2]), signal.SIGKILL)
+                killed += 1
+                worker = replacement
+                hold.unlink(missing_ok=True)
+                status = await asyncio.wait_for(run.wait(), 60)
+                summary = run_summary(soong_env, run.session_id, run.run_id)
+                assert status == RunStatus.completed, (seed, kind, turn, run.error)
+                assert summary == expected, (seed, kind, turn, summary)
+                log = tool_log(soong_env)
+                done = [line for line in log if line.startswith("done")]
+                assert sorted(done) == [f"done {n}" for n in range(1, CALLS + 1)], (seed, kind, log)
+                starts = [line.split()[1] for line in log if line.startswith("start")]
+                completed_before = {line.split()[1] for line in before_kill if line.startswith("done")}
+                for n in completed_before:  # a call completed before the kill is not executed again
+                    assert starts.count(n) == 1, (seed, kind, turn, log)
+                if kind == "tool":  # the interrupted call ran again on the replacement
+                    assert starts.count(str(turn)) == 2, (seed, turn, log)
+                else:
+                    assert model.requests[turn] == 2, (seed, turn, model.requests)
+    finally:
+        worker.stop()
+    assert killed == 2 * REPEATS
