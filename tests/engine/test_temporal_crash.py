@@ -43,7 +43,7 @@ from tests.fixtures.temporal_server import TemporalServer
 pytestmark = pytest.mark.temporal
 
 CALLS = 3
-REPEATS = 2
+REPEATS = 20
 TOOL = "probe.step"
 TOOL_SCRIPT = """
 import json, os, sys, time
@@ -76,7 +76,7 @@ class Model:
         self.requests[turn] = self.requests.get(turn, 0) + 1
         if turn <= CALLS:
             frames = OpenAIWire.tool_stream(
-                [(f"call_{turn}", advertised_tool_name(TOOL), {"n": turn})], text=f"step {turn}"
+                [(f"call_{turn}", advertised_tool_name(request, "step"), {"n": turn})], text=f"step {turn}"
             )
         else:
             frames = OpenAIWire.text_stream("all ", "steps ", "done")
@@ -198,6 +198,7 @@ async def wait_for(predicate: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.timeout(2400)
 async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash(
     soong_env: SoongEnv,
     temporal_server: TemporalServer,
@@ -233,6 +234,7 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
                 if kind == "tool":
                     hold.touch()
                 run = await rt.start(f"do the steps ({seed})")
+                print(f"seed {seed}: kill the worker during the {kind} of turn {turn}", flush=True)
                 if kind == "model":
                     await wait_for(model.held.is_set, 30, f"the held model stream of turn {turn}")
                 else:
