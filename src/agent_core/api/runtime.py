@@ -40,6 +40,7 @@ from agent_core.types.runtime import (
     UserMessage,
 )
 from agent_core.types.tools import ToolDefinition
+from agent_core.types.workers import WorkerPoolView
 
 if TYPE_CHECKING:
     from agent_core.loop._output import OutputSchema
@@ -244,6 +245,14 @@ class AgentRuntime:
             except ValidationError as exc:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
+
+    async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
+        """Every configured worker pool (config order) with its validity and its workers' state: in
+        ``session_id`` when given, else in any session (``agent_core.orchestrator.views``)."""
+        manager = await self._open()
+        from agent_core.orchestrator.views import worker_pools_view  # imported on first use
+
+        return await worker_pools_view(manager, session_id)
 
     # ---- replay / inspect -----------------------------------------------------------------------
     async def replay_session(

@@ -98,6 +98,7 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
 
         def stop() -> None:
             server.should_exit = True
+            state.approvals.end_streams()  # open approval streams never end by themselves
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -17,6 +17,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -58,6 +59,15 @@ class DeferredAnswers:
         future = self._pending.pop(request_id, None)
         if future is not None and not future.done():
             future.cancel()
+
+    def watch(self, request_id: str, callback: Callable[[bool], None]) -> bool:
+        """Calls ``callback(answered)`` once the pending request settles: ``True`` when answered, ``False``
+        when abandoned (its run stopped waiting). ``False`` (and no call) when it is not pending."""
+        future = self._pending.get(request_id)
+        if future is None or future.done():
+            return False
+        future.add_done_callback(lambda settled: callback(not settled.cancelled()))
+        return True
 
     def pending_ids(self) -> list[str]:
         return [rid for rid, future in self._pending.items() if not future.done()]

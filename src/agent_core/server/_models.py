@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_core.types.workers import WorkerPoolView
+
 
 class Body(BaseModel):
     """A request or response body: unknown keys are refused."""
@@ -19,9 +21,16 @@ class RunRequest(Body):
     mode: Literal["normal", "orchestrator"] = "normal"
 
 
+class WorkerRef(Body):
+    worker_pool_id: str
+    worker_agent_id: str
+
+
 class RunCreated(Body):
     run_id: str
     session_id: str
+    addressed_workers: list[WorkerRef] = Field(default_factory=list)
+    """Orchestrator mode: the workers the message addressed with ``@<worker>``."""
 
 
 class AnswerRequest(Body):
@@ -40,3 +49,19 @@ class NodeRequest(Body):
 
 class ForkResult(Body):
     session_id: str
+
+
+class QueuedRun(Body):
+    """A root run waiting in its session's FIFO queue (the Orchestrator is busy with an earlier one)."""
+
+    run_id: str
+    session_id: str
+    addressed_workers: list[WorkerRef] = Field(default_factory=list)
+
+
+class PoolsResult(Body):
+    """``GET /api/pools``: the worker pools with each worker's state, and the queued root runs."""
+
+    session_id: str | None
+    pools: list[WorkerPoolView]
+    queued_runs: list[QueuedRun]

@@ -14,17 +14,26 @@ from agent_core.server._models import (
     AnswerResult,
     ForkResult,
     NodeRequest,
+    PoolsResult,
     RunCreated,
     RunRequest,
 )
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest
-from agent_core.types.runtime import CancelResult, DeleteSessionResult, Node, ReplayResult, SessionSummary
+from agent_core.types.runtime import (
+    CancelResult,
+    DeleteSessionResult,
+    NestedRuntimeEvent,
+    Node,
+    ReplayResult,
+    SessionSummary,
+)
 
 _REF = "#/components/schemas/{model}"
 _INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)
 _OUTPUTS: tuple[type[BaseModel], ...] = (
     RunCreated,
+    PoolsResult,
     AnswerResult,
     ForkResult,
     CancelResult,
@@ -32,6 +41,7 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
     Node,
     DeleteSessionResult,
     SessionSummary,
+    NestedRuntimeEvent,
     PermissionRequest,
     ErrorPayload,
 )
@@ -45,10 +55,45 @@ _SSE_EVENT: dict[str, Any] = {
         "data": {
             "type": "string",
             "contentMediaType": "application/json",
-            "contentSchema": {"$ref": "#/components/schemas/RuntimeEvent"},
+            "contentSchema": {
+                "anyOf": [
+                    {"$ref": "#/components/schemas/RuntimeEvent"},
+                    {"$ref": "#/components/schemas/NestedRuntimeEvent"},
+                ]
+            },
         },
-        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "run_seq of a persisted event"},
+        "id": {
+            "type": "string",
+            "pattern": "^[0-9]+(\\.[0-9]+)?$",
+            "description": "a persisted event: <run_seq> of the run's own event, <run_seq>.<seq> of a "
+            "descendant run's event (run_seq of the run's last own event before it, the session seq)",
+        },
         "retry": {"type": "integer"},
+    },
+}
+
+
+_APPROVAL_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data", "event"],
+    "properties": {
+        "event": {"enum": ["approvals", "approval_pending", "approval_answered", "approval_expired"]},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "required": ["approvals"],
+                        "properties": {
+                            "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}}
+                        },
+                    },
+                    {"$ref": "#/components/schemas/Approval"},
+                ]
+            },
+        },
     },
 }
 
@@ -128,8 +173,8 @@ def openapi_document(version: str) -> dict[str, Any]:
         {
             "name": "Last-Event-ID",
             "in": "header",
-            "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
-            "description": "resume after this run_seq",
+            "schema": {"type": "string", "pattern": "^[0-9]{1,12}(\\.[0-9]{1,12})?$"},
+            "description": "resume after this SSE id (<run_seq> or <run_seq>.<seq>)",
         },
     ]
     paths: dict[str, Any] = {
@@ -167,8 +212,10 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "parameters": events_params,
                 "responses": {
                     "200": {
-                        "description": "event: <event_type>, data: <RuntimeEvent JSON>, id: <run_seq> "
-                        "for persisted events; ends after the terminal event",
+                        "description": "event: <event_type>, data: <RuntimeEvent JSON> (a descendant run's "
+                        "event: NestedRuntimeEvent with parent_run_id / parent_tool_call_id), id: <run_seq> "
+                        "(descendants: <run_seq>.<seq>) for persisted events; ends after the run's terminal "
+                        "event",
                         "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                     },
                     **_errors(400, 404),
@@ -195,12 +242,39 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "responses": {"200": _json(_obj("approvals", _ref("Approval"))), **_errors(400)},
             }
         },
+        "/api/approvals/events": {
+            "get": {
+                "summary": "Server-sent events of permission requests, pushed as they change",
+                "description": 'First `event: approvals` with `{"approvals": [pending Approval...]}`, then '
+                "`approval_pending`, `approval_answered` and `approval_expired`, each with the Approval as it "
+                "committed. The stream stays open; a client that reconnects gets a fresh snapshot.",
+                "responses": {
+                    "200": {
+                        "description": "event: approvals | approval_pending | approval_answered | "
+                        "approval_expired",
+                        "content": {"text/event-stream": {"schema": _APPROVAL_EVENT}},
+                    },
+                    **_errors(),
+                },
+            }
+        },
         "/api/approvals/{request_id}": {
             "post": {
                 "summary": "Answer a pending request (the first answer wins)",
                 "parameters": [_path("request_id")],
                 "requestBody": _body("AnswerRequest"),
                 "responses": {"200": _json(_ref("AnswerResult")), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/pools": {
+            "get": {
+                "summary": "Worker pools with each worker's state (idle / busy / unavailable) and queued runs",
+                "description": "With session_id: the workers' state in that session and its queued runs; "
+                "without: busy in any session, and every queued run.",
+                "parameters": [
+                    {"name": "session_id", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json(_ref("PoolsResult")), **_errors(404)},
             }
         },
         "/api/sessions/{session_id}": {

@@ -9,7 +9,6 @@ internal. Handlers get the :class:`ServerState` from ``request.app.state.server`
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -20,6 +19,7 @@ from starlette.routing import Route
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import validate_session_id
+from agent_core.server._addressing import NOTE_TAG, addressed_message, addressed_workers
 from agent_core.server._errors import ApiError
 from agent_core.server._models import (
     AnswerRequest,
@@ -27,18 +27,23 @@ from agent_core.server._models import (
     Body,
     ForkResult,
     NodeRequest,
+    PoolsResult,
+    QueuedRun,
     RunCreated,
     RunRequest,
+    WorkerRef,
 )
-from agent_core.server._sse import run_stream
+from agent_core.server._sse import Cursor, run_stream
 from agent_core.storage.approvals import ApprovalStatus, request_json
+from agent_core.types.enums import RunStatus
 from agent_core.types.permissions import PermissionDecision
+from agent_core.types.runtime import UserMessage
+from agent_core.types.workers import WorkerView
 
 if TYPE_CHECKING:
     from agent_core.server._state import ServerState
 
 MAX_BODY_BYTES = 1_000_000
-_RUN_SEQ = re.compile(r"[0-9]{1,12}")
 SSE_PING_S = 15
 
 
@@ -111,9 +116,17 @@ async def start_run(request: Request) -> Response:
                 f"session {body.session_id!r} runs in {mode!r} mode; cannot start a {body.mode!r} run",
                 {"session_mode": mode},
             )
-    handle = await state.runtime.start(body.message, session_id=body.session_id, mode=body.mode)
+    message: str | UserMessage = body.message
+    addressed: list[WorkerView] = []
+    if body.mode == "orchestrator":
+        workers = [w for pool in await state.runtime.list_worker_pools() for w in pool.workers]
+        addressed = addressed_workers(body.message, workers)
+        if addressed:
+            message = addressed_message(body.message, addressed)
+    handle = await state.runtime.start(message, session_id=body.session_id, mode=body.mode)
     state.feeds.start(handle)
-    return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id), 201)
+    refs = [WorkerRef(worker_pool_id=w.worker_pool_id, worker_agent_id=w.worker_agent_id) for w in addressed]
+    return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id, addressed_workers=refs), 201)
 
 
 async def _run_record(state: ServerState, run_id: str) -> Any:
@@ -123,20 +136,23 @@ async def _run_record(state: ServerState, run_id: str) -> Any:
     return record
 
 
-def _last_event_id(request: Request) -> int:
+def _cursor(request: Request) -> Cursor:
     raw = request.headers.get("last-event-id")
-    if raw is None:
-        return 0
-    if not _RUN_SEQ.fullmatch(raw):
-        raise ApiError(400, ErrorCode.validation_error, f"Last-Event-ID must be a run_seq, got {raw[:40]!r}")
-    return int(raw)
+    cursor = Cursor.parse(raw)
+    if cursor is None:
+        raise ApiError(
+            400,
+            ErrorCode.validation_error,
+            f"Last-Event-ID must be <run_seq> or <run_seq>.<seq>, got {(raw or '')[:40]!r}",
+        )
+    return cursor
 
 
 async def run_events(request: Request) -> Response:
     state = _state(request)
     run_id = request.path_params["run_id"]
     record = await _run_record(state, run_id)
-    after = _last_event_id(request)
+    cursor = _cursor(request)
     flags = request.query_params.getlist("debug")
     if len(flags) > 1 or (flags and flags[0] not in ("0", "1")):
         raise ApiError(400, ErrorCode.validation_error, "debug must be 0 or 1")
@@ -144,18 +160,16 @@ async def run_events(request: Request) -> Response:
 
     async def messages() -> Any:
         try:
-            async for event in run_stream(
+            async for item in run_stream(
                 state.storage,
                 state.feeds,
                 run_id=run_id,
                 session_id=record.session_id,
-                after_run_seq=after,
+                cursor=cursor,
                 debug=debug,
             ):
                 yield ServerSentEvent(
-                    data=event.model_dump_json(),
-                    event=event.event_type.value,
-                    id=str(event.run_seq) if event.seq is not None and event.run_seq is not None else None,
+                    data=item.event.model_dump_json(), event=item.event.event_type.value, id=item.event_id
                 )
         except AgentCoreError as exc:  # e.g. the session was deleted while streaming
             yield ServerSentEvent(
@@ -184,6 +198,17 @@ async def list_approvals(request: Request) -> Response:
         raise ApiError(400, ErrorCode.validation_error, f"status must be one of {', '.join(choices)}")
     rows = await _state(request).approvals.list(choices[wanted])
     return _json({"approvals": [request_json(r) for r in rows]})
+
+
+async def approval_events(request: Request) -> Response:
+    """Pushes the pending requests, then every change (``approval_pending`` / ``_answered`` / ``_expired``)."""
+    broker = _state(request).approvals
+
+    async def messages() -> Any:
+        async for name, data in broker.subscribe():
+            yield ServerSentEvent(data=json.dumps(data), event=name)
+
+    return EventSourceResponse(messages(), ping=SSE_PING_S, headers={"Cache-Control": "no-store"})
 
 
 async def answer_approval(request: Request) -> Response:
@@ -254,6 +279,28 @@ async def session_tasks(request: Request) -> Response:
     return _json({"session_id": session_id, "tasks": [json.loads(t.model_dump_json()) for t in replay.tasks]})
 
 
+def _queued_runs(state: ServerState, session_id: str | None) -> list[QueuedRun]:
+    out: list[QueuedRun] = []
+    for run in state.live_runs():
+        if run.parent is not None or run.status != RunStatus.queued:
+            continue
+        if session_id is not None and run.session_id != session_id:
+            continue
+        meta = run.message.metadata.get(NOTE_TAG) if run.message is not None else None
+        refs = [WorkerRef.model_validate(r) for r in meta] if isinstance(meta, list) else []
+        out.append(QueuedRun(run_id=run.run_id, session_id=run.session_id, addressed_workers=refs))
+    return out
+
+
+async def list_pools(request: Request) -> Response:
+    state = _state(request)
+    session_id = request.query_params.get("session_id") or None
+    if session_id is not None:
+        await _known_session(state, session_id)
+    pools = await state.runtime.list_worker_pools(session_id)
+    return _json(PoolsResult(session_id=session_id, pools=pools, queued_runs=_queued_runs(state, session_id)))
+
+
 API_ROUTES = [
     Route("/api/health", health, methods=["GET"]),
     Route("/api/sessions", list_sessions, methods=["GET"]),
@@ -261,7 +308,9 @@ API_ROUTES = [
     Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/approvals", list_approvals, methods=["GET"]),
+    Route("/api/approvals/events", approval_events, methods=["GET"]),
     Route("/api/approvals/{request_id}", answer_approval, methods=["POST"]),
+    Route("/api/pools", list_pools, methods=["GET"]),
     Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
     Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
     Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),

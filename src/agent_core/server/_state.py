@@ -11,6 +11,7 @@ from importlib import metadata
 from agent_core.api.handles import RunHandle
 from agent_core.api.runtime import AgentRuntime
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.runtime.state import RunState
 from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
@@ -44,6 +45,11 @@ class ServerState:
             raise AgentCoreError(ErrorCode.internal_error, "the runtime is not open")
         return manager.services.storage
 
+    def live_runs(self) -> list[RunState]:
+        """The runtime's live runs (queued, pending, running), roots and children."""
+        manager = self.runtime._manager
+        return list(manager.runs.values()) if manager is not None else []
+
     async def cancel(self, run_id: str) -> CancelResult:
         """Cancels a run of this process (root or child); a run not live here is reported as it stands."""
         handle = self.feeds.handles.get(run_id)
@@ -72,6 +78,7 @@ async def open_state(runtime: AgentRuntime, approvals: ApprovalBroker) -> Server
 async def close_state(state: ServerState) -> None:
     """Expires pending approvals (never allowed later), then closes the runtime (cancels its runs)."""
     try:
+        await state.approvals.close()
         with contextlib.suppress(AgentCoreError):
             await state.approvals.expire_all()
         await state.runtime.close()
