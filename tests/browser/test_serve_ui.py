@@ -165,3 +165,85 @@ def test_static_assets_never_insert_html() -> None:
         r"\.(innerHTML|outerHTML)\s*=|\.insertAdjacentHTML\(|document\.write\(|\beval\(", code
     )
     assert "http://" not in (STATIC / "index.html").read_text().replace("http://www.w3.org", "")
+
+
+def test_child_agent_activity_nests_under_its_tool_call(
+    page: Any, served: ServeProcess, soong_env: SoongEnv
+) -> None:
+    soong_env.write_project("readme.md", "hello\n")
+    open_ui(page, served)
+    page.click("#new-session")
+    say(page, "delegate look around")
+    parent = ".toolbox:has(> .tool:has-text('agent.create_sub_agent'))"
+    # live: the child's tool call and its reply stream inside the parent's tool call
+    page.wait_for_selector(f"{parent} > .nested .child-head")
+    page.wait_for_selector(f"{parent} > .nested .toolbox .tool:has-text('code.list_dir')")
+    page.wait_for_selector(f"{parent} > .nested .msg.assistant:has-text('child saw')")
+    wait_run_finished(page)
+    # stored: the same nesting rebuilt from the session (the child's events replayed from its stream)
+    page.wait_for_selector(f"{parent} > .nested .child-activity .tool:has-text('code.list_dir')")
+    assert "child saw" in page.inner_text(f"{parent} > .nested .child-activity .msg.assistant")
+    assert "completed" in page.inner_text(f"{parent} > .nested")
+    assert page.locator("#conversation > .msg.assistant:has-text('child saw')").count() == 0
+    assert page.locator("#conversation > .msg.assistant:has-text('Done:')").count() == 1
+    # after a reload the child's activity is one click away, still under its tool call
+    page.reload()
+    page.wait_for_selector(f"{parent} > .nested button.show-activity").click()
+    page.wait_for_selector(f"{parent} > .nested .child-activity .tool:has-text('code.list_dir')")
+    assert page.js_errors == []
+
+
+def test_a_pushed_approval_card_disappears_on_a_second_client(
+    page: Any, browser: Any, served: ServeProcess, soong_env: SoongEnv
+) -> None:
+    other_context = browser.new_context(viewport={"width": 1280, "height": 800})
+    other = other_context.new_page()
+    other.set_default_timeout(15_000)
+    polled: list[str] = []
+    other.on("request", lambda r: polled.append(r.url) if r.url.endswith("/api/approvals") else None)
+    try:
+        open_ui(page, served)
+        open_ui(other, served)
+        page.click("#new-session")
+        say(page, "write pushed.txt by-the-first-client")
+        page.wait_for_selector(".approval")
+        session_id = page.evaluate("state.sessionId")
+        # the second client sees the request pushed: first as the header badge, then as the card
+        other.wait_for_selector("#other-approvals:has-text('1 approval')")
+        other.click("#other-approvals")
+        other.wait_for_selector(".approval[data-request]:has-text('pushed.txt')")
+        assert other.evaluate("state.sessionId") == session_id
+        page.click(".approval button[data-decision=allow_once]")
+        # answered on the first client: the card disappears on the second without any polling
+        other.wait_for_function("() => document.querySelectorAll('.approval').length === 0", timeout=5_000)
+        wait_run_finished(page)
+        assert (soong_env.project / "pushed.txt").read_text() == "by-the-first-client"
+        assert polled == []  # the list endpoint was never polled: approvals come over the push stream
+    finally:
+        other_context.close()
+    assert page.js_errors == []
+
+
+def test_worker_pools_view_and_addressing_a_worker(page: Any, served: ServeProcess) -> None:
+    open_ui(page, served)
+    page.click("#new-session")
+    page.select_option("#new-mode", "orchestrator")
+    page.click("[data-view=pools]")
+    row = page.wait_for_selector("#pools .pool[data-pool=default] tr[data-worker=w1]")
+    assert row is not None
+    assert page.inner_text("#pools tr[data-worker=w1] .status") == "idle"
+    assert "default" in page.inner_text("#pools .pool[data-pool=default] h4")
+    page.click("#pools tr[data-worker=w1] button.address")
+    assert page.input_value("#message") == "@w1 "
+    page.type("#message", "fix the bug")
+    page.press("#message", "Enter")
+    dispatch = ".toolbox:has(> .tool:has-text('agent.dispatch_worker'))"
+    page.wait_for_selector(f"{dispatch} > .nested .child-head:has-text('worker @w1')")
+    page.wait_for_selector(f"{dispatch} > .nested .msg.assistant:has-text('Worker did: @w1 fix the bug')")
+    page.wait_for_selector(".msg.assistant:has-text('Orchestrated: Worker did: @w1 fix the bug')")
+    wait_run_finished(page)
+    page.wait_for_selector("#conversation .msg.user .chip:has-text('→ @w1')")
+    page.click("[data-view=pools]")
+    page.wait_for_selector("#pools tr[data-worker=w1] .status:has-text('idle')")
+    assert "this session" in page.inner_text("#pools")
+    assert page.js_errors == []

@@ -19,7 +19,10 @@ const state = {
   view: "conversation",
   debug: false,
   live: null,        // {runId, sessionId, abort, bubble, text}
-  approvals: [],
+  approvals: new Map(),  // request_id -> pending approval (pushed)
+  pools: null,
+  expanded: new Set(),     // child run ids whose activity the conversation shows
+  childEvents: new Map(),  // child run id -> its replayed events (finished children only)
   newSession: false,
 };
 
@@ -95,11 +98,11 @@ async function api(method, path, body) {
   return data;
 }
 
-// Reads a text/event-stream with fetch (cookie auth, every event type, no automatic reconnect).
-async function readEvents(runId, debug, onEvent, signal) {
-  const query = debug ? "?debug=1" : "";
-  const response = await fetch(`/api/runs/${encodeURIComponent(runId)}/events${query}`,
-    { credentials: "same-origin", signal });
+// Reads a text/event-stream with fetch (cookie auth, every event type, no automatic reconnect):
+// onEvent(data, eventName) for each message with data.
+async function readStream(path, onEvent, signal) {
+  const response = await fetch(path, { credentials: "same-origin", signal });
+  $("auth-error").hidden = response.status !== 401;
   if (!response.ok || !response.body) throw new Error(`event stream: HTTP ${response.status}`);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -112,14 +115,20 @@ async function readEvents(runId, debug, onEvent, signal) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
       const data = [];
+      let name = "message";
       for (const line of block.split("\n")) {
         if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        else if (line.startsWith("event:")) name = line.slice(6).trim();
       }
       if (data.length) {
-        try { onEvent(JSON.parse(data.join("\n"))); } catch (err) { console.error(err); }
+        try { onEvent(JSON.parse(data.join("\n")), name); } catch (err) { console.error(err); }
       }
     }
   }
+}
+
+function readEvents(runId, debug, onEvent, signal) {
+  return readStream(`/api/runs/${encodeURIComponent(runId)}/events${debug ? "?debug=1" : ""}`, onEvent, signal);
 }
 
 // ---- sessions ----------------------------------------------------------------------------------------
@@ -185,20 +194,88 @@ function toolLine(name, detail, cls) {
   return el("div", { class: `tool ${cls || ""}` }, `⚙ ${name}${detail ? "  " + detail : ""}`);
 }
 
-function renderConversation() {
-  const box = clear($("conversation"));
-  if (!state.replay) {
-    box.append(el("p", { class: "muted" }, state.newSession
-      ? "New session: type the first message below."
-      : "Select a session on the left, or start a new one."));
-    return;
+// A tool call: its line, and below it (created on demand) the nested activity of the child runs it started.
+function toolBox(name, detail, cls, callId) {
+  const line = toolLine(name, detail, cls);
+  const box = el("div", { class: "toolbox", "data-call": callId || "" }, line);
+  box.line = line;
+  return box;
+}
+
+function nestIn(box) {
+  if (!box.nest) { box.nest = el("div", { class: "nested" }); box.append(box.nest); }
+  return box.nest;
+}
+
+function childHead(label, runId) {
+  return el("div", { class: "child-head", "data-run": runId }, `↳ ${label} · run ${runId}`);
+}
+
+function addressChips(node) {
+  const workers = node.metadata?.addressed_workers;
+  if (!Array.isArray(workers) || !workers.length) return null;
+  return el("span", { class: "chips" }, workers.map((w) => el("span", { class: "chip" }, `→ @${w.worker_agent_id}`)));
+}
+
+// Child runs of the session by the agent-tool call that started them (from the child summary events the
+// session replay holds): callId -> [{runId, summary}].
+function childRunsByCall(replay) {
+  const summaries = new Map((replay.children || []).map((c) => [c.child_run_id, c]));
+  const byCall = new Map();
+  const seen = new Set();
+  for (const ev of replay.events || []) {
+    if (ev.event_type !== "child_agent_created" && ev.event_type !== "worker_dispatched") continue;
+    const runId = ev.payload?.child_run_id;
+    const callId = ev.tool_call_id || ev.payload?.tool_call_id;
+    if (!runId || !callId || seen.has(runId)) continue;
+    seen.add(runId);
+    const list = byCall.get(callId) || [];
+    list.push({ runId, summary: summaries.get(runId), worker: ev.payload.worker_agent_id });
+    byCall.set(callId, list);
   }
-  const root = rootAgentId(state.replay);
-  for (const node of activePath(state.replay)) {
-    if (root && node.agent_id !== root) continue;
+  return byCall;
+}
+
+// A finished child run's own activity (its events, grandchildren nested), replayed from its event stream
+// once and cached; shown automatically for children seen live, on request for the others.
+function childActivity(runId, container) {
+  const replayInto = (events) => {
+    const pseudo = { runId, tools: {}, lanes: {}, quiet: true };
+    pseudo.root = { bubble: null, textNode: null, child: true, append: (node) => container.append(node) };
+    for (const ev of events) handleLiveEvent(pseudo, ev);
+  };
+  const cached = state.childEvents.get(runId);
+  if (cached) { replayInto(cached); return; }
+  const events = [];
+  readEvents(runId, false, (ev) => events.push(ev))
+    .then(() => { state.childEvents.set(runId, events); replayInto(events); })
+    .catch((err) => container.append(el("p", { class: "error" }, `child events: ${err.message}`)));
+}
+
+function renderChild(child, nest) {
+  const c = child.summary || {};
+  const label = child.worker ? `worker @${child.worker}` : `${c.agent_type || "child"} ${c.purpose || ""}`.trim();
+  nest.append(childHead(label, child.runId));
+  const activity = el("div", { class: "child-activity", "data-run": child.runId });
+  nest.append(activity);
+  const terminal = c.status && !LIVE_STATUSES.has(c.status);
+  if (terminal && state.expanded.has(child.runId)) childActivity(child.runId, activity);
+  else if (terminal) {
+    activity.append(el("button", { type: "button", class: "show-activity", onclick: () => {
+      state.expanded.add(child.runId);
+      activity.replaceChildren();
+      childActivity(child.runId, activity);
+    } }, "show activity"));
+  }
+  nest.append(el("div", { class: "child-head" }, `↳ ${c.status || "…"}${c.result_summary ? ": " + short(c.result_summary, 300) : ""}`));
+}
+
+// The root agent's active path; each agent-tool call carries its child runs nested below it.
+function renderNodes(nodes, box, byCall) {
+  for (const node of nodes) {
     if (node.role === "user" && node.node_type === "message") {
       box.append(el("div", { class: "msg user", "data-node": node.node_id }, el("span", { class: "who" }, "you"),
-        textOf(node.content)));
+        textOf(node.content), addressChips(node)));
     } else if (node.role === "assistant") {
       const text = textOf(node.content);
       if (text) {
@@ -206,7 +283,10 @@ function renderConversation() {
           el("span", { class: "who" }, "assistant"), text));
       }
       for (const block of node.content || []) {
-        if (block.type === "tool_call") box.append(toolLine(block.name, short(JSON.stringify(block.arguments), 240)));
+        if (block.type !== "tool_call") continue;
+        const tool = toolBox(block.name, short(JSON.stringify(block.arguments), 240), "", block.tool_call_id);
+        box.append(tool);
+        for (const child of byCall.get(block.tool_call_id) || []) renderChild(child, nestIn(tool));
       }
     } else if (node.role === "tool") {
       for (const block of node.content || []) {
@@ -218,6 +298,19 @@ function renderConversation() {
       box.append(el("div", { class: "notice" }, `[${node.node_type}]`));
     }
   }
+}
+
+function renderConversation() {
+  const box = clear($("conversation"));
+  if (!state.replay) {
+    box.append(el("p", { class: "muted" }, state.newSession
+      ? "New session: type the first message below."
+      : "Select a session on the left, or start a new one."));
+    return;
+  }
+  const root = rootAgentId(state.replay);
+  const path = activePath(state.replay).filter((node) => !root || node.agent_id === root);
+  renderNodes(path, box, childRunsByCall(state.replay));
   if (state.live && !state.live.done && state.live.sessionId === state.sessionId) {
     for (const item of state.live.items) box.append(item);
   }
@@ -232,67 +325,91 @@ function liveAppend(node) {
   }
 }
 
+// Where a run's live activity goes: the conversation for the followed run, the nested box under the
+// parent's agent-tool call for a child run (grandchildren nest under their parent's call in turn).
+function laneFor(live, ev) {
+  if (ev.run_id === live.runId || !ev.parent_run_id) return live.root;
+  let lane = live.lanes[ev.run_id];
+  if (!lane) {
+    const host = live.tools[ev.parent_tool_call_id];
+    const target = host ? nestIn(host) : null;
+    lane = { bubble: null, textNode: null, child: true, append: (node) => (target ? target.append(node) : liveAppend(node)) };
+    live.lanes[ev.run_id] = lane;
+  }
+  return lane;
+}
+
 function handleLiveEvent(live, ev) {
   const p = ev.payload || {};
   const child = ev.run_id !== live.runId;
+  const lane = laneFor(live, ev);
+  const bubble = (cls) => {
+    lane.bubble = el("div", { class: `msg assistant ${cls}` }, el("span", { class: "who" }, lane.child ? "child agent" : "assistant"));
+    lane.textNode = document.createTextNode("");
+    lane.bubble.append(lane.textNode);
+    lane.append(lane.bubble);
+  };
   switch (ev.event_type) {
     case "message_delta":
-      if (!live.bubble) {
-        live.bubble = el("div", { class: "msg assistant streaming" }, el("span", { class: "who" }, "assistant"));
-        live.textNode = document.createTextNode("");
-        live.bubble.append(live.textNode);
-        liveAppend(live.bubble);
-      }
-      live.textNode.data += String(p.text || "");
+      if (!lane.bubble) bubble("streaming");
+      lane.textNode.data += String(p.text || "");
       break;
     case "message_completed":
       if (p.role === "assistant" || p.role === undefined) {
-        if (!live.bubble && p.text) {
-          live.bubble = el("div", { class: "msg assistant" }, el("span", { class: "who" }, "assistant"));
-          live.textNode = document.createTextNode("");
-          live.bubble.append(live.textNode);
-          liveAppend(live.bubble);
-        }
-        if (live.bubble) { live.textNode.data = String(p.text || live.textNode.data); live.bubble.classList.remove("streaming"); }
-        live.bubble = null;
+        if (!lane.bubble && p.text) bubble("");
+        if (lane.bubble) { lane.textNode.data = String(p.text || lane.textNode.data); lane.bubble.classList.remove("streaming"); }
+        lane.bubble = null;
       }
       break;
     case "tool_started":
-      live.tools[ev.tool_call_id] = toolLine(p.tool_name, short(p.args_summary, 240), child ? "child" : "");
-      liveAppend(live.tools[ev.tool_call_id]);
+      live.tools[ev.tool_call_id] = toolBox(p.tool_name, short(p.args_summary, 240), child ? "child" : "", ev.tool_call_id);
+      lane.append(live.tools[ev.tool_call_id]);
       break;
     case "tool_completed":
     case "tool_failed":
     case "tool_denied": {
-      const line = live.tools[ev.tool_call_id];
+      const line = live.tools[ev.tool_call_id]?.line;
       const outcome = ev.event_type === "tool_completed" ? `done (${p.duration_ms ?? "?"} ms)`
         : ev.event_type === "tool_denied" ? `denied: ${p.reason || ""}` : `failed: ${p.error?.message || ""}`;
       const cls = ev.event_type === "tool_completed" ? "ok" : ev.event_type === "tool_denied" ? "denied" : "failed";
       if (line) { line.classList.add(cls); line.append(document.createTextNode(`  → ${outcome}`)); }
-      else liveAppend(toolLine(p.tool_name, outcome, cls));
+      else lane.append(toolLine(p.tool_name, outcome, cls));
       break;
     }
     case "child_agent_created":
-    case "worker_dispatched":
-      liveAppend(el("div", { class: "tool child" }, `↳ ${p.agent_definition_id || p.worker_agent_id || "child"} agent (run ${p.child_run_id})`));
+    case "worker_dispatched": {
+      if (p.child_run_id) state.expanded.add(p.child_run_id);
+      const host = live.tools[ev.tool_call_id || p.tool_call_id];
+      const label = ev.event_type === "worker_dispatched" ? `worker @${p.worker_agent_id} (${p.worker_pool_id})` : `${p.agent_type || "child"} ${p.purpose || ""}`.trim();
+      const head = childHead(label, p.child_run_id);
+      if (host) nestIn(host).append(head); else lane.append(head);
+      if (ev.event_type === "worker_dispatched" && state.view === "pools") loadPools();
       break;
+    }
     case "child_agent_completed":
     case "child_agent_failed":
-      liveAppend(el("div", { class: "tool child" }, `↳ child run ${p.child_run_id} ${p.status || ev.event_type.replace("child_agent_", "")}`));
+    case "child_agent_cancelled": {
+      const host = live.tools[ev.tool_call_id || p.tool_call_id];
+      const line = el("div", { class: "child-head" }, `↳ ${p.status || ev.event_type.replace("child_agent_", "")} · run ${p.child_run_id}`);
+      if (host) nestIn(host).append(line); else lane.append(line);
+      if (state.view === "pools") loadPools();
       break;
+    }
     case "run_queued":
-      liveAppend(el("div", { class: "notice" }, `[queued, position ${p.queue_position}]`));
+      lane.append(el("div", { class: "notice" }, `[queued, position ${p.queue_position}]`));
       break;
     case "error":
-      liveAppend(el("div", { class: "tool failed" }, `error ${p.code}: ${p.message}`));
+      lane.append(el("div", { class: "tool failed" }, `error ${p.code}: ${p.message}`));
       break;
     default:
       break;
   }
+  if (live.quiet) return;
   if (!child) $("run-status").textContent = `run ${live.runId}: ${ev.event_type}`;
   if (!child && (TERMINAL.has(ev.event_type) || ev.event_type === "loop_aborted")) {
     $("run-status").textContent = `run ${ev.event_type.replace("run_", "").replace("loop_", "")}`;
   }
+  if (state.view === "conversation") $("conversation").scrollTop = $("conversation").scrollHeight;
 }
 
 function stopLive() {
@@ -303,11 +420,12 @@ function stopLive() {
 
 async function followRun(runId, sessionId) {
   stopLive();
-  const live = { runId, sessionId, abort: new AbortController(), bubble: null, textNode: null, tools: {}, items: [] };
+  const live = { runId, sessionId, abort: new AbortController(), tools: {}, lanes: {}, items: [] };
+  live.root = { bubble: null, textNode: null, child: false, append: liveAppend };
   state.live = live;
   $("cancel-run").hidden = false;
   renderConversation();
-  pollApprovals();
+  renderApprovals();
   try {
     await readEvents(runId, false, (ev) => { if (state.live === live) handleLiveEvent(live, ev); }, live.abort.signal);
   } catch (err) {
@@ -319,7 +437,7 @@ async function followRun(runId, sessionId) {
   $("cancel-run").hidden = true;
   if (state.sessionId === sessionId) await loadSession();
   await loadSessions();
-  await pollApprovals();
+  if (state.view === "pools") await loadPools();
   if (state.live === live) state.live = null;
 }
 
@@ -376,7 +494,7 @@ function approvalCard(a) {
     } catch (err) {
       card.replaceChildren(el("p", { class: "error" }, err.status === 409 ? `already ${err.message.split(" ").pop()}` : err.message));
     }
-    setTimeout(pollApprovals, 300);
+    // the pushed approval_answered / approval_expired removes the card on every client
   };
   const card = el("div", { class: "approval", "data-request": a.request_id });
   const meta = a.metadata || {};
@@ -403,21 +521,103 @@ function approvalCard(a) {
   return card;
 }
 
-async function pollApprovals() {
-  let approvals;
-  try { approvals = (await api("GET", "/api/approvals")).approvals; } catch { return; }
-  const key = (list) => list.map((a) => a.request_id).join(",");
-  const mine = approvals.filter((a) => a.session_id === state.sessionId);
-  const others = approvals.filter((a) => a.session_id !== state.sessionId);
+// Shows the pending requests of the open session as cards (kept while still pending, so an answer in
+// progress is not redrawn) and counts the other sessions' requests in the header badge.
+function renderApprovals() {
+  const pending = [...state.approvals.values()];
+  const mine = pending.filter((a) => a.session_id === state.sessionId);
+  const others = pending.filter((a) => a.session_id !== state.sessionId);
   const badge = $("other-approvals");
   badge.hidden = others.length === 0;
   badge.textContent = `${others.length} approval${others.length === 1 ? "" : "s"} waiting in other sessions`;
   badge.onclick = () => others.length && selectSession(others[0].session_id);
-  if (key(mine) !== key(state.approvals.filter((a) => a.session_id === state.sessionId))) {
-    const box = clear($("approvals"));
-    for (const a of mine) box.append(approvalCard(a));
+  const box = $("approvals");
+  const shown = new Map([...box.querySelectorAll(".approval")].map((c) => [c.dataset.request, c]));
+  for (const [id, card] of shown) if (!mine.some((a) => a.request_id === id)) card.remove();
+  for (const a of mine) if (!shown.has(a.request_id)) box.append(approvalCard(a));
+}
+
+// Approvals are pushed (GET /api/approvals/events): a snapshot, then every change as it commits. The
+// stream is reopened after a drop (a fresh snapshot resynchronises).
+async function watchApprovals() {
+  let delay = 500;
+  for (;;) {
+    try {
+      await readStream("/api/approvals/events", (data, name) => {
+        delay = 500;
+        if (name === "approvals") state.approvals = new Map(data.approvals.map((a) => [a.request_id, a]));
+        else if (name === "approval_pending") state.approvals.set(data.request_id, data);
+        else if (name === "approval_answered" || name === "approval_expired") state.approvals.delete(data.request_id);
+        else return;
+        renderApprovals();
+      });
+    } catch (err) { /* reconnect below */ }
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    delay = Math.min(delay * 2, 8000);
   }
-  state.approvals = approvals;
+}
+
+// ---- worker pools ------------------------------------------------------------------------------------
+
+function sessionMode() {
+  if (state.newSession || !state.sessionId) return $("new-mode").value;
+  return state.sessions.find((s) => s.session_id === state.sessionId)?.mode || "normal";
+}
+
+function addressWorker(worker) {
+  const box = $("message");
+  const mention = `@${worker.worker_agent_id} `;
+  if (!box.value.includes(mention)) box.value = mention + box.value;
+  state.view = "conversation";
+  render();
+  box.focus();
+}
+
+async function loadPools() {
+  let data;
+  const query = state.sessionId && !state.newSession ? `?session_id=${encodeURIComponent(state.sessionId)}` : "";
+  try { data = await api("GET", `/api/pools${query}`); } catch (err) { $("pools").replaceChildren(el("p", { class: "error" }, err.message)); return; }
+  state.pools = data;
+  if (state.view === "pools") renderPools();
+}
+
+function renderPools() {
+  const box = clear($("pools"));
+  const data = state.pools;
+  if (!data) { box.append(el("p", { class: "muted" }, "Loading…")); return; }
+  const orchestrator = sessionMode() === "orchestrator";
+  box.append(el("p", { class: "muted" }, data.session_id
+    ? "Workers' state in this session. "
+    : "Workers' state in any session. ",
+  orchestrator ? "In this orchestrator session a message may address a worker with @<worker>: the Orchestrator is asked to dispatch it."
+    : "Addressing a worker with @<worker> works in orchestrator-mode sessions."));
+  if (!data.pools.length) box.append(el("p", { class: "muted" }, "No worker pools are configured ([[agents.worker_pools]] in config.toml)."));
+  const queuedFor = (w) => data.queued_runs.filter((q) => q.addressed_workers.some((a) => a.worker_pool_id === w.worker_pool_id && a.worker_agent_id === w.worker_agent_id));
+  for (const pool of data.pools) {
+    const card = el("div", { class: `pool${pool.valid ? "" : " invalid"}`, "data-pool": pool.pool_id },
+      el("h4", {}, `pool ${pool.pool_id}`, pool.default ? el("span", { class: "chip" }, "default") : null,
+        pool.valid ? null : el("span", { class: "chip bad" }, "invalid")));
+    for (const problem of pool.problems) card.append(el("p", { class: "error" }, problem));
+    if (pool.workers.length) {
+      const body = el("tbody");
+      for (const w of pool.workers) {
+        const queued = queuedFor(w);
+        body.append(el("tr", { "data-worker": w.worker_agent_id },
+          el("td", {}, el("strong", {}, `@${w.worker_agent_id}`), el("div", { class: "muted" }, w.name)),
+          el("td", {}, el("span", { class: `status ${w.status}` }, w.status)),
+          el("td", {}, w.current_run_id ? `run ${w.current_run_id}${w.current_step_id ? ` · step ${w.current_step_id}` : ""}` : "—"),
+          el("td", { class: "queued" }, queued.length ? `${queued.length} queued: ${queued.map((q) => q.run_id).join(", ")}` : "none"),
+          el("td", { class: "muted" }, short(w.description, 120)),
+          el("td", {}, el("button", { type: "button", class: "address", disabled: !orchestrator, onclick: () => addressWorker(w) }, `@${w.worker_agent_id}`))));
+      }
+      card.append(el("table", {}, el("thead", {}, el("tr", {}, ["worker", "state", "current run", "queued runs", "description", "address"].map((h) => el("th", {}, h)))), body));
+    }
+    box.append(card);
+  }
+  if (data.queued_runs.length) {
+    box.append(el("h4", {}, "Queued runs"), el("ul", {}, data.queued_runs.map((q) => el("li", {},
+      `${q.run_id} (session ${q.session_id})`, q.addressed_workers.map((a) => el("span", { class: "chip" }, `→ @${a.worker_agent_id}`))))));
+  }
 }
 
 // ---- node tree ---------------------------------------------------------------------------------------
@@ -581,7 +781,7 @@ function renderTimeline() {
 // ---- shell -------------------------------------------------------------------------------------------
 
 function render() {
-  for (const view of ["conversation", "tree", "agents", "timeline"]) $(`view-${view}`).hidden = view !== state.view;
+  for (const view of ["conversation", "tree", "agents", "pools", "timeline"]) $(`view-${view}`).hidden = view !== state.view;
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.view === state.view);
   const usage = state.replay?.usage;
   $("usage").textContent = usage && usage.runs ? `session usage: ${usageText(usage)}` : "";
@@ -589,11 +789,16 @@ function render() {
   if (state.view === "tree") renderTree();
   if (state.view === "agents") renderAgents();
   if (state.view === "timeline") renderTimeline();
+  if (state.view === "pools") renderPools();
+  renderApprovals();
+  $("message").placeholder = sessionMode() === "orchestrator"
+    ? "Message the Orchestrator; @<worker> addresses a worker (Enter to send, Shift+Enter for a new line)"
+    : "Message the agent (Enter to send, Shift+Enter for a new line)";
 }
 
 async function init() {
   for (const tab of document.querySelectorAll(".tab")) {
-    tab.addEventListener("click", () => { state.view = tab.dataset.view; render(); });
+    tab.addEventListener("click", () => { state.view = tab.dataset.view; render(); if (state.view === "pools") loadPools(); });
   }
   $("composer").addEventListener("submit", send);
   $("message").addEventListener("keydown", (e) => {
@@ -607,10 +812,10 @@ async function init() {
     stopLive();
     state.sessionId = null; state.replay = null; state.newSession = true;
     history.replaceState(null, "", "#");
-    clear($("approvals"));
     render(); loadSessions();
     $("message").focus();
   });
+  $("new-mode").addEventListener("change", () => render());
   $("debug-toggle").addEventListener("change", (e) => { state.debug = e.target.checked; render(); });
   for (const id of ["filter-type", "filter-run", "filter-level"]) $(id).addEventListener("input", () => renderTimeline());
   try {
@@ -621,9 +826,9 @@ async function init() {
   await loadSessions();
   if (fromHash) await selectSession(fromHash);
   else render();
-  setInterval(pollApprovals, 1000);
+  watchApprovals();
   setInterval(() => { if (!state.live) loadSessions(); }, 4000);
-  pollApprovals();
+  setInterval(() => { if (state.view === "pools") loadPools(); }, 2000);
 }
 
 document.addEventListener("DOMContentLoaded", init);
