@@ -16,11 +16,6 @@ from typing import Any
 REDACTED = "[REDACTED]"
 SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
 SENSITIVE_KEY = re.compile(r"(?i)(api[_-]?key|authorization|token|secret|password|cookie|credential)")
-_SENSITIVE_WORDS = (
-    *("apikey", "api_key", "api-key", "authorization", "token"),
-    *("secret", "password", "cookie", "credential"),
-)
-"""Every ASCII string :data:`SENSITIVE_KEY` matches contains one of these (case-folded); keep in sync."""
 TOKEN_COUNT_KEY = re.compile(r"(?i)tokens|token_(count|budget)")
 """Keys of token counters; exempt from read-time redaction when their value is numeric."""
 _MIN_PATTERN_SECRET = 8
@@ -165,59 +160,89 @@ def _masked(key: Any, value: Any) -> bool:
 
 def has_sensitive_keys(obj: Any) -> bool:
     """True when :func:`redact_sensitive_keys` would mask something in ``obj`` (a read-only scan, so a
-    caller can keep a record unchanged instead of copying it)."""
+    caller can keep a record unchanged instead of copying it).
+
+    Replay scans every stored payload with it, so the common cases are settled at C speed: the
+    sensitive keys of a mapping are looked up by its key tuple (payloads of one kind share their keys),
+    a mapping or list of scalars needs no descent, and a list of strings (node-id lists) is recognised
+    by joining it."""
     if isinstance(obj, dict):
-        for k, v in obj.items():
-            if _masked(k, v):
+        shape = tuple(obj)
+        odd = _SHAPES.get(shape)
+        if odd is None:
+            odd = _learn_shape(shape)
+        for key, counter in odd:
+            value = obj[key]
+            if value is not None and not isinstance(value, bool) and not (counter and _counts(value)):
                 return True
-            if isinstance(v, dict | list | tuple) and has_sensitive_keys(v):
-                return True
+        values: Any = obj.values()
+    elif isinstance(obj, list | tuple):
+        if obj and type(obj[0]) is str:
+            try:
+                "".join(obj)  # C speed; a non-string item raises
+                return False
+            except TypeError:
+                pass
+        values = obj
+    else:
         return False
-    if isinstance(obj, list | tuple):
-        if _SCALARS.issuperset(map(type, obj)):  # C-speed check: no container inside (e.g. id lists)
-            return False
-        return any(isinstance(v, dict | list | tuple) and has_sensitive_keys(v) for v in obj)
+    if _SCALARS.issuperset(map(type, values)):  # C-speed check: no container inside
+        return False
+    for value in values:  # noqa: SIM110 (a plain loop: no generator frame per level; blocks nest deep)
+        if isinstance(value, dict | list | tuple) and has_sensitive_keys(value):
+            return True
     return False
 
 
-def json_may_hold_sensitive_key(text: str) -> bool:
-    """``False`` only when JSON ``text`` certainly has no key :func:`redact_sensitive_keys` could mask:
-    every key appears verbatim in the text unless written with a ``\\u`` escape (other escapes cannot
-    yield a letter, ``_`` or ``-``), so no :data:`SENSITIVE_KEY` match and no ``\\u`` means no such key.
-    A read-time filter: records that pass are not walked. Compact (``separators=(",", ":")``) pairs of a
-    token-counter key and a number (or a mapping of numbers), which are never masked, are ignored."""
-    if "\\u" in text:
-        return True
-    if not text.isascii():  # the regex folds some non-ASCII letters (e.g. U+017F) onto ASCII ones
-        return SENSITIVE_KEY.search(text) is not None
-    lowered = text.lower()
-    if "token" in lowered:
-        lowered = _COUNTER_PAIR.sub("", _COUNTER_MAP.sub(r"\1", lowered))
-    return any(map(lowered.__contains__, _SENSITIVE_WORDS))
+_SHAPES: dict[tuple[Any, ...], tuple[tuple[str, bool], ...]] = {}
+"""Key tuple of a mapping → its sensitive keys, each with whether it names a token counter."""
+_SHAPE_MAX_KEYS = 64
 
 
-_NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-_COUNTER_KEY = r'"[^"\\\n]*(?:tokens|token_count|token_budget)[^"\\\n]*"'
-_COUNTER_PAIR = re.compile(f"{_COUNTER_KEY}:{_NUMBER}")
-"""``"input_tokens":12`` (lower-cased JSON): a counter key (:data:`TOKEN_COUNT_KEY`) with a number."""
-_NUMERIC_ITEM = rf'"[^"\\\n]*":(?:{_NUMBER}|null)'
-_COUNTER_MAP = re.compile(rf"{_COUNTER_KEY}:(\{{(?:{_NUMERIC_ITEM}(?:,{_NUMERIC_ITEM})*)?\}})")
-"""``"token_budget":{...}`` whose values are all numbers or null: the key is dropped, the mapping kept
-(its own keys are still scanned)."""
+def _learn_shape(shape: tuple[Any, ...]) -> tuple[tuple[str, bool], ...]:
+    odd = tuple(
+        (k, TOKEN_COUNT_KEY.search(k) is not None) for k in shape if isinstance(k, str) and _sensitive_key(k)
+    )
+    if len(shape) <= _SHAPE_MAX_KEYS:
+        if len(_SHAPES) >= _KEY_VERDICTS_LIMIT:
+            _SHAPES.clear()
+        _SHAPES[shape] = odd
+    return odd
 
 
-def json_texts_clean(texts: Sequence[str | None], chunk: int = 256) -> list[bool]:
-    """Per text: ``True`` when :func:`json_may_hold_sensitive_key` is ``False`` (``None`` counts as
-    clean). Texts are checked a chunk at a time, joined by newlines (never part of compact JSON, and the
-    counter patterns do not cross one), and one by one only inside a chunk that may hold a key."""
+_COUNTS = frozenset({int, float, type(None)})
+
+
+def _counts(value: Any) -> bool:
+    """The value of a token-counter key is exempt (:func:`_is_token_count`, key already matched)."""
+    if isinstance(value, dict):
+        if _COUNTS.issuperset(map(type, value.values())):
+            return True
+        return all(_is_number(v) or v is None for v in value.values())
+    return _is_number(value)
+
+
+def texts_may_hold_keys(texts: Sequence[str | None], chunk: int = 256) -> list[bool]:
+    """Per JSON text: ``False`` only when it certainly holds no key :func:`redact_sensitive_keys` could
+    mask (``None`` holds none). A read-time prefilter checked a chunk of texts at a time (joined, one
+    C-speed substring scan per word): a chunk with a sensitive word, a ``\\u`` escape (which can spell a
+    key) or a non-ASCII character (the regex folds some onto ASCII letters) flags all its texts, whose
+    decoded values the caller then walks with :func:`has_sensitive_keys`."""
     out: list[bool] = []
     for start in range(0, len(texts), chunk):
         part = [t or "" for t in texts[start : start + chunk]]
-        if not json_may_hold_sensitive_key("\n".join(part)):
-            out += [True] * len(part)
-        else:
-            out += [not json_may_hold_sensitive_key(t) for t in part]
+        joined = "\n".join(part)
+        lowered = joined.lower()
+        hit = "\\u" in joined or not joined.isascii() or any(map(lowered.__contains__, _SENSITIVE_WORDS))
+        out += [hit] * len(part)
     return out
+
+
+_SENSITIVE_WORDS = (
+    *("apikey", "api_key", "api-key", "authorization", "token"),
+    *("secret", "password", "cookie", "credential"),
+)
+"""Every ASCII string :data:`SENSITIVE_KEY` matches contains one of these (case-folded); keep in sync."""
 
 
 def redact_sensitive_keys(obj: Any) -> Any:

@@ -16,7 +16,7 @@ from agent_core.memo import WireMemo
 from agent_core.providers.openai_compatible import build_payload
 from agent_core.providers.tool_mapping import ToolNameMap
 from agent_core.redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
-from agent_core.storage.rows import events_from_rows, nodes_from_rows
+from agent_core.storage.decode import events_from_rows, nodes_from_rows
 from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from pydantic_core import from_json
+
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.render import render_node
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -15,7 +17,7 @@ from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
-from agent_core.types.mappers import artifact_from_record, run_info_from_record
+from agent_core.types.mappers import artifact_from_record, load_json_object, run_info_from_record
 from agent_core.types.runtime import (
     ArtifactRef,
     ChildAgentResult,
@@ -124,9 +126,11 @@ async def replay_session(
             )
         )
     tasks = await _task_views(manager, session_id)
+    root = agent_by_id.get(root_id)
+    root_meta = load_json_object(root.metadata_json, "agents.metadata_json") if root else None
     result = ReplayResult(
         session_id=session_id,
-        runs=[run_info_from_record(r, agent_by_id.get(r.agent_id)) for r in root_runs],
+        runs=[run_info_from_record(r, root, root_meta) for r in root_runs],
         nodes=nodes,
         events=events,
         artifacts=artifacts,
@@ -146,7 +150,8 @@ def _redacted(result: ReplayResult, keys_masked: bool = False) -> ReplayResult:
             "events": [_redact_event(e, keys_masked) for e in result.events],
             "artifacts": [_redact_artifact(a) for a in result.artifacts],
             "runs": [
-                r.model_copy(update={"error": _redact_error(r.error), "usage": r.usage}) for r in result.runs
+                r if r.error is None else r.model_copy(update={"error": _redact_error(r.error)})
+                for r in result.runs
             ],
         }
     )
@@ -159,12 +164,10 @@ def _redact_error(error: ErrorPayload | None) -> ErrorPayload | None:
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
-    import json
-
     if not text:
         return {}
     with contextlib.suppress(ValueError):
-        value = json.loads(text)
+        value = from_json(text)
         if isinstance(value, dict):
             return value
     return {}

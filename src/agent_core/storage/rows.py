@@ -8,33 +8,27 @@ once per write; an empty tuple takes the fast path (no walk, direct pydantic JSO
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError, from_json, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agent_core.errors import AgentCoreError, ErrorCode, SchemaError, StorageError
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.jsontext import compact_json
 from agent_core.redaction import (
     Redactor,
-    has_sensitive_keys,
-    json_texts_clean,
-    redact_sensitive_keys,
     redact_with,
 )
 from agent_core.storage._reports import (
-    MARKER,
     compact_payload,
     compact_seqs,
-    expand_report,
     resolve,
     seq_ranges,
 )
 from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.types.base import format_ts, parse_ts, utc_now
+from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ContentBlock, content_list_adapter
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
 from agent_core.types.mappers import dump_json
@@ -293,123 +287,3 @@ def prepare_event(
         created_at_text=format_ts(created),
         compact=compact,
     )
-
-
-# ---- reads: row → runtime type in one validation (no intermediate record) ---------------------------
-
-
-def _read_error(what: str, exc: BaseException) -> SchemaError:
-    return SchemaError(ErrorCode.schema_error, f"cannot convert {what}: {exc}", cause=exc)
-
-
-def _masked_keys(value: Any) -> Any:
-    """Read-time key redaction of a value whose JSON text may hold a sensitive key."""
-    return redact_sensitive_keys(value) if has_sensitive_keys(value) else value
-
-
-def _ts(text: str) -> datetime:
-    """:func:`parse_ts` with a fast path for the stored ``...Z`` form."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        return parse_ts(text)
-    return value if value.tzinfo is UTC else parse_ts(text)
-
-
-def _node_value(row: Sequence[Any], session_id: str, walk: bool) -> dict[str, Any]:
-    node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
-    meta = from_json(metadata) if metadata is not None else {}
-    if not isinstance(meta, dict):
-        raise ValueError("nodes.metadata_json is not a JSON object")
-    blocks = from_json(content)
-    if walk:
-        blocks, meta = _masked_keys(blocks), _masked_keys(meta)
-    return {
-        "node_id": node_id,
-        "node_seq": node_seq,
-        "session_id": session_id,
-        "parent_id": parent_id,
-        "agent_id": agent_id,
-        "run_id": run_id,
-        "role": MessageRole(role),
-        "node_type": NodeType(node_type),
-        "content": blocks,
-        "metadata": meta,
-        "token_count": tokens,
-        "created_at": _ts(created),
-    }
-
-
-_NODES: TypeAdapter[list[Node]] = TypeAdapter(list[Node], config=ConfigDict(defer_build=True))
-
-
-def nodes_from_rows(
-    rows: Sequence[Sequence[Any]], session_id: str, *, redact_keys: bool = False
-) -> list[Node]:
-    """Many ``nodes_<sid>`` rows (``NodeRecord.columns()`` order) at once, validated in one call; bad
-    data → ``schema_error``. ``redact_keys`` applies read-time redaction (values under sensitive-looking
-    keys masked, as :func:`redact_sensitive_keys`), walking only rows whose JSON text may hold such a key.
-    """
-    try:
-        walk = [False] * len(rows)
-        if redact_keys:
-            clean = json_texts_clean([f"{r[7]}\n{r[8] or ''}" for r in rows])
-            walk = [not c for c in clean]
-        values = [_node_value(row, session_id, w) for row, w in zip(rows, walk, strict=True)]
-        return _NODES.validate_python(values)
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise _read_error("node record", exc) from exc
-
-
-_EVENT_KEYS = (
-    "event_id",
-    "seq",
-    "run_seq",
-    "agent_id",
-    "run_id",
-    "level",
-    "event_type",
-    "node_id",
-    "tool_call_id",
-    "payload",
-    "created_at",
-)
-_EVENTS: TypeAdapter[list[RuntimeEvent]] = TypeAdapter(
-    list[RuntimeEvent], config=ConfigDict(defer_build=True)
-)
-
-
-def events_from_rows(
-    rows: Sequence[Sequence[Any]],
-    session_id: str,
-    *,
-    ids_by_seq: Sequence[str | None] | None = None,
-    redact_keys: bool = False,
-) -> list[RuntimeEvent]:
-    """Many ``events_<sid>`` rows at once (one validation call for the list: replay of long sessions).
-
-    Rows are in ``EventRecord.columns()`` order; bad data → ``schema_error``. Compact context reports are
-    expanded with ``ids_by_seq`` (``storage/_reports.py``; required when a row holds one).
-    ``redact_keys``: read-time key redaction as in :func:`nodes_from_rows`.
-    """
-    try:
-        values: list[dict[str, Any]] = []
-        clean = json_texts_clean([r[9] for r in rows]) if redact_keys else None
-        complete = ids_by_seq is not None and None not in ids_by_seq[1:]
-        for index, row in enumerate(rows):
-            data = dict(zip(_EVENT_KEYS, row, strict=True))
-            text = data["payload"]
-            payload = from_json(text) if text is not None else {}
-            if text is not None and MARKER in text and data["event_type"] == "context_built":
-                if ids_by_seq is None or not isinstance(payload, dict):
-                    raise ValueError("a compact context report needs the session's node seqs")
-                expand_report(payload, ids_by_seq, complete=complete)
-            if clean is not None and not clean[index]:
-                payload = _masked_keys(payload)
-            data["payload"] = payload
-            data["created_at"] = _ts(data["created_at"])
-            data["session_id"] = session_id
-            values.append(data)
-        return _EVENTS.validate_python(values)
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise _read_error("event record", exc) from exc

@@ -32,16 +32,10 @@ from agent_core.storage import schema as S
 from agent_core.storage._reports import MARKER, ids_by_seq, wants_node_index
 from agent_core.storage.caches import StoreCaches
 from agent_core.storage.columns import invalid, redact_record, update_statement
+from agent_core.storage.decode import events_from_rows, nodes_from_rows
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
-from agent_core.storage.rows import (
-    events_from_rows,
-    json_text,
-    jsonable,
-    nodes_from_rows,
-    prepare_event,
-    prepare_node,
-)
+from agent_core.storage.rows import json_text, jsonable, prepare_event, prepare_node
 from agent_core.storage.writer import Txn, TxnQueue, WriterQueue, wrap_storage_error
 from agent_core.types.base import format_ts
 from agent_core.types.enums import (

@@ -11,11 +11,11 @@ read back as ``{}``; ``content_json`` is always a JSON array.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 
 from agent_core.errors import ErrorCode, SchemaError
 from agent_core.jsontext import compact_json
@@ -47,7 +47,7 @@ def dump_json(value: Any) -> str:
 
 def load_json(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
+        return from_json(text)
     except (TypeError, ValueError) as exc:
         raise _schema_error(what, exc) from exc
 
@@ -104,13 +104,17 @@ def artifact_from_record(record: ArtifactRecord) -> ArtifactRef:
 # ---- runs -------------------------------------------------------------------------------------------
 
 
-def run_info_from_record(run: RunRecord, agent: AgentRecord | None = None) -> RunInfo:
+def run_info_from_record(
+    run: RunRecord, agent: AgentRecord | None = None, agent_meta: dict[str, Any] | None = None
+) -> RunInfo:
     """``RunInfo`` from a run row plus (optionally) its agent row.
 
     ``agent_type`` comes from the agent row, ``purpose`` from ``agents.metadata_json.purpose`` and
-    ``parent_run_id`` from ``agents.created_by_run_id``.
+    ``parent_run_id`` from ``agents.created_by_run_id``. ``agent_meta``: the agent's parsed
+    ``metadata_json`` when the caller has it (replay builds thousands of runs of one agent).
     """
-    agent_meta = load_json_object(agent.metadata_json, "agents.metadata_json") if agent else {}
+    if agent_meta is None:
+        agent_meta = load_json_object(agent.metadata_json, "agents.metadata_json") if agent else {}
     usage = load_json(run.usage_json, "runs.usage_json") if run.usage_json is not None else None
     if usage is not None and not isinstance(usage, dict):
         raise SchemaError(ErrorCode.schema_error, "cannot convert runs.usage_json: expected a JSON object")

@@ -9,6 +9,8 @@ adapters; conversion to runtime types lives in :mod:`agent_core.types.mappers`.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import field_validator
 
 from agent_core.types.base import StrictModel, format_ts, parse_ts
@@ -25,6 +27,17 @@ from agent_core.types.enums import (
 )
 
 
+def _is_stored_form(value: str) -> bool:
+    """Whether ``value`` is a valid timestamp in :func:`format_ts`'s ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` form."""
+    if len(value) != 27 or value[-1] != "Z" or value[10] != "T" or value[19] != "." or value[4] != "-":
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return value[13] == ":" and value[16] == ":" and value[7] == "-"
+
+
 class StorageRecord(StrictModel):
     """Common behaviour: timestamp normalisation and the ordered column list."""
 
@@ -32,6 +45,8 @@ class StorageRecord(StrictModel):
     @classmethod
     def _normalise_ts(cls, value: object) -> object:
         if isinstance(value, str):
+            if _is_stored_form(value):
+                return value  # already what format_ts writes (replay reads thousands of rows)
             try:
                 return format_ts(parse_ts(value))
             except ValueError as exc:
