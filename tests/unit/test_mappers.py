@@ -10,8 +10,9 @@ import pydantic
 import pytest
 
 from agent_core.errors import ErrorCode, SchemaError
+from agent_core.storage.decode import events_from_rows, nodes_from_rows
 from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.storage.rows import events_from_rows, nodes_from_rows, prepare_event, prepare_node
+from agent_core.storage.rows import prepare_event, prepare_node
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload, JsonBlock, TextBlock, ToolCallBlock
 from agent_core.types.enums import (
