@@ -34,6 +34,7 @@ async def _spawn(*args: str) -> asyncio.subprocess.Process:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 async def test_processes_appending_to_one_session_keep_sequences_contiguous(postgres_dsn: str) -> None:
     store = PostgresStorage(dsn_env=DSN_ENV, redactor=Redactor())
     await store.open()

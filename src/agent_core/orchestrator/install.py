@@ -110,6 +110,7 @@ def install(manager: RunManager) -> Orchestration:
         artifact_exists=artifact_exists,
         cancel_worker_runs=cancel_worker_runs,
         child_cancel_timeout_ms=settings.agents.child_cancel_timeout_ms,
+        writer=services.storage.task_wal_writer(),
     )
     dispatcher = WorkerDispatcher(manager, pools, registry, definitions, launcher)
     holder.append(dispatcher)

@@ -30,8 +30,15 @@ async def recover_session(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> None:
     storage = services.storage
-    for run in await storage.list_non_terminal_runs(session.session_id):
-        if run.run_id in live_run_ids:
+    runs = [
+        r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
+    ]
+    # a store shared by several processes: runs another live process owns are not orphans
+    elsewhere = (
+        await storage.runs_live_elsewhere([r.run_id for r in runs]) if storage.SHARED and runs else set()
+    )
+    for run in runs:
+        if run.run_id in elsewhere:
             continue
         error = ErrorPayload(
             type="interrupted",
@@ -59,7 +66,8 @@ async def recover_session(
                 },
             ),
         )
-    await _close_dangling_calls(services, session)
+    if not elsewhere:  # a run of another process may be between a tool call and its result
+        await _close_dangling_calls(services, session)
 
 
 async def _close_dangling_calls(services: Services, session: SessionState) -> None:

@@ -30,6 +30,7 @@ from agent_core.runtime import lifecycle
 from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
+from agent_core.runtime.session_lease import hold_session_lease
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools, compute_effective_tools
@@ -286,7 +287,14 @@ class RunManager:
     # ---- root runs ----------------------------------------------------------------------------
     async def _run_root(self, session: SessionState, state: RunState) -> None:
         rec = state.recorder
+        storage = self.services.storage
+        lease = contextlib.AsyncExitStack()
         try:
+            # one running root run per session across every process sharing the database (FIFO)
+            await hold_session_lease(lease, storage, session.session_id, state.cancel_event)
+            if storage.SHARED:  # another process may have moved the session on meanwhile
+                record = await storage.get_session(session.session_id)
+                session.active_node_id = record.active_node_id if record else None
             if state.was_queued:
                 await rec.emit_event(
                     EventType.run_dequeued,
@@ -314,6 +322,7 @@ class RunManager:
             await self._after_run(state)
             self._forget(state)
             self._start_next(session)
+            await lease.aclose()
 
     async def root_run_spec(
         self, session: SessionState, state: RunState

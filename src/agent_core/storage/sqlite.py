@@ -17,11 +17,12 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
 
@@ -53,7 +54,11 @@ from agent_core.types.storage import (
     StorageRecord,
 )
 
+if TYPE_CHECKING:
+    from agent_core.tasks.wal import WalWriter
+
 log = logging.getLogger(__name__)
+_NO_LEASE: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
 
 R = TypeVar("R", bound=StorageRecord)
 T = TypeVar("T")
@@ -67,6 +72,8 @@ class StorageManager:
     """Owns the SQLite file, its connections, the writer queue and the sequence counters."""
 
     BACKEND = "sqlite"
+    SHARED = False
+    """True when other processes write the same database (then :meth:`session_lease` is cluster-wide)."""
 
     def __init__(
         self,
@@ -159,6 +166,20 @@ class StorageManager:
                     await _close_quietly(conn)
             self._reader = self._writer_conn = None
             self._caches.clear()
+
+    def session_lease(self, session_id: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """Held by a root run while it runs: one running root run per session across every process
+        sharing the database, in FIFO order. One process per SQLite file: the runtime's own session
+        queue is the whole guarantee, so this holds nothing."""
+        return _NO_LEASE
+
+    async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` belong to another live process (never true: one process per file)."""
+        return set()
+
+    def task_wal_writer(self) -> WalWriter | None:
+        """The Task WAL medium of this backend; ``None`` means JSONL files (the default writer)."""
+        return None
 
     def _queue(self) -> TxnQueue:
         if self._writer is None or self._writer.closing:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.access import (
     WorkerPools,
     require_board_role,
@@ -94,8 +93,8 @@ class TaskReads:
             terminal: list[tuple[int, str, Path, TaskStatus]] = []
             for path in self._store.other_wals():
                 try:
-                    tail = wal_mod.read_tail(path)
-                    mtime = path.stat().st_mtime_ns
+                    tail = self._store.writer.read_tail(path)
+                    mtime = self._store.writer.mtime_ns(path)
                 except OSError:
                     continue
                 tstatus = tail.terminal_status
@@ -207,10 +206,10 @@ class TaskReads:
         """One view per WAL of the session (filename order) for ``replay_session`` (runtime.md §10.3)."""
         active = {e.path: e for e in self._store.active.values()}
         views: list[TaskInspectView] = []
-        for path in wal_mod.list_wal_files(self._store.session_dir):
-            if path not in active and wal_mod.uncommitted_create(path):
+        for path in self._store.writer.list_wal_files(self._store.session_dir):
+            if path not in active and self._store.writer.uncommitted_create(path):
                 continue  # not a Task: a create that never committed (removed at restore)
-            events = wal_mod.read_timeline(path) if include_events else []
+            events = self._store.writer.read_timeline(path) if include_events else []
             if path in active:
                 dag = active[path].dag
                 views.append(

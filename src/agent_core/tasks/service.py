@@ -155,7 +155,7 @@ class TaskService:
         ):
             raise AgentCoreError(ErrorCode.validation_error, f"an active Task {inp.task_id!r} already exists")
         path = self.store.session_dir / file_name
-        if path.exists():
+        if self.store.writer.exists(path):
             raise AgentCoreError(ErrorCode.path_conflict, f"a Task WAL named {file_name} already exists")
         records = decide_create(
             session_id=self.store.session_id,

@@ -22,7 +22,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import validate_id
-from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.board import RecentChange
 from agent_core.tasks.dag import CORE, Actor, TaskDag
 from agent_core.tasks.decide import decide_heal, decide_lease_expiry
@@ -131,20 +130,20 @@ class TaskStore:
         return views
 
     async def _restore(self) -> None:
-        for path in wal_mod.list_wal_files(self.session_dir):
-            if wal_mod.uncommitted_create(path):
+        for path in self.writer.list_wal_files(self.session_dir):
+            if self.writer.uncommitted_create(path):
                 # A create killed before its first commit was written: no Task, and the name is free again.
                 try:
-                    path.unlink()
+                    self.writer.remove(path)
                 except OSError as exc:
                     logger.warning("cannot remove the uncommitted Task WAL %s: %s", path, exc)
                 else:
                     logger.info("removed %s: a Task create that never committed", path.name)
                     continue
             try:
-                if wal_mod.read_tail(path).terminal_status is not None:
+                if self.writer.read_tail(path).terminal_status is not None:
                     continue
-                outcome = wal_mod.replay_wal(
+                outcome = self.writer.replay(
                     path, session_id=self.session_id, repair=True, recent=self.recent.maxlen or 64
                 )
                 task_id = outcome.dag.task_id
@@ -294,12 +293,12 @@ class TaskStore:
         best: tuple[int, Path, TaskStatus] | None = None
         for path in self.other_wals():
             if path not in self._first_ids:
-                self._first_ids[path] = wal_mod.read_first_task_id(path)
+                self._first_ids[path] = self.writer.read_first_task_id(path)
             if self._first_ids[path] != task_id:
                 continue
             try:
-                status = wal_mod.read_tail(path).terminal_status
-                mtime = path.stat().st_mtime_ns
+                status = self.writer.read_tail(path).terminal_status
+                mtime = self.writer.mtime_ns(path)
             except OSError:
                 continue
             if status is not None and (best is None or mtime > best[0]):
@@ -309,10 +308,10 @@ class TaskStore:
     def other_wals(self) -> list[Path]:
         """WAL files of the session that are neither active nor unavailable."""
         taken = {e.path for e in self.active.values()} | set(self.unavailable)
-        return [p for p in wal_mod.list_wal_files(self.session_dir) if p not in taken]
+        return [p for p in self.writer.list_wal_files(self.session_dir) if p not in taken]
 
     def replay_read_only(self, path: Path) -> TaskDag:
-        return wal_mod.replay_wal(path, session_id=self.session_id, repair=False).dag
+        return self.writer.replay(path, session_id=self.session_id, repair=False).dag
 
     def mutable(self, task_id: str) -> TaskEntry:
         target = self.resolve(task_id)
@@ -323,10 +322,38 @@ class TaskStore:
         return target
 
     def recheck(self, entry: TaskEntry) -> None:
-        """After waiting for the Task lock: the Task may have become terminal or unavailable."""
+        """After waiting for the Task lock: the Task may have become terminal or unavailable (and, on a
+        WAL other processes append to, first catches up with their records)."""
+        if self.writer.SHARED and self.active.get(entry.dag.task_id) is entry:
+            self._catch_up(entry)
         if self.active.get(entry.dag.task_id) is not entry:
             self.mutable(entry.dag.task_id)
             raise AgentCoreError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
+
+    def _catch_up(self, entry: TaskEntry) -> None:
+        """Applies the records other processes committed since this process last saw ``entry``'s WAL
+        (their events were emitted by them). A record that does not apply makes the Task unavailable."""
+        records = self.writer.records_after(entry.path, entry.dag.last_wal_seq)
+        if not records:
+            return
+        try:
+            for record in records:
+                entry.dag.apply(record)
+        except AgentCoreError as exc:
+            self.active.pop(entry.dag.task_id, None)
+            self.unavailable[entry.path] = AgentCoreError(
+                ErrorCode.task_wal_unavailable,
+                f"Task {entry.dag.task_id} is unavailable: a record of another process does not apply: "
+                f"{exc.message}",
+                details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
+            )
+            return
+        self.remember(records)
+        if entry.dag.task.terminal:
+            self.active.pop(entry.dag.task_id, None)
+            self.tombstones[entry.dag.task_id] = TerminalTask(
+                entry.dag.task_id, entry.path, entry.dag.status, entry.dag
+            )
 
     async def reconcile_leases(
         self, task_id: str | None = None, *, actor: Actor = CORE, emit: EmitFn | None = None

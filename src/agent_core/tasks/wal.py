@@ -75,7 +75,16 @@ class WalAppendError(StorageError):
 
 
 class WalWriter:
-    """The single writer of a project's Task WALs: one lock, whole-commit writes, fsync per commit."""
+    """Where a project's Task WALs live and their single writer: JSONL files (the ``sqlite`` backend's
+    format; one lock, whole-commit writes, fsync per commit).
+
+    A WAL is named by its path (``<wal_dir>/<session_id>/<name>.wal.jsonl``, the ``wal_path`` of events);
+    the ``postgres`` backend keeps the same records under the same names in a table
+    (``storage/postgres/task_wal.py`` overrides every method). All methods are synchronous by design.
+    """
+
+    SHARED = False
+    """True when other processes may append to the same WALs (then :meth:`records_after` reads)."""
 
     def __init__(self, *, fsync: bool = True) -> None:
         self._lock = threading.Lock()
@@ -131,6 +140,44 @@ class WalWriter:
                     ) from exc
             finally:
                 os.close(fd)
+
+    # ---- reads (the file implementations below; other media override them) ----------------------
+
+    def list_wal_files(self, session_dir: Path) -> list[Path]:
+        return list_wal_files(session_dir)
+
+    def exists(self, path: Path) -> bool:
+        return path.exists()
+
+    def mtime_ns(self, path: Path) -> int:
+        """Last-change time (``OSError`` when unreadable)."""
+        return path.stat().st_mtime_ns
+
+    def remove(self, path: Path) -> None:
+        path.unlink()
+
+    def uncommitted_create(self, path: Path) -> bool:
+        return uncommitted_create(path)
+
+    def read_tail(self, path: Path) -> WalTail:
+        return read_tail(path)
+
+    def read_first_task_id(self, path: Path) -> str | None:
+        return read_first_task_id(path)
+
+    def read_timeline(self, path: Path) -> list[dict[str, Any]]:
+        return read_timeline(path)
+
+    def replay(self, path: Path, *, session_id: str, repair: bool, recent: int = 64) -> ReplayOutcome:
+        return replay_wal(path, session_id=session_id, repair=repair, recent=recent)
+
+    def records_after(self, path: Path, wal_seq: int) -> list[TaskWalEvent]:
+        """Records with ``wal_seq`` above ``wal_seq`` written by other processes (files: none, one writer)."""
+        return []
+
+    def export_jsonl(self, path: Path) -> bytes:
+        """The WAL in its JSONL file form (``OSError`` when it cannot be read)."""
+        return path.read_bytes()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,6 +325,28 @@ def replay_wal(path: Path, *, session_id: str, repair: bool, recent: int = 64) -
         data = path.read_bytes()
     except OSError as exc:
         raise WalReplayError(path, f"cannot read: {exc}", task_id=None) from exc
+    outcome, tail, torn, add_newline = replay_bytes(data, path, session_id=session_id, recent=recent)
+    if repair and (torn or add_newline):
+        try:
+            if torn:
+                os.truncate(path, len(data) - len(tail))
+            else:
+                with path.open("ab") as fh:
+                    fh.write(b"\n")
+        except OSError as exc:
+            raise WalReplayError(
+                path, f"cannot repair the final line: {exc}", task_id=outcome.dag.task_id
+            ) from exc
+    outcome.torn_tail_truncated = torn and repair
+    return outcome
+
+
+def replay_bytes(
+    data: bytes, path: Path, *, session_id: str, recent: int = 64
+) -> tuple[ReplayOutcome, bytes, bool, bool]:
+    """Replays WAL ``data`` (named ``path``): the outcome, the unterminated tail, whether that tail is
+    torn (not JSON) and whether it is a whole record lacking its newline. Bad records → ``WalReplayError``.
+    """
     lines = data.split(b"\n")
     tail = lines.pop()
     torn = False
@@ -319,13 +388,5 @@ def replay_wal(path: Path, *, session_id: str, repair: bool, recent: int = 64) -
             ) from exc
         last.append(event)
     assert dag is not None
-    if repair and (torn or add_newline):
-        try:
-            if torn:
-                os.truncate(path, len(data) - len(tail))
-            else:
-                with path.open("ab") as fh:
-                    fh.write(b"\n")
-        except OSError as exc:
-            raise WalReplayError(path, f"cannot repair the final line: {exc}", task_id=dag.task_id) from exc
-    return ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=torn and repair, recent=list(last))
+    outcome = ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=False, recent=list(last))
+    return outcome, tail, torn, add_newline

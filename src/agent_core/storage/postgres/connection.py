@@ -105,6 +105,10 @@ class PgConnection:
 
         return await self.run(read)
 
+    def cancel_request(self) -> None:
+        """Asks the server to cancel the statement running on this connection (from any thread)."""
+        self._conn.cancel_safe()
+
     async def close(self) -> None:
         try:
             await self.run(lambda conn: conn.close())

@@ -34,6 +34,16 @@ def pg_ddl(statement: str, *, rowid: bool) -> str:
     return out
 
 
+PG_EXTRA_DDL: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS run_owners (
+  run_id    TEXT PRIMARY KEY,
+  owner_key BIGINT NOT NULL
+)""",
+)
+"""PostgreSQL-only bookkeeping, created idempotently at every open: which process runs a run (its
+``owner_key`` is an advisory lock the owning store holds while it is open)."""
+
+
 def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migration]) -> list[int]:
     """Applies the missing migrations (runs on the connection thread); returns the versions applied."""
     versions = [m.version for m in migrations]
@@ -85,4 +95,9 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migr
                     cause=exc,
                 ) from exc
             applied.append(migration.version)
+        cur.execute("BEGIN")
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        for statement in PG_EXTRA_DDL:
+            cur.execute(statement)
+        cur.execute("COMMIT")
     return applied

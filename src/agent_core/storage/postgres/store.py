@@ -21,14 +21,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.redaction import Redactor
 from agent_core.storage import schema as S
 from agent_core.storage.caches import SESSION_SQL_CACHE, StoreCaches
+from agent_core.storage.columns import invalid, redact_record
 from agent_core.storage.migrations import MIGRATIONS, Migration
 from agent_core.storage.postgres.connection import (
     PgConnection,
@@ -36,9 +40,12 @@ from agent_core.storage.postgres.connection import (
     connect,
     dsn_from_env,
 )
+from agent_core.storage.postgres.lease import SessionLease
 from agent_core.storage.postgres.migrate import apply_pg_migrations, pg_ddl
+from agent_core.storage.postgres.task_wal import PgTaskWal
 from agent_core.storage.sqlite import StorageManager
 from agent_core.storage.writer import Txn, wrap_storage_error
+from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
 
 MAX_TABLE_KEY = 40
 """Longest session id used verbatim in table names (``ux_events_<key>_seq`` stays under 63 bytes)."""
@@ -73,10 +80,24 @@ class SharedStoreCaches(StoreCaches):
         return int(txn.scalar(sql, params) or 0)
 
 
+OWNER_NAMESPACE = 0x50A7
+"""First key of the advisory lock each open store holds on its writer connection (second: its owner key)."""
+
+
+def _take_owner_key(conn: psycopg.Connection[Any]) -> int:
+    """Holds a fresh ``(OWNER_NAMESPACE, key)`` advisory lock for the connection's life; returns ``key``."""
+    while True:
+        key = secrets.randbelow(2**31 - 1) + 1
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (OWNER_NAMESPACE, key)).fetchone()
+        if row is not None and row[0]:
+            return key
+
+
 class PostgresStorage(StorageManager):
     """The session store on PostgreSQL; the DSN comes from the environment variable ``dsn_env``."""
 
     BACKEND = "postgres"
+    SHARED = True
 
     def __init__(
         self,
@@ -93,6 +114,9 @@ class PostgresStorage(StorageManager):
         self._environ = environ
         self._pg_writer: PgConnection | None = None
         self._pg_reader: PgConnection | None = None
+        self._task_wal: PgTaskWal | None = None
+        self._dsn: str | None = None
+        self._owner_key = 0
 
     @property
     def dsn_env(self) -> str:
@@ -118,7 +142,8 @@ class PostgresStorage(StorageManager):
                 if isinstance(exc, Exception) and not isinstance(exc, AgentCoreError):
                     raise wrap_storage_error(exc, f"opening PostgreSQL (${self._dsn_env})") from exc
                 raise
-            self._pg_writer, self._pg_reader = writer, reader
+            self._owner_key = await writer.run(_take_owner_key)
+            self._pg_writer, self._pg_reader, self._dsn = writer, reader, dsn
             self._writer = PgWriterQueue(writer)
             self._writer.start()
 
@@ -130,6 +155,53 @@ class PostgresStorage(StorageManager):
                 if conn is not None:
                     await conn.close()
             self._pg_reader = self._pg_writer = None
+            if self._task_wal is not None:
+                self._task_wal.close()
+
+    async def _insert(
+        self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
+    ) -> None:
+        """As on SQLite; a run row is written with its owner (this store) in the same transaction."""
+        if statement != S.INSERT_RUN:
+            return await super()._insert(statement, record, agent_id=agent_id)
+        row = redact_record(record, self._redactor).row()
+        session_id, run_id, owner = record.session_id, getattr(record, "run_id", ""), self._owner_key
+
+        def op(txn: Txn) -> None:
+            self._ensure_session(txn, session_id)
+            if agent_id is not None and not txn.scalar(
+                "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
+            ):
+                raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
+            txn.execute(statement, row)
+            txn.execute("INSERT INTO run_owners (run_id, owner_key) VALUES (?, ?)", (run_id, owner))
+
+        await self._queue().submit(op)
+
+    async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` another open store owns (its owner lock is held): not orphans."""
+        if not run_ids:
+            return set()
+        marks = ", ".join("?" for _ in run_ids)
+        rows = await self._read(
+            "SELECT o.run_id FROM run_owners o JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted"
+            f" AND l.classid::bigint = {OWNER_NAMESPACE} AND l.objid::bigint = o.owner_key AND l.objsubid = 2"
+            f" WHERE o.owner_key <> ? AND o.run_id IN ({marks})",
+            (self._owner_key, *run_ids),
+        )
+        return {str(r[0]) for r in rows}
+
+    def session_lease(self, session_id: str) -> SessionLease:
+        """The session's cluster-wide lease (an advisory lock on a connection of its own)."""
+        if self._dsn is None:
+            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
+        return SessionLease(self._dsn, dsn_env=self._dsn_env, session_id=session_id)
+
+    def task_wal_writer(self) -> PgTaskWal:
+        """Task WALs in this database's ``task_wal`` table (one writer per store)."""
+        if self._task_wal is None:
+            self._task_wal = PgTaskWal(dsn_env=self._dsn_env, environ=self._environ)
+        return self._task_wal
 
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self._pg_reader is None:
