@@ -1,13 +1,21 @@
-"""Target 2 — cold start: ``soong-agent run`` from process start to the first byte of the model request.
+"""Target 2 — cold start: a fresh interpreter to the first byte of the first model request.
 
-Starts the installed console script (``.venv/bin/soong-agent run --path <project> "hello"``) ``--runs``
-times after one warm-up run (it writes the bytecode cache, as an install does), against the scripted OpenAI server in its own process. The
-server stamps each request with ``time.monotonic()`` (a system-wide clock) when it has been received; the
-figure is that stamp minus the clock just before ``Popen``. It therefore includes interpreter start-up,
-imports, config loading, opening SQLite and the request itself (an upper bound of "first byte"). Also prints
-the whole run's duration and ``python -X importtime``'s heaviest imports of one run with ``--imports``.
+Two paths, each started ``--runs`` times after one warm-up run (it writes the bytecode cache, as an install
+does), against the scripted OpenAI server in its own process:
 
-Run: ``.venv/bin/python -m benchmarks.cold_start [--runs 15] [--imports]``
+- **CLI**: the installed console script, ``.venv/bin/soong-agent run --path <project> "hello"``;
+- **SDK**: ``python -c`` importing ``agent_core``, opening an ``AgentRuntime`` and starting one run.
+
+The server stamps each request with ``time.monotonic()`` (a system-wide clock) when it has been received;
+the figure is that stamp minus the clock just before ``Popen``. It therefore includes interpreter start-up,
+imports, config loading, opening SQLite and the request itself (an upper bound of "first byte").
+
+``--baseline-src DIR`` measures another checkout's ``src`` (e.g. ``git archive <commit> src``) in the same
+run: every sample of the current tree is followed by one of the baseline (``PYTHONPATH=DIR``), so both see
+the same machine load, and the ratio of their medians is printed. ``--imports`` prints ``-X importtime``'s
+totals (sum of self times: less noisy than wall times on a loaded machine) and the heaviest imports.
+
+Run: ``.venv/bin/python -m benchmarks.cold_start [--runs 15] [--imports] [--baseline-src DIR]``
 """
 
 from __future__ import annotations
@@ -24,10 +32,26 @@ from pathlib import Path
 
 from benchmarks._common import BenchDirs, private_home, scripted_server, write_config
 
+SDK_SCRIPT = """
+import asyncio, sys
+from agent_core import AgentRuntime
+async def main():
+    async with AgentRuntime(project_dir=sys.argv[1]) as rt:
+        run = await rt.start("hello")
+        await run.wait()
+asyncio.run(main())
+"""
+
 
 def console_script() -> list[str]:
     script = Path(sys.executable).parent / "soong-agent"
     return [str(script)] if script.exists() else [sys.executable, "-m", "agent_core.cli"]
+
+
+def command(path: str, dirs: BenchDirs) -> list[str]:
+    if path == "cli":
+        return [*console_script(), "run", "--path", str(dirs.project), "hello"]
+    return [sys.executable, "-c", SDK_SCRIPT, str(dirs.project)]
 
 
 def arrivals(base_url: str) -> list[float]:
@@ -37,7 +61,7 @@ def arrivals(base_url: str) -> list[float]:
 
 
 def one_run(
-    dirs: BenchDirs, base_url: str, extra_env: dict[str, str] | None = None
+    dirs: BenchDirs, base_url: str, path: str, src: str | None = None, extra_env: dict[str, str] | None = None
 ) -> tuple[float, float, str]:
     """``(seconds to the first model request, seconds to exit, stderr)``."""
     seen = len(arrivals(base_url))
@@ -45,9 +69,11 @@ def one_run(
     # an installed package has up-to-date bytecode: let the warm-up run write it (shells of this
     # workplace export PYTHONDONTWRITEBYTECODE, which would make every run recompile edited modules)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if src is not None:
+        env["PYTHONPATH"] = src
     started = time.monotonic()
     done = subprocess.run(
-        [*console_script(), "run", "--path", str(dirs.project), "hello"],
+        command(path, dirs),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -57,50 +83,87 @@ def one_run(
     )
     ended = time.monotonic()
     if done.returncode != 0:
-        raise RuntimeError(f"soong-agent exited {done.returncode}: {done.stderr}")
+        raise RuntimeError(f"{path} exited {done.returncode}: {done.stderr}")
     first = arrivals(base_url)[seen]
     return first - started, ended - started, done.stderr
 
 
-def heaviest_imports(dirs: BenchDirs, base_url: str, top: int = 15) -> list[tuple[int, str]]:
-    _first, _total, stderr = one_run(dirs, base_url, {"PYTHONPROFILEIMPORTTIME": "1"})
-    rows: list[tuple[int, str]] = []
+def import_profile(
+    dirs: BenchDirs, base_url: str, path: str, src: str | None, top: int = 15
+) -> tuple[float, float, list[tuple[int, str]]]:
+    """``(sum of self times ms, of which agent_core ms, heaviest cumulative imports)`` of one run."""
+    _first, _total, stderr = one_run(dirs, base_url, path, src, {"PYTHONPROFILEIMPORTTIME": "1"})
+    rows: list[tuple[int, int, str]] = []
     for line in stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
-            _self, cumulative, name = line[len("import time:") :].split("|", 2)
-            if cumulative.strip().isdigit():
-                rows.append((int(cumulative), name.rstrip()))
-    return sorted(rows, reverse=True)[:top]
+            own, cumulative, name = line[len("import time:") :].split("|", 2)
+            if own.strip().isdigit():
+                rows.append((int(own), int(cumulative), name.rstrip()))
+    total = sum(r[0] for r in rows) / 1000
+    ours = sum(r[0] for r in rows if r[2].strip().startswith("agent_core")) / 1000
+    heaviest = sorted(((r[1], r[2]) for r in rows), reverse=True)[:top]
+    return total, ours, heaviest
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--imports", action="store_true", help="print the heaviest imports of one run")
+    parser.add_argument("--paths", default="cli,sdk", help="comma-separated: cli, sdk")
+    parser.add_argument("--baseline-src", help="another checkout's src directory, measured alternately")
+    parser.add_argument("--imports", action="store_true", help="-X importtime totals and heaviest imports")
     parser.add_argument("--json", help="also write the figures as JSON here")
     args = parser.parse_args()
+    paths = [p for p in args.paths.split(",") if p]
+    trees: list[tuple[str, str | None]] = [("current", None)]
+    if args.baseline_src:
+        trees.append(("baseline", str(Path(args.baseline_src).resolve())))
     dirs = private_home()
+    figures: dict[str, dict[str, float]] = {}
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {(p, t): [] for p in paths for t, _ in trees}
+    profiles: dict[tuple[str, str], tuple[float, float, list[tuple[int, str]]]] = {}
     with scripted_server() as base_url:
         write_config(dirs.home, base_url)
-        one_run(dirs, base_url)  # warm the bytecode cache
-        samples = [one_run(dirs, base_url)[:2] for _ in range(args.runs)]
-        imports = heaviest_imports(dirs, base_url) if args.imports else []
-    first = [s[0] for s in samples]
-    total = [s[1] for s in samples]
-    figures = {
-        "runs": args.runs,
-        "first_request_median_ms": statistics.median(first) * 1000,
-        "first_request_best_ms": min(first) * 1000,
-        "whole_run_median_ms": statistics.median(total) * 1000,
-    }
-    print(f"runs                                  {args.runs} (+1 warm-up)")
-    print(
-        f"process start -> model request        median {figures['first_request_median_ms']:.0f} ms  "
-        f"best {figures['first_request_best_ms']:.0f} ms   (target <= 300 ms)"
-    )
-    print(f"whole run (2 model calls + a tool)    median {figures['whole_run_median_ms']:.0f} ms")
-    for cumulative, name in imports:
-        print(f"  import {cumulative / 1000:7.1f} ms  {name}")
+        for path in paths:
+            for _tree, src in trees:
+                one_run(dirs, base_url, path, src)  # warm the bytecode cache
+        for _ in range(args.runs):
+            for path in paths:
+                for tree, src in trees:
+                    samples[(path, tree)].append(one_run(dirs, base_url, path, src)[:2])
+        if args.imports:
+            for path in paths:
+                for tree, src in trees:
+                    profiles[(path, tree)] = import_profile(dirs, base_url, path, src)
+    print(f"runs per path and tree                {args.runs} (+1 warm-up)")
+    for (path, tree), values in samples.items():
+        first = [v[0] for v in values]
+        entry = {
+            "first_request_median_ms": statistics.median(first) * 1000,
+            "first_request_best_ms": min(first) * 1000,
+            "whole_run_median_ms": statistics.median(v[1] for v in values) * 1000,
+        }
+        if (path, tree) in profiles:
+            entry["import_self_total_ms"], entry["import_self_agent_core_ms"] = profiles[(path, tree)][:2]
+        figures[f"{path}/{tree}"] = entry
+        print(
+            f"{path:>3} {tree:<9} process start -> model request  median {entry['first_request_median_ms']:.0f} ms"
+            f"  best {entry['first_request_best_ms']:.0f} ms   whole run {entry['whole_run_median_ms']:.0f} ms"
+            "   (target <= 250 ms)"
+        )
+    if args.baseline_src:
+        for path in paths:
+            ratio = (
+                figures[f"{path}/current"]["first_request_median_ms"]
+                / figures[f"{path}/baseline"]["first_request_median_ms"]
+            )
+            figures[f"{path}/ratio"] = {"first_request_median": ratio}
+            print(f"{path:>3} current / baseline (medians)       {ratio:.2f}")
+    for (path, tree), (total, ours, heaviest) in profiles.items():
+        print(
+            f"{path:>3} {tree:<9} -X importtime: self times {total:.0f} ms in all, agent_core {ours:.0f} ms"
+        )
+        for cumulative, name in heaviest:
+            print(f"      import {cumulative / 1000:7.1f} ms  {name}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
 

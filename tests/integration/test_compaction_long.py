@@ -154,7 +154,7 @@ async def _long_session(
         def compactions() -> int:
             return len(rows(soong_env, f"SELECT 1 FROM \"nodes_{sid}\" WHERE node_type = 'compaction'"))
 
-        await wait_for(lambda: not rt._services_extra("compaction").jobs)  # background forks settled
+        await wait_for(lambda: not rt._features().compaction.jobs)  # background forks settled
     assert not model.problems, model.problems[:5]
     assert len(model.main) >= 2 * turns  # a retried request (slow machine) is seen twice
     assert compactions() >= turns // 10

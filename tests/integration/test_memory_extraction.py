@@ -407,7 +407,8 @@ async def test_m17_ac31_disabled_memory_never_extracts(soong_env: SoongEnv) -> N
         run = await run_once(rt, "remember that I always prefer tabs")
         await run_once(rt, "don't forget", session_id=run.session_id)
         await asyncio.sleep(0.2)
-        assert rt._manager is not None and "memory" not in rt._manager.services.extras
+        assert rt._features().memory is None and rt._manager is not None
+        assert rt._manager.features.memory is None
     assert router.requests["memory_extraction"] == []
     assert memory_events(soong_env, run.session_id) == []
     assert not (soong_env.home / "memory").exists()

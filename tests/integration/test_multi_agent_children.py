@@ -471,7 +471,7 @@ async def test_i25_check16_model_profile_resolution(soong_env: SoongEnv) -> None
     async with open_runtime(soong_env, fake, config=config) as rt:
         run = await rt.start("go")
         await collect(run)
-        launcher = rt._services_extra("child_launcher")
+        launcher = rt._features().agents.launcher
 
         def policy(definition: AgentDefinition, role: Any) -> dict[str, Any]:
             return {"name": "policy-model"}

@@ -180,7 +180,7 @@ async def test_i03_check05_i22_suggested_tools_validation_and_availability(soong
         soong_env, fake2, config=config, permission_callback=PermissionRecorder.always("allow_once")
     ) as rt:
         ops2 = next(e for e in await list_definitions(rt, fake2) if e["agent_definition_id"] == "ops")
-        inspect = rt._services_extra("agent_definitions").inspect()
+        inspect = rt._features().agents.registry.inspect()
     tools2 = {t["name"]: t for t in ops2["suggested_tools"]}
     assert tools2["code.write_file"] == {"name": "code.write_file", "available": True}
     detail = {t["name"]: t for t in inspect["ops"]["suggested_tools"]}
@@ -210,7 +210,7 @@ async def test_i04_duplicate_code_registrations(soong_env: SoongEnv) -> None:
         with pytest.raises(AgentCoreError) as err2:
             rt2.register_agent_definition(definition("helper", body="SECOND", overrides="code:helper"))
         assert err2.value.code == ErrorCode.duplicate_agent_definition
-        registry = rt2._services_extra("agent_definitions")
+        registry = rt2._features().agents.registry
         assert registry.get("helper").body == "FIRST"
         assert len(registry.inspect()["helper"]["chain"]) == 1
 
@@ -235,7 +235,7 @@ async def test_check08_user_overrides_builtin(soong_env: SoongEnv) -> None:
         entries = await list_definitions(rt, fake)
         fake.script(tool_calls(("agent.create_sub_agent", {"task": "MARK-S"}, "c")), text("done"))
         await collect(await rt.start("go"))
-        chain = rt._services_extra("agent_definitions").inspect()["default_sub_agent"]["chain"]
+        chain = rt._features().agents.registry.inspect()["default_sub_agent"]["chain"]
     sub = next(e for e in entries if e["agent_definition_id"] == "default_sub_agent")
     assert sub["source"] == "user" and sub["name"] == "Mine" and sub["tags"] == []
     system = system_text(router.first("MARK-S"))
@@ -310,7 +310,7 @@ async def test_i06_check12_i13_code_overrides_user_and_builtin(soong_env: SoongE
             text("done"),
         )
         await collect(await rt.start("go"))
-        inspect = rt._services_extra("agent_definitions").inspect()
+        inspect = rt._features().agents.registry.inspect()
     assert entries["reviewer"]["source"] == "code" and entries["default_worker_agent"]["source"] == "code"
     system = system_text(router.first("MARK-CODE"))
     assert "CODE-BODY" in system and "USER-BODY" not in system
@@ -330,7 +330,7 @@ async def test_check13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) 
             with pytest.raises(AgentCoreError) as err:
                 rt.register_agent_definition(bad)
             assert err.value.code == ErrorCode.invalid_agent_override
-        inspect = rt._services_extra("agent_definitions").inspect()
+        inspect = rt._features().agents.registry.inspect()
     assert inspect["default_compact_agent"]["internal"] is True
     assert inspect["default_compact_agent"]["source"] == "builtin"
     assert "mine" not in inspect

@@ -280,7 +280,7 @@ async def test_j02_j04_check31_busy_workers_show_their_run_and_step(soong_env: S
     )
     async with open_runtime(soong_env, fake, config=roomy(two_workers())) as rt:
         run = await rt.start("go", mode="orchestrator")
-        dispatcher = rt._services_extra("worker_dispatcher")
+        dispatcher = rt._features().tasks.load().dispatcher
         await wait_for(lambda: any(len(r) >= 2 for r in router.worker_requests.values()), timeout=10)
         busy = {w["worker_agent_id"]: w for w in dispatcher.list_workers(run.session_id, None)["workers"]}
         gate.set()

@@ -111,9 +111,7 @@ class Workload:
 
     # ---- orchestrator sessions --------------------------------------------------------------------
     def registry_service(self, session_id: str) -> Any:
-        manager = self.runtime._manager
-        assert manager is not None
-        return manager.services.extras["task_registry"].peek(session_id)
+        return self.runtime._features().tasks.load().task_registry.peek(session_id)
 
     def snapshot(self, session_id: str) -> None:
         service = self.registry_service(session_id)

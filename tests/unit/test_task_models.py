@@ -25,7 +25,7 @@ from agent_core.tasks.models import (
     WalEventType,
     parse_wal_event,
 )
-from agent_core.tasks.tools import TASK_TOOL_NAMES, task_tool_definitions
+from agent_core.tasks.tool_definitions import TASK_TOOL_NAMES, task_tool_definitions
 from agent_core.tasks.wal import normalize_wal_name
 from agent_core.tools.schema import check_schema, validate_arguments
 from agent_core.types.enums import WAL_EVENT_TYPES

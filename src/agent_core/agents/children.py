@@ -451,7 +451,7 @@ class ChildLauncher:
         await self._parent_emit(parent, EventType.child_agent_cancelled, ids)
 
     async def on_parent_cancel(self, parent: RunState) -> None:
-        """``RunManager.on_cancel`` hook: cancel requests to every active child this launcher started."""
+        """``RunFeatures.children``: cancel requests to every active child this launcher started."""
         for child in list(parent.children.values()):
             if not child.terminal and child.launched_by is self:
                 self.request_cancel(child, "parent_cancelled")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.runtime.state import RunState
@@ -11,8 +11,15 @@ from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunMode, RunStatus
 from agent_core.types.runtime import CancelResult, InspectResult, RuntimeEvent
 
-if TYPE_CHECKING:
-    from agent_core.api.runtime import AgentRuntime
+
+class RunOwner(Protocol):
+    """What a handle asks of the runtime that started its run (``AgentRuntime``)."""
+
+    async def _cancel_run(self, state: RunState) -> CancelResult: ...
+
+    async def _inspect_child(
+        self, parent: RunState, child_run_id: str, include_sensitive: bool
+    ) -> InspectResult: ...
 
 
 class RunHandle:
@@ -20,7 +27,7 @@ class RunHandle:
 
     __slots__ = ("_runtime", "_state")
 
-    def __init__(self, runtime: AgentRuntime, state: RunState) -> None:
+    def __init__(self, runtime: RunOwner, state: RunState) -> None:
         self._runtime = runtime
         self._state = state
 

@@ -65,8 +65,8 @@ async def cleanup_project_tasks(
     wal_root = config.settings.task.wal_dir
     if resolved != config.project:
         wal_root = resolved / ".soong-agent" / "tasks"
-    active = manager.services.extras.get("active_wal_paths")
-    active_paths: set[Path] = set(active()) if callable(active) else set()
+    tasks = manager.features.tasks
+    active_paths: set[Path] = set(tasks.active_wal_paths()) if tasks is not None else set()
     result = await cleanup_task_wals(
         wal_root,
         dry_run=dry_run,

@@ -174,11 +174,8 @@ def _json_object(text: str | None) -> dict[str, Any]:
 
 
 async def _task_views(manager: RunManager, session_id: str) -> list[TaskInspectView]:
-    provider = manager.services.extras.get("task_views")
-    if provider is None:
-        return []
-    views: list[TaskInspectView] = await provider(session_id)
-    return views
+    tasks = manager.features.tasks
+    return await tasks.task_views(session_id) if tasks is not None else []
 
 
 async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) -> ReplayResult:

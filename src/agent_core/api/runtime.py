@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from agent_core.api.handles import RunHandle
-from agent_core.api.wiring import open_services
+from agent_core.api.wiring import OpenRuntime, open_services
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.permissions.deferred import PermissionDeferral
@@ -76,6 +76,7 @@ class AgentRuntime:
         self._debug = debug
         self._code_definitions: list[AgentDefinition] = []
         self._manager: RunManager | None = None
+        self._opened: OpenRuntime | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
@@ -110,7 +111,7 @@ class AgentRuntime:
         async with self._open_lock:
             self._check_open_allowed()
             if self._manager is None:
-                self._manager = await open_services(
+                self._opened = await open_services(
                     self._config,
                     providers=self._providers,
                     tools=self._tools,
@@ -118,6 +119,7 @@ class AgentRuntime:
                     debug=self._debug,
                     code_definitions=self._code_definitions,
                 )
+                self._manager = self._opened.manager
             return self._manager
 
     async def close(self) -> None:
@@ -130,12 +132,12 @@ class AgentRuntime:
     async def _shutdown(self) -> None:
         if self._scheduler is not None:
             await self._scheduler.stop()
-        manager = self._manager
-        if manager is None:
+        opened = self._opened
+        if opened is None:
             return
         from agent_core.api.wiring import close_services
 
-        await close_services(manager)
+        await close_services(opened)
 
     # ---- registration ---------------------------------------------------------------------------
     def register_provider(self, key: str, factory: ProviderFactory) -> None:
@@ -151,11 +153,9 @@ class AgentRuntime:
     ) -> None:
         self._check_open_allowed()
         definition = definition.model_copy(update={"source": "code"})
-        if self._manager is not None:
-            registry = self._manager.services.extras.get("agent_definitions")
-            if registry is not None:
-                registry.register(definition)
-                return
+        if self._opened is not None:
+            self._opened.agents.registry.register(definition)
+            return
         self._code_definitions.append(definition)
 
     # ---- runs ------------------------------------------------------------------------------------
@@ -419,5 +419,8 @@ class AgentRuntime:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return self._manager
 
-    def _services_extra(self, name: str) -> Any:
-        return self._manager.services.extras.get(name) if self._manager else None
+    def _features(self) -> OpenRuntime:
+        """The open runtime's typed features (internal; tests and surfaces of this package)."""
+        if self._opened is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return self._opened

@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from agent_core.agents.tools import install as install_agents
+from agent_core.agents.feature import Agents
+from agent_core.agents.feature import install as install_agents
 from agent_core.artifacts.manager import ArtifactManager
 from agent_core.assets.loader import AssetLoader
-from agent_core.compact import install as install_compaction
+from agent_core.compact.service import CompactionService
+from agent_core.compact.service import install as install_compaction
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile
 from agent_core.context.instructions import (
@@ -19,12 +22,15 @@ from agent_core.context.instructions import (
     instruction_blocks,
     scan_instruction_catalog,
 )
+from agent_core.context.prompt import DynamicSource
 from agent_core.hooks.base import NO_HOOKS, HookDispatcher
-from agent_core.orchestrator.install import install as install_orchestrator
+from agent_core.orchestrator.feature import TaskFeature
+from agent_core.orchestrator.feature import install as install_tasks
 from agent_core.permissions.deferred import PermissionDeferral
 from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
+from agent_core.runtime.features import RunFeatures
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState
@@ -40,8 +46,24 @@ from agent_core.types.model import SystemBlock
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import AgentDefinition, Node
 
+if TYPE_CHECKING:
+    from agent_core.jobs import JobManager
+    from agent_core.memory import MemoryService
+
 log = logging.getLogger("agent_core.runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class OpenRuntime:
+    """One open runtime: its run manager and its features, typed (what ``AgentRuntime`` reaches)."""
+
+    manager: RunManager
+    agents: Agents
+    tasks: TaskFeature
+    compaction: CompactionService
+    memory: MemoryService | None
+    jobs: JobManager | None
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
@@ -65,7 +87,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
-) -> RunManager:
+) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
     storage = session_store(config, redactor)
@@ -113,30 +135,51 @@ async def open_services(
             gate=gate,
             hooks=hooks_dispatcher,
             debug=debug,
+            mcp=mcp,
         )
-        services.extras["mcp"] = mcp
         manager = RunManager(services)
-        _install_context_features(manager, config, skills)
-        install_agents(manager, code_definitions)
-        install_orchestrator(manager)
+        # the install order is this code: the agents before the orchestrator that dispatches workers
+        agents = install_agents(manager, code_definitions)
+        tasks = install_tasks(manager, agents)
+        memory = None
         if settings.memory.enabled:
             from agent_core.memory import install as install_memory
 
-            install_memory(manager)
-        await install_compaction(manager)
+            memory = install_memory(manager)
+        compaction = await install_compaction(manager)
+        jobs = None
         if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
             from agent_core.jobs import install as install_jobs
 
-            install_jobs(manager)
+            jobs = install_jobs(manager)
+        engine = None
         if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
             from agent_core.engine.temporal.client import install as install_temporal
 
-            install_temporal(manager)
+            engine = install_temporal(manager)
+        telemetry = None
         if settings.telemetry.enabled:  # OpenTelemetry is imported only when traces are on
             from agent_core.telemetry import install as install_telemetry
 
-            install_telemetry(manager)
-        return manager
+            telemetry = install_telemetry(manager)
+        manager.features = RunFeatures(
+            context=InstructionSources(config, skills),
+            children=agents,
+            tasks=tasks,
+            compaction=compaction,
+            memory=memory,
+            jobs=jobs,
+            telemetry=telemetry,
+            engine=engine,
+        )
+        return OpenRuntime(
+            manager=manager,
+            agents=agents,
+            tasks=tasks,
+            compaction=compaction,
+            memory=memory,
+            jobs=jobs,
+        )
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry
         for adapter in tools.adapters():
@@ -149,21 +192,28 @@ async def open_services(
         raise
 
 
-def _install_context_features(manager: RunManager, config: LoadedConfig, skills: SkillCatalog) -> None:
-    def instruction_catalog() -> SystemBlock | None:
-        return catalog_block(scan_instruction_catalog(config.home, config.project))
+class InstructionSources:
+    """``RunFeatures.context``: the instruction catalog and the per-run instruction and skill blocks."""
 
-    manager.instruction_catalog = instruction_catalog
+    def __init__(self, config: LoadedConfig, skills: SkillCatalog) -> None:
+        self._config = config
+        self._skills = skills
 
-    def features(state: RunState, role: AgentRole, effective: EffectiveTools) -> list[Any]:
+    def instruction_catalog(self) -> SystemBlock | None:
+        return catalog_block(scan_instruction_catalog(self._config.home, self._config.project))
+
+    def dynamic_sources(
+        self, state: RunState, role: AgentRole, effective: EffectiveTools
+    ) -> list[DynamicSource]:
         index = InstructionIndex()
 
         def instructions(path: Sequence[Node]) -> list[SystemBlock]:
             blocks, _notes = instruction_blocks(path, index)
             return blocks
 
-        sources: list[Any] = [instructions]
+        sources: list[DynamicSource] = [instructions]
         if "internal.load_skill" in effective.names:
+            skills = self._skills
             skills.refresh()
 
             def skill_catalog(_path: Sequence[Node]) -> list[SystemBlock]:
@@ -173,16 +223,15 @@ def _install_context_features(manager: RunManager, config: LoadedConfig, skills:
             sources.append(skill_catalog)
         return sources
 
-    manager.extra_dynamic_sources.append(features)
 
-
-async def close_services(manager: RunManager) -> None:
+async def close_services(opened: OpenRuntime) -> None:
+    manager = opened.manager
     services = manager.services
     await manager.close()
     await services.close_adapters()
     with contextlib.suppress(Exception):
         await services.hooks.close()
-    mcp = services.extras.get("mcp")
+    mcp = services.mcp
     if mcp is not None:
         with contextlib.suppress(Exception):
             await mcp.close()

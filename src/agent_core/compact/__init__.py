@@ -1,9 +1,16 @@
 """Context compaction (compact.md): cut-point policy, the internal compact fork, payload validation and the
-loop hooks for background and recovery compaction. :func:`install` wires it into a ``RunManager``."""
+compaction service (background and recovery compaction in the loop). :func:`install` builds the service
+(``RunFeatures.compaction``). Names load with their module on first use (cold start)."""
 
-from agent_core.compact.hooks import AgentCompaction, CompactionService, install
-from agent_core.compact.payload import CompactionPayload
-from agent_core.compact.policy import CutPlan, compaction_threshold, effective_keep_recent, plan_cut
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_core.compact.payload import CompactionPayload
+    from agent_core.compact.policy import CutPlan, compaction_threshold, effective_keep_recent, plan_cut
+    from agent_core.compact.service import AgentCompaction, CompactionService, install
 
 __all__ = [
     "AgentCompaction",
@@ -15,3 +22,21 @@ __all__ = [
     "install",
     "plan_cut",
 ]
+
+_HOMES = {
+    "AgentCompaction": "agent_core.compact.service",
+    "CompactionPayload": "agent_core.compact.payload",
+    "CompactionService": "agent_core.compact.service",
+    "CutPlan": "agent_core.compact.policy",
+    "compaction_threshold": "agent_core.compact.policy",
+    "effective_keep_recent": "agent_core.compact.policy",
+    "install": "agent_core.compact.service",
+    "plan_cut": "agent_core.compact.policy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -24,14 +24,11 @@ __all__ = [
 
 
 def install(manager: RunManager) -> JobManager:
-    """Wires the job manager: the executor's offload hook, the job tools, run-cancel and run-start hooks."""
+    """Builds the job manager (``RunFeatures.jobs``): the executor's offload hook and the job tools."""
     tools = manager.services.settings.tools
     jobs = JobManager(
         manager, offload_after_ms=tools.offload_after_ms, wake_on_completion=tools.wake_on_completion
     )
     manager.services.executor.offload = jobs
     manager.services.tools.register_adapter(JobToolsAdapter(jobs), internal=True)
-    manager.on_cancel.append(jobs.on_run_cancel)
-    manager.before_root_run.append(jobs.before_root_run)
-    manager.services.extras["jobs"] = jobs
     return jobs

@@ -370,7 +370,7 @@ class JobManager:
             await asyncio.wait_for(job.finished.wait(), CLOSE_WAIT_S)
 
     async def on_run_cancel(self, state: RunState) -> None:
-        """``RunManager.on_cancel`` hook: cancelling a run cancels its jobs."""
+        """``RunFeatures.jobs``: cancelling a run cancels its jobs."""
         jobs = [j for j in self.live.values() if j.record.run_id == state.run_id]
         await asyncio.gather(*(self._stop(j, "run_cancelled") for j in jobs))
 

@@ -3,8 +3,8 @@
 :func:`install` wires the feature into an open runtime's :class:`~agent_core.runtime.runs.RunManager`.
 With ``memory.enabled = false`` it installs nothing: no ``internal.recall_memory``, no ``memory_catalog``
 block, no triggers. Otherwise it registers the recall tool (internal adapter), adds the catalog dynamic
-source for runs whose effective set has the tool, hooks the scheduler into run start/end and close, and
-publishes the :class:`MemoryService` as ``services.extras["memory"]``.
+source for runs whose effective set has the tool, and returns the :class:`MemoryService`
+(``RunFeatures.memory``: the catalog block, the scheduler on run start/end and close).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryService:
-    """The memory feature of one runtime (``services.extras["memory"]``)."""
+    """The memory feature of one runtime (``RunFeatures.memory``)."""
 
     store: MemoryStore
     writer: MemoryWriter
@@ -53,6 +53,21 @@ class MemoryService:
     scheduler: MemoryScheduler
     recall: RecallToolAdapter
     catalog: MemoryCatalogBlock
+
+    def dynamic_sources(
+        self, state: RunState, role: AgentRole, effective: EffectiveTools
+    ) -> list[DynamicSource]:
+        """The ``memory_catalog`` block, for runs whose effective set has the recall tool."""
+        return [self.catalog.source] if RECALL_TOOL in effective.names else []
+
+    def on_run_start(self, state: RunState) -> None:
+        self.scheduler.on_run_start(state)
+
+    async def on_run_end(self, state: RunState) -> None:
+        await self.scheduler.on_run_end(state)
+
+    async def close(self) -> None:
+        await self.scheduler.close()
 
 
 def install(manager: RunManager) -> MemoryService | None:
@@ -98,16 +113,6 @@ def install(manager: RunManager) -> MemoryService | None:
     catalog = MemoryCatalogBlock(
         store=store, max_tokens=settings.catalog_max_tokens, counter=services.counter
     )
-
-    def catalog_sources(_state: RunState, _role: AgentRole, effective: EffectiveTools) -> list[DynamicSource]:
-        return [catalog.source] if RECALL_TOOL in effective.names else []
-
-    manager.extra_dynamic_sources.append(catalog_sources)
-    manager.on_run_start.append(scheduler.on_run_start)
-    manager.on_run_end.append(scheduler.on_run_end)
-    manager.on_close.append(scheduler.close)
-    service = MemoryService(
+    return MemoryService(
         store=store, writer=writer, extractor=extractor, scheduler=scheduler, recall=recall, catalog=catalog
     )
-    services.extras["memory"] = service
-    return service

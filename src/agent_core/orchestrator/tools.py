@@ -25,6 +25,12 @@ from pydantic import Field
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError, ToolError
 from agent_core.orchestrator.dispatch import WorkerDispatcher
+from agent_core.orchestrator.tool_definitions import (
+    DISPATCH_WORKER_TOOL,
+    LIST_WORKERS_TOOL,
+    PLAN_TEMPLATE_TOOL,
+    orchestrator_tool_definitions,
+)
 from agent_core.runtime.runs import RunManager
 from agent_core.tasks.inputs import parse_input
 from agent_core.tools.context import ContextNodeDraft, ToolContext
@@ -34,77 +40,6 @@ from agent_core.types.content import TextBlock, text_of
 from agent_core.types.enums import AgentRole, MessageRole, NodeType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition
-
-LIST_WORKERS_TOOL = "agent.list_workers"
-DISPATCH_WORKER_TOOL = "agent.dispatch_worker"
-PLAN_TEMPLATE_TOOL = "agent.plan_template"
-ORCHESTRATOR_TOOL_NAMES = (LIST_WORKERS_TOOL, DISPATCH_WORKER_TOOL, PLAN_TEMPLATE_TOOL)
-
-_STR = {"type": "string"}
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-
-
-def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-def orchestrator_tool_definitions() -> list[ToolDefinition]:
-    read_tags = ["agent", "internal", "readonly"]
-    return [
-        ToolDefinition(
-            name=LIST_WORKERS_TOOL,
-            description="List the workers of the configured worker pools with their definition, suggested "
-            "tools and current status (idle/busy/unavailable).",
-            input_schema=_obj(
-                {"worker_pool_id": {**_STR, "description": "Only this pool (default: every valid pool)."}}, []
-            ),
-            permission="readonly",
-            tags=read_tags,
-            metadata={"concurrency": "parallel", "source": "agent"},
-        ),
-        ToolDefinition(
-            name=DISPATCH_WORKER_TOOL,
-            description="Start one run of a pool worker for a Task and wait for its result. The worker "
-            "claims at most one ready step itself (limit it with allowed_step_ids); the step status in the "
-            "Task DAG is authoritative.",
-            input_schema=_obj(
-                {
-                    "task_id": {**_STR, "description": "The Task the worker may see."},
-                    "worker_pool_id": {**_STR, "description": "Pool (default pool when omitted)."},
-                    "worker_agent_id": {**_STR, "description": "Worker to start (first idle when omitted)."},
-                    "allowed_step_ids": {**_STRINGS, "description": "Hard scope of steps it may claim."},
-                    "instruction": {**_STR, "minLength": 1, "description": "What the worker should do."},
-                    "context": {**_STR, "description": "Everything the worker needs to know."},
-                    "constraints": {**_STRINGS, "description": "Rules the worker must follow."},
-                    "allowed_tools": {**_STRINGS, "description": "Narrows the worker's tools."},
-                    "expected_output_schema": {
-                        "type": "object",
-                        "description": "JSON Schema (core subset) the worker's final JSON must match.",
-                    },
-                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Maximum run time in ms."},
-                },
-                ["task_id", "instruction"],
-            ),
-            permission="readonly",
-            tags=["agent", "internal"],
-            metadata={"concurrency": "agent", "source": "agent"},
-        ),
-        ToolDefinition(
-            name=PLAN_TEMPLATE_TOOL,
-            description="Load the plan-writing instructions (for a goal) as a context block for your next "
-            "turn and make sure the plan directory exists. Writes no plan; write it with code.write_file.",
-            input_schema=_obj(
-                {
-                    "goal": {**_STR, "description": "The goal to plan (default: the user's request)."},
-                    "suggested_dir": {**_STR, "description": "Plan directory inside the project."},
-                },
-                [],
-            ),
-            permission="readonly",
-            tags=read_tags,
-            metadata={"concurrency": "parallel", "source": "agent"},
-        ),
-    ]
 
 
 class _ListWorkersInput(StrictModel):

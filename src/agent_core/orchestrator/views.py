@@ -13,7 +13,7 @@ import contextlib
 from typing import Any
 
 from agent_core.errors import AgentCoreError
-from agent_core.orchestrator.install import Orchestration
+from agent_core.orchestrator.feature import TaskFeature
 from agent_core.orchestrator.pools import PoolWorker, WorkerSlot
 from agent_core.runtime.runs import RunManager
 from agent_core.types.workers import WorkerPoolView, WorkerView
@@ -45,12 +45,12 @@ def _slot_state(slot: WorkerSlot, step_id: str | None) -> dict[str, Any]:
 
 
 async def worker_pools_view(manager: RunManager, session_id: str | None) -> list[WorkerPoolView]:
-    orchestration = manager.services.extras.get("orchestration")
-    if not isinstance(orchestration, Orchestration):
+    tasks = manager.features.tasks
+    if not isinstance(tasks, TaskFeature):
         return []
-    if manager.orchestrator_check is not None:
-        with contextlib.suppress(AgentCoreError):  # no valid pool: the problems are listed below
-            await manager.orchestrator_check()
+    orchestration = tasks.load()
+    with contextlib.suppress(AgentCoreError):  # no valid pool: the problems are listed below
+        await orchestration.check()
     pools, dispatcher = orchestration.pools, orchestration.dispatcher
     problems: dict[str, list[str]] = {}
     for problem in pools.problems:

@@ -7,22 +7,41 @@ keys ``openai``, ``anthropic`` and ``ollama``; ``include_builtins=False`` starts
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
-from agent_core.providers.anthropic import AnthropicAdapter
 from agent_core.providers.base import ProviderAdapter, ProviderFactory
-from agent_core.providers.ollama import OllamaAdapter
-from agent_core.providers.openai_compatible import OpenAIAdapter
 
 PROVIDER_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
+class _Builtin:
+    """A built-in adapter class, imported when its key is first used (a run loads only its provider)."""
+
+    __slots__ = ("attribute", "module")
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self.module = module
+        self.attribute = attribute
+
+    def resolve(self) -> ProviderFactory:
+        factory: ProviderFactory = getattr(importlib.import_module(self.module), self.attribute)
+        return factory
+
+
+_BUILTINS = {
+    "openai": _Builtin("agent_core.providers.openai_compatible", "OpenAIAdapter"),
+    "anthropic": _Builtin("agent_core.providers.anthropic", "AnthropicAdapter"),
+    "ollama": _Builtin("agent_core.providers.ollama", "OllamaAdapter"),
+}
+
+
 def builtin_factories() -> dict[str, ProviderFactory]:
     """The built-in adapter classes by key."""
-    return {"openai": OpenAIAdapter, "anthropic": AnthropicAdapter, "ollama": OllamaAdapter}
+    return {key: builtin.resolve() for key, builtin in _BUILTINS.items()}
 
 
 class ProviderRegistry:
@@ -31,9 +50,9 @@ class ProviderRegistry:
     def __init__(
         self, factories: Mapping[str, ProviderFactory] | None = None, *, include_builtins: bool = True
     ) -> None:
-        self._factories: dict[str, ProviderFactory] = {}
+        self._factories: dict[str, ProviderFactory | _Builtin] = {}
         if include_builtins:
-            self._factories.update(builtin_factories())
+            self._factories.update(_BUILTINS)
         for key, factory in (factories or {}).items():
             self.register(key, factory)
 
@@ -50,17 +69,20 @@ class ProviderRegistry:
 
     def ensure_builtins(self) -> None:
         """Adds the built-in adapters for the keys this registry lacks (runtime.md §5.2)."""
-        for key, factory in builtin_factories().items():
-            self._factories.setdefault(key, factory)
+        for key, builtin in _BUILTINS.items():
+            self._factories.setdefault(key, builtin)
 
     def get(self, key: str) -> ProviderFactory:
         try:
-            return self._factories[key]
+            factory = self._factories[key]
         except (KeyError, TypeError):
             raise ConfigError(
                 ErrorCode.config_error,
                 f"unknown model provider {key!r}; registered providers: {sorted(self._factories)}",
             ) from None
+        if isinstance(factory, _Builtin):
+            factory = self._factories[key] = factory.resolve()
+        return factory
 
     def create(self, config: ResolvedModelConfig) -> ProviderAdapter:
         """Builds an adapter for ``config.provider``; factory failures become ``config_error``."""

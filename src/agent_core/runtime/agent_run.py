@@ -30,6 +30,8 @@ from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.spec import CompactionHooks, Interruption, LoopSpec
 from agent_core.runtime import lifecycle
+from agent_core.runtime.features import RunFeatures
+from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
 from agent_core.tools.effective import EffectiveTools
@@ -38,13 +40,12 @@ from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
-    from agent_core.runtime.runs import RunManager
     from agent_core.storage.sqlite import StorageManager
 
 
 @dataclass(kw_only=True, eq=False)
 class AgentRunSpec:
-    """Everything that differs between agent runs; consumed by :meth:`RunManager.execute_agent_run`."""
+    """Everything that differs between agent runs; consumed by :func:`execute_agent_run`."""
 
     state: RunState
     session: SessionState
@@ -86,16 +87,20 @@ def run_limits(
 
 
 async def execute_agent_run(
-    manager: RunManager, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None
+    services: Services,
+    features: RunFeatures,
+    spec: AgentRunSpec,
+    first_nodes: Callable[[RunScope], Awaitable[None]] | None = None,
 ) -> LoopOutcome:
     """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
-    loop = await prepare_agent_loop(manager, spec, first_nodes)
+    loop = await prepare_agent_loop(services, features, spec, first_nodes)
     prices = loop.limits.prices if loop.limits is not None else None
     return await lifecycle.run_agent_loop(spec.state, loop, prices)
 
 
 async def prepare_agent_loop(
-    manager: RunManager,
+    services: Services,
+    features: RunFeatures,
     spec: AgentRunSpec,
     first_nodes: Callable[[RunScope], Awaitable[None]] | None = None,
     *,
@@ -103,7 +108,6 @@ async def prepare_agent_loop(
 ) -> LoopSpec:
     """Builds the run's :class:`LoopSpec` and, unless ``started`` (an engine continuing a run whose
     ``loop_started`` and first nodes are already stored), writes ``loop_started`` and the first nodes."""
-    services = manager.services
     state = spec.state
     rec = state.recorder
     settings = services.settings
@@ -135,7 +139,7 @@ async def prepare_agent_loop(
         if first_nodes is not None:
             await first_nodes(scope)
     tools = list(spec.effective.definitions)
-    catalog = manager.instruction_catalog() if spec.role != AgentRole.compact else None
+    catalog = features.instruction_catalog(spec.role)
     static = static_blocks(
         services.assets,
         role=spec.role.value,
@@ -160,8 +164,7 @@ async def prepare_agent_loop(
         ]
 
     sources: list[DynamicSource] = list(spec.dynamic_sources)
-    for feature in manager.extra_dynamic_sources:
-        sources.extend(feature(state, spec.role, spec.effective))
+    sources.extend(features.dynamic_sources(state, spec.role, spec.effective))
     sources.append(runtime_state)
 
     async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
@@ -237,7 +240,7 @@ async def prepare_agent_loop(
         redactor=services.redactor,
         max_turns=max_turns,
         request_metadata=metadata,
-        compaction=spec.compaction or manager.compaction_for(state, spec.cursor, spec.role),
+        compaction=spec.compaction or features.compaction_for(state, spec.cursor, spec.role),
         debug=services.debug,
         save_debug_artifact=save_debug_artifact,
         output=output_policy(state.output_schema, state.output_retries, adapter.provider_key)

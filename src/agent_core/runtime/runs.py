@@ -15,9 +15,6 @@ from typing import TYPE_CHECKING
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
-from agent_core.context.prompt import (
-    DynamicSource,
-)
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id, validate_session_id
@@ -25,15 +22,16 @@ from agent_core.jsontext import compact_json
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.outcome import LoopOutcome
 from agent_core.loop.recorder import RunRecorder
-from agent_core.loop.spec import CompactionHooks, Interruption, NoCompaction
+from agent_core.loop.spec import Interruption
 from agent_core.runtime import lifecycle
 from agent_core.runtime.agent_run import AgentRunSpec, execute_agent_run
+from agent_core.runtime.features import RunFeatures
 from agent_core.runtime.recovery import recover_session
 from agent_core.runtime.services import Services
 from agent_core.runtime.session_lease import hold_session_lease
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.tools.context import RunScope
-from agent_core.tools.effective import EffectiveTools, compute_effective_tools
+from agent_core.tools.effective import compute_effective_tools
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
 from agent_core.types.enums import (
@@ -47,8 +45,7 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
-from agent_core.types.model import SystemBlock
-from agent_core.types.runtime import CancelResult, RuntimeEvent, UserMessage
+from agent_core.types.runtime import CancelResult, UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
 if TYPE_CHECKING:
@@ -58,37 +55,18 @@ log = logging.getLogger("agent_core.runtime")
 
 
 class RunManager:
-    def __init__(self, services: Services) -> None:
+    """The sessions loaded in this runtime, their run queues and every live run (runtime.md §6–§8).
+
+    ``features`` is set once by ``open_services`` before the first run; the points where runs call into
+    it are the code below (``start``, ``_register_root_run``, ``_run_root``, ``cancel``, ``close``)."""
+
+    def __init__(self, services: Services, features: RunFeatures | None = None) -> None:
         self.services = services
+        self.features = features if features is not None else RunFeatures()
         self.sessions: dict[str, SessionState] = {}
         self.runs: dict[str, RunState] = {}
         self.closing = False
-        self.extra_dynamic_sources: list[
-            Callable[[RunState, AgentRole, EffectiveTools], list[DynamicSource]]
-        ] = []
-        """Feature hooks contributing dynamic blocks (skills, memory catalog, ...)."""
-        self.instruction_catalog: Callable[[], SystemBlock | None] = lambda: None
-        self.task_board_for: Callable[[RunState, AgentRole], Callable[[], str | None] | None] = lambda s, r: (
-            None
-        )
-        self.compaction_for: Callable[[RunState, AgentCursor, AgentRole], CompactionHooks] = lambda s, c, r: (
-            NoCompaction()
-        )
-        self.orchestrator_check: Callable[[], Awaitable[None]] | None = None
-        self.on_run_end: list[Callable[[RunState], Awaitable[None]]] = []
-        self.on_cancel: list[Callable[[RunState], Awaitable[None]]] = []
         self._session_load_lock = asyncio.Lock()
-        self.on_run_start: list[Callable[[RunState], None]] = []
-        """Sync callbacks when a root run is created (queued or started), e.g. to cancel idle timers."""
-        self.on_close: list[Callable[[], Awaitable[None]]] = []
-        """Async callbacks at the end of :meth:`close` (runs stopped, storage still open)."""
-        self.before_root_run: list[Callable[[RunState], Awaitable[None]]] = []
-        """Async callbacks when a root run starts, before its loop (e.g. restoring the session's Tasks)."""
-        self.root_engine: Callable[[SessionState, RunState], Awaitable[None]] | None = None
-        """Where root runs execute when not in this process (``agent_core.engine``): called instead of the
-        local loop once the run left the queue; it leaves ``state`` terminal."""
-        self.event_observers: list[Callable[[RuntimeEvent], None]] = []
-        """Sync observers of every delivered event of every run (telemetry spans); must not raise."""
 
     # ---- sessions ---------------------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionState:
@@ -194,17 +172,14 @@ class RunManager:
                     ErrorCode.validation_error,
                     f"session {session_id!r} runs in {session.mode.value!r} mode; cannot start a {mode.value!r} run",
                 )
-            if mode == RunMode.orchestrator and self.orchestrator_check is not None:
-                await self.orchestrator_check()
+            if mode == RunMode.orchestrator and self.features.tasks is not None:
+                await self.features.tasks.check()
         else:
-            if mode == RunMode.orchestrator and self.orchestrator_check is not None:
-                await self.orchestrator_check()
+            if mode == RunMode.orchestrator and self.features.tasks is not None:
+                await self.features.tasks.check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
-            state = await self._register_root_run(
-                session, message, mode, model, output_schema, output_retries
-            )
-            return state
+            return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
 
     async def _register_root_run(
         self,
@@ -251,9 +226,9 @@ class RunManager:
         self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
         session.live_runs[run_id] = state
-        for observer in self.on_run_start:
+        if self.features.memory is not None:
             try:
-                observer(state)
+                self.features.memory.on_run_start(state)
             except Exception:
                 log.exception("run-start observer failed for %s", run_id)
         if queued:
@@ -272,7 +247,7 @@ class RunManager:
         self, state: RunState, *, needed: bool, servers: Sequence[str] | None = None
     ) -> set[str]:
         """Connects the MCP servers a run needs (lazily); returns the failed server ids."""
-        mcp = self.services.extras.get("mcp")
+        mcp = self.services.mcp
         if mcp is None:
             return set()
         failed: set[str] = await mcp.ensure_connected(needed, state.recorder.emit, servers=servers)
@@ -281,7 +256,7 @@ class RunManager:
     def recorder_for(self, state: RunState, cursor: AgentCursor, *, root_agent: bool) -> RunRecorder:
         """Attaches the run's recorder (``lifecycle.attach_recorder`` with this runtime's observers)."""
         return lifecycle.attach_recorder(
-            self.services, state, cursor, root_agent=root_agent, observers=self.event_observers
+            self.services, state, cursor, root_agent=root_agent, observers=self.features.event_observers
         )
 
     # ---- root runs ----------------------------------------------------------------------------
@@ -304,11 +279,10 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
-            if self.root_engine is not None:
-                await self.root_engine(session, state)
+            if self.features.engine is not None:
+                await self.features.engine.run_root(session, state)
                 return
-            for prepare in self.before_root_run:
-                await prepare(state)
+            await self.prepare_root_run(state)
             spec, first_nodes = await self.root_run_spec(session, state)
             await self.execute_agent_run(spec, first_nodes)
         except Exception as exc:
@@ -323,6 +297,13 @@ class RunManager:
             self._forget(state)
             self._start_next(session)
             await lease.aclose()
+
+    async def prepare_root_run(self, state: RunState) -> None:
+        """Before a root run's loop: the session's Tasks are restored, then its background jobs resumed."""
+        if self.features.tasks is not None:
+            await self.features.tasks.before_root_run(state)
+        if self.features.jobs is not None:
+            await self.features.jobs.before_root_run(state)
 
     async def root_run_spec(
         self, session: SessionState, state: RunState
@@ -359,7 +340,7 @@ class RunManager:
             root_agent=True,
             current_user_node_id=user_node_id,
             agent_type=state.agent_type,
-            task_board=self.task_board_for(state, state.role),
+            task_board=self.features.task_board_for(state, state.role),
         )
 
         async def first_nodes(scope: RunScope) -> None:
@@ -390,16 +371,16 @@ class RunManager:
         self, spec: AgentRunSpec, first_nodes: Callable[[RunScope], Awaitable[None]] | None = None
     ) -> LoopOutcome:
         """Runs one agent loop (see :func:`agent_core.runtime.agent_run.execute_agent_run`)."""
-        return await execute_agent_run(self, spec, first_nodes)
+        return await execute_agent_run(self.services, self.features, spec, first_nodes)
 
     @staticmethod
     def _interruption(state: RunState) -> Interruption:
         return Interruption(reason=state.cancel_reason or "cancel_requested")
 
     async def _after_run(self, state: RunState) -> None:
-        for callback in self.on_run_end:
+        if self.features.memory is not None:
             try:
-                await callback(state)
+                await self.features.memory.on_run_end(state)
             except Exception:
                 log.exception("run-end observer failed for %s", state.run_id)
 
@@ -440,11 +421,7 @@ class RunManager:
         if not state.cancel_event.is_set():
             state.cancel_reason = state.cancel_reason or reason
             state.cancel_event.set()
-            for callback in self.on_cancel:
-                try:
-                    await callback(state)
-                except Exception:
-                    log.exception("cancel observer failed for %s", state.run_id)
+            await self._propagate_cancel(state)
         timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
         timed_out = False
         try:
@@ -462,6 +439,20 @@ class RunManager:
             cancelled=state.status == RunStatus.cancelled,
             timed_out=timed_out,
         )
+
+    async def _propagate_cancel(self, state: RunState) -> None:
+        """A run's cancel request reaches its child runs, then its background jobs."""
+        children, jobs = self.features.children, self.features.jobs
+        try:
+            if children is not None:
+                await children.on_parent_cancel(state)
+        except Exception:
+            log.exception("cancelling the child runs of %s failed", state.run_id)
+        try:
+            if jobs is not None:
+                await jobs.on_run_cancel(state)
+        except Exception:
+            log.exception("cancelling the jobs of %s failed", state.run_id)
 
     async def close(self) -> None:
         """Cancels queued then active runs, waiting at most ``runtime.cancel_timeout_ms`` overall."""
@@ -484,8 +475,11 @@ class RunManager:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=2)
-        for callback in self.on_close:
+        features = self.features
+        for feature in (features.memory, features.compaction, features.telemetry):
+            if feature is None:
+                continue
             try:
-                await callback()
+                await feature.close()
             except Exception:
-                log.exception("close observer failed")
+                log.exception("closing %s failed", type(feature).__name__)

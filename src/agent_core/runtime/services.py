@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent_core.artifacts.manager import ArtifactManager
 from agent_core.assets.loader import AssetLoader
@@ -20,6 +20,9 @@ from agent_core.redaction import Redactor
 from agent_core.storage.sqlite import StorageManager
 from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agent_core.mcp import McpManager
 
 log = logging.getLogger("agent_core.runtime")
 
@@ -39,8 +42,8 @@ class Services:
     counter: TokenCounter = DEFAULT_COUNTER
     debug: bool = False
     adapters: dict[ResolvedModelConfig, ProviderAdapter] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Feature services keyed by name (agent definitions, task services, skills, memory...)."""
+    mcp: McpManager | None = None
+    """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
 
     @property
     def settings(self) -> Settings:

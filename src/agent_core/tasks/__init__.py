@@ -10,14 +10,21 @@ The per-session :class:`TaskService` is composed of ``store`` (state, restore, c
 session), ``scope`` (callers and worker scope), ``views``, ``board``, ``tools`` (the adapter).
 """
 
-from agent_core.tasks.dag import CORE, Actor, IllegalTransition, TaskDag
-from agent_core.tasks.models import Task, TaskStep, TaskWalEvent, parse_wal_event
-from agent_core.tasks.registry import TaskRegistry
-from agent_core.tasks.scope import TASK_SCOPE_KEY, TaskCaller, WorkerTaskScope
-from agent_core.tasks.service import TaskService
-from agent_core.tasks.tools import TASK_TOOL_NAMES, TaskToolAdapter, task_tool_definitions
-from agent_core.tasks.wal import WalWriter, replay_wal
-from agent_core.tasks.worker_runs import DispatchCheck, WorkerRunEnd
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_core.tasks.dag import CORE, Actor, IllegalTransition, TaskDag
+    from agent_core.tasks.models import Task, TaskStep, TaskWalEvent, parse_wal_event
+    from agent_core.tasks.registry import TaskRegistry
+    from agent_core.tasks.scope import TASK_SCOPE_KEY, TaskCaller, WorkerTaskScope
+    from agent_core.tasks.service import TaskService
+    from agent_core.tasks.tool_definitions import TASK_TOOL_NAMES, task_tool_definitions
+    from agent_core.tasks.tools import TaskToolAdapter
+    from agent_core.tasks.wal import WalWriter, replay_wal
+    from agent_core.tasks.worker_runs import DispatchCheck, WorkerRunEnd
 
 __all__ = [
     "CORE",
@@ -41,3 +48,34 @@ __all__ = [
     "replay_wal",
     "task_tool_definitions",
 ]
+
+_HOMES = {
+    "Actor": "agent_core.tasks.dag",
+    "CORE": "agent_core.tasks.dag",
+    "DispatchCheck": "agent_core.tasks.worker_runs",
+    "IllegalTransition": "agent_core.tasks.dag",
+    "TASK_SCOPE_KEY": "agent_core.tasks.scope",
+    "TASK_TOOL_NAMES": "agent_core.tasks.tool_definitions",
+    "Task": "agent_core.tasks.models",
+    "TaskCaller": "agent_core.tasks.scope",
+    "TaskDag": "agent_core.tasks.dag",
+    "TaskRegistry": "agent_core.tasks.registry",
+    "TaskService": "agent_core.tasks.service",
+    "TaskStep": "agent_core.tasks.models",
+    "TaskToolAdapter": "agent_core.tasks.tools",
+    "TaskWalEvent": "agent_core.tasks.models",
+    "WalWriter": "agent_core.tasks.wal",
+    "WorkerRunEnd": "agent_core.tasks.worker_runs",
+    "WorkerTaskScope": "agent_core.tasks.scope",
+    "parse_wal_event": "agent_core.tasks.models",
+    "replay_wal": "agent_core.tasks.wal",
+    "task_tool_definitions": "agent_core.tasks.tool_definitions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Imports a name's module on first use: a run that never touches Tasks does not load them."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -14,12 +14,11 @@ from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, Validati
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tasks.models import NonEmptyStr, TaskIdStr
+from agent_core.tasks.tool_definitions import MAX_OPERATIONS, MAX_PAGE
 from agent_core.types.base import StrictModel
 from agent_core.types.enums import StepStatus, TaskStatus
 
 PoolIdStr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
-MAX_OPERATIONS = 100
-MAX_PAGE = 200
 M = TypeVar("M", bound=StrictModel)
 
 

@@ -21,9 +21,10 @@ from pydantic import ValidationError
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.tasks.dag import IllegalTransition, TaskDag
 from agent_core.tasks.models import TERMINAL_EVENT_STATUS, TaskWalEvent, wal_event_adapter
+from agent_core.tasks.wal_files import WAL_SUFFIX
+from agent_core.tasks.wal_files import list_wal_files as list_wal_files
 from agent_core.types.enums import TaskStatus
 
-WAL_SUFFIX = ".wal.jsonl"
 MAX_WAL_NAME = 64
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
@@ -42,13 +43,6 @@ def normalize_wal_name(candidate: str) -> str:
             f"(an optional {WAL_SUFFIX} suffix is stripped)",
         )
     return name + WAL_SUFFIX
-
-
-def list_wal_files(session_dir: Path) -> list[Path]:
-    """The session's WAL files in filename order (missing directory → ``[]``)."""
-    if not session_dir.is_dir():
-        return []
-    return sorted(p for p in session_dir.iterdir() if p.name.endswith(WAL_SUFFIX) and p.is_file())
 
 
 # --------------------------------------------------------------------------------------------------

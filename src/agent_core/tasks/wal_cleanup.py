@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import ErrorCode
-from agent_core.tasks.wal import WAL_SUFFIX
+from agent_core.tasks.wal_files import WAL_SUFFIX
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult

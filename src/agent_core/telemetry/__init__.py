@@ -1,7 +1,7 @@
 """OpenTelemetry traces of runs (surfaces.md §4), imported only when ``[telemetry] enabled = true``.
 
-:func:`install` subscribes a :class:`~agent_core.telemetry._spans.SpanBuilder` to every run recorder of a
-runtime (the event bus; there is no second instrumentation of the loop) and exports through its own
+:func:`install` returns ``RunFeatures.telemetry``: a :class:`~agent_core.telemetry._spans.SpanBuilder` fed by
+every run recorder of a runtime (the event bus; there is no second instrumentation of the loop) and exports through its own
 ``TracerProvider`` with a batch processor, flushed and shut down when the runtime closes. It needs the
 ``otel`` extra (``pip install 'soong-agent[otel]'``); without it, opening the runtime fails with
 ``config_error`` naming ``telemetry.enabled``.
@@ -15,11 +15,12 @@ from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
     from agent_core.runtime.runs import RunManager
+    from agent_core.telemetry._setup import RunTracing
 
 __all__ = ["install"]
 
 
-def install(manager: RunManager) -> None:
+def install(manager: RunManager) -> RunTracing:
     """Starts span export for ``manager``'s runs (raises ``ConfigError`` without the ``otel`` extra)."""
     try:
         from agent_core.telemetry._setup import install_spans
@@ -31,4 +32,4 @@ def install(manager: RunManager) -> None:
             details={"key": "telemetry.enabled", "missing": getattr(exc, "name", None) or "opentelemetry"},
             cause=exc,
         ) from exc
-    install_spans(manager)
+    return install_spans(manager)

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from agent_core.telemetry._exporters import span_exporter
 from agent_core.telemetry._spans import SpanBuilder
+from agent_core.types.runtime import RuntimeEvent
 
 if TYPE_CHECKING:
     from agent_core.runtime.runs import RunManager
@@ -18,7 +19,24 @@ if TYPE_CHECKING:
 INSTRUMENTATION = "agent_core"
 
 
-def install_spans(manager: RunManager) -> SpanBuilder:
+class RunTracing:
+    """``RunFeatures.telemetry``: hands every delivered event to the span builder; close flushes."""
+
+    def __init__(self, builder: SpanBuilder, provider: TracerProvider) -> None:
+        self.builder = builder
+        self._provider = provider
+
+    def __call__(self, event: RuntimeEvent) -> None:
+        self.builder(event)
+
+    async def close(self) -> None:
+        self.builder.close()
+        await asyncio.to_thread(
+            self._provider.shutdown
+        )  # flushes the batch processor (bounded by its timeout)
+
+
+def install_spans(manager: RunManager) -> RunTracing:
     services = manager.services
     section = services.settings.telemetry
     provider = TracerProvider(resource=Resource.create({"service.name": "soong-agent"}))
@@ -29,11 +47,4 @@ def install_spans(manager: RunManager) -> SpanBuilder:
         redactor=services.redactor,
         capture_content=section.capture_content,
     )
-    manager.event_observers.append(builder)
-
-    async def shutdown() -> None:
-        builder.close()
-        await asyncio.to_thread(provider.shutdown)  # flushes the batch processor (bounded by its timeout)
-
-    manager.on_close.append(shutdown)
-    return builder
+    return RunTracing(builder, provider)

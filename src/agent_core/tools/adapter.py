@@ -6,15 +6,14 @@ permissions, hooks or scheduling; the registry's pipeline does that around it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import inspect
+from typing import Any, Protocol, runtime_checkable
 
+from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition
-
-if TYPE_CHECKING:
-    pass
 
 
 @runtime_checkable
@@ -34,3 +33,25 @@ class ToolAdapter(Protocol):
 
 class PreflightAdapter(ToolAdapter, Protocol):
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight: ...
+
+
+async def adapter_preflight(adapter: Any, call: ToolCall, ctx: ToolContext) -> Preflight:
+    """The adapter's :class:`Preflight` for ``call``: its ``preflight`` hook, else the facts of its optional
+    ``target_scope`` / ``target_paths`` / ``network_host`` methods (each may be sync or async)."""
+    hook = getattr(adapter, "preflight", None)
+    if callable(hook):
+        value = await _maybe_await(hook(call, ctx))
+        if not isinstance(value, Preflight):
+            raise AgentCoreError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
+        return value
+    preflight = Preflight()
+    for attr in ("target_scope", "target_paths", "network_host"):
+        method = getattr(adapter, attr, None)
+        if callable(method):
+            setattr(preflight, attr, await _maybe_await(method(call, ctx)))
+    preflight.target_paths = list(preflight.target_paths or [])
+    return preflight
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

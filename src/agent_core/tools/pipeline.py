@@ -33,6 +33,7 @@ from agent_core.hooks.base import HookDispatcher, HookOutcome
 from agent_core.permissions.gate import GateOutcome, PermissionGate, summarize_arguments
 from agent_core.redaction import Redactor
 from agent_core.tools import outcome
+from agent_core.tools.adapter import adapter_preflight
 from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
 from agent_core.tools.effective import apply_overrides
 from agent_core.tools.normalize import (
@@ -309,22 +310,7 @@ class ToolExecutor:
         return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
 
     async def _preflight(self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext) -> Preflight:
-        adapter: Any = entry.adapter
-        hook = getattr(adapter, "preflight", None)
-        if callable(hook):
-            value = await _maybe_await(hook(call, ctx))
-            if not isinstance(value, Preflight):
-                raise AgentCoreError(
-                    ErrorCode.internal_error, "adapter pre-flight returned no Preflight record"
-                )
-            return value
-        preflight = Preflight()
-        for attr in ("target_scope", "target_paths", "network_host"):
-            method = getattr(adapter, attr, None)
-            if callable(method):
-                setattr(preflight, attr, await _maybe_await(method(call, ctx)))
-        preflight.target_paths = list(preflight.target_paths or [])
-        return preflight
+        return await adapter_preflight(entry.adapter, call, ctx)
 
     async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> CallOutcome:
         reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"

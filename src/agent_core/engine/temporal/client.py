@@ -50,7 +50,7 @@ async def connect(settings: TemporalSection) -> Client:
 
 
 class TemporalEngine:
-    """Installed as :attr:`RunManager.root_engine`: runs each root run as a workflow."""
+    """``RunFeatures.engine``: runs each root run as a workflow."""
 
     def __init__(self, manager: RunManager) -> None:
         self.manager = manager
@@ -64,7 +64,7 @@ class TemporalEngine:
                 self._client = await connect(self.settings)
             return self._client
 
-    async def __call__(self, session: SessionState, state: RunState) -> None:
+    async def run_root(self, session: SessionState, state: RunState) -> None:
         _check_supported(state)
         assert state.message is not None
         message_json = state.message.model_dump_json()
@@ -101,7 +101,7 @@ class TemporalEngine:
                 ):
                     next_seq = (event.seq or next_seq) + 1
                     await state.channel.push(event)
-                    for observer in self.manager.event_observers:
+                    for observer in self.manager.features.event_observers:
                         try:
                             observer(event)
                         except Exception:
@@ -156,6 +156,6 @@ def _check_supported(state: RunState) -> None:
         )
 
 
-def install(manager: RunManager) -> None:
+def install(manager: RunManager) -> TemporalEngine:
     """Root runs of this runtime execute as Temporal workflows (``[engine] kind = "temporal"``)."""
-    manager.root_engine = TemporalEngine(manager)
+    return TemporalEngine(manager)

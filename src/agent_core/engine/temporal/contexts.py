@@ -114,10 +114,11 @@ class RunContexts:
         session.live_runs[run_id] = state
         session.active = state
         if not started:
-            for prepare in self.manager.before_root_run:
-                await prepare(state)
+            await self.manager.prepare_root_run(state)
         spec, first_nodes = await self.manager.root_run_spec(session, state)
-        loop = await prepare_agent_loop(self.manager, spec, first_nodes, started=started)
+        loop = await prepare_agent_loop(
+            self.manager.services, self.manager.features, spec, first_nodes, started=started
+        )
         loop.executor = ResumingExecutor(loop.executor, session.cursor)
         loop_state = LoopState()
         restore(loop, loop_state, checkpoint)

@@ -39,7 +39,7 @@ async def run_worker(
             details={"config_keys": ["engine.kind"]},
         )
     settings = engine.temporal
-    manager.root_engine = None  # a worker executes steps; it starts no workflow of its own
+    manager.features.engine = None  # a worker executes steps; it starts no workflow of its own
     client = await connect(settings)
     activities = RunActivities(manager, heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000))
     runner = SandboxedWorkflowRunner(

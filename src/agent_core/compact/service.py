@@ -1,7 +1,7 @@
-"""Background and recovery compaction wired into the loop (compact.md §5, §8): :func:`install`.
+"""The compaction service: background and recovery compaction wired into the loop (compact.md §5, §8).
 
-:class:`CompactionService` (``services.extras["compaction"]``) supplies ``RunManager.compaction_for``: every
-non-compact agent run gets an :class:`AgentCompaction` (the loop driver's ``CompactionHooks``):
+:func:`install` builds the :class:`CompactionService` (``RunFeatures.compaction``): every non-compact
+agent run gets an :class:`AgentCompaction` (the loop driver's ``CompactionHooks``):
 
 - ``after_build``: when ``P > threshold`` and no compaction of this agent is in flight, records
   ``compact_pending`` (event + ``sessions.metadata_json.compact_pending[<agent_id>]``) and starts the compact
@@ -23,16 +23,8 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_core.compact.fork import (
-    CompactFailure,
-    CompactionDraft,
-    CompactMode,
-    CompactRequest,
-    ForkResult,
-    run_compact_fork,
-)
 from agent_core.compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core.context.composer import Composition
 from agent_core.errors import ErrorCode
@@ -44,6 +36,9 @@ from agent_core.runtime.state import RunState
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import AgentRole, AgentStatus, EventType, MessageRole, NodeType, RunStatus
+
+if TYPE_CHECKING:  # the fork is imported when a compaction starts (cold start)
+    from agent_core.compact.fork import CompactionDraft, CompactMode, CompactRequest, ForkResult
 
 log = logging.getLogger("agent_core.compact")
 
@@ -79,7 +74,7 @@ class CompactionService:
 
     # ---- wiring -----------------------------------------------------------------------------------
     def hooks_for(self, state: RunState, cursor: AgentCursor, role: AgentRole) -> CompactionHooks:
-        """``RunManager.compaction_for``: compact forks never compact themselves."""
+        """The loop's compaction hooks of one agent run: compact forks never compact themselves."""
         if role == AgentRole.compact:
             return NoCompaction()
         return AgentCompaction(self, state, cursor)
@@ -102,6 +97,8 @@ class CompactionService:
         )
         if plan is None:
             return None
+        from agent_core.compact.fork import CompactRequest
+
         return CompactRequest(
             session=session,
             trigger=state,
@@ -137,6 +134,8 @@ class CompactionService:
     async def _background(self, job: _Job) -> None:
         req = job.request
         try:
+            from agent_core.compact.fork import CompactFailure, run_compact_fork
+
             result = await run_compact_fork(self.manager, req)
             if isinstance(result, CompactFailure):
                 await self.fail(req, result.reason, result.error)
@@ -307,7 +306,7 @@ class CompactionService:
                 log.exception("could not clear leftover compactions of session %s", record.session_id)
 
     async def close(self) -> None:
-        """``RunManager.on_close``: cancels in-flight forks; finished ones are applied when the agent is idle."""
+        """Runtime close: cancels in-flight forks; finished ones are applied when the agent is idle."""
         self.closing = True
         jobs = list(self.jobs.values())
         for job in jobs:
@@ -373,6 +372,8 @@ class AgentCompaction:
             if req is None:
                 return False
             self.recovery_attempted = True
+            from agent_core.compact.fork import CompactFailure, run_compact_fork
+
             result: ForkResult = await run_compact_fork(self.service.manager, req, follow_cancel=self.state)
             if isinstance(result, CompactFailure):
                 await self.service.fail(req, result.reason, result.error)
@@ -384,10 +385,7 @@ class AgentCompaction:
 
 
 async def install(manager: RunManager) -> CompactionService:
-    """Sets ``manager.compaction_for``, registers the close hook and clears leftover pending compactions."""
+    """Builds the compaction service and clears leftover pending compactions."""
     service = CompactionService(manager)
-    manager.services.extras["compaction"] = service
-    manager.compaction_for = service.hooks_for
-    manager.on_close.append(service.close)
     await service.clear_leftovers()
     return service
