@@ -188,11 +188,15 @@ def test_worker_pools_view_and_at_worker_message_reaching_the_worker(
             body = created.json()
             run_id, session_id = body["run_id"], body["session_id"]
             assert body["addressed_workers"] == [{"worker_pool_id": "default", "worker_agent_id": "w1"}]
-            # a second message to the busy session queues behind the first; the pools view lists it
+            # a second message to the busy session (mode omitted: the session's) queues behind the first
             queued = client.post(
-                "/api/runs",
-                json={"message": "@default/w1 then this", "mode": "orchestrator", "session_id": session_id},
+                "/api/runs", json={"message": "@default/w1 then this", "session_id": session_id}
             ).json()
+            mismatch = client.post(
+                "/api/runs", json={"message": "x", "session_id": session_id, "mode": "normal"}
+            )
+            assert mismatch.status_code == 409
+            assert mismatch.json()["error"]["details"]["session_mode"] == "orchestrator"
             view = client.get("/api/pools", params={"session_id": session_id}).json()
             assert view["session_id"] == session_id
             assert [(q["run_id"], q["addressed_workers"]) for q in view["queued_runs"]] == [

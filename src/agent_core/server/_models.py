@@ -18,7 +18,8 @@ class Body(BaseModel):
 class RunRequest(Body):
     message: str = Field(min_length=1, max_length=200_000)
     session_id: str | None = None
-    mode: Literal["normal", "orchestrator"] = "normal"
+    mode: Literal["normal", "orchestrator"] | None = None
+    """Omitted: the session's mode (a new session: ``normal``); a different mode than the session's → 409."""
 
 
 class WorkerRef(Body):

@@ -9,7 +9,7 @@ internal. Handlers get the :class:`ServerState` from ``request.app.state.server`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -103,13 +103,15 @@ async def list_sessions(request: Request) -> Response:
 async def start_run(request: Request) -> Response:
     state = _state(request)
     body: RunRequest = await _body(request, RunRequest)
+    mode: Literal["normal", "orchestrator"] = body.mode or "normal"
     if body.session_id is not None:
         record = await _known_session(state, body.session_id)
         try:
-            mode = json.loads(record.metadata_json or "{}").get("mode", "normal")
+            stored = json.loads(record.metadata_json or "{}").get("mode", "normal")
         except (ValueError, AttributeError):
-            mode = "normal"
-        if mode != body.mode:
+            stored = "normal"
+        mode = "orchestrator" if stored == "orchestrator" else "normal"
+        if body.mode is not None and body.mode != mode:  # omitted: the session's mode
             raise ApiError(
                 409,
                 ErrorCode.validation_error,
@@ -118,12 +120,12 @@ async def start_run(request: Request) -> Response:
             )
     message: str | UserMessage = body.message
     addressed: list[WorkerView] = []
-    if body.mode == "orchestrator":
+    if mode == "orchestrator":
         workers = [w for pool in await state.runtime.list_worker_pools() for w in pool.workers]
         addressed = addressed_workers(body.message, workers)
         if addressed:
             message = addressed_message(body.message, addressed)
-    handle = await state.runtime.start(message, session_id=body.session_id, mode=body.mode)
+    handle = await state.runtime.start(message, session_id=body.session_id, mode=mode)
     state.feeds.start(handle)
     refs = [WorkerRef(worker_pool_id=w.worker_pool_id, worker_agent_id=w.worker_agent_id) for w in addressed]
     return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id, addressed_workers=refs), 201)

@@ -207,6 +207,11 @@ function nestIn(box) {
   return box.nest;
 }
 
+function kindLabel(type, purpose) {
+  const kind = type || "child";
+  return purpose && purpose !== kind ? `${kind} ${purpose}` : kind;
+}
+
 function childHead(label, runId) {
   return el("div", { class: "child-head", "data-run": runId }, `↳ ${label} · run ${runId}`);
 }
@@ -222,15 +227,20 @@ function addressChips(node) {
 function childRunsByCall(replay) {
   const summaries = new Map((replay.children || []).map((c) => [c.child_run_id, c]));
   const byCall = new Map();
-  const seen = new Set();
+  const seen = new Map();
   for (const ev of replay.events || []) {
     if (ev.event_type !== "child_agent_created" && ev.event_type !== "worker_dispatched") continue;
     const runId = ev.payload?.child_run_id;
     const callId = ev.tool_call_id || ev.payload?.tool_call_id;
-    if (!runId || !callId || seen.has(runId)) continue;
-    seen.add(runId);
+    if (!runId || !callId) continue;
+    if (seen.has(runId)) {  // a worker's first dispatch: child_agent_created, then worker_dispatched
+      seen.get(runId).worker ||= ev.payload.worker_agent_id;
+      continue;
+    }
+    const child = { runId, summary: summaries.get(runId), worker: ev.payload.worker_agent_id };
+    seen.set(runId, child);
     const list = byCall.get(callId) || [];
-    list.push({ runId, summary: summaries.get(runId), worker: ev.payload.worker_agent_id });
+    list.push(child);
     byCall.set(callId, list);
   }
   return byCall;
@@ -254,7 +264,7 @@ function childActivity(runId, container) {
 
 function renderChild(child, nest) {
   const c = child.summary || {};
-  const label = child.worker ? `worker @${child.worker}` : `${c.agent_type || "child"} ${c.purpose || ""}`.trim();
+  const label = child.worker ? `worker @${child.worker}` : kindLabel(c.agent_type, c.purpose);
   nest.append(childHead(label, child.runId));
   const activity = el("div", { class: "child-activity", "data-run": child.runId });
   nest.append(activity);
@@ -380,7 +390,7 @@ function handleLiveEvent(live, ev) {
     case "worker_dispatched": {
       if (p.child_run_id) state.expanded.add(p.child_run_id);
       const host = live.tools[ev.tool_call_id || p.tool_call_id];
-      const label = ev.event_type === "worker_dispatched" ? `worker @${p.worker_agent_id} (${p.worker_pool_id})` : `${p.agent_type || "child"} ${p.purpose || ""}`.trim();
+      const label = ev.event_type === "worker_dispatched" ? `worker @${p.worker_agent_id} (${p.worker_pool_id})` : kindLabel(p.agent_type, p.purpose);
       const head = childHead(label, p.child_run_id);
       if (host) nestIn(host).append(head); else lane.append(head);
       if (ev.event_type === "worker_dispatched" && state.view === "pools") loadPools();
@@ -688,7 +698,7 @@ function renderAgents() {
   }
   for (const c of replay.children || []) {
     $("children").append(el("div", { class: "child-card" },
-      el("strong", {}, `${c.agent_type || "child"} ${c.purpose || ""}`), " ",
+      el("strong", {}, kindLabel(c.agent_type, c.purpose)), " ",
       el("span", { class: "muted" }, `run ${c.child_run_id} · ${c.status}`),
       c.result_summary ? el("div", {}, short(c.result_summary, 400)) : null));
   }
