@@ -202,14 +202,15 @@ def test_worker_pools_view_and_at_worker_message_reaching_the_worker(
             assert [(q["run_id"], q["addressed_workers"]) for q in view["queued_runs"]] == [
                 (queued["run_id"], [{"worker_pool_id": "default", "worker_agent_id": "w1"}])
             ]
-            # while the worker runs, the view shows it busy with its run
+            # while the worker runs, the view shows it busy with its run (busy without a run id while the
+            # dispatch is still admitting it)
             busy = wait_until(
                 lambda: [
                     w
                     for w in client.get("/api/pools", params={"session_id": session_id}).json()["pools"][0][
                         "workers"
                     ]
-                    if w["status"] == "busy"
+                    if w["status"] == "busy" and w["current_run_id"]
                 ]
             )
             assert busy[0]["worker_agent_id"] == "w1" and busy[0]["current_run_id"].startswith("run_")
