@@ -83,6 +83,13 @@ async def test_runs_of_a_live_store_are_not_orphans_until_it_closes(stores: list
     rid = await new_run(a, sid, aid)
     assert await b.runs_live_elsewhere([rid]) == {rid}
     assert await a.runs_live_elsewhere([rid]) == set(), "its own runs are not 'elsewhere'"
+    other, other_agent = await new_session(a)
+    gone = await new_run(a, other, other_agent)
+    await a.delete_session_rows(other)
+    assert await a.query("SELECT run_id FROM run_owners ORDER BY run_id") == [(rid,)], (
+        "owners of deleted runs go"
+    )
+    assert gone not in await b.runs_live_elsewhere([gone])
     await a.close()
     async with asyncio.timeout(10):  # the server ends the closed connection's backend asynchronously
         while await b.runs_live_elsewhere([rid]):

@@ -21,13 +21,17 @@ Contracts every backend keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent_core.redaction import Redactor
 from agent_core.storage.drafts import AppendResult, EventDraft, NodeDraft, Tip, Unset
 from agent_core.storage.writer import Txn
 from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
+
+if TYPE_CHECKING:
+    from agent_core.tasks.wal import WalWriter
 
 T = TypeVar("T")
 
@@ -38,6 +42,10 @@ class SessionStore(Protocol):
     @property
     def backend(self) -> str:
         """``"sqlite"`` or ``"postgres"``."""
+
+    @property
+    def SHARED(self) -> bool:
+        """True when other processes may write the same database (postgres)."""
 
     @property
     def is_open(self) -> bool: ...
@@ -56,6 +64,16 @@ class SessionStore(Protocol):
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one read (committed data only)."""
+
+    def session_lease(self, session_id: str) -> AbstractAsyncContextManager[object]:
+        """Held by a root run while it runs: one running root run per session across every process
+        sharing the database, waiters in FIFO order (SQLite: nothing to hold, one process per file)."""
+
+    async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` another live process runs (crash recovery must leave them alone)."""
+
+    def task_wal_writer(self) -> WalWriter | None:
+        """Where this backend keeps Task WALs (``None``: JSONL files under ``task.wal_dir``)."""
 
     async def create_session(self, session: SessionRecord, root_agent: AgentRecord) -> None: ...
 

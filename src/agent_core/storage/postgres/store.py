@@ -45,6 +45,7 @@ from agent_core.storage.postgres.migrate import apply_pg_migrations, pg_ddl
 from agent_core.storage.postgres.task_wal import PgTaskWal
 from agent_core.storage.sqlite import StorageManager
 from agent_core.storage.writer import Txn, wrap_storage_error
+from agent_core.types.runtime import DeleteCounts
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
 
 MAX_TABLE_KEY = 40
@@ -177,6 +178,18 @@ class PostgresStorage(StorageManager):
             txn.execute("INSERT INTO run_owners (run_id, owner_key) VALUES (?, ?)", (run_id, owner))
 
         await self._queue().submit(op)
+
+    async def delete_session_rows(self, session_id: str) -> DeleteCounts:
+        """As on SQLite; then forgets the owners of runs that no longer exist."""
+        counts = await super().delete_session_rows(session_id)
+
+        def op(txn: Txn) -> None:
+            txn.execute(
+                "DELETE FROM run_owners o WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)"
+            )
+
+        await self._queue().submit(op)
+        return counts
 
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` another open store owns (its owner lock is held): not orphans."""
