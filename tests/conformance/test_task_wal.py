@@ -82,3 +82,23 @@ def test_records_after_sees_other_writers_only_on_shared_media(wal: WalWriter, t
         assert [r.wal_seq for r in wal.records_after(path, 1)] == [r.wal_seq for r in created[1:]]
     else:
         assert wal.records_after(path, 1) == []  # one writer per file: nothing to catch up with
+
+
+async def test_cleanup_removes_terminal_wals_only(wal: WalWriter, tmp_path: Path) -> None:
+    from agent_core.tasks.decide import decide_terminate
+    from agent_core.tasks.wal_cleanup import cleanup_task_wals
+
+    session_dir = _session_dir(tmp_path)
+    done, running = session_dir / "done.wal.jsonl", session_dir / "running.wal.jsonl"
+    wal.create(done, create_records(SID, done, steps=1, task_id="task-done"))
+    wal.create(running, create_records(SID, running, steps=1, task_id="task-running"))
+    dag = wal.replay(done, session_id=SID, repair=True).dag
+    wal.append(done, decide_terminate(dag, "cancelled", "stop", actor=WORKER, now=T0))
+    root = session_dir.parent
+    dry = await cleanup_task_wals(root, dry_run=True, include_cancelled=True, writer=wal)
+    assert [(c.id, c.reason) for c in dry.candidates] == [("task-done", "cancelled_task_wal")]
+    assert dry.candidates[0].size_bytes == len(wal.export_jsonl(done)) and wal.exists(done)
+    assert (await cleanup_task_wals(root, dry_run=True, writer=wal)).candidates == []  # needs the flag
+    real = await cleanup_task_wals(root, dry_run=False, include_cancelled=True, writer=wal)
+    assert [d.id for d in real.deleted] == ["task-done"] and not real.partial_failure
+    assert wal.list_wal_files(session_dir) == [running]

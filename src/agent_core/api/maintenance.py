@@ -74,6 +74,7 @@ async def cleanup_project_tasks(
         include_cancelled=include_cancelled,
         older_than=older_than,
         active_wal_paths=active_paths,
+        writer=manager.services.storage.task_wal_writer(),
     )
     from agent_core.orchestrator.worktrees import cleanup_task_worktrees
 

@@ -143,6 +143,17 @@ class WalWriter:
     def exists(self, path: Path) -> bool:
         return path.exists()
 
+    def list_all_wals(self, wal_root: Path) -> list[Path]:
+        """Every WAL under ``<wal_root>/<session_id>/``, sorted."""
+        return sorted(wal_root.glob(f"*/*{WAL_SUFFIX}")) if wal_root.is_dir() else []
+
+    def size_bytes(self, path: Path) -> int:
+        """The WAL's size in its JSONL form (0 when unreadable)."""
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+
     def mtime_ns(self, path: Path) -> int:
         """Last-change time (``OSError`` when unreadable)."""
         return path.stat().st_mtime_ns

@@ -14,13 +14,16 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import ErrorCode
 from agent_core.tasks.wal_files import WAL_SUFFIX
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
+
+if TYPE_CHECKING:  # not imported at run time: cleanup never needs the WAL writer's module (cold start)
+    from agent_core.tasks.wal import WalWriter
 
 _TERMINAL_WAL = {
     "task_completed": "completed_task_wal",
@@ -92,17 +95,23 @@ def _cleanup_task_wals_sync(
     include_cancelled: bool,
     older_than: datetime | None,
     active_wal_paths: Iterable[Path],
+    writer: WalWriter | None = None,
 ) -> CleanupResult:
+    if writer is not None and writer.SHARED:
+        return _cleanup_shared_wals(
+            writer,
+            wal_root,
+            dry_run,
+            _wanted(include_failed, include_cancelled),
+            older_than,
+            active_wal_paths,
+        )
     result = CleanupResult(dry_run=dry_run)
     if not wal_root.is_dir():
         return result
     cutoff = _as_utc(older_than) if older_than is not None else None
     active = {Path(p).resolve() for p in active_wal_paths}
-    wanted = {"completed_task_wal"}
-    if include_failed:
-        wanted.add("failed_task_wal")
-    if include_cancelled:
-        wanted.add("cancelled_task_wal")
+    wanted = _wanted(include_failed, include_cancelled)
     for path in sorted(wal_root.glob(f"*/*{WAL_SUFFIX}")):
         if path.resolve() in active:
             continue
@@ -157,6 +166,67 @@ def _cleanup_task_wals_sync(
     return result
 
 
+def _wanted(include_failed: bool, include_cancelled: bool) -> set[str]:
+    wanted = {"completed_task_wal"}
+    if include_failed:
+        wanted.add("failed_task_wal")
+    if include_cancelled:
+        wanted.add("cancelled_task_wal")
+    return wanted
+
+
+def _cleanup_shared_wals(
+    writer: WalWriter,
+    wal_root: Path,
+    dry_run: bool,
+    wanted: set[str],
+    older_than: datetime | None,
+    active_wal_paths: Iterable[Path],
+) -> CleanupResult:
+    """The same selection on a WAL medium shared by processes (the postgres ``task_wal`` table)."""
+    result = CleanupResult(dry_run=dry_run)
+    cutoff = _as_utc(older_than) if older_than is not None else None
+    active = {Path(p).resolve() for p in active_wal_paths}
+    for path in writer.list_all_wals(wal_root.resolve()):
+        if path in active:
+            continue
+        try:
+            tail = writer.read_tail(path)
+        except OSError as exc:
+            item = CleanupItem(
+                kind="task_wal", id=None, path=str(path), size_bytes=0, reason="task_wal_unavailable"
+            )
+            error = _error(ErrorCode.task_wal_unavailable, f"cannot read Task WAL: {exc}", path=str(path))
+            result.failures.append(CleanupFailure(item=item, error=error))
+            continue
+        reason = _TERMINAL_WAL.get(tail.event_type or "")
+        if reason not in wanted or tail.created_at is None:
+            continue
+        if cutoff is not None and parse_ts(tail.created_at) >= cutoff:
+            continue
+        result.candidates.append(
+            CleanupItem(
+                kind="task_wal",
+                id=tail.task_id,
+                path=str(path),
+                size_bytes=writer.size_bytes(path),
+                reason=reason,
+            )
+        )
+    if not dry_run:
+        for item in result.candidates:
+            try:
+                writer.remove(Path(item.path))
+            except OSError as exc:
+                error = _error(ErrorCode.storage_error, f"cannot delete Task WAL: {exc}", path=item.path)
+                result.failures.append(CleanupFailure(item=item, error=error))
+                continue
+            result.deleted.append(item)
+            result.freed_bytes += item.size_bytes
+    result.partial_failure = bool(result.failures)
+    return result
+
+
 async def cleanup_task_wals(
     wal_root: Path,
     dry_run: bool = True,
@@ -164,12 +234,14 @@ async def cleanup_task_wals(
     include_cancelled: bool = False,
     older_than: datetime | None = None,
     active_wal_paths: Iterable[Path] = (),
+    writer: WalWriter | None = None,
 ) -> CleanupResult:
     """Terminal Task WALs under ``<wal_root>/<session_id>/*.wal.jsonl`` (only the last line is read).
 
     Completed WALs are candidates by default; failed/cancelled ones need the flags; non-terminal and
     ``active_wal_paths`` WALs never are. Unreadable WALs are reported with ``task_wal_unavailable``.
-    After real deletion, emptied ``<session_id>`` directories are removed.
+    After real deletion, emptied ``<session_id>`` directories are removed. ``writer``: the WAL medium
+    (a shared one, e.g. the postgres table, is cleaned in place; default: the files).
     """
     return await asyncio.to_thread(
         _cleanup_task_wals_sync,
@@ -179,4 +251,5 @@ async def cleanup_task_wals(
         include_cancelled,
         older_than,
         tuple(active_wal_paths),
+        writer,
     )

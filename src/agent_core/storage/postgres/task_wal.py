@@ -187,6 +187,20 @@ class PgTaskWal(WalWriter):
         )
         return [Path(r[0]) for r in rows]
 
+    def list_all_wals(self, wal_root: Path) -> list[Path]:
+        root = str(wal_root)
+        rows = self._rows(
+            "SELECT DISTINCT wal_path FROM task_wal WHERE left(wal_dir, %s) = %s ORDER BY wal_path",
+            (len(root) + 1, root + "/"),
+        )
+        return [Path(r[0]) for r in rows if Path(r[0]).parent.parent == wal_root]
+
+    def size_bytes(self, path: Path) -> int:
+        rows = self._rows(
+            "SELECT COALESCE(SUM(octet_length(line) + 1), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
+        )
+        return int(rows[0][0]) if rows else 0
+
     def exists(self, path: Path) -> bool:
         return bool(self._rows("SELECT 1 FROM task_wal WHERE wal_path = %s LIMIT 1", (str(path),)))
 
