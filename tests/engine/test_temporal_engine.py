@@ -19,6 +19,7 @@ import pytest
 from agent_core import AgentRuntime, ProviderRegistry, RunStatus, ToolDefinition
 from agent_core.engine.temporal.worker import run_worker
 from agent_core.types.enums import EventType
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows
@@ -176,3 +177,48 @@ def _env(root: Any, monkeypatch: pytest.MonkeyPatch) -> SoongEnv:
     project.mkdir(parents=True)
     monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
     return SoongEnv(home=home, project=project)
+
+
+async def test_a_permission_request_is_a_signal_answered_by_the_starting_runtime(
+    tmp_path: Any, temporal_server: TemporalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _env(tmp_path / "permission", monkeypatch)
+    env.write_config(**engine_config(temporal_server))
+    executed: list[str] = []
+
+    async def write(args: dict[str, Any], ctx: Any) -> str:
+        executed.append(ctx.tool_call_id)
+        return "written"
+
+    def tools(rt: AgentRuntime) -> None:
+        rt.register_tool(
+            ToolDefinition(
+                name="probe.write",
+                description="Writes.",
+                input_schema={"type": "object", "properties": {}},
+                permission="write",
+            ),
+            write,
+        )
+
+    asked: list[PermissionRequest] = []
+
+    async def callback(request: PermissionRequest) -> PermissionDecision:
+        asked.append(request)
+        decision = "allow_once" if len(asked) == 1 else "deny"
+        return PermissionDecision(decision=decision, reason=None if len(asked) == 1 else "not twice")
+
+    fake = FakeProvider(
+        tool_calls(("probe.write", {}, "call_w1")), tool_calls(("probe.write", {}, "call_w2")), text("done")
+    )
+    async with worker(env, fake, tools):
+        async with open_runtime(env, FakeProvider(), write_config=False, permission_callback=callback) as rt:
+            tools(rt)
+            run = await rt.start("write twice")
+            await asyncio.wait_for(run.wait(), 60)
+    assert run.status == RunStatus.completed, run.error
+    assert [r.tool_name for r in asked] == ["probe.write", "probe.write"]
+    assert [r.metadata["tool_call_id"] for r in asked] == ["call_w1", "call_w2"]
+    assert executed == ["call_w1"]  # the second call was denied by the starting runtime's callback
+    events, _nodes = stored(env, run.session_id)
+    assert events.count("tool_completed") == 1 and events.count("tool_denied") == 1

@@ -156,6 +156,10 @@ class PermissionGate:
         self.deferred = DeferredAnswers()
         """Requests whose callback returned ``DEFER`` (answered by ``AgentRuntime.answer_permission``)."""
 
+    def use_callback(self, callback: PermissionCallback) -> None:
+        """Replaces the callback (a Temporal worker asks the runtime that started the run)."""
+        self._callback = callback
+
     @property
     def has_callback(self) -> bool:
         return self._callback is not None
@@ -270,8 +274,12 @@ class PermissionGate:
         requester: Requester,
         facts: CallFacts,
         hook_summary: dict[str, Any] | None = None,
+        tool_call_id: str | None = None,
     ) -> GateOutcome:
-        """Decides one call: policy and permission rules, then session cache, then (serialised) callback."""
+        """Decides one call: policy and permission rules, then session cache, then (serialised) callback.
+
+        A request shown to the callback carries ``metadata.tool_call_id`` (when given): the call it is for,
+        which identifies the request again when the call is retried elsewhere (``agent_core.engine``)."""
         decision = self._policy.decide(tool, facts, has_callback=True)
         match = self._rules.match(tool, arguments, facts, requester.project_dir)
         decision = apply_rule(decision, match, tool=tool.name, has_callback=self.has_callback)
@@ -322,6 +330,8 @@ class PermissionGate:
                 suggested=decision.suggested_decision,
                 allow_for_session_available=decision.allow_for_session_available,
             )
+            if tool_call_id is not None:
+                request.metadata["tool_call_id"] = tool_call_id
             if grant_prefix is not None:  # shown in the prompt: what "allow for session" would remember
                 request.metadata["session_argv_prefix"] = [self._redactor.text(a) for a in grant_prefix]
             answer, failure, failure_message = await self._ask(request)
@@ -365,6 +375,15 @@ class PermissionGate:
                 decided_by="callback",
                 rule=rule,
             )
+
+    async def ask_callback(
+        self, request: PermissionRequest
+    ) -> tuple[PermissionDecision | None, FailureKind | None, str]:
+        """Asks this gate's callback about a request decided elsewhere (``agent_core.engine``): the answer,
+        else ``None`` with the failure kind and message (timeout, exception, invalid decision)."""
+        if self._callback is None:
+            return None, None, "no permission callback"
+        return await self._ask(request)
 
     async def _ask(
         self, request: PermissionRequest

@@ -300,6 +300,7 @@ class ToolExecutor:
                 requester=scope,
                 facts=preflight,
                 hook_summary=hook.summary(),
+                tool_call_id=call.tool_call_id,
             ),
             turn,
         )

@@ -4,21 +4,24 @@ The run row, the session FIFO queue and the :class:`~agent_core.api.handles.RunH
 that started the run; the workflow's steps run on ``soong-agent worker`` processes and write the run's
 nodes and events to the shared store. This side follows the run there: it delivers the run's stored
 events to the handle's stream in ``seq`` order (live deltas, which are never stored, are not delivered),
-turns ``RunHandle.cancel`` into workflow cancellation, and ends the run state with the stored outcome.
+turns ``RunHandle.cancel`` into workflow cancellation, answers the run's permission requests (workflow
+signals) with this runtime's permission callback, and ends the run state with the stored outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_core.engine.temporal.payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
+from agent_core.engine.temporal.permissions import answer_pending
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState, SessionState
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import RunMode, RunStatus
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_core.engine.temporal")
 POLL_S = 0.05
 """How often the store is read for the run's new events."""
+PERMISSION_POLL_S = 0.2
+"""How often the workflow is asked for new permission requests."""
 
 
 def workflow_id(run_id: str) -> str:
@@ -92,6 +97,7 @@ class TemporalEngine:
         )
         state.status = RunStatus.running
         result = asyncio.ensure_future(handle.result())
+        permissions = asyncio.ensure_future(self._answer_permissions(handle, result))
         cancel_sent = False
         try:
             while True:
@@ -122,9 +128,26 @@ class TemporalEngine:
                     await handle.cancel()
                 await asyncio.sleep(POLL_S)
         finally:
+            permissions.cancel()
             if not result.done():
                 result.cancel()
             await _refresh_cursor(self.manager, session)
+
+    async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any]) -> None:
+        """The run's permission requests (workflow signals) go to this runtime's permission callback."""
+        asked: set[str] = set()
+        while not result.done():
+            try:
+                await answer_pending(handle, asked, self._ask)
+            except Exception:  # the workflow is finishing, or the service is briefly unreachable
+                log.debug("could not read the permission requests of %s", handle.id, exc_info=True)
+            await asyncio.sleep(PERMISSION_POLL_S)
+
+    async def _ask(self, request: PermissionRequest) -> PermissionDecision:
+        answer, _failure, message = await self.manager.services.gate.ask_callback(request)
+        if answer is None:
+            return PermissionDecision(decision="deny", reason=message)
+        return answer
 
 
 async def _terminal_soon(manager: RunManager, run_id: str) -> bool:

@@ -11,6 +11,10 @@ BEGIN = "soong.begin_run"
 MODEL = "soong.model_step"
 AFTER = "soong.after_model_step"
 FINISH = "soong.finish_run"
+PERMISSION_REQUESTED = "permission_requested"
+PERMISSION_ANSWERED = "permission_answered"
+PENDING_PERMISSIONS = "pending_permissions"
+PERMISSION_ANSWER = "permission_answer"
 MAX_MESSAGE_BYTES = 1_000_000
 """Upper bound of the user message carried by :class:`RunInput` (below Temporal's 2 MB payload limit)."""
 
@@ -72,3 +76,12 @@ class RunResult:
     run_id: str
     status: str
     end_reason: str | None
+
+
+@dataclass
+class PermissionSignal:
+    """A permission request (``body_json``: the ``PermissionRequest``) or its answer (the
+    ``PermissionDecision``), keyed by a request id that stays the same when the tool step is retried."""
+
+    request_id: str
+    body_json: str

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from agent_core.engine.temporal.activities import RunActivities
 from agent_core.engine.temporal.client import connect
+from agent_core.engine.temporal.permissions import WorkflowPermissions
 from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ async def run_worker(
     settings = engine.temporal
     manager.features.engine = None  # a worker executes steps; it starts no workflow of its own
     client = await connect(settings)
+    # permission requests go to the runtime that started the run, through the run's workflow
+    manager.services.gate.use_callback(WorkflowPermissions(client))
     activities = RunActivities(manager, heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000))
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("agent_core")

@@ -5,6 +5,10 @@ the shared store and writes its nodes and events there; the workflow only passes
 checkpoint, so its history stays small however long the conversation is. Cancelling the workflow cancels
 the step in flight (the run ends ``cancelled`` with the local loop's events); when no step is in flight,
 the finish step writes the cancellation.
+
+A permission request of a tool step is a signal (``permission_requested``, keyed by the tool call, so a
+retried step does not ask twice); the runtime that started the run asks its permission callback and
+signals the answer (``permission_answered``), which the waiting step reads with a query.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ with workflow.unsafe.imports_passed_through():
         BEGIN,
         FINISH,
         MODEL,
+        PENDING_PERMISSIONS,
+        PERMISSION_ANSWER,
+        PERMISSION_ANSWERED,
+        PERMISSION_REQUESTED,
         WORKFLOW_NAME,
+        PermissionSignal,
         RunInput,
         RunResult,
         Step,
@@ -46,6 +55,25 @@ R = TypeVar("R")
 class RunWorkflow:
     def __init__(self) -> None:
         self._heartbeat = timedelta(seconds=10)
+        self._requests: dict[str, str] = {}
+        self._answers: dict[str, str] = {}
+
+    # ---- permission requests: a tool step signals the request, the starting runtime the answer ----
+    @workflow.signal(name=PERMISSION_REQUESTED)
+    def permission_requested(self, signal: PermissionSignal) -> None:
+        self._requests.setdefault(signal.request_id, signal.body_json)
+
+    @workflow.signal(name=PERMISSION_ANSWERED)
+    def permission_answered(self, signal: PermissionSignal) -> None:
+        self._answers.setdefault(signal.request_id, signal.body_json)  # the first answer wins
+
+    @workflow.query(name=PENDING_PERMISSIONS)
+    def pending_permissions(self) -> list[PermissionSignal]:
+        return [PermissionSignal(k, v) for k, v in self._requests.items() if k not in self._answers]
+
+    @workflow.query(name=PERMISSION_ANSWER)
+    def permission_answer(self, request_id: str) -> str | None:
+        return self._answers.get(request_id)
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
