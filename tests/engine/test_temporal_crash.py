@@ -2,8 +2,8 @@
 
 ``soong-agent worker`` processes execute the runs; the model is a scripted OpenAI wire server and the
 tool a declarative command that logs its start and completion. Each seeded repetition SIGKILLs the worker
-(its process group: the tool's process dies with it) in the middle of a run — during a model stream or
-during a tool — after starting a replacement worker, which must finish the run: every tool call has
+(its process group: the tool's process dies with it) in the middle of a run — during a model stream, during a
+tool, or while a permission request waits for its answer — after starting a replacement worker, which must finish the run: every tool call has
 exactly one result, a call completed before the kill is not executed again, an interrupted call is
 executed again and completes once, and the run ends as the uncrashed run does.
 """
@@ -36,6 +36,7 @@ from agent_core.testing import (
     hold_open,
     stream,
 )
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import rows
 from tests.fixtures.temporal_server import TemporalServer
@@ -44,7 +45,9 @@ pytestmark = pytest.mark.temporal
 
 CALLS = 3
 REPEATS = 20
+KINDS = ("model", "tool", "permission")
 TOOL = "probe.step"
+WRITE_TOOL = "probe.write_step"
 TOOL_SCRIPT = """
 import json, os, sys, time
 request = json.loads(sys.stdin.read())
@@ -52,7 +55,7 @@ n = request["arguments"]["n"]
 log, release = sys.argv[1], sys.argv[2]
 with open(log, "a") as fh:
     fh.write(f"start {n} {os.getpid()}\\n")
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 110
 while os.path.exists(release + f".hold{n}") and time.monotonic() < deadline:
     time.sleep(0.02)
 with open(log, "a") as fh:
@@ -67,6 +70,8 @@ class Model:
     ``hold_turns`` is held open mid-stream on its first request (the worker is killed there)."""
 
     hold_turns: set[int] = field(default_factory=set)
+    write_turn: int | None = None
+    """The turn whose call goes to the write tool (it asks for permission)."""
     requests: dict[int, int] = field(default_factory=dict)
     held: threading.Event = field(default_factory=threading.Event)
 
@@ -74,9 +79,10 @@ class Model:
         messages = request.json["messages"]
         turn = 1 + sum(1 for m in messages if m.get("role") == "tool")
         self.requests[turn] = self.requests.get(turn, 0) + 1
+        tool = "write_step" if turn == self.write_turn else "probe__step"
         if turn <= CALLS:
             frames = OpenAIWire.tool_stream(
-                [(f"call_{turn}", advertised_tool_name(request, "step"), {"n": turn})], text=f"step {turn}"
+                [(f"call_{turn}", advertised_tool_name(request, tool), {"n": turn})], text=f"step {turn}"
             )
         else:
             frames = OpenAIWire.text_stream("all ", "steps ", "done")
@@ -150,6 +156,7 @@ def configure(env: SoongEnv, server: TemporalServer, base_url: str) -> None:
             "api_key_env": "SOONG_TEST_API_KEY",
             "timeout_ms": 60000,
         },
+        tools={"default_timeout_ms": 120000},  # the held tool outlasts the replacement worker's start
         engine={
             "kind": "temporal",
             "temporal": {
@@ -170,6 +177,8 @@ def configure(env: SoongEnv, server: TemporalServer, base_url: str) -> None:
         "args": [str(script), str(env.home / "tool.log"), str(env.home / "release")],
     }
     env.write_home("tools/step.json", json.dumps(spec))
+    write = {**spec, "name": WRITE_TOOL, "permission": "write", "description": "One step that writes."}
+    env.write_home("tools/write_step.json", json.dumps(write))
 
 
 def tool_log(env: SoongEnv) -> list[str]:
@@ -182,12 +191,15 @@ def run_summary(env: SoongEnv, session_id: str, run_id: str) -> dict[str, Any]:
         env, f'SELECT role, content_json FROM "nodes_{session_id}" WHERE run_id = ? ORDER BY node_seq', run_id
     )
     results: dict[str, int] = {}
+    errors: list[Any] = []
     for node in nodes:
         for block in json.loads(node["content_json"]):
             if block.get("type") == "tool_result":
                 results[block["tool_call_id"]] = results.get(block["tool_call_id"], 0) + 1
+                if block.get("is_error"):
+                    errors.append(block)
     run = rows(env, "SELECT status, end_reason FROM runs WHERE run_id = ?", run_id)[0]
-    return {"status": run["status"], "end_reason": run["end_reason"], "results": results}
+    return {"status": run["status"], "end_reason": run["end_reason"], "results": results, "errors": errors}
 
 
 async def wait_for(predicate: Any, timeout: float, what: str) -> None:
@@ -213,7 +225,15 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
     worker.wait_ready()
     killed = 0
     try:
-        async with AgentRuntime(project_dir=soong_env.project) as rt:
+        asked: list[str] = []
+        answer = asyncio.Event()
+
+        async def callback(request: PermissionRequest) -> PermissionDecision:
+            asked.append(str(request.metadata.get("tool_call_id")))
+            await answer.wait()
+            return PermissionDecision(decision="allow_once")
+
+        async with AgentRuntime(project_dir=soong_env.project, permission_callback=callback) as rt:
             baseline = await rt.start("do the steps")
             assert await asyncio.wait_for(baseline.wait(), 60) == RunStatus.completed, baseline.error
             expected = run_summary(soong_env, baseline.session_id, baseline.run_id)
@@ -221,11 +241,15 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
                 "status": "completed",
                 "end_reason": "completed",
                 "results": {f"call_{n}": 1 for n in range(1, CALLS + 1)},
+                "errors": [],
             }
-            for seed in range(2 * REPEATS):
+            for seed in range(len(KINDS) * REPEATS):
                 rng = random.Random(seed)
-                kind = "model" if seed % 2 == 0 else "tool"
+                kind = KINDS[seed % len(KINDS)]
                 turn = rng.randint(1, CALLS + 1) if kind == "model" else rng.randint(1, CALLS)
+                model.write_turn = turn if kind == "permission" else None
+                asked.clear()
+                answer.clear()
                 (soong_env.home / "tool.log").unlink(missing_ok=True)
                 model.requests.clear()
                 model.held.clear()
@@ -237,10 +261,12 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
                 print(f"seed {seed}: kill the worker during the {kind} of turn {turn}", flush=True)
                 if kind == "model":
                     await wait_for(model.held.is_set, 30, f"the held model stream of turn {turn}")
-                else:
+                elif kind == "tool":
                     await wait_for(
                         lambda t=turn: f"start {t}" in " ".join(tool_log(soong_env)), 30, "the tool"
                     )
+                else:
+                    await wait_for(lambda: bool(asked), 30, "the permission request")
                 before_kill = tool_log(soong_env)
                 replacement = Worker(soong_env, extra_env)
                 replacement.wait_ready()
@@ -252,6 +278,7 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
                 killed += 1
                 worker = replacement
                 hold.unlink(missing_ok=True)
+                answer.set()
                 status = await asyncio.wait_for(run.wait(), 60)
                 summary = run_summary(soong_env, run.session_id, run.run_id)
                 assert status == RunStatus.completed, (seed, kind, turn, run.error)
@@ -265,8 +292,11 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
                     assert starts.count(n) == 1, (seed, kind, turn, log)
                 if kind == "tool":  # the interrupted call ran again on the replacement
                     assert starts.count(str(turn)) == 2, (seed, turn, log)
-                else:
+                elif kind == "model":  # the interrupted model call was made again
                     assert model.requests[turn] == 2, (seed, turn, model.requests)
+                else:  # the pending request was asked once and its answer reached the replacement
+                    assert asked == [f"call_{turn}"], (seed, turn, asked)
+                    assert starts.count(str(turn)) == 1, (seed, turn, log)
     finally:
         worker.stop()
-    assert killed == 2 * REPEATS
+    assert killed == len(KINDS) * REPEATS
