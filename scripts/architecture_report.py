@@ -152,7 +152,11 @@ def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
     largest_room = max(rooms.items(), key=lambda item: item[1])
     largest_file = max(lines.items(), key=lambda item: item[1])
     any_count = {
-        room: sum(_count_any(tree) for path, tree in trees.items() if f"/{PACKAGE}/{room}/" in str(path))
+        room: sum(
+            _count_any(tree)
+            for path, tree in trees.items()
+            if path.relative_to(src / PACKAGE).parts[0].lstrip("_") == room and len(path.parts) > 1
+        )
         for room in ("loop", "runtime")
     }
     cycles = strongly_connected(graph)

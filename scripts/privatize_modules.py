@@ -155,6 +155,13 @@ def _from_imports(text: str) -> str:
     return re.sub(rf"^from ({rooms}) import ([A-Za-z0-9_, ]+)$", fix, text, flags=re.M)
 
 
+_ROOMS = "|".join(INTERNAL_ROOMS)
+_PATH_PARTS = re.compile(rf'(/ "agent_core" / ")({_ROOMS})"')
+"""``... / "agent_core" / "assets"`` path joins."""
+_RESOURCE_PATHS = re.compile(rf'(\.joinpath\(")({_ROOMS})/')
+"""``resources.files("agent_core").joinpath("assets/...")``."""
+
+
 def rewrite(dry_run: bool) -> list[str]:
     pattern, table = rewriter()
     files = [REPO / name for name in TEXT_FILES if (REPO / name).is_file()]
@@ -170,6 +177,8 @@ def rewrite(dry_run: bool) -> list[str]:
         except UnicodeDecodeError:
             continue
         new = _from_imports(pattern.sub(lambda m: table[m.group(1)], text))
+        new = _PATH_PARTS.sub(r'\1_\2"', new)
+        new = _RESOURCE_PATHS.sub(r"\1_\2/", new)
         if new != text:
             changed.append(str(path.relative_to(REPO)))
             if not dry_run:
