@@ -1,16 +1,19 @@
-"""Column values of the global tables: write-time redaction of records and the ``UPDATE`` statements of
-``runs``/``agents`` (enum columns checked, ``*_json`` columns serialised and redacted, ``updated_at`` set).
+"""Column values of the global tables: write-time redaction of records, the ``UPDATE`` statements of
+``runs``/``agents`` (enum columns checked, ``*_json`` columns serialised and redacted, ``updated_at`` set),
+the ``sessions.metadata_json`` merge and simple ``WHERE`` filters.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.redaction import Redactor
-from agent_core.storage.rows import json_column, redact_json_text
+from agent_core.storage.rows import json_column, json_text, redact_json_text
+from agent_core.storage.writer import Txn
 from agent_core.types.base import format_ts
 from agent_core.types.enums import AgentStatus, AgentType, EndReason, RunStatus
 from agent_core.types.storage import StorageRecord
@@ -79,3 +82,30 @@ def update_statement(
         params.append(format_ts())
     assignments = ", ".join(f"{c} = ?" for c in columns)
     return f"UPDATE {table} SET {assignments} WHERE {key} = ?", [*params, key_value]
+
+
+def merge_session_metadata(txn: Txn, session_id: str, updates: dict[str, Any], now: str) -> None:
+    """Merges top-level keys into ``sessions.metadata_json`` inside ``txn`` (a ``None`` value removes one)."""
+    raw = txn.scalar("SELECT metadata_json FROM sessions WHERE session_id = ?", (session_id,))
+    try:
+        current = json.loads(raw) if raw else {}
+    except ValueError:
+        current = {}
+    merged = current if isinstance(current, dict) else {}
+    for key, value in updates.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    txn.execute(
+        "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE session_id = ?",
+        (json_text(merged, "sessions.metadata_json") if merged else None, now, session_id),
+    )
+
+
+def where_equal(**values: str | None) -> tuple[str, list[Any]]:
+    """`` WHERE a = ? AND b = ?`` for the non-``None`` keyword values."""
+    used = [(k, v) for k, v in values.items() if v is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in used), [v for _, v in used]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,11 +31,17 @@ from agent_core.redaction import Redactor
 from agent_core.storage import schema as S
 from agent_core.storage._reports import MARKER, ids_by_seq, wants_node_index
 from agent_core.storage.caches import StoreCaches
-from agent_core.storage.columns import invalid, redact_record, update_statement
+from agent_core.storage.columns import (
+    invalid,
+    merge_session_metadata,
+    redact_record,
+    update_statement,
+    where_equal,
+)
 from agent_core.storage.decode import events_from_rows, nodes_from_rows
 from agent_core.storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core.storage.migrations import MIGRATIONS, Migration, apply_migrations
-from agent_core.storage.rows import json_text, jsonable, prepare_event, prepare_node
+from agent_core.storage.rows import jsonable, prepare_event, prepare_node
 from agent_core.storage.writer import Txn, TxnQueue, WriterQueue, wrap_storage_error
 from agent_core.types.base import format_ts
 from agent_core.types.enums import (
@@ -408,7 +413,7 @@ class StorageManager:
                 if txn.execute(stmt, params) == 0:
                     raise invalid(f"unknown {what}")
             if meta_updates:
-                _merge_session_metadata(txn, session_id, meta_updates, now)
+                merge_session_metadata(txn, session_id, meta_updates, now)
             loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:
@@ -514,7 +519,7 @@ class StorageManager:
         """Nodes ordered by ``node_seq``, optionally filtered by run and/or agent; ``redact_keys`` masks
         values under sensitive-looking keys (read-time redaction, ``redact_sensitive_keys``)."""
         sql = await self._require_session(session_id)
-        where, params = _filters(run_id=run_id, agent_id=agent_id)
+        where, params = where_equal(run_id=run_id, agent_id=agent_id)
         return await self._nodes(
             session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params, redact_keys
         )
@@ -557,7 +562,7 @@ class StorageManager:
         context reports come back with their full node-id lists; ``redact_keys`` as in :meth:`list_nodes`.
         """
         sql = await self._require_session(session_id)
-        where, params = _filters(run_id=run_id)
+        where, params = where_equal(run_id=run_id)
         clauses = [where] if where else []
         if from_seq is not None:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq >= ?")
@@ -581,36 +586,10 @@ class StorageManager:
         self, *, session_id: str | None = None, run_id: str | None = None
     ) -> list[ArtifactRecord]:
         """Oldest first (``created_at``, then insertion order)."""
-        where, params = _filters(session_id=session_id, run_id=run_id)
+        where, params = where_equal(session_id=session_id, run_id=run_id)
         return await self._records(
             ArtifactRecord, f"{S.SELECT_ARTIFACT}{where} ORDER BY created_at, rowid", params
         )
-
-
-def _merge_session_metadata(txn: Txn, session_id: str, updates: dict[str, Any], now: str) -> None:
-    raw = txn.scalar("SELECT metadata_json FROM sessions WHERE session_id = ?", (session_id,))
-    try:
-        current = json.loads(raw) if raw else {}
-    except ValueError:
-        current = {}
-    merged = current if isinstance(current, dict) else {}
-    for key, value in updates.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    txn.execute(
-        "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE session_id = ?",
-        (json_text(merged, "sessions.metadata_json") if merged else None, now, session_id),
-    )
-
-
-def _filters(**values: str | None) -> tuple[str, list[Any]]:
-    """`` WHERE a = ? AND b = ?`` for the non-``None`` keyword values."""
-    used = [(k, v) for k, v in values.items() if v is not None]
-    if not used:
-        return "", []
-    return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in used), [v for _, v in used]
 
 
 async def _close_quietly(conn: aiosqlite.Connection) -> None:
