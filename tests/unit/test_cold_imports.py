@@ -58,6 +58,7 @@ from agent_core.testing import OpenAIWire, ScriptedOpenAIServer, stream
 seen = {}
 def answer(request):
     seen.setdefault("modules", sorted(m for m in sys.modules if m.startswith("agent_core.")))
+    seen.setdefault("cli_of_httpx", sorted(m for m in ("click", "pygments", "rich") if m in sys.modules))
     return stream(OpenAIWire.text_stream("hi"))
 server = ScriptedOpenAIServer(strict=False)
 server.handler(answer)
@@ -87,7 +88,8 @@ async def main():
         return run.status.value, sorted(d.name for d in rt._manager.services.tools.definitions())
 status, tools = asyncio.run(main())
 server.stop()
-print(json.dumps({"after_import": after_import, "first_request": seen.get("modules"), "status": status, "tools": tools}))
+print(json.dumps({"after_import": after_import, "first_request": seen.get("modules"), "status": status, "tools": tools,
+                  "cli_of_httpx": seen.get("cli_of_httpx")}))
 """
 
 
@@ -119,5 +121,7 @@ def test_import_and_first_request_skip_the_optional_rooms(tmp_path: Path) -> Non
     assert "agent_core.runtime.runs" in first  # the snapshot is of a real run
     optional = [m for m in first if any(m == o or m.startswith(o + ".") for o in OPTIONAL_AT_FIRST_REQUEST)]
     assert optional == [], f"the first model request needed {optional}"
+    # httpx imports its command line (click, rich, pygments) when they are installed; the adapters skip it
+    assert report["cli_of_httpx"] == [], report["cli_of_httpx"]
     offered = report["tools"]
     assert set(STATIC_TOOLS) <= set(offered), offered  # registered, though their rooms were not imported

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from agent_core.config.model import ResolvedModelConfig, RetryConfig
@@ -246,6 +247,27 @@ def _remember_missing_sniffio() -> None:
         sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
+def _import_httpx() -> ModuleType:
+    """``import httpx`` without its command-line entry point.
+
+    ``httpx/__init__`` imports ``httpx._main`` (click, rich, pygments) whenever those happen to be
+    installed — tens of ms of cold start for code no adapter uses (issue 16). While httpx itself is first
+    imported, ``httpx._main`` is blocked, so httpx binds its own stand-in ``httpx.main`` (which asks for
+    ``httpx[cli]``); ``import httpx._main`` works again afterwards.
+    """
+    loaded = sys.modules.get("httpx")
+    if loaded is not None:
+        return loaded
+    blocked = "httpx._main" not in sys.modules
+    if blocked:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        return importlib.import_module("httpx")
+    finally:
+        if blocked and "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
+            del sys.modules["httpx._main"]
+
+
 # -- the shared adapter -----------------------------------------------------------------------------
 class HttpStreamAdapter(ABC):
     """Base of the built-in adapters: pre-flight, transport, retries, metadata, cancellation.
@@ -334,8 +356,7 @@ class HttpStreamAdapter(ABC):
 
     def _client(self) -> httpx.AsyncClient:
         if self._client_obj is None:
-            import httpx
-
+            httpx = _import_httpx()
             _remember_missing_sniffio()
             # A plain-http base URL never uses TLS (redirects are not followed), so the client skips
             # building a certificate-verifying SSL context (tens of ms of CLI cold start).
