@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.scripted_fixtures",
     "tests.fixtures.llama_server",
     "tests.fixtures.postgres_server",
+    "tests.fixtures.temporal_server",
 ]
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()

@@ -222,3 +222,41 @@ async def test_a_permission_request_is_a_signal_answered_by_the_starting_runtime
     assert executed == ["call_w1"]  # the second call was denied by the starting runtime's callback
     events, _nodes = stored(env, run.session_id)
     assert events.count("tool_completed") == 1 and events.count("tool_denied") == 1
+
+
+def replayed(result: Any) -> tuple[list[str], list[tuple[str, str, Any]]]:
+    """A run's event types and nodes (role, type, content) from ``replay_run`` (any storage backend)."""
+    return (
+        [e.event_type.value for e in result.events],
+        [(n.role, n.node_type, [b.model_dump(mode="json") for b in n.content]) for n in result.nodes],
+    )
+
+
+async def test_with_postgres_storage_a_run_matches_the_local_engine(
+    tmp_path: Any,
+    temporal_server: TemporalServer,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    local_env = _env(tmp_path / "local", monkeypatch)
+    fake = script()
+    async with open_runtime(local_env, fake) as rt:
+        echo_tools([])(rt)
+        local = await rt.start("echo please")
+        await local.wait()
+        expected = replayed(await rt.replay_run(local.run_id))
+
+    env = _env(tmp_path / "pg", monkeypatch)
+    request.getfixturevalue("postgres_dsn")  # a fresh schema, its DSN in $SOONG_TEST_PG_DSN
+    storage = {"backend": "postgres", "postgres": {"dsn_env": "SOONG_TEST_PG_DSN"}}
+    env.write_config(storage=storage, **engine_config(temporal_server))
+    calls: list[str] = []
+    async with worker(env, script(), echo_tools(calls)):
+        async with open_runtime(env, FakeProvider(), write_config=False) as rt:
+            echo_tools([])(rt)
+            run = await rt.start("echo please")
+            await asyncio.wait_for(run.wait(), 60)
+            assert run.status == RunStatus.completed, run.error
+            got = replayed(await rt.replay_run(run.run_id))
+    assert calls == ["call_1", "call_2", "call_3"]
+    assert got == expected
