@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.events.payloads import ToolResultEvent
 from agent_core.redaction import Redactor
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
@@ -392,9 +393,7 @@ async def test_hook_dispatch_failure_fails_closed(tmp_path: Path, sink: Recordin
 
 
 class FailingSink(RecordingSink):
-    async def commit_tool_result(
-        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
-    ) -> str:
+    async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:
         raise StorageError(message="disk full")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events.payloads import ToolResultEvent
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.scheduler import CallGroup, call_class, plan_groups
@@ -435,14 +436,12 @@ class SlowSink(RecordingSink):
     """Commits run on a separate writer task (like the SQLite writer queue) and take a while: cancelling
     the awaiting task does not stop a commit that was already handed over."""
 
-    async def _write(self, result: ToolResult, event_type: EventType, payload: dict[str, Any]) -> str:
+    async def _write(self, result: ToolResult, event: ToolResultEvent) -> str:
         await asyncio.sleep(0.05)
-        return await super().commit_tool_result(result, event_type=event_type, payload=payload)
+        return await super().commit_tool_result(result, event=event)
 
-    async def commit_tool_result(
-        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
-    ) -> str:
-        writer = asyncio.ensure_future(self._write(result, event_type, payload))
+    async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:
+        writer = asyncio.ensure_future(self._write(result, event))
         return await asyncio.shield(writer)
 
 

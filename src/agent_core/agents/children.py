@@ -49,6 +49,7 @@ from agent_core.agents.spec import ChildOutcome, ChildSpec
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
+from agent_core.events import payloads as ev
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id
 from agent_core.jsontext import compact_json
@@ -67,7 +68,6 @@ from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
     AgentType,
-    EventType,
     MessageRole,
     NodeType,
     RunStatus,
@@ -198,23 +198,22 @@ class ChildLauncher:
         prepared = self._prepare(spec)
         self._check_limits(parent, session)
         state = self._register(parent, session, spec, prepared)
-        created = {
-            "child_agent_id": state.agent_id,
-            "agent_type": state.agent_type.value,
-            "purpose": spec.purpose,
-            "agent_definition_id": spec.definition.agent_definition_id,
-            "definition_source": spec.definition.source,
-            "child_run_id": state.run_id,
-            "tool_call_id": spec.tool_call_id,
-        }
-        if spec.fork_from_node_id is not None:
-            created["fork_from_node_id"] = spec.fork_from_node_id
+        created = ev.ChildAgentCreated(
+            child_agent_id=state.agent_id,
+            child_run_id=state.run_id,
+            agent_type=state.agent_type.value,
+            purpose=spec.purpose,
+            agent_definition_id=spec.definition.agent_definition_id,
+            definition_source=spec.definition.source,
+            tool_call_id=spec.tool_call_id,
+            fork_from_node_id=spec.fork_from_node_id if spec.fork_from_node_id is not None else ev.ABSENT,
+        )
         try:
             if spec.on_admitted is not None:
                 await spec.on_admitted(state)
             await self._write_rows(state, parent, spec, prepared)
             if spec.agent_id is None:
-                await self._parent_emit(parent, EventType.child_agent_created, created, spec.tool_call_id)
+                await self._parent_emit(parent, created, spec.tool_call_id)
         except BaseException:
             self._unregister(state, parent, session)
             raise
@@ -373,9 +372,7 @@ class ChildLauncher:
                 node_type=NodeType.message,
                 content=[TextBlock(text=spec.first_text)],
                 metadata=metadata,
-                events=[
-                    (EventType.message_created, {"role": "user", "text_preview": spec.first_text[:200]}, None)
-                ],
+                events=[(ev.MessageCreated(text_preview=spec.first_text[:200]), None)],
                 run_update={"start_node_id": node_id},
             )
 
@@ -439,16 +436,17 @@ class ChildLauncher:
         parent = child.parent
         if parent is None:
             return
-        ids = {"child_agent_id": child.agent_id, "child_run_id": child.run_id}
-        await self._parent_emit(parent, EventType.child_agent_cancel_requested, {**ids, "reason": reason})
+        ids = (child.agent_id, child.run_id)
+        await self._parent_emit(parent, ev.ChildAgentCancelRequested(*ids, reason=reason))
         limit_ms = self.settings.agents.child_cancel_timeout_ms
         try:
             await asyncio.wait_for(child.done.wait(), limit_ms / 1000)
         except TimeoutError:
-            payload = {**ids, "child_cancel_timeout_ms": limit_ms}
-            await self._parent_emit(parent, EventType.child_agent_cancel_timeout, payload)
+            await self._parent_emit(
+                parent, ev.ChildAgentCancelTimeout(*ids, child_cancel_timeout_ms=limit_ms)
+            )
             return
-        await self._parent_emit(parent, EventType.child_agent_cancelled, ids)
+        await self._parent_emit(parent, ev.ChildAgentCancelled(*ids))
 
     async def on_parent_cancel(self, parent: RunState) -> None:
         """``RunFeatures.children``: cancel requests to every active child this launcher started."""
@@ -459,14 +457,13 @@ class ChildLauncher:
     async def _parent_emit(
         self,
         parent: RunState,
-        event_type: EventType,
-        payload: dict[str, Any],
+        event: ev.EventPayload,
         tool_call_id: str | None = None,
     ) -> None:
         try:
-            await parent.recorder.emit(event_type, payload, tool_call_id=tool_call_id)
+            await parent.recorder.emit(event, tool_call_id=tool_call_id)
         except Exception:
-            log.warning("could not emit %s on run %s", event_type.value, parent.run_id, exc_info=True)
+            log.warning("could not emit %s on run %s", event.event_type.value, parent.run_id, exc_info=True)
 
     # ---- result -------------------------------------------------------------------------------
     async def _finish(
@@ -517,20 +514,17 @@ class ChildLauncher:
                     details={"errors": problems},
                 )
         state.child_result = result
-        ids = {"child_agent_id": state.agent_id, "child_run_id": state.run_id}
+        ids = (state.agent_id, state.run_id)
         if problems:
-            await self._parent_emit(
-                parent, EventType.child_result_schema_validation_failed, {**ids, "errors": problems}
-            )
-        payload: dict[str, Any]
+            await self._parent_emit(parent, ev.ChildResultSchemaValidationFailed(*ids, errors=problems))
         if error is None:
-            payload = {**ids, "status": result.status, "summary": result.summary}
-            await self._parent_emit(parent, EventType.child_agent_completed, payload, spec.tool_call_id)
+            completed = ev.ChildAgentCompleted(*ids, status=result.status, summary=result.summary)
+            await self._parent_emit(parent, completed, spec.tool_call_id)
         elif error.code != ErrorCode.cancelled:
-            payload = {**ids, "error": error.model_dump(mode="json"), "summary": result.summary}
-            await self._parent_emit(parent, EventType.child_agent_failed, payload, spec.tool_call_id)
+            failed = ev.ChildAgentFailed(*ids, error=error.model_dump(mode="json"), summary=result.summary)
+            await self._parent_emit(parent, failed, spec.tool_call_id)
         elif state.cancel_watcher is None:
-            await self._parent_emit(parent, EventType.child_agent_cancelled, ids, spec.tool_call_id)
+            await self._parent_emit(parent, ev.ChildAgentCancelled(*ids), spec.tool_call_id)
         await self._store_result(state, spec, result)
         return ChildOutcome(state=state, result=result, error=error, schema_errors=problems)
 

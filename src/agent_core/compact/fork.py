@@ -29,6 +29,7 @@ from agent_core.config.profiles import resolve_purpose_model
 from agent_core.context.prompt import runtime_state_block, static_blocks
 from agent_core.context.tokens import TokenCounter
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
+from agent_core.events import payloads as ev
 from agent_core.events.stream import EventChannel
 from agent_core.frontmatter import split_frontmatter
 from agent_core.ids import new_id
@@ -50,7 +51,6 @@ from agent_core.types.enums import (
     AgentStatus,
     AgentType,
     EndReason,
-    EventType,
     MessageRole,
     NodeType,
     RunStatus,
@@ -264,17 +264,16 @@ async def run_compact_fork(
     if req.mode == "auto":
         state.task = asyncio.current_task()
     await req.trigger.recorder.emit(
-        EventType.compact_started,
-        {
-            "mode": req.mode,
-            "child_run_id": req.compact_run_id,
-            "compact_agent_id": req.compact_agent_id,
-            "target_agent_id": req.target_agent_id,
-            "covered_tip_node_id": req.plan.covered_tip_node_id,
-            "first_kept_node_id": req.plan.first_kept_node_id,
-            "tokens_before": req.tokens_before,
-            "split_turn": req.plan.split_turn,
-        },
+        ev.CompactStarted(
+            mode=req.mode,
+            child_run_id=req.compact_run_id,
+            compact_agent_id=req.compact_agent_id,
+            target_agent_id=req.target_agent_id,
+            covered_tip_node_id=req.plan.covered_tip_node_id,
+            first_kept_node_id=req.plan.first_kept_node_id,
+            tokens_before=req.tokens_before,
+            split_turn=req.plan.split_turn,
+        ),
     )
     outcome, timed_out = await _execute(manager, req, state, model, definition, compact_input, follow_cancel)
     assert state.cursor is not None
@@ -333,9 +332,7 @@ async def _execute(
                 "covered_tip_node_id": req.plan.covered_tip_node_id,
                 "truncated_input": compact_input.truncated,
             },
-            events=[
-                (EventType.message_created, {"role": "user", "text_preview": compact_input.text[:200]}, None)
-            ],
+            events=[(ev.MessageCreated(text_preview=compact_input.text[:200]), None)],
             run_update={"start_node_id": first_id},
         )
 

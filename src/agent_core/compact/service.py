@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core.compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core.context.composer import Composition
 from agent_core.errors import ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.loop.spec import CompactionHooks, NoCompaction
@@ -35,7 +36,7 @@ from agent_core.runtime.runs import RunManager
 from agent_core.runtime.state import RunState
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
-from agent_core.types.enums import AgentRole, AgentStatus, EventType, MessageRole, NodeType, RunStatus
+from agent_core.types.enums import AgentRole, AgentStatus, MessageRole, NodeType, RunStatus
 
 if TYPE_CHECKING:  # the fork is imported when a compaction starts (cold start)
     from agent_core.compact.fork import CompactionDraft, CompactMode, CompactRequest, ForkResult
@@ -116,8 +117,9 @@ class CompactionService:
         self.jobs[agent_id] = job
         try:
             await req.trigger.recorder.emit(
-                EventType.compact_pending,
-                {"tokens_estimate": req.tokens_before, "threshold": threshold, "target_agent_id": agent_id},
+                ev.CompactPending(
+                    tokens_estimate=req.tokens_before, threshold=threshold, target_agent_id=agent_id
+                ),
             )
             entry = {
                 "compact_run_id": req.compact_run_id,
@@ -213,23 +215,23 @@ class CompactionService:
             await self.fail(req, "stale", None, stale=True, message=problem)
             return False
         rec = req.trigger.recorder
-        payload: dict[str, Any] = {
-            "stale": False,
-            "tokens_before": req.tokens_before,
-            "first_kept_node_id": req.plan.first_kept_node_id,
-            "summary_tokens": draft.summary_tokens,
-            "mode": req.mode,
-            "compact_run_id": req.compact_run_id,
-        }
         node_id = new_id("node_")
-        payload["compaction_node_id"] = node_id
+        completed = ev.CompactCompleted(
+            stale=False,
+            tokens_before=req.tokens_before,
+            first_kept_node_id=req.plan.first_kept_node_id,
+            summary_tokens=draft.summary_tokens,
+            mode=req.mode,
+            compact_run_id=req.compact_run_id,
+            compaction_node_id=node_id,
+        )
         await rec.write_node(
             node_id=node_id,
             role=MessageRole.user,
             node_type=NodeType.compaction,
             content=[TextBlock(text=draft.summary)],
             metadata=draft.metadata,
-            events=[(EventType.compact_completed, payload, None)],
+            events=[(completed, None)],
         )
         if req.root_agent:
             req.session.active_node_id = req.cursor.visible_tip
@@ -245,17 +247,16 @@ class CompactionService:
         stale: bool = False,
         message: str | None = None,
     ) -> None:
-        payload: dict[str, Any] = {
-            "error": error.model_dump(mode="json") if error is not None else None,
-            "stale": stale,
-            "reason": reason,
-            "mode": req.mode,
-            "compact_run_id": req.compact_run_id,
-            "target_agent_id": req.target_agent_id,
-        }
-        if message:
-            payload["message"] = message
-        await req.trigger.recorder.emit(EventType.compact_failed, payload)
+        failed = ev.CompactFailed(
+            error=error.model_dump(mode="json") if error is not None else None,
+            stale=stale,
+            reason=reason,
+            mode=req.mode,
+            compact_run_id=req.compact_run_id,
+            target_agent_id=req.target_agent_id,
+            message=message or ev.ABSENT,
+        )
+        await req.trigger.recorder.emit(failed)
         await self._set_pending(req, None)
 
     async def _set_pending(self, req: CompactRequest, entry: dict[str, Any] | None) -> None:

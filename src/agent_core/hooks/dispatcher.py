@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings
+from agent_core.events import payloads as ev
 from agent_core.hooks.base import NO_HOOKS, NO_OUTCOME, HookDispatcher, HookOutcome, SessionSource
 from agent_core.hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
 from agent_core.hooks.runner import HookRun, run_hook
@@ -41,7 +42,7 @@ from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
-from agent_core.types.enums import AgentRole, EventType, HookPhase
+from agent_core.types.enums import AgentRole, HookPhase
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -309,13 +310,8 @@ class HooksDispatcher:
         blocking: bool,
     ) -> HookRun:
         phase = spec.phase.value
-        started = {
-            "phase": phase,
-            "hook_index": spec.hook_index,
-            "rule_index": spec.rule_index,
-            "command": spec.summary(),
-        }
-        await self._emit(sink, EventType.hook_started, started, tool_call_id)
+        started = ev.HookStarted(phase, spec.hook_index, spec.rule_index, command=spec.summary())
+        await self._emit(sink, started, tool_call_id)
         run = await run_hook(
             spec,
             hook_input,
@@ -325,36 +321,36 @@ class HooksDispatcher:
             cancel_event=scope.cancel_event,
             environ=self._environ,
         )
-        common = {"phase": phase, "hook_index": spec.hook_index, "rule_index": spec.rule_index}
         if run.failed:
             logger.debug("%s failed: %s", spec.label, run.failure_message)
-            payload = {
-                **common,
-                "error": run.error_payload(),
-                "stderr_summary": run.stderr_summary,
-                "duration_ms": run.duration_ms,
-                "decision": run.decision,
-                "reason": run.reason,
-            }
-            await self._emit(sink, EventType.hook_failed, payload, tool_call_id)
+            failed = ev.HookFailed(
+                phase,
+                spec.hook_index,
+                spec.rule_index,
+                error=run.error_payload(),
+                stderr_summary=run.stderr_summary,
+                duration_ms=run.duration_ms,
+                decision=run.decision,
+                reason=run.reason,
+            )
+            await self._emit(sink, failed, tool_call_id)
         else:
-            payload = {
-                **common,
-                "decision": run.decision,
-                "duration_ms": run.duration_ms,
-                "reason": run.reason,
-                "logs": run.logs,
-                "stderr_summary": run.stderr_summary,
-            }
-            if not blocking and run.decision == "deny":
-                payload["ignored"] = True
-            await self._emit(sink, EventType.hook_completed, payload, tool_call_id)
+            completed = ev.HookCompleted(
+                phase,
+                spec.hook_index,
+                spec.rule_index,
+                decision=run.decision,
+                duration_ms=run.duration_ms,
+                reason=run.reason,
+                logs=run.logs,
+                stderr_summary=run.stderr_summary,
+                ignored=True if not blocking and run.decision == "deny" else ev.ABSENT,
+            )
+            await self._emit(sink, completed, tool_call_id)
         return run
 
-    async def _emit(
-        self, sink: ToolRunSink, event_type: EventType, payload: dict[str, Any], tool_call_id: str | None
-    ) -> None:
-        await sink.emit(event_type, self._redactor.value(payload), tool_call_id=tool_call_id)
+    async def _emit(self, sink: ToolRunSink, event: ev.EventPayload, tool_call_id: str | None) -> None:
+        await sink.emit(event.redacted(self._redactor), tool_call_id=tool_call_id)
 
     @staticmethod
     def _aggregate(runs: list[HookRun], blocking: bool) -> HookOutcome:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.ids import new_id
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
 from agent_core.storage.drafts import EventDraft
@@ -35,7 +36,7 @@ from agent_core.tools.context import ToolContext
 from agent_core.tools.normalize import exception_result, normalize_return
 from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
-from agent_core.types.enums import EventType, RunMode
+from agent_core.types.enums import RunMode
 from agent_core.types.model import ToolCall
 from agent_core.types.runtime import UserMessage
 from agent_core.types.tools import ToolDefinition, ToolResult
@@ -132,8 +133,9 @@ class JobManager:
         job = LiveJob(record=record, task=task, finished=asyncio.Event(), run_cancel=ctx.cancel_event)
         self.live[record.job_id] = job
         await ctx.sink.emit(
-            EventType.job_started,
-            {"job_id": record.job_id, "tool_name": call.name, "offload_after_ms": int(self.after_s * 1000)},
+            ev.JobStarted(
+                job_id=record.job_id, tool_name=call.name, offload_after_ms=int(self.after_s * 1000)
+            ),
             tool_call_id=call.tool_call_id,
         )
         self._track(self._finish(job))
@@ -212,16 +214,20 @@ class JobManager:
             record.job_id, status, artifact_id=ref.artifact_id, summary=summary, error=error
         ):
             return
-        event = EventType.job_failed if result.is_error else EventType.job_completed
-        payload: dict[str, Any] = {
-            "job_id": record.job_id,
-            "tool_name": record.tool_name,
-            "status": status,
-            "artifact_id": ref.artifact_id,
-        }
+        event: ev.JobCompleted | ev.JobFailed
         if error is not None:
-            payload["error"] = error
-        await self._emit(record, event, payload)
+            event = ev.JobFailed(
+                job_id=record.job_id,
+                tool_name=record.tool_name,
+                status=status,
+                artifact_id=ref.artifact_id,
+                error=error,
+            )
+        else:
+            event = ev.JobCompleted(
+                job_id=record.job_id, tool_name=record.tool_name, status=status, artifact_id=ref.artifact_id
+            )
+        await self._emit(record, event)
         done = record.model_copy(
             update={"status": status, "artifact_id": ref.artifact_id, "summary": summary, "error": error}
         )
@@ -233,26 +239,22 @@ class JobManager:
         if await self.store.finish(record.job_id, status, error=error, delivered=True):
             await self._emit(
                 record,
-                EventType.job_failed,
-                {"job_id": record.job_id, "tool_name": record.tool_name, "status": status, "reason": reason},
+                ev.JobFailed(job_id=record.job_id, tool_name=record.tool_name, status=status, reason=reason),
             )
 
-    async def _emit(self, record: JobRecord, event_type: EventType, payload: dict[str, Any]) -> None:
+    async def _emit(self, record: JobRecord, event: ev.EventPayload) -> None:
         state = self.manager.runs.get(record.run_id)
         if state is not None and not state.terminal:
-            await state.recorder.emit(event_type, payload, tool_call_id=record.tool_call_id)
+            await state.recorder.emit(event, tool_call_id=record.tool_call_id)
             return
-        level = "warning" if event_type == EventType.job_failed else "info"
         await self.manager.services.storage.append(
             record.session_id,
             events=[
-                EventDraft(
-                    event_type=event_type,
+                EventDraft.of(
+                    event,
                     agent_id=record.agent_id,
                     run_id=record.run_id,
-                    level=level,
                     tool_call_id=record.tool_call_id,
-                    payload=payload,
                     created_at=utc_now(),
                 )
             ],
@@ -322,13 +324,12 @@ class JobManager:
                 with contextlib.suppress(AgentCoreError):
                     await self._emit(
                         record,
-                        EventType.job_failed,
-                        {
-                            "job_id": record.job_id,
-                            "tool_name": record.tool_name,
-                            "status": "failed",
-                            "reason": "interrupted",
-                        },
+                        ev.JobFailed(
+                            job_id=record.job_id,
+                            tool_name=record.tool_name,
+                            status="failed",
+                            reason="interrupted",
+                        ),
                     )
 
     # ---- control ------------------------------------------------------------------------------

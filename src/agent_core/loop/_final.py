@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_core.errors import ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.loop._limits import Breach
 from agent_core.loop.recorder import RunRecorder
 from agent_core.tools.normalize import error_result
 from agent_core.types.content import TextBlock
-from agent_core.types.enums import EventType, MessageRole, NodeType
+from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall
 
 
@@ -42,10 +43,9 @@ async def skip_tool_calls(rec: RunRecorder, calls: Sequence[ToolCall], breach: B
             details=dict(error.details),
             metadata={"skipped": True},
         )
-        payload = {
-            "tool_name": call.name,
-            "error": result.error.model_dump(mode="json") if result.error else None,
-            "reason": breach.end_reason.value,
-            "aborted": False,
-        }
-        await rec.commit_tool_result(result, event_type=EventType.tool_failed, payload=payload)
+        event = ev.ToolFailed(
+            tool_name=call.name,
+            error=result.error.model_dump(mode="json") if result.error else None,
+            reason=breach.end_reason.value,
+        )
+        await rec.commit_tool_result(result, event=event)

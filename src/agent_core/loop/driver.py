@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from agent_core.context._budget import short_tools
 from agent_core.context.composer import Composition
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.loop._final import skip_tool_calls, write_runtime_note
 from agent_core.loop._limits import Breach
 from agent_core.loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
@@ -31,7 +32,7 @@ from agent_core.loop.spec import (
     LoopState,
 )
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
-from agent_core.types.enums import EndReason, EventType, MessageRole, NodeType, RunStatus
+from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
     ModelCompleted,
     ModelRequest,
@@ -151,9 +152,7 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
                 metadata={"partial": True, "aborted": True, "abort_reason": result.reason},
             )
             partial_id = node.node_id
-        await rec.emit(
-            EventType.aborted_streaming, {"abort_reason": result.reason, "partial_node_id": partial_id}
-        )
+        await rec.emit(ev.AbortedStreaming(abort_reason=result.reason, partial_node_id=partial_id))
         return _interrupted(spec, EndReason.aborted_streaming)
     if isinstance(result, StreamFailed):
         if result.usage is not None:
@@ -237,8 +236,7 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
             rec.discard_context_nodes()
             aborted_ids = list(getattr(outcome, "aborted_call_ids", []) or order)
             await rec.emit(
-                EventType.aborted_tools,
-                {"abort_reason": spec.interruption().reason, "tool_call_ids": aborted_ids},
+                ev.AbortedTools(abort_reason=spec.interruption().reason, tool_call_ids=aborted_ids)
             )
             return _interrupted(spec, EndReason.aborted_tools)
         await rec.flush_context_nodes(order)
@@ -263,10 +261,8 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
     if stop.denied:
         state.stop_denials += 1
         reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
-        await rec.emit(
-            EventType.hook_denied, {"phase": "Stop", "reason": reason, "hook_summary": stop.summary()}
-        )
-        await rec.emit(EventType.stop_hook_prevented, {"reason": reason, "hook_summary": stop.summary()})
+        await rec.emit(ev.HookDenied(phase="Stop", reason=reason, hook_summary=stop.summary()))
+        await rec.emit(ev.StopHookPrevented(reason=reason, hook_summary=stop.summary()))
         # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
         await rec.write_node(
             role=MessageRole.user,
@@ -333,7 +329,7 @@ async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = Fals
         # written together with model_started, which an adapter yields before it sends the request
         state.pending_report = report
     else:
-        await spec.recorder.emit(EventType.context_built, report)
+        await spec.recorder.emit(ev.ContextBuilt(report))
     if not composition.fits:
         # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
         attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
@@ -405,16 +401,14 @@ def _prompt_too_long(state: LoopState, composition: Composition, *, compact_atte
 async def _emit_report(
     spec: LoopSpec, state: LoopState, composition: Composition, recovered: bool, triggered: bool = False
 ) -> None:
-    await spec.recorder.emit(
-        EventType.context_built, await _report(spec, state, composition, recovered, triggered)
-    )
+    await spec.recorder.emit(ev.ContextBuilt(await _report(spec, state, composition, recovered, triggered)))
 
 
 async def _flush_report(spec: LoopSpec, state: LoopState) -> None:
     """Persists a context report the stream did not write with its ``model_started`` (early failure)."""
     report, state.pending_report = state.pending_report, None
     if report is not None:
-        await spec.recorder.emit(EventType.context_built, report)
+        await spec.recorder.emit(ev.ContextBuilt(report))
 
 
 async def _report(

@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ProviderError, StorageError
+from agent_core.events import payloads as ev
 from agent_core.ids import is_printable_id, new_id
 from agent_core.loop._call_ids import CallIdGuard
 from agent_core.loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core.loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core.loop.spec import LoopSpec, LoopState
 from agent_core.types.content import TextBlock, ToolCallBlock, text_of
-from agent_core.types.enums import EventType, MessageRole, NodeType
+from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import (
     ModelCompleted,
     ModelFailed,
@@ -42,8 +43,8 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         """Live deltas carry only secret-free text (a secret split across deltas is held back)."""
         if not text:
             return
-        await rec.emit(EventType.model_text_delta, {"text": text})
-        await rec.emit(EventType.message_delta, {"text": text})
+        await rec.emit(ev.ModelTextDelta(text))
+        await rec.emit(ev.MessageDelta(text))
         if aggregate is not None:
             aggregate.add(text)
 
@@ -52,7 +53,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         await forward_text(text_redactor.flush())
         if aggregate is not None:
             for chunk in aggregate.drain():
-                await rec.persist_event(EventType.model_text_delta, {"text": chunk})
+                await rec.persist_event(ev.ModelTextDelta(chunk))
 
     async def consume() -> StreamResult:
         agen = spec.adapter.stream(request)
@@ -72,35 +73,20 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                         arguments = ((arguments or "") + args_redactor.flush()) or arguments
                     safe_id = call_ids.safe(event.tool_call_id)
                     await rec.emit(
-                        EventType.tool_call_delta,
-                        {
-                            "index": event.index,
-                            "phase": event.phase,
-                            "tool_call_id": safe_id,
-                            "name": event.name,
-                            "arguments_delta": arguments,
-                        },
+                        ev.ToolCallDelta(event.index, event.phase, safe_id, event.name, arguments),
                         tool_call_id=safe_id,
                     )
                 elif isinstance(event, ModelStarted):
-                    started_event = (
-                        EventType.model_started,
-                        {"provider": event.provider, "model": event.model, "turn": turn},
-                    )
+                    started_event = ev.ModelStarted(event.provider, event.model, turn)
                     report, state.pending_report = state.pending_report, None
                     if report is not None:
-                        await rec.emit_events([(EventType.context_built, report), started_event])
+                        await rec.emit_events([ev.ContextBuilt(report), started_event])
                     else:
-                        await rec.emit(*started_event)
+                        await rec.emit(started_event)
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
                     await rec.emit(
-                        EventType.provider_debug,
-                        {
-                            "provider": spec.provider,
-                            "kind": event.kind,
-                            "data": spec.redactor.value(event.data),
-                        },
+                        ev.ProviderDebug(spec.provider, event.kind, spec.redactor.value(event.data))
                     )
                 elif isinstance(event, ModelCompleted):
                     await end_text()
@@ -244,23 +230,23 @@ async def persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_m
                 {"direction": "response", "source": spec.provider},
             )
     text = text_of(completed.content)
-    model_payload = {
-        "stop_reason": completed.stop_reason.reason,
-        "raw_stop_reason": completed.stop_reason.raw_stop_reason,
-        "usage": completed.usage.model_dump(),
-        "tool_call_count": len(completed.tool_calls),
-        "latency_ms": metadata["latency_ms"],
-        "retries": _retry_count(meta.get("retry")),
-    }
-    message_payload = {"role": "assistant", "text": text, "has_tool_calls": bool(completed.tool_calls)}
+    model_event = ev.ModelCompleted(
+        stop_reason=completed.stop_reason.reason,
+        raw_stop_reason=completed.stop_reason.raw_stop_reason,
+        usage=completed.usage.model_dump(),
+        tool_call_count=len(completed.tool_calls),
+        latency_ms=metadata["latency_ms"],
+        retries=_retry_count(meta.get("retry")),
+    )
+    message_event = ev.MessageCompleted(text=text, has_tool_calls=bool(completed.tool_calls))
     node = await spec.recorder.write_node(
         role=MessageRole.assistant,
         node_type=NodeType.message,
         content=list(completed.content),
         metadata=metadata,
         events=[
-            (EventType.model_completed, model_payload, None),
-            (EventType.message_completed, message_payload, None),
+            (model_event, None),
+            (message_event, None),
         ],
     )
     return node.node_id
@@ -294,4 +280,4 @@ async def record_failure(spec: LoopSpec, failure: StreamFailed) -> None:
             metadata=metadata,
         )
         partial_id = node.node_id
-    await rec.emit(EventType.model_failed, {"error": error.model_dump(), "partial_node_id": partial_id})
+    await rec.emit(ev.ModelFailed(error=error.model_dump(), partial_node_id=partial_id))

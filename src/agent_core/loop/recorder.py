@@ -18,6 +18,7 @@ from agent_core.artifacts.manager import ArtifactManager
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core.events.catalog import level_of
+from agent_core.events.payloads import EventPayload, ToolResultEvent
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
@@ -27,12 +28,12 @@ from agent_core.storage.sqlite import StorageManager
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, ToolResultBlock
-from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.tools import ToolResult
 
-EventSpec = tuple[EventType, dict[str, Any], str | None]
-"""``(event_type, payload, tool_call_id)`` of an event written with a node."""
+EventSpec = tuple[EventPayload, str | None]
+"""``(event, tool_call_id)`` of an event written with a node."""
 
 
 class RunRecorder:
@@ -74,45 +75,37 @@ class RunRecorder:
     # ---- events -------------------------------------------------------------------------------
     def _draft(
         self,
-        event_type: EventType,
-        payload: dict[str, Any],
+        event: EventPayload,
         tool_call_id: str | None,
         level: EventLevel | None,
         node_id: str | None = None,
     ) -> EventDraft:
-        return EventDraft(
-            event_id=new_id("evt_"),
+        return EventDraft.of(
+            event,
             agent_id=self.agent_id,
             run_id=self.run_id,
-            level=level or level_of(event_type),
-            event_type=event_type,
+            level=level,
             node_id=node_id,
             tool_call_id=tool_call_id,
-            payload=payload,
             created_at=utc_now(),
         )
 
     async def emit(
-        self,
-        event_type: EventType,
-        payload: dict[str, Any],
-        *,
-        tool_call_id: str | None = None,
-        level: EventLevel | None = None,
+        self, event: EventPayload, *, tool_call_id: str | None = None, level: EventLevel | None = None
     ) -> None:
-        await self.emit_event(event_type, payload, tool_call_id=tool_call_id, level=level)
+        await self.emit_event(event, tool_call_id=tool_call_id, level=level)
 
     async def emit_event(
         self,
-        event_type: EventType,
-        payload: dict[str, Any],
+        event: EventPayload,
         *,
         tool_call_id: str | None = None,
         level: EventLevel | None = None,
         run_update: dict[str, Any] | None = None,
     ) -> RuntimeEvent:
+        event_type = event.event_type
         if event_type in TRANSIENT_EVENTS and run_update is None:
-            event = RuntimeEvent.model_construct(
+            live = RuntimeEvent.model_construct(
                 event_id=new_id("evt_"),
                 seq=None,
                 run_seq=None,
@@ -123,41 +116,39 @@ class RunRecorder:
                 event_type=event_type,
                 node_id=None,
                 tool_call_id=tool_call_id,
-                payload=self.redactor.value(payload),
+                payload=self.redactor.value(event.to_payload()),
                 created_at=utc_now(),
             )
-            await self._deliver([event])
-            return event
+            await self._deliver([live])
+            return live
         async with self._lock:
             result = await self.storage.append(
                 self.session_id,
-                events=[self._draft(event_type, payload, tool_call_id, level)],
+                events=[self._draft(event, tool_call_id, level)],
                 run_update=(self.run_id, run_update) if run_update and self.run_id else None,
             )
             await self._deliver(result.events)
             return result.events[0]
 
     async def emit_events(
-        self, events: Sequence[tuple[EventType, dict[str, Any]]], *, run_update: dict[str, Any] | None = None
+        self, events: Sequence[EventPayload], *, run_update: dict[str, Any] | None = None
     ) -> list[RuntimeEvent]:
         """Persists several consecutive events (and a run update) in one transaction, then delivers them."""
         async with self._lock:
             result = await self.storage.append(
                 self.session_id,
-                events=[self._draft(t, p, None, None) for t, p in events],
+                events=[self._draft(e, None, None) for e in events],
                 run_update=(self.run_id, run_update) if run_update and self.run_id else None,
             )
             await self._deliver(result.events)
             return result.events
 
-    async def persist_event(
-        self, event_type: EventType, payload: dict[str, Any], *, tool_call_id: str | None = None
-    ) -> RuntimeEvent:
+    async def persist_event(self, event: EventPayload, *, tool_call_id: str | None = None) -> RuntimeEvent:
         """Persists an event without delivering it live (also a normally transient type: debug-mode
         aggregated text deltas, whose text the live stream already carried)."""
         async with self._lock:
             result = await self.storage.append(
-                self.session_id, events=[self._draft(event_type, payload, tool_call_id, None)]
+                self.session_id, events=[self._draft(event, tool_call_id, None)]
             )
             return result.events[0]
 
@@ -202,7 +193,7 @@ class RunRecorder:
             visible = role != MessageRole.assistant or not (
                 metadata.get("partial") or metadata.get("failed") or metadata.get("aborted")
             )
-            drafts = [self._draft(t, p, call_id, None, node_id) for t, p, call_id in events]
+            drafts = [self._draft(e, call_id, None, node_id) for e, call_id in events]
             result = await self.storage.append(
                 self.session_id,
                 nodes=[draft],
@@ -217,9 +208,7 @@ class RunRecorder:
             await self._deliver(result.events)
             return node
 
-    async def commit_tool_result(
-        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
-    ) -> str:
+    async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:
         block = ToolResultBlock(
             tool_call_id=result.tool_call_id,
             is_error=result.is_error,
@@ -244,7 +233,7 @@ class RunRecorder:
             node_type=NodeType.message,
             content=[block],
             metadata=metadata,
-            events=[(event_type, payload, result.tool_call_id)],
+            events=[(event, result.tool_call_id)],
         )
         return node.node_id
 

@@ -36,10 +36,11 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.mcp.catalog import McpCatalog, McpServerConfig
 from agent_core.mcp.mapping import build_definitions, map_result, unmatched_overrides
 from agent_core.mcp.remote import McpCallError, McpTimeoutError, McpTransportError
@@ -50,7 +51,6 @@ from agent_core.tools.normalize import error_result
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
-from agent_core.types.enums import EventType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
-"""``(event_type, payload)``; ``ToolRunSink.emit`` fits."""
+Emit = Callable[[ev.EventPayload], Awaitable[None]]
+"""Emits one event of the calling run; ``ToolRunSink.emit`` fits."""
 FAILED_SERVERS_KEY = "mcp_failed_servers"
 
 
@@ -73,7 +73,7 @@ class _ServerState:
     cache_key: tuple[str, str] | None = None
     discovered_at: float | None = None
     failed: bool = False
-    last_failure: dict[str, Any] | None = None
+    last_failure: ev.McpServerFailed | None = None
     attempts: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
 
@@ -210,7 +210,7 @@ class McpManager:
         async with state.lock:
             if state.attempts != seen:  # an attempt finished while we waited: share its outcome
                 if state.failed and state.last_failure is not None and emit is not None:
-                    await emit(EventType.mcp_server_failed, dict(state.last_failure))
+                    await emit(state.last_failure)
                 return
             if self._fresh(state):
                 return
@@ -269,8 +269,8 @@ class McpManager:
             logger.debug("MCP server %s: skipped tools %s", server.server_id, skipped)
             if emit is not None:
                 data = {"server_id": server.server_id, "skipped_tools": skipped}
-                payload = {"provider": "mcp", "kind": "mcp_discovery", "data": data, **data}
-                await emit(EventType.provider_debug, self._redactor.value(payload))
+                discovery = ev.ProviderDebug("mcp", "mcp_discovery", data, extra=data)
+                await emit(discovery.redacted(self._redactor))
 
     def _new_client(self, server: McpServerConfig) -> McpClient:
         from agent_core.mcp.client import McpClient  # the only place the SDK gets imported
@@ -310,7 +310,7 @@ class McpManager:
         executable = resolve_executable(server.command, cwd=server.cwd, env=env)
         return McpClient(server.server_id, command=str(executable), args=server.args, cwd=server.cwd, env=env)
 
-    def _payload(self, server_id: str, phase: str, exc: BaseException) -> dict[str, Any]:
+    def _failure(self, server_id: str, phase: str, exc: BaseException) -> ev.McpServerFailed:
         if isinstance(exc, AgentCoreError):
             error = exc.to_payload(self._redactor)
         elif isinstance(exc, McpTimeoutError):
@@ -327,17 +327,17 @@ class McpManager:
         error.details.setdefault("server_id", server_id)
         error.details.setdefault("source", str(self._catalog.path))
         dumped = error.redacted_copy(self._redactor).model_dump(mode="json")
-        return {"server_id": server_id, "phase": phase, "error": dumped}
+        return ev.McpServerFailed(server_id=server_id, phase=phase, error=dumped)
 
     async def _fail(self, state: _ServerState, phase: str, exc: BaseException, emit: Emit | None) -> None:
         server_id = state.config.server_id
-        payload = self._payload(server_id, phase, exc)
-        logger.warning("MCP server %s failed (%s): %s", server_id, phase, payload["error"]["message"])
+        failure = self._failure(server_id, phase, exc)
+        logger.warning("MCP server %s failed (%s): %s", server_id, phase, failure.error["message"])
         state.failed = True
-        state.last_failure = payload
+        state.last_failure = failure
         await self._drop_client(state)
         if emit is not None:
-            await emit(EventType.mcp_server_failed, dict(payload))
+            await emit(failure)
 
     async def _drop_client(self, state: _ServerState) -> None:
         """Unregisters the server's tools and closes its client in the background (a dead stdio server
@@ -408,13 +408,13 @@ class McpManager:
         failed_for_run(scope).add(server_id)
         prefix = f"mcp.{server_id}."
         scope.effective_tools = frozenset(n for n in scope.effective_tools if not n.startswith(prefix))
-        payload = self._payload(server_id, "call", exc)
-        logger.warning("MCP server %s failed during a call: %s", server_id, payload["error"]["message"])
-        await ctx.sink.emit(EventType.mcp_server_failed, payload, tool_call_id=ctx.tool_call_id)
+        failure = self._failure(server_id, "call", exc)
+        logger.warning("MCP server %s failed during a call: %s", server_id, failure.error["message"])
+        await ctx.sink.emit(failure, tool_call_id=ctx.tool_call_id)
         async with state.lock:
             if state.client is client:
                 state.failed = True
-                state.last_failure = payload
+                state.last_failure = failure
                 await self._drop_client(state)
 
     # -- shutdown -----------------------------------------------------------------------------------

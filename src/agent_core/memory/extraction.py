@@ -31,6 +31,7 @@ from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
+from agent_core.events import payloads as ev
 from agent_core.memory.files import MemoryRecord, MemoryStore
 from agent_core.memory.llm import complete, job_request
 from agent_core.memory.operations import (
@@ -58,7 +59,6 @@ from agent_core.types.content import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.model import ModelCompleted, ModelMessage, ToolCall
 from agent_core.types.tools import ToolDefinition
 
@@ -173,7 +173,7 @@ class MemoryExtractor:
         if scan is None or not scan.candidates:
             return ExtractionOutcome(status="skipped", reason=reason)
         base = {"reason": reason, "source_range": scan.source_range}
-        await self._event(session_id, EventType.memory_extraction_started, dict(base))
+        await self._event(session_id, ev.MemoryExtractionStarted(reason, scan.source_range))
         try:
             return await self._extract(scan, reason, base)
         except asyncio.CancelledError:
@@ -236,20 +236,21 @@ class MemoryExtractor:
             for node_id in entry.source_node_ids:
                 if node_id not in cited:
                     cited.append(node_id)
-        payload = {
-            **base,
-            "created_memory_ids": plan.created_ids,
-            "updated_memory_ids": plan.updated_ids,
-            "ignored_candidates": self._masked([e.model_dump() for e in submitted.ignored_candidates]),
-            "duplicate_decisions": self._masked([e.model_dump() for e in submitted.duplicate_decisions]),
-            "conflicts": self._masked([e.model_dump() for e in submitted.conflicts]),
-            "source_node_ids": cited,
-            "files_changed": plan.files_changed,
-            "scan_cursor": cursor.as_dict(),
-        }
+        completed = ev.MemoryExtractionCompleted(
+            reason=reason,
+            source_range=base["source_range"],
+            created_memory_ids=plan.created_ids,
+            updated_memory_ids=plan.updated_ids,
+            ignored_candidates=self._masked([e.model_dump() for e in submitted.ignored_candidates]),
+            duplicate_decisions=self._masked([e.model_dump() for e in submitted.duplicate_decisions]),
+            conflicts=self._masked([e.model_dump() for e in submitted.conflicts]),
+            source_node_ids=cited,
+            files_changed=plan.files_changed,
+            scan_cursor=cursor.as_dict(),
+        )
         await self.storage.append(
             scan.session_id,
-            events=[_draft(EventType.memory_extraction_completed, payload, EventLevel.info)],
+            events=[EventDraft.of(completed, agent_id=None, run_id=None)],
             session_metadata={CURSOR_KEY: cursor.as_dict()},
         )
         return ExtractionOutcome(
@@ -308,21 +309,13 @@ class MemoryExtractor:
         return value
 
     async def _failed(self, session_id: str, base: dict[str, Any], error: ErrorPayload) -> None:
-        payload = {**base, "error": error.model_dump(mode="json")}
-        await self._event(session_id, EventType.memory_extraction_failed, payload, EventLevel.warning)
+        failed = ev.MemoryExtractionFailed(
+            reason=base["reason"], source_range=base["source_range"], error=error.model_dump(mode="json")
+        )
+        await self._event(session_id, failed)
 
-    async def _event(
-        self,
-        session_id: str,
-        event_type: EventType,
-        payload: dict[str, Any],
-        level: EventLevel = EventLevel.info,
-    ) -> None:
-        await self.storage.append(session_id, events=[_draft(event_type, payload, level)])
-
-
-def _draft(event_type: EventType, payload: dict[str, Any], level: EventLevel) -> EventDraft:
-    return EventDraft(event_type=event_type, agent_id=None, run_id=None, level=level, payload=payload)
+    async def _event(self, session_id: str, event: ev.EventPayload) -> None:
+        await self.storage.append(session_id, events=[EventDraft.of(event, agent_id=None, run_id=None)])
 
 
 def _masked_error(error: ErrorPayload, redactor: Redactor) -> ErrorPayload:

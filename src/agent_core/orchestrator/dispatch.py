@@ -32,6 +32,7 @@ from agent_core.agents.children import ChildLauncher, ChildSpec
 from agent_core.agents.registry import AgentDefinitionRegistry
 from agent_core.agents.tools import delegation_text
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.ids import new_id
 from agent_core.jsontext import compact_json
 from agent_core.orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
@@ -56,7 +57,6 @@ from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
     AgentType,
-    EventType,
     MessageRole,
     NodeType,
     RunStatus,
@@ -203,12 +203,13 @@ class WorkerDispatcher:
                 slot.run, slot.waiting = None, False  # admitted, but its rows could not be written
             await self._emit(
                 parent,
-                EventType.worker_dispatch_failed,
-                {
-                    "error": exc.to_payload(self.manager.services.redactor).model_dump(mode="json"),
-                    **failure,
-                    "tool_call_id": ctx.tool_call_id,
-                },
+                ev.WorkerDispatchFailed(
+                    error=exc.to_payload(self.manager.services.redactor).model_dump(mode="json"),
+                    task_id=failure["task_id"],
+                    worker_pool_id=failure["worker_pool_id"],
+                    worker_agent_id=failure["worker_agent_id"],
+                    tool_call_id=ctx.tool_call_id,
+                ),
                 ctx.tool_call_id,
             )
             raise
@@ -381,37 +382,30 @@ class WorkerDispatcher:
             assert cursor is not None
             cursor.reset([slot.root])
             slot.run, slot.waiting, slot.task_id, slot.reserved = state, True, inp.task_id, False
-            ids = {"child_agent_id": state.agent_id, "child_run_id": state.run_id}
             if created:
-                await self._emit(
-                    parent,
-                    EventType.child_agent_created,
-                    {
-                        **ids,
-                        "agent_type": AgentType.sub.value,
-                        "purpose": "worker",
-                        "agent_definition_id": worker.definition.agent_definition_id,
-                        "definition_source": worker.definition.source,
-                        "tool_call_id": ctx.tool_call_id,
-                        "worker_agent_id": worker.worker_id,
-                        "worker_pool_id": scope.worker_pool_id,
-                    },
-                    ctx.tool_call_id,
+                child_created = ev.ChildAgentCreated(
+                    child_agent_id=state.agent_id,
+                    child_run_id=state.run_id,
+                    agent_type=AgentType.sub.value,
+                    purpose="worker",
+                    agent_definition_id=worker.definition.agent_definition_id,
+                    definition_source=worker.definition.source,
+                    tool_call_id=ctx.tool_call_id,
+                    worker_agent_id=worker.worker_id,
+                    worker_pool_id=scope.worker_pool_id,
                 )
-            await self._emit(
-                parent,
-                EventType.worker_dispatched,
-                {
-                    "worker_agent_id": worker.worker_id,
-                    "worker_pool_id": scope.worker_pool_id,
-                    **ids,
-                    "task_id": inp.task_id,
-                    "allowed_step_ids": allowed,
-                    "selection_reason": reason,
-                    "tool_call_id": ctx.tool_call_id,
-                },
-                ctx.tool_call_id,
+                await self._emit(parent, child_created, ctx.tool_call_id)
+            dispatched = ev.WorkerDispatched(
+                worker_agent_id=worker.worker_id,
+                worker_pool_id=scope.worker_pool_id,
+                child_agent_id=state.agent_id,
+                child_run_id=state.run_id,
+                task_id=inp.task_id,
+                allowed_step_ids=allowed,
+                selection_reason=reason,
+                tool_call_id=ctx.tool_call_id,
             )
+            await self._emit(parent, dispatched, ctx.tool_call_id)
 
         def step_id(state: RunState) -> str | None:
             step = service.claimed_step(inp.task_id, state.run_id)
@@ -533,13 +527,11 @@ class WorkerDispatcher:
         slot.root = result.nodes[0]
         return True
 
-    async def _emit(
-        self, parent: RunState, event_type: EventType, payload: dict[str, Any], tool_call_id: str | None
-    ) -> None:
+    async def _emit(self, parent: RunState, event: ev.EventPayload, tool_call_id: str | None) -> None:
         try:
-            await parent.recorder.emit(event_type, payload, tool_call_id=tool_call_id)
+            await parent.recorder.emit(event, tool_call_id=tool_call_id)
         except Exception:
-            log.warning("could not emit %s on run %s", event_type.value, parent.run_id, exc_info=True)
+            log.warning("could not emit %s on run %s", event.event_type.value, parent.run_id, exc_info=True)
 
     # ================================================================== run end and cancellation
 

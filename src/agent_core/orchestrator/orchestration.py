@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.agents.feature import Agents
-from agent_core.events.catalog import level_of
+from agent_core.events import payloads as ev
 from agent_core.orchestrator.dispatch import WorkerDispatcher
 from agent_core.orchestrator.pools import WorkerPools
 from agent_core.orchestrator.tools import OrchestratorToolAdapter
@@ -30,7 +30,7 @@ from agent_core.storage.drafts import EventDraft
 from agent_core.tasks import CORE, Actor, TaskCaller, TaskRegistry, TaskService, TaskToolAdapter
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.types.base import utc_now
-from agent_core.types.enums import AgentRole, EventType
+from agent_core.types.enums import AgentRole
 from agent_core.types.runtime import TaskInspectView
 
 
@@ -80,23 +80,19 @@ class Orchestration:
             self._validate_pools()
         return self.pools.valid_ids()
 
-    async def _session_emit(
-        self, session_id: str, event_type: EventType, payload: dict[str, Any], actor: Actor
-    ) -> None:
+    async def _session_emit(self, session_id: str, event: ev.EventPayload, actor: Actor) -> None:
         """Task events outside a tool call (restore, worker-run-end fallback): persisted with the actor."""
         state = self.manager.runs.get(actor.run_id) if actor.run_id else None
         if state is not None and not state.terminal:
-            await state.recorder.emit(event_type, payload)
+            await state.recorder.emit(event)
             return
         await self.manager.services.storage.append(
             session_id,
             events=[
-                EventDraft(
-                    event_type=event_type,
+                EventDraft.of(
+                    event,
                     agent_id=None if actor.agent_id == CORE.agent_id else actor.agent_id,
                     run_id=actor.run_id,
-                    level=level_of(event_type),
-                    payload=payload,
                     created_at=utc_now(),
                 )
             ],
@@ -120,7 +116,7 @@ class Orchestration:
             return
         for problem in self.pools.problems:
             error = problem.error().to_payload(self.manager.services.redactor)
-            await state.recorder.emit(EventType.error, error.model_dump(mode="json"))
+            await state.recorder.emit(ev.Error(error.model_dump(mode="json")))
 
     def task_board_for(self, state: RunState, role: AgentRole) -> Callable[[], str | None] | None:
         def board() -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.jsontext import compact_json
 from agent_core.loop._limits import Prices, cost_usd, usage_record
 from agent_core.loop.cursor import AgentCursor
@@ -36,14 +37,14 @@ from agent_core.runtime.state import RunState
 from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload
-from agent_core.types.enums import AgentType, EndReason, EventType, RunStatus
+from agent_core.types.enums import AgentType, EndReason, RunStatus
 from agent_core.types.model import sum_usage
 from agent_core.types.runtime import RuntimeEvent
 from agent_core.types.storage import RunRecord
 
 log = logging.getLogger("agent_core.runtime")
 
-TerminalEvents = list[tuple[EventType, dict[str, Any]]]
+TerminalEvents = list[ev.EventPayload]
 
 
 def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
@@ -116,8 +117,7 @@ async def start_loop(state: RunState, *, agent_type: AgentType, max_turns: int) 
     """``loop_started``; the run becomes ``running``."""
     state.status = RunStatus.running
     await state.recorder.emit_event(
-        EventType.loop_started,
-        {"mode": state.mode.value, "agent_type": agent_type.value, "max_turns": max_turns},
+        ev.LoopStarted(mode=state.mode.value, agent_type=agent_type.value, max_turns=max_turns),
         run_update={"status": RunStatus.running.value},
     )
 
@@ -155,32 +155,26 @@ def terminal_events(outcome: LoopOutcome, usage: dict[str, Any], abort_reason: s
     reason = outcome.end_reason
     turns = outcome.turn_count
     if reason is not None and (reason == EndReason.completed or outcome.status == RunStatus.completed):
-        completed: dict[str, Any] = {
-            "end_reason": reason.value,
-            "turn_count": turns,
-            "usage": usage,
-            "final_node_id": outcome.final_node_id,
-        }
-        if outcome.error is not None:  # limit_reached / loop_detected with a final answer
-            completed["error"] = outcome.error.model_dump(mode="json")
-        return [
-            (EventType.loop_completed, {"end_reason": reason.value, "turn_count": turns}),
-            (EventType.run_completed, completed),
-        ]
+        completed = ev.RunCompleted(
+            end_reason=reason.value,
+            turn_count=turns,
+            usage=usage,
+            final_node_id=outcome.final_node_id,
+            # limit_reached / loop_detected with a final answer
+            error=outcome.error.model_dump(mode="json") if outcome.error is not None else ev.ABSENT,
+        )
+        return [ev.LoopCompleted(end_reason=reason.value, turn_count=turns), completed]
     if reason in (EndReason.aborted_streaming, EndReason.aborted_tools):
         assert reason is not None
-        events: TerminalEvents = [
-            (EventType.loop_aborted, {"end_reason": reason.value, "abort_reason": abort_reason})
-        ]
+        events: TerminalEvents = [ev.LoopAborted(end_reason=reason.value, abort_reason=abort_reason)]
         if outcome.status == RunStatus.cancelled:
-            cancelled = {"reason": abort_reason, "was_queued": False, "end_reason": reason.value}
-            events.append((EventType.run_cancelled, cancelled))
+            events.append(ev.RunCancelled(reason=abort_reason, was_queued=False, end_reason=reason.value))
         return events
     error = outcome.error.model_dump(mode="json") if outcome.error else None
     events = []
     if reason == EndReason.failed and outcome.error is not None:
-        events.append((EventType.error, outcome.error.model_dump(mode="json")))
-    events.append((EventType.loop_failed, {"end_reason": reason.value if reason else None, "error": error}))
+        events.append(ev.Error(outcome.error.model_dump(mode="json")))
+    events.append(ev.LoopFailed(end_reason=reason.value if reason else None, error=error))
     return events
 
 
@@ -203,8 +197,7 @@ async def finish_loop(
 async def cancel_before_loop(state: RunState, interruption: Interruption) -> None:
     """A run cancelled before its loop started: ``run_cancelled`` (no end reason)."""
     await state.recorder.emit_event(
-        EventType.run_cancelled,
-        {"reason": interruption.reason, "was_queued": state.was_queued, "end_reason": None},
+        ev.RunCancelled(reason=interruption.reason, was_queued=state.was_queued, end_reason=None),
         run_update={"status": interruption.status.value},
     )
     state.finish(interruption.status, None, interruption.error)
@@ -227,10 +220,9 @@ async def fail_before_loop(services: Services, state: RunState, exc: BaseExcepti
         error = await _with_traceback(services, state, error, exc)
     with contextlib.suppress(Exception):
         rec = state.recorder
-        await rec.emit(EventType.error, error.model_dump(mode="json"))
+        await rec.emit(ev.Error(error.model_dump(mode="json")))
         await rec.emit_event(
-            EventType.loop_failed,
-            {"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
+            ev.LoopFailed(end_reason=EndReason.failed.value, error=error.model_dump(mode="json")),
             run_update={
                 "status": RunStatus.failed.value,
                 "end_reason": EndReason.failed.value,

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 from agent_core.errors import ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.ids import new_id
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import SessionState
 from agent_core.storage.drafts import EventDraft, NodeDraft
 from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
-from agent_core.types.enums import EndReason, EventLevel, EventType, MessageRole, NodeType, RunStatus
+from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 
 INTERRUPTED_MESSAGE = "the tool call was interrupted: the process stopped before it finished"
 
@@ -49,12 +50,10 @@ async def recover_session(
         await storage.append(
             session.session_id,
             events=[
-                EventDraft(
-                    event_type=EventType.loop_failed,
+                EventDraft.of(
+                    ev.LoopFailed(end_reason=EndReason.failed.value, error=error.model_dump(mode="json")),
                     agent_id=run.agent_id,
                     run_id=run.run_id,
-                    level=EventLevel.error,
-                    payload={"end_reason": EndReason.failed.value, "error": error.model_dump(mode="json")},
                 )
             ],
             run_update=(
@@ -110,19 +109,17 @@ async def _close_dangling_calls(services: Services, session: SessionState) -> No
                 )
             ],
             events=[
-                EventDraft(
-                    event_type=EventType.tool_failed,
+                EventDraft.of(
+                    ev.ToolFailed(
+                        tool_name=call.name,
+                        error=error.model_dump(mode="json"),
+                        aborted=True,
+                        reason="interrupted",
+                    ),
                     agent_id=session.root_agent_id,
                     run_id=run_id,
-                    level=EventLevel.warning,
                     node_id=node_id,
                     tool_call_id=call.tool_call_id,
-                    payload={
-                        "tool_name": call.name,
-                        "error": error.model_dump(mode="json"),
-                        "aborted": True,
-                        "reason": "interrupted",
-                    },
                 )
             ],
             active_node_id=node_id,

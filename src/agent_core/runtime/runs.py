@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.profiles import resolve_purpose_model
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.events.stream import EventChannel
 from agent_core.ids import new_id, validate_session_id
 from agent_core.jsontext import compact_json
@@ -38,7 +39,6 @@ from agent_core.types.enums import (
     AgentRole,
     AgentStatus,
     AgentType,
-    EventType,
     MessageRole,
     NodeType,
     RunMode,
@@ -233,9 +233,7 @@ class RunManager:
                 log.exception("run-start observer failed for %s", run_id)
         if queued:
             session.queue.append(state)
-            await state.recorder.emit(
-                EventType.run_queued, {"queue_position": len(session.queue), "mode": mode.value}
-            )
+            await state.recorder.emit(ev.RunQueued(queue_position=len(session.queue), mode=mode.value))
         else:
             session.active = state
             if promoted:
@@ -272,8 +270,7 @@ class RunManager:
                 session.active_node_id = record.active_node_id if record else None
             if state.was_queued:
                 await rec.emit_event(
-                    EventType.run_dequeued,
-                    {"reason": "started"},
+                    ev.RunDequeued(reason="started"),
                     run_update={"status": RunStatus.pending.value},
                 )
             if state.cancel_event.is_set():
@@ -357,7 +354,7 @@ class RunManager:
                 node_type=NodeType.message,
                 content=list(state.message.content),
                 metadata=dict(state.message.metadata),
-                events=[(EventType.message_created, {"role": "user", "text_preview": text[:200]}, None)],
+                events=[(ev.MessageCreated(text_preview=text[:200]), None)],
                 run_update={"start_node_id": user_node_id},
             )
             session.active_node_id = user_node_id
@@ -413,7 +410,7 @@ class RunManager:
             session.queue.remove(state)
             state.cancel_reason = reason
             state.cancel_event.set()
-            await state.recorder.emit(EventType.run_dequeued, {"reason": "cancelled"})
+            await state.recorder.emit(ev.RunDequeued(reason="cancelled"))
             await lifecycle.cancel_before_loop(state, self._interruption(state))
             session.live_runs.pop(state.run_id, None)
             self._forget(state)
@@ -430,8 +427,7 @@ class RunManager:
             timed_out = True
             with contextlib.suppress(Exception):
                 await state.recorder.emit(
-                    EventType.cancel_timeout,
-                    {"cancel_timeout_ms": self.services.settings.runtime.cancel_timeout_ms},
+                    ev.CancelTimeout(cancel_timeout_ms=self.services.settings.runtime.cancel_timeout_ms),
                 )
         return CancelResult(
             run_id=state.run_id,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from agent_core.events.catalog import level_of
+from agent_core.events.payloads import EventPayload
 from agent_core.ids import new_id
 from agent_core.types.content import ContentBlock
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
@@ -73,6 +75,30 @@ class EventDraft:
     tool_call_id: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        event: EventPayload,
+        *,
+        agent_id: str | None,
+        run_id: str | None,
+        level: EventLevel | None = None,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> EventDraft:
+        """The draft of a typed event (``level``: the catalogue level unless given)."""
+        return cls(
+            event_type=event.event_type,
+            agent_id=agent_id,
+            run_id=run_id,
+            level=level or level_of(event.event_type),
+            node_id=node_id,
+            tool_call_id=tool_call_id,
+            payload=event.to_payload(),
+            created_at=created_at,
+        )
 
 
 @dataclass(slots=True)

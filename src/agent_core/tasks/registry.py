@@ -11,16 +11,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
+from agent_core.events import payloads as ev
 from agent_core.tasks.dag import Actor
 from agent_core.tasks.service import TaskService
 from agent_core.tasks.store import CancelWorkerRuns
 from agent_core.tasks.wal import WalWriter
 from agent_core.types.base import utc_now
-from agent_core.types.enums import EventType
 
-SessionEmit = Callable[[str, EventType, dict[str, Any], Actor], Awaitable[None]]
+SessionEmit = Callable[[str, ev.EventPayload, Actor], Awaitable[None]]
 """``(session_id, event_type, payload, actor)``: persists an out-of-call Task event (restore, fallback)."""
 SessionArtifactCheck = Callable[[str, str], Awaitable[bool]]
 """``(session_id, artifact_id) -> exists``."""
@@ -76,9 +75,9 @@ class TaskRegistry:
         emit = self._emit
         check = self._artifact_exists
 
-        async def session_emit(event_type: EventType, payload: dict[str, Any], actor: Actor) -> None:
+        async def session_emit(event: ev.EventPayload, actor: Actor) -> None:
             if emit is not None:
-                await emit(session_id, event_type, payload, actor)
+                await emit(session_id, event, actor)
 
         async def session_check(artifact_id: str) -> bool:
             return check is not None and await check(session_id, artifact_id)

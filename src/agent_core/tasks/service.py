@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.events import payloads as ev
 from agent_core.ids import validate_id
 from agent_core.tasks import wal as wal_mod
 from agent_core.tasks.access import (
@@ -49,7 +50,7 @@ from agent_core.tasks.reads import TaskReads
 from agent_core.tasks.scope import TaskCaller
 from agent_core.tasks.store import ArtifactCheck, CancelWorkerRuns, EmitFn, TaskEntry, TaskStore
 from agent_core.tasks.views import (
-    event_payload,
+    mirror_event,
     step_view,
     write_result,
 )
@@ -57,7 +58,7 @@ from agent_core.tasks.wal import WalAppendError, WalWriter
 from agent_core.tasks.worker_runs import WorkerRuns
 from agent_core.tools.paths import project_side_dir
 from agent_core.types.base import utc_now
-from agent_core.types.enums import AgentRole, EventType, TaskStatus
+from agent_core.types.enums import AgentRole, TaskStatus
 
 logger = logging.getLogger("agent_core.tasks")
 
@@ -193,9 +194,7 @@ class TaskService:
         entry = TaskEntry(dag=dag, path=path)
         self.store.register_created(entry, records)
         for record in records:
-            await (emit or self.store.emit)(
-                EventType(record.event_type), event_payload(str(path), record), caller.actor
-            )
+            await (emit or self.store.emit)(mirror_event(str(path), record), caller.actor)
         return write_result(dag, records, wal_path=str(path))
 
     async def update_task(
@@ -311,17 +310,14 @@ class TaskService:
                 )
             except AgentCoreError as exc:
                 if exc.code in SKIP_CODES:
-                    await emit_fn(
-                        EventType.task_step_claim_skipped,
-                        {
-                            "task_id": inp.task_id,
-                            "step_id": inp.step_id,
-                            "code": exc.code.value,
-                            "worker_agent_id": scope.worker_agent_id,
-                            "worker_run_id": caller.run_id,
-                        },
-                        caller.actor,
+                    skipped = ev.TaskStepClaimSkipped(
+                        task_id=inp.task_id,
+                        step_id=inp.step_id,
+                        code=exc.code.value,
+                        worker_agent_id=scope.worker_agent_id,
+                        worker_run_id=caller.run_id,
                     )
+                    await emit_fn(skipped, caller.actor)
                 raise
             await self.store.commit(entry, records, caller.actor, emit)
         step = entry.dag.step(inp.step_id)

@@ -18,24 +18,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.ids import validate_id
 from agent_core.tasks.board import RecentChange
 from agent_core.tasks.dag import CORE, Actor, TaskDag
 from agent_core.tasks.decide import decide_heal, decide_lease_expiry
 from agent_core.tasks.inputs import dedupe
 from agent_core.tasks.models import HELD_STEP_STATUSES, TaskWalEvent
-from agent_core.tasks.views import event_payload, inspect_task, unavailable_view
+from agent_core.tasks.views import inspect_task, mirror_event, unavailable_view
 from agent_core.tasks.wal import WalAppendError, WalReplayError, WalWriter
 from agent_core.types.base import utc_now
-from agent_core.types.enums import EventType, TaskStatus
+from agent_core.types.enums import TaskStatus
 from agent_core.types.runtime import TaskInspectView
 
 logger = logging.getLogger("agent_core.tasks")
 
-EmitFn = Callable[[EventType, dict[str, Any], Actor], Awaitable[None]]
+EmitFn = Callable[[ev.EventPayload, Actor], Awaitable[None]]
 """Emits one runtime event on behalf of ``actor`` (``agent_id``/``run_id`` of the event)."""
 CancelWorkerRuns = Callable[[list[str], str], Awaitable[None]]
 """Requests cancellation of worker runs (reason ``task_failed``/``task_cancelled``), emits the
@@ -43,7 +43,7 @@ CancelWorkerRuns = Callable[[list[str], str], Awaitable[None]]
 ArtifactCheck = Callable[[str], Awaitable[bool]]
 
 
-async def _no_emit(event_type: EventType, payload: dict[str, Any], actor: Actor) -> None:
+async def _no_emit(event: ev.EventPayload, actor: Actor) -> None:
     return None
 
 
@@ -161,17 +161,14 @@ class TaskStore:
             entry = TaskEntry(dag=outcome.dag, path=path)
             self.active[task_id] = entry
             self.remember(outcome.recent)
-            await self.emit(
-                EventType.task_wal_replayed,
-                {
-                    "task_id": task_id,
-                    "wal_path": str(path),
-                    "records": outcome.records,
-                    "last_wal_seq": outcome.dag.last_wal_seq,
-                    "torn_tail_truncated": outcome.torn_tail_truncated,
-                },
-                CORE,
+            replayed = ev.TaskWalReplayed(
+                task_id=task_id,
+                wal_path=str(path),
+                records=outcome.records,
+                last_wal_seq=outcome.dag.last_wal_seq,
+                torn_tail_truncated=outcome.torn_tail_truncated,
             )
+            await self.emit(replayed, CORE)
             async with entry.lock:
                 try:
                     await self.reconcile(entry, CORE, self.emit)
@@ -220,7 +217,7 @@ class TaskStore:
                 entry.dag.task_id, entry.path, entry.dag.status, entry.dag
             )
         for record in records:
-            await emit(EventType(record.event_type), event_payload(str(entry.path), record), actor)
+            await emit(mirror_event(str(entry.path), record), actor)
         return records
 
     async def reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:
@@ -238,13 +235,13 @@ class TaskStore:
         *,
         task_id: str | None = None,
     ) -> None:
-        payload: dict[str, Any] = {
-            "wal_path": str(path),
-            "task_id": task_id if task_id is not None else error.details.get("task_id"),
-            "phase": phase,
-            "error": error.to_payload().model_dump(mode="json"),
-        }
-        await emit(EventType.task_wal_failed, payload, actor)
+        failed = ev.TaskWalFailed(
+            wal_path=str(path),
+            task_id=task_id if task_id is not None else error.details.get("task_id"),
+            phase=phase,
+            error=error.to_payload().model_dump(mode="json"),
+        )
+        await emit(failed, actor)
 
     def remember(self, records: Sequence[TaskWalEvent]) -> None:
         for r in records:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from agent_core.assets.loader import Asset, AssetLoader
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.redaction import Redactor, default_redactor
 from agent_core.tasks.dag import Actor
 from agent_core.tasks.inputs import (
@@ -35,7 +36,7 @@ from agent_core.tasks.store import EmitFn
 from agent_core.tasks.tool_definitions import task_tool_definitions
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import JsonBlock, TextBlock
-from agent_core.types.enums import AgentRole, EventType, MessageRole, NodeType
+from agent_core.types.enums import AgentRole, MessageRole, NodeType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -111,8 +112,8 @@ class TaskToolAdapter:
                 )
             service = await self._services.get(ctx.session_id)
 
-            async def emit(event_type: EventType, payload: dict[str, Any], actor: Actor) -> None:
-                await ctx.sink.emit(event_type, payload, tool_call_id=ctx.tool_call_id)
+            async def emit(event: ev.EventPayload, actor: Actor) -> None:
+                await ctx.sink.emit(event, tool_call_id=ctx.tool_call_id)
 
             data = await handler(service, caller, call.arguments, emit)
         return ToolResult(tool_call_id=call.tool_call_id, tool_name=call.name, content=[JsonBlock(data=data)])

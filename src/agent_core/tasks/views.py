@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.tasks.dag import TaskDag
 from agent_core.tasks.models import CLOSED_STEP_STATUSES, HELD_STEP_STATUSES, TaskStep, TaskWalEvent
 from agent_core.types.runtime import TaskInspectView
@@ -104,9 +105,9 @@ def write_result(dag: TaskDag, records: list[TaskWalEvent], **extras: Any) -> di
     }
 
 
-def event_payload(wal_path: str, record: TaskWalEvent) -> dict[str, Any]:
-    """Runtime event payload mirroring one WAL record (runtime.md §9.7)."""
-    return {
+def mirror_event(wal_path: str, record: TaskWalEvent) -> ev.TaskWalMirror:
+    """The runtime event mirroring one WAL record (runtime.md §9.7)."""
+    fields = {
         "task_id": record.task_id,
         "step_id": record.step_id,
         "wal_path": wal_path,
@@ -114,6 +115,7 @@ def event_payload(wal_path: str, record: TaskWalEvent) -> dict[str, Any]:
         "wal_event_id": record.event_id,
         **record.payload.model_dump(mode="json"),
     }
+    return ev.WAL_MIRRORS[record.event_type](fields)
 
 
 def unavailable_view(

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.tasks.access import WorkerPools
 from agent_core.tasks.dag import Actor, TaskDag
 from agent_core.tasks.decide import decide_run_end
 from agent_core.tasks.inputs import dedupe
 from agent_core.tasks.models import TaskStep, TaskWalEvent
 from agent_core.tasks.store import EmitFn, TaskStore, TerminalTask
-from agent_core.types.enums import EventType, TaskStatus
+from agent_core.types.enums import TaskStatus
 
 logger = logging.getLogger("agent_core.tasks")
 
@@ -143,17 +144,14 @@ class WorkerRuns:
         claimed = dag.run_claims.get(run_id) if dag is not None else None
         step = dag.step(claimed) if dag is not None and claimed is not None else None
         if claimed is None:
-            await emit_fn(
-                EventType.task_step_claim_skipped,
-                {
-                    "task_id": task_id,
-                    "step_id": None,
-                    "code": ErrorCode.no_step_claimed.value,
-                    "worker_agent_id": worker_agent_id or agent_id,
-                    "worker_run_id": run_id,
-                },
-                actor,
+            skipped = ev.TaskStepClaimSkipped(
+                task_id=task_id,
+                step_id=None,
+                code=ErrorCode.no_step_claimed.value,
+                worker_agent_id=worker_agent_id or agent_id,
+                worker_run_id=run_id,
             )
+            await emit_fn(skipped, actor)
         return WorkerRunEnd(
             task_id=task_id,
             claimed_step_id=claimed,

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_core.events.payloads import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
-from agent_core.types.enums import AgentRole, EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
@@ -36,18 +37,11 @@ class ToolRunSink(Protocol):
     """Run-side services used by the tool pipeline (implemented by the loop)."""
 
     async def emit(
-        self,
-        event_type: EventType,
-        payload: dict[str, Any],
-        *,
-        tool_call_id: str | None = None,
-        level: EventLevel | None = None,
+        self, event: EventPayload, *, tool_call_id: str | None = None, level: EventLevel | None = None
     ) -> None:
         """Emits one event for the run (persisted unless the type is transient)."""
 
-    async def commit_tool_result(
-        self, result: ToolResult, *, event_type: EventType, payload: dict[str, Any]
-    ) -> str:
+    async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:
         """Persists the tool node (role ``tool``, one ``tool_result`` block, ``metadata.tool_name``) and
         its ``tool_completed``/``tool_failed``/``tool_denied`` event in one transaction; returns node_id."""
 
@@ -162,9 +156,7 @@ class ToolContext:
     async def emit_progress(self, payload: dict[str, Any]) -> None:
         """Emits a live ``tool_progress`` event with ``progress = payload``."""
         await self.sink.emit(
-            EventType.tool_progress,
-            {"tool_name": self.tool_name, "progress": payload},
-            tool_call_id=self.tool_call_id,
+            ToolProgress(tool_name=self.tool_name, progress=payload), tool_call_id=self.tool_call_id
         )
 
     async def create_artifact(

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_core.errors import ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.redaction import Redactor
 from agent_core.tools.effective import TASK_MUTATORS
 from agent_core.tools.normalize import artifact_ids, error_result, normalize_return, result_summary
 from agent_core.tools.preflight import Preflight
 from agent_core.types.content import ContentBlock, TextBlock
-from agent_core.types.enums import AgentRole, EventType
+from agent_core.types.enums import AgentRole
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolResult
 
@@ -109,28 +110,38 @@ def aborted(call: ToolCall, *, started: bool, partial_value: Any = None) -> Call
 
 
 def terminal_event(
-    tool_name: str, result: ToolResult, outcome: CallOutcome, redactor: Redactor
-) -> tuple[EventType, dict[str, Any]]:
+    tool_name: str,
+    result: ToolResult,
+    outcome: CallOutcome,
+    redactor: Redactor,
+    internal: bool | ev.Absent = ev.ABSENT,
+) -> ev.ToolResultEvent:
     """The call's ``tool_completed`` / ``tool_denied`` / ``tool_failed`` event (``result`` is redacted)."""
+    extra = outcome.extra
     if outcome.kind == "completed":
-        payload = {
-            "tool_name": tool_name,
-            "duration_ms": outcome.extra.get("duration_ms", 0),
-            "summary": result_summary(result),
-            "artifact_ids": artifact_ids(result),
-        }
-        return EventType.tool_completed, payload
+        return ev.ToolCompleted(
+            tool_name=tool_name,
+            duration_ms=extra.get("duration_ms", 0),
+            summary=result_summary(result),
+            artifact_ids=artifact_ids(result),
+            internal=internal,
+        )
     if outcome.kind == "denied":
-        payload = {
-            "tool_name": tool_name,
-            "denied_by": outcome.extra["denied_by"],
-            "reason": redactor.text(str(outcome.extra.get("reason") or "")),
-            "hook_summary": redactor.value(outcome.extra.get("hook_summary")),
-        }
-        if "permission_audit" in outcome.extra:  # who decided, and the matching rule (issue 14 §10)
-            payload["permission_audit"] = redactor.value(outcome.extra["permission_audit"])
-        return EventType.tool_denied, payload
-    error = result.error.model_dump(mode="json") if result.error is not None else None
-    payload = {"tool_name": tool_name, "error": error, **outcome.extra}
-    payload.setdefault("aborted", False)
-    return EventType.tool_failed, payload
+        audit = extra.get("permission_audit", ev.ABSENT)  # who decided, and the rule (issue 14 §10)
+        return ev.ToolDenied(
+            tool_name=tool_name,
+            denied_by=extra["denied_by"],
+            reason=redactor.text(str(extra.get("reason") or "")),
+            hook_summary=redactor.value(extra.get("hook_summary")),
+            permission_audit=redactor.value(audit) if audit is not ev.ABSENT else audit,
+            internal=internal,
+        )
+    return ev.ToolFailed(
+        tool_name=tool_name,
+        error=result.error.model_dump(mode="json") if result.error is not None else None,
+        aborted=extra.get("aborted", False),
+        reason=extra.get("reason", ev.ABSENT),
+        skipped=extra.get("skipped", ev.ABSENT),
+        duration_ms=extra.get("duration_ms", ev.ABSENT),
+        internal=internal,
+    )

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.events import payloads as ev
 from agent_core.hooks.base import HookDispatcher, HookOutcome
 from agent_core.permissions.gate import GateOutcome, PermissionGate, summarize_arguments
 from agent_core.redaction import Redactor
@@ -59,7 +60,6 @@ from agent_core.tools.scheduler import (
     settle,
 )
 from agent_core.tools.schema import validate_arguments
-from agent_core.types.enums import EventType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -120,6 +120,11 @@ class _Turn:
     @property
     def cancelled(self) -> bool:
         return self.scope.cancel_event.is_set()
+
+
+def _internal(prep: _Prepared) -> bool | ev.Absent:
+    """``internal: true`` on the events of an internal tool's call; the key is absent otherwise."""
+    return True if prep.internal else ev.ABSENT
 
 
 class Offload(Protocol):
@@ -316,12 +321,10 @@ class ToolExecutor:
     async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> CallOutcome:
         reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"
         summary = hook.summary()
-        payload: dict[str, Any] = {"phase": "PreToolUse", "reason": reason, "hook_summary": summary}
-        if prep.internal:
-            payload["internal"] = True
-        await turn.sink.emit(
-            EventType.hook_denied, self._redactor.value(payload), tool_call_id=prep.call.tool_call_id
+        denied = ev.HookDenied(
+            phase="PreToolUse", reason=reason, hook_summary=summary, internal=_internal(prep)
         )
+        await turn.sink.emit(denied.redacted(self._redactor), tool_call_id=prep.call.tool_call_id)
         result = error_result(
             prep.call.tool_call_id,
             prep.call.name,
@@ -353,16 +356,13 @@ class ToolExecutor:
                 "message": gate.failure_message or reason,
                 "details": {"permission_failure": gate.failure},
             }
-            payload: dict[str, Any] = {
-                "tool_name": call.name,
-                "request_id": gate.request.request_id if gate.request else None,
-                "error": error,
-            }
-            if prep.internal:
-                payload["internal"] = True
-            await turn.sink.emit(
-                EventType.permission_failed, self._redactor.value(payload), tool_call_id=call.tool_call_id
+            failed = ev.PermissionFailed(
+                tool_name=call.name,
+                request_id=gate.request.request_id if gate.request else None,
+                error=error,
+                internal=_internal(prep),
             )
+            await turn.sink.emit(failed.redacted(self._redactor), tool_call_id=call.tool_call_id)
         if gate.request is not None:
             details["request_id"] = gate.request.request_id
         code = gate.error_code or ErrorCode.permission_denied
@@ -377,17 +377,16 @@ class ToolExecutor:
 
     async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> CallOutcome:
         call, definition = ready.call, ready.definition
-        payload: dict[str, Any] = {
-            "tool_name": call.name,
-            "args_summary": summarize_arguments(call.arguments, self._redactor),
-            "permission": definition.permission,
-            "tags": list(definition.tags),
-            "permission_outcome": ready.gate.permission_outcome(),
-            "permission_audit": ready.gate.audit(),
-        }
-        if prep.internal:
-            payload["internal"] = True
-        await turn.sink.emit(EventType.tool_started, payload, tool_call_id=call.tool_call_id)
+        started_event = ev.ToolStarted(
+            tool_name=call.name,
+            args_summary=summarize_arguments(call.arguments, self._redactor),
+            permission=definition.permission,
+            tags=list(definition.tags),
+            permission_outcome=ready.gate.permission_outcome(),
+            permission_audit=ready.gate.audit(),
+            internal=_internal(prep),
+        )
+        await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
         handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
@@ -465,12 +464,8 @@ class ToolExecutor:
                     sink=turn.sink,
                     force=result.metadata.get("artifactize") is True,
                 )
-            event_type, payload = outcome.terminal_event(call.name, result, final, self._redactor)
-            if prep.internal:
-                payload["internal"] = True
-            commit = asyncio.ensure_future(
-                turn.sink.commit_tool_result(result, event_type=event_type, payload=payload)
-            )
+            event = outcome.terminal_event(call.name, result, final, self._redactor, _internal(prep))
+            commit = asyncio.ensure_future(turn.sink.commit_tool_result(result, event=event))
             while not commit.done():
                 try:
                     await asyncio.wait({commit})

@@ -1,0 +1,722 @@
+"""One typed payload per :class:`EventType` (runtime.md §9.7): the only way events are built.
+
+Each class is a frozen dataclass naming its ``event_type``; :meth:`EventPayload.to_payload` gives the
+``RuntimeEvent.payload`` mapping, with the keys in field order. A field whose value is :data:`ABSENT` is
+left out of the mapping (a key some emitters add and others do not); ``None`` is written as ``null``.
+Values are already JSON-shaped (dumped errors, usage records): building a payload validates nothing, so the
+per-delta path costs one small object. :data:`PAYLOAD_MODELS` maps every event type to its class.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
+
+from agent_core.types.enums import EventType
+
+if TYPE_CHECKING:
+    from agent_core.redaction import Redactor
+
+
+class Absent(enum.Enum):
+    """The type of :data:`ABSENT`."""
+
+    ABSENT = "absent"
+
+
+ABSENT: Final = Absent.ABSENT
+"""A field left out of the payload mapping."""
+
+JsonObject = dict[str, Any]
+"""A JSON object already in its serialised shape (e.g. ``ErrorPayload.model_dump(mode="json")``)."""
+
+P = TypeVar("P", bound="EventPayload")
+
+
+@dataclass(frozen=True)
+class EventPayload:
+    """Base of the payload classes; ``event_type`` names the event a payload is for."""
+
+    event_type: ClassVar[EventType]
+
+    def to_payload(self) -> dict[str, Any]:
+        """The event's payload mapping (fields in order, :data:`ABSENT` ones left out)."""
+        return {k: v for k, v in self.__dict__.items() if v is not ABSENT}
+
+    def redacted(self: P, redactor: Redactor) -> P:
+        """A copy whose strings have the secrets replaced (``Redactor.value`` over the fields)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(redactor.value(self.__dict__))
+        return copy
+
+
+# ---- run lifecycle ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunQueued(EventPayload):
+    event_type = EventType.run_queued
+    queue_position: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class RunDequeued(EventPayload):
+    event_type = EventType.run_dequeued
+    reason: Literal["started", "cancelled"]
+
+
+@dataclass(frozen=True)
+class RunCancelled(EventPayload):
+    event_type = EventType.run_cancelled
+    reason: str
+    was_queued: bool
+    end_reason: str | None
+
+
+@dataclass(frozen=True)
+class RunCompleted(EventPayload):
+    event_type = EventType.run_completed
+    end_reason: str
+    turn_count: int
+    usage: JsonObject
+    final_node_id: str | None
+    error: JsonObject | Absent = ABSENT
+    """Set when a limit or a loop ended the run with a final answer."""
+
+
+@dataclass(frozen=True)
+class CancelTimeout(EventPayload):
+    event_type = EventType.cancel_timeout
+    cancel_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class LoopStarted(EventPayload):
+    event_type = EventType.loop_started
+    mode: str
+    agent_type: str
+    max_turns: int
+
+
+@dataclass(frozen=True)
+class LoopCompleted(EventPayload):
+    event_type = EventType.loop_completed
+    end_reason: str
+    turn_count: int
+
+
+@dataclass(frozen=True)
+class LoopAborted(EventPayload):
+    event_type = EventType.loop_aborted
+    end_reason: str
+    abort_reason: str
+
+
+@dataclass(frozen=True)
+class LoopFailed(EventPayload):
+    event_type = EventType.loop_failed
+    end_reason: str | None
+    error: JsonObject | None
+
+
+@dataclass(frozen=True)
+class AbortedStreaming(EventPayload):
+    event_type = EventType.aborted_streaming
+    abort_reason: str
+    partial_node_id: str | None
+
+
+@dataclass(frozen=True)
+class AbortedTools(EventPayload):
+    event_type = EventType.aborted_tools
+    abort_reason: str
+    tool_call_ids: list[str]
+
+
+@dataclass(frozen=True)
+class StopHookPrevented(EventPayload):
+    event_type = EventType.stop_hook_prevented
+    reason: str
+    hook_summary: JsonObject | None
+
+
+@dataclass(frozen=True)
+class Error(EventPayload):
+    """The ``error`` event: the fields of an ``ErrorPayload`` at the top level."""
+
+    event_type = EventType.error
+    error: JsonObject
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.error
+
+
+# ---- context, messages and the model ---------------------------------------------------------------
+@dataclass(frozen=True)
+class ContextBuilt(EventPayload):
+    """The ``ContextBuildReport`` fields at the top level (runtime.md §9.8)."""
+
+    event_type = EventType.context_built
+    report: JsonObject
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.report
+
+
+@dataclass(frozen=True)
+class MessageCreated(EventPayload):
+    event_type = EventType.message_created
+    text_preview: str
+    role: str = "user"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"role": self.role, "text_preview": self.text_preview}
+
+
+@dataclass(frozen=True)
+class MessageDelta(EventPayload):
+    event_type = EventType.message_delta
+    text: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True)
+class MessageCompleted(EventPayload):
+    event_type = EventType.message_completed
+    text: str
+    has_tool_calls: bool
+    role: str = "assistant"
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"role": self.role, "text": self.text, "has_tool_calls": self.has_tool_calls}
+
+
+@dataclass(frozen=True)
+class ModelStarted(EventPayload):
+    event_type = EventType.model_started
+    provider: str
+    model: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class ModelTextDelta(EventPayload):
+    event_type = EventType.model_text_delta
+    text: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True)
+class ToolCallDelta(EventPayload):
+    event_type = EventType.tool_call_delta
+    index: int
+    phase: str
+    tool_call_id: str | None
+    name: str | None
+    arguments_delta: str | None
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "phase": self.phase,
+            "tool_call_id": self.tool_call_id,
+            "name": self.name,
+            "arguments_delta": self.arguments_delta,
+        }
+
+
+@dataclass(frozen=True)
+class ModelCompleted(EventPayload):
+    event_type = EventType.model_completed
+    stop_reason: str
+    raw_stop_reason: str | None
+    usage: JsonObject
+    tool_call_count: int
+    latency_ms: Any
+    """The adapter's reported latency when it gave one, else the measured milliseconds."""
+    retries: int
+
+
+@dataclass(frozen=True)
+class ModelFailed(EventPayload):
+    event_type = EventType.model_failed
+    error: JsonObject
+    partial_node_id: str | None
+
+
+@dataclass(frozen=True)
+class ProviderDebug(EventPayload):
+    event_type = EventType.provider_debug
+    provider: str
+    kind: str
+    data: Any
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Further keys written at the top level (MCP discovery repeats its data there)."""
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"provider": self.provider, "kind": self.kind, "data": self.data, **self.extra}
+
+
+# ---- tools and permissions --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolStarted(EventPayload):
+    event_type = EventType.tool_started
+    tool_name: str
+    args_summary: str
+    permission: str
+    tags: list[str]
+    permission_outcome: Any
+    permission_audit: Any
+    internal: bool | Absent = ABSENT
+
+
+@dataclass(frozen=True)
+class ToolProgress(EventPayload):
+    event_type = EventType.tool_progress
+    tool_name: str
+    progress: JsonObject
+
+
+@dataclass(frozen=True)
+class ToolCompleted(EventPayload):
+    event_type = EventType.tool_completed
+    tool_name: str
+    duration_ms: int
+    summary: str
+    artifact_ids: list[str]
+    internal: bool | Absent = ABSENT
+
+
+@dataclass(frozen=True)
+class ToolFailed(EventPayload):
+    event_type = EventType.tool_failed
+    tool_name: str
+    error: JsonObject | None
+    aborted: bool = False
+    reason: str | Absent = ABSENT
+    """Why the call did not run or did not finish (``validation_error``, ``interrupted``, ...)."""
+    skipped: bool | Absent = ABSENT
+    duration_ms: int | Absent = ABSENT
+    internal: bool | Absent = ABSENT
+
+
+@dataclass(frozen=True)
+class ToolDenied(EventPayload):
+    event_type = EventType.tool_denied
+    tool_name: str
+    denied_by: str
+    reason: str
+    hook_summary: JsonObject | None
+    permission_audit: JsonObject | Absent = ABSENT
+    internal: bool | Absent = ABSENT
+
+
+@dataclass(frozen=True)
+class PermissionFailed(EventPayload):
+    event_type = EventType.permission_failed
+    tool_name: str
+    request_id: str | None
+    error: JsonObject
+    internal: bool | Absent = ABSENT
+
+
+ToolResultEvent = ToolCompleted | ToolFailed | ToolDenied
+"""The event committed with a tool result node."""
+
+
+# ---- hooks ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HookStarted(EventPayload):
+    event_type = EventType.hook_started
+    phase: str
+    hook_index: int
+    rule_index: int
+    command: str
+
+
+@dataclass(frozen=True)
+class HookCompleted(EventPayload):
+    event_type = EventType.hook_completed
+    phase: str
+    hook_index: int
+    rule_index: int
+    decision: str | None
+    duration_ms: int
+    reason: str | None
+    logs: list[str]
+    stderr_summary: str | None
+    ignored: bool | Absent = ABSENT
+    """A ``deny`` of a non-blocking phase, which has no effect."""
+
+
+@dataclass(frozen=True)
+class HookFailed(EventPayload):
+    event_type = EventType.hook_failed
+    phase: str
+    hook_index: int
+    rule_index: int
+    error: JsonObject | None
+    stderr_summary: str | None
+    duration_ms: int
+    decision: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class HookDenied(EventPayload):
+    event_type = EventType.hook_denied
+    phase: str
+    reason: str
+    hook_summary: JsonObject | None
+    internal: bool | Absent = ABSENT
+
+
+# ---- child agents and workers -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChildAgentCreated(EventPayload):
+    event_type = EventType.child_agent_created
+    child_agent_id: str
+    child_run_id: str
+    agent_type: str
+    purpose: str | None
+    agent_definition_id: str
+    definition_source: str
+    tool_call_id: str | None
+    fork_from_node_id: str | Absent = ABSENT
+    worker_agent_id: str | Absent = ABSENT
+    worker_pool_id: str | Absent | None = ABSENT
+
+
+@dataclass(frozen=True)
+class WorkerDispatched(EventPayload):
+    event_type = EventType.worker_dispatched
+    worker_agent_id: str
+    worker_pool_id: str | None
+    child_agent_id: str
+    child_run_id: str
+    task_id: str
+    allowed_step_ids: list[str] | None
+    selection_reason: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class WorkerDispatchFailed(EventPayload):
+    event_type = EventType.worker_dispatch_failed
+    error: JsonObject
+    task_id: str | None
+    worker_pool_id: str | None
+    worker_agent_id: str | None
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class ChildAgentCancelRequested(EventPayload):
+    event_type = EventType.child_agent_cancel_requested
+    child_agent_id: str
+    child_run_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChildAgentCancelled(EventPayload):
+    event_type = EventType.child_agent_cancelled
+    child_agent_id: str
+    child_run_id: str
+
+
+@dataclass(frozen=True)
+class ChildAgentCancelTimeout(EventPayload):
+    event_type = EventType.child_agent_cancel_timeout
+    child_agent_id: str
+    child_run_id: str
+    child_cancel_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class ChildAgentCompleted(EventPayload):
+    event_type = EventType.child_agent_completed
+    child_agent_id: str
+    child_run_id: str
+    status: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ChildAgentFailed(EventPayload):
+    event_type = EventType.child_agent_failed
+    child_agent_id: str
+    child_run_id: str
+    error: JsonObject
+    summary: str
+
+
+@dataclass(frozen=True)
+class ChildResultSchemaValidationFailed(EventPayload):
+    event_type = EventType.child_result_schema_validation_failed
+    child_agent_id: str
+    child_run_id: str
+    errors: list[dict[str, str]]
+
+
+# ---- compaction and memory --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompactPending(EventPayload):
+    event_type = EventType.compact_pending
+    tokens_estimate: int
+    threshold: int
+    target_agent_id: str
+
+
+@dataclass(frozen=True)
+class CompactStarted(EventPayload):
+    event_type = EventType.compact_started
+    mode: str
+    child_run_id: str
+    compact_agent_id: str
+    target_agent_id: str
+    covered_tip_node_id: str | None
+    first_kept_node_id: str | None
+    tokens_before: int
+    split_turn: bool
+
+
+@dataclass(frozen=True)
+class CompactCompleted(EventPayload):
+    event_type = EventType.compact_completed
+    stale: bool
+    tokens_before: int
+    first_kept_node_id: str | None
+    summary_tokens: int
+    mode: str
+    compact_run_id: str
+    compaction_node_id: str
+
+
+@dataclass(frozen=True)
+class CompactFailed(EventPayload):
+    event_type = EventType.compact_failed
+    error: JsonObject | None
+    stale: bool
+    reason: str
+    mode: str
+    compact_run_id: str
+    target_agent_id: str
+    message: str | Absent = ABSENT
+
+
+@dataclass(frozen=True)
+class MemoryExtractionStarted(EventPayload):
+    event_type = EventType.memory_extraction_started
+    reason: str
+    source_range: JsonObject
+
+
+@dataclass(frozen=True)
+class MemoryExtractionCompleted(EventPayload):
+    event_type = EventType.memory_extraction_completed
+    reason: str
+    source_range: JsonObject
+    created_memory_ids: list[str]
+    updated_memory_ids: list[str]
+    ignored_candidates: list[JsonObject]
+    duplicate_decisions: list[JsonObject]
+    conflicts: list[JsonObject]
+    source_node_ids: list[str]
+    files_changed: list[str]
+    scan_cursor: JsonObject
+
+
+@dataclass(frozen=True)
+class MemoryExtractionFailed(EventPayload):
+    event_type = EventType.memory_extraction_failed
+    reason: str
+    source_range: JsonObject
+    error: JsonObject
+
+
+@dataclass(frozen=True)
+class McpServerFailed(EventPayload):
+    event_type = EventType.mcp_server_failed
+    server_id: str
+    phase: str
+    error: JsonObject
+
+
+# ---- background jobs --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobStarted(EventPayload):
+    event_type = EventType.job_started
+    job_id: str
+    tool_name: str
+    offload_after_ms: int
+
+
+@dataclass(frozen=True)
+class JobCompleted(EventPayload):
+    event_type = EventType.job_completed
+    job_id: str
+    tool_name: str
+    status: str
+    artifact_id: str | None
+
+
+@dataclass(frozen=True)
+class JobFailed(EventPayload):
+    event_type = EventType.job_failed
+    job_id: str
+    tool_name: str
+    status: str
+    artifact_id: str | Absent | None = ABSENT
+    error: JsonObject | Absent = ABSENT
+    reason: str | Absent = ABSENT
+
+
+# ---- Tasks ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskWalMirror(EventPayload):
+    """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
+    ``wal_path`` and its payload fields at the top level. One subclass per WAL record type."""
+
+    fields: JsonObject
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.fields
+
+
+@dataclass(frozen=True)
+class TaskCreated(TaskWalMirror):
+    event_type = EventType.task_created
+
+
+@dataclass(frozen=True)
+class TaskRunning(TaskWalMirror):
+    event_type = EventType.task_running
+
+
+@dataclass(frozen=True)
+class TaskUpdated(TaskWalMirror):
+    event_type = EventType.task_updated
+
+
+@dataclass(frozen=True)
+class TaskReopened(TaskWalMirror):
+    event_type = EventType.task_reopened
+
+
+@dataclass(frozen=True)
+class TaskCompleted(TaskWalMirror):
+    event_type = EventType.task_completed
+
+
+@dataclass(frozen=True)
+class TaskFailed(TaskWalMirror):
+    event_type = EventType.task_failed
+
+
+@dataclass(frozen=True)
+class TaskCancelled(TaskWalMirror):
+    event_type = EventType.task_cancelled
+
+
+@dataclass(frozen=True)
+class TaskStepReady(TaskWalMirror):
+    event_type = EventType.task_step_ready
+
+
+@dataclass(frozen=True)
+class TaskStepClaimed(TaskWalMirror):
+    event_type = EventType.task_step_claimed
+
+
+@dataclass(frozen=True)
+class TaskStepStarted(TaskWalMirror):
+    event_type = EventType.task_step_started
+
+
+@dataclass(frozen=True)
+class TaskStepUpdated(TaskWalMirror):
+    event_type = EventType.task_step_updated
+
+
+@dataclass(frozen=True)
+class TaskStepBlocked(TaskWalMirror):
+    event_type = EventType.task_step_blocked
+
+
+@dataclass(frozen=True)
+class TaskStepCompleted(TaskWalMirror):
+    event_type = EventType.task_step_completed
+
+
+@dataclass(frozen=True)
+class TaskStepFailed(TaskWalMirror):
+    event_type = EventType.task_step_failed
+
+
+@dataclass(frozen=True)
+class TaskStepCancelled(TaskWalMirror):
+    event_type = EventType.task_step_cancelled
+
+
+@dataclass(frozen=True)
+class TaskStepReopened(TaskWalMirror):
+    event_type = EventType.task_step_reopened
+
+
+@dataclass(frozen=True)
+class TaskStepLeaseExpired(TaskWalMirror):
+    event_type = EventType.task_step_lease_expired
+
+
+@dataclass(frozen=True)
+class TaskStepClaimSkipped(EventPayload):
+    event_type = EventType.task_step_claim_skipped
+    task_id: str
+    step_id: str | None
+    code: str
+    worker_agent_id: str | None
+    worker_run_id: str | None
+
+
+@dataclass(frozen=True)
+class TaskWalReplayed(EventPayload):
+    event_type = EventType.task_wal_replayed
+    task_id: str
+    wal_path: str
+    records: int
+    last_wal_seq: int
+    torn_tail_truncated: bool
+
+
+@dataclass(frozen=True)
+class TaskWalFailed(EventPayload):
+    event_type = EventType.task_wal_failed
+    wal_path: str
+    task_id: Any
+    phase: str
+    error: JsonObject
+
+
+def _concrete(cls: type[EventPayload]) -> list[type[EventPayload]]:
+    found: list[type[EventPayload]] = []
+    for sub in cls.__subclasses__():
+        if "event_type" in sub.__dict__:
+            found.append(sub)
+        found.extend(_concrete(sub))
+    return found
+
+
+PAYLOAD_CLASSES: Sequence[type[EventPayload]] = tuple(_concrete(EventPayload))
+"""Every payload class (a test checks there is exactly one per event type)."""
+PAYLOAD_MODELS: Mapping[EventType, type[EventPayload]] = {c.event_type: c for c in PAYLOAD_CLASSES}
+"""``event_type`` → its payload class."""
+WAL_MIRRORS: Mapping[str, type[TaskWalMirror]] = {
+    c.event_type.value: c for c in PAYLOAD_CLASSES if issubclass(c, TaskWalMirror)
+}
+"""WAL record type → the class of the runtime event mirroring it."""
