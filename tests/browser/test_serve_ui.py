@@ -244,6 +244,5 @@ def test_worker_pools_view_and_addressing_a_worker(page: Any, served: ServeProce
     wait_run_finished(page)
     page.wait_for_selector("#conversation .msg.user .chip:has-text('→ @w1')")
     page.click("[data-view=pools]")
-    page.wait_for_selector("#pools tr[data-worker=w1] .status:has-text('idle')")
-    assert "this session" in page.inner_text("#pools")
+    page.wait_for_selector("#pools:has-text('in this session') tr[data-worker=w1] .status:has-text('idle')")
     assert page.js_errors == []

@@ -583,9 +583,11 @@ function addressWorker(worker) {
   box.focus();
 }
 
+const poolsSession = () => (state.sessionId && !state.newSession ? state.sessionId : null);
+
 async function loadPools() {
   let data;
-  const query = state.sessionId && !state.newSession ? `?session_id=${encodeURIComponent(state.sessionId)}` : "";
+  const query = poolsSession() ? `?session_id=${encodeURIComponent(poolsSession())}` : "";
   try { data = await api("GET", `/api/pools${query}`); } catch (err) { $("pools").replaceChildren(el("p", { class: "error" }, err.message)); return; }
   state.pools = data;
   if (state.view === "pools") renderPools();
@@ -594,7 +596,7 @@ async function loadPools() {
 function renderPools() {
   const box = clear($("pools"));
   const data = state.pools;
-  if (!data) { box.append(el("p", { class: "muted" }, "Loading…")); return; }
+  if (!data || data.session_id !== poolsSession()) { box.append(el("p", { class: "muted" }, "Loading…")); return; }
   const orchestrator = sessionMode() === "orchestrator";
   box.append(el("p", { class: "muted" }, data.session_id
     ? "Workers' state in this session. "
