@@ -300,3 +300,45 @@ async def test_a_killed_worker_is_replaced_and_the_run_ends_as_without_the_crash
     finally:
         worker.stop()
     assert killed == len(KINDS) * REPEATS
+
+
+@pytest.mark.timeout(300)
+async def test_a_stopped_worker_finishes_its_step_and_another_continues_the_run(
+    soong_env: SoongEnv,
+    temporal_server: TemporalServer,
+    model_server: tuple[ScriptedOpenAIServer, Model],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM (graceful stop): the tool in flight completes and is not executed again elsewhere."""
+    server, _model = model_server
+    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
+    configure(soong_env, temporal_server, server.base_url)
+    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
+    first = Worker(soong_env, extra_env)
+    first.wait_ready()
+    second: Worker | None = None
+    hold = soong_env.home / "release.hold2"
+    hold.touch()
+    try:
+        async with AgentRuntime(project_dir=soong_env.project) as rt:
+            run = await rt.start("do the steps")
+            await wait_for(lambda: "start 2" in " ".join(tool_log(soong_env)), 60, "the second tool call")
+            second = Worker(soong_env, extra_env)
+            second.wait_ready()
+            os.killpg(first.proc.pid, signal.SIGTERM)
+            await asyncio.sleep(1.0)
+            hold.unlink()
+            assert await asyncio.wait_for(run.wait(), 90) == RunStatus.completed, run.error
+            summary = run_summary(soong_env, run.session_id, run.run_id)
+        assert first.proc.wait(30) == 0, "".join(first.lines)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    log = tool_log(soong_env)
+    assert [line.split()[0:2] for line in log if line.startswith("start")] == [
+        ["start", "1"],
+        ["start", "2"],
+        ["start", "3"],
+    ], log
+    assert summary["results"] == {f"call_{n}": 1 for n in range(1, CALLS + 1)} and not summary["errors"]

@@ -3,8 +3,8 @@
 Needs ``[engine] kind = "temporal"``. Executes run workflows and their steps from
 ``[engine.temporal] task_queue`` on the Temporal service at ``engine.temporal.address`` with the project's
 configuration, tools and session store (which must be the store the starting runtimes use). Prints one
-line, ``worker polling <task queue> at <address>``, once it polls; SIGINT/SIGTERM stop it (exit 0). A
-stopped worker's runs continue on the other workers. Startup errors exit 1 with one line.
+line, ``worker polling <task queue> at <address>``, once it polls; SIGINT/SIGTERM stop it (exit 0): the
+steps in flight get 15 s to finish, then the worker's runs continue on the other workers. Startup errors exit 1 with one line.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from agent_core.errors import ConfigError, ErrorCode
 if TYPE_CHECKING:
     from agent_core.api.runtime import AgentRuntime
 
+SHUTDOWN_GRACE = timedelta(seconds=15)
+
 
 async def run_worker(
     runtime: AgentRuntime, stop: asyncio.Event, ready: Callable[[str, str], None] | None = None
@@ -54,6 +56,9 @@ async def run_worker(
         workflows=[RunWorkflow],
         activities=activities.all(),
         workflow_runner=runner,
+        # stopping lets the steps in flight finish (their nodes are stored; the retry on another worker
+        # continues from them) before they are abandoned
+        graceful_shutdown_timeout=SHUTDOWN_GRACE,
         max_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
         default_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
     )
