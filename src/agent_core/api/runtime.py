@@ -45,7 +45,7 @@ from agent_core.types.workers import WorkerPoolView
 if TYPE_CHECKING:
     from agent_core.loop._output import OutputSchema
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
-    from agent_core.storage.sqlite import StorageManager
+    from agent_core.storage.protocol import SessionStore
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
@@ -373,7 +373,7 @@ class AgentRuntime:
             )
         return self._scheduler
 
-    async def _storage(self) -> StorageManager:
+    async def _storage(self) -> SessionStore:
         return (await self._open()).services.storage
 
     async def _schedule_store(self) -> ScheduleStore:

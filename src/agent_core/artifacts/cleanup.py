@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
@@ -85,9 +85,7 @@ def remove_artifact_files(record: ArtifactRecord) -> None:
     folder.rmdir()
 
 
-async def delete_artifact_record(
-    storage: StorageManager, record: ArtifactRecord, reason: str
-) -> CleanupResult:
+async def delete_artifact_record(storage: SessionStore, record: ArtifactRecord, reason: str) -> CleanupResult:
     """Deletes one artifact's files, then its registry row; failures are reported, not raised."""
     item = _artifact_item(record, reason)
     result = CleanupResult(dry_run=False, candidates=[item])
@@ -117,7 +115,7 @@ def _merge(target: CleanupResult, part: CleanupResult) -> None:
 
 
 async def cleanup_artifacts(
-    storage: StorageManager,
+    storage: SessionStore,
     session_id: str | None = None,
     dry_run: bool = True,
     include_all: bool = False,

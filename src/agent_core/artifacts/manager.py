@@ -28,8 +28,8 @@ from agent_core.artifacts.cleanup import ARTIFACT_KINDS, delete_artifact_record,
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import new_id, validate_id, validate_session_id
 from agent_core.redaction import Redactor, redact_with
+from agent_core.storage.protocol import SessionStore
 from agent_core.storage.rows import json_text, jsonable
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
 from agent_core.types.mappers import artifact_from_record
@@ -87,7 +87,7 @@ def _discard_folder(folder: Path) -> None:
 class ArtifactManager:
     """Creates, registers, reads and deletes artifacts of one ``${SOONG_AGENT_HOME}``."""
 
-    def __init__(self, home: Path, storage: StorageManager, redactor: Redactor) -> None:
+    def __init__(self, home: Path, storage: SessionStore, redactor: Redactor) -> None:
         self._home = Path(home).expanduser().resolve()
         self._storage = storage
         self._redactor = redactor

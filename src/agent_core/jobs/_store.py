@@ -10,7 +10,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.storage.writer import Txn
 from agent_core.types.base import FrozenModel, format_ts
 
@@ -60,13 +60,13 @@ def _record(row: Any) -> JobRecord:
 
 
 class JobStore:
-    def __init__(self, storage: Callable[[], Awaitable[StorageManager]] | StorageManager) -> None:
+    def __init__(self, storage: Callable[[], Awaitable[SessionStore]] | SessionStore) -> None:
         self._storage = storage
 
-    async def _db(self) -> StorageManager:
-        if isinstance(self._storage, StorageManager):
-            return self._storage
-        return await self._storage()
+    async def _db(self) -> SessionStore:
+        if callable(self._storage):  # a store is not callable; the factory is
+            return await self._storage()
+        return self._storage
 
     async def insert(self, record: JobRecord) -> None:
         row = (

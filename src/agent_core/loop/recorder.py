@@ -24,7 +24,7 @@ from agent_core.ids import new_id
 from agent_core.loop.cursor import AgentCursor
 from agent_core.redaction import Redactor
 from agent_core.storage.drafts import UNSET, EventDraft, NodeDraft
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, ToolResultBlock
@@ -42,7 +42,7 @@ class RunRecorder:
     def __init__(
         self,
         *,
-        storage: StorageManager,
+        storage: SessionStore,
         artifacts: ArtifactManager,
         channel: EventChannel,
         cursor: AgentCursor,

@@ -49,7 +49,7 @@ from agent_core.memory.writer import MemoryWriter
 from agent_core.providers.base import ProviderAdapter
 from agent_core.redaction import Redactor
 from agent_core.storage.drafts import EventDraft
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.base import utc_now
 from agent_core.types.content import (
     ContentBlock,
@@ -148,7 +148,7 @@ class MemoryExtractor:
         self,
         *,
         config: LoadedConfig,
-        storage: StorageManager,
+        storage: SessionStore,
         store: MemoryStore,
         writer: MemoryWriter,
         assets: AssetLoader,

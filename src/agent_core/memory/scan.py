@@ -18,7 +18,7 @@ from typing import Any
 
 from agent_core.context.conversation import is_skipped_assistant
 from agent_core.memory.files import MemoryRecord
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, ToolResultBlock, text_of
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
@@ -100,7 +100,7 @@ def parse_cursor(metadata_json: str | None) -> ScanCursor | None:
     return ScanCursor(node_seq=seq, node_id=node_id)
 
 
-async def load_scan(storage: StorageManager, session_id: str) -> ScanInput | None:
+async def load_scan(storage: SessionStore, session_id: str) -> ScanInput | None:
     """The current scan snapshot of ``session_id`` (``None`` if the session does not exist)."""
     record = await storage.get_session(session_id)
     if record is None:

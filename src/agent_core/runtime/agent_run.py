@@ -40,7 +40,7 @@ from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
-    from agent_core.storage.sqlite import StorageManager
+    from agent_core.storage.protocol import SessionStore
 
 
 @dataclass(kw_only=True, eq=False)
@@ -252,7 +252,7 @@ async def prepare_agent_loop(
     )
 
 
-async def _account_for_deleted_artifacts(storage: StorageManager, cursor: AgentCursor) -> None:
+async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCursor) -> None:
     """Blocks of the path that reference a deleted artifact render as ``[artifact <id> (deleted)]``
     (storage.md §11.2): the ids without a registry row are handed to the cursor's render cache (one
     read per run, only when the path references artifacts)."""

@@ -34,7 +34,7 @@ from agent_core.loop.spec import Interruption, LoopSpec, LoopState
 from agent_core.runtime._nested import child_forwarder
 from agent_core.runtime.services import Services
 from agent_core.runtime.state import RunState
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentType, EndReason, RunStatus
@@ -63,7 +63,7 @@ def model_meta(model: ResolvedModelConfig) -> dict[str, Any]:
 
 # ---- register ---------------------------------------------------------------------------------------
 async def insert_run_row(
-    storage: StorageManager,
+    storage: SessionStore,
     *,
     run_id: str,
     session_id: str,

@@ -17,7 +17,7 @@ from agent_core.permissions.gate import PermissionGate
 from agent_core.providers.base import ProviderAdapter
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.redaction import Redactor
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 
@@ -31,7 +31,7 @@ log = logging.getLogger("agent_core.runtime")
 class Services:
     config: LoadedConfig
     redactor: Redactor
-    storage: StorageManager
+    storage: SessionStore
     artifacts: ArtifactManager
     assets: AssetLoader
     providers: ProviderRegistry

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 
 
 async def hold_session_lease(
-    stack: contextlib.AsyncExitStack, storage: StorageManager, session_id: str, cancel: asyncio.Event
+    stack: contextlib.AsyncExitStack, storage: SessionStore, session_id: str, cancel: asyncio.Event
 ) -> None:
     """Enters ``session_id``'s lease on ``stack`` (released when the stack closes); returns without it
     when ``cancel`` is set first (the run is then cancelled before its loop starts)."""

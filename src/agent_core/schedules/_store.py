@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.ids import new_id, validate_session_id
 from agent_core.schedules._cron import next_after, validate_cron
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.storage.writer import Txn
 from agent_core.types.base import FrozenModel, format_ts, parse_ts
 
@@ -61,7 +61,7 @@ def _from_row(row: tuple[object, ...]) -> Schedule:
 class ScheduleStore:
     """Adds, lists, removes and advances schedules; every write is one transaction."""
 
-    def __init__(self, storage: Callable[[], Awaitable[StorageManager]]) -> None:
+    def __init__(self, storage: Callable[[], Awaitable[SessionStore]]) -> None:
         self._get_storage = storage
 
     async def add(

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from agent_core.api.handles import RunHandle
 from agent_core.events.stream import user_visible
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.runtime import NestedRuntimeEvent, RuntimeEvent
 
 log = logging.getLogger("agent_core.server")
@@ -149,7 +149,7 @@ class _Tree:
         self.parents: dict[str, tuple[str | None, str | None]] = {}
         self.members: set[str] = {root}
 
-    async def refresh(self, storage: StorageManager, session_id: str) -> None:
+    async def refresh(self, storage: SessionStore, session_id: str) -> None:
         links: dict[str, tuple[str | None, str | None]] = {}
         for record in await storage.list_runs(session_id):
             try:
@@ -215,7 +215,7 @@ def _resume_seq(cursor: Cursor, own: list[RuntimeEvent]) -> int:
 
 
 async def run_stream(
-    storage: StorageManager,
+    storage: SessionStore,
     feeds: RunFeeds,
     *,
     run_id: str,
@@ -268,7 +268,7 @@ async def run_stream(
 
 
 async def _follow_storage(
-    storage: StorageManager,
+    storage: SessionStore,
     tree: _Tree,
     ids: _Ids,
     session_id: str,

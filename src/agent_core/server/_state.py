@@ -16,7 +16,7 @@ from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
 from agent_core.storage.approvals import ApprovalStore
-from agent_core.storage.sqlite import StorageManager
+from agent_core.storage.protocol import SessionStore
 from agent_core.types.runtime import CancelResult
 
 log = logging.getLogger("agent_core.server")
@@ -39,7 +39,7 @@ class ServerState:
     version: str = field(default_factory=_version)
 
     @property
-    def storage(self) -> StorageManager:
+    def storage(self) -> SessionStore:
         manager = self.runtime._manager
         if manager is None:
             raise AgentCoreError(ErrorCode.internal_error, "the runtime is not open")

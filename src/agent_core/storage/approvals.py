@@ -18,7 +18,7 @@ from agent_core.types.base import format_ts
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
-    from agent_core.storage.sqlite import StorageManager
+    from agent_core.storage.protocol import SessionStore
 
 ApprovalStatus = Literal["pending", "answered", "expired"]
 AnswerOutcome = Literal["won", "answered", "expired", "missing"]
@@ -45,9 +45,9 @@ class ApprovalRow:
 
 
 class ApprovalStore:
-    """The ``pending_approvals`` table of one open :class:`StorageManager`."""
+    """The ``pending_approvals`` table of one open :class:`SessionStore`."""
 
-    def __init__(self, storage: StorageManager) -> None:
+    def __init__(self, storage: SessionStore) -> None:
         self._storage = storage
 
     async def insert(self, request: PermissionRequest) -> None:
