@@ -21,13 +21,30 @@ import weakref
 from typing import Any
 
 
+class _KeyedRef(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that remembers its memo key (no closure per entry: long sessions hold many)."""
+
+    __slots__ = ("key",)
+    key: int
+
+
 class WireMemo:
     """``object -> encoding`` by identity, with entries dropped when the object dies."""
 
-    __slots__ = ("__weakref__", "_entries")
+    __slots__ = ("__weakref__", "_drop", "_entries")
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+        self._entries: dict[int, tuple[_KeyedRef, Any]] = {}
+        memo = weakref.ref(self)
+
+        def drop(ref: _KeyedRef) -> None:
+            owner = memo()
+            if owner is not None:
+                current = owner._entries.get(ref.key)
+                if current is not None and current[0] is ref:
+                    del owner._entries[ref.key]
+
+        self._drop = drop
 
     def get(self, obj: object) -> Any | None:
         """The encoding stored for this very object, or ``None``."""
@@ -37,20 +54,11 @@ class WireMemo:
         return None
 
     def put(self, obj: object, value: Any) -> None:
-        key = id(obj)
-        memo = weakref.ref(self)
-
-        def drop(ref: weakref.ref[Any]) -> None:
-            owner = memo()
-            if owner is not None:
-                current = owner._entries.get(key)
-                if current is not None and current[0] is ref:
-                    del owner._entries[key]
-
         try:
-            ref = weakref.ref(obj, drop)
+            ref = _KeyedRef(obj, self._drop)
         except TypeError:
             return
+        ref.key = key = id(obj)
         self._entries[key] = (ref, value)
 
     def __len__(self) -> int:

@@ -7,7 +7,7 @@ nothing. Rendering is cached per node id (nodes are append-only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -168,13 +168,28 @@ class Rendered:
 class RenderCache:
     """Per-node rendered message and token estimate; valid forever because nodes never change."""
 
-    __slots__ = ("_counter", "_entries", "deleted")
+    __slots__ = ("_counter", "_entries", "_refs", "deleted")
 
     def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
         self._counter = counter
         self._entries: dict[str, Rendered | None] = {}
         self.deleted: frozenset[str] = frozenset()
         """Ids of deleted artifacts the cached renderings account for."""
+        self._refs: tuple[int, Node | None, frozenset[str]] = (0, None, frozenset())
+        """(path length, last node, artifact ids) of the last :meth:`referenced` scan."""
+
+    def referenced(self, path: Sequence[Node]) -> frozenset[str]:
+        """:func:`referenced_artifacts` of an agent's path, scanning only the nodes appended since the
+        previous call (a path is a parent chain: the same node at the same index means the same prefix)."""
+        count, last, found = self._refs
+        if count and len(path) >= count and path[count - 1] is last:
+            if len(path) == count:
+                return found
+            found = found | referenced_artifacts(path[count:])
+        else:
+            found = frozenset(referenced_artifacts(path))
+        self._refs = (len(path), path[-1] if path else None, found)
+        return found
 
     def set_deleted(self, deleted: frozenset[str]) -> bool:
         """Records the deleted artifacts; True (and every entry dropped) when the set changed."""

@@ -22,7 +22,6 @@ from agent_core.context.prompt import (
     static_blocks,
     tool_schema_tokens,
 )
-from agent_core.context.render import referenced_artifacts
 from agent_core.hooks.base import NO_HOOKS
 from agent_core.loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core.loop._output import output_policy
@@ -256,7 +255,7 @@ async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCur
     """Blocks of the path that reference a deleted artifact render as ``[artifact <id> (deleted)]``
     (storage.md §11.2): the ids without a registry row are handed to the cursor's render cache (one
     read per run, only when the path references artifacts)."""
-    referenced = sorted(referenced_artifacts(cursor.path))
+    referenced = sorted(cursor.cache.referenced(cursor.path))
     deleted: set[str] = set()
     for start in range(0, len(referenced), 500):  # SQLite's bound-parameter limit
         chunk = referenced[start : start + 500]

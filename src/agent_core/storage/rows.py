@@ -27,6 +27,7 @@ from agent_core.storage._reports import (
     resolve,
     seq_ranges,
 )
+from agent_core.storage.decode import trusted
 from agent_core.storage.drafts import EventDraft, NodeDraft
 from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ContentBlock, content_list_adapter
@@ -106,6 +107,10 @@ def redact_json_text(text: str | None, secrets: tuple[str, ...], redactor: Redac
     return text if redacted == value else dump_json(redacted)
 
 
+_LIVE_NODE_FIELDS = set(Node.model_fields)
+"""Every field is set on a committed node; pydantic only ever adds names to a fields set."""
+
+
 @dataclass(slots=True)
 class PreparedNode:
     draft: NodeDraft
@@ -126,21 +131,24 @@ class PreparedNode:
         )  # fmt: skip
 
     def node(self, session_id: str, node_seq: int, parent_id: str | None) -> Node:
+        """The committed node (held by the agent's cursor for the rest of the session: one shared
+        fields set instead of one per node, see :func:`~agent_core.storage.decode.trusted`)."""
         d = self.draft
-        return Node.model_construct(
-            node_id=d.node_id,
-            node_seq=node_seq,
-            session_id=session_id,
-            parent_id=parent_id,
-            agent_id=d.agent_id,
-            run_id=d.run_id,
-            role=self.role,
-            node_type=self.node_type,
-            content=self.content,
-            metadata=self.metadata,
-            token_count=d.token_count,
-            created_at=self.created_at,
-        )
+        values = {
+            "node_id": d.node_id,
+            "node_seq": node_seq,
+            "session_id": session_id,
+            "parent_id": parent_id,
+            "agent_id": d.agent_id,
+            "run_id": d.run_id,
+            "role": self.role,
+            "node_type": self.node_type,
+            "content": self.content,
+            "metadata": self.metadata,
+            "token_count": d.token_count,
+            "created_at": self.created_at,
+        }
+        return trusted(Node, values, _LIVE_NODE_FIELDS)
 
 
 def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
