@@ -94,3 +94,30 @@ async def test_an_unreachable_server_never_shows_the_dsn(
         async with open_runtime(soong_env, FakeProvider(), config=PG_CONFIG):
             pass
     assert secret not in str(info.value)
+
+
+async def test_a_run_waiting_for_the_session_lease_can_be_cancelled(
+    soong_env: SoongEnv, postgres_dsn: str
+) -> None:
+    gate = asyncio.Event()
+    fake1 = FakeProvider(hang(gate, then=text("first done")))
+    fake2 = FakeProvider(strict=False)
+    async with AsyncExitStack() as stack:
+        rt1 = await stack.enter_async_context(
+            open_runtime(soong_env, fake1, config={**PG_CONFIG, "runtime": {"cancel_timeout_ms": 5000}})
+        )
+        rt2 = await stack.enter_async_context(open_runtime(soong_env, fake2, write_config=False))
+        run1 = await rt1.start("one")
+        await _until(lambda: len(fake1.requests) == 1)
+        run2 = await rt2.start("two", session_id=run1.session_id)
+        await asyncio.sleep(0.3)
+        result = await run2.cancel()
+        assert result.cancelled and not result.timed_out and run2.status == RunStatus.cancelled
+        assert fake2.requests == [] and run1.status == RunStatus.running
+        gate.set()
+        await collect(run1)
+        assert run1.status == RunStatus.completed
+        fake2.script(text("third done"))
+        run3 = await rt2.start("three", session_id=run1.session_id)  # the withdrawn waiter holds nothing
+        await asyncio.wait_for(collect(run3), 20)
+        assert run3.status == RunStatus.completed

@@ -285,15 +285,17 @@ class RunManager:
         except Exception as exc:
             await lifecycle.fail_before_loop(self.services, state, exc)
         finally:
-            lifecycle.ended_unexpectedly(state)
-            session.active_node_id = session.cursor.visible_tip
-            if session.active is state:
-                session.active = None
-            session.live_runs.pop(state.run_id, None)
-            await self._after_run(state)
-            self._forget(state)
-            self._start_next(session)
-            await lease.aclose()
+            try:
+                lifecycle.ended_unexpectedly(state)
+                session.active_node_id = session.cursor.visible_tip
+                if session.active is state:
+                    session.active = None
+                session.live_runs.pop(state.run_id, None)
+                await self._after_run(state)
+                self._forget(state)
+                self._start_next(session)
+            finally:
+                await lease.aclose()  # also when cancelled during the clean-up: never keep a session locked
 
     async def prepare_root_run(self, state: RunState) -> None:
         """Before a root run's loop: the session's Tasks are restored, then its background jobs resumed."""
