@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
-from agent_core.types.enums import EventType
+from agent_core.types.enums import WAL_EVENT_TYPES, EventType
 
 if TYPE_CHECKING:
     from agent_core.redaction import Redactor
@@ -164,14 +164,11 @@ class ContextBuilt(EventPayload):
         return self.report
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
-    text_preview: str
     role: str = "user"
-
-    def to_payload(self) -> dict[str, Any]:
-        return {"role": self.role, "text_preview": self.text_preview}
+    text_preview: str
 
 
 @dataclass(frozen=True)
@@ -183,15 +180,12 @@ class MessageDelta(EventPayload):
         return {"text": self.text}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MessageCompleted(EventPayload):
     event_type = EventType.message_completed
+    role: str = "assistant"
     text: str
     has_tool_calls: bool
-    role: str = "assistant"
-
-    def to_payload(self) -> dict[str, Any]:
-        return {"role": self.role, "text": self.text, "has_tool_calls": self.has_tool_calls}
 
 
 @dataclass(frozen=True)
@@ -219,15 +213,6 @@ class ToolCallDelta(EventPayload):
     tool_call_id: str | None
     name: str | None
     arguments_delta: str | None
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "phase": self.phase,
-            "tool_call_id": self.tool_call_id,
-            "name": self.name,
-            "arguments_delta": self.arguments_delta,
-        }
 
 
 @dataclass(frozen=True)
@@ -589,89 +574,14 @@ class TaskWalMirror(EventPayload):
         return self.fields
 
 
-@dataclass(frozen=True)
-class TaskCreated(TaskWalMirror):
-    event_type = EventType.task_created
+def _wal_mirror(event_type: EventType) -> type[TaskWalMirror]:
+    name = "".join(part.title() for part in event_type.value.split("_"))
+    cls = type(name, (TaskWalMirror,), {"event_type": event_type, "__module__": __name__})
+    return dataclass(frozen=True)(cls)
 
 
-@dataclass(frozen=True)
-class TaskRunning(TaskWalMirror):
-    event_type = EventType.task_running
-
-
-@dataclass(frozen=True)
-class TaskUpdated(TaskWalMirror):
-    event_type = EventType.task_updated
-
-
-@dataclass(frozen=True)
-class TaskReopened(TaskWalMirror):
-    event_type = EventType.task_reopened
-
-
-@dataclass(frozen=True)
-class TaskCompleted(TaskWalMirror):
-    event_type = EventType.task_completed
-
-
-@dataclass(frozen=True)
-class TaskFailed(TaskWalMirror):
-    event_type = EventType.task_failed
-
-
-@dataclass(frozen=True)
-class TaskCancelled(TaskWalMirror):
-    event_type = EventType.task_cancelled
-
-
-@dataclass(frozen=True)
-class TaskStepReady(TaskWalMirror):
-    event_type = EventType.task_step_ready
-
-
-@dataclass(frozen=True)
-class TaskStepClaimed(TaskWalMirror):
-    event_type = EventType.task_step_claimed
-
-
-@dataclass(frozen=True)
-class TaskStepStarted(TaskWalMirror):
-    event_type = EventType.task_step_started
-
-
-@dataclass(frozen=True)
-class TaskStepUpdated(TaskWalMirror):
-    event_type = EventType.task_step_updated
-
-
-@dataclass(frozen=True)
-class TaskStepBlocked(TaskWalMirror):
-    event_type = EventType.task_step_blocked
-
-
-@dataclass(frozen=True)
-class TaskStepCompleted(TaskWalMirror):
-    event_type = EventType.task_step_completed
-
-
-@dataclass(frozen=True)
-class TaskStepFailed(TaskWalMirror):
-    event_type = EventType.task_step_failed
-
-
-@dataclass(frozen=True)
-class TaskStepCancelled(TaskWalMirror):
-    event_type = EventType.task_step_cancelled
-
-
-@dataclass(frozen=True)
-class TaskStepReopened(TaskWalMirror):
-    event_type = EventType.task_step_reopened
-
-
-@dataclass(frozen=True)
-class TaskStepLeaseExpired(TaskWalMirror):
-    event_type = EventType.task_step_lease_expired
+_WAL_MIRROR_CLASSES = tuple(_wal_mirror(EventType(t)) for t in WAL_EVENT_TYPES)
+"""``TaskCreated`` … ``TaskStepLeaseExpired``: one class per WAL record type (contract.md §7.2)."""
 
 
 @dataclass(frozen=True)

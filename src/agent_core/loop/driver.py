@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agent_core.context._budget import short_tools
 from agent_core.context.composer import Composition
@@ -31,17 +31,18 @@ from agent_core.loop.spec import (
     LoopSpec,
     LoopState,
 )
+from agent_core.loop.steps import Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
     ModelCompleted,
     ModelRequest,
+    ToolCall,
     sum_usage,
 )
 from agent_core.types.runtime import ContextBuildReport
 
 log = logging.getLogger("agent_core.loop")
-MAX_CONTINUATIONS = 3
 T = TypeVar("T")
 
 
@@ -65,11 +66,6 @@ async def _with_traceback(spec: LoopSpec, error: ErrorPayload, exc: BaseExceptio
     return error.model_copy(update={"details": {**error.details, "traceback_artifact_id": artifact_id}})
 
 
-class _Terminal(Exception):
-    def __init__(self, outcome: LoopOutcome) -> None:
-        self.outcome = outcome
-
-
 async def run_loop(spec: LoopSpec, state: LoopState | None = None) -> LoopOutcome:
     """Runs turns until the run ends and returns the outcome; the caller writes the terminal events
     (``runtime/lifecycle.py``). ``state`` lets the caller read the progress of a cancelled loop task."""
@@ -84,8 +80,6 @@ async def guarded_step(spec: LoopSpec, state: LoopState, step: Awaitable[T]) -> 
     failure ends the run the same way wherever its step ran."""
     try:
         return await step
-    except _Terminal as term:
-        return term.outcome
     except AgentCoreError as exc:  # StorageError included
         return _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
     except Exception as exc:
@@ -137,6 +131,8 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
     if state.final is None and spec.limits is not None:
         state.final = await _breach(spec, spec.limits.before_model_call())
     request = await _build_request(spec, state, final=state.final is not None)
+    if isinstance(request, LoopOutcome):  # the prompt does not fit, or the run was cancelled meanwhile
+        return request
     state.turns += 1
     try:
         result = await stream_model(spec, request, state.turns, state)
@@ -220,37 +216,46 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
 
     Returns the run's outcome when it ends here, else ``None`` (the loop asks the model again).
     """
-    rec = spec.recorder
-    completed, assistant = turn.completed, turn.assistant_node_id
-    if completed.tool_calls:
+    step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
+    if isinstance(step, RunTools):
         state.continuations = 0
-        if spec.limits is not None:
-            refused = spec.limits.admit_tool_calls(len(completed.tool_calls))
-            if refused is not None:  # every call gets its result before the note
-                await skip_tool_calls(rec, completed.tool_calls, refused)
-                state.final = await _breach(spec, refused)
-                return None
-        outcome = await spec.executor.execute_turn(list(completed.tool_calls), spec.scope, rec)
-        order = [c.tool_call_id for c in completed.tool_calls]
-        if getattr(outcome, "aborted", False):
-            rec.discard_context_nodes()
-            aborted_ids = list(getattr(outcome, "aborted_call_ids", []) or order)
-            await rec.emit(
-                ev.AbortedTools(abort_reason=spec.interruption().reason, tool_call_ids=aborted_ids)
-            )
-            return _interrupted(spec, EndReason.aborted_tools)
-        await rec.flush_context_nodes(order)
-        if spec.limits is not None:
-            verdict = spec.limits.after_tools(completed.tool_calls, list(outcome.results))
-            state.final = await _breach(spec, verdict.breach)
-            if verdict.note and state.final is None:
-                await write_runtime_note(rec, verdict.note, source="loop_detection")
-        return None
-    if completed.stop_reason.reason == "max_tokens":
+        return await _run_tools(spec, state, list(step.calls))
+    if isinstance(step, Continue):
         state.continuations += 1
-        if state.continuations > MAX_CONTINUATIONS:
-            return LoopOutcome(RunStatus.failed, EndReason.max_output_tokens_recovery)
         return None
+    if isinstance(step, Finish):
+        return step.outcome
+    return await _end_turn(spec, state, step)
+
+
+async def _run_tools(spec: LoopSpec, state: LoopState, calls: list[ToolCall]) -> LoopOutcome | None:
+    """Runs one answer's tool calls (within the limits); the run's outcome when cancellation hit them."""
+    rec = spec.recorder
+    if spec.limits is not None:
+        refused = spec.limits.admit_tool_calls(len(calls))
+        if refused is not None:  # every call gets its result before the note
+            await skip_tool_calls(rec, calls, refused)
+            state.final = await _breach(spec, refused)
+            return None
+    outcome = await spec.executor.execute_turn(calls, spec.scope, rec)
+    order = [c.tool_call_id for c in calls]
+    if outcome.aborted:
+        rec.discard_context_nodes()
+        aborted_ids = outcome.aborted_call_ids or order
+        await rec.emit(ev.AbortedTools(abort_reason=spec.interruption().reason, tool_call_ids=aborted_ids))
+        return _interrupted(spec, EndReason.aborted_tools)
+    await rec.flush_context_nodes(order)
+    if spec.limits is not None:
+        verdict = spec.limits.after_tools(calls, list(outcome.results))
+        state.final = await _breach(spec, verdict.breach)
+        if verdict.note and state.final is None:
+            await write_runtime_note(rec, verdict.note, source="loop_detection")
+    return None
+
+
+async def _end_turn(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutcome | None:
+    """The Stop hooks: the run completes, or a hook asks for another turn (``None``)."""
+    rec = spec.recorder
     stop = await spec.hooks.stop(
         scope=spec.scope,
         sink=rec,
@@ -271,7 +276,7 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
             metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
         )
         return None
-    return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=assistant)
+    return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=step.final_node_id)
 
 
 def _error_code(code: str) -> ErrorCode:
@@ -289,7 +294,10 @@ async def _breach(spec: LoopSpec, breach: Breach | None) -> Breach | None:
 
 
 def _final_outcome(
-    state: LoopState, status: RunStatus, extra: dict[str, Any] | None = None, final_node_id: str | None = None
+    state: LoopState,
+    status: RunStatus,
+    extra: Mapping[str, object] | None = None,
+    final_node_id: str | None = None,
 ) -> LoopOutcome:
     assert state.final is not None
     error = state.final.error()
@@ -298,14 +306,18 @@ def _final_outcome(
     return LoopOutcome(status, state.final.end_reason, error=error, final_node_id=final_node_id)
 
 
-async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = False) -> ModelRequest:
+async def _build_request(
+    spec: LoopSpec, state: LoopState, *, final: bool = False
+) -> ModelRequest | LoopOutcome:
+    """The next model request, or the run's outcome when no request can be sent (``prompt_too_long``,
+    cancelled while a recovery compaction ran)."""
     await spec.compaction.before_build()
     substitutions: dict[str, ContentBlock] = {}
     recovered = False
     composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
     if composition.static_overflow:
         await _emit_report(spec, state, composition, recovered)
-        raise _Terminal(_prompt_too_long(state, composition, compact_attempted=False))
+        return _prompt_too_long(state, composition, compact_attempted=False)
     if not composition.fits:
         more = await spec.prompt.degrade(composition)
         if more:
@@ -314,7 +326,7 @@ async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = Fals
     if not composition.fits:
         recovered = await spec.compaction.recover(composition)
         if spec.cancel_event.is_set():
-            raise _Terminal(_interrupted(spec, EndReason.aborted_streaming))
+            return _interrupted(spec, EndReason.aborted_streaming)
         if recovered:
             substitutions = {}
             composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
@@ -329,11 +341,11 @@ async def _build_request(spec: LoopSpec, state: LoopState, *, final: bool = Fals
         # written together with model_started, which an adapter yields before it sends the request
         state.pending_report = report
     else:
-        await spec.recorder.emit(ev.ContextBuilt(report))
+        await spec.recorder.emit(report)
     if not composition.fits:
         # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
         attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
-        raise _Terminal(_prompt_too_long(state, composition, compact_attempted=attempted))
+        return _prompt_too_long(state, composition, compact_attempted=attempted)
     tools = [] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools]
     if composition.short_tool_descriptions:
         tools = short_tools(tools)
@@ -401,19 +413,19 @@ def _prompt_too_long(state: LoopState, composition: Composition, *, compact_atte
 async def _emit_report(
     spec: LoopSpec, state: LoopState, composition: Composition, recovered: bool, triggered: bool = False
 ) -> None:
-    await spec.recorder.emit(ev.ContextBuilt(await _report(spec, state, composition, recovered, triggered)))
+    await spec.recorder.emit(await _report(spec, state, composition, recovered, triggered))
 
 
 async def _flush_report(spec: LoopSpec, state: LoopState) -> None:
     """Persists a context report the stream did not write with its ``model_started`` (early failure)."""
     report, state.pending_report = state.pending_report, None
     if report is not None:
-        await spec.recorder.emit(ev.ContextBuilt(report))
+        await spec.recorder.emit(report)
 
 
 async def _report(
     spec: LoopSpec, state: LoopState, composition: Composition, recovered: bool, triggered: bool = False
-) -> dict[str, Any]:
+) -> ev.ContextBuilt:
     report = ContextBuildReport(
         run_id=spec.recorder.run_id or "",
         agent_id=spec.recorder.agent_id,
@@ -434,4 +446,4 @@ async def _report(
         }
         artifact_id = await spec.save_debug_artifact("context_report", detail, "context_report.json")
         payload["detail_artifact_id"] = artifact_id
-    return payload
+    return ev.ContextBuilt(payload)

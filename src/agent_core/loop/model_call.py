@@ -32,7 +32,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     rec = spec.recorder
     text_parts: list[str] = []
     partial_calls: dict[int, str] = {}
-    raw_debug: dict[str, Any] = {}
+    raw_debug: dict[str, object] = {}
     started = time.monotonic()
     text_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
@@ -80,7 +80,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                     started_event = ev.ModelStarted(event.provider, event.model, turn)
                     report, state.pending_report = state.pending_report, None
                     if report is not None:
-                        await rec.emit_events([ev.ContextBuilt(report), started_event])
+                        await rec.emit_events([report, started_event])
                     else:
                         await rec.emit(started_event)
                 elif isinstance(event, ProviderDebug):
@@ -252,7 +252,7 @@ async def persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_m
     return node.node_id
 
 
-def _retry_count(retry: Any) -> int:
+def _retry_count(retry: object) -> int:
     if isinstance(retry, dict):
         return max(0, int(retry.get("attempts", 1)) - 1)
     return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_core.context.composer import Composition
+from agent_core.events.payloads import ContextBuilt
 from agent_core.hooks.base import HookDispatcher
 from agent_core.loop._limits import Breach, RunLimits
 from agent_core.loop._output import OutputPolicy
@@ -121,7 +122,7 @@ class LoopState:
     final_text: str = ""
     final_node_id: str | None = None
     in_tools: bool = False
-    pending_report: dict[str, Any] | None = None
+    pending_report: ContextBuilt | None = None
     stop_denials: int = 0
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""
