@@ -52,7 +52,6 @@ class EventPayload:
         return copy
 
 
-# ---- run lifecycle ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunQueued(EventPayload):
     event_type = EventType.run_queued
@@ -152,7 +151,6 @@ class Error(EventPayload):
         return self.error
 
 
-# ---- context, messages and the model ---------------------------------------------------------------
 @dataclass(frozen=True)
 class ContextBuilt(EventPayload):
     """The ``ContextBuildReport`` fields at the top level (runtime.md §9.8)."""
@@ -247,7 +245,6 @@ class ProviderDebug(EventPayload):
         return {"provider": self.provider, "kind": self.kind, "data": self.data, **self.extra}
 
 
-# ---- tools and permissions --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ToolStarted(EventPayload):
     event_type = EventType.tool_started
@@ -314,22 +311,24 @@ ToolResultEvent = ToolCompleted | ToolFailed | ToolDenied
 """The event committed with a tool result node."""
 
 
-# ---- hooks ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class HookStarted(EventPayload):
-    event_type = EventType.hook_started
+class _HookRun(EventPayload):
+    """Which hook of which rule ran, for which phase."""
+
     phase: str
     hook_index: int
     rule_index: int
+
+
+@dataclass(frozen=True)
+class HookStarted(_HookRun):
+    event_type = EventType.hook_started
     command: str
 
 
 @dataclass(frozen=True)
-class HookCompleted(EventPayload):
+class HookCompleted(_HookRun):
     event_type = EventType.hook_completed
-    phase: str
-    hook_index: int
-    rule_index: int
     decision: str | None
     duration_ms: int
     reason: str | None
@@ -340,11 +339,8 @@ class HookCompleted(EventPayload):
 
 
 @dataclass(frozen=True)
-class HookFailed(EventPayload):
+class HookFailed(_HookRun):
     event_type = EventType.hook_failed
-    phase: str
-    hook_index: int
-    rule_index: int
     error: JsonObject | None
     stderr_summary: str | None
     duration_ms: int
@@ -361,7 +357,6 @@ class HookDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-# ---- child agents and workers -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChildAgentCreated(EventPayload):
     event_type = EventType.child_agent_created
@@ -401,55 +396,50 @@ class WorkerDispatchFailed(EventPayload):
 
 
 @dataclass(frozen=True)
-class ChildAgentCancelRequested(EventPayload):
-    event_type = EventType.child_agent_cancel_requested
+class _ChildIds(EventPayload):
+    """The child agent and run an event is about."""
+
     child_agent_id: str
     child_run_id: str
+
+
+@dataclass(frozen=True)
+class ChildAgentCancelRequested(_ChildIds):
+    event_type = EventType.child_agent_cancel_requested
     reason: str
 
 
 @dataclass(frozen=True)
-class ChildAgentCancelled(EventPayload):
+class ChildAgentCancelled(_ChildIds):
     event_type = EventType.child_agent_cancelled
-    child_agent_id: str
-    child_run_id: str
 
 
 @dataclass(frozen=True)
-class ChildAgentCancelTimeout(EventPayload):
+class ChildAgentCancelTimeout(_ChildIds):
     event_type = EventType.child_agent_cancel_timeout
-    child_agent_id: str
-    child_run_id: str
     child_cancel_timeout_ms: int
 
 
 @dataclass(frozen=True)
-class ChildAgentCompleted(EventPayload):
+class ChildAgentCompleted(_ChildIds):
     event_type = EventType.child_agent_completed
-    child_agent_id: str
-    child_run_id: str
     status: str
     summary: str
 
 
 @dataclass(frozen=True)
-class ChildAgentFailed(EventPayload):
+class ChildAgentFailed(_ChildIds):
     event_type = EventType.child_agent_failed
-    child_agent_id: str
-    child_run_id: str
     error: JsonObject
     summary: str
 
 
 @dataclass(frozen=True)
-class ChildResultSchemaValidationFailed(EventPayload):
+class ChildResultSchemaValidationFailed(_ChildIds):
     event_type = EventType.child_result_schema_validation_failed
-    child_agent_id: str
-    child_run_id: str
     errors: list[dict[str, str]]
 
 
-# ---- compaction and memory --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CompactPending(EventPayload):
     event_type = EventType.compact_pending
@@ -496,17 +486,21 @@ class CompactFailed(EventPayload):
 
 
 @dataclass(frozen=True)
-class MemoryExtractionStarted(EventPayload):
-    event_type = EventType.memory_extraction_started
+class _Extraction(EventPayload):
+    """Why an extraction ran and the node range it read."""
+
     reason: str
     source_range: JsonObject
 
 
 @dataclass(frozen=True)
-class MemoryExtractionCompleted(EventPayload):
+class MemoryExtractionStarted(_Extraction):
+    event_type = EventType.memory_extraction_started
+
+
+@dataclass(frozen=True)
+class MemoryExtractionCompleted(_Extraction):
     event_type = EventType.memory_extraction_completed
-    reason: str
-    source_range: JsonObject
     created_memory_ids: list[str]
     updated_memory_ids: list[str]
     ignored_candidates: list[JsonObject]
@@ -518,10 +512,8 @@ class MemoryExtractionCompleted(EventPayload):
 
 
 @dataclass(frozen=True)
-class MemoryExtractionFailed(EventPayload):
+class MemoryExtractionFailed(_Extraction):
     event_type = EventType.memory_extraction_failed
-    reason: str
-    source_range: JsonObject
     error: JsonObject
 
 
@@ -533,7 +525,6 @@ class McpServerFailed(EventPayload):
     error: JsonObject
 
 
-# ---- background jobs --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class JobStarted(EventPayload):
     event_type = EventType.job_started
@@ -562,7 +553,6 @@ class JobFailed(EventPayload):
     reason: str | Absent = ABSENT
 
 
-# ---- Tasks ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TaskWalMirror(EventPayload):
     """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
