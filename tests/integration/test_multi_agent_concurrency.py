@@ -275,7 +275,8 @@ async def test_check47_parent_cancel_reaches_children(soong_env: SoongEnv) -> No
         async for event in run.events(debug=True):
             events.append(event)
             if event.event_type == EventType.child_agent_created:
-                await wait_for(lambda: "MARK-HANG" in router.requests)
+                # the child's stream is inside its hang: the cancel reaches it there (not before it waits)
+                await wait_for(lambda: "MARK-HANG" in router.requests and fake.hanging >= 1)
                 result = await run.cancel()
                 assert result.cancelled and not result.timed_out
         assert run.status == RunStatus.cancelled
