@@ -29,7 +29,6 @@ INTERNAL_ROOMS = (
     "assets",
     "compact",
     "context",
-    "engine",
     "events",
     "hooks",
     "loop",
@@ -61,6 +60,7 @@ INTERNAL_MODULES: dict[str, tuple[str, ...]] = {
     "providers": ("anthropic", "ollama", "openai_compatible", "prefix", "streaming", "tool_mapping"),
     "permissions": ("deferred", "gate", "policy", "rules"),
     "config": ("json_file", "profiles"),
+    "engine.temporal": ("activities", "client", "contexts", "payloads", "permissions", "workflow"),
 }
 """Implementation modules of public rooms (the room's other modules and its ``__init__`` stay API)."""
 
