@@ -34,8 +34,8 @@ READ_FILE_TEXT = "File {k}.\n" + "lorem ipsum dolor sit amet, consectetur adipis
 async def build_session(dirs: BenchDirs, turns: int) -> str:
     """Writes ``turns`` turns (4 nodes each) into a new session; returns its id."""
     from agent_core import AgentRuntime
-    from agent_core.ids import new_id
-    from agent_core.storage.drafts import EventDraft, NodeDraft
+    from agent_core._ids import new_id
+    from agent_core._storage.drafts import EventDraft, NodeDraft
     from agent_core.types.base import format_ts, utc_now
     from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
     from agent_core.types.enums import EventType, RunMode, RunStatus
@@ -336,7 +336,7 @@ def write_wal(path: Path, session_id: str, lines: int, steps: int) -> int:
 
 
 def time_wal(dirs: BenchDirs, lines: int, steps: int, repeat: int) -> dict[str, float]:
-    from agent_core.tasks.wal import replay_wal
+    from agent_core._tasks.wal import replay_wal
 
     path = dirs.root / "bench.wal.jsonl"
     written = write_wal(path, "sess_bench", lines, steps)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 _logging.getLogger("agent_core").addHandler(_logging.NullHandler())
 
 if TYPE_CHECKING:
-    from agent_core.api.handles import RunHandle as RunHandle
-    from agent_core.api.runtime import AgentRuntime as AgentRuntime
+    from agent_core._api.handles import RunHandle as RunHandle
+    from agent_core._api.runtime import AgentRuntime as AgentRuntime
     from agent_core.errors import AgentCoreError as AgentCoreError
     from agent_core.errors import ConfigError as ConfigError
     from agent_core.errors import ErrorCode as ErrorCode

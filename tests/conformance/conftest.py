@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.redaction import Redactor
-from agent_core.storage.sqlite import StorageManager
+from agent_core._redaction import Redactor
+from agent_core._storage.sqlite import StorageManager
 from tests.fixtures.postgres_server import DSN_ENV
 from tests.fixtures.storage_env import make_redactor
 
@@ -22,7 +22,7 @@ BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 def make_store(backend: str, tmp_path: Path, redactor: Redactor) -> StorageManager:
     if backend == "sqlite":
         return StorageManager(tmp_path / "home" / "sessions.sqlite", redactor=redactor)
-    from agent_core.storage.postgres.store import PostgresStorage
+    from agent_core._storage.postgres.store import PostgresStorage
 
     return PostgresStorage(dsn_env=DSN_ENV, redactor=redactor)
 

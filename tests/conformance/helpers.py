@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_core.ids import new_id
-from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.storage.sqlite import StorageManager
+from agent_core._ids import new_id
+from agent_core._storage.drafts import EventDraft, NodeDraft
+from agent_core._storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import AgentType, EventType, RunStatus

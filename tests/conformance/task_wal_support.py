@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_core.tasks.dag import Actor
-from agent_core.tasks.decide import decide_create
-from agent_core.tasks.inputs import StepInput
-from agent_core.tasks.models import TaskWalEvent
-from agent_core.tasks.wal import WalWriter
+from agent_core._tasks.dag import Actor
+from agent_core._tasks.decide import decide_create
+from agent_core._tasks.inputs import StepInput
+from agent_core._tasks.models import TaskWalEvent
+from agent_core._tasks.wal import WalWriter
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ORCHESTRATOR = Actor(agent_id="agent_orch", run_id="run_orch")
@@ -34,6 +34,6 @@ def create_records(session_id: str, path: Path, steps: int, task_id: str = "task
 
 
 def make_pg_wal(dsn_env: str) -> WalWriter:
-    from agent_core.storage.postgres.task_wal import PgTaskWal
+    from agent_core._storage.postgres.task_wal import PgTaskWal
 
     return PgTaskWal(dsn_env=dsn_env)

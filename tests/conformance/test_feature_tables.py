@@ -6,11 +6,11 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_core.ids import new_id
+from agent_core._ids import new_id
+from agent_core._storage.approvals import ApprovalStore
+from agent_core._storage.sqlite import StorageManager
 from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.schedules._store import ScheduleStore
-from agent_core.storage.approvals import ApprovalStore
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from tests.conformance.helpers import new_run, new_session

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from agent_core._storage.drafts import FROM_TIP, Tip
+from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.storage.drafts import FROM_TIP, Tip
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.enums import EventType, RunStatus
 from tests.conformance.helpers import event, new_run, new_session, node
 

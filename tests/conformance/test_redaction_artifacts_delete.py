@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core.ids import new_id
-from agent_core.storage.sqlite import StorageManager
+from agent_core._ids import new_id
+from agent_core._storage.sqlite import StorageManager
 from agent_core.types.base import format_ts
 from agent_core.types.enums import EventType
 from agent_core.types.storage import ArtifactRecord

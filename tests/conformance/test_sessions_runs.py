@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.enums import AgentStatus, EndReason, RunStatus
 from tests.conformance.helpers import new_agent, new_run, new_session
 

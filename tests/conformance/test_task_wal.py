@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._tasks.dag import Actor
+from agent_core._tasks.decide import decide_claim
+from agent_core._tasks.wal import WalWriter, replay_bytes
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks.dag import Actor
-from agent_core.tasks.decide import decide_claim
-from agent_core.tasks.wal import WalWriter, replay_bytes
 from agent_core.types.enums import StepStatus, TaskStatus
 from tests.conformance.task_wal_support import T0, create_records, make_pg_wal
 from tests.fixtures.postgres_server import DSN_ENV
@@ -85,8 +85,8 @@ def test_records_after_sees_other_writers_only_on_shared_media(wal: WalWriter, t
 
 
 async def test_cleanup_removes_terminal_wals_only(wal: WalWriter, tmp_path: Path) -> None:
-    from agent_core.tasks.decide import decide_terminate
-    from agent_core.tasks.wal_cleanup import cleanup_task_wals
+    from agent_core._tasks.decide import decide_terminate
+    from agent_core._tasks.wal_cleanup import cleanup_task_wals
 
     session_dir = _session_dir(tmp_path)
     done, running = session_dir / "done.wal.jsonl", session_dir / "running.wal.jsonl"

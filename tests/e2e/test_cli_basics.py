@@ -386,13 +386,13 @@ def test_o12_logging_is_one_concise_stderr_handler_at_warning() -> None:
         "import logging\n"
         "from agent_core.cli import _configure_logging\n"
         "_configure_logging(False)\n"
-        "log = logging.getLogger('agent_core.runtime')\n"
+        "log = logging.getLogger('agent_core._runtime')\n"
         "log.info('hidden'); log.warning('shown %s', 1)\n"
         "logging.getLogger('httpx').info('hidden too')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == ""
-    assert done.stderr == "soong-agent: WARNING: agent_core.runtime: shown 1\n"
+    assert done.stderr == "soong-agent: WARNING: agent_core._runtime: shown 1\n"
 
 
 @pytest.mark.parametrize("name", ["hooks.json", "mcp.json"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent_core.cli._diff import MAX_DIFF_LINES, NEW_FILE_LINES, render_diff
 from agent_core.cli._prompt import describe_request
-from agent_core.tools.builtin.preview import DIFF_MAX_LINES, edit_preview, write_preview
+from agent_core.tools._builtin.preview import DIFF_MAX_LINES, edit_preview, write_preview
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.permissions import PermissionRequest
 from tests.fixtures.cli import TurnScript, run_cli

@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 
-from agent_core.providers.anthropic import AnthropicAdapter
-from agent_core.providers.openai_compatible import OpenAIAdapter
-from agent_core.providers.streaming import HttpStreamAdapter
+from agent_core.providers._anthropic import AnthropicAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
+from agent_core.providers._streaming import HttpStreamAdapter
 from agent_core.types.content import text_of
 from agent_core.types.model import ModelCompleted, ModelStarted, ModelTextDelta
 from tests.fixtures.llama_server import LlamaServer

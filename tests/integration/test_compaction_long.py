@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_core import RunStatus
-from agent_core.context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD
+from agent_core._context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import collect, open_runtime, rows, wait_for
 from tests.fixtures.scripted_servers import Response, ScriptedOpenAIServer, ScriptedRequest, stream

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_core import RunStatus
-from agent_core.assets.loader import AssetLoader
-from agent_core.storage.drafts import EventDraft, NodeDraft
+from agent_core._assets.loader import AssetLoader
+from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelRequest

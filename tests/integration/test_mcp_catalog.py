@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from agent_core._mcp import config_hash, load_mcp_catalog
+from agent_core._mcp.catalog import MCP_FILENAME, McpServerConfig
+from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
+from agent_core._mcp.remote import RemoteResult, RemoteTool
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.config.schema import ToolOverride
 from agent_core.errors import ConfigError, ErrorCode
-from agent_core.mcp import config_hash, load_mcp_catalog
-from agent_core.mcp.catalog import MCP_FILENAME, McpServerConfig
-from agent_core.mcp.mapping import build_definitions, map_result, unmatched_overrides
-from agent_core.mcp.remote import RemoteResult, RemoteTool
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.model import ToolCall
 from tests.fixtures.env import SoongEnv

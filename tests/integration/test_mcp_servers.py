@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
+from agent_core._hooks import HooksDispatcher, load_hooks
+from agent_core._hooks.config import HOOKS_FILENAME
+from agent_core._mcp import McpManager, load_mcp_catalog
+from agent_core._mcp.catalog import MCP_FILENAME
+from agent_core._redaction import Redactor
 from agent_core.config.loader import LoadedConfig, load_config
-from agent_core.hooks import HooksDispatcher, load_hooks
-from agent_core.hooks.config import HOOKS_FILENAME
-from agent_core.mcp import McpManager, load_mcp_catalog
-from agent_core.mcp.catalog import MCP_FILENAME
-from agent_core.redaction import Redactor
+from agent_core.tools._effective import EffectiveTools, compute_effective_tools
+from agent_core.tools._pipeline import ToolExecutor
 from agent_core.tools.context import RunScope
-from agent_core.tools.effective import EffectiveTools, compute_effective_tools
-from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-import agent_core.memory.writer as writer_module
+import agent_core._memory.writer as writer_module
 from agent_core import RunStatus
-from agent_core.memory.extraction import READ_TOOL, SUBMIT_TOOL
-from agent_core.memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
+from agent_core._memory.extraction import READ_TOOL, SUBMIT_TOOL
+from agent_core._memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
 from agent_core.types.content import TextBlock, ToolResultBlock
 from agent_core.types.model import ModelRequest
 from tests.fixtures.env import SoongEnv

@@ -10,10 +10,10 @@ from typing import Any, Literal
 import pytest
 
 from agent_core import RunStatus
+from agent_core._memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
-from agent_core.memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
-from agent_core.tools.effective import compute_effective_tools
+from agent_core.tools._effective import compute_effective_tools
 from agent_core.types.content import JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import ModelRequest
@@ -238,7 +238,7 @@ async def test_m09_m20_ac27_children_get_no_recall_tool_and_no_catalog(soong_env
 
 
 def test_m09_m19_effective_sets_with_memory_enabled(soong_env: SoongEnv) -> None:
-    from agent_core.memory.recall import recall_definition
+    from agent_core._memory.recall import recall_definition
 
     settings = Settings.model_validate(
         {"model": {"provider": "fake", "name": "m"}, "memory": {"enabled": True}}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_core import AgentCoreError
-from agent_core.orchestrator.pools import worker_agent_id
+from agent_core._orchestrator.pools import worker_agent_id
 from tests.fixtures.env import REMOVE, SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
 from tests.fixtures.orchestrator import (

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agent_core.assets.loader import AssetLoader
+from agent_core._assets.loader import AssetLoader
 from agent_core.config.loader import load_config
-from agent_core.tools.effective import compute_effective_tools
+from agent_core.tools._effective import compute_effective_tools
 from agent_core.types.content import text_of
 from agent_core.types.enums import AgentRole
 from tests.fixtures.env import SoongEnv
@@ -159,7 +159,7 @@ async def test_l04_sub_and_fork_children_have_no_plan_tool(soong_env: SoongEnv, 
 def test_l04_compact_fork_has_no_plan_tool(soong_env: SoongEnv) -> None:
     soong_env.write_config()
     config = load_config(home_dir=soong_env.home, project_dir=soong_env.project)
-    from agent_core.orchestrator.tool_definitions import orchestrator_tool_definitions
+    from agent_core._orchestrator.tool_definitions import orchestrator_tool_definitions
 
     definitions = orchestrator_tool_definitions()
     for role in (AgentRole.compact, AgentRole.sub, AgentRole.fork, AgentRole.worker):

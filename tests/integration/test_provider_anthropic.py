@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agent_core.providers.anthropic import AnthropicAdapter
+from agent_core.providers._anthropic import AnthropicAdapter
 from agent_core.types.content import TextBlock
 from agent_core.types.model import ModelCompleted, ModelFailed, ModelTextDelta, ProviderDebug, ToolCallDelta
 from tests.fixtures.provider_requests import (

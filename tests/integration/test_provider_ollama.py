@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_core.providers.ollama import OllamaAdapter
+from agent_core.providers._ollama import OllamaAdapter
 from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.model import ModelCompleted, ModelFailed, ModelStarted, ModelTextDelta, ToolCallDelta
 from tests.fixtures.provider_requests import (

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agent_core.providers.openai_compatible import OpenAIAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
 from agent_core.types.content import TextBlock
 from agent_core.types.model import (
     ModelCompleted,

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent_core.providers.anthropic import AnthropicAdapter
-from agent_core.providers.ollama import OllamaAdapter
-from agent_core.providers.openai_compatible import OpenAIAdapter
-from agent_core.providers.streaming import HttpStreamAdapter
+from agent_core.providers._anthropic import AnthropicAdapter
+from agent_core.providers._ollama import OllamaAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
+from agent_core.providers._streaming import HttpStreamAdapter
 from agent_core.types.content import TextBlock
 from agent_core.types.model import ModelCompleted, ModelEvent, ModelFailed, ModelTextDelta
 from tests.fixtures.provider_requests import SleepRecorder, collect, make_request, model_config, types_of

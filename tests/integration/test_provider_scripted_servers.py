@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.providers.openai_compatible import OpenAIAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
 from agent_core.types.model import ModelCompleted
 from tests.fixtures.provider_requests import collect, make_request, model_config, tool
 from tests.fixtures.scripted_servers import (

@@ -46,7 +46,7 @@ from agent_core import (
     ToolResultBlock,
     UserMessage,
 )
-from agent_core.ids import new_id, validate_id
+from agent_core._ids import new_id, validate_id
 from agent_core.types.enums import EndReason as EnumsEndReason
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, text, tool_calls

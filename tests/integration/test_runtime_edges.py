@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agent_core import AgentCoreError, EndReason, ErrorCode, RunStatus, RuntimeEvent, ToolDefinition
-from agent_core.storage._reports import expand_report, ids_by_seq
+from agent_core._storage._reports import expand_report, ids_by_seq
 from agent_core.types.enums import DEBUG_ONLY_EVENTS, TRANSIENT_EVENTS, EventType
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls

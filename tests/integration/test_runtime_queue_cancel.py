@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent_core import EndReason, ProviderError, RunStatus, ToolDefinition
-from agent_core.storage.writer import Txn
+from agent_core._storage.writer import Txn
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelEvent, ModelRequest, ModelStarted, ModelTextDelta
 from tests.fixtures.env import SoongEnv

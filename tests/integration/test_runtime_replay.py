@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agent_core import AgentCoreError, ErrorCode, RunStatus, ToolDefinition
-from agent_core.artifacts import cleanup as cleanup_module
-from agent_core.ids import new_id
+from agent_core._artifacts import cleanup as cleanup_module
+from agent_core._ids import new_id
 from agent_core.types.content import ArtifactRefBlock, ToolResultBlock
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls

@@ -11,8 +11,8 @@ from pathlib import Path
 OPENER = """
 import asyncio, sys, time
 from pathlib import Path
-from agent_core.redaction import Redactor
-from agent_core.storage.sqlite import StorageManager
+from agent_core._redaction import Redactor
+from agent_core._storage.sqlite import StorageManager
 
 async def main() -> None:
     storage = StorageManager(Path(sys.argv[1]), redactor=Redactor())
@@ -52,6 +52,6 @@ def test_six_processes_open_a_fresh_database_at_the_same_moment(tmp_path: Path) 
             versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
         finally:
             conn.close()
-        from agent_core.storage.migrations import MIGRATIONS
+        from agent_core._storage.migrations import MIGRATIONS
 
         assert versions == [m.version for m in MIGRATIONS]

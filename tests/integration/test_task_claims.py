@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._tasks import replay_wal
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks import replay_wal
-from agent_core.tools.normalize import agent_error_result
+from agent_core.tools._normalize import agent_error_result
 from agent_core.types.base import format_ts_ms, parse_ts
 from agent_core.types.enums import EventType
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, statuses, step

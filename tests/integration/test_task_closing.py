@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from agent_core._tasks import wal as wal_mod
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks import wal as wal_mod
 from agent_core.types.enums import EventType
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, statuses, step
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._tasks import replay_wal
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks import replay_wal
 from agent_core.types.enums import AgentRole, EventType, NodeType
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, statuses, step
 

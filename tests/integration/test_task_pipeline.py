@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agent_core.tasks import TaskToolAdapter
-from agent_core.tasks.models import PAYLOAD_MODELS
+from agent_core._tasks import TaskToolAdapter
+from agent_core._tasks.models import PAYLOAD_MODELS
+from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
-from agent_core.tools.effective import compute_effective_tools
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import DEBUG_ONLY_EVENTS, AgentRole, EventType
 from agent_core.types.tools import ToolResult

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from agent_core._tasks import replay_wal
+from agent_core._tasks import wal as wal_mod
+from agent_core._tasks.wal import WalReplayError
+from agent_core._tasks.wal_cleanup import cleanup_task_wals
 from agent_core.errors import ErrorCode
-from agent_core.tasks import replay_wal
-from agent_core.tasks import wal as wal_mod
-from agent_core.tasks.wal import WalReplayError
-from agent_core.tasks.wal_cleanup import cleanup_task_wals
 from agent_core.types.enums import EventType
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, statuses, step
 

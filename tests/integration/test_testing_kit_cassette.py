@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent_core import AgentRuntime, ProviderRegistry, RunStatus
-from agent_core.providers.openai_compatible import OpenAIAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
 from agent_core.testing import OpenAIWire, ScriptedOpenAIServer, record, replay, stream
 from tests.fixtures.env import SoongEnv
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from agent_core._events.payloads import ToolResultEvent
+from agent_core._redaction import Redactor
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.events.payloads import ToolResultEvent
-from agent_core.redaction import Redactor
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from agent_core.errors import ErrorCode
-from agent_core.tools.builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._pipeline import DEFAULT_CANCEL_GRACE_S
 from agent_core.tools.context import RunScope
-from agent_core.tools.pipeline import DEFAULT_CANCEL_GRACE_S
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, JsonBlock
 from agent_core.types.enums import EventType

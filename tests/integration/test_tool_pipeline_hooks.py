@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_core.hooks.config import load_hooks_config
-from agent_core.hooks.dispatcher import HooksDispatcher
-from agent_core.tools.builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core._hooks.config import load_hooks_config
+from agent_core._hooks.dispatcher import HooksDispatcher
+from agent_core.tools._builtin import CODE_TOOL_NAMES, CodeToolsAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import EventType
 from tests.fixtures.tool_pipeline import PermissionRecorder, make_executor, make_settings, tool_call

@@ -151,8 +151,8 @@ async def test_non_git_project_fails_dispatch_with_config_error(soong_env: Soong
 async def test_worktree_directory_behind_a_symlink_out_of_the_project_is_refused(
     soong_env: SoongEnv, tmp_path: Path
 ) -> None:
+    from agent_core._orchestrator.worktrees import create_worktree
     from agent_core.errors import AgentCoreError
-    from agent_core.orchestrator.worktrees import create_worktree
 
     init_repo(soong_env.project)
     elsewhere = tmp_path / "elsewhere"

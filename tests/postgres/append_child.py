@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agent_core.redaction import Redactor
-from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.storage.postgres.store import PostgresStorage
+from agent_core._redaction import Redactor
+from agent_core._storage.drafts import EventDraft, NodeDraft
+from agent_core._storage.postgres.store import PostgresStorage
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType
 from tests.fixtures.postgres_server import DSN_ENV

@@ -13,10 +13,10 @@ import random
 import sys
 from pathlib import Path
 
+from agent_core._storage.postgres.task_wal import PgTaskWal, WalConflictError
+from agent_core._tasks.dag import Actor, TaskDag
+from agent_core._tasks.decide import decide_claim
 from agent_core.errors import AgentCoreError
-from agent_core.storage.postgres.task_wal import PgTaskWal, WalConflictError
-from agent_core.tasks.dag import Actor, TaskDag
-from agent_core.tasks.decide import decide_claim
 from tests.conformance.task_wal_support import T0
 from tests.fixtures.postgres_server import DSN_ENV
 

@@ -9,9 +9,9 @@ from contextlib import AsyncExitStack
 import pytest
 
 from agent_core import RunStatus
+from agent_core._redaction import Redactor
+from agent_core._storage.postgres.store import PostgresStorage
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.redaction import Redactor
-from agent_core.storage.postgres.store import PostgresStorage
 from agent_core.types.enums import EventType
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, hang, text

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_core.redaction import Redactor
-from agent_core.storage.postgres.store import PostgresStorage
+from agent_core._redaction import Redactor
+from agent_core._storage.postgres.store import PostgresStorage
 from tests.conformance.helpers import new_run, new_session
 from tests.fixtures.postgres_server import DSN_ENV
 

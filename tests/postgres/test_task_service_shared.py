@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._storage.postgres.task_wal import PgTaskWal
 from agent_core.errors import ErrorCode
-from agent_core.storage.postgres.task_wal import PgTaskWal
 from tests.fixtures.postgres_server import DSN_ENV
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, step
 

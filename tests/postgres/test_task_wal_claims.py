@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.storage.postgres.task_wal import PgTaskWal, WalConflictError
-from agent_core.tasks.dag import Actor
-from agent_core.tasks.decide import decide_claim
+from agent_core._storage.postgres.task_wal import PgTaskWal, WalConflictError
+from agent_core._tasks.dag import Actor
+from agent_core._tasks.decide import decide_claim
 from tests.conformance.task_wal_support import T0, create_records
 from tests.fixtures.postgres_server import DSN_ENV
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import RunStatus
-from agent_core.tasks.views import inspect_task
-from agent_core.tasks.wal import replay_wal
+from agent_core._tasks.views import inspect_task
+from agent_core._tasks.wal import replay_wal
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelRequest
 from tests.fixtures.env import SoongEnv

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import AgentRuntime, PermissionDecision, PermissionRequest, ProviderRegistry, ToolDefinition
-from agent_core.tasks.views import inspect_task
+from agent_core._tasks.views import inspect_task
 from agent_core.types.model import ModelRequest
 from tests.fixtures.fake_provider import FakeProvider, Turn, text, tool_calls
 from tests.reliability.invariants import pairing_problems

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_core._ids import new_id
 from agent_core.errors import ErrorCode
-from agent_core.ids import new_id
-from agent_core.tools.builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._builtin import CODE_TOOL_NAMES, CodeToolsAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.model import ToolCall
 from agent_core.types.permissions import PermissionDecision, PermissionRequest

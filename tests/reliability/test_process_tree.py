@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.tools.command import run_process
+from agent_core.tools._command import run_process
 from tests.fixtures.code_tools import CodeToolsHarness, data_of, make_harness
 
 PY = sys.executable

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.artifacts.artifactize import (
+from agent_core._artifacts.artifactize import (
     artifactize_json_block,
     compact_json,
     estimate_tokens,

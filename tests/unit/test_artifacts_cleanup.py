@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.artifacts import cleanup as cleanup_mod
-from agent_core.artifacts.cleanup import cleanup_artifacts
+from agent_core._artifacts import cleanup as cleanup_mod
+from agent_core._artifacts.cleanup import cleanup_artifacts
+from agent_core._tasks import wal_cleanup as wal_cleanup_mod
+from agent_core._tasks.wal_cleanup import cleanup_task_wals, read_last_complete_line
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks import wal_cleanup as wal_cleanup_mod
-from agent_core.tasks.wal_cleanup import cleanup_task_wals, read_last_complete_line
 from agent_core.types.base import format_ts_ms, parse_ts
 from tests.fixtures.storage_env import StoreEnv, opened_store
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.artifacts import cleanup as cleanup_mod
-from agent_core.artifacts.manager import sanitize_filename
+from agent_core._artifacts import cleanup as cleanup_mod
+from agent_core._artifacts.manager import sanitize_filename
+from agent_core._storage.drafts import NodeDraft
+from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.storage.drafts import NodeDraft
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.content import ArtifactRefBlock
 from tests.fixtures.storage_env import db_bytes, opened_store, set_test_secret
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from agent_core.cli._prompt import describe_request
 from agent_core.cli._terminal import escape_terminal
 from agent_core.config.schema import Settings
-from agent_core.permissions.gate import PermissionGate
+from agent_core.permissions._gate import PermissionGate
 from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionRequest

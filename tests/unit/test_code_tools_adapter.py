@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from agent_core.errors import AgentCoreError
+from agent_core.tools._builtin import CODE_TOOL_NAMES
+from agent_core.tools._schema import check_schema, validate_arguments
 from agent_core.tools.adapter import PreflightAdapter, ToolAdapter
-from agent_core.tools.builtin import CODE_TOOL_NAMES
-from agent_core.tools.schema import check_schema, validate_arguments
 from tests.fixtures.code_tools import CodeToolsHarness, error_code, make_harness
 
 EXPECTED = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.tools.builtin.search import find_ripgrep
-from agent_core.tools.paths import SKIP_DIRS
+from agent_core.tools._builtin.search import find_ripgrep
+from agent_core.tools._paths import SKIP_DIRS
 from tests.fixtures.code_tools import CodeToolsHarness, make_harness
 
 LIST = "code.list_dir"
@@ -263,7 +263,7 @@ async def test_search_truncated_when_more_matches_than_limit(engine: CodeToolsHa
 async def test_candidate_cap_is_deterministic_and_flags_truncation(
     engine: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_core.tools.builtin import search as module
+    from agent_core.tools._builtin import search as module
 
     monkeypatch.setattr(module, "MAX_CANDIDATES", 5)
     h = engine

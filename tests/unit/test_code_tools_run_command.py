@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.redaction import REDACTED
+from agent_core._redaction import REDACTED
 from tests.fixtures.code_tools import CodeToolsHarness, data_of, error_code, make_harness
 
 RUN = "code.run_command"

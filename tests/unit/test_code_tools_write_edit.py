@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.tools.builtin.patch import apply_patch, parse_unified_diff
+from agent_core.tools._builtin.patch import apply_patch, parse_unified_diff
 from tests.fixtures.code_tools import CodeToolsHarness, make_harness
 
 WRITE = "code.write_file"
@@ -323,7 +323,7 @@ async def test_edit_outside_roots_refused_without_explicit_allow(h: CodeToolsHar
 
 
 def test_exclusive_atomic_write_never_clobbers(tmp_path: Path) -> None:
-    from agent_core.tools.builtin.fileio import atomic_write
+    from agent_core.tools._builtin.fileio import atomic_write
 
     target = tmp_path / "t.txt"
     atomic_write(target, b"first", exclusive=True)
@@ -338,7 +338,7 @@ async def test_write_race_with_concurrent_creation_is_path_conflict(
     h: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The file appears between the last conflict check and the write: nothing is clobbered."""
-    from agent_core.tools.builtin import write_file as module
+    from agent_core.tools._builtin import write_file as module
 
     real = module.atomic_write
 

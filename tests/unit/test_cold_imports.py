@@ -15,38 +15,38 @@ from pathlib import Path
 
 ROOMS = ("tasks", "orchestrator", "agents", "compact", "mcp", "hooks", "memory", "server", "telemetry")
 OPTIONAL_AT_FIRST_REQUEST = (
-    "agent_core.mcp",
-    "agent_core.hooks.config",
-    "agent_core.hooks.dispatcher",
-    "agent_core.hooks.runner",
-    "agent_core.hooks.matchers",
-    "agent_core.memory",
+    "agent_core._mcp",
+    "agent_core._hooks.config",
+    "agent_core._hooks.dispatcher",
+    "agent_core._hooks.runner",
+    "agent_core._hooks.matchers",
+    "agent_core._memory",
     "agent_core.server",
     "agent_core.telemetry",
-    "agent_core.tools.declarative",
-    "agent_core.api.replay",
-    "agent_core.api.maintenance",
+    "agent_core.tools._declarative",
+    "agent_core._api.replay",
+    "agent_core._api.maintenance",
     # only some runs: loaded on first use (static tool definitions are registered at open)
-    "agent_core.tasks.dag",
-    "agent_core.tasks.models",
-    "agent_core.tasks.inputs",
-    "agent_core.tasks.service",
-    "agent_core.tasks.store",
-    "agent_core.tasks.registry",
-    "agent_core.tasks.wal",
-    "agent_core.tasks.tools",
-    "agent_core.orchestrator.orchestration",
-    "agent_core.orchestrator.dispatch",
-    "agent_core.orchestrator.pools",
-    "agent_core.orchestrator.tools",
-    "agent_core.agents.children",
-    "agent_core.agents.tools",
-    "agent_core.agents.results",
-    "agent_core.compact.fork",
-    "agent_core.compact.inputs",
-    "agent_core.compact.payload",
-    "agent_core.providers.anthropic",
-    "agent_core.providers.ollama",
+    "agent_core._tasks.dag",
+    "agent_core._tasks.models",
+    "agent_core._tasks.inputs",
+    "agent_core._tasks.service",
+    "agent_core._tasks.store",
+    "agent_core._tasks.registry",
+    "agent_core._tasks.wal",
+    "agent_core._tasks.tools",
+    "agent_core._orchestrator.orchestration",
+    "agent_core._orchestrator.dispatch",
+    "agent_core._orchestrator.pools",
+    "agent_core._orchestrator.tools",
+    "agent_core._agents.children",
+    "agent_core._agents.tools",
+    "agent_core._agents.results",
+    "agent_core._compact.fork",
+    "agent_core._compact.inputs",
+    "agent_core._compact.payload",
+    "agent_core.providers._anthropic",
+    "agent_core.providers._ollama",
 )
 STATIC_TOOLS = ("agent.task_create", "agent.dispatch_worker", "agent.create_sub_agent")
 
@@ -118,7 +118,7 @@ def test_import_and_first_request_skip_the_optional_rooms(tmp_path: Path) -> Non
     assert rooms == [], f"import agent_core loaded {rooms}"
     first = report["first_request"]
     assert first, "the scripted server saw no model request"
-    assert "agent_core.runtime.runs" in first  # the snapshot is of a real run
+    assert "agent_core._runtime.runs" in first  # the snapshot is of a real run
     optional = [m for m in first if any(m == o or m.startswith(o + ".") for o in OPTIONAL_AT_FIRST_REQUEST)]
     assert optional == [], f"the first model request needed {optional}"
     # httpx imports its command line (click, rich, pygments) when they are installed; the adapters skip it

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tools.command import (
+from agent_core.tools._command import (
     TREE_TRACKING,
     StreamCapture,
     build_env,

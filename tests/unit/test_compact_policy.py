@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_core.compact.policy import (
+from agent_core._compact.policy import (
     compaction_threshold,
     effective_keep_recent,
     is_counted,

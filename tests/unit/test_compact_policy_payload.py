@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from agent_core.compact.inputs import TOOL_RESULT_CHARS, build_input, range_facts
-from agent_core.compact.payload import (
+from agent_core._compact.inputs import TOOL_RESULT_CHARS, build_input, range_facts
+from agent_core._compact.payload import (
     REQUIRED_SECTIONS,
     extract_json_object,
     normalize_sections,
     validate_payload,
 )
-from agent_core.compact.policy import plan_cut
+from agent_core._compact.policy import plan_cut
 from agent_core.errors import ErrorCode, SchemaError
 from agent_core.types.content import (
     ArtifactRefBlock,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys
+from agent_core._storage._reports import expand_report, seq_ranges
+from agent_core._storage.decode import events_from_rows
+from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.redaction import has_sensitive_keys, redact_sensitive_keys
-from agent_core.storage._reports import expand_report, seq_ranges
-from agent_core.storage.decode import events_from_rows
-from agent_core.storage.drafts import EventDraft, NodeDraft
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType
 from agent_core.types.runtime import ContextBuildReport, TokenBudget

@@ -5,8 +5,8 @@ from __future__ import annotations
 from itertools import count
 from typing import Any
 
-from agent_core.context.composer import ComposeInput, ComposeLimits, block_key, compose
-from agent_core.context.render import RenderCache
+from agent_core._context.composer import ComposeInput, ComposeLimits, block_key, compose
+from agent_core._context.render import RenderCache
 from agent_core.types.base import utc_now
 from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.model import SystemBlock
@@ -249,7 +249,7 @@ def test_task_board_is_last_and_capped() -> None:
 
 def test_incremental_composition_equals_a_full_build_as_the_path_grows() -> None:
     """The compose memo must never change what the model receives (performance issue, composer fast path)."""
-    from agent_core.context.conversation import ComposeMemo
+    from agent_core._context.conversation import ComposeMemo
 
     memo = ComposeMemo()
     cache = RenderCache()

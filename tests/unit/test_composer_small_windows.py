@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_core.context.composer import ComposeInput, ComposeLimits, compose
-from agent_core.context.render import RenderCache
+from agent_core._context.composer import ComposeInput, ComposeLimits, compose
+from agent_core._context.render import RenderCache
 from agent_core.types.model import SystemBlock
 from tests.unit.test_composer import node
 

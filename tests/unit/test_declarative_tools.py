@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from agent_core._redaction import Redactor
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
-from agent_core.redaction import Redactor
-from agent_core.tools.builtin import CodeToolsAdapter
-from agent_core.tools.declarative import DeclarativeToolsAdapter, load_declarative_tools, render_arg
+from agent_core.tools._builtin import CodeToolsAdapter
+from agent_core.tools._declarative import DeclarativeToolsAdapter, load_declarative_tools, render_arg
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import JsonBlock, TextBlock
 from agent_core.types.enums import EventType

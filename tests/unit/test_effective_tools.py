@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tools.effective import (
+from agent_core.tools._effective import (
     ROLE_MATRIX,
     TASK_MUTATORS,
     WORKER_STEP_TOOLS,

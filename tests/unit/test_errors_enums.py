@@ -10,6 +10,8 @@ from enum import StrEnum
 
 import pytest
 
+from agent_core._ids import new_id, validate_id
+from agent_core._redaction import REDACTED, Redactor
 from agent_core.errors import (
     AgentCoreError,
     ConfigError,
@@ -20,8 +22,6 @@ from agent_core.errors import (
     StorageError,
     ToolError,
 )
-from agent_core.ids import new_id, validate_id
-from agent_core.redaction import REDACTED, Redactor
 from agent_core.types import enums
 
 CONTRACT_CODES = """

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from agent_core._events.stream import QUEUE_CAPACITY, EventChannel
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.events.stream import QUEUE_CAPACITY, EventChannel
 from agent_core.types.enums import EventType
 from agent_core.types.runtime import RuntimeEvent
 

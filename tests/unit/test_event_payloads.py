@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import agent_core
-from agent_core.events import payloads as ev
-from agent_core.redaction import Redactor
-from agent_core.storage.drafts import EventDraft
+from agent_core._events import payloads as ev
+from agent_core._redaction import Redactor
+from agent_core._storage.drafts import EventDraft
 from agent_core.types.enums import EventLevel, EventType
 
 SRC = Path(agent_core.__file__).parent

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from agent_core._hooks import NO_HOOKS, HooksDispatcher, load_hooks
+from agent_core._hooks.config import HOOKS_FILENAME, load_hooks_config
+from agent_core._hooks.matchers import RuleMatcher
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import ConfigError, ErrorCode
-from agent_core.hooks import NO_HOOKS, HooksDispatcher, load_hooks
-from agent_core.hooks.config import HOOKS_FILENAME, load_hooks_config
-from agent_core.hooks.matchers import RuleMatcher
 from agent_core.types.enums import HookPhase
 from tests.fixtures.env import SoongEnv
 

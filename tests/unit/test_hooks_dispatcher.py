@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from agent_core._hooks import HooksDispatcher, load_hooks
+from agent_core._hooks.config import HOOKS_FILENAME
+from agent_core._redaction import REDACTED, Redactor
 from agent_core.config.loader import load_config
-from agent_core.hooks import HooksDispatcher, load_hooks
-from agent_core.hooks.config import HOOKS_FILENAME
-from agent_core.redaction import REDACTED, Redactor
 from agent_core.tools.preflight import Preflight
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import AgentRole, EventType

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent_core._hooks import NO_HOOKS, HookDispatcher, HooksDispatcher, load_hooks
+from agent_core._hooks.config import HOOKS_FILENAME
 from agent_core.config.loader import LoadedConfig, load_config
-from agent_core.hooks import NO_HOOKS, HookDispatcher, HooksDispatcher, load_hooks
-from agent_core.hooks.config import HOOKS_FILENAME
-from agent_core.tools.builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._pipeline import ToolExecutor
 from agent_core.tools.context import RunScope, ToolContext
-from agent_core.tools.pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import EventType

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from agent_core import RunStatus
-from agent_core.events.stream import EventChannel
-from agent_core.memo import WireMemo
-from agent_core.providers.openai_compatible import build_payload
-from agent_core.providers.tool_mapping import ToolNameMap
-from agent_core.redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
-from agent_core.storage.decode import events_from_rows, nodes_from_rows
+from agent_core._events.stream import EventChannel
+from agent_core._memo import WireMemo
+from agent_core._redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
+from agent_core._storage.decode import events_from_rows, nodes_from_rows
+from agent_core.providers._openai_compatible import build_payload
+from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EventType
 from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock
@@ -256,9 +256,9 @@ async def test_finished_root_runs_leave_the_live_run_table(soong_env: SoongEnv) 
 
 def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
     """Resuming the wire encoding at the last shared user message never changes the request body."""
-    from agent_core.providers.openai_compatible import build_payload
-    from agent_core.providers.prefix import PrefixMemo
-    from agent_core.providers.tool_mapping import ToolNameMap
+    from agent_core.providers._openai_compatible import build_payload
+    from agent_core.providers._prefix import PrefixMemo
+    from agent_core.providers._tool_mapping import ToolNameMap
     from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
     from agent_core.types.model import ModelMessage, ModelRequest
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.context.instructions import (
+from agent_core._context.instructions import (
     CATALOG_PRIORITY,
     MAX_CATALOG_ENTRIES,
     catalog_block,
     scan_instruction_catalog,
 )
-from agent_core.tools.instruction_files import match_instruction_file
-from agent_core.tools.paths import SKIP_DIRS
+from agent_core.tools._instruction_files import match_instruction_file
+from agent_core.tools._paths import SKIP_DIRS
 from tests.fixtures.env import SoongEnv
 
 

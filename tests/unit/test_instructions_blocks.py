@@ -10,13 +10,13 @@ import hashlib
 import os
 from pathlib import Path
 
-from agent_core.context.instructions import (
+from agent_core._context.instructions import (
     INSTRUCTION_PRIORITY,
     InstructionScope,
     instruction_blocks,
     latest_instruction_nodes,
 )
-from agent_core.ids import new_id
+from agent_core._ids import new_id
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import NodeType
@@ -195,7 +195,7 @@ def test_non_instruction_nodes_produce_no_blocks() -> None:
 
 
 def test_instruction_index_matches_full_scan_on_append_and_rewrite() -> None:
-    from agent_core.context.instructions import InstructionIndex, latest_instruction_nodes
+    from agent_core._context.instructions import InstructionIndex, latest_instruction_nodes
     from agent_core.types.base import utc_now
     from agent_core.types.content import TextBlock
     from agent_core.types.runtime import Node

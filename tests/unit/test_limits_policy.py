@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core.config.loader import load_config
-from agent_core.config.schema import Settings
-from agent_core.errors import ConfigError
-from agent_core.loop._limits import (
+from agent_core._loop._limits import (
     Budget,
     LimitConfig,
     Prices,
@@ -16,6 +13,9 @@ from agent_core.loop._limits import (
     cost_usd,
     usage_record,
 )
+from agent_core.config.loader import load_config
+from agent_core.config.schema import Settings
+from agent_core.errors import ConfigError
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EndReason
 from agent_core.types.model import ToolCall, Usage

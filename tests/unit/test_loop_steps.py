@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_core.loop.steps import MAX_CONTINUATIONS, Continue, EndTurn, Finish, RunTools, next_step
+from agent_core._loop.steps import MAX_CONTINUATIONS, Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.types.content import TextBlock, ToolCallBlock
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ModelCompleted, StopReason, ToolCall, Usage

@@ -9,10 +9,10 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from agent_core._storage.decode import events_from_rows, nodes_from_rows
+from agent_core._storage.drafts import EventDraft, NodeDraft
+from agent_core._storage.rows import prepare_event, prepare_node
 from agent_core.errors import ErrorCode, SchemaError
-from agent_core.storage.decode import events_from_rows, nodes_from_rows
-from agent_core.storage.drafts import EventDraft, NodeDraft
-from agent_core.storage.rows import prepare_event, prepare_node
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload, JsonBlock, TextBlock, ToolCallBlock
 from agent_core.types.enums import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._memory.scan import CURSOR_KEY, parse_cursor
+from agent_core._storage.drafts import EventDraft
 from agent_core.errors import AgentCoreError
-from agent_core.memory.scan import CURSOR_KEY, parse_cursor
-from agent_core.storage.drafts import EventDraft
 from agent_core.types.enums import EventType
 from tests.fixtures.storage_env import make_redactor, opened_store, set_test_secret
 

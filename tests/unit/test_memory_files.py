@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.context.tokens import DEFAULT_COUNTER
-from agent_core.memory.catalog import TRUNCATED_MARKER, MemoryCatalogBlock, cut_to_tokens
-from agent_core.memory.files import (
+from agent_core._context.tokens import DEFAULT_COUNTER
+from agent_core._memory.catalog import TRUNCATED_MARKER, MemoryCatalogBlock, cut_to_tokens
+from agent_core._memory.files import (
     CATALOG_TITLE,
     MEMORY_ID_RE,
     MemoryFrontmatter,

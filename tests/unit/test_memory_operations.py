@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from agent_core._memory.files import MemoryFrontmatter, MemoryRecord, MemoryStore, parse_memory_text
+from agent_core._memory.operations import PlanContext, parse_submit, plan_commit
+from agent_core._memory.writer import MemoryWriter
+from agent_core._redaction import Redactor
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
-from agent_core.memory.files import MemoryFrontmatter, MemoryRecord, MemoryStore, parse_memory_text
-from agent_core.memory.operations import PlanContext, parse_submit, plan_commit
-from agent_core.memory.writer import MemoryWriter
-from agent_core.redaction import Redactor
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock
 from agent_core.types.runtime import Node
@@ -201,7 +201,7 @@ def _existing(env: SoongEnv) -> MemoryRecord:
             "source_node_ids": ["node_old"],
         }
     )
-    from agent_core.memory.files import render_memory_file
+    from agent_core._memory.files import render_memory_file
 
     writer.commit(
         [("feedback/old-20240101-mem_20240101000000_aaaaaa.md", render_memory_file(front, "old body"))]

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from agent_core.context.tokens import DEFAULT_COUNTER
-from agent_core.errors import AgentCoreError, ErrorCode, ProviderError
-from agent_core.ids import new_id
-from agent_core.memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
-from agent_core.memory.recall import (
+from agent_core._context.tokens import DEFAULT_COUNTER
+from agent_core._ids import new_id
+from agent_core._memory.files import MemoryFrontmatter, MemoryStore, render_catalog, render_memory_file
+from agent_core._memory.recall import (
     RECALL_TOOL,
     RecallLimits,
     RecallToolAdapter,
     memory_section,
     parse_selection,
 )
+from agent_core.errors import AgentCoreError, ErrorCode, ProviderError
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock

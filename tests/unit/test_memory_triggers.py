@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent_core.config.schema import MemorySection
-from agent_core.context.tokens import DEFAULT_COUNTER
-from agent_core.memory.scan import (
+from agent_core._context.tokens import DEFAULT_COUNTER
+from agent_core._memory.scan import (
     ScanCursor,
     ScanInput,
     active_path_summary,
@@ -16,7 +15,8 @@ from agent_core.memory.scan import (
     job_prompt,
     parse_cursor,
 )
-from agent_core.memory.triggers import EXPLICIT_INTENT, decide_reason
+from agent_core._memory.triggers import EXPLICIT_INTENT, decide_reason
+from agent_core.config.schema import MemorySection
 from agent_core.types.base import utc_now
 from agent_core.types.content import TextBlock, ToolResultBlock
 from agent_core.types.runtime import Node

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import agent_core.memory.writer as writer_module
+import agent_core._memory.writer as writer_module
+from agent_core._memory.sensitive import find_secret, mask_secrets
+from agent_core._memory.writer import MemoryWriter
+from agent_core._redaction import Redactor
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.memory.sensitive import find_secret, mask_secrets
-from agent_core.memory.writer import MemoryWriter
-from agent_core.redaction import Redactor
 from tests.fixtures.env import SoongEnv
 
 SECRET = "sk-test-0123456789abcdef0123"

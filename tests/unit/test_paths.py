@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_core._frontmatter import split_frontmatter
 from agent_core.config.schema import DEFAULT_SENSITIVE_PATHS
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.frontmatter import split_frontmatter
-from agent_core.tools.instruction_files import match_instruction_file
-from agent_core.tools.paths import (
+from agent_core.tools._instruction_files import match_instruction_file
+from agent_core.tools._paths import (
     SKIP_DIRS,
     SensitiveMatcher,
     expand_user,

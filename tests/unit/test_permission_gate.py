@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent_core.permissions.gate import PermissionGate, coerce_decision, summarize_arguments
-from agent_core.redaction import Redactor
+from agent_core._redaction import Redactor
+from agent_core.permissions._gate import PermissionGate, coerce_decision, summarize_arguments
 from agent_core.tools.context import RunScope
 from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import AgentRole

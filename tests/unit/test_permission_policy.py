@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent_core.errors import ErrorCode
-from agent_core.permissions.policy import PermissionPolicy
+from agent_core.permissions._policy import PermissionPolicy
 from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.tools import ToolDefinition

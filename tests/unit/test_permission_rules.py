@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent_core.config.schema import Settings
-from agent_core.permissions.gate import PermissionGate
-from agent_core.permissions.rules import session_prefix
+from agent_core.permissions._gate import PermissionGate
+from agent_core.permissions._rules import session_prefix
 from agent_core.tools.context import RunScope
 from agent_core.tools.preflight import Preflight
 from agent_core.types.tools import ToolDefinition

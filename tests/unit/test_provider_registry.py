@@ -18,9 +18,9 @@ import agent_core
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.providers import ProviderAdapter, ProviderRegistry
-from agent_core.providers.anthropic import AnthropicAdapter
-from agent_core.providers.ollama import OllamaAdapter
-from agent_core.providers.openai_compatible import OpenAIAdapter
+from agent_core.providers._anthropic import AnthropicAdapter
+from agent_core.providers._ollama import OllamaAdapter
+from agent_core.providers._openai_compatible import OpenAIAdapter
 from agent_core.types.model import ModelEvent, ModelFailed, ModelMessage, ModelRequest, ProviderErrorPayload
 from tests.fixtures.provider_requests import model_config
 

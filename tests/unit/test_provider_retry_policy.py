@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from agent_core.config.model import RetryConfig
-from agent_core.providers.base import ERROR_TYPES, error_payload, mentions_tools_unsupported
-from agent_core.providers.streaming import (
+from agent_core.providers._streaming import (
     RetryLog,
     StreamProtocolError,
     backoff_ms,
@@ -20,6 +19,7 @@ from agent_core.providers.streaming import (
     parse_retry_after,
     status_error_type,
 )
+from agent_core.providers.base import ERROR_TYPES, error_payload, mentions_tools_unsupported
 
 
 def test_providers_ac19_backoff_sequence_defaults() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_core.errors import ErrorCode
-from agent_core.providers.tool_mapping import (
+from agent_core.providers._tool_mapping import (
     ToolNameMap,
     conversation,
     render_block,

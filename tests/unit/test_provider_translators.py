@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from agent_core.errors import ErrorCode
-from agent_core.providers import anthropic, ollama, openai_compatible
+from agent_core.providers import _anthropic as anthropic
+from agent_core.providers import _ollama as ollama
+from agent_core.providers import _openai_compatible as openai_compatible
+from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.providers.base import MessageAssembler, parse_arguments
-from agent_core.providers.tool_mapping import ToolNameMap
 from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
     ModelCompleted,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from agent_core._ids import new_id
+from agent_core._skills import LOAD_SKILL_TOOL, SkillCatalog, SkillToolAdapter
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.ids import new_id
-from agent_core.skills import LOAD_SKILL_TOOL, SkillCatalog, SkillToolAdapter
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
@@ -56,7 +56,7 @@ def test_f10_skill_catalog_block_has_names_and_descriptions_only(
     _write_skill(env, "empty.md", "x\n", {"name": "  ", "description": "d"})
 
     catalog = SkillCatalog(env.home)
-    with caplog.at_level(logging.WARNING, logger="agent_core.skills"):
+    with caplog.at_level(logging.WARNING, logger="agent_core._skills"):
         entries = catalog.entries()
     assert [(e.name, e.description) for e in entries] == [
         ("deploy", "Ship it."),

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from agent_core._storage.drafts import FROM_TIP, EventDraft, NodeDraft, Tip
+from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.writer import Txn
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.storage.drafts import FROM_TIP, EventDraft, NodeDraft, Tip
-from agent_core.storage.sqlite import StorageManager
-from agent_core.storage.writer import Txn
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType, RunStatus
 from tests.fixtures.storage_env import make_redactor, opened_store

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from agent_core._storage.decode import events_from_rows, nodes_from_rows
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.storage.decode import events_from_rows, nodes_from_rows
 from agent_core.types.content import (
     ArtifactRefBlock,
     ErrorPayload,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.storage.drafts import EventDraft, NodeDraft
+from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.enums import AgentType, ErrorCode, EventType, RunStatus

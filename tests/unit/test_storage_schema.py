@@ -10,10 +10,10 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from agent_core._ids import new_id
+from agent_core._storage.migrations import MIGRATIONS, Migration
+from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.ids import new_id
-from agent_core.storage.migrations import MIGRATIONS, Migration
-from agent_core.storage.sqlite import StorageManager
 from agent_core.types.base import format_ts, parse_ts
 from agent_core.types.enums import AgentType
 from agent_core.types.storage import AgentRecord, SessionRecord

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.tasks import TaskCaller
-from agent_core.tasks.board import default_token_estimate
+from agent_core._tasks import TaskCaller
+from agent_core._tasks.board import default_token_estimate
 from tests.fixtures.task_harness import ManualClock, TaskHarness, claim, create, finish, step
 
 

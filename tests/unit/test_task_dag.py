@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks.dag import Actor, IllegalTransition, TaskDag, find_cycle
-from agent_core.tasks.decide import (
+from agent_core._tasks.dag import Actor, IllegalTransition, TaskDag, find_cycle
+from agent_core._tasks.decide import (
     decide_claim,
     decide_complete,
     decide_create,
@@ -19,9 +18,10 @@ from agent_core.tasks.decide import (
     decide_terminate,
     decide_update_step,
 )
-from agent_core.tasks.inputs import StepInput, TaskUpdateInput, TaskUpdateStepInput
-from agent_core.tasks.models import TaskStep, TaskWalEvent, make_wal_event, parse_wal_event
-from agent_core.tasks.patch import decide_update
+from agent_core._tasks.inputs import StepInput, TaskUpdateInput, TaskUpdateStepInput
+from agent_core._tasks.models import TaskStep, TaskWalEvent, make_wal_event, parse_wal_event
+from agent_core._tasks.patch import decide_update
+from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import StepStatus
 
 NOW = datetime(2026, 6, 12, 15, 30, tzinfo=UTC)

@@ -10,24 +10,24 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tasks.inputs import (
+from agent_core._tasks.inputs import (
     StepInput,
     TaskCreateInput,
     TaskUpdateInput,
     TaskUpdateStepInput,
     parse_input,
 )
-from agent_core.tasks.models import (
+from agent_core._tasks.models import (
     EVENT_CLASSES,
     PAYLOAD_MODELS,
     TaskWalEvent,
     WalEventType,
     parse_wal_event,
 )
-from agent_core.tasks.tool_definitions import TASK_TOOL_NAMES, task_tool_definitions
-from agent_core.tasks.wal import normalize_wal_name
-from agent_core.tools.schema import check_schema, validate_arguments
+from agent_core._tasks.tool_definitions import TASK_TOOL_NAMES, task_tool_definitions
+from agent_core._tasks.wal import normalize_wal_name
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._schema import check_schema, validate_arguments
 from agent_core.types.enums import WAL_EVENT_TYPES
 
 COMMON = [

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_core._tasks import TaskDag, replay_wal
+from agent_core._tasks.dag import find_cycle
+from agent_core._tasks.models import HELD_STEP_STATUSES
 from agent_core.errors import AgentCoreError
-from agent_core.tasks import TaskDag, replay_wal
-from agent_core.tasks.dag import find_cycle
-from agent_core.tasks.models import HELD_STEP_STATUSES
 from agent_core.types.base import parse_ts
 from agent_core.types.enums import StepStatus, TaskStatus
 from tests.fixtures.task_harness import ManualClock, TaskHarness, step

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent_core import AgentCoreError, ConfigError, ErrorCode, RunStatus, SchemaError
-from agent_core.loop._output import OutputSchema, parse_text
+from agent_core._loop._output import OutputSchema, parse_text
 from agent_core.testing import (
     CassetteMismatch,
     FunctionModel,
@@ -24,7 +24,7 @@ from agent_core.testing import (
     replay,
 )
 from agent_core.testing._cassette import request_diff
-from agent_core.tools.schema import schema_errors
+from agent_core.tools._schema import schema_errors
 from agent_core.types.content import TextBlock
 from agent_core.types.model import ModelMessage, SystemBlock
 

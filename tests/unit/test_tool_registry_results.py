@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agent_core._redaction import REDACTED, Redactor
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
-from agent_core.redaction import REDACTED, Redactor
-from agent_core.tools.normalize import (
+from agent_core.tools._normalize import (
     artifact_ids,
     estimate_tokens,
     exception_result,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
-from agent_core.tools.schema import (
+from agent_core.tools._schema import (
     check_schema,
     model_input_schema,
     schema_errors,

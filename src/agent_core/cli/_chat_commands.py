@@ -210,7 +210,7 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _skills(chat: ChatSession, args: list[str]) -> None:
-    from agent_core.skills.catalog import SkillCatalog
+    from agent_core._skills.catalog import SkillCatalog
 
     runtime = await chat.ready()
     catalog = SkillCatalog(runtime.home_dir)
@@ -223,7 +223,7 @@ async def _skills(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _config(chat: ChatSession, args: list[str]) -> None:
-    from agent_core.config.profiles import resolve_purpose_model
+    from agent_core.config._profiles import resolve_purpose_model
 
     runtime = await chat.ready()
     config = runtime._config

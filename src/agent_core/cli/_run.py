@@ -14,7 +14,7 @@ from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_perm
 from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
-    from agent_core.api.handles import RunHandle
+    from agent_core._api.handles import RunHandle
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
@@ -168,7 +168,7 @@ async def _consume(run: RunHandle, printer: _Printer) -> None:
 
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent run``; returns the exit status."""
-    from agent_core.api.runtime import AgentRuntime
+    from agent_core._api.runtime import AgentRuntime
     from agent_core.errors import AgentCoreError
     from agent_core.types.permissions import PermissionDecision
 

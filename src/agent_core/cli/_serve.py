@@ -61,7 +61,7 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
 
     import uvicorn
 
-    from agent_core.api.runtime import AgentRuntime
+    from agent_core._api.runtime import AgentRuntime
     from agent_core.errors import AgentCoreError
     from agent_core.server._app import create_app
     from agent_core.server._approvals import ApprovalBroker

@@ -4,9 +4,9 @@ The runtime calls :func:`load_config` in its constructor and hands the :class:`L
 it wires; model users call :func:`resolve_model` / :func:`resolve_purpose_model`.
 """
 
+from agent_core.config._profiles import ProfileError, ProfileNotFound, resolve_model, resolve_purpose_model
 from agent_core.config.loader import LoadedConfig, load_config, resolve_home, resolve_project
 from agent_core.config.model import ModelProfile, ResolvedModelConfig, RetryConfig
-from agent_core.config.profiles import ProfileError, ProfileNotFound, resolve_model, resolve_purpose_model
 from agent_core.config.schema import Settings, WorkerSpec, expand_placeholders, worker_entries
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_core.config._profiles import validate_profiles
 from agent_core.config.loaded import LoadedConfig
-from agent_core.config.profiles import validate_profiles
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
 from agent_core.errors import ConfigError, ErrorCode
 

@@ -20,7 +20,7 @@ from agent_core.errors.codes import ErrorCode
 from agent_core.errors.payloads import ErrorPayload, ProviderErrorPayload
 
 if TYPE_CHECKING:
-    from agent_core.redaction import Redactor
+    from agent_core._redaction import Redactor
 
 
 class AgentCoreError(Exception):

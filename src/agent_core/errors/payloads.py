@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from agent_core._redaction import Redactor, default_redactor
 from agent_core.errors.codes import ErrorCode
-from agent_core.redaction import Redactor, default_redactor
 from agent_core.types.base import StrictModel
 
 

@@ -10,7 +10,7 @@ from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.jobs._tools import JobToolsAdapter
 
 if TYPE_CHECKING:
-    from agent_core.runtime.runs import RunManager
+    from agent_core._runtime.runs import RunManager
 
 __all__ = [
     "PLACEHOLDER",

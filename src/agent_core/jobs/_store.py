@@ -10,8 +10,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from agent_core.storage.protocol import SessionStore
-from agent_core.storage.writer import Txn
+from agent_core._storage.protocol import SessionStore
+from agent_core._storage.writer import Txn
 from agent_core.types.base import FrozenModel, format_ts
 
 JobStatus = Literal["running", "completed", "failed", "cancelled"]

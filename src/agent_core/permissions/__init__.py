@@ -1,14 +1,14 @@
 """Permission policy (pure) and the per-runtime permission gate (tools.md §15)."""
 
-from agent_core.permissions.deferred import DEFER, DeferredAnswers, PermissionDeferral
-from agent_core.permissions.gate import (
+from agent_core.permissions._deferred import DEFER, DeferredAnswers, PermissionDeferral
+from agent_core.permissions._gate import (
     GateOutcome,
     PermissionCallback,
     PermissionGate,
     coerce_decision,
     summarize_arguments,
 )
-from agent_core.permissions.policy import CallFacts, PermissionPolicy, PolicyDecision
+from agent_core.permissions._policy import CallFacts, PermissionPolicy, PolicyDecision
 
 __all__ = [
     "DEFER",

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agent_core._ids import is_printable_id, new_id
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ErrorCode
-from agent_core.ids import is_printable_id, new_id
-from agent_core.providers.tool_mapping import ToolNameMap
+from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock
 from agent_core.types.model import (
     ModelCompleted,

@@ -33,9 +33,9 @@ class _Builtin:
 
 
 _BUILTINS = {
-    "openai": _Builtin("agent_core.providers.openai_compatible", "OpenAIAdapter"),
-    "anthropic": _Builtin("agent_core.providers.anthropic", "AnthropicAdapter"),
-    "ollama": _Builtin("agent_core.providers.ollama", "OllamaAdapter"),
+    "openai": _Builtin("agent_core.providers._openai_compatible", "OpenAIAdapter"),
+    "anthropic": _Builtin("agent_core.providers._anthropic", "AnthropicAdapter"),
+    "ollama": _Builtin("agent_core.providers._ollama", "OllamaAdapter"),
 }
 
 

@@ -51,7 +51,7 @@ class SystemClock:
 
 
 class StartedRun(Protocol):
-    """What a firing started (an :class:`~agent_core.api.handles.RunHandle`)."""
+    """What a firing started (an :class:`~agent_core._api.handles.RunHandle`)."""
 
     @property
     def session_id(self) -> str: ...

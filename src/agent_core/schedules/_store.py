@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 
+from agent_core._ids import new_id, validate_session_id
+from agent_core._storage.protocol import SessionStore
+from agent_core._storage.writer import Txn
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.ids import new_id, validate_session_id
 from agent_core.schedules._cron import next_after, validate_cron
-from agent_core.storage.protocol import SessionStore
-from agent_core.storage.writer import Txn
 from agent_core.types.base import FrozenModel, format_ts, parse_ts
 
 _COLUMNS = (

@@ -19,13 +19,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_core._storage.approvals import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
 from agent_core.errors import AgentCoreError
-from agent_core.permissions.deferred import DEFER, DeferredAnswers, PermissionDeferral
-from agent_core.storage.approvals import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
+from agent_core.permissions._deferred import DEFER, DeferredAnswers, PermissionDeferral
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
-    from agent_core.api.runtime import AgentRuntime
+    from agent_core._api.runtime import AgentRuntime
 
 log = logging.getLogger("agent_core.server")
 

@@ -17,8 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agent_core._ids import validate_session_id
+from agent_core._storage.approvals import ApprovalStatus, request_json
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.ids import validate_session_id
 from agent_core.server._addressing import NOTE_TAG, addressed_message, addressed_workers
 from agent_core.server._errors import ApiError
 from agent_core.server._models import (
@@ -34,7 +35,6 @@ from agent_core.server._models import (
     WorkerRef,
 )
 from agent_core.server._sse import Cursor, run_stream
-from agent_core.storage.approvals import ApprovalStatus, request_json
 from agent_core.types.enums import RunStatus
 from agent_core.types.permissions import PermissionDecision
 from agent_core.types.runtime import UserMessage

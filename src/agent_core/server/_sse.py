@@ -34,9 +34,9 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from agent_core.api.handles import RunHandle
-from agent_core.events.stream import user_visible
-from agent_core.storage.protocol import SessionStore
+from agent_core._api.handles import RunHandle
+from agent_core._events.stream import user_visible
+from agent_core._storage.protocol import SessionStore
 from agent_core.types.runtime import NestedRuntimeEvent, RuntimeEvent
 
 log = logging.getLogger("agent_core.server")

@@ -8,15 +8,15 @@ import logging
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from agent_core.api.handles import RunHandle
-from agent_core.api.runtime import AgentRuntime
+from agent_core._api.handles import RunHandle
+from agent_core._api.runtime import AgentRuntime
+from agent_core._runtime.state import RunState
+from agent_core._storage.approvals import ApprovalStore
+from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.runtime.state import RunState
 from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
-from agent_core.storage.approvals import ApprovalStore
-from agent_core.storage.protocol import SessionStore
 from agent_core.types.runtime import CancelResult
 
 log = logging.getLogger("agent_core.server")

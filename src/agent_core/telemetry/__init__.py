@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
-    from agent_core.runtime.runs import RunManager
+    from agent_core._runtime.runs import RunManager
     from agent_core.telemetry._setup import RunTracing
 
 __all__ = ["install"]

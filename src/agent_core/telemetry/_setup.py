@@ -14,7 +14,7 @@ from agent_core.telemetry._spans import SpanBuilder
 from agent_core.types.runtime import RuntimeEvent
 
 if TYPE_CHECKING:
-    from agent_core.runtime.runs import RunManager
+    from agent_core._runtime.runs import RunManager
 
 INSTRUMENTATION = "agent_core"
 

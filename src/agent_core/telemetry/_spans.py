@@ -29,8 +29,8 @@ from typing import Any, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from agent_core._redaction import Redactor
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.redaction import Redactor
 from agent_core.types.enums import EventType
 from agent_core.types.runtime import RuntimeEvent
 

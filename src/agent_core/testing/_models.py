@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core._ids import new_id
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.ids import new_id
 from agent_core.testing._wire import split_text
 from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.model import (

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent_core.api.runtime import AgentRuntime
+from agent_core._api.runtime import AgentRuntime
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.providers.base import ProviderAdapter

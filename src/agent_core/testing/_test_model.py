@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from agent_core._loop._output import OUTPUT_TOOL_NAME
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.loop._output import OUTPUT_TOOL_NAME
 from agent_core.testing._models import DEFAULT_PROVIDER_KEY, CallTool, InProcessModel, ModelReply
-from agent_core.tools.schema import schema_errors
+from agent_core.tools._schema import schema_errors
 from agent_core.types.model import ModelRequest
 from agent_core.types.tools import ToolDefinition
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agent_core.config.schema import Settings
 from agent_core.errors import ConfigError, ErrorCode
-from agent_core.tools.paths import SensitiveMatcher, resolve_dir, user_home, write_roots
+from agent_core.tools._paths import SensitiveMatcher, resolve_dir, user_home, write_roots
 
 _STARTS: dict[str, str | None] = {}
 """bwrap path → ``None`` when it started once, else the failure message."""

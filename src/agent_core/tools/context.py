@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_core.events.payloads import EventPayload, ToolProgress, ToolResultEvent
+from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agent_core.tools._safe_fs import FileIdentity
 
 if TYPE_CHECKING:
-    from agent_core.tools.builtin.preview import ChangePreview
+    from agent_core.tools._builtin.preview import ChangePreview
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,7 @@ Registration rules (all checked before anything is stored; a failing batch regis
   not use the reserved ``agent.``, ``internal.`` or ``mcp.`` namespaces (``validation_error``); the runtime
   registers its own adapters with ``register_adapter(adapter, internal=True)``;
 * a duplicate canonical name raises ``validation_error``; nothing is overwritten or suffixed;
-* the input schema must lie in the core subset (``schema_error``, :mod:`agent_core.tools.schema`);
+* the input schema must lie in the core subset (``schema_error``, :mod:`agent_core.tools._schema`);
 * tags are lowercase; ``metadata.timeout_ms`` (Python tools) is a positive integer.
 
 Python handlers take ``(args: dict, ctx: ToolContext)``; synchronous handlers run in a worker thread and
@@ -31,9 +31,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._schema import check_schema, model_input_schema
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.context import ToolContext
-from agent_core.tools.schema import check_schema, model_input_schema
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition
 

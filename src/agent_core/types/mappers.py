@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
+from agent_core._jsontext import compact_json
 from agent_core.errors import ErrorCode, SchemaError
-from agent_core.jsontext import compact_json
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.runtime import ArtifactRef, RunInfo

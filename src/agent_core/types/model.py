@@ -6,9 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from agent_core._memo import WireMemo
 from agent_core.errors import ErrorCode, SchemaError
 from agent_core.errors.payloads import ProviderErrorPayload as ProviderErrorPayload
-from agent_core.memo import WireMemo
 from agent_core.types.base import StrictModel
 from agent_core.types.content import (
     ArtifactRefBlock,

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from agent_core.engine.temporal.activities import RunActivities
-from agent_core.engine.temporal.client import connect
-from agent_core.engine.temporal.permissions import WorkflowPermissions
+from agent_core.engine.temporal._activities import RunActivities
+from agent_core.engine.temporal._client import connect
+from agent_core.engine.temporal._permissions import WorkflowPermissions
 from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
-    from agent_core.api.runtime import AgentRuntime
+    from agent_core._api.runtime import AgentRuntime
 
 SHUTDOWN_GRACE = timedelta(seconds=15)
 
@@ -30,7 +30,7 @@ async def run_worker(
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    from agent_core.engine.temporal.workflow import RunWorkflow
+    from agent_core.engine.temporal._workflow import RunWorkflow
 
     manager = await runtime._open()
     engine = manager.services.settings.engine

@@ -1,0 +1,426 @@
+"""``AgentRuntime``: the SDK entry point (contract.md §2, runtime.md §5).
+
+Construction is synchronous and only resolves paths and validates ``config.toml`` (nothing is created on
+disk). Opening (``async with`` or the first awaited call) opens SQLite, verifies the packaged assets and
+wires the registries. The runtime facade only assembles parts; their logic lives in their packages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from agent_core._api.handles import RunHandle
+from agent_core._api.wiring import OpenRuntime, open_services
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.state import RunState
+from agent_core.config.loader import LoadedConfig, load_config
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.permissions._deferred import PermissionDeferral
+from agent_core.providers.base import ProviderFactory
+from agent_core.providers.registry import ProviderRegistry
+from agent_core.tools.registry import ToolHandler, ToolRegistry
+from agent_core.types.enums import RunMode
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.runtime import (
+    AgentDefinition,
+    CancelResult,
+    CleanupResult,
+    DeleteSessionResult,
+    InspectResult,
+    Node,
+    ReplayResult,
+    SessionSummary,
+    UserMessage,
+)
+from agent_core.types.tools import ToolDefinition
+from agent_core.types.workers import WorkerPoolView
+
+if TYPE_CHECKING:
+    from agent_core._loop._output import OutputSchema
+    from agent_core._storage.protocol import SessionStore
+    from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
+
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+
+
+class AgentRuntime:
+    """Runs agents on one project with one user-level configuration."""
+
+    def __init__(
+        self,
+        project_dir: str | Path | None = None,
+        config_path: str | Path | None = None,
+        home_dir: str | Path | None = None,
+        session_db_path: str | Path | None = None,
+        permission_callback: PermissionCallback | None = None,
+        provider_registry: ProviderRegistry | None = None,
+        tool_registry: ToolRegistry | None = None,
+        debug: bool = False,
+    ) -> None:
+        self._config: LoadedConfig = load_config(
+            home_dir=home_dir,
+            config_path=config_path,
+            project_dir=project_dir,
+            session_db_path=session_db_path,
+        )
+        self._permission_callback = permission_callback
+        self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
+        self._tools = tool_registry if tool_registry is not None else ToolRegistry()
+        self._debug = debug
+        self._code_definitions: list[AgentDefinition] = []
+        self._manager: RunManager | None = None
+        self._opened: OpenRuntime | None = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+        self._scheduler: SchedulerService | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    @property
+    def project_dir(self) -> Path:
+        return self._config.project
+
+    @property
+    def home_dir(self) -> Path:
+        return self._config.home
+
+    async def __aenter__(self) -> AgentRuntime:
+        await self._open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _check_open_allowed(self) -> None:
+        if self._closed:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closed")
+
+    async def _open(self) -> RunManager:
+        self._check_open_allowed()
+        if self._manager is not None:
+            return self._manager
+        async with self._open_lock:
+            self._check_open_allowed()
+            if self._manager is None:
+                self._opened = await open_services(
+                    self._config,
+                    providers=self._providers,
+                    tools=self._tools,
+                    permission_callback=self._permission_callback,
+                    debug=self._debug,
+                    code_definitions=self._code_definitions,
+                )
+                self._manager = self._opened.manager
+            return self._manager
+
+    async def close(self) -> None:
+        """Stops new runs, cancels queued and active runs, closes adapters, hooks, MCP and storage."""
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._closing)
+
+    async def _shutdown(self) -> None:
+        if self._scheduler is not None:
+            await self._scheduler.stop()
+        opened = self._opened
+        if opened is None:
+            return
+        from agent_core._api.wiring import close_services
+
+        await close_services(opened)
+
+    # ---- registration ---------------------------------------------------------------------------
+    def register_provider(self, key: str, factory: ProviderFactory) -> None:
+        self._check_open_allowed()
+        self._providers.register(key, factory)
+
+    def register_tool(self, definition: ToolDefinition, handler: ToolHandler) -> None:
+        self._check_open_allowed()
+        self._tools.register_tool(definition, handler)
+
+    def register_agent_definition(
+        self, definition: AgentDefinition, source: Literal["code"] = "code"
+    ) -> None:
+        self._check_open_allowed()
+        definition = definition.model_copy(update={"source": "code"})
+        if self._opened is not None:
+            self._opened.agents.registry.register(definition)
+            return
+        self._code_definitions.append(definition)
+
+    # ---- runs ------------------------------------------------------------------------------------
+    async def start(
+        self,
+        message: str | UserMessage,
+        session_id: str | None = None,
+        mode: Literal["normal", "orchestrator"] = "normal",
+        output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+        output_retries: int = 2,
+    ) -> RunHandle:
+        """Starts (or queues) a run and returns its handle without waiting for completion.
+
+        With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
+        against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
+        run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+        """
+        manager = await self._open()
+        if isinstance(message, str):
+            try:
+                message = UserMessage(content=message)
+            except ValidationError as exc:
+                raise AgentCoreError(
+                    ErrorCode.validation_error, f"invalid message: {exc.errors()[0]['msg']}"
+                ) from exc
+        elif not isinstance(message, UserMessage):
+            raise AgentCoreError(ErrorCode.validation_error, "message must be a str or a UserMessage")
+        try:
+            run_mode = RunMode(mode)
+        except ValueError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        schema: OutputSchema | None = None
+        if output_schema is not None:
+            from agent_core._loop._output import OutputSchema  # imported only when used
+
+            if isinstance(output_retries, bool) or not isinstance(output_retries, int) or output_retries < 0:
+                raise AgentCoreError(
+                    ErrorCode.validation_error,
+                    f"output_retries must be an integer >= 0, got {output_retries!r}",
+                    details={"argument": "output_retries"},
+                )
+            schema = OutputSchema(output_schema)
+        state = await manager.start(
+            message,
+            session_id,
+            run_mode,
+            output_schema=schema,
+            output_retries=output_retries if schema else None,
+        )
+        return RunHandle(self, state)
+
+    async def _cancel_run(self, state: RunState) -> CancelResult:
+        if self._manager is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return await self._manager.cancel(state)
+
+    async def _inspect_child(
+        self, parent: RunState, child_run_id: str, include_sensitive: bool
+    ) -> InspectResult:
+        manager = await self._open()
+        from agent_core._api import replay  # imported on first use: not needed to run agents
+
+        return await replay.inspect_child(manager, parent, child_run_id, include_sensitive)
+
+    async def switch_node(self, session_id: str, node_id: str) -> Node:
+        manager = await self._open()
+        from agent_core._api import replay  # imported on first use: not needed to run agents
+
+        return await replay.switch_node(manager, session_id, node_id)
+
+    async def answer_permission(
+        self,
+        request_id: str,
+        decision: PermissionDecision | Literal["allow_once", "allow_for_session", "deny"],
+    ) -> None:
+        """Answers a permission request whose callback returned ``DEFER`` (``agent_core.permissions``).
+
+        Callable from any task of the runtime's event loop; the first answer wins. A request that is not
+        pending (unknown, already answered, or abandoned because its run stopped) → ``validation_error``.
+        """
+        manager = await self._open()
+        if isinstance(decision, str):
+            try:
+                decision = PermissionDecision(decision=decision)
+            except ValidationError as exc:
+                raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
+        manager.services.gate.deferred.answer(request_id, decision)
+
+    async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
+        """Every configured worker pool (config order) with its validity and its workers' state: in
+        ``session_id`` when given, else in any session (``agent_core._orchestrator.views``)."""
+        manager = await self._open()
+        from agent_core._orchestrator.views import worker_pools_view  # imported on first use
+
+        return await worker_pools_view(manager, session_id)
+
+    # ---- replay / inspect -----------------------------------------------------------------------
+    async def replay_session(
+        self,
+        session_id: str,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        include_sensitive: bool = False,
+    ) -> ReplayResult:
+        manager = await self._open()
+        from agent_core._api import replay  # imported on first use: not needed to run agents
+
+        return await replay.replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
+
+    async def replay_run(self, run_id: str, include_sensitive: bool = False) -> ReplayResult:
+        manager = await self._open()
+        from agent_core._api import replay  # imported on first use: not needed to run agents
+
+        return await replay.replay_run(manager, run_id, include_sensitive)
+
+    async def get_node_path(self, node_id: str) -> list[Node]:
+        manager = await self._open()
+        from agent_core._api import replay  # imported on first use: not needed to run agents
+
+        return await replay.get_node_path(manager, node_id)
+
+    # ---- session list and fork (surfaces.md §1, §2) ---------------------------------------------
+    async def list_sessions(self, limit: int | None = None) -> list[SessionSummary]:
+        """Sessions of this project, most recently updated first (title, mode, latest run status)."""
+        manager = await self._open()
+        from agent_core._api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.list_sessions(manager, limit)
+
+    async def fork_session(self, session_id: str, node_id: str) -> str:
+        """Copies the root path down to ``node_id`` into a new session (active leaf: the copy of
+        ``node_id``); returns the new session id. The source session is unchanged."""
+        manager = await self._open()
+        from agent_core._api import _sessions  # imported on first use: not needed to run agents
+
+        return await _sessions.fork_session(manager, session_id, node_id)
+
+    # ---- deletion and cleanup -------------------------------------------------------------------
+    async def delete_session(self, session_id: str) -> DeleteSessionResult:
+        manager = await self._open()
+        from agent_core._api import maintenance  # imported on first use: not needed to run agents
+
+        return await maintenance.delete_session(manager, session_id)
+
+    async def delete_artifact(self, artifact_id: str) -> CleanupResult:
+        manager = await self._open()
+        return await manager.services.artifacts.delete(artifact_id)
+
+    async def cleanup_project_tasks(
+        self,
+        project: str | Path,
+        dry_run: bool = True,
+        include_failed: bool = False,
+        include_cancelled: bool = False,
+        older_than: datetime | None = None,
+    ) -> CleanupResult:
+        manager = await self._open()
+        from agent_core._api import maintenance  # imported on first use: not needed to run agents
+
+        return await maintenance.cleanup_project_tasks(
+            manager, project, dry_run, include_failed, include_cancelled, older_than
+        )
+
+    async def cleanup_artifacts(
+        self,
+        session_id: str | None = None,
+        dry_run: bool = True,
+        include_all: bool = False,
+        older_than: datetime | None = None,
+        max_bytes: int | None = None,
+    ) -> CleanupResult:
+        manager = await self._open()
+        from agent_core._api import maintenance  # imported on first use: not needed to run agents
+
+        return await maintenance.cleanup_artifacts(
+            manager, session_id, dry_run, include_all, older_than, max_bytes
+        )
+
+    # ---- schedules (surfaces.md §6) -------------------------------------------------------------
+    def scheduler(
+        self,
+        *,
+        clock: Clock | None = None,
+        poll_interval_s: float | None = None,
+        on_fired: Callable[[Firing], None] | None = None,
+    ) -> SchedulerService:
+        """This runtime's scheduler service for its project (created on first call; ``start``/``stop``).
+
+        ``clock`` (and the other options) can only be chosen by the first call; the service uses it for
+        due times of schedules added through this runtime too. Closing the runtime stops the service.
+        """
+        self._check_open_allowed()
+        if self._scheduler is None:
+            from agent_core.schedules import SchedulerService, ScheduleStore
+            from agent_core.schedules._service import DEFAULT_POLL_INTERVAL_S
+
+            runtime = self
+
+            async def start_run(schedule: Schedule) -> RunHandle:
+                return await runtime._start_scheduled(schedule)
+
+            self._scheduler = SchedulerService(
+                ScheduleStore(self._storage),
+                self.project_dir,
+                start_run,
+                clock=clock,
+                poll_interval_s=poll_interval_s or DEFAULT_POLL_INTERVAL_S,
+                on_fired=on_fired,
+            )
+        elif clock is not None and clock is not self._scheduler.clock:
+            raise AgentCoreError(
+                ErrorCode.validation_error, "this runtime's scheduler already exists with another clock"
+            )
+        return self._scheduler
+
+    async def _storage(self) -> SessionStore:
+        return (await self._open()).services.storage
+
+    async def _schedule_store(self) -> ScheduleStore:
+        from agent_core.schedules import ScheduleStore
+
+        return ScheduleStore(self._storage)
+
+    async def add_schedule(self, cron: str, message: str, session_id: str | None = None) -> str:
+        """Stores a cron schedule of this project; each firing sends ``message`` as a user message to
+        ``session_id`` (or to a new session when ``None``). Returns the schedule id."""
+        store = await self._schedule_store()
+        if session_id is not None:
+            await self._manager_or_raise().get_session(session_id)  # unknown -> validation_error
+        schedule = await store.add(
+            cron=cron,
+            message=message,
+            project=self.project_dir,
+            session_id=session_id,
+            now=self.scheduler().clock.now(),
+        )
+        return schedule.schedule_id
+
+    async def list_schedules(self, all_projects: bool = False) -> list[Schedule]:
+        """This project's schedules (every project's with ``all_projects``), oldest first."""
+        store = await self._schedule_store()
+        return await store.list(None if all_projects else self.project_dir)
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        """Deletes a schedule (``validation_error`` when unknown)."""
+        store = await self._schedule_store()
+        await store.remove(schedule_id)
+
+    async def _start_scheduled(self, schedule: Schedule) -> RunHandle:
+        mode: Literal["normal", "orchestrator"] = "normal"
+        if schedule.session_id is not None:
+            session = await self._manager_or_raise().get_session(schedule.session_id)
+            mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
+        message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
+        return await self.start(message, session_id=schedule.session_id, mode=mode)
+
+    def _manager_or_raise(self) -> RunManager:
+        if self._manager is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return self._manager
+
+    def _features(self) -> OpenRuntime:
+        """The open runtime's typed features (internal; tests and surfaces of this package)."""
+        if self._opened is None:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+        return self._opened

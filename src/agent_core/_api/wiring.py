@@ -1,0 +1,240 @@
+"""Assembles an open runtime from its parts and tears it down again (runtime.md §5.2, §5.4)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent_core._agents.feature import Agents
+from agent_core._agents.feature import install as install_agents
+from agent_core._artifacts.manager import ArtifactManager
+from agent_core._assets.loader import AssetLoader
+from agent_core._compact.service import CompactionService
+from agent_core._compact.service import install as install_compaction
+from agent_core._context.instructions import (
+    InstructionIndex,
+    catalog_block,
+    instruction_blocks,
+    scan_instruction_catalog,
+)
+from agent_core._context.prompt import DynamicSource
+from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._orchestrator.feature import TaskFeature
+from agent_core._orchestrator.feature import install as install_tasks
+from agent_core._redaction import Redactor
+from agent_core._runtime.features import RunFeatures
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.services import Services
+from agent_core._runtime.state import RunState
+from agent_core._skills.catalog import SkillCatalog
+from agent_core._skills.tool import SkillToolAdapter
+from agent_core._storage.backend import session_store
+from agent_core.config.loader import LoadedConfig
+from agent_core.config.model import ModelProfile
+from agent_core.permissions._deferred import PermissionDeferral
+from agent_core.permissions._gate import PermissionGate
+from agent_core.providers.registry import ProviderRegistry
+from agent_core.tools._builtin import CodeToolsAdapter
+from agent_core.tools._effective import EffectiveTools
+from agent_core.tools._pipeline import ToolExecutor
+from agent_core.tools.registry import ToolRegistry
+from agent_core.types.enums import AgentRole
+from agent_core.types.model import SystemBlock
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.runtime import AgentDefinition, Node
+
+if TYPE_CHECKING:
+    from agent_core._memory import MemoryService
+    from agent_core.jobs import JobManager
+
+log = logging.getLogger("agent_core._runtime")
+PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class OpenRuntime:
+    """One open runtime: its run manager and its features, typed (what ``AgentRuntime`` reaches)."""
+
+    manager: RunManager
+    agents: Agents
+    tasks: TaskFeature
+    compaction: CompactionService
+    memory: MemoryService | None
+    jobs: JobManager | None
+
+
+def secret_env_names(config: LoadedConfig) -> set[str]:
+    """Every env var named by an ``api_key_env`` or ``storage.postgres.dsn_env`` (write-time redaction)."""
+    settings = config.settings
+    names = {settings.model.api_key_env, settings.storage.postgres.dsn_env or ""}
+    profiles: list[Any] = list(settings.model_overrides.values())
+    profiles += [settings.compact.model_profile, settings.memory.extract_model_profile]
+    profiles.append(settings.memory.recall_model_profile)
+    for profile in profiles:
+        if isinstance(profile, ModelProfile) and profile.api_key_env:
+            names.add(profile.api_key_env)
+    return {n for n in names if n}
+
+
+async def open_services(
+    config: LoadedConfig,
+    *,
+    providers: ProviderRegistry,
+    tools: ToolRegistry,
+    permission_callback: PermissionCallback | None,
+    debug: bool,
+    code_definitions: Sequence[AgentDefinition],
+) -> OpenRuntime:
+    """Opens storage, verifies assets and wires every registry; releases everything on failure."""
+    redactor = Redactor(secret_env_names(config))
+    storage = session_store(config, redactor)
+    caller_adapters = {id(a) for a in tools.adapters()}
+    await storage.open()
+    try:
+        assets = AssetLoader()
+        assets.verify_all()
+        assets.template(config.settings.plan.template_name, config_path=config.config_path)
+        providers.ensure_builtins()
+        settings = config.settings
+        tools.register_adapter(CodeToolsAdapter(settings, redactor=redactor), internal=True)
+        skills = SkillCatalog(config.home)
+        tools.register_adapter(SkillToolAdapter(skills), internal=True)
+        gate = PermissionGate(permission_callback, settings, redactor=redactor)
+        # optional user-level sources are imported only when their files exist (CLI cold start)
+        hooks_dispatcher: HookDispatcher = NO_HOOKS
+        if settings.hooks.enabled and (config.home / "hooks.json").exists():
+            from agent_core._hooks.dispatcher import load_hooks
+
+            hooks_dispatcher = load_hooks(config, redactor=redactor)
+        if settings.tools.declarative_enabled and (config.home / "tools").exists():
+            from agent_core.tools._declarative import load_declarative_tools
+
+            declarative = load_declarative_tools(config, redactor=redactor)
+            if declarative is not None:
+                declarative.register(tools)
+        mcp = None
+        if (config.home / "mcp.json").exists():
+            from agent_core._mcp import McpManager, load_mcp_catalog
+
+            mcp = McpManager(load_mcp_catalog(config), settings, registry=tools, redactor=redactor)
+        executor = ToolExecutor(
+            tools, settings=settings, gate=gate, hooks=hooks_dispatcher, redactor=redactor
+        )
+        services = Services(
+            config=config,
+            redactor=redactor,
+            storage=storage,
+            artifacts=ArtifactManager(config.home, storage, redactor),
+            assets=assets,
+            providers=providers,
+            tools=tools,
+            executor=executor,
+            gate=gate,
+            hooks=hooks_dispatcher,
+            debug=debug,
+            mcp=mcp,
+        )
+        manager = RunManager(services)
+        # the install order is this code: the agents before the orchestrator that dispatches workers
+        agents = install_agents(manager, code_definitions)
+        tasks = install_tasks(manager, agents)
+        memory = None
+        if settings.memory.enabled:
+            from agent_core._memory import install as install_memory
+
+            memory = install_memory(manager)
+        compaction = await install_compaction(manager)
+        jobs = None
+        if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
+            from agent_core.jobs import install as install_jobs
+
+            jobs = install_jobs(manager)
+        engine = None
+        if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
+            from agent_core.engine.temporal._client import install as install_temporal
+
+            engine = install_temporal(manager)
+        telemetry = None
+        if settings.telemetry.enabled:  # OpenTelemetry is imported only when traces are on
+            from agent_core.telemetry import install as install_telemetry
+
+            telemetry = install_telemetry(manager)
+        manager.features = RunFeatures(
+            context=InstructionSources(config, skills),
+            children=agents,
+            tasks=tasks,
+            compaction=compaction,
+            memory=memory,
+            jobs=jobs,
+            telemetry=telemetry,
+            engine=engine,
+        )
+        return OpenRuntime(
+            manager=manager,
+            agents=agents,
+            tasks=tasks,
+            compaction=compaction,
+            memory=memory,
+            jobs=jobs,
+        )
+    except BaseException:
+        # a later call retries opening: drop what this attempt registered in the caller's registry
+        for adapter in tools.adapters():
+            if id(adapter) not in caller_adapters:
+                tools.unregister_adapter(adapter)
+                with contextlib.suppress(Exception):
+                    await adapter.close()
+        with contextlib.suppress(Exception):
+            await storage.close()
+        raise
+
+
+class InstructionSources:
+    """``RunFeatures.context``: the instruction catalog and the per-run instruction and skill blocks."""
+
+    def __init__(self, config: LoadedConfig, skills: SkillCatalog) -> None:
+        self._config = config
+        self._skills = skills
+
+    def instruction_catalog(self) -> SystemBlock | None:
+        return catalog_block(scan_instruction_catalog(self._config.home, self._config.project))
+
+    def dynamic_sources(
+        self, state: RunState, role: AgentRole, effective: EffectiveTools
+    ) -> list[DynamicSource]:
+        index = InstructionIndex()
+
+        def instructions(path: Sequence[Node]) -> list[SystemBlock]:
+            blocks, _notes = instruction_blocks(path, index)
+            return blocks
+
+        sources: list[DynamicSource] = [instructions]
+        if "internal.load_skill" in effective.names:
+            skills = self._skills
+            skills.refresh()
+
+            def skill_catalog(_path: Sequence[Node]) -> list[SystemBlock]:
+                block = skills.block()
+                return [block] if block is not None else []
+
+            sources.append(skill_catalog)
+        return sources
+
+
+async def close_services(opened: OpenRuntime) -> None:
+    manager = opened.manager
+    services = manager.services
+    await manager.close()
+    await services.close_adapters()
+    with contextlib.suppress(Exception):
+        await services.hooks.close()
+    mcp = services.mcp
+    if mcp is not None:
+        with contextlib.suppress(Exception):
+            await mcp.close()
+    with contextlib.suppress(Exception):
+        await services.tools.close()
+    await services.storage.close()

@@ -1,0 +1,285 @@
+"""The prompt composer's budget and trimming (compact.md §4, §9; context.md §3–§5).
+
+:func:`compose` is pure: given the system blocks, the agent's active path (root → tip) and the limits, it
+returns the system blocks and messages of the next request plus the report data. Secondary degradation that
+needs I/O (artifactising large blocks, compact.md §9.4 step 3.1) is done by the caller, which passes the
+substitute blocks back in ``ComposeInput.substitutions`` and composes again.
+
+Output reservation (issue 13): ``reserve_output_tokens`` is a cap. When the static part (system blocks and
+tool schemas) leaves room for the full cap the build reserves it; otherwise it is budgeted with the floor
+(``min_output_tokens``) and the output gets what the window leaves, at most the cap
+(``TokenBudget.reserve_output_tokens`` is that effective figure).
+Static blocks and tool descriptions degrade by priority only when they cannot fit next to the floor and the
+current user message (``_budget.degrade_static``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_core._context._budget import (
+    TRUNCATION_MARKER,
+    StaticPlan,
+    degrade_static,
+    select_dynamic,
+    truncate_to,
+)
+from agent_core._context.conversation import (
+    ComposeMemo,
+    Conversation,
+    ConversationItem,
+    block_key,
+    build_conversation,
+    protect,
+)
+from agent_core._context.render import RenderCache
+from agent_core._context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
+from agent_core._context.trim import DegradableBlock, degradable_blocks, shrink_previews
+from agent_core.types.content import (
+    ContentBlock,
+    TextBlock,
+)
+from agent_core.types.enums import NodeType
+from agent_core.types.model import ModelMessage, SystemBlock
+from agent_core.types.runtime import (
+    ArtifactDegradation,
+    Node,
+    SyntheticBlockReport,
+    SystemBlockReport,
+    TokenBudget,
+)
+
+_COMPACTION = NodeType.compaction.value
+_ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
+__all__ = ["TRUNCATION_MARKER", "ComposeInput", "ComposeLimits", "Composition", "block_key", "compose"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComposeLimits:
+    context_window: int
+    reserve_output_tokens: int
+    """The cap of the output reservation."""
+    dynamic_system_budget: int
+    min_output_tokens: int = 512
+    """The floor the reservation may shrink to (never above the cap)."""
+    non_system_budget: int | None = None
+    result_limit_bytes: int = 65536
+    result_limit_tokens: int = 8000
+    task_board_token_budget: int = 1200
+
+
+@dataclass(kw_only=True)
+class ComposeInput:
+    static_blocks: list[SystemBlock]
+    dynamic_blocks: list[SystemBlock]
+    path: Sequence[Node]
+    limits: ComposeLimits
+    current_run_id: str | None = None
+    current_user_node_id: str | None = None
+    task_board: str | None = None
+    substitutions: dict[str, ContentBlock] = field(default_factory=dict)
+    """Replacement blocks keyed by :func:`block_key` (secondary degradation done by the caller)."""
+    tool_tokens: int = 0
+    """Estimated tokens of the tool schemas sent with the request; counted as static."""
+    tool_tokens_short: int | None = None
+    """The same with one-line tool descriptions (``None``: the descriptions cannot be shortened)."""
+    memo: ComposeMemo | None = None
+    """The agent's composition memo: lets a build over a path that only grew reuse the previous one."""
+
+
+@dataclass(kw_only=True)
+class Composition:
+    system: list[SystemBlock]
+    messages: list[ModelMessage]
+    fits: bool
+    static_overflow: bool
+    total_tokens: int
+    budget: TokenBudget
+    included_node_ids: list[str]
+    excluded_node_ids: list[str]
+    excluded_reasons: dict[str, str]
+    compaction_node_id: str | None
+    system_reports: list[SystemBlockReport]
+    synthetic_reports: list[SyntheticBlockReport]
+    degradations: list[ArtifactDegradation]
+    unpaired_tool_call_ids: list[str]
+    degradable: list[DegradableBlock]
+    """Protected blocks large enough for step 3.1 (largest first); empty when the prompt fits."""
+    covered_node_ids: list[str] = field(default_factory=list)
+    task_board_text: str | None = None
+    short_tool_descriptions: bool = False
+    """The tool definitions must be sent with one-line descriptions (``_budget.short_tools``)."""
+    min_prompt_tokens: int = 0
+    """The smallest prompt this build could be degraded to (static at its deepest + the user message)."""
+
+    def report_fields(self) -> dict[str, Any]:
+        return {
+            "token_budget": self.budget,
+            "included_node_ids": self.included_node_ids,
+            "excluded_node_ids": self.excluded_node_ids,
+            "excluded_reasons": self.excluded_reasons,
+            "compaction_node_id": self.compaction_node_id,
+            "system_blocks": self.system_reports,
+            "synthetic_blocks": self.synthetic_reports,
+            "artifact_degradations": self.degradations,
+            "unpaired_tool_call_ids": self.unpaired_tool_call_ids,
+        }
+
+
+def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAULT_COUNTER) -> Composition:
+    lim = inp.limits
+    window, cap = lim.context_window, lim.reserve_output_tokens
+    floor = min(lim.min_output_tokens, cap)
+    conversation = build_conversation(
+        inp.path, cache, counter, substitutions=inp.substitutions, memo=inp.memo
+    )
+    user_tokens = _user_tokens(conversation[0], inp.current_user_node_id)
+    plan = degrade_static(
+        inp.static_blocks,
+        tool_tokens=inp.tool_tokens,
+        tool_tokens_short=inp.tool_tokens if inp.tool_tokens_short is None else inp.tool_tokens_short,
+        room=window - floor - user_tokens,
+        counter=counter,
+    )
+    # The full cap whenever the static part leaves room for it (a long conversation then goes through
+    # trimming, degradation and recovery compaction as before); the floor only when the system prompt and
+    # tool schemas themselves crowd the window.
+    reserve = cap if plan.tokens + cap <= window else floor
+    return _finish(_budgeted(inp, cache, counter, conversation, plan, reserve), plan, user_tokens, cap)
+
+
+def _user_tokens(groups: list[list[ConversationItem]], user_node_id: str | None) -> int:
+    if user_node_id is None:
+        return 0
+    return next((it.tokens for g in groups for it in g if it.node.node_id == user_node_id), 0)
+
+
+def _finish(comp: Composition, plan: StaticPlan, user_tokens: int, cap: int) -> Composition:
+    comp.short_tool_descriptions = plan.short_tool_descriptions
+    comp.min_prompt_tokens = plan.min_tokens + user_tokens
+    if comp.fits:
+        reserve = min(cap, comp.budget.context_window - comp.total_tokens)
+        comp.budget = comp.budget.model_copy(update={"reserve_output_tokens": reserve})
+    return comp
+
+
+def _budgeted(
+    inp: ComposeInput,
+    cache: RenderCache,
+    counter: TokenCounter,
+    conversation: Conversation,
+    plan: StaticPlan,
+    reserve: int,
+) -> Composition:
+    lim = inp.limits
+    window = lim.context_window
+    system_reports: list[SystemBlockReport] = list(plan.reports)
+    static = plan.blocks
+    static_tokens = plan.tokens
+    static_overflow = static_tokens + reserve > window
+
+    dyn_budget = max(0, min(lim.dynamic_system_budget, window - static_tokens - reserve))
+    dynamic, dyn_used = select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
+    non_system = max(0, window - reserve - static_tokens - dyn_used)
+    if lim.non_system_budget is not None:
+        non_system = min(non_system, lim.non_system_budget)
+
+    groups, starts, excluded, unpaired, compaction_id, covered = conversation
+
+    board_tokens = 0
+    board_text = inp.task_board
+    if board_text:
+        board_text = truncate_to(board_text, lim.task_board_token_budget, counter)
+        board_tokens = counter.text(board_text) + MESSAGE_OVERHEAD + 5
+
+    degradations: list[ArtifactDegradation] = []
+
+    def total() -> int:
+        return sum([it.tokens for g in groups for it in g]) + board_tokens
+
+    conversation_tokens = sum([it.tokens for g in groups for it in g])
+    if inp.memo is not None:
+        if conversation_tokens + board_tokens <= non_system and not inp.substitutions and groups:
+            inp.memo.remember(inp.path, groups, starts, excluded, unpaired, compaction_id, covered, cache)
+        else:
+            inp.memo.forget()
+    if conversation_tokens + board_tokens > non_system:
+        protect(groups, user_node_id=inp.current_user_node_id, run_id=inp.current_run_id)
+        shrink_previews(groups, counter, degradations, protected=False)
+        current = total()
+        while current > non_system:
+            victim = next((g for g in groups if not any(it.protected for it in g)), None)
+            if victim is None:
+                break
+            groups.remove(victim)
+            for it in victim:
+                excluded[it.node.node_id] = "budget"
+                current -= it.tokens
+        if current > non_system:
+            shrink_previews(groups, counter, degradations, protected=True)
+
+    flat = [it for g in groups for it in g]
+    while flat and flat[0].message.role != "user":
+        dropped = flat.pop(0)
+        excluded[dropped.node.node_id] = "budget"
+    messages = [it.message for it in flat]
+    if board_text:
+        messages.append(
+            ModelMessage(
+                role="user",
+                content=[TextBlock(text=f"<task_board>{board_text}</task_board>")],
+                metadata={"synthetic": True, "source": "task_board"},
+            )
+        )
+    non_system_tokens = sum([it.tokens for it in flat]) + board_tokens
+    fits = not static_overflow and non_system_tokens <= non_system
+    degradable: list[DegradableBlock] = []
+    if not fits:
+        degradable = degradable_blocks(
+            flat,
+            non_system,
+            counter,
+            substitutions=inp.substitutions,
+            limit_tokens=lim.result_limit_tokens,
+            limit_bytes=lim.result_limit_bytes,
+        )
+
+    included = [it.node.node_id for it in flat]
+    synthetic = [
+        SyntheticBlockReport(
+            source_node_id=it.node.node_id, source_node_type=it.node.node_type, token_count=it.tokens
+        )
+        for it in flat
+        if it.synthetic
+    ]
+    budget = TokenBudget(
+        context_window=window,
+        reserve_output_tokens=reserve,
+        static_system_tokens=static_tokens,
+        dynamic_system_budget=dyn_budget,
+        dynamic_system_tokens=dyn_used,
+        non_system_budget=non_system,
+        non_system_tokens=non_system_tokens,
+        total_tokens=static_tokens + dyn_used + non_system_tokens,
+    )
+    return Composition(
+        system=static + dynamic,
+        messages=messages,
+        fits=fits,
+        static_overflow=static_overflow,
+        total_tokens=budget.total_tokens,
+        budget=budget,
+        included_node_ids=included,
+        excluded_node_ids=list(excluded),
+        excluded_reasons=excluded,
+        compaction_node_id=compaction_id,
+        system_reports=system_reports,
+        synthetic_reports=synthetic,
+        degradations=degradations,
+        unpaired_tool_call_ids=unpaired,
+        degradable=degradable,
+        covered_node_ids=covered,
+        task_board_text=board_text,
+    )

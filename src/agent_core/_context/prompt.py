@@ -1,0 +1,220 @@
+"""Per-run prompt assembly: static blocks (built once per run), dynamic blocks and the composer call.
+
+Static blocks follow ``STATIC_SYSTEM_BLOCKS`` (context.md §3): the seven package prompts, then the
+generated ``runtime.role`` and ``runtime.tool_catalog`` and the ``instruction_catalog``. Dynamic blocks
+come from pluggable sources evaluated at every build (context.md §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
+from agent_core._context.composer import ComposeInput, ComposeLimits, Composition, compose
+from agent_core._context.conversation import ComposeMemo
+from agent_core._context.render import RenderCache
+from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core._jsontext import compact_json
+from agent_core.tools._normalize import NO_ARTIFACTIZE
+from agent_core.types.base import utc_now
+from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
+from agent_core.types.model import SystemBlock
+from agent_core.types.runtime import ArtifactDegradation, Node
+from agent_core.types.tools import ToolDefinition
+
+DynamicSource = Callable[[Sequence[Node]], Sequence[SystemBlock]]
+"""Returns dynamic blocks for the current active path (evaluated at every build)."""
+ArtifactMaker = Callable[[Any, str, str], Awaitable[ArtifactRefBlock]]
+"""``(data, filename, summary) -> ArtifactRefBlock`` for prompt-view degradation artifacts."""
+
+
+class PathView(Protocol):
+    """What a prompt reads of an agent's position (:class:`~agent_core._loop.cursor.AgentCursor`)."""
+
+    @property
+    def path(self) -> Sequence[Node]:
+        """The active path, root to tip."""
+        ...
+
+    @property
+    def cache(self) -> RenderCache: ...
+
+    @property
+    def memo(self) -> ComposeMemo: ...
+
+
+def tool_catalog_text(tools: Sequence[ToolDefinition]) -> str:
+    """Effective tool names grouped by namespace with one-line descriptions (no schemas)."""
+    groups: dict[str, list[ToolDefinition]] = {}
+    for tool in sorted(tools, key=lambda t: t.name):
+        groups.setdefault(tool.name.split(".", 1)[0], []).append(tool)
+    lines = ["<tool_catalog>"]
+    if not tools:
+        lines.append("No tools are available in this run; answer directly.")
+    for namespace, members in groups.items():
+        lines.append(f"[{namespace}]")
+        for tool in members:
+            first = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+            lines.append(f"- {tool.name} ({tool.permission}): {first}")
+    lines.append("</tool_catalog>")
+    return "\n".join(lines)
+
+
+def role_text(*, role: str, mode: str, agent_id: str, hints: Sequence[str] = ()) -> str:
+    lines = ["<runtime_role>", f"agent_role: {role}", f"mode: {mode}", f"agent_id: {agent_id}"]
+    lines.extend(f"provider_hint: {h}" for h in hints)
+    lines.append("</runtime_role>")
+    return "\n".join(lines)
+
+
+def tool_schema_tokens(tools: Sequence[ToolDefinition], counter: TokenCounter = DEFAULT_COUNTER) -> int:
+    """Estimated prompt cost of the tool definitions a provider receives (name, description, schema)."""
+    return sum(
+        counter.text(
+            compact_json({"name": t.name, "description": t.description, "parameters": t.input_schema})
+        )
+        for t in tools
+    )
+
+
+def runtime_state_block(
+    *, project: str, mode: str, role: str, session_id: str, agent_id: str, run_id: str
+) -> SystemBlock:
+    now = utc_now()
+    body = "\n".join(
+        [
+            "<runtime_state>",
+            f"project_dir: {project}",
+            f"mode: {mode}",
+            f"agent_role: {role}",
+            f"session_id: {session_id}",
+            f"agent_id: {agent_id}",
+            f"run_id: {run_id}",
+            f"current_date_utc: {now:%Y-%m-%d}",
+            "</runtime_state>",
+        ]
+    )
+    return SystemBlock(
+        block_id="runtime_state", source="runtime_state", content=body, priority=140, dynamic=True
+    )
+
+
+def static_blocks(
+    assets: AssetLoader,
+    *,
+    role: str,
+    mode: str,
+    agent_id: str,
+    tools: Sequence[ToolDefinition],
+    instruction_catalog: SystemBlock | None,
+    counter: TokenCounter = DEFAULT_COUNTER,
+) -> list[SystemBlock]:
+    out: list[SystemBlock] = []
+    for spec in STATIC_SYSTEM_BLOCKS:
+        metadata: dict[str, Any] = {}
+        if spec.asset_id is not None:
+            asset = assets.load(spec.asset_id)
+            content = asset.text
+            metadata = dict(asset.template_metadata)
+        elif spec.block_id == "runtime.role":
+            content = role_text(role=role, mode=mode, agent_id=agent_id)
+        elif spec.block_id == "runtime.tool_catalog":
+            content = tool_catalog_text(tools)
+        else:
+            if instruction_catalog is None:
+                continue
+            content = instruction_catalog.content
+            metadata = dict(instruction_catalog.metadata)
+        out.append(
+            SystemBlock(
+                block_id=spec.block_id,
+                source=spec.source,
+                content=content,
+                priority=spec.priority,
+                dynamic=False,
+                token_count=counter.text(content),
+                metadata=metadata,
+            )
+        )
+    return out
+
+
+@dataclass(kw_only=True, eq=False)
+class RunPrompt:
+    """The :class:`~agent_core._loop.driver.PromptSource` of one run."""
+
+    cursor: PathView
+    static: list[SystemBlock]
+    limits: ComposeLimits
+    dynamic_sources: list[DynamicSource] = field(default_factory=list)
+    task_board: Callable[[], str | None] | None = None
+    current_run_id: str | None = None
+    current_user_node_id: str | None = None
+    make_artifact: ArtifactMaker | None = None
+    counter: TokenCounter = DEFAULT_COUNTER
+    tool_tokens: int = 0
+    tool_tokens_short: int | None = None
+    _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
+
+    def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
+        path = self.cursor.path
+        dynamic: list[SystemBlock] = []
+        for source in self.dynamic_sources:
+            dynamic.extend(source(path))
+        board = self.task_board() if self.task_board is not None else None
+        inp = ComposeInput(
+            static_blocks=self.static,
+            dynamic_blocks=dynamic,
+            path=path,
+            limits=self.limits,
+            current_run_id=self.current_run_id,
+            current_user_node_id=self.current_user_node_id,
+            task_board=board,
+            substitutions=substitutions,
+            tool_tokens=self.tool_tokens,
+            tool_tokens_short=self.tool_tokens_short,
+            memo=self.cursor.memo,
+        )
+        result = compose(inp, self.cursor.cache, self.counter)
+        result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)
+        return result
+
+    async def degrade(self, composition: Composition) -> dict[str, ContentBlock]:
+        """Artifactises the degradable blocks (largest first) until the estimate would fit."""
+        if self.make_artifact is None or not composition.degradable:
+            return {}
+        over = composition.budget.non_system_tokens - composition.budget.non_system_budget
+        subs: dict[str, ContentBlock] = {}
+        for item in composition.degradable:
+            if over <= 0:
+                break
+            block = item.block
+            if isinstance(block, TextBlock):
+                data: Any = block.text
+                filename = "output.txt"
+                preview = block.text[:200]
+            elif isinstance(block, JsonBlock):
+                data = block.data
+                filename = "data.json"
+                preview = compact_json(block.data)[:200]
+            else:
+                continue
+            if item.tool_name in NO_ARTIFACTIZE:
+                # the file is the durable copy (tools.md §18): shorten the view, create no artifact
+                note = (
+                    f"[{item.tool_name} output shortened for this prompt ({item.tokens} tokens); re-read the "
+                    f"file with start_line/max_lines for the rest] {preview}..."
+                )
+                subs[item.key] = TextBlock(text=note)
+                over -= item.tokens - self.counter.text(note) - 8
+                continue
+            summary = f"{preview}... (full content in artifact; {item.tokens} tokens)"
+            ref = await self.make_artifact(data, filename, summary)
+            subs[item.key] = TextBlock(text=f"[artifact {ref.artifact_id}: {summary}]")
+            self._degraded[item.key] = ArtifactDegradation(
+                node_id=item.node_id, artifact_id=ref.artifact_id, action="artifact_ref"
+            )
+            over -= item.tokens - self.counter.text(summary) - 8
+        return subs

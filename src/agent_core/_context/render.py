@@ -1,0 +1,221 @@
+"""Maps context-tree nodes to provider-neutral messages (context.md §5.2, compact.md §9.2).
+
+``message`` nodes keep their role; internal nodes become ``user`` messages wrapped in a tag naming their
+origin, with ``metadata.synthetic=true``; ``instruction_context`` nodes and never-rendered notes produce
+nothing. Rendering is cached per node id (nodes are append-only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    text_of,
+)
+from agent_core.types.enums import NodeType
+from agent_core.types.model import ModelMessage
+from agent_core.types.runtime import Node
+
+SYNTHETIC_TYPES = frozenset(
+    {
+        NodeType.skill_context.value,
+        NodeType.memory_context.value,
+        NodeType.compaction.value,
+        NodeType.child_result.value,
+        NodeType.plan_instruction.value,
+        NodeType.task_instruction.value,
+        NodeType.task_board.value,
+        NodeType.system_note.value,
+        NodeType.hook_context.value,
+    }
+)
+NEVER_RENDER = "never_render"
+"""Node metadata flag for nodes that are never rendered (e.g. a worker tree's root note)."""
+
+
+def attr(value: Any) -> str:
+    return escape(str(value if value is not None else ""), quote=True)
+
+
+def wrap_synthetic(node: Node) -> str:
+    """The tagged text of an internal node (context.md §5.2 wrappers)."""
+    body = text_of(node.content) or "".join(_block_text(b) for b in node.content)
+    meta = node.metadata
+    kind = node.node_type
+    if kind == NodeType.skill_context:
+        return f'<skill name="{attr(meta.get("skill_name"))}">{body}</skill>'
+    if kind == NodeType.memory_context:
+        ids = ",".join(meta.get("recalled_memory_ids") or [])
+        cats = ",".join(meta.get("categories") or [])
+        return f'<memory ids="{attr(ids)}" categories="{attr(cats)}">{body}</memory>'
+    if kind == NodeType.compaction:
+        return f'<compaction_summary first_kept_node_id="{attr(meta.get("first_kept_node_id"))}">{body}</compaction_summary>'
+    if kind == NodeType.child_result:
+        return (
+            f'<child_result agent_id="{attr(meta.get("child_agent_id"))}" run_id="{attr(meta.get("child_run_id"))}" '
+            f'status="{attr(meta.get("status"))}">{body}</child_result>'
+        )
+    if kind == NodeType.task_board:
+        return f"<task_board>{body}</task_board>"
+    return f"<{kind}>{body}</{kind}>"
+
+
+def _block_text(block: ContentBlock) -> str:
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, JsonBlock):
+        if block.data is not None:
+            from agent_core._jsontext import compact_json
+
+            return compact_json(block.data)
+        return f"{block.summary or ''}\n[artifact {block.artifact_id}]"
+    if isinstance(block, ArtifactRefBlock):
+        return f"[artifact {block.artifact_id}: {block.summary or ''}]"
+    return ""
+
+
+def referenced_artifacts(nodes: Iterable[Node]) -> set[str]:
+    """Ids of the artifacts that content blocks of ``nodes`` reference (tool results included)."""
+    found: set[str] = set()
+
+    def visit(blocks: Iterable[ContentBlock]) -> None:
+        for block in blocks:
+            if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id:
+                found.add(block.artifact_id)
+            elif isinstance(block, ToolResultBlock):
+                visit(block.content)
+
+    for node in nodes:
+        visit(node.content)
+    return found
+
+
+def _mark_deleted(blocks: list[ContentBlock], deleted: frozenset[str]) -> list[ContentBlock]:
+    """Blocks referencing a deleted artifact render as ``[artifact <id> (deleted)]`` (storage.md §11.2)."""
+    out: list[ContentBlock] = []
+    for block in blocks:
+        if (isinstance(block, ArtifactRefBlock) and block.artifact_id in deleted) or (
+            isinstance(block, JsonBlock) and block.data is None and block.artifact_id in deleted
+        ):
+            out.append(TextBlock(text=f"[artifact {block.artifact_id} (deleted)]"))
+        elif isinstance(block, ToolResultBlock) and referenced_in(block.content, deleted):
+            out.append(block.model_copy(update={"content": _mark_deleted(list(block.content), deleted)}))
+        else:
+            out.append(block)
+    return out
+
+
+def referenced_in(blocks: Iterable[ContentBlock], ids: frozenset[str]) -> bool:
+    for block in blocks:
+        if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id in ids:
+            return True
+        if isinstance(block, ToolResultBlock) and referenced_in(block.content, ids):
+            return True
+    return False
+
+
+def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessage | None:
+    """The message for one node, or ``None`` when the node is never rendered.
+
+    ``deleted``: ids of deleted artifacts; blocks that reference one render as a deleted marker.
+    """
+    if node.node_type == NodeType.instruction_context or node.metadata.get(NEVER_RENDER):
+        return None
+    if node.node_type in SYNTHETIC_TYPES:
+        return ModelMessage(
+            role="user",
+            content=[TextBlock(text=wrap_synthetic(node))],
+            metadata={"synthetic": True, "source_node_type": node.node_type, "source_node_id": node.node_id},
+        )
+    role = node.role if node.role in ("user", "assistant", "tool") else "user"
+    content: list[ContentBlock]
+    if role == "user":
+        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ArtifactRefBlock)]
+    elif role == "assistant":
+        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ToolCallBlock)]
+        content = [b for b in content if not (isinstance(b, TextBlock) and not b.text)]
+    else:
+        content = [b for b in node.content if isinstance(b, ToolResultBlock)]
+    if not content:
+        return None
+    if deleted and referenced_in(content, deleted):
+        content = _mark_deleted(content, deleted)
+    return ModelMessage(role=role, content=content, metadata={"source_node_id": node.node_id})
+
+
+class Rendered:
+    """One node's cached rendering: its message, token estimate and the facts the composer needs."""
+
+    __slots__ = ("call_ids", "message", "result_ids", "synthetic", "tokens")
+
+    def __init__(self, message: ModelMessage, tokens: int) -> None:
+        self.message = message
+        self.tokens = tokens
+        self.call_ids = tuple(b.tool_call_id for b in message.content if isinstance(b, ToolCallBlock))
+        self.result_ids = tuple(b.tool_call_id for b in message.content if isinstance(b, ToolResultBlock))
+        self.synthetic = bool(message.metadata.get("synthetic"))
+
+
+class RenderCache:
+    """Per-node rendered message and token estimate; valid forever because nodes never change."""
+
+    __slots__ = ("_counter", "_entries", "_refs", "deleted")
+
+    def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
+        self._counter = counter
+        self._entries: dict[str, Rendered | None] = {}
+        self.deleted: frozenset[str] = frozenset()
+        """Ids of deleted artifacts the cached renderings account for."""
+        self._refs: tuple[int, Node | None, frozenset[str]] = (0, None, frozenset())
+        """(path length, last node, artifact ids) of the last :meth:`referenced` scan."""
+
+    def referenced(self, path: Sequence[Node]) -> frozenset[str]:
+        """:func:`referenced_artifacts` of an agent's path, scanning only the nodes appended since the
+        previous call (a path is a parent chain: the same node at the same index means the same prefix)."""
+        count, last, found = self._refs
+        if count and len(path) >= count and path[count - 1] is last:
+            if len(path) == count:
+                return found
+            found = found | referenced_artifacts(path[count:])
+        else:
+            found = frozenset(referenced_artifacts(path))
+        self._refs = (len(path), path[-1] if path else None, found)
+        return found
+
+    def set_deleted(self, deleted: frozenset[str]) -> bool:
+        """Records the deleted artifacts; True (and every entry dropped) when the set changed."""
+        if deleted == self.deleted:
+            return False
+        self.deleted = deleted
+        self._entries.clear()
+        return True
+
+    def entry(self, node: Node) -> Rendered | None:
+        """The cached rendering of ``node`` (``None`` when the node is never rendered)."""
+        try:
+            return self._entries[node.node_id]
+        except KeyError:
+            message = render_node(node, self.deleted)
+            entry = Rendered(message, self._counter.message(message.content)) if message is not None else None
+            self._entries[node.node_id] = entry
+            return entry
+
+    def get(self, node: Node) -> tuple[ModelMessage | None, int]:
+        entry = self.entry(node)
+        return (entry.message, entry.tokens) if entry is not None else (None, 0)
+
+    def forget(self, node_ids: set[str]) -> None:
+        for node_id in node_ids:
+            self._entries.pop(node_id, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)

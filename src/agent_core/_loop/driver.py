@@ -1,0 +1,449 @@
+"""The one loop driver (runtime.md §7): compose → stream → persist → tools → repeat.
+
+:func:`run_loop` runs one agent run from after ``loop_started`` to its end and returns a
+:class:`LoopOutcome`. It never raises for run-level failures: every exit path yields exactly one terminal
+status with its end reason, which :mod:`agent_core._runtime.lifecycle` writes (terminal events and the
+``runs`` update in one transaction). Cancellation is cooperative: :attr:`LoopSpec.cancel_event` interrupts
+the model stream or the tool turn, and the driver records the partial state before ending.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agent_core._context._budget import short_tools
+from agent_core._context.composer import Composition
+from agent_core._events import payloads as ev
+from agent_core._loop._final import skip_tool_calls, write_runtime_note
+from agent_core._loop._limits import Breach
+from agent_core._loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
+from agent_core._loop.outcome import (
+    LoopOutcome,
+    StreamAborted,
+    StreamFailed,
+)
+from agent_core._loop.spec import (
+    LoopSpec,
+    LoopState,
+)
+from agent_core._loop.steps import Continue, EndTurn, Finish, RunTools, next_step
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
+from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
+from agent_core.types.model import (
+    ModelCompleted,
+    ModelRequest,
+    ToolCall,
+    sum_usage,
+)
+from agent_core.types.runtime import ContextBuildReport
+
+log = logging.getLogger("agent_core._loop")
+T = TypeVar("T")
+
+
+def _interrupted(spec: LoopSpec, end_reason: EndReason) -> LoopOutcome:
+    info = spec.interruption()
+    return LoopOutcome(info.status, end_reason, error=info.error)
+
+
+async def _with_traceback(spec: LoopSpec, error: ErrorPayload, exc: BaseException) -> ErrorPayload:
+    """Debug mode: stores the redacted traceback as a ``traceback`` artifact referenced from ``details``."""
+    if not spec.debug or spec.save_debug_artifact is None:
+        return error
+    text = spec.redactor.text("".join(traceback.format_exception(exc)))
+    try:
+        artifact_id = await spec.save_debug_artifact("traceback", text, "traceback.txt")
+    except Exception:
+        log.warning("could not store the traceback artifact of run %s", spec.recorder.run_id, exc_info=True)
+        return error
+    if artifact_id is None:
+        return error
+    return error.model_copy(update={"details": {**error.details, "traceback_artifact_id": artifact_id}})
+
+
+async def run_loop(spec: LoopSpec, state: LoopState | None = None) -> LoopOutcome:
+    """Runs turns until the run ends and returns the outcome; the caller writes the terminal events
+    (``runtime/lifecycle.py``). ``state`` lets the caller read the progress of a cancelled loop task."""
+    state = state if state is not None else LoopState()
+    outcome = await guarded_step(spec, state, _turns(spec, state))
+    return end_outcome(state, outcome)
+
+
+async def guarded_step(spec: LoopSpec, state: LoopState, step: Awaitable[T]) -> T | LoopOutcome:
+    """Awaits one step of the loop; a run-level failure becomes the run's outcome (``CancelledError``
+    propagates). An engine that runs the loop step by step (``agent_core.engine``) uses it too, so a
+    failure ends the run the same way wherever its step ran."""
+    try:
+        return await step
+    except AgentCoreError as exc:  # StorageError included
+        return _failed(state, await _with_traceback(spec, exc.to_payload(spec.redactor), exc))
+    except Exception as exc:
+        log.exception("loop failed unexpectedly")
+        error = ErrorPayload(code=ErrorCode.internal_error, message=f"{type(exc).__name__}: {exc}")
+        return _failed(state, await _with_traceback(spec, error.redacted_copy(spec.redactor), exc))
+
+
+def end_outcome(state: LoopState, outcome: LoopOutcome) -> LoopOutcome:
+    """Completes the run's outcome from the loop state (turns, usage, final text)."""
+    outcome.turn_count = state.turns
+    outcome.usage = sum_usage(state.usages)
+    outcome.final_text = state.final_text
+    return outcome
+
+
+def _failed(state: LoopState, error: ErrorPayload, reason: EndReason = EndReason.failed) -> LoopOutcome:
+    return LoopOutcome(RunStatus.failed, reason, error=error, turn_count=state.turns)
+
+
+async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
+    while True:
+        step = await model_step(spec, state)
+        if isinstance(step, ModelTurn):
+            step = await after_model_step(spec, state, step)
+        if step is not None:
+            return step
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """A persisted model answer the run continues from (its tool calls, or the end-of-turn checks)."""
+
+    completed: ModelCompleted
+    assistant_node_id: str
+
+
+async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTurn | None:
+    """One model call: limits, the request, the stream and the persisted answer.
+
+    Returns the run's outcome when it ends here, ``None`` when the loop asks the model again (structured
+    output retry), else the :class:`ModelTurn` that :func:`after_model_step` continues from.
+    """
+    rec = spec.recorder
+    if spec.cancel_event.is_set():
+        return _interrupted(spec, EndReason.aborted_streaming)
+    if state.final is None and state.turns >= spec.max_turns:
+        return LoopOutcome(RunStatus.failed, EndReason.max_turns)
+    if state.final is None and spec.limits is not None:
+        state.final = await _breach(spec, spec.limits.before_model_call())
+    request = await _build_request(spec, state, final=state.final is not None)
+    if isinstance(request, LoopOutcome):  # the prompt does not fit, or the run was cancelled meanwhile
+        return request
+    state.turns += 1
+    try:
+        result = await stream_model(spec, request, state.turns, state)
+    finally:
+        await _flush_report(spec, state)
+    if isinstance(result, StreamAborted):
+        partial_id = None
+        if result.partial_text:
+            node = await rec.write_node(
+                role=MessageRole.assistant,
+                node_type=NodeType.message,
+                content=[TextBlock(text=result.partial_text)],
+                metadata={"partial": True, "aborted": True, "abort_reason": result.reason},
+            )
+            partial_id = node.node_id
+        await rec.emit(ev.AbortedStreaming(abort_reason=result.reason, partial_node_id=partial_id))
+        return _interrupted(spec, EndReason.aborted_streaming)
+    if isinstance(result, StreamFailed):
+        if result.usage is not None:
+            state.usages.append(result.usage)
+            if spec.limits is not None:
+                spec.limits.record_usage(result.usage)
+        await record_failure(spec, result)
+        payload = ErrorPayload(
+            type=result.error.type,
+            code=_error_code(result.error.code),
+            message=result.error.message,
+            retryable=result.error.retryable,
+            details={
+                k: v
+                for k, v in {
+                    "provider": result.error.provider or spec.provider,
+                    "model": result.error.model or spec.model,
+                    "capability": result.error.capability,
+                    "request_feature": result.error.request_feature,
+                    "status_code": result.error.status_code,
+                }.items()
+                if v is not None
+            },
+        ).redacted_copy(spec.redactor)
+        if result.exc is not None:
+            payload = await _with_traceback(spec, payload, result.exc)
+        if state.final is not None:  # the final answer call failed: the limit's error, status failed
+            return _final_outcome(state, RunStatus.failed, {"final_call_error": payload.model_dump()})
+        return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
+    completed = normalise_calls(result.event)
+    assistant = await persist_assistant(spec, completed, result.latency_ms)
+    return await answer_step(spec, state, completed, assistant)
+
+
+async def answer_step(
+    spec: LoopSpec, state: LoopState, completed: ModelCompleted, assistant: str
+) -> LoopOutcome | ModelTurn | None:
+    """Accounts a stored model answer and judges it (structured output, the limits' final answer)."""
+    rec = spec.recorder
+    state.usages.append(completed.usage)
+    if spec.limits is not None:
+        spec.limits.record_usage(completed.usage)
+    state.final_text = text_of(completed.content)
+    state.final_node_id = assistant
+    if spec.output is not None:  # structured output: judge the answer (loop/_output.py)
+        step = await spec.output.settle(completed, rec)
+        if isinstance(step, LoopOutcome):
+            if step.error is not None:
+                step.error = step.error.redacted_copy(spec.redactor)
+            return step
+        if step == "retry" and state.final is None:  # the limits' final call gets no retry
+            return None
+        if step != "tools":  # an answered ``output`` call runs no tool
+            completed = completed.model_copy(update={"tool_calls": []})
+    if state.final is not None:
+        if completed.tool_calls:  # tools were not offered: nothing runs, the run has no answer
+            await skip_tool_calls(rec, completed.tool_calls, state.final)
+            return _final_outcome(state, RunStatus.failed)
+        return _final_outcome(state, RunStatus.completed, final_node_id=assistant)
+    return ModelTurn(completed, assistant)
+
+
+async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) -> LoopOutcome | None:
+    """The tool calls of a model answer, or the end-of-turn checks (continuation, Stop hooks).
+
+    Returns the run's outcome when it ends here, else ``None`` (the loop asks the model again).
+    """
+    step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
+    if isinstance(step, RunTools):
+        state.continuations = 0
+        return await _run_tools(spec, state, list(step.calls))
+    if isinstance(step, Continue):
+        state.continuations += 1
+        return None
+    if isinstance(step, Finish):
+        return step.outcome
+    return await _end_turn(spec, state, step)
+
+
+async def _run_tools(spec: LoopSpec, state: LoopState, calls: list[ToolCall]) -> LoopOutcome | None:
+    """Runs one answer's tool calls (within the limits); the run's outcome when cancellation hit them."""
+    rec = spec.recorder
+    if spec.limits is not None:
+        refused = spec.limits.admit_tool_calls(len(calls))
+        if refused is not None:  # every call gets its result before the note
+            await skip_tool_calls(rec, calls, refused)
+            state.final = await _breach(spec, refused)
+            return None
+    outcome = await spec.executor.execute_turn(calls, spec.scope, rec)
+    order = [c.tool_call_id for c in calls]
+    if outcome.aborted:
+        rec.discard_context_nodes()
+        aborted_ids = outcome.aborted_call_ids or order
+        await rec.emit(ev.AbortedTools(abort_reason=spec.interruption().reason, tool_call_ids=aborted_ids))
+        return _interrupted(spec, EndReason.aborted_tools)
+    await rec.flush_context_nodes(order)
+    if spec.limits is not None:
+        verdict = spec.limits.after_tools(calls, list(outcome.results))
+        state.final = await _breach(spec, verdict.breach)
+        if verdict.note and state.final is None:
+            await write_runtime_note(rec, verdict.note, source="loop_detection")
+    return None
+
+
+async def _end_turn(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutcome | None:
+    """The Stop hooks: the run completes, or a hook asks for another turn (``None``)."""
+    rec = spec.recorder
+    stop = await spec.hooks.stop(
+        scope=spec.scope,
+        sink=rec,
+        final_text=state.final_text,
+        turn_count=state.turns,
+        stop_hook_active=state.stop_denials > 0,
+    )
+    if stop.denied:
+        state.stop_denials += 1
+        reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
+        await rec.emit(ev.HookDenied(phase="Stop", reason=reason, hook_summary=stop.summary()))
+        await rec.emit(ev.StopHookPrevented(reason=reason, hook_summary=stop.summary()))
+        # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
+        await rec.write_node(
+            role=MessageRole.user,
+            node_type=NodeType.system_note,
+            content=[TextBlock(text=f"a Stop hook prevented completion: {reason}")],
+            metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
+        )
+        return None
+    return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=step.final_node_id)
+
+
+def _error_code(code: str) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.provider_error
+
+
+async def _breach(spec: LoopSpec, breach: Breach | None) -> Breach | None:
+    """Records a limit/loop breach: the runtime note asking for the final answer, before the final call."""
+    if breach is not None:
+        await write_runtime_note(spec.recorder, breach.note(), source="limits", limit=breach.limit)
+    return breach
+
+
+def _final_outcome(
+    state: LoopState,
+    status: RunStatus,
+    extra: Mapping[str, object] | None = None,
+    final_node_id: str | None = None,
+) -> LoopOutcome:
+    assert state.final is not None
+    error = state.final.error()
+    if extra:
+        error = error.model_copy(update={"details": {**error.details, **extra}})
+    return LoopOutcome(status, state.final.end_reason, error=error, final_node_id=final_node_id)
+
+
+async def _build_request(
+    spec: LoopSpec, state: LoopState, *, final: bool = False
+) -> ModelRequest | LoopOutcome:
+    """The next model request, or the run's outcome when no request can be sent (``prompt_too_long``,
+    cancelled while a recovery compaction ran)."""
+    await spec.compaction.before_build()
+    substitutions: dict[str, ContentBlock] = {}
+    recovered = False
+    composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
+    if composition.static_overflow:
+        await _emit_report(spec, state, composition, recovered)
+        return _prompt_too_long(state, composition, compact_attempted=False)
+    if not composition.fits:
+        more = await spec.prompt.degrade(composition)
+        if more:
+            substitutions.update(more)
+            composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
+    if not composition.fits:
+        recovered = await spec.compaction.recover(composition)
+        if spec.cancel_event.is_set():
+            return _interrupted(spec, EndReason.aborted_streaming)
+        if recovered:
+            substitutions = {}
+            composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
+            if not composition.fits:
+                more = await spec.prompt.degrade(composition)
+                if more:
+                    substitutions.update(more)
+                    composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
+    triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
+    report = await _report(spec, state, composition, recovered, triggered)
+    if composition.fits:
+        # written together with model_started, which an adapter yields before it sends the request
+        state.pending_report = report
+    else:
+        await spec.recorder.emit(report)
+    if not composition.fits:
+        # A hook reports whether it actually ran a recovery compaction (``recovery_attempted``).
+        attempted = recovered or bool(getattr(spec.compaction, "recovery_attempted", False))
+        return _prompt_too_long(state, composition, compact_attempted=attempted)
+    tools = [] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools]
+    if composition.short_tool_descriptions:
+        tools = short_tools(tools)
+    max_output = spec.max_output_tokens
+    if max_output is not None:  # never ask for more output than the window leaves (issue 13)
+        max_output = min(max_output, composition.budget.context_window - composition.total_tokens)
+    request = ModelRequest.model_construct(
+        model=spec.model,
+        system=composition.system,
+        messages=composition.messages,
+        tools=tools,
+        tool_choice="none" if final else "auto",
+        temperature=spec.temperature,
+        max_output_tokens=max_output,
+        stop_sequences=[],
+        metadata={**spec.request_metadata, "debug": spec.debug},
+        provider_options={},
+    )
+    if spec.output is not None:
+        request = spec.output.prepare(request)
+    if spec.on_model_request is not None:
+        spec.on_model_request(request)
+    return request
+
+
+PROMPT_CONFIG_KEYS = (
+    "model.context_window",
+    "context.min_output_tokens",
+    "context.reserve_output_tokens",
+    "tools.disabled",
+)
+
+
+def _prompt_too_long(state: LoopState, composition: Composition, *, compact_attempted: bool) -> LoopOutcome:
+    budget = composition.budget
+    window, reserved = budget.context_window, budget.reserve_output_tokens
+    needed = composition.total_tokens
+    if composition.static_overflow:  # even the deepest degradation of the system prompt is too large
+        needed = max(composition.min_prompt_tokens, 1)
+    message = (
+        f"the prompt does not fit the model's context window: it needs {needed} prompt tokens, but the "
+        f"context window {window} minus the reserved output {reserved} leaves {max(0, window - reserved)}. "
+        "Set model.context_window to the model's real window if it is larger, lower "
+        "context.min_output_tokens (the reserved output floor; context.reserve_output_tokens is the cap), "
+        "or send fewer tool schemas with tools.disabled"
+    )
+    error = ErrorPayload(
+        type="prompt_too_long",
+        code=ErrorCode.validation_error,
+        message=message,
+        details={
+            "estimated_tokens": composition.total_tokens,
+            "budget": window - reserved,
+            "compact_attempted": compact_attempted,
+            "prompt_tokens_needed": needed,
+            "context_window": window,
+            "reserved_output_tokens": reserved,
+            "config_keys": list(PROMPT_CONFIG_KEYS),
+        },
+        redacted=True,
+    )
+    return LoopOutcome(RunStatus.failed, EndReason.prompt_too_long, error=error, turn_count=state.turns)
+
+
+async def _emit_report(
+    spec: LoopSpec, state: LoopState, composition: Composition, recovered: bool, triggered: bool = False
+) -> None:
+    await spec.recorder.emit(await _report(spec, state, composition, recovered, triggered))
+
+
+async def _flush_report(spec: LoopSpec, state: LoopState) -> None:
+    """Persists a context report the stream did not write with its ``model_started`` (early failure)."""
+    report, state.pending_report = state.pending_report, None
+    if report is not None:
+        await spec.recorder.emit(report)
+
+
+async def _report(
+    spec: LoopSpec, state: LoopState, composition: Composition, recovered: bool, triggered: bool = False
+) -> ev.ContextBuilt:
+    report = ContextBuildReport(
+        run_id=spec.recorder.run_id or "",
+        agent_id=spec.recorder.agent_id,
+        turn=state.turns + 1,
+        provider=spec.provider,
+        model=spec.model,
+        recovery_compact=recovered,
+        compact_triggered="recovery" if recovered else ("auto" if triggered else "none"),
+        task_board=composition.task_board_text or None,
+        **composition.report_fields(),
+    )
+    payload = report.model_dump(mode="json")
+    if spec.debug and spec.save_debug_artifact is not None:
+        detail = {
+            **payload,
+            "system": [b.model_dump(mode="json") for b in composition.system],
+            "messages": [m.model_dump(mode="json") for m in composition.messages],
+        }
+        artifact_id = await spec.save_debug_artifact("context_report", detail, "context_report.json")
+        payload["detail_artifact_id"] = artifact_id
+    return ev.ContextBuilt(payload)

@@ -1,0 +1,128 @@
+"""What the loop driver needs from its run: collaborators, the loop specification and its state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent_core._context.composer import Composition
+from agent_core._events.payloads import ContextBuilt
+from agent_core._hooks.base import HookDispatcher
+from agent_core._loop._limits import Breach, RunLimits
+from agent_core._loop._output import OutputPolicy
+from agent_core._loop.recorder import RunRecorder
+from agent_core._redaction import Redactor
+from agent_core.providers.base import ProviderAdapter
+from agent_core.tools._pipeline import TurnOutcome
+from agent_core.tools.context import RunScope, ToolRunSink
+from agent_core.types.content import ContentBlock, ErrorPayload
+from agent_core.types.enums import RunStatus
+from agent_core.types.model import ModelRequest, ToolCall, Usage
+from agent_core.types.tools import ToolDefinition
+
+
+class TurnExecutor(Protocol):
+    """Runs the tool calls of one assistant message (``tools.pipeline.ToolExecutor``)."""
+
+    async def execute_turn(
+        self, calls: list[ToolCall], scope: RunScope, sink: ToolRunSink
+    ) -> TurnOutcome: ...
+
+
+class PromptSource(Protocol):
+    """Builds the composition of the next request for this run (context.md, compact.md §9)."""
+
+    def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition: ...
+
+    async def degrade(self, composition: Composition) -> dict[str, ContentBlock]:
+        """Artifactises large protected blocks (compact.md §9.4 step 3.1); returns substitutions."""
+        ...
+
+
+class CompactionHooks(Protocol):
+    async def before_build(self) -> None: ...
+
+    async def after_build(self, composition: Composition) -> bool | None:
+        """Called for a composition that fits, before its report; True when it triggered a compaction."""
+        ...
+
+    async def recover(self, composition: Composition) -> bool: ...
+
+
+class NoCompaction:
+    async def before_build(self) -> None:
+        return None
+
+    async def after_build(self, composition: Composition) -> bool | None:
+        return None
+
+    async def recover(self, composition: Composition) -> bool:
+        return False
+
+
+class DebugArtifactSaver(Protocol):
+    async def __call__(
+        self, kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
+    ) -> str | None: ...
+
+
+@dataclass(kw_only=True, eq=False)
+class LoopSpec:
+    recorder: RunRecorder
+    adapter: ProviderAdapter
+    provider: str
+    model: str
+    temperature: float | None
+    max_output_tokens: int | None
+    scope: RunScope
+    tools: list[ToolDefinition]
+    executor: TurnExecutor
+    hooks: HookDispatcher
+    prompt: PromptSource
+    redactor: Redactor
+    max_turns: int
+    request_metadata: dict[str, Any]
+    compaction: CompactionHooks = field(default_factory=NoCompaction)
+    debug: bool = False
+    save_debug_artifact: DebugArtifactSaver | None = None
+    """``(kind, data, filename) -> artifact_id`` used in debug mode for raw/provider/report artifacts."""
+    on_model_request: Callable[[ModelRequest], None] | None = None
+    output: OutputPolicy | None = None
+    """Structured output of the run (``loop/_output.py``); ``None`` for a free-text answer."""
+    interruption: Callable[[], Interruption] = field(default_factory=lambda: default_interruption)
+    """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
+    limits: RunLimits | None = None
+    """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+
+    @property
+    def cancel_event(self) -> asyncio.Event:
+        return self.scope.cancel_event
+
+
+@dataclass(frozen=True)
+class Interruption:
+    status: RunStatus = RunStatus.cancelled
+    reason: str = "cancel_requested"
+    error: ErrorPayload | None = None
+
+
+def default_interruption() -> Interruption:
+    return Interruption()
+
+
+@dataclass
+class LoopState:
+    """Mutable state of one loop run."""
+
+    turns: int = 0
+    continuations: int = 0
+    usages: list[Usage] = field(default_factory=list)
+    final_text: str = ""
+    final_node_id: str | None = None
+    in_tools: bool = False
+    pending_report: ContextBuilt | None = None
+    stop_denials: int = 0
+    final: Breach | None = None
+    """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""

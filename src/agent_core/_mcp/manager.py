@@ -1,0 +1,436 @@
+"""The per-runtime MCP manager: lazy connect, discovery cache, tool registration, failure isolation.
+
+Contract (mcp-hooks.md §A3–§A8):
+
+* Nothing connects at construction. :meth:`McpManager.ensure_connected` is called by the runtime at run
+  start; with ``needed=False`` (the run's role/requested set excludes every ``mcp.*`` tool) it connects
+  nothing. Otherwise every catalog server not listed in ``tools.mcp.disabled_servers`` is connected
+  (concurrently; one attempt per server at a time — runs that waited for an attempt share its outcome),
+  discovered with ``tools/list`` and its tools registered in the :class:`ToolRegistry` as one
+  :class:`McpServerAdapter` (privileged path, ``mcp.<server_id>.<tool>`` names). It returns the ids of the
+  servers that failed; their tools are unregistered and must be passed as ``failed_mcp_servers`` to the
+  effective-tool computation. A failed server is retried at the next run start that needs it.
+* Connections live for the runtime; discovery results are cached in memory per ``(server_id,
+  config_hash)`` for ``tools.mcp.discovery_cache_ttl_ms``; an expired entry is refreshed on the live
+  session (reconnecting when the session died).
+* Failures (connect/initialize error or timeout, discovery error, missing env var) emit
+  ``mcp_server_failed`` ``{server_id, phase, error}`` (redacted) through the ``emit`` callback; they never
+  raise. Skipped tools are logged and reported in a debug ``provider_debug`` event (``kind =
+  "mcp_discovery"``, ``skipped_tools``).
+* Calls: per-call timeout ``timeout_ms`` → ``timeout``; a JSON-RPC error → ``internal_error`` /
+  ``mcp_tool_error``; a transport failure → ``internal_error`` / ``mcp_transport_error``, an
+  ``mcp_server_failed`` (``phase: "call"``) event, and the server's tools are removed from the rest of the
+  run: its id is added to ``scope.extras["mcp_failed_servers"]``, its tools are dropped from
+  ``scope.effective_tools``, and later calls get ``tool_not_available`` at pre-flight. The connection is
+  closed so the next run start reconnects.
+* :meth:`McpManager.close` closes every client (stdio processes stop); idempotent.
+
+The SDK is imported only by :mod:`agent_core._mcp.client`, lazily, when a server is first connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agent_core._events import payloads as ev
+from agent_core._mcp.catalog import McpCatalog, McpServerConfig
+from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
+from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError
+from agent_core._redaction import Redactor
+from agent_core.config.schema import Settings
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.tools._command import build_env, resolve_executable
+from agent_core.tools._normalize import error_result
+from agent_core.tools.context import RunScope, ToolContext
+from agent_core.tools.preflight import Preflight
+from agent_core.tools.registry import ToolRegistry
+from agent_core.types.content import ArtifactRefBlock, ErrorPayload
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+if TYPE_CHECKING:
+    from agent_core._mcp.client import McpClient
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[ev.EventPayload], Awaitable[None]]
+"""Emits one event of the calling run; ``ToolRunSink.emit`` fits."""
+FAILED_SERVERS_KEY = "mcp_failed_servers"
+
+
+@dataclass(eq=False)
+class _ServerState:
+    config: McpServerConfig
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    client: McpClient | None = None
+    adapter: McpServerAdapter | None = None
+    cache_key: tuple[str, str] | None = None
+    discovered_at: float | None = None
+    failed: bool = False
+    last_failure: ev.McpServerFailed | None = None
+    attempts: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def failed_for_run(scope: RunScope) -> set[str]:
+    """Servers that failed during this run (mutable set kept in ``scope.extras``)."""
+    value = scope.extras.get(FAILED_SERVERS_KEY)
+    if not isinstance(value, set):
+        value = set()
+        scope.extras[FAILED_SERVERS_KEY] = value
+    return value
+
+
+class McpServerAdapter:
+    """The :class:`ToolAdapter` of one discovered server (registered via the privileged path)."""
+
+    def __init__(
+        self, manager: McpManager, server: McpServerConfig, definitions: list[ToolDefinition]
+    ) -> None:
+        self._manager = manager
+        self.server = server
+        self._definitions = {d.name: d for d in definitions}
+
+    def definitions(self) -> list[ToolDefinition]:
+        return list(self._definitions.values())
+
+    async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
+        if self.server.server_id in failed_for_run(ctx.scope):
+            raise AgentCoreError(
+                ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
+            )
+        return Preflight(target_scope=None, network_host=self.server.network_host)
+
+    def network_host(self, call: ToolCall, ctx: ToolContext) -> str | None:
+        return self.server.network_host
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        definition = self._definitions.get(call.name)
+        if definition is None:
+            raise AgentCoreError(
+                ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
+            )
+        return await self._manager.call_tool(self.server.server_id, definition, call, ctx)
+
+    async def close(self) -> None:
+        await self._manager.close_server(self.server.server_id)
+
+
+class McpManager:
+    """MCP servers of one runtime (see the module docstring)."""
+
+    def __init__(
+        self,
+        catalog: McpCatalog,
+        settings: Settings,
+        *,
+        registry: ToolRegistry,
+        redactor: Redactor | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._catalog = catalog
+        self._settings = settings
+        self._registry = registry
+        self._redactor = redactor or Redactor()
+        self._environ = environ
+        self._clock = clock
+        self._states = {s.server_id: _ServerState(config=s) for s in catalog}
+        self._closed = False
+        self._closing: set[asyncio.Task[None]] = set()
+        for server in catalog:
+            for name in (*server.env_allowlist, *server.headers_env.values()):
+                self._redactor.add_secret_env(name)
+
+    # -- introspection ------------------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> McpCatalog:
+        return self._catalog
+
+    @property
+    def failed_servers(self) -> frozenset[str]:
+        """Servers whose last connect/discovery attempt (or a call) failed."""
+        return frozenset(sid for sid, s in self._states.items() if s.failed)
+
+    def connected(self, server_id: str) -> bool:
+        state = self._states.get(server_id)
+        return bool(state and state.client is not None and state.client.alive)
+
+    def skipped_tools(self, server_id: str) -> list[dict[str, str]]:
+        state = self._states.get(server_id)
+        return list(state.skipped) if state else []
+
+    def definitions(self) -> list[ToolDefinition]:
+        """Every currently registered MCP tool definition."""
+        return [d for s in self._states.values() if s.adapter is not None for d in s.adapter.definitions()]
+
+    # -- run start ----------------------------------------------------------------------------------
+
+    async def ensure_connected(
+        self, needed: bool, emit: Emit | None = None, *, servers: Collection[str] | None = None
+    ) -> set[str]:
+        """Connects/refreshes the servers a run needs; returns the ids that failed (see module docstring).
+
+        ``servers`` narrows the attempt to those ids (e.g. a child whose ``allowed_tools`` names only some
+        servers). Servers that are not healthy are always part of the result, so stale tools never leak
+        into an effective set.
+        """
+        disabled = set(self._settings.tools.mcp.disabled_servers)
+        wanted = [
+            s
+            for sid, s in self._states.items()
+            if sid not in disabled and (servers is None or sid in servers)
+        ]
+        if needed and not self._closed and wanted:
+            await asyncio.gather(*(self._ensure(state, emit) for state in wanted))
+        return {sid for sid, s in self._states.items() if sid not in disabled and not self._healthy(s)}
+
+    def _healthy(self, state: _ServerState) -> bool:
+        return (
+            not state.failed and state.adapter is not None and state.client is not None and state.client.alive
+        )
+
+    def _fresh(self, state: _ServerState) -> bool:
+        if not self._healthy(state) or state.discovered_at is None:
+            return False
+        if state.cache_key != (state.config.server_id, state.config.config_hash):
+            return False
+        ttl_s = self._settings.tools.mcp.discovery_cache_ttl_ms / 1000
+        return self._clock() - state.discovered_at < ttl_s
+
+    async def _ensure(self, state: _ServerState, emit: Emit | None) -> None:
+        seen = state.attempts
+        async with state.lock:
+            if state.attempts != seen:  # an attempt finished while we waited: share its outcome
+                if state.failed and state.last_failure is not None and emit is not None:
+                    await emit(state.last_failure)
+                return
+            if self._fresh(state):
+                return
+            state.attempts += 1
+            await self._connect_and_discover(state, emit)
+
+    async def _connect(self, state: _ServerState, deadline: float) -> McpClient:
+        await self._drop_client(state)
+        client = self._new_client(state.config)
+        state.client = client
+        await client.connect(max(deadline - time.monotonic(), 0.001))
+        return client
+
+    async def _connect_and_discover(self, state: _ServerState, emit: Emit | None) -> None:
+        server = state.config
+        deadline = time.monotonic() + server.startup_timeout_ms / 1000
+        phase = "connect"
+        try:
+            reused = state.client is not None and state.client.alive
+            client = (
+                state.client if reused and state.client is not None else await self._connect(state, deadline)
+            )
+            phase = "discover"
+            try:
+                remote = await client.list_tools(max(deadline - time.monotonic(), 0.001))
+            except McpTransportError:
+                if not reused:
+                    raise
+                phase = "connect"  # the cached session died while idle: reconnect once
+                client = await self._connect(state, deadline)
+                phase = "discover"
+                remote = await client.list_tools(max(deadline - time.monotonic(), 0.001))
+        except (AgentCoreError, McpTransportError, McpTimeoutError, McpCallError, OSError) as exc:
+            await self._fail(state, phase, exc, emit)
+            return
+        overrides = self._settings.tools.mcp.tool_overrides
+        definitions, skipped = build_definitions(server, remote, overrides)
+        adapter = McpServerAdapter(self, server, definitions)
+        if state.adapter is not None:
+            self._registry.unregister_adapter(state.adapter)
+            state.adapter = None
+        try:
+            self._registry.register_adapter(adapter, internal=True)
+        except AgentCoreError as exc:
+            await self._fail(state, "discover", exc, emit)
+            return
+        state.adapter = adapter
+        state.failed = False
+        state.last_failure = None
+        state.cache_key = (server.server_id, server.config_hash)
+        state.discovered_at = self._clock()
+        state.skipped = skipped
+        for key in unmatched_overrides(server.server_id, (d.name for d in definitions), overrides):
+            logger.warning("tools.mcp.tool_overrides[%r] matches no discovered tool; ignored", key)
+        if skipped:
+            logger.debug("MCP server %s: skipped tools %s", server.server_id, skipped)
+            if emit is not None:
+                data = {"server_id": server.server_id, "skipped_tools": skipped}
+                discovery = ev.ProviderDebug("mcp", "mcp_discovery", data, extra=data)
+                await emit(discovery.redacted(self._redactor))
+
+    def _new_client(self, server: McpServerConfig) -> McpClient:
+        from agent_core._mcp.client import McpClient  # the only place the SDK gets imported
+
+        consumer = f"MCP server {server.server_id} ({self._catalog.path})"
+        if server.transport == "http":
+            source = self._environ if self._environ is not None else os.environ
+            headers = dict(server.headers)
+            for header, variable in server.headers_env.items():
+                if variable not in source:
+                    raise ConfigError(
+                        ErrorCode.config_error,
+                        f"environment variable {variable!r} required by {consumer}, headers_env.{header}, is not set",
+                        details={
+                            "variable": variable,
+                            "server_id": server.server_id,
+                            "source": str(self._catalog.path),
+                        },
+                    )
+                headers[header] = source[variable]
+            assert server.url is not None
+            return McpClient(server.server_id, url=server.url, headers=headers)
+        assert server.command is not None and server.cwd is not None
+        try:
+            env = build_env(
+                self._settings.tools.env_allowlist,
+                required=server.env_allowlist,
+                required_by=f"{consumer}, env_allowlist",
+                extra=server.env,
+                environ=self._environ,
+            )
+        except AgentCoreError as exc:
+            details = {**exc.details, "server_id": server.server_id, "source": str(self._catalog.path)}
+            raise ConfigError(ErrorCode.config_error, exc.message, details=details) from exc
+        if not server.cwd.is_dir():
+            raise AgentCoreError(ErrorCode.file_not_found, f"cwd {server.cwd} of {consumer} does not exist")
+        executable = resolve_executable(server.command, cwd=server.cwd, env=env)
+        return McpClient(server.server_id, command=str(executable), args=server.args, cwd=server.cwd, env=env)
+
+    def _failure(self, server_id: str, phase: str, exc: BaseException) -> ev.McpServerFailed:
+        if isinstance(exc, AgentCoreError):
+            error = exc.to_payload(self._redactor)
+        elif isinstance(exc, McpTimeoutError):
+            error = ErrorPayload(type="mcp_timeout", code=ErrorCode.timeout, message=str(exc))
+        else:
+            kind = (
+                "mcp_transport_error"
+                if isinstance(exc, McpTransportError | OSError)
+                else "mcp_protocol_error"
+            )
+            error = ErrorPayload(
+                type=kind, code=ErrorCode.internal_error, message=str(exc) or type(exc).__name__
+            )
+        error.details.setdefault("server_id", server_id)
+        error.details.setdefault("source", str(self._catalog.path))
+        dumped = error.redacted_copy(self._redactor).model_dump(mode="json")
+        return ev.McpServerFailed(server_id=server_id, phase=phase, error=dumped)
+
+    async def _fail(self, state: _ServerState, phase: str, exc: BaseException, emit: Emit | None) -> None:
+        server_id = state.config.server_id
+        failure = self._failure(server_id, phase, exc)
+        logger.warning("MCP server %s failed (%s): %s", server_id, phase, failure.error["message"])
+        state.failed = True
+        state.last_failure = failure
+        await self._drop_client(state)
+        if emit is not None:
+            await emit(failure)
+
+    async def _drop_client(self, state: _ServerState) -> None:
+        """Unregisters the server's tools and closes its client in the background (a dead stdio server
+        may take the SDK's termination grace to reap; no run start waits for that). :meth:`close` awaits
+        every pending close."""
+        if state.adapter is not None:
+            self._registry.unregister_adapter(state.adapter)
+            state.adapter = None
+        client, state.client = state.client, None
+        state.discovered_at = None
+        if client is not None:
+            task = asyncio.create_task(client.close(), name=f"mcp-close-{state.config.server_id}")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    # -- calls --------------------------------------------------------------------------------------
+
+    async def call_tool(
+        self, server_id: str, definition: ToolDefinition, call: ToolCall, ctx: ToolContext
+    ) -> ToolResult:
+        """Executes one MCP tool call for the pipeline (see the module docstring for error mapping)."""
+        state = self._states[server_id]
+        server = state.config
+        client = state.client
+        timeout_ms = server.timeout_ms
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.emit_progress({"progress": value, "total": total, "message": message})
+
+        async def create(
+            data: bytes, filename: str, mime: str | None, summary: str | None
+        ) -> ArtifactRefBlock:
+            return await ctx.create_artifact(data, filename, mime, summary)
+
+        try:
+            if client is None or not client.alive:
+                raise McpTransportError(f"MCP server {server_id} is not connected")
+            tool_name = str(definition.metadata.get("mcp_tool_name") or call.name.split(".", 2)[2])
+            remote = await client.call_tool(tool_name, dict(call.arguments), timeout_ms / 1000, progress)
+        except McpTimeoutError:
+            raise AgentCoreError(
+                ErrorCode.timeout,
+                f"MCP tool {call.name} timed out after {timeout_ms} ms",
+                details={"timeout_ms": timeout_ms},
+            ) from None
+        except McpCallError as exc:
+            message = self._redactor.text(f"MCP server {server_id} rejected the call: {exc}")
+            return error_result(
+                call.tool_call_id, call.name, ErrorCode.internal_error, message, error_type="mcp_tool_error"
+            )
+        except McpTransportError as exc:
+            await self._call_failed(state, client, exc, ctx)
+            message = self._redactor.text(f"MCP server {server_id} transport failure: {exc}")
+            return error_result(
+                call.tool_call_id,
+                call.name,
+                ErrorCode.internal_error,
+                message,
+                error_type="mcp_transport_error",
+            )
+        return await map_result(remote, call, create)
+
+    async def _call_failed(
+        self, state: _ServerState, client: McpClient | None, exc: McpTransportError, ctx: ToolContext
+    ) -> None:
+        server_id = state.config.server_id
+        scope = ctx.scope
+        failed_for_run(scope).add(server_id)
+        prefix = f"mcp.{server_id}."
+        scope.effective_tools = frozenset(n for n in scope.effective_tools if not n.startswith(prefix))
+        failure = self._failure(server_id, "call", exc)
+        logger.warning("MCP server %s failed during a call: %s", server_id, failure.error["message"])
+        await ctx.sink.emit(failure, tool_call_id=ctx.tool_call_id)
+        async with state.lock:
+            if state.client is client:
+                state.failed = True
+                state.last_failure = failure
+                await self._drop_client(state)
+
+    # -- shutdown -----------------------------------------------------------------------------------
+
+    async def close_server(self, server_id: str) -> None:
+        state = self._states.get(server_id)
+        if state is None:
+            return
+        client, state.client = state.client, None
+        state.discovered_at = None
+        if client is not None:
+            await client.close()
+
+    async def close(self) -> None:
+        """Closes every client and stops stdio server processes; idempotent."""
+        self._closed = True
+        await asyncio.gather(*(self.close_server(sid) for sid in list(self._states)), return_exceptions=True)
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)

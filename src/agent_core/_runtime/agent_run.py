@@ -1,0 +1,266 @@
+"""One agent run through the loop driver: scope, prompt assembly and the driver call (runtime.md §7).
+
+:func:`execute_agent_run` is shared by root, child, worker and compact runs; :class:`AgentRunSpec` holds
+everything that differs between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_core._context._budget import short_tools
+from agent_core._context.composer import ComposeLimits
+from agent_core._context.prompt import (
+    DynamicSource,
+    RunPrompt,
+    runtime_state_block,
+    static_blocks,
+    tool_schema_tokens,
+)
+from agent_core._hooks.base import NO_HOOKS
+from agent_core._loop._limits import Budget, LimitConfig, Prices, RunLimits
+from agent_core._loop._output import output_policy
+from agent_core._loop.cursor import AgentCursor
+from agent_core._loop.outcome import LoopOutcome
+from agent_core._loop.spec import CompactionHooks, Interruption, LoopSpec
+from agent_core._runtime import lifecycle
+from agent_core._runtime.features import RunFeatures
+from agent_core._runtime.services import Services
+from agent_core._runtime.state import RunState, SessionState
+from agent_core.config.model import ResolvedModelConfig
+from agent_core.config.schema import Settings
+from agent_core.tools._effective import EffectiveTools
+from agent_core.tools.context import RunScope
+from agent_core.types.content import ArtifactRefBlock
+from agent_core.types.enums import AgentRole, AgentType, RunStatus
+from agent_core.types.model import SystemBlock
+
+if TYPE_CHECKING:
+    from agent_core._storage.protocol import SessionStore
+
+
+@dataclass(kw_only=True, eq=False)
+class AgentRunSpec:
+    """Everything that differs between agent runs; consumed by :func:`execute_agent_run`."""
+
+    state: RunState
+    session: SessionState
+    cursor: AgentCursor
+    model: ResolvedModelConfig
+    effective: EffectiveTools
+    role: AgentRole
+    root_agent: bool
+    dynamic_sources: list[DynamicSource] = field(default_factory=list)
+    task_board: Callable[[], str | None] | None = None
+    current_user_node_id: str | None = None
+    max_turns: int | None = None
+    parent_agent_id: str | None = None
+    parent_run_id: str | None = None
+    scope_extras: dict[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+    """Project directory, cwd and write root of the run instead of the project (worker worktrees)."""
+    compaction: CompactionHooks | None = None
+    purpose: str | None = None
+    agent_type: AgentType = AgentType.main
+    interruption: Callable[[], Interruption] | None = None
+
+
+def run_limits(
+    state: RunState, model: ResolvedModelConfig, settings: Settings, *, enforce: bool
+) -> RunLimits:
+    """The run's limits: a root run opens the tree's :class:`Budget`; a child run shares its root's."""
+    ancestor = state.parent
+    while ancestor is not None and ancestor.budget is None:
+        ancestor = ancestor.parent
+    budget = (
+        ancestor.budget
+        if ancestor is not None and ancestor.budget is not None
+        else Budget(LimitConfig.from_section(settings.limits))
+    )
+    state.budget = budget
+    prices = Prices(model.price_input_per_mtok, model.price_output_per_mtok)
+    return RunLimits(budget=budget, prices=prices, enforce=enforce)
+
+
+async def execute_agent_run(
+    services: Services,
+    features: RunFeatures,
+    spec: AgentRunSpec,
+    first_nodes: Callable[[RunScope], Awaitable[None]] | None = None,
+) -> LoopOutcome:
+    """Runs one agent loop: ``loop_started``, the first nodes, the turns and the terminal events."""
+    loop = await prepare_agent_loop(services, features, spec, first_nodes)
+    prices = loop.limits.prices if loop.limits is not None else None
+    return await lifecycle.run_agent_loop(spec.state, loop, prices)
+
+
+async def prepare_agent_loop(
+    services: Services,
+    features: RunFeatures,
+    spec: AgentRunSpec,
+    first_nodes: Callable[[RunScope], Awaitable[None]] | None = None,
+    *,
+    started: bool = False,
+) -> LoopSpec:
+    """Builds the run's :class:`LoopSpec` and, unless ``started`` (an engine continuing a run whose
+    ``loop_started`` and first nodes are already stored), writes ``loop_started`` and the first nodes."""
+    state = spec.state
+    rec = state.recorder
+    settings = services.settings
+    scope = RunScope(
+        session_id=state.session_id,
+        agent_id=state.agent_id,
+        run_id=state.run_id,
+        agent_role=spec.role,
+        project_dir=spec.workdir or services.config.project,
+        home_dir=services.config.home,
+        cwd=spec.workdir or services.config.project,
+        cancel_event=state.cancel_event,
+        effective_tools=spec.effective.names,
+        parent_agent_id=spec.parent_agent_id,
+        parent_run_id=spec.parent_run_id,
+        debug=services.debug,
+        extras={
+            "mode": state.mode.value,
+            **({"purpose": spec.purpose} if spec.purpose else {}),
+            **spec.scope_extras,
+        },
+    )
+    max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
+    limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
+    if started:
+        state.status = RunStatus.running
+    else:
+        await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
+        if first_nodes is not None:
+            await first_nodes(scope)
+    tools = list(spec.effective.definitions)
+    catalog = features.instruction_catalog(spec.role)
+    static = static_blocks(
+        services.assets,
+        role=spec.role.value,
+        mode=state.mode.value,
+        agent_id=state.agent_id,
+        tools=tools,
+        instruction_catalog=catalog,
+        counter=services.counter,
+    )
+    project = str(spec.workdir or services.config.project)
+
+    def runtime_state(_path: Sequence[Any]) -> list[SystemBlock]:
+        return [
+            runtime_state_block(
+                project=project,
+                mode=state.mode.value,
+                role=spec.role.value,
+                session_id=state.session_id,
+                agent_id=state.agent_id,
+                run_id=state.run_id,
+            )
+        ]
+
+    sources: list[DynamicSource] = list(spec.dynamic_sources)
+    sources.extend(features.dynamic_sources(state, spec.role, spec.effective))
+    sources.append(runtime_state)
+
+    async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
+        return await services.artifacts.create(
+            data,
+            filename=filename,
+            summary=summary,
+            kind="context_degradation",
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            run_id=state.run_id,
+        )
+
+    async def save_debug_artifact(
+        kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
+    ) -> str | None:
+        ref = await services.artifacts.create(
+            data,
+            filename=filename,
+            kind=kind,
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            run_id=state.run_id,
+            metadata=metadata,
+        )
+        return ref.artifact_id
+
+    await _account_for_deleted_artifacts(services.storage, spec.cursor)
+    compose_limits = ComposeLimits(
+        context_window=spec.model.context_window,
+        reserve_output_tokens=settings.context.reserve_output_tokens,
+        min_output_tokens=settings.context.min_output_tokens,
+        dynamic_system_budget=settings.context.dynamic_system_budget,
+        non_system_budget=settings.context.non_system_budget,
+        result_limit_bytes=settings.tools.result_limit_bytes,
+        result_limit_tokens=settings.tools.result_limit_tokens,
+        task_board_token_budget=settings.context.task_board_token_budget,
+    )
+    prompt = RunPrompt(
+        cursor=spec.cursor,
+        static=static,
+        limits=compose_limits,
+        dynamic_sources=sources,
+        task_board=spec.task_board,
+        current_run_id=state.run_id,
+        current_user_node_id=spec.current_user_node_id,
+        make_artifact=make_artifact,
+        counter=services.counter,
+        tool_tokens=tool_schema_tokens(tools, services.counter),
+        tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
+    )
+    metadata: dict[str, Any] = {
+        "session_id": state.session_id,
+        "agent_id": state.agent_id,
+        "run_id": state.run_id,
+        "agent_type": spec.agent_type.value,
+    }
+    if spec.purpose:
+        metadata["purpose"] = spec.purpose
+    adapter = services.adapter_for(spec.model)
+    return LoopSpec(
+        recorder=rec,
+        adapter=adapter,
+        provider=spec.model.provider,
+        model=spec.model.name,
+        temperature=spec.model.temperature,
+        max_output_tokens=spec.model.max_output_tokens,
+        scope=scope,
+        tools=tools,
+        executor=services.executor,
+        hooks=NO_HOOKS if spec.role == AgentRole.compact else services.hooks,
+        prompt=prompt,
+        redactor=services.redactor,
+        max_turns=max_turns,
+        request_metadata=metadata,
+        compaction=spec.compaction or features.compaction_for(state, spec.cursor, spec.role),
+        debug=services.debug,
+        save_debug_artifact=save_debug_artifact,
+        output=output_policy(state.output_schema, state.output_retries, adapter.provider_key)
+        if spec.root_agent
+        else None,
+        interruption=spec.interruption
+        or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
+        limits=limits,
+    )
+
+
+async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCursor) -> None:
+    """Blocks of the path that reference a deleted artifact render as ``[artifact <id> (deleted)]``
+    (storage.md §11.2): the ids without a registry row are handed to the cursor's render cache (one
+    read per run, only when the path references artifacts)."""
+    referenced = sorted(cursor.cache.referenced(cursor.path))
+    deleted: set[str] = set()
+    for start in range(0, len(referenced), 500):  # SQLite's bound-parameter limit
+        chunk = referenced[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        rows = await storage.query(f"SELECT artifact_id FROM artifacts WHERE artifact_id IN ({marks})", chunk)
+        deleted.update(set(chunk) - {str(row[0]) for row in rows})
+    if cursor.cache.set_deleted(frozenset(deleted)):
+        cursor.memo.forget()

@@ -1,0 +1,247 @@
+"""Stored rows → runtime types for the read paths (replay, inspect, node paths; storage.md §4).
+
+Rows of ``nodes_<sid>``/``events_<sid>`` are written only by the single writer from drafts that were
+validated and serialised at write time (:mod:`agent_core._storage.rows`), so a read does not validate
+every value again: it checks what the table schema does not guarantee (the enum-like columns, the
+JSON columns' top-level shape, the timestamp, the integer columns) and builds the models directly
+(:func:`trusted`). A row that fails a check, or a content block whose keys are not exactly its model's
+fields, goes through full pydantic validation, so bad data still ends in ``schema_error``.
+
+Read-time key redaction (``redact_keys``): rows are prefiltered a chunk at a time by their JSON text
+(:func:`~agent_core._redaction.texts_may_hold_keys`: no sensitive word, no escape → nothing to mask);
+the decoded values of the other rows are walked exactly (:func:`~agent_core._redaction.has_sensitive_keys`)
+and only what that walk finds is masked.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
+
+from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys, texts_may_hold_keys
+from agent_core._storage._reports import MARKER, expand_report
+from agent_core.errors import ErrorCode, SchemaError
+from agent_core.types.base import parse_ts
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    content_list_adapter,
+)
+from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.runtime import Node, RuntimeEvent
+
+M = TypeVar("M", bound=BaseModel)
+
+_EVENT_TYPES = {e.value: e for e in EventType}
+_LEVELS = frozenset(e.value for e in EventLevel)
+_ROLES = frozenset(e.value for e in MessageRole)
+_NODE_TYPES = frozenset(e.value for e in NodeType)
+_BLOCKS: dict[str, type[BaseModel]] = {
+    "text": TextBlock,
+    "json": JsonBlock,
+    "tool_call": ToolCallBlock,
+    "tool_result": ToolResultBlock,
+    "artifact_ref": ArtifactRefBlock,
+}
+_BLOCK_FIELDS = {kind: frozenset(cls.model_fields) for kind, cls in _BLOCKS.items()}
+_EVENT_FIELDS = frozenset(RuntimeEvent.model_fields)
+_NODE_FIELDS = frozenset(Node.model_fields)
+
+
+def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
+    """An instance of ``cls`` holding ``values`` (every field, already of its field type) without
+    validation: what :meth:`BaseModel.model_construct` does for a complete set of values, minus its
+    per-field Python work (defaults, aliases). Only for models without private attributes or extras;
+    ``tests/unit/test_storage_decode.py`` checks the result equals a validated instance.
+
+    ``fields_set`` (every field name) may be shared by the instances of one batch: pydantic only ever
+    adds names to it, and every name is in it already."""
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector while a batch of rows is decoded.
+
+    A replay allocates hundreds of thousands of long-lived, acyclic objects (models, payload dicts) in
+    one synchronous block; each allocation burst would otherwise trigger collections that walk the whole
+    heap (about half the decode time of a 10,000-node session). Nothing collectable is created here.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def read_error(what: str, exc: BaseException) -> SchemaError:
+    return SchemaError(ErrorCode.schema_error, f"cannot convert {what}: {exc}", cause=exc)
+
+
+def _ts(text: str) -> datetime:
+    """:func:`parse_ts` with a fast path for the stored ``...Z`` form."""
+    try:
+        value = datetime.fromisoformat(text)
+    except (ValueError, TypeError):
+        return parse_ts(text)
+    return value if value.tzinfo is UTC else parse_ts(text)
+
+
+def _masked(value: Any) -> Any:
+    return redact_sensitive_keys(value) if has_sensitive_keys(value) else value
+
+
+# ---- nodes ----------------------------------------------------------------------------------------
+
+
+def _block(data: Any, sets: dict[str, set[str]]) -> ContentBlock:
+    """A stored content block (``content_list_adapter.dump_json`` form: every field present);
+    ``sets``: the batch's fields set per block type."""
+    kind = data.get("type") if type(data) is dict else None
+    fields = _BLOCK_FIELDS.get(kind) if type(kind) is str else None
+    if fields is None or data.keys() != fields:
+        return content_list_adapter.validate_python([data])[0]
+    if kind == "tool_result":
+        if data["error"] is not None or type(data["content"]) is not list:
+            return content_list_adapter.validate_python([data])[0]
+        data["content"] = [_block(item, sets) for item in data["content"]]
+    block: ContentBlock = trusted(_BLOCKS[data["type"]], data, sets[data["type"]])  # type: ignore[assignment]
+    return block
+
+
+def _node(row: Sequence[Any], session_id: str, walk: bool, sets: dict[str, set[str]]) -> Node:
+    node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
+    meta = from_json(metadata) if metadata is not None else {}
+    blocks = from_json(content)
+    if type(meta) is not dict or type(blocks) is not list:
+        raise ValueError("a node's content_json must be a JSON list and metadata_json a JSON object")
+    if walk and (has_sensitive_keys(meta) or has_sensitive_keys(blocks)):
+        meta, blocks = _masked(meta), _masked(blocks)
+    if (
+        role not in _ROLES
+        or node_type not in _NODE_TYPES
+        or type(node_seq) is not int
+        or (tokens is not None and type(tokens) is not int)
+        or type(node_id) is not str
+        or type(agent_id) is not str
+    ):
+        raise ValueError(f"invalid node row {node_id!r}")
+    values = {
+        "node_id": node_id,
+        "node_seq": node_seq,
+        "session_id": session_id,
+        "parent_id": parent_id,
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "role": role,
+        "node_type": node_type,
+        "content": [_block(b, sets) for b in blocks],
+        "metadata": meta,
+        "token_count": tokens,
+        "created_at": _ts(created),
+    }
+    return trusted(Node, values, sets["node"])
+
+
+def nodes_from_rows(
+    rows: Sequence[Sequence[Any]], session_id: str, *, redact_keys: bool = False
+) -> list[Node]:
+    """Many ``nodes_<sid>`` rows (``NodeRecord.columns()`` order) at once; bad data → ``schema_error``.
+    ``redact_keys`` applies read-time redaction (values under sensitive-looking keys masked, as
+    :func:`redact_sensitive_keys`)."""
+    try:
+        sets = {kind: set(fields) for kind, fields in _BLOCK_FIELDS.items()} | {"node": set(_NODE_FIELDS)}
+        walk = texts_may_hold_keys([f"{r[7]}\n{r[8]}" for r in rows]) if redact_keys else [False] * len(rows)
+        with collector_paused():
+            return [_node(row, session_id, w, sets) for row, w in zip(rows, walk, strict=True)]
+    except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise read_error("node record", exc) from exc
+
+
+# ---- events ---------------------------------------------------------------------------------------
+
+
+def events_from_rows(
+    rows: Sequence[Sequence[Any]],
+    session_id: str,
+    *,
+    ids_by_seq: Sequence[str | None] | None = None,
+    redact_keys: bool = False,
+) -> list[RuntimeEvent]:
+    """Many ``events_<sid>`` rows at once (``EventRecord.columns()`` order); bad data → ``schema_error``.
+
+    Compact context reports are expanded with ``ids_by_seq`` (``storage/_reports.py``; required when a
+    row holds one). ``redact_keys``: read-time key redaction as in :func:`nodes_from_rows`.
+    """
+    complete = ids_by_seq is not None and None not in ids_by_seq[1:]
+    out: list[RuntimeEvent] = []
+    types, levels, fields, ts = _EVENT_TYPES, _LEVELS, set(_EVENT_FIELDS), _ts
+    walk = texts_may_hold_keys([r[9] for r in rows]) if redact_keys else [False] * len(rows)
+    try:
+        with collector_paused():
+            for row, walk_row in zip(rows, walk, strict=True):
+                (
+                    event_id,
+                    seq,
+                    run_seq,
+                    agent_id,
+                    run_id,
+                    level,
+                    event_type,
+                    node_id,
+                    call_id,
+                    text,
+                    created,
+                ) = row
+                payload = from_json(text) if text is not None else {}
+                if type(payload) is not dict:
+                    raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
+                if event_type == "context_built" and text is not None and MARKER in text:
+                    if ids_by_seq is None:
+                        raise ValueError("a compact context report needs the session's node seqs")
+                    expand_report(payload, ids_by_seq, complete=complete)
+                if walk_row and has_sensitive_keys(payload):
+                    payload = redact_sensitive_keys(payload)
+                if (
+                    level not in levels
+                    or type(seq) is not int
+                    or (run_seq is not None and type(run_seq) is not int)
+                    or type(event_id) is not str
+                ):
+                    raise ValueError(f"invalid event row {event_id!r}")
+                values = {
+                    "event_id": event_id,
+                    "seq": seq,
+                    "run_seq": run_seq,
+                    "session_id": session_id,
+                    "agent_id": agent_id,
+                    "run_id": run_id,
+                    "level": level,
+                    "event_type": types[event_type],
+                    "node_id": node_id,
+                    "tool_call_id": call_id,
+                    "payload": payload,
+                    "created_at": ts(created),
+                }
+                out.append(trusted(RuntimeEvent, values, fields))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise read_error("event record", exc) from exc
+    return out

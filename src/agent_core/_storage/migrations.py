@@ -1,0 +1,109 @@
+"""Built-in schema migrations (storage.md §5.1).
+
+On open, every migration whose version is missing from ``schema_migrations`` is applied in ascending
+order, each inside its own ``BEGIN IMMEDIATE`` … ``COMMIT`` together with its bookkeeping row (its version
+is re-read inside that transaction: another process opening the same fresh home may have applied it). Any
+failure rolls that migration back and raises :class:`StorageError` with code ``migration_failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import aiosqlite
+
+from agent_core._storage.schema import (
+    APPROVALS_V2,
+    BACKGROUND_JOBS_V3,
+    GLOBAL_TABLES_V1,
+    SCHEDULES_V4,
+    SCHEMA_MIGRATIONS_DDL,
+)
+from agent_core.errors import ErrorCode, StorageError
+from agent_core.types.base import format_ts
+
+log = logging.getLogger(__name__)
+
+MigrationStep = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema version: plain statements and/or an async step run on the open transaction."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...] = ()
+    step: MigrationStep | None = None
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "global tables sessions/agents/runs/artifacts and their indexes", GLOBAL_TABLES_V1),
+    Migration(2, "pending_approvals table (durable permission requests of soong-agent serve)", APPROVALS_V2),
+    Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
+    Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
+)
+"""Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
+
+CURRENT_VERSION = MIGRATIONS[-1].version
+
+
+async def applied_versions(conn: aiosqlite.Connection) -> set[int]:
+    rows = await conn.execute_fetchall("SELECT version FROM schema_migrations")
+    return {int(row[0]) for row in rows}
+
+
+async def _recorded(conn: aiosqlite.Connection, version: int) -> bool:
+    rows = await conn.execute_fetchall("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
+    return bool(list(rows))
+
+
+async def apply_migrations(
+    conn: aiosqlite.Connection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[int]:
+    """Applies the missing migrations on ``conn`` (autocommit mode); returns the versions applied."""
+    versions = [m.version for m in migrations]
+    if versions != sorted(set(versions)):
+        raise StorageError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
+    try:
+        await conn.execute_fetchall(SCHEMA_MIGRATIONS_DDL)
+        done = await applied_versions(conn)
+    except Exception as exc:
+        raise StorageError(
+            ErrorCode.migration_failed, f"cannot read schema_migrations: {exc}", cause=exc
+        ) from exc
+    applied: list[int] = []
+    for migration in migrations:
+        if migration.version in done:
+            continue
+        try:
+            await conn.execute_fetchall("BEGIN IMMEDIATE")
+            if await _recorded(conn, migration.version):  # another process applied it meanwhile
+                await conn.execute_fetchall("COMMIT")
+                continue
+            for statement in migration.statements:
+                await conn.execute_fetchall(statement)
+            if migration.step is not None:
+                await migration.step(conn)
+            await conn.execute_fetchall(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (migration.version, format_ts()),
+            )
+            await conn.execute_fetchall("COMMIT")
+        except Exception as exc:
+            if conn.in_transaction:
+                try:
+                    await conn.execute_fetchall("ROLLBACK")
+                except Exception:  # the original error is what matters
+                    log.debug("rollback after failed migration %s failed", migration.version)
+            raise StorageError(
+                ErrorCode.migration_failed,
+                f"migration {migration.version} ({migration.description}) failed: {exc}",
+                details={"version": migration.version},
+                cause=exc,
+            ) from exc
+        log.debug("applied migration %s", migration.version)
+        applied.append(migration.version)
+    return applied

@@ -1,0 +1,232 @@
+"""The PostgreSQL session store (surfaces.md §3): the SQLite store's logic on a shared database.
+
+:class:`PostgresStorage` is a :class:`StorageManager` whose writer and reader are psycopg connections
+(``storage/postgres/connection.py``); every statement is the same portable SQL. What changes because
+several processes may write one database:
+
+- every write touching a session locks its ``sessions`` row (``SELECT … FOR UPDATE``) first, and the
+  ``node_seq`` / ``seq`` / ``run_seq`` counters are read inside that transaction instead of being
+  cached: sequences stay contiguous across processes, and appends of one session are serialised
+  cluster-wide (a process's own writes stay FIFO behind its writer queue);
+- compact context reports are not used (a cached node index would miss other processes' nodes): a
+  ``context_built`` payload is stored with its full node-id lists;
+- per-session tables are named by the session id, or by a digest of it when ``nodes_<id>`` would exceed
+  PostgreSQL's 63-byte identifiers.
+
+The DSN is read from the environment variable ``[storage.postgres] dsn_env`` names, at :meth:`open`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agent_core._redaction import Redactor
+from agent_core._storage import schema as S
+from agent_core._storage.caches import SESSION_SQL_CACHE, StoreCaches
+from agent_core._storage.columns import invalid, redact_record
+from agent_core._storage.migrations import MIGRATIONS, Migration
+from agent_core._storage.postgres.connection import (
+    PgConnection,
+    PgWriterQueue,
+    connect,
+    dsn_from_env,
+)
+from agent_core._storage.postgres.lease import SessionLease
+from agent_core._storage.postgres.migrate import apply_pg_migrations, pg_ddl
+from agent_core._storage.postgres.task_wal import PgTaskWal
+from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.writer import Txn, wrap_storage_error
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.types.runtime import DeleteCounts
+from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
+
+MAX_TABLE_KEY = 40
+"""Longest session id used verbatim in table names (``ux_events_<key>_seq`` stays under 63 bytes)."""
+
+
+def table_key(session_id: str) -> str:
+    """The per-session table suffix: the id itself, or ``h`` + 32 hex digits of its SHA-256."""
+    if len(session_id) <= MAX_TABLE_KEY:
+        return session_id
+    return "h" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
+class SharedStoreCaches(StoreCaches):
+    """The caches of a store other processes write too: counters are never trusted from memory, node
+    indexes are not kept, and per-session SQL is PostgreSQL's."""
+
+    KEEP_NODE_INDEX = False
+
+    def session_sql(self, session_id: str) -> S.SessionSql:
+        sql = self.sql.get(session_id)
+        if sql is None:
+            built = S.SessionSql.build(session_id, table_key(session_id))
+            sql = dataclasses.replace(built, create=tuple(pg_ddl(s, rowid=False) for s in built.create))
+            if len(self.sql) >= SESSION_SQL_CACHE:
+                self.sql.clear()
+            self.sql[session_id] = sql
+        return sql
+
+    @staticmethod
+    def counter(txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
+        """Always the committed maximum, read under the session row lock (other processes append too)."""
+        return int(txn.scalar(sql, params) or 0)
+
+
+OWNER_NAMESPACE = 0x50A7
+"""First key of the advisory lock each open store holds on its writer connection (second: its owner key)."""
+
+
+def _take_owner_key(conn: psycopg.Connection[Any]) -> int:
+    """Holds a fresh ``(OWNER_NAMESPACE, key)`` advisory lock for the connection's life; returns ``key``."""
+    while True:
+        key = secrets.randbelow(2**31 - 1) + 1
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (OWNER_NAMESPACE, key)).fetchone()
+        if row is not None and row[0]:
+            return key
+
+
+class PostgresStorage(StorageManager):
+    """The session store on PostgreSQL; the DSN comes from the environment variable ``dsn_env``."""
+
+    BACKEND = "postgres"
+    SHARED = True
+
+    def __init__(
+        self,
+        *,
+        dsn_env: str,
+        redactor: Redactor,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            Path(f"${dsn_env}"), redactor=redactor, migrations=migrations, caches=SharedStoreCaches()
+        )
+        self._dsn_env = dsn_env
+        self._environ = environ
+        self._pg_writer: PgConnection | None = None
+        self._pg_reader: PgConnection | None = None
+        self._task_wal: PgTaskWal | None = None
+        self._dsn: str | None = None
+        self._owner_key = 0
+
+    @property
+    def dsn_env(self) -> str:
+        return self._dsn_env
+
+    async def open(self) -> None:
+        """Idempotent: connects the writer and reader, applies the missing migrations."""
+        async with self._open_lock:
+            if self._writer is not None and not self._writer.closing:
+                return
+            dsn = dsn_from_env(self._environ if self._environ is not None else os.environ, self._dsn_env)
+            writer: PgConnection | None = None
+            reader: PgConnection | None = None
+            try:
+                writer = await connect(dsn, dsn_env=self._dsn_env, name="agent_core-pg-writer")
+                migrations = self._migrations
+                await writer.run(lambda conn: apply_pg_migrations(conn, migrations))
+                reader = await connect(dsn, dsn_env=self._dsn_env, name="agent_core-pg-reader")
+            except BaseException as exc:
+                for conn in (reader, writer):
+                    if conn is not None:
+                        await conn.close()
+                if isinstance(exc, Exception) and not isinstance(exc, AgentCoreError):
+                    raise wrap_storage_error(exc, f"opening PostgreSQL (${self._dsn_env})") from exc
+                raise
+            self._owner_key = await writer.run(_take_owner_key)
+            self._pg_writer, self._pg_reader, self._dsn = writer, reader, dsn
+            self._writer = PgWriterQueue(writer)
+            self._writer.start()
+
+    async def close(self) -> None:
+        """Drains the writer queue, then closes both connections. Idempotent."""
+        await super().close()
+        async with self._open_lock:
+            for conn in (self._pg_reader, self._pg_writer):
+                if conn is not None:
+                    await conn.close()
+            self._pg_reader = self._pg_writer = None
+            if self._task_wal is not None:
+                self._task_wal.close()
+
+    async def _insert(
+        self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
+    ) -> None:
+        """As on SQLite; a run row is written with its owner (this store) in the same transaction."""
+        if statement != S.INSERT_RUN:
+            return await super()._insert(statement, record, agent_id=agent_id)
+        row = redact_record(record, self._redactor).row()
+        session_id, run_id, owner = record.session_id, getattr(record, "run_id", ""), self._owner_key
+
+        def op(txn: Txn) -> None:
+            self._ensure_session(txn, session_id)
+            if agent_id is not None and not txn.scalar(
+                "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
+            ):
+                raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
+            txn.execute(statement, row)
+            txn.execute("INSERT INTO run_owners (run_id, owner_key) VALUES (?, ?)", (run_id, owner))
+
+        await self._queue().submit(op)
+
+    async def delete_session_rows(self, session_id: str) -> DeleteCounts:
+        """As on SQLite; then forgets the owners of runs that no longer exist."""
+        counts = await super().delete_session_rows(session_id)
+
+        def op(txn: Txn) -> None:
+            txn.execute(
+                "DELETE FROM run_owners o WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)"
+            )
+
+        await self._queue().submit(op)
+        return counts
+
+    async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` another open store owns (its owner lock is held): not orphans."""
+        if not run_ids:
+            return set()
+        marks = ", ".join("?" for _ in run_ids)
+        rows = await self._read(
+            "SELECT o.run_id FROM run_owners o JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted"
+            f" AND l.classid::bigint = {OWNER_NAMESPACE} AND l.objid::bigint = o.owner_key AND l.objsubid = 2"
+            f" WHERE o.owner_key <> ? AND o.run_id IN ({marks})",
+            (self._owner_key, *run_ids),
+        )
+        return {str(r[0]) for r in rows}
+
+    def session_lease(self, session_id: str) -> SessionLease:
+        """The session's cluster-wide lease (an advisory lock on a connection of its own)."""
+        if self._dsn is None:
+            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
+        return SessionLease(self._dsn, dsn_env=self._dsn_env, session_id=session_id)
+
+    def task_wal_writer(self) -> PgTaskWal:
+        """Task WALs in this database's ``task_wal`` table (one writer per store)."""
+        if self._task_wal is None:
+            self._task_wal = PgTaskWal(dsn_env=self._dsn_env, environ=self._environ)
+        return self._task_wal
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._pg_reader is None:
+            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
+        try:
+            return await self._pg_reader.fetchall(sql, params)
+        except AgentCoreError:
+            raise
+        except Exception as exc:
+            raise wrap_storage_error(exc, "read") from exc
+
+    def _ensure_session(self, txn: Txn, session_id: str) -> None:
+        """Locks the session row for the rest of the transaction (``validation_error`` if missing)."""
+        if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")

@@ -1,0 +1,258 @@
+"""The Task WAL as a PostgreSQL table (surfaces.md §3): the same records as the JSONL files (contract.md §7).
+
+One row per record, keyed by ``(wal_path, wal_seq)``; ``line`` is exactly the JSONL line without its
+newline, so :meth:`PgTaskWal.export_jsonl` reproduces the file form byte for byte. ``wal_path`` keeps the
+name a file would have (``<wal_dir>/<session_id>/<name>.wal.jsonl``), so events and views are unchanged.
+
+Appends are conditional: a commit whose first ``wal_seq`` is not the stored maximum + 1 — another
+process appended first — is refused (:class:`WalConflictError`) and the primary key refuses two commits
+racing for the same ``wal_seq``. A step is therefore claimed exactly once cluster-wide; the refused
+process catches up (:meth:`records_after`) under its Task lock before deciding again.
+
+Like the file writer this is synchronous (a commit is one transaction on a dedicated connection, under a
+lock), so no ``await`` separates the append from the in-memory apply that follows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agent_core._storage.postgres.connection import DSN_CONFIG_KEY, dsn_from_env, scrub
+from agent_core._tasks.models import TaskWalEvent, wal_event_adapter
+from agent_core._tasks.wal import (
+    ReplayOutcome,
+    WalAppendError,
+    WalReplayError,
+    WalTail,
+    WalWriter,
+    replay_bytes,
+)
+from agent_core.errors import AgentCoreError, ErrorCode
+
+TASK_WAL_DDL = (
+    """CREATE TABLE IF NOT EXISTS task_wal (
+  wal_path   TEXT NOT NULL,
+  wal_dir    TEXT NOT NULL,
+  wal_seq    BIGINT NOT NULL,
+  task_id    TEXT NOT NULL,
+  event_type TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  written_ns BIGINT NOT NULL,
+  line       TEXT NOT NULL,
+  PRIMARY KEY (wal_path, wal_seq)
+)""",
+    "CREATE INDEX IF NOT EXISTS task_wal_dir ON task_wal(wal_dir, wal_path)",
+)
+DDL_LOCK = 0x50A6_0002
+
+
+class WalMediumError(OSError):
+    """The WAL table could not be read (callers treat it like an unreadable file)."""
+
+
+class WalConflictError(WalAppendError):
+    """Another process appended to the WAL first; nothing was written (catch up, then decide again)."""
+
+    def __init__(self, path: Path, expected: int, found: int) -> None:
+        super().__init__(
+            f"{path.name}: another process appended first (expected wal_seq {expected}, stored up to {found})",
+            unavailable=False,
+        )
+        self.details.update({"conflict": True, "wal_path": str(path), "wal_seq": expected})
+
+
+class PgTaskWal(WalWriter):
+    """Task WALs in the ``task_wal`` table of the database ``$dsn_env`` names."""
+
+    SHARED = True
+
+    def __init__(self, *, dsn_env: str, environ: Mapping[str, str] | None = None) -> None:
+        super().__init__(fsync=False)
+        self._dsn_env = dsn_env
+        self._environ = environ
+        self._conn: psycopg.Connection[Any] | None = None
+        self._db_lock = threading.Lock()
+
+    # ---- connection --------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        dsn = dsn_from_env(self._environ if self._environ is not None else os.environ, self._dsn_env)
+        try:
+            conn = psycopg.connect(dsn, autocommit=True)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
+                for statement in TASK_WAL_DDL:
+                    conn.execute(statement)
+        except psycopg.Error as exc:
+            raise WalMediumError(
+                f"cannot open the Task WAL table (DSN from ${self._dsn_env}, {DSN_CONFIG_KEY}): "
+                f"{scrub(str(exc), dsn)}"
+            ) from None
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        with self._db_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._db_lock:
+            try:
+                return self._connection().execute(sql, params).fetchall()
+            except psycopg.Error as exc:
+                raise WalMediumError(f"reading the Task WAL table failed: {exc}") from exc
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def _insert(self, path: Path, records: list[TaskWalEvent], *, creating: bool) -> None:
+        rows = [
+            (
+                str(path),
+                str(path.parent),
+                r.wal_seq,
+                r.task_id,
+                r.event_type,
+                r.created_at,
+                time.time_ns(),
+                r.to_line()[:-1].decode("utf-8"),
+            )
+            for r in records
+        ]
+        first = records[0].wal_seq
+        with self._db_lock:
+            try:
+                conn = self._connection()
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT COALESCE(MAX(wal_seq), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
+                    )
+                    row = cur.fetchone()
+                    found = int(row[0]) if row else 0
+                    if creating and found:
+                        raise AgentCoreError(
+                            ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
+                        )
+                    if not creating and found != first - 1:
+                        raise WalConflictError(path, first, found)
+                    cur.executemany(
+                        "INSERT INTO task_wal (wal_path, wal_dir, wal_seq, task_id, event_type, created_at, "
+                        "written_ns, line) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        rows,
+                    )
+            except psycopg.errors.UniqueViolation as exc:
+                if creating:
+                    raise AgentCoreError(
+                        ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
+                    ) from exc
+                raise WalConflictError(path, first, first) from exc
+            except psycopg.Error as exc:
+                raise WalAppendError(
+                    f"cannot append to {path.name}: {exc}", unavailable=False, cause=exc
+                ) from exc
+            except WalMediumError as exc:
+                raise WalAppendError(str(exc), unavailable=False, cause=exc) from exc
+
+    def create(self, path: Path, records: list[TaskWalEvent]) -> None:
+        """Writes the first commit of a new WAL; ``path_conflict`` if one of that name exists."""
+        self._insert(path, records, creating=True)
+
+    def append(self, path: Path, records: list[TaskWalEvent]) -> None:
+        """Appends one commit, only if it continues the stored WAL (else :class:`WalConflictError`)."""
+        self._insert(path, records, creating=False)
+
+    def remove(self, path: Path) -> None:
+        with self._db_lock:
+            try:
+                self._connection().execute("DELETE FROM task_wal WHERE wal_path = %s", (str(path),))
+            except psycopg.Error as exc:
+                raise WalMediumError(f"deleting {path.name} failed: {exc}") from exc
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def list_wal_files(self, session_dir: Path) -> list[Path]:
+        rows = self._rows(
+            "SELECT DISTINCT wal_path FROM task_wal WHERE wal_dir = %s ORDER BY wal_path", (str(session_dir),)
+        )
+        return [Path(r[0]) for r in rows]
+
+    def list_all_wals(self, wal_root: Path) -> list[Path]:
+        root = str(wal_root)
+        rows = self._rows(
+            "SELECT DISTINCT wal_path FROM task_wal WHERE left(wal_dir, %s) = %s ORDER BY wal_path",
+            (len(root) + 1, root + "/"),
+        )
+        return [Path(r[0]) for r in rows if Path(r[0]).parent.parent == wal_root]
+
+    def size_bytes(self, path: Path) -> int:
+        rows = self._rows(
+            "SELECT COALESCE(SUM(octet_length(line) + 1), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def exists(self, path: Path) -> bool:
+        return bool(self._rows("SELECT 1 FROM task_wal WHERE wal_path = %s LIMIT 1", (str(path),)))
+
+    def mtime_ns(self, path: Path) -> int:
+        rows = self._rows("SELECT MAX(written_ns) FROM task_wal WHERE wal_path = %s", (str(path),))
+        if not rows or rows[0][0] is None:
+            raise WalMediumError(f"no Task WAL {path.name}")
+        return int(rows[0][0])
+
+    def uncommitted_create(self, path: Path) -> bool:
+        """Never: a commit is one transaction, so a WAL row set is never a torn create."""
+        return False
+
+    def read_tail(self, path: Path) -> WalTail:
+        rows = self._rows(
+            "SELECT event_type, created_at, task_id FROM task_wal WHERE wal_path = %s "
+            "ORDER BY wal_seq DESC LIMIT 1",
+            (str(path),),
+        )
+        if not rows:
+            return WalTail(event_type=None, created_at=None, task_id=None)
+        return WalTail(event_type=rows[0][0], created_at=rows[0][1], task_id=rows[0][2])
+
+    def read_first_task_id(self, path: Path) -> str | None:
+        rows = self._rows("SELECT task_id FROM task_wal WHERE wal_path = %s AND wal_seq = 1", (str(path),))
+        return str(rows[0][0]) if rows else None
+
+    def read_timeline(self, path: Path) -> list[dict[str, Any]]:
+        try:
+            lines = self._lines(path)
+        except WalMediumError:
+            return []
+        return [json.loads(line) for line in lines]
+
+    def _lines(self, path: Path, after: int = 0) -> list[str]:
+        rows = self._rows(
+            "SELECT line FROM task_wal WHERE wal_path = %s AND wal_seq > %s ORDER BY wal_seq",
+            (str(path), after),
+        )
+        return [str(r[0]) for r in rows]
+
+    def export_jsonl(self, path: Path) -> bytes:
+        return b"".join(line.encode("utf-8") + b"\n" for line in self._lines(path))
+
+    def replay(self, path: Path, *, session_id: str, repair: bool, recent: int = 64) -> ReplayOutcome:
+        """Rebuilds the DAG from the stored records (there is never a torn tail to repair)."""
+        data = self.export_jsonl(path)
+        if not data:
+            raise WalReplayError(path, "no complete record (expected task_created)", task_id=None)
+        outcome, _, _, _ = replay_bytes(data, path, session_id=session_id, recent=recent)
+        return outcome
+
+    def records_after(self, path: Path, wal_seq: int) -> list[TaskWalEvent]:
+        validate = wal_event_adapter.validator.validate_json
+        return [validate(line) for line in self._lines(path, wal_seq)]

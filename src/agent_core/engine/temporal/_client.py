@@ -1,0 +1,184 @@
+"""The runtime side of the ``temporal`` engine: a root run leaving the session queue starts a workflow.
+
+The run row, the session FIFO queue and the :class:`~agent_core._api.handles.RunHandle` stay in the runtime
+that started the run; the workflow's steps run on ``soong-agent worker`` processes and write the run's
+nodes and events to the shared store. This side follows the run there: it delivers the run's stored
+events to the handle's stream in ``seq`` order (live deltas, which are never stored, are not delivered),
+turns ``RunHandle.cancel`` into workflow cancellation, answers the run's permission requests (workflow
+signals) with this runtime's permission callback, and ends the run state with the stored outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.state import RunState, SessionState
+from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
+from agent_core.engine.temporal._permissions import answer_pending
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.types.content import ErrorPayload
+from agent_core.types.enums import RunMode, RunStatus
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from agent_core.config.schema import TemporalSection
+
+log = logging.getLogger("agent_core.engine.temporal")
+POLL_S = 0.05
+"""How often the store is read for the run's new events."""
+PERMISSION_POLL_S = 0.2
+"""How often the workflow is asked for new permission requests."""
+
+
+def workflow_id(run_id: str) -> str:
+    return f"soong-run-{run_id}"
+
+
+async def connect(settings: TemporalSection) -> Client:
+    """A client of ``[engine.temporal]``; ``config_error`` naming the keys when the service is unreachable."""
+    from temporalio.client import Client
+
+    try:
+        return await Client.connect(settings.address, namespace=settings.namespace)
+    except Exception as exc:
+        raise ConfigError(
+            ErrorCode.config_error,
+            f"cannot reach the Temporal service at engine.temporal.address = {settings.address!r} "
+            f"(namespace {settings.namespace!r}): {type(exc).__name__}: {exc}",
+            details={"config_keys": ["engine.temporal.address", "engine.temporal.namespace"]},
+        ) from exc
+
+
+class TemporalEngine:
+    """``RunFeatures.engine``: runs each root run as a workflow."""
+
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+        self.settings = manager.services.settings.engine.temporal
+        self._client: Client | None = None
+        self._lock = asyncio.Lock()
+
+    async def client(self) -> Client:
+        async with self._lock:
+            if self._client is None:
+                self._client = await connect(self.settings)
+            return self._client
+
+    async def run_root(self, session: SessionState, state: RunState) -> None:
+        _check_supported(state)
+        assert state.message is not None
+        message_json = state.message.model_dump_json()
+        if len(message_json.encode()) > MAX_MESSAGE_BYTES:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"the message is {len(message_json.encode())} bytes; the temporal engine carries at most "
+                f"{MAX_MESSAGE_BYTES} bytes in a workflow input (store large content as an artifact)",
+            )
+        storage = self.manager.services.storage
+        known = await storage.list_events(state.session_id, run_id=state.run_id)
+        next_seq = (max((e.seq or 0) for e in known) + 1) if known else 1
+        client = await self.client()
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            RunInput(
+                state.run_id,
+                state.session_id,
+                message_json,
+                heartbeat_timeout_ms=self.settings.heartbeat_timeout_ms,
+            ),
+            id=workflow_id(state.run_id),
+            task_queue=self.settings.task_queue,
+            result_type=RunResult,
+        )
+        state.status = RunStatus.running
+        result = asyncio.ensure_future(handle.result())
+        permissions = asyncio.ensure_future(self._answer_permissions(handle, result))
+        cancel_sent = False
+        try:
+            while True:
+                run = await storage.get_run(state.run_id)
+                for event in await storage.list_events(
+                    state.session_id, from_seq=next_seq, run_id=state.run_id
+                ):
+                    next_seq = (event.seq or next_seq) + 1
+                    await state.channel.push(event)
+                    for observer in self.manager.features.event_observers:
+                        try:
+                            observer(event)
+                        except Exception:
+                            log.exception("event observer failed")
+                if run is not None and run.status.terminal:
+                    error = ErrorPayload.model_validate_json(run.error_json) if run.error_json else None
+                    state.finish(run.status, run.end_reason, error)
+                    break
+                if result.done() and not await _terminal_soon(self.manager, state.run_id):
+                    exc = result.exception()
+                    raise AgentCoreError(
+                        ErrorCode.internal_error,
+                        f"the workflow of run {state.run_id} ended without finishing the run: "
+                        f"{type(exc).__name__ if exc else 'no error'}: {exc}",
+                    )
+                if state.cancel_event.is_set() and not cancel_sent:
+                    cancel_sent = True
+                    await handle.cancel()
+                await asyncio.sleep(POLL_S)
+        finally:
+            permissions.cancel()
+            if not result.done():
+                result.cancel()
+            await _refresh_cursor(self.manager, session)
+
+    async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any]) -> None:
+        """The run's permission requests (workflow signals) go to this runtime's permission callback."""
+        asked: set[str] = set()
+        while not result.done():
+            try:
+                await answer_pending(handle, asked, self._ask)
+            except Exception:  # the workflow is finishing, or the service is briefly unreachable
+                log.debug("could not read the permission requests of %s", handle.id, exc_info=True)
+            await asyncio.sleep(PERMISSION_POLL_S)
+
+    async def _ask(self, request: PermissionRequest) -> PermissionDecision:
+        answer, _failure, message = await self.manager.services.gate.ask_callback(request)
+        if answer is None:
+            return PermissionDecision(decision="deny", reason=message)
+        return answer
+
+
+async def _terminal_soon(manager: RunManager, run_id: str) -> bool:
+    """After the workflow ended: whether the run row is (now) terminal."""
+    run = await manager.services.storage.get_run(run_id)
+    return run is not None and run.status.terminal
+
+
+async def _refresh_cursor(manager: RunManager, session: SessionState) -> None:
+    """The session's path as the workers left it (the next run of this runtime starts from there)."""
+    storage = manager.services.storage
+    record = await storage.get_session(session.session_id)
+    active = record.active_node_id if record else None
+    session.cursor.reset(await storage.node_path(session.session_id, active) if active else [])
+    session.active_node_id = active
+
+
+def _check_supported(state: RunState) -> None:
+    unsupported = None
+    if state.output_schema is not None:
+        unsupported = "structured output (output_schema)"
+    elif state.mode == RunMode.orchestrator:
+        unsupported = "orchestrator mode"
+    if unsupported is not None:
+        raise AgentCoreError(
+            ErrorCode.validation_error,
+            f'{unsupported} is not available with [engine] kind = "temporal" yet; use kind = "local"',
+            details={"config_keys": ["engine.kind"]},
+        )
+
+
+def install(manager: RunManager) -> TemporalEngine:
+    """Root runs of this runtime execute as Temporal workflows (``[engine] kind = "temporal"``)."""
+    return TemporalEngine(manager)

@@ -1,0 +1,288 @@
+"""A worker's live run contexts: the loop of each run it executes, rebuilt from the store on a miss.
+
+A run's steps usually land on the worker that ran the previous one, which keeps the run's
+:class:`LoopSpec` and :class:`LoopState` (recorder, prompt caches, limits) in memory, so the steps behave
+exactly like the local loop. When a step lands elsewhere (its worker died, or another one picked it up),
+the context is rebuilt from the shared store — session, active path, run row — and the
+:class:`~agent_core.engine.temporal._payloads.Checkpoint` the workflow carries restores the loop state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_core._events.stream import EventChannel
+from agent_core._loop._limits import Breach
+from agent_core._loop.cursor import AgentCursor
+from agent_core._loop.driver import ModelTurn
+from agent_core._loop.spec import LoopSpec, LoopState
+from agent_core._runtime.agent_run import prepare_agent_loop
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.state import RunState, SessionState
+from agent_core.config._profiles import resolve_purpose_model
+from agent_core.engine.temporal._payloads import Checkpoint
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools.context import RunScope
+from agent_core.types.content import ToolCallBlock, ToolResultBlock, text_of
+from agent_core.types.enums import AgentRole, AgentType, EndReason, MessageRole, RunMode, RunStatus
+from agent_core.types.model import ModelCompleted, StopReason, ToolCall, Usage
+from agent_core.types.runtime import Node, UserMessage
+from agent_core.types.tools import ToolResult
+
+
+@dataclass(eq=False)
+class RunContext:
+    """One run as this worker executes it."""
+
+    session: SessionState
+    state: RunState
+    loop: LoopSpec
+    loop_state: LoopState
+    turn: ModelTurn | None = None
+    """The model answer the next ``after`` step continues from (kept in memory between the two steps)."""
+
+
+class RunContexts:
+    """The run contexts of one worker process, keyed by run id."""
+
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+        self._contexts: dict[str, RunContext] = {}
+
+    def cached(self, run_id: str) -> RunContext | None:
+        return self._contexts.get(run_id)
+
+    def drop(self, run_id: str) -> None:
+        ctx = self._contexts.pop(run_id, None)
+        if ctx is not None:
+            self.manager.runs.pop(run_id, None)
+            ctx.session.live_runs.pop(run_id, None)
+            if ctx.session.active is ctx.state:
+                ctx.session.active = None
+
+    def abandon(self) -> None:
+        """Forgets every run (worker shutdown): closing the runtime then cancels none of them — they
+        continue on another worker."""
+        for run_id in list(self._contexts):
+            self.drop(run_id)
+
+    async def open(
+        self, run_id: str, session_id: str, checkpoint: Checkpoint, message: UserMessage | None = None
+    ) -> RunContext:
+        """The run's context: the cached one, else rebuilt from the store with ``checkpoint`` applied.
+
+        With ``message`` (the run's first step) the run's ``loop_started`` and first nodes are written
+        unless the store already has them (a retried first step).
+        """
+        ctx = self._contexts.get(run_id)
+        if ctx is not None:
+            return ctx
+        storage = self.manager.services.storage
+        run = await storage.get_run(run_id)
+        if run is None or run.session_id != session_id:
+            raise AgentCoreError(
+                ErrorCode.validation_error, f"unknown run {run_id!r} in session {session_id!r}"
+            )
+        session = await self._load_session(session_id)
+        meta = json.loads(run.metadata_json or "{}")
+        mode = RunMode(meta.get("mode", RunMode.normal.value))
+        started = run.start_node_id is not None
+        if message is None and not started:
+            raise AgentCoreError(
+                ErrorCode.internal_error, f"run {run_id!r} has no first nodes to continue from"
+            )
+        state = RunState(
+            run_id=run_id,
+            session_id=session_id,
+            agent_id=run.agent_id,
+            mode=mode,
+            role=AgentRole.orchestrator if mode == RunMode.orchestrator else AgentRole.main,
+            agent_type=AgentType(meta.get("agent_type", AgentType.main.value)),
+            status=RunStatus.pending,
+            channel=EventChannel(buffer_before_subscribe=False),
+            message=message or UserMessage(content="(continued)"),
+        )
+        purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
+        state.model = resolve_purpose_model(self.manager.services.config, purpose)
+        self.manager.recorder_for(state, session.cursor, root_agent=True)
+        self.manager.runs[run_id] = state
+        session.live_runs[run_id] = state
+        session.active = state
+        if not started:
+            await self.manager.prepare_root_run(state)
+        spec, first_nodes = await self.manager.root_run_spec(session, state)
+        loop = await prepare_agent_loop(
+            self.manager.services, self.manager.features, spec, first_nodes, started=started
+        )
+        loop.executor = ResumingExecutor(loop.executor, session.cursor)
+        loop_state = LoopState()
+        restore(loop, loop_state, checkpoint)
+        ctx = RunContext(session=session, state=state, loop=loop, loop_state=loop_state)
+        self._contexts[run_id] = ctx
+        return ctx
+
+    async def _load_session(self, session_id: str) -> SessionState:
+        """The session as stored now (another worker may have moved it); no crash recovery runs here:
+        the engine continues the session's live run instead of closing it."""
+        storage = self.manager.services.storage
+        record = await storage.get_session(session_id)
+        if record is None:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        root = await storage.get_agent(record.root_agent_id)
+        mode = RunMode.orchestrator if root and root.agent_type == AgentType.orchestrator else RunMode.normal
+        path = await storage.node_path(session_id, record.active_node_id) if record.active_node_id else []
+        session = SessionState(
+            session_id=session_id,
+            mode=mode,
+            root_agent_id=record.root_agent_id,
+            cwd=record.cwd,
+            cursor=AgentCursor(record.root_agent_id, path),
+            active_node_id=record.active_node_id,
+            session_started=bool(path),  # SessionStart hooks run for a new session's first run
+        )
+        self.manager.sessions[session_id] = session
+        return session
+
+
+def checkpoint(ctx: RunContext) -> Checkpoint:
+    """The loop state to hand to the next step (small: counters, usage, limits; no content)."""
+    st, limits = ctx.loop_state, ctx.loop.limits
+    budget: dict[str, Any] = {}
+    repeat: dict[str, Any] = {}
+    if limits is not None:
+        b = limits.budget
+        budget = {
+            "tokens": b.tokens,
+            "tool_calls": b.tool_calls,
+            "cost_usd": b.cost_usd,
+            "elapsed_ms": b.elapsed_ms(),
+        }
+        if limits.repeat is not None:
+            r = limits.repeat
+            repeat = {"last": r._last, "streak": r._streak, "warned": sorted(r._warned)}
+    return Checkpoint(
+        turns=st.turns,
+        continuations=st.continuations,
+        stop_denials=st.stop_denials,
+        usages=[u.model_dump(mode="json") for u in st.usages],
+        final=_breach_dump(st.final),
+        final_node_id=st.final_node_id,
+        budget=budget,
+        repeat=repeat,
+        tip_node_id=ctx.loop.recorder.cursor.tip,
+    )
+
+
+def restore(loop: LoopSpec, st: LoopState, cp: Checkpoint) -> None:
+    st.turns = cp.turns
+    st.continuations = cp.continuations
+    st.stop_denials = cp.stop_denials
+    st.usages = [Usage.model_validate(u) for u in cp.usages]
+    st.final = Breach(**{**cp.final, "end_reason": EndReason(cp.final["end_reason"])}) if cp.final else None
+    st.final_node_id = cp.final_node_id
+    limits = loop.limits
+    if limits is not None and cp.budget:
+        b = limits.budget
+        b.tokens = int(cp.budget["tokens"])
+        b.tool_calls = int(cp.budget["tool_calls"])
+        b.cost_usd = float(cp.budget["cost_usd"])
+        b.started = time.monotonic() - int(cp.budget["elapsed_ms"]) / 1000
+    if limits is not None and limits.repeat is not None and cp.repeat:
+        r = limits.repeat
+        r._last, r._streak, r._warned = cp.repeat["last"], int(cp.repeat["streak"]), set(cp.repeat["warned"])
+    if cp.final_node_id is not None:
+        for node in reversed(loop.recorder.cursor.path):
+            if node.node_id == cp.final_node_id:
+                st.final_text = text_of(node.content)
+                break
+
+
+def _breach_dump(breach: Breach | None) -> dict[str, Any] | None:
+    if breach is None:
+        return None
+    data = dataclasses.asdict(breach)
+    data["end_reason"] = breach.end_reason.value
+    return data
+
+
+def stored_answer(ctx: RunContext, cp: Checkpoint) -> Node | None:
+    """The assistant answer of this run that a previous attempt of the model step already stored (the
+    tip moved past ``cp.tip_node_id`` to a complete assistant node of this run), else ``None``."""
+    path = ctx.loop.recorder.cursor.path
+    if not path or path[-1].node_id == cp.tip_node_id:
+        return None
+    node = path[-1]
+    if node.role != MessageRole.assistant or node.run_id != ctx.state.run_id or node.metadata.get("partial"):
+        return None
+    return node
+
+
+def turn_from_node(node: Node) -> ModelTurn:
+    """The :class:`ModelTurn` of a stored assistant answer (its calls, stop reason and usage)."""
+    calls = [
+        ToolCall(tool_call_id=b.tool_call_id, name=b.name, arguments=b.arguments)
+        for b in node.content
+        if isinstance(b, ToolCallBlock)
+    ]
+    meta = node.metadata
+    stop = (
+        StopReason.model_validate(meta["stop_reason"])
+        if meta.get("stop_reason")
+        else StopReason(reason="tool_use" if calls else "end_turn")
+    )
+    usage = Usage.model_validate(meta["usage"]) if meta.get("usage") else Usage()
+    completed = ModelCompleted.model_construct(
+        content=list(node.content), tool_calls=calls, stop_reason=stop, usage=usage, metadata={}
+    )
+    return ModelTurn(completed, node.node_id)
+
+
+class ResumingExecutor:
+    """Runs only the calls without a stored result: a completed tool call is never executed again.
+
+    Results are looked up by ``tool_call_id`` on the agent's path (the store, read when the context was
+    built, plus what this worker appended since).
+    """
+
+    def __init__(self, inner: Any, cursor: AgentCursor) -> None:
+        self.inner = inner
+        self.cursor = cursor
+
+    async def execute_turn(self, calls: list[ToolCall], scope: RunScope, sink: Any) -> Any:
+        done = _stored_results(self.cursor.path, {c.tool_call_id for c in calls})
+        todo = [c for c in calls if c.tool_call_id not in done]
+        if not done:
+            return await self.inner.execute_turn(calls, scope, sink)
+        outcome = await self.inner.execute_turn(todo, scope, sink) if todo else None
+        fresh = {r.tool_call_id: r for r in (outcome.results if outcome is not None else [])}
+        merged = [done.get(c.tool_call_id) or fresh.get(c.tool_call_id) for c in calls]
+        results = [r for r in merged if r is not None]
+        if outcome is None:
+            from agent_core.tools._pipeline import TurnOutcome
+
+            return TurnOutcome(results=results, aborted=False, aborted_call_ids=[])
+        outcome.results = results
+        return outcome
+
+
+def _stored_results(path: Sequence[Node], wanted: set[str]) -> dict[str, ToolResult]:
+    found: dict[str, ToolResult] = {}
+    for node in path:
+        if node.role != MessageRole.tool:
+            continue
+        for block in node.content:
+            if isinstance(block, ToolResultBlock) and block.tool_call_id in wanted:
+                found[block.tool_call_id] = ToolResult(
+                    tool_call_id=block.tool_call_id,
+                    tool_name=str(node.metadata.get("tool_name", "")),
+                    content=list(block.content),
+                    is_error=block.is_error,
+                    error=block.error,
+                    metadata=dict(block.metadata),
+                )
+    return found

@@ -1,0 +1,77 @@
+"""Permission requests of the temporal engine: signals to the run's workflow (surfaces.md §3).
+
+On a worker, the gate's callback is :class:`WorkflowPermissions`: it signals the request to the workflow
+of the run whose tool step is asking, then waits (the step keeps heartbeating) until the workflow holds
+an answer. The runtime that started the run finds the request with a query, asks its own permission
+callback and signals the answer (:func:`answer_pending`). The request id is derived from the run and the
+tool call, so a tool step retried on another worker finds the same request — and its answer, if the user
+already gave it — instead of asking again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from agent_core.engine.temporal._payloads import (
+    PENDING_PERMISSIONS,
+    PERMISSION_ANSWER,
+    PERMISSION_ANSWERED,
+    PERMISSION_REQUESTED,
+    PermissionSignal,
+)
+from agent_core.types.permissions import PermissionDecision, PermissionRequest
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowHandle
+
+POLL_S = 0.1
+
+
+def stable_request_id(request: PermissionRequest) -> str:
+    """The same id for the same tool call of the same run (``metadata.tool_call_id``)."""
+    call = request.metadata.get("tool_call_id")
+    if not isinstance(call, str):
+        return request.request_id
+    return "perm_" + hashlib.sha256(f"{request.run_id}\0{call}".encode()).hexdigest()[:24]
+
+
+class WorkflowPermissions:
+    """A worker gate's permission callback (installed by ``run_worker``)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def __call__(self, request: PermissionRequest) -> PermissionDecision:
+        from temporalio import activity
+
+        workflow_id = activity.info().workflow_id
+        if workflow_id is None:
+            raise RuntimeError("a worker's permission request must come from a run's tool step")
+        handle = self.client.get_workflow_handle(workflow_id)
+        request_id = stable_request_id(request)
+        request = request.model_copy(update={"request_id": request_id})
+        await handle.signal(PERMISSION_REQUESTED, PermissionSignal(request_id, request.model_dump_json()))
+        while True:
+            answer = await handle.query(PERMISSION_ANSWER, request_id, result_type=str)
+            if answer is not None:
+                return PermissionDecision.model_validate_json(answer)
+            await asyncio.sleep(POLL_S)
+
+
+Ask = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str], ask: Ask) -> None:
+    """Asks ``ask`` about each request of the workflow not asked yet and signals the answers."""
+    pending = await handle.query(PENDING_PERMISSIONS, result_type=list[PermissionSignal])
+    for item in pending:
+        if item.request_id in asked:
+            continue
+        asked.add(item.request_id)
+        decision = await ask(PermissionRequest.model_validate_json(item.body_json))
+        await handle.signal(
+            PERMISSION_ANSWERED, PermissionSignal(item.request_id, decision.model_dump_json())
+        )

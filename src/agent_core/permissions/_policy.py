@@ -1,0 +1,159 @@
+"""The pure permission policy (tools.md §15.2–§15.4, §15.8; contract.md §11).
+
+:meth:`PermissionPolicy.decide` maps a tool definition (overrides applied) and the call's pre-flight
+facts to ``allow`` / ``ask`` / ``deny`` with the reasons for asking, the suggested decision, the
+``allow_for_session`` scope and, for a denial without a callback, the error code. It performs no I/O and
+keeps no state; the session cache and the callback live in :mod:`agent_core.permissions._gate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from agent_core.config.schema import PermissionsSection, Settings, ToolsNetwork
+from agent_core.errors import ErrorCode
+from agent_core.types.enums import PermissionDecisionKind
+from agent_core.types.tools import ToolDefinition
+
+Action = Literal["allow", "ask", "deny"]
+
+REASON_WRITE = "write"
+REASON_DANGEROUS = "dangerous"
+REASON_SENSITIVE = "sensitive_path"
+REASON_OUTSIDE_ROOTS = "outside_write_roots"
+REASON_NETWORK = "network"
+REASON_OUTSIDE_SEARCH = "outside_project_search"
+REASON_READONLY_CONFIRM = "readonly_confirm"
+
+
+class CallFacts(Protocol):
+    """What the policy needs to know about one call (``tools.adapter.Preflight`` satisfies it)."""
+
+    @property
+    def target_scope(self) -> str | None: ...
+    @property
+    def network_host(self) -> str | None: ...
+    @property
+    def cwd(self) -> Path | None: ...
+    @property
+    def env_summary(self) -> dict[str, str]: ...
+    @property
+    def sensitive(self) -> bool: ...
+    @property
+    def outside_write_roots(self) -> bool: ...
+    @property
+    def outside_project_search(self) -> bool: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyDecision:
+    action: Action
+    reasons: tuple[str, ...] = ()
+    """Why the call asks (or was denied for lack of a callback)."""
+    suggested_decision: PermissionDecisionKind = PermissionDecisionKind.allow_once
+    allow_for_session_available: bool = False
+    target_scope: str | None = None
+    """Scope used for ``allow_for_session`` (pre-flight scope, or the lowercased host of a network-only ask)."""
+    deny_code: ErrorCode | None = None
+    message: str | None = None
+
+
+def _norm_host(host: str) -> str:
+    return host.strip().rstrip(".").lower()
+
+
+class PermissionPolicy:
+    """Stateless decision table built from ``[permissions]`` and ``[tools.network]``."""
+
+    def __init__(self, permissions: PermissionsSection, network: ToolsNetwork | None = None) -> None:
+        self._permissions = permissions
+        net = network or ToolsNetwork()
+        policy = permissions.network_policy
+        self._hosts = frozenset(
+            _norm_host(h) for h in (*policy.allowed_hosts, *net.allowed_hosts) if h.strip()
+        )
+        self._domains = frozenset(
+            _norm_host(d).lstrip("*.") for d in (*policy.allowed_domains, *net.allowed_domains) if d.strip()
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PermissionPolicy:
+        return cls(settings.permissions, settings.tools.network)
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Exact allow-listed host, or a host equal to / below an allow-listed domain (case-insensitive)."""
+        if not host:
+            return False
+        name = _norm_host(host)
+        if name in self._hosts:
+            return True
+        return any(name == d or name.endswith("." + d) for d in self._domains)
+
+    def decide(self, tool: ToolDefinition, facts: CallFacts, *, has_callback: bool) -> PolicyDecision:
+        tags = set(tool.tags)
+        scope = facts.target_scope
+        if "internal" in tags:
+            return PolicyDecision(action="allow", target_scope=scope)
+        reasons: list[str] = []
+        if tool.permission == "write":
+            reasons.append(REASON_WRITE)
+        if "dangerous" in tags:
+            reasons.append(REASON_DANGEROUS)
+        if facts.sensitive:
+            reasons.append(REASON_SENSITIVE)
+        if facts.outside_write_roots:
+            reasons.append(REASON_OUTSIDE_ROOTS)
+        if facts.outside_project_search:
+            reasons.append(REASON_OUTSIDE_SEARCH)
+        if "network" in tags:
+            mode = self._permissions.network_policy.default
+            if mode == "deny":
+                return PolicyDecision(
+                    action="deny",
+                    reasons=(REASON_NETWORK,),
+                    target_scope=scope,
+                    deny_code=ErrorCode.permission_denied,
+                    message=f"tool '{tool.name}' needs network access, which permissions.network_policy denies",
+                )
+            if mode == "confirm" and not self.host_allowed(facts.network_host):
+                reasons.append(REASON_NETWORK)
+        if not reasons and tool.permission == "readonly" and self._permissions.readonly_default == "confirm":
+            reasons.append(REASON_READONLY_CONFIRM)
+        if not reasons:
+            return PolicyDecision(action="allow", target_scope=scope)
+        if scope is None and reasons == [REASON_NETWORK] and facts.network_host:
+            scope = _norm_host(facts.network_host)
+        risky = facts.sensitive or facts.outside_write_roots
+        suggested = PermissionDecisionKind.deny if risky else PermissionDecisionKind.allow_once
+        available = self._permissions.allow_for_session_enabled and scope is not None
+        if not has_callback:
+            if facts.outside_write_roots:
+                code = ErrorCode.write_outside_allowed_roots
+                message = (
+                    f"tool '{tool.name}' targets a path outside the allowed write roots and no permission "
+                    "callback is configured"
+                )
+            else:
+                code = ErrorCode.permission_denied
+                message = (
+                    f"tool '{tool.name}' requires permission ({', '.join(reasons)}) and no permission "
+                    "callback is configured"
+                )
+            return PolicyDecision(
+                action="deny",
+                reasons=tuple(reasons),
+                suggested_decision=suggested,
+                allow_for_session_available=available,
+                target_scope=scope,
+                deny_code=code,
+                message=message,
+            )
+        return PolicyDecision(
+            action="ask",
+            reasons=tuple(reasons),
+            suggested_decision=suggested,
+            allow_for_session_available=available,
+            target_scope=scope,
+        )

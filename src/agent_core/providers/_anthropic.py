@@ -1,0 +1,280 @@
+"""``anthropic`` adapter: the Messages streaming protocol (providers.md §11.2).
+
+``build_payload`` and :class:`StreamTranslator` are pure; :class:`AnthropicAdapter` adds the transport.
+Tool-call arguments come only from ``input_json_delta`` fragments, never from the start block's ``input``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from agent_core._jsontext import compact_json
+from agent_core.providers._prefix import PrefixEntry
+from agent_core.providers._streaming import ChunkTranslator, HttpStreamAdapter, decode_json_object, sse_events
+from agent_core.providers._tool_mapping import (
+    ToolNameMap,
+    conversation,
+    render_block,
+    render_tool_result,
+    system_texts,
+)
+from agent_core.providers.base import MessageAssembler, as_dict, as_int, error_payload, optional_int
+from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
+from agent_core.types.model import ModelEvent, ModelRequest, ProviderDebug, ToolChoiceNamed, Usage
+
+if TYPE_CHECKING:
+    import httpx
+
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+STOP_REASONS = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "content_filter",
+}
+ERROR_TYPES = {
+    "overloaded_error": "server",
+    "api_error": "server",
+    "rate_limit_error": "rate_limit",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "invalid_request_error": "invalid_request",
+    "not_found_error": "invalid_request",
+    "request_too_large": "invalid_request",
+    "timeout_error": "timeout",
+}
+OPTION_KEYS = frozenset({"top_p", "top_k"})
+
+
+def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any]:
+    """A tool call or result written as text, for a request that offers no tools."""
+    if isinstance(block, ToolCallBlock):
+        arguments = compact_json(block.arguments)
+        return {"type": "text", "text": f"[tool call {block.name} {arguments}]"}
+    result = render_tool_result(block, provider_has_error_flag=False)
+    return {"type": "text", "text": f"[tool result {block.tool_call_id}]\n{result}"}
+
+
+def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+    """The ``POST /v1/messages`` body for ``request`` (pure). Same-role neighbours are merged.
+
+    The Messages API rejects ``tool_use``/``tool_result`` blocks in a request without ``tools``
+    ("Requests which include tool_use or tool_result blocks must define tools"), so a request that
+    offers no tools (the limits' final answer call) carries the earlier calls and results as text.
+    """
+    messages: list[dict[str, Any]] = []
+    tools_offered = bool(request.tools)
+    for message in conversation(request.messages):
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks: list[dict[str, Any]] = []
+        for block in message.content:
+            if not tools_offered and isinstance(block, ToolCallBlock | ToolResultBlock):
+                blocks.append(_tool_block_as_text(block))
+            elif isinstance(block, ToolCallBlock):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": block.tool_call_id,
+                        "name": name_map.mangle(block.name),
+                        "input": block.arguments,
+                    }
+                )
+            elif isinstance(block, ToolResultBlock):
+                blocks.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": block.tool_call_id,
+                        "content": render_tool_result(block, provider_has_error_flag=True),
+                        "is_error": block.is_error,
+                    }
+                )
+            else:
+                text = block.text if isinstance(block, TextBlock) else render_block(block)
+                if text:
+                    blocks.append({"type": "text", "text": text})
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    payload: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+        "messages": messages,
+        "stream": True,
+    }
+    system = system_texts(request)
+    if system:
+        payload["system"] = [{"type": "text", "text": text} for text in system]
+    if request.tools:
+        payload["tools"] = [
+            {"name": name_map.mangle(t.name), "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+        choice = request.tool_choice
+        if isinstance(choice, ToolChoiceNamed):
+            payload["tool_choice"] = {"type": "tool", "name": name_map.mangle(choice.name)}
+        else:
+            payload["tool_choice"] = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
+    if request.temperature is not None:
+        payload["temperature"] = request.temperature
+    if request.stop_sequences:
+        payload["stop_sequences"] = list(request.stop_sequences)
+    for key, value in request.provider_options.get("anthropic", {}).items():
+        if key in OPTION_KEYS:
+            payload[key] = value
+    return payload
+
+
+class StreamTranslator:
+    """Messages SSE events (parsed ``data`` objects, ``type`` set) -> ``ModelEvent``s."""
+
+    def __init__(self, *, provider: str = "anthropic", model: str, name_map: ToolNameMap) -> None:
+        self._asm = MessageAssembler(provider=provider, model=model, name_map=name_map)
+        self._blocks: dict[int, str] = {}
+        self._raw_usage: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self._stopped = False
+        self._failed = False
+
+    def _update_usage(self, usage: object) -> None:
+        if not isinstance(usage, dict):
+            return
+        self._raw_usage.update(usage)
+        raw = self._raw_usage
+        input_tokens = as_int(raw.get("input_tokens"))
+        output_tokens = as_int(raw.get("output_tokens"))
+        self._asm.usage = Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+            cache_read_tokens=optional_int(raw, "cache_read_input_tokens"),
+            cache_write_tokens=optional_int(raw, "cache_creation_input_tokens"),
+            raw_usage=dict(raw),
+        )
+
+    def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        kind = chunk.get("type")
+        if kind == "message_start":
+            message = as_dict(chunk.get("message"))
+            if message.get("id"):
+                self._asm.response_id = str(message["id"])
+            self._update_usage(message.get("usage"))
+            return []
+        if kind == "content_block_start":
+            return self._block_start(chunk)
+        if kind == "content_block_delta":
+            return self._block_delta(chunk)
+        if kind == "content_block_stop":
+            index = chunk.get("index")
+            if isinstance(index, int) and self._blocks.get(index) == "tool_use":
+                return self._asm.end_call(index)
+            return []
+        if kind == "message_delta":
+            delta = as_dict(chunk.get("delta"))
+            if delta.get("stop_reason"):
+                self._stop_reason = str(delta["stop_reason"])
+            self._update_usage(chunk.get("usage"))
+            return []
+        if kind == "message_stop":
+            self._stopped = True
+            events = self._asm.end_open_calls()
+            raw = self._stop_reason
+            events.append(self._asm.completed(STOP_REASONS.get(raw or "", "end_turn"), raw))
+            return events
+        if kind == "ping":
+            return []
+        if kind == "error":
+            self._failed = True
+            error = as_dict(chunk.get("error"))
+            payload = error_payload(
+                ERROR_TYPES.get(str(error.get("type")), "server"),
+                f"anthropic stream error ({error.get('type')}): {error.get('message') or ''}",
+                provider=self._asm.provider,
+                model=self._asm.model,
+                raw={"error": error},
+            )
+            return [self._asm.failed(payload)]
+        return [ProviderDebug(kind="unknown_chunk", data={"type": kind})]
+
+    def _block_start(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        index = chunk.get("index")
+        block = as_dict(chunk.get("content_block"))
+        block_type = str(block.get("type"))
+        if not isinstance(index, int):
+            return [self._asm.protocol_failure("anthropic content_block_start without an index")]
+        self._blocks[index] = block_type
+        if block_type == "text":
+            self._asm.break_text()
+            return self._asm.text(str(block.get("text") or ""))
+        if block_type == "tool_use":
+            block_id = block.get("id")
+            return self._asm.start_call(
+                index,
+                provider_id=str(block_id) if block_id else None,
+                provider_name=str(block.get("name") or ""),
+                metadata={"provider_index": index, "provider_content_block_id": block_id},
+            )
+        return [ProviderDebug(kind="ignored_block", data={"index": index, "block_type": block_type})]
+
+    def _block_delta(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        index = chunk.get("index")
+        delta = as_dict(chunk.get("delta"))
+        delta_type = delta.get("type")
+        if delta_type == "text_delta":
+            return self._asm.text(str(delta.get("text") or ""))
+        if delta_type == "input_json_delta" and isinstance(index, int) and self._asm.has_call(index):
+            return self._asm.call_arguments(index, str(delta.get("partial_json") or ""))
+        return []  # thinking / signature / citation deltas are not part of the unified protocol
+
+    def finish(self) -> list[ModelEvent]:
+        if self._stopped or self._failed:
+            return []
+        return [self._asm.protocol_failure("anthropic stream ended before message_stop")]
+
+
+class AnthropicAdapter(HttpStreamAdapter):
+    """Built-in ``anthropic`` provider (Messages API over SSE)."""
+
+    provider_key = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    option_keys = OPTION_KEYS
+    request_id_header = "request-id"
+
+    def _url(self) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def _headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {
+            "anthropic-version": API_VERSION,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+        }
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
+        return build_payload(request, name_map)
+
+    def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
+        return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)
+
+    async def _chunks(
+        self, response: httpx.Response, translator: ChunkTranslator
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        async with aclosing(sse_events(response)) as events:
+            async for name, data in events:
+                if not data.strip():
+                    continue
+                chunk = decode_json_object(data)
+                if "type" not in chunk and name:
+                    chunk["type"] = name
+                yield chunk

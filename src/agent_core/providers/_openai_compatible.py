@@ -1,0 +1,435 @@
+"""``openai`` adapter: the Chat Completions streaming protocol (providers.md §11.1).
+
+Also used for Chat-Completions-compatible gateways (``base_url`` includes the ``/v1`` segment).
+``build_payload`` and :class:`StreamTranslator` are pure; :class:`OpenAIAdapter` adds the transport.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from agent_core._memo import WireMemo
+from agent_core.config.model import ResolvedModelConfig
+from agent_core.providers._prefix import PrefixEntry
+from agent_core.providers._streaming import (
+    ChunkTranslator,
+    HttpStreamAdapter,
+    SleepFn,
+    body_message,
+    decode_json_object,
+    sse_events,
+    status_error_type,
+)
+from agent_core.providers._tool_mapping import (
+    ToolNameMap,
+    render_blocks,
+    render_tool_result,
+    system_texts,
+)
+from agent_core.providers.base import (
+    MessageAssembler,
+    as_dict,
+    as_int,
+    error_payload,
+    mentions_tools_unsupported,
+    optional_int,
+)
+from agent_core.types.content import ToolCallBlock, ToolResultBlock
+from agent_core.types.model import (
+    ModelEvent,
+    ModelMessage,
+    ModelRequest,
+    ProviderErrorPayload,
+    ToolChoiceNamed,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
+END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
+"""Chunk the transport feeds for the ``data: [DONE]`` terminator."""
+
+
+def build_payload(
+    request: ModelRequest,
+    name_map: ToolNameMap,
+    memo: WireMemo | None = None,
+    prefix: tuple[PrefixEntry, int] | None = None,
+) -> dict[str, Any]:
+    """The ``POST /chat/completions`` body for ``request`` (pure).
+
+    ``memo`` reuses the wire entries of messages/blocks already encoded for an earlier request (same
+    objects, same tool-name mapping) and ``prefix`` the whole encoded history up to the last user message
+    the request shares with the conversation's previous request; the result is identical with or without
+    them. Entries are shared: callers must not mutate the returned messages.
+    """
+    messages: list[dict[str, Any]] = []
+    system = system_texts(request)
+    if system:
+        messages.append({"role": "system", "content": "\n\n".join(system)})
+    messages.extend(_wire_with_prefix(request.messages, name_map, memo, prefix))
+    payload: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.temperature is not None:
+        payload["temperature"] = request.temperature
+    if request.max_output_tokens is not None:
+        payload["max_tokens"] = request.max_output_tokens
+    if request.stop_sequences:
+        payload["stop"] = list(request.stop_sequences)
+    if request.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": name_map.mangle(tool.name),
+                    "description": tool.description,
+                    "parameters": tool.input_schema,
+                },
+            }
+            for tool in request.tools
+        ]
+        choice = request.tool_choice
+        if isinstance(choice, ToolChoiceNamed):
+            payload["tool_choice"] = {"type": "function", "function": {"name": name_map.mangle(choice.name)}}
+        else:
+            payload["tool_choice"] = choice
+    for key, value in request.provider_options.get("openai", {}).items():
+        if key in OPTION_KEYS:
+            payload[key] = value
+    return payload
+
+
+def _wire_with_prefix(
+    source: list[ModelMessage],
+    name_map: ToolNameMap,
+    memo: WireMemo | None,
+    prefix: tuple[PrefixEntry, int] | None,
+) -> list[dict[str, Any]]:
+    """:func:`_wire_messages`, resumed at the last user-message checkpoint inside the shared prefix."""
+    if prefix is None:
+        return _wire_messages(source, name_map, memo)
+    entry, shared = prefix
+    names = tuple(name_map.items())
+    state = entry.extra.get("openai")
+    start, base = 0, 0
+    out: list[dict[str, Any]] = []
+    checkpoints: list[tuple[int, int]] = []
+    if state is not None and state[0] == names:
+        for index, length in state[1]:
+            if index > shared:
+                break
+            checkpoints.append((index, length))
+        if checkpoints:
+            start, base = checkpoints[-1]
+            out = state[2][:base]
+    out.extend(_wire_messages(source[start:], name_map, memo, checkpoints, start, base))
+    entry.extra["openai"] = (names, checkpoints, out)
+    return out
+
+
+def _wire_messages(
+    source: list[ModelMessage],
+    name_map: ToolNameMap,
+    memo: WireMemo | None,
+    checkpoints: list[tuple[int, int]] | None = None,
+    offset: int = 0,
+    base: int = 0,
+) -> list[dict[str, Any]]:
+    """Non-system messages in wire form. Consecutive tool messages form one group whose results follow
+    the preceding assistant's tool-call order (unmatched results keep their order at the end), one
+    ``tool`` message per result; consecutive assistant messages become one entry."""
+    out: list[dict[str, Any]] = []
+    call_order: dict[str, int] = {}
+    tools: list[ToolResultBlock] = []
+
+    def flush_tools() -> None:
+        blocks = tools
+        if len(tools) > 1:
+            ranked = sorted(
+                enumerate(tools),
+                key=lambda pair: (call_order.get(pair[1].tool_call_id, len(call_order)), pair[0]),
+            )
+            blocks = [block for _, block in ranked]
+        out.extend(_tool_entry(block, memo) for block in blocks)
+        tools.clear()
+
+    for position, message in enumerate(source, offset):
+        role = message.role
+        if role == "system":
+            continue
+        if role == "tool":
+            tools.extend(b for b in message.content if isinstance(b, ToolResultBlock))
+            continue
+        if tools:
+            flush_tools()
+        if role == "user":
+            if checkpoints is not None and (not checkpoints or checkpoints[-1][0] < position):
+                checkpoints.append((position, base + len(out)))
+            out.append(_user_entry(message, memo))
+        else:
+            entry, ids = _assistant_entry(message, name_map, memo)
+            if out and out[-1]["role"] == "assistant":  # a max_tokens continuation chain
+                entry = _merge_assistant(out.pop(), entry)
+                ids = [call["id"] for call in entry.get("tool_calls", [])]
+            call_order = {cid: i for i, cid in enumerate(ids)}
+            out.append(entry)
+    if tools:
+        flush_tools()
+    return out
+
+
+def _merge_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One entry for consecutive assistant messages, texts concatenated: llama.cpp rejects a request
+    ending with two assistant messages. Builds a new dict (entries may be shared through the memo)."""
+    text = (first.get("content") or "") + (second.get("content") or "")
+    merged: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [*first.get("tool_calls", []), *second.get("tool_calls", [])]
+    if calls:
+        merged["tool_calls"] = calls
+    return merged
+
+
+def _user_entry(message: ModelMessage, memo: WireMemo | None) -> dict[str, Any]:
+    cached: dict[str, Any] | None = memo.get(message) if memo is not None else None
+    if cached is None:
+        cached = {"role": "user", "content": render_blocks(message.content)}
+        if memo is not None:
+            memo.put(message, cached)
+    return cached
+
+
+def _tool_entry(block: ToolResultBlock, memo: WireMemo | None) -> dict[str, Any]:
+    cached: dict[str, Any] | None = memo.get(block) if memo is not None else None
+    if cached is None:
+        content = render_tool_result(block, provider_has_error_flag=False)
+        cached = {"role": "tool", "tool_call_id": block.tool_call_id, "content": content}
+        if memo is not None:
+            memo.put(block, cached)
+    return cached
+
+
+def _assistant_entry(
+    message: ModelMessage, name_map: ToolNameMap, memo: WireMemo | None
+) -> tuple[dict[str, Any], list[str]]:
+    """``(wire entry, tool_call ids)``; a memo hit is used only if every call name still maps the same."""
+    if memo is not None:
+        cached = memo.get(message)
+        if cached is not None and all(name_map.mangle(c) == p for c, p in cached[2]):
+            return cached[0], cached[1]
+    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    names = [(b.name, name_map.mangle(b.name)) for b in blocks]
+    if blocks:
+        entry["tool_calls"] = [
+            {
+                "id": b.tool_call_id,
+                "type": "function",
+                "function": {"name": provider, "arguments": json.dumps(b.arguments, ensure_ascii=False)},
+            }
+            for b, (_, provider) in zip(blocks, names, strict=True)
+        ]
+    ids = [b.tool_call_id for b in blocks]
+    if memo is not None:
+        memo.put(message, (entry, ids, tuple(names)))
+    return entry, ids
+
+
+def map_usage(raw: dict[str, Any]) -> Usage:
+    """Chat Completions ``usage`` -> :class:`Usage` (§11.1)."""
+    input_tokens = as_int(raw.get("prompt_tokens"))
+    output_tokens = as_int(raw.get("completion_tokens"))
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=as_int(raw.get("total_tokens")) or input_tokens + output_tokens,
+        cache_read_tokens=optional_int(raw.get("prompt_tokens_details"), "cached_tokens"),
+        cache_write_tokens=None,
+        reasoning_tokens=optional_int(raw.get("completion_tokens_details"), "reasoning_tokens"),
+        raw_usage=raw,
+    )
+
+
+def in_stream_error_type(error: dict[str, Any]) -> str:
+    """Maps an in-stream ``error`` object to a §5 type."""
+    label = f"{error.get('type') or ''} {error.get('code') or ''}".lower()
+    if "rate_limit" in label or "rate limit" in label:
+        return "rate_limit"
+    if "auth" in label or "api_key" in label or "permission" in label:
+        return "auth"
+    if "timeout" in label:
+        return "timeout"
+    if "invalid_request" in label:
+        return "invalid_request"
+    return "server"
+
+
+class StreamTranslator:
+    """Chat Completions chunks -> ``ModelEvent``s. Tool calls aggregate by ``index`` (else by ``id``)."""
+
+    def __init__(self, *, provider: str = "openai", model: str, name_map: ToolNameMap) -> None:
+        self._asm = MessageAssembler(provider=provider, model=model, name_map=name_map)
+        self._finish_reason: str | None = None
+        self._done = False
+        self._failed = False
+        self._finished = False
+        self._ids: dict[str, object] = {}
+        self._last_key: object | None = None
+        self._next_index = 0
+
+    def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        if chunk.get("__end_of_stream__"):
+            self._done = True
+            return self.finish()
+        error = chunk.get("error")
+        if error:
+            self._failed = True
+            err = error if isinstance(error, dict) else {"message": str(error)}
+            payload = error_payload(
+                in_stream_error_type(err),
+                f"openai stream error: {err.get('message') or err}",
+                provider=self._asm.provider,
+                model=self._asm.model,
+                raw={"error": err},
+            )
+            return [self._asm.failed(payload)]
+        if chunk.get("id"):
+            self._asm.response_id = str(chunk["id"])
+        if isinstance(chunk.get("usage"), dict):
+            self._asm.usage = map_usage(chunk["usage"])
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return []
+        choice = choices[0]
+        events: list[ModelEvent] = []
+        delta = choice.get("delta") or {}
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str):
+                events += self._asm.text(content)
+            for fragment in delta.get("tool_calls") or []:
+                if isinstance(fragment, dict):
+                    events += self._tool_fragment(fragment)
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict):
+                events += self._tool_fragment({"index": -1, "function": legacy})
+        if choice.get("finish_reason"):
+            self._finish_reason = str(choice["finish_reason"])
+        return events
+
+    def _tool_fragment(self, fragment: dict[str, Any]) -> list[ModelEvent]:
+        index = fragment.get("index")
+        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else None
+        function = as_dict(fragment.get("function"))
+        key: object | None
+        if isinstance(index, int) and not isinstance(index, bool):
+            key = ("index", index)
+        elif call_id and call_id in self._ids:
+            key = self._ids[call_id]
+        elif call_id or function.get("name") or self._last_key is None:
+            key = ("allocated", self._next_index)
+        else:  # an anonymous continuation fragment belongs to the latest call
+            key = self._last_key
+        events: list[ModelEvent] = []
+        if not self._asm.has_call(key):
+            self._next_index += 1
+            events += self._asm.start_call(
+                key,
+                provider_id=call_id or None,
+                provider_name=str(function.get("name") or ""),
+                metadata={"provider_index": index} if isinstance(index, int) else {},
+                id_may_follow=True,
+            )
+        elif call_id:
+            self._asm.set_call_id(key, call_id)
+        if call_id:
+            self._ids[call_id] = key
+        self._last_key = key
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        if isinstance(arguments, str):
+            events += self._asm.call_arguments(key, arguments)
+        return events
+
+    def finish(self) -> list[ModelEvent]:
+        if self._failed or self._finished:
+            return []
+        self._finished = True
+        if not self._done and self._finish_reason is None:
+            return [self._asm.protocol_failure("openai stream ended before [DONE] or a finish_reason")]
+        events = self._asm.end_open_calls()
+        raw = self._finish_reason
+        events.append(self._asm.completed(STOP_REASONS.get(raw or "", "end_turn"), raw))
+        return events
+
+
+class OpenAIAdapter(HttpStreamAdapter):
+    """Built-in ``openai`` provider (Chat Completions over SSE)."""
+
+    provider_key = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    option_keys = OPTION_KEYS
+    request_id_header = "x-request-id"
+
+    def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
+        super().__init__(config, sleep=sleep)
+        self._wire_memo = WireMemo()
+
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        return headers
+
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
+        return build_payload(request, name_map, self._wire_memo, prefix)
+
+    def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
+        return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)
+
+    async def _chunks(
+        self, response: httpx.Response, translator: ChunkTranslator
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        async with aclosing(sse_events(response)) as events:
+            async for _name, data in events:
+                text = data.strip()
+                if text == "[DONE]":
+                    yield END_OF_STREAM
+                elif text:
+                    yield decode_json_object(text)
+
+    def _http_error(self, request: ModelRequest, status: int, raw: dict[str, Any]) -> ProviderErrorPayload:
+        message = body_message(raw) or "no error message"
+        client_error = 400 <= status < 500 and status not in (401, 403, 408, 429)
+        if request.tools and client_error and mentions_tools_unsupported(message):
+            return self._error(
+                "unsupported_capability",
+                f"openai model {request.model!r} does not support tools: {message}",
+                request,
+                raw=raw,
+                capability="tools",
+                request_feature="tools",
+            )
+        return self._error(status_error_type(status), f"openai HTTP {status}: {message}", request, raw=raw)

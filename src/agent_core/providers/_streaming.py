@@ -1,0 +1,578 @@
+"""Shared HTTP transport of the built-in adapters: SSE/NDJSON readers, error classification (§5),
+retry policy (§6), timeouts and cooperative cancellation (§4.1).
+
+Contracts:
+
+- ``backoff_ms(retry, n)`` is ``min(max_backoff_ms, initial_backoff_ms * 2**(n-1))`` for retry ``n >= 1``;
+  a ``Retry-After`` / ``retry-after-ms`` header replaces it, capped at 60000 ms.
+- :class:`HttpStreamAdapter` runs one ``stream()``: local pre-flight, optional network pre-flight,
+  ``model_started`` once, then attempts until success, a non-retryable error, exhausted attempts, or a
+  failure after a delta was yielded (never retried). ``model.timeout_ms`` is the per-attempt connect
+  timeout and the idle read timeout between chunks. Each response is opened with ``async with``, so
+  cancellation or ``aclose()`` closes it; ``CancelledError`` is never swallowed.
+- httpx is imported lazily (CLI cold-start budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import importlib.util
+import json
+import os
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+
+from agent_core._redaction import Redactor
+from agent_core.config.model import ResolvedModelConfig, RetryConfig
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.providers._prefix import PrefixEntry, PrefixMemo
+from agent_core.providers._tool_mapping import ToolNameMap
+from agent_core.providers.base import error_payload
+from agent_core.types.model import (
+    ModelCompleted,
+    ModelEvent,
+    ModelFailed,
+    ModelRequest,
+    ModelStarted,
+    ModelTextDelta,
+    ProviderDebug,
+    ProviderErrorPayload,
+    ToolCallDelta,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+SleepFn = Callable[[float], Awaitable[None]]
+"""Injectable sleep taking seconds (default :func:`asyncio.sleep`)."""
+
+RETRY_AFTER_CAP_MS = 60000
+ERROR_BODY_LIMIT = 65536
+JSON_BODY_LIMIT = 8 * 1024 * 1024
+
+
+class StreamProtocolError(Exception):
+    """Raised by the readers for an undecodable chunk (classified ``protocol``)."""
+
+
+class AdapterClosedError(Exception):
+    """Raised internally when an attempt starts after ``close()`` (classified ``closed``)."""
+
+
+class ChunkTranslator(Protocol):
+    """Pure translator of raw provider chunks to ``ModelEvent``s (§11.0)."""
+
+    def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]: ...
+
+    def finish(self) -> list[ModelEvent]: ...
+
+
+# -- pure policy ------------------------------------------------------------------------------------
+def backoff_ms(retry: RetryConfig, n: int) -> int:
+    """Delay before retry ``n`` (1-based), without jitter."""
+    return int(min(retry.max_backoff_ms, retry.initial_backoff_ms * 2 ** (n - 1)))
+
+
+def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -> int | None:
+    """Milliseconds from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date), capped at 60 s."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value: float | None = None
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms.strip())
+        except ValueError:
+            value = None
+    if value is None and (raw := lowered.get("retry-after")) is not None:
+        raw = raw.strip()
+        try:
+            value = float(raw) * 1000
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                return None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            value = (when - (now or datetime.now(UTC))).total_seconds() * 1000
+    if value is None or value != value:  # NaN
+        return None
+    return int(min(max(value, 0.0), RETRY_AFTER_CAP_MS))
+
+
+def status_error_type(status: int) -> str:
+    """HTTP status -> §5 error type."""
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "invalid_request"
+
+
+def body_excerpt(text: str) -> dict[str, Any]:
+    """The provider error body as a dict (JSON object when possible), truncated."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return {"text": text[:2000]}
+    return value if isinstance(value, dict) else {"body": value}
+
+
+def body_message(raw: dict[str, Any]) -> str:
+    """Best-effort human message of an error body (OpenAI, Anthropic and Ollama shapes)."""
+    error = raw.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    for key in ("message", "text", "detail"):
+        if isinstance(raw.get(key), str):
+            return str(raw[key])
+    return ""
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """Transport exception -> (§5 type, message)."""
+    import httpx
+
+    if isinstance(exc, StreamProtocolError):
+        return "protocol", str(exc)
+    if isinstance(exc, AdapterClosedError):
+        return "closed", "adapter closed during the request"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", f"request timed out ({type(exc).__name__})"
+    if isinstance(exc, httpx.DecodingError | httpx.LocalProtocolError):
+        return "protocol", f"undecodable response: {exc}"
+    if isinstance(exc, httpx.TransportError):
+        return "network", f"network failure ({type(exc).__name__}): {exc}"
+    return "internal", f"unexpected {type(exc).__name__}: {exc}"
+
+
+class RetryLog:
+    """Accumulates ``metadata.retry`` (§6)."""
+
+    def __init__(self, max_attempts: int) -> None:
+        self.attempts = 0
+        self.max_attempts = max_attempts
+        self.retries: list[dict[str, Any]] = []
+        self.last_error: ProviderErrorPayload | None = None
+
+    def can_retry(self, error: ProviderErrorPayload) -> bool:
+        return error.retryable and self.attempts < self.max_attempts
+
+    def record(self, error: ProviderErrorPayload, delay_ms: int) -> None:
+        self.retries.append(
+            {
+                "attempt": self.attempts,
+                "error_type": error.type,
+                "code": error.code,
+                "status_code": error.status_code,
+                "backoff_ms": delay_ms,
+                "retry_after_ms": error.retry_after_ms,
+            }
+        )
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "retries": list(self.retries),
+            "last_error": self.last_error.model_dump() if self.last_error else None,
+        }
+
+
+# -- readers ----------------------------------------------------------------------------------------
+def decode_json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise StreamProtocolError(f"undecodable stream chunk: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StreamProtocolError(f"stream chunk is not a JSON object: {type(value).__name__}")
+    return value
+
+
+async def sse_events(response: httpx.Response) -> AsyncGenerator[tuple[str, str], None]:
+    """``(event name, data)`` pairs of a ``text/event-stream`` body (parsed by httpx-sse)."""
+    from httpx_sse import EventSource, SSEError
+
+    try:
+        async with aclosing(EventSource(response).aiter_sse()) as events:
+            async for sse in events:
+                yield sse.event, sse.data
+    except SSEError as exc:
+        raise StreamProtocolError(str(exc)) from exc
+
+
+async def ndjson_objects(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
+    """One JSON object per non-blank line."""
+    async with aclosing(cast(AsyncGenerator[str, None], response.aiter_lines())) as lines:
+        async for line in lines:
+            if line.strip():
+                yield decode_json_object(line)
+
+
+async def drain(chunks: AsyncIterator[dict[str, Any]], timeout_s: float) -> None:
+    """Reads what is left of a finished body (bounded) so the connection can return to the pool.
+
+    A body that does not end in time is abandoned; the response is then closed, not reused.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for _ in chunks:
+                pass
+    except Exception:  # TimeoutError or a late transport error: the result is already complete
+        pass
+
+
+def _remember_missing_sniffio() -> None:
+    """Caches a failed ``import sniffio`` (a negative ``sys.modules`` entry).
+
+    httpcore tries ``import sniffio`` on every connection-pool lock it sets up (several times per request)
+    and falls back to asyncio when it is missing; recent anyio no longer installs it, and a failing import
+    re-scans ``sys.path`` each time (~1 ms per request). When it is importable nothing changes.
+    """
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+def _import_httpx() -> ModuleType:
+    """``import httpx`` without its command-line entry point.
+
+    ``httpx/__init__`` imports ``httpx._main`` (click, rich, pygments) whenever those happen to be
+    installed — tens of ms of cold start for code no adapter uses (issue 16). While httpx itself is first
+    imported, ``httpx._main`` is blocked, so httpx binds its own stand-in ``httpx.main`` (which asks for
+    ``httpx[cli]``); ``import httpx._main`` works again afterwards.
+    """
+    loaded = sys.modules.get("httpx")
+    if loaded is not None:
+        return loaded
+    blocked = "httpx._main" not in sys.modules
+    if blocked:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        return importlib.import_module("httpx")
+    finally:
+        if blocked and "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
+            del sys.modules["httpx._main"]
+
+
+# -- the shared adapter -----------------------------------------------------------------------------
+class HttpStreamAdapter(ABC):
+    """Base of the built-in adapters: pre-flight, transport, retries, metadata, cancellation.
+
+    Subclasses provide the wire format: ``_url``, ``_headers``, ``_payload``, ``_translator`` and
+    ``_chunks``, optionally ``_http_error`` and ``_network_preflight``.
+    """
+
+    provider_key: str = ""
+    default_base_url: ClassVar[str] = ""
+    option_keys: ClassVar[frozenset[str]] = frozenset()
+    request_id_header: ClassVar[str] = ""
+    drain_timeout_s: ClassVar[float] = 0.25
+
+    def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
+        self.config = config
+        self.base_url = (config.base_url or self.default_base_url).rstrip("/")
+        self._sleep: SleepFn = sleep or asyncio.sleep
+        self._client_obj: httpx.AsyncClient | None = None
+        self._closed = False
+        self._redactor = Redactor([config.api_key_env] if config.api_key_env else [])
+        self._prefix = PrefixMemo()
+
+    # -- subclass hooks ---------------------------------------------------------------------------
+    @abstractmethod
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    @abstractmethod
+    def _headers(self, api_key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    @abstractmethod
+    def _payload(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> dict[str, Any]:
+        """The request body; ``prefix`` = (this conversation's memo entry, messages shared with the last
+        request), which an adapter may use to reuse work on the unchanged history."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> ChunkTranslator:
+        raise NotImplementedError
+
+    @abstractmethod
+    def _chunks(
+        self, response: httpx.Response, translator: ChunkTranslator
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        raise NotImplementedError
+
+    def _http_error(self, request: ModelRequest, status: int, raw: dict[str, Any]) -> ProviderErrorPayload:
+        """Classifies a non-2xx response (subclasses may detect ``unsupported_capability``)."""
+        message = body_message(raw) or "no error message"
+        return self._error(
+            status_error_type(status), f"{self.provider_key} HTTP {status}: {message}", request, raw=raw
+        )
+
+    async def _network_preflight(self, request: ModelRequest, api_key: str | None) -> ModelFailed | None:
+        """Pre-flight network check made before ``model_started`` (Ollama ``/api/show``)."""
+        return None
+
+    def _validate_options(self, options: dict[str, Any]) -> str | None:
+        """Returns an error message for a bad ``provider_options[<key>]`` namespace."""
+        unknown = sorted(set(options) - self.option_keys)
+        if unknown:
+            return (
+                f"unknown provider_options[{self.provider_key!r}] key(s) {unknown}; "
+                f"supported: {sorted(self.option_keys)}"
+            )
+        return None
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _error(
+        self, type_: str, message: str, request: ModelRequest | None = None, **fields: Any
+    ) -> ProviderErrorPayload:
+        message = self._redactor.text(message)
+        if fields.get("raw") is not None:
+            fields["raw"] = self._redactor.value(fields["raw"])
+        return error_payload(
+            type_,
+            message,
+            provider=self.provider_key,
+            model=request.model if request is not None else self.config.name,
+            **fields,
+        )
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._client_obj is None:
+            httpx = _import_httpx()
+            _remember_missing_sniffio()
+            # A plain-http base URL never uses TLS (redirects are not followed), so the client skips
+            # building a certificate-verifying SSL context (tens of ms of CLI cold start).
+            plain_http = self.base_url.startswith("http://")
+            self._client_obj = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.config.timeout_ms / 1000),
+                follow_redirects=False,
+                verify=not plain_http,
+            )
+        return self._client_obj
+
+    def _local_preflight(self, request: ModelRequest) -> tuple[str | None, ProviderErrorPayload | None]:
+        """Schema, provider_options, base_url and API key checks; returns ``(api_key, error)``."""
+        options = request.provider_options.get(self.provider_key, {})
+        problem = self._validate_options(options)
+        if problem is not None:
+            return None, self._error("config", problem, request)
+        if not self.base_url.startswith(("http://", "https://")):
+            return None, self._error(
+                "config",
+                f"invalid base_url {self.base_url!r} for provider {self.provider_key!r} "
+                f"(configured at {self.config.source or 'unknown source'})",
+                request,
+            )
+        env = self.config.api_key_env
+        if not env:
+            return None, None
+        value = os.environ.get(env, "")
+        if not value:
+            profile = self.config.profile or "main [model]"
+            return None, self._error(
+                "config",
+                f"environment variable {env} is not set or empty; it holds the API key of the "
+                f"{self.provider_key!r} model used for purpose {self.config.purpose!r} (profile {profile}), "
+                f"configured at {self.config.source or 'unknown source'}",
+                request,
+            )
+        return value, None
+
+    def _meta(self, request: ModelRequest) -> dict[str, Any]:
+        return {"provider": self.provider_key, "model": request.model}
+
+    async def _backoff(self, error: ProviderErrorPayload, retry: RetryLog) -> None:
+        delay = error.retry_after_ms
+        if delay is None:
+            delay = backoff_ms(self.config.retry, len(retry.retries) + 1)
+        retry.record(error, delay)
+        await self._sleep(delay / 1000)
+
+    async def _request_json(
+        self, request: ModelRequest, url: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[dict[str, Any] | None, RetryLog]:
+        """A small JSON POST with the §6 retry policy; ``(None, log)`` when it finally failed."""
+        retry = RetryLog(self.config.retry.max_attempts)
+        content = json.dumps(body).encode("utf-8")
+        while True:
+            retry.attempts += 1
+            try:
+                if self._closed:
+                    raise AdapterClosedError
+                async with self._client().stream("POST", url, content=content, headers=headers) as response:
+                    if response.status_code >= 400:
+                        error = await self._status_failure(request, response)
+                    else:
+                        text = await self._read_body(response, limit=JSON_BODY_LIMIT)
+                        return decode_json_object(text), retry
+            except Exception as exc:  # CancelledError propagates
+                type_, message = classify_exception(exc)
+                error = self._error(type_, f"{self.provider_key}: {message}", request)
+            retry.last_error = error
+            if not retry.can_retry(error):
+                return None, retry
+            await self._backoff(error, retry)
+
+    async def _read_body(self, response: httpx.Response, limit: int = ERROR_BODY_LIMIT) -> str:
+        data = bytearray()
+        async for piece in response.aiter_bytes():
+            data.extend(piece)
+            if len(data) >= limit:
+                break
+        return bytes(data[:limit]).decode("utf-8", errors="replace")
+
+    async def _status_failure(self, request: ModelRequest, response: httpx.Response) -> ProviderErrorPayload:
+        raw = body_excerpt(await self._read_body(response))
+        error = self._http_error(request, response.status_code, raw)
+        retry_after = parse_retry_after(response.headers)
+        return error.model_copy(update={"status_code": response.status_code, "retry_after_ms": retry_after})
+
+    # -- the adapter contract ---------------------------------------------------------------------
+    async def close(self) -> None:
+        """Releases the HTTP client; idempotent."""
+        self._closed = True
+        client, self._client_obj = self._client_obj, None
+        if client is not None:
+            await client.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """Streams one model call (see the module docstring for the contract)."""
+        if self._closed:
+            yield ModelFailed(
+                error=self._error("closed", f"{self.provider_key} adapter is closed", request),
+                metadata=self._meta(request),
+            )
+            return
+        started = time.monotonic()
+        try:
+            prefix = self._prefix.scan(request)  # checks the message shapes (only the new ones)
+        except AgentCoreError as exc:
+            invalid = self._error("invalid_request", exc.message, request, code=ErrorCode.schema_error)
+            yield ModelFailed(error=invalid, metadata=self._meta(request))
+            return
+        api_key, failure = self._local_preflight(request)
+        if failure is not None:
+            yield ModelFailed(error=failure, metadata=self._meta(request))
+            return
+        if request.max_output_tokens is None:
+            request = request.model_copy(update={"max_output_tokens": self.config.max_output_tokens})
+        name_map = ToolNameMap([tool.name for tool in request.tools] + prefix[0].names)
+        rejected = await self._network_preflight(request, api_key)
+        if rejected is not None:
+            yield rejected
+            return
+        payload = self._payload(request, name_map, prefix)
+        url = self._url()
+        debug = bool(request.metadata.get("debug"))
+        yield ModelStarted(
+            provider=self.provider_key,
+            model=request.model,
+            metadata={"purpose": self.config.purpose, "profile": self.config.profile},
+        )
+        if debug:
+            yield ProviderDebug(kind="raw_request", data={"url": url, "body": self._redactor.value(payload)})
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        headers = self._headers(api_key)
+        retry = RetryLog(self.config.retry.max_attempts)
+        yielded_delta = False
+        first_delta_at: float | None = None
+        request_id: str | None = None
+        response_id: str | None = None
+        while True:
+            retry.attempts += 1
+            translator = self._translator(request, name_map)
+            raw_chunks: list[dict[str, Any]] = []
+            status_code: int | None = None
+            terminal: ModelCompleted | ModelFailed | None = None
+            error: ProviderErrorPayload | None = None
+            try:
+                if self._closed:
+                    raise AdapterClosedError
+                async with self._client().stream("POST", url, content=body, headers=headers) as response:
+                    status_code = response.status_code
+                    request_id = response.headers.get(self.request_id_header) or request_id
+                    if response.status_code >= 400:
+                        error = await self._status_failure(request, response)
+                    else:
+                        async with aclosing(self._chunks(response, translator)) as chunks:
+                            async for chunk in chunks:
+                                if debug:
+                                    raw_chunks.append(chunk)
+                                for event in translator.feed(chunk):
+                                    if isinstance(event, ModelCompleted | ModelFailed):
+                                        terminal = event
+                                        break
+                                    if isinstance(event, ModelTextDelta | ToolCallDelta):
+                                        yielded_delta = True
+                                        if first_delta_at is None:
+                                            first_delta_at = time.monotonic()
+                                    yield event
+                                if terminal is not None:
+                                    break
+                            if terminal is not None:
+                                await drain(chunks, self.drain_timeout_s)
+                        if terminal is None:
+                            for event in translator.finish():
+                                if isinstance(event, ModelCompleted | ModelFailed):
+                                    terminal = event
+                                    break
+                                yield event
+            except Exception as exc:  # httpx/reader failures; CancelledError/GeneratorExit propagate
+                type_, message = classify_exception(exc)
+                if self._closed:  # close() ran while this stream was in flight: never retry
+                    type_, message = "closed", "adapter closed during the request"
+                error = self._error(
+                    type_, f"{self.provider_key}: {message}", request, status_code=status_code
+                )
+            if isinstance(terminal, ModelFailed):
+                error = terminal.error
+            if terminal is None and error is None:
+                error = self._error(
+                    "protocol", f"{self.provider_key}: stream ended without a result", request
+                )
+            if error is not None:
+                retry.last_error = error
+                if retry.can_retry(error) and not yielded_delta:
+                    await self._backoff(error, retry)
+                    continue
+            response_id = (
+                terminal.metadata.get("response_id") if terminal is not None else None
+            ) or response_id
+            meta: dict[str, Any] = {
+                **(terminal.metadata if terminal is not None else {}),
+                **self._meta(request),
+                "request_id": request_id,
+                "response_id": response_id,
+                "latency_ms": int((time.monotonic() - started) * 1000),
+                "retry": retry.as_metadata(),
+            }
+            if first_delta_at is not None:
+                meta["time_to_first_token_ms"] = int((first_delta_at - started) * 1000)
+            if debug:
+                data = {"status_code": status_code, "chunks": self._redactor.value(raw_chunks)}
+                yield ProviderDebug(kind="raw_response", data=data)
+            if isinstance(terminal, ModelCompleted):
+                yield terminal.model_copy(update={"metadata": meta})
+            else:
+                assert error is not None
+                usage = terminal.usage if isinstance(terminal, ModelFailed) else None
+                yield ModelFailed(error=error, usage=usage, metadata=meta)
+            return

@@ -1,6 +1,0 @@
-"""User skills: the ``${SOONG_AGENT_HOME}/skills/*.md`` catalog and the ``internal.load_skill`` tool."""
-
-from agent_core.skills.catalog import SkillCatalog, SkillEntry, SkillIssue
-from agent_core.skills.tool import LOAD_SKILL_TOOL, SkillToolAdapter
-
-__all__ = ["LOAD_SKILL_TOOL", "SkillCatalog", "SkillEntry", "SkillIssue", "SkillToolAdapter"]

@@ -1,0 +1,211 @@
+"""``code.read_file`` (contract.md §4.2/§4.8, tools.md §13.1, context.md §7.4).
+
+Line-window reads of UTF-8 text; never artifactises. Reading an instruction file additionally buffers an
+``instruction_context`` node (full file body) unless the same hash is already loaded on the active path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import mimetypes
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from agent_core._frontmatter import split_frontmatter
+from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._builtin.base import (
+    READONLY_TAGS,
+    Args,
+    ToolEnv,
+    checked_identity,
+    checked_target,
+    identities,
+    invalid,
+    object_schema,
+    ok,
+)
+from agent_core.tools._builtin.fileio import LINE_CAP_BYTES, LineWindow, is_binary_bytes, read_line_window
+from agent_core.tools._instruction_files import InstructionFileRef, match_instruction_file
+from agent_core.tools._safe_fs import open_file
+from agent_core.tools.context import ContextNodeDraft, ToolContext
+from agent_core.tools.preflight import Preflight
+from agent_core.types.content import TextBlock
+from agent_core.types.enums import MessageRole, NodeType
+from agent_core.types.model import ToolCall
+from agent_core.types.tools import ToolDefinition, ToolResult
+
+NAME = "code.read_file"
+MAX_LINES_LIMIT = 1000
+DEFAULT_MAX_LINES = 200
+
+
+def existing_regular_file(path: Path) -> os.stat_result:
+    """``stat`` of an existing regular file; missing → ``file_not_found``, directory/other → validation."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as exc:
+        raise AgentCoreError(
+            ErrorCode.file_not_found, f"file not found: {path}", details={"path": str(path)}
+        ) from exc
+    except NotADirectoryError as exc:
+        raise AgentCoreError(
+            ErrorCode.file_not_found, f"file not found: {path}", details={"path": str(path)}
+        ) from exc
+    except OSError as exc:
+        raise invalid(f"cannot access {path}: {exc.strerror}", path=str(path)) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise invalid(f"{path} is a directory (use code.list_dir)", path=str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise invalid(f"{path} is not a regular file", path=str(path))
+    return st
+
+
+class ReadFileTool:
+    name = NAME
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=NAME,
+            description=(
+                "Read a UTF-8 text file by line window. Relative paths resolve against the project. Returns "
+                "the selected lines joined with newlines (no line numbers); use next_start_line to page."
+            ),
+            input_schema=object_schema(
+                {
+                    "path": {
+                        "type": "string",
+                        "description": "File path (relative to the project or absolute).",
+                    },
+                    "start_line": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 1,
+                        "description": "1-based first line.",
+                    },
+                    "max_lines": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LINES_LIMIT,
+                        "default": DEFAULT_MAX_LINES,
+                        "description": "Number of lines to return (1-1000).",
+                    },
+                },
+                ["path"],
+            ),
+            permission="readonly",
+            tags=list(READONLY_TAGS),
+            metadata={"concurrency": "parallel", "source": "code"},
+        )
+
+    def _args(self, arguments: dict[str, Any]) -> tuple[str, int, int]:
+        args = Args(NAME, arguments, ("path", "start_line", "max_lines"))
+        path = args.required_string("path")
+        start = args.integer("start_line", 1, minimum=1)
+        count = args.integer("max_lines", DEFAULT_MAX_LINES, minimum=1, maximum=MAX_LINES_LIMIT)
+        assert start is not None and count is not None
+        return path, start, count
+
+    def preflight(self, args: dict[str, Any], env: ToolEnv) -> Preflight:
+        path, _, _ = self._args(args)
+        target = env.resolve(path)
+        return Preflight(
+            target_scope=str(target.resolved),
+            target_paths=[target.resolved],
+            sensitive=env.is_sensitive(target),
+            identities=identities(target.resolved),
+        )
+
+    async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
+        raw_path, start, count = self._args(call.arguments)
+        target = checked_target(raw_path, env, ctx).resolved
+        existing_regular_file(target)
+        expect = checked_identity(ctx, target)
+
+        def read() -> tuple[LineWindow, bytes | None]:
+            fd = open_file(target, expect)  # no symlink anywhere, same inode as checked
+            with open(fd, "rb", closefd=True) as fh:
+                window = read_line_window(fh, start, count, LINE_CAP_BYTES)
+                whole: bytes | None = None
+                if not window.binary and ref is not None:
+                    fh.seek(0)
+                    whole = fh.read()
+            return window, whole
+
+        ref = match_instruction_file(target, project_dir=env.project, home_dir=env.soong_home)
+        window, whole = await asyncio.to_thread(read)
+        if window.binary:
+            mime, _ = mimetypes.guess_type(target.name)
+            data = _result(target, "", truncated=False, next_line=None, cut=[], binary=True, loaded=None)
+            return ok(call, data, metadata={"size_bytes": window.size_bytes, "mime_type": mime})
+        remaining = window.total_lines >= start + count
+        data = _result(
+            target,
+            "\n".join(window.lines),
+            truncated=remaining or bool(window.cut_lines),
+            next_line=start + count if remaining else None,
+            cut=window.cut_lines,
+            binary=False,
+            loaded=None,
+        )
+        if ref is not None and whole is not None:
+            data["already_loaded"] = await _register_instruction(ref, whole, ctx)
+        return ok(call, data, metadata={"total_lines": window.total_lines})
+
+
+def _result(
+    path: Path,
+    content: str,
+    *,
+    truncated: bool,
+    next_line: int | None,
+    cut: list[int],
+    binary: bool,
+    loaded: bool | None,
+) -> dict[str, Any]:
+    return {
+        "path": str(path),
+        "content": content,
+        "truncated": truncated,
+        "next_start_line": next_line,
+        "truncated_lines": list(cut),
+        "binary": binary,
+        "already_loaded": loaded,
+    }
+
+
+async def _register_instruction(ref: InstructionFileRef, raw: bytes, ctx: ToolContext) -> bool | None:
+    """Buffers an ``instruction_context`` node (body ``raw``, read from the checked descriptor) unless
+    this hash is already loaded; ``None`` if binary."""
+    st = os.stat(ref.path)
+    if is_binary_bytes(raw):
+        return None
+    text = raw.decode("utf-8")
+    digest = hashlib.sha256(raw).hexdigest()
+    if ctx.sink.loaded_instruction_hash(str(ref.path)) == digest:
+        return True
+    front = split_frontmatter(text)
+    metadata: dict[str, Any] = {
+        "path": str(ref.path),
+        "scope": ref.scope,
+        "relative_path": ref.relative_path,
+        "hash": digest,
+        "mtime_ns": st.st_mtime_ns,
+        "mtime": st.st_mtime,
+        "size_bytes": len(raw),
+        "frontmatter": front.data,
+        "loaded_by_tool_call_id": ctx.tool_call_id,
+    }
+    if front.error:
+        metadata["frontmatter_error"] = True
+    ctx.add_context_node(
+        ContextNodeDraft(
+            node_type=NodeType.instruction_context,
+            role=MessageRole.system,
+            content=[TextBlock(text=text)],
+            metadata=metadata,
+        )
+    )
+    return False

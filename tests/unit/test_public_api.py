@@ -1,0 +1,86 @@
+"""What is API and what is implementation (issue 15 item 8; contract.md §2).
+
+Implementation modules and packages carry a leading ``_`` (httpx style: ``agent_core._loop.driver``,
+``agent_core.tools._pipeline``); every other module is public and listed here. A new module is either
+named ``_x`` or added to :data:`PUBLIC_MODULES` on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+import agent_core
+
+SRC = Path(agent_core.__file__).resolve().parent
+
+PUBLIC_MODULES = frozenset(
+    {
+        "agent_core",
+        # the contract's types and errors (runtime.md §12 names agent_core.types.enums / .protocol)
+        *(f"agent_core.types.{m}" for m in ("base", "content", "enums", "mappers", "model", "permissions")),
+        *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
+        "agent_core.errors",
+        "agent_core.errors.codes",
+        "agent_core.errors.exceptions",
+        "agent_core.errors.payloads",
+        # extension points: custom tools, providers, permission callbacks (DEFER), configuration
+        "agent_core.tools.adapter",
+        "agent_core.tools.context",
+        "agent_core.tools.preflight",
+        "agent_core.tools.registry",
+        "agent_core.providers",
+        "agent_core.providers.base",
+        "agent_core.providers.registry",
+        "agent_core.permissions",
+        "agent_core.config",
+        "agent_core.config.loaded",
+        "agent_core.config.loader",
+        "agent_core.config.model",
+        "agent_core.config.schema",
+        # surfaces and the testing kit (their implementation modules are already _x)
+        "agent_core.testing",
+        "agent_core.cli",
+        "agent_core.cli.__main__",
+        "agent_core.server",
+        "agent_core.telemetry",
+        "agent_core.jobs",
+        "agent_core.schedules",
+        "agent_core.engine",
+        "agent_core.engine.temporal",
+        "agent_core.engine.temporal.worker",  # docs/scale-out.md: embed a worker with run_worker(runtime, stop)
+    }
+)
+
+
+def _module_names() -> set[str]:
+    names = set()
+    for path in SRC.rglob("*.py"):
+        parts = ["agent_core", *path.relative_to(SRC).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.add(".".join(parts))
+    return names
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") and part != "__main__" for part in name.split(".")[1:])
+
+
+def test_every_module_is_private_or_listed_public() -> None:
+    modules = _module_names()
+    unmarked = sorted(m for m in modules if not _private(m) and m not in PUBLIC_MODULES)
+    assert unmarked == [], f"name these _x or list them in PUBLIC_MODULES: {unmarked}"
+    assert modules >= PUBLIC_MODULES, f"listed but missing: {sorted(PUBLIC_MODULES - modules)}"
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(PUBLIC_MODULES - {"agent_core.cli.__main__"}),
+)
+def test_public_modules_export_only_names_they_define_or_re_export(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in getattr(mod, "__all__", ()):
+        assert hasattr(mod, name), f"{module}.__all__ names {name!r}, which it does not have"
