@@ -5,6 +5,11 @@
 status with its end reason, which :mod:`agent_core._runtime.lifecycle` writes (terminal events and the
 ``runs`` update in one transaction). Cancellation is cooperative: :attr:`LoopSpec.cancel_event` interrupts
 the model stream or the tool turn, and the driver records the partial state before ending.
+
+A turn is two steps, :func:`model_step` (the request, the stream, the stored answer; :func:`answer_step`
+judges a stored answer) and :func:`after_model_step` (the answer's tool calls, or the end-of-turn checks);
+:func:`guarded_step` turns a run-level failure of a step into the run's outcome. The local loop runs them
+in order; the temporal engine (``agent_core.engine.temporal``) runs each as an activity.
 """
 
 from __future__ import annotations
