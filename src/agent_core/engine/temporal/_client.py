@@ -20,7 +20,7 @@ from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAM
 from agent_core.engine.temporal._permissions import answer_pending
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.content import ErrorPayload
-from agent_core.types.enums import RunMode, RunStatus
+from agent_core.types.enums import EventType, RunMode, RunStatus
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from agent_core.config.schema import TemporalSection
 
 log = logging.getLogger("agent_core.engine.temporal")
-POLL_S = 0.05
+POLL_S = 0.1
 """How often the store is read for the run's new events."""
-PERMISSION_POLL_S = 0.2
+PERMISSION_POLL_S = 0.5
 """How often the workflow is asked for new permission requests."""
 
 
@@ -97,7 +97,8 @@ class TemporalEngine:
         )
         state.status = RunStatus.running
         result = asyncio.ensure_future(handle.result())
-        permissions = asyncio.ensure_future(self._answer_permissions(handle, result))
+        phase = _Phase()
+        permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase))
         cancel_sent = False
         try:
             while True:
@@ -106,6 +107,7 @@ class TemporalEngine:
                     state.session_id, from_seq=next_seq, run_id=state.run_id
                 ):
                     next_seq = (event.seq or next_seq) + 1
+                    phase.in_tools = event.event_type not in MODEL_PHASE
                     await state.channel.push(event)
                     for observer in self.manager.features.event_observers:
                         try:
@@ -133,10 +135,15 @@ class TemporalEngine:
                 result.cancel()
             await _refresh_cursor(self.manager, session)
 
-    async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any]) -> None:
-        """The run's permission requests (workflow signals) go to this runtime's permission callback."""
+    async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any], phase: _Phase) -> None:
+        """The run's permission requests (workflow signals) go to this runtime's permission callback.
+
+        The workflow is queried (a query is a task for a worker) only while the run is in a tool turn."""
         asked: set[str] = set()
         while not result.done():
+            if not phase.in_tools:
+                await asyncio.sleep(POLL_S)
+                continue
             try:
                 await answer_pending(handle, asked, self._ask)
             except Exception:  # the workflow is finishing, or the service is briefly unreachable
@@ -148,6 +155,18 @@ class TemporalEngine:
         if answer is None:
             return PermissionDecision(decision="deny", reason=message)
         return answer
+
+
+class _Phase:
+    """Whether the run may be asking for permission: its last stored event is not of a model call."""
+
+    in_tools = False
+
+
+MODEL_PHASE = frozenset(
+    {EventType.loop_started, EventType.message_created, EventType.context_built, EventType.model_started}
+)
+"""Stored events after which the run is building its prompt or streaming (it cannot be asking)."""
 
 
 async def _terminal_soon(manager: RunManager, run_id: str) -> bool:
