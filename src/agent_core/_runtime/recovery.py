@@ -9,10 +9,18 @@ without results on the session's active path. Before the session is used again:
 - every dangling tool call on the root agent's active path is closed with an error tool result (code
   ``cancelled``, type ``interrupted``) and a ``tool_failed`` event, so no provider request ever contains a
   tool call without its result.
+
+On a store shared by several processes (postgres) a session may be loaded while another process runs it;
+that process may die later. :func:`recover_before_root_run` therefore runs the same recovery again when
+a root run of this process holds the session's lease and finds runs of dead owners (``run_owners``
+liveness), before the run's first model request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Set as AbstractSet
 
 from agent_core._events import payloads as ev
@@ -23,13 +31,22 @@ from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
+from agent_core.types.storage import RunRecord
+
+log = logging.getLogger("agent_core._runtime")
 
 INTERRUPTED_MESSAGE = "the tool call was interrupted: the process stopped before it finished"
+OWNER_EXIT_WAIT_S = 10.0
+"""How long a root run holding the session lease waits for the owner of a ``running`` run of the session
+to disappear (a dead process's connections close one by one: its lease may be gone before its owner lock)."""
+_OWNER_POLL_S = 0.05
 
 
 async def recover_session(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> None:
+    """Load-time recovery: closes orphaned runs and, unless a run of another live process is running,
+    the dangling tool calls of the active path."""
     storage = services.storage
     runs = [
         r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
@@ -38,16 +55,66 @@ async def recover_session(
     elsewhere = (
         await storage.runs_live_elsewhere([r.run_id for r in runs]) if storage.SHARED and runs else set()
     )
+    await _close_orphans(services, session, [r for r in runs if r.run_id not in elsewhere])
+    # a running run of another process may be between a tool call and its result; queued/pending runs of
+    # other processes have not started their loop (they wait for the session lease)
+    if not any(r.run_id in elsewhere and r.status == RunStatus.running for r in runs):
+        await _close_dangling_calls(services, session)
+
+
+async def recover_before_root_run(
+    services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
+) -> bool:
+    """Run-start recovery on a shared store, called while this process holds the session's lease.
+
+    Finds non-terminal runs of the session that this process does not run and whose owners are dead,
+    closes them and the dangling tool calls of the (re-read) active path, exactly as
+    :func:`recover_session`. A ``running`` run whose owner still looks alive cannot be running (this
+    process holds the lease): its owner is dying, so it is waited for up to :data:`OWNER_EXIT_WAIT_S`.
+    Returns whether anything was recovered (the cursor then holds the stored active path).
+    """
+    storage = services.storage
+    runs = [
+        r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
+    ]
+    if not runs:
+        return False
+    deadline = time.monotonic() + OWNER_EXIT_WAIT_S
+    while True:
+        elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs])
+        busy = [r for r in runs if r.run_id in elsewhere and r.status == RunStatus.running]
+        if not busy or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(_OWNER_POLL_S)
+    orphans = [r for r in runs if r.run_id not in elsewhere]
+    if not orphans:
+        return False
+    log.warning(
+        "session %s: recovering %d run(s) of stopped processes before the next run: %s",
+        session.session_id,
+        len(orphans),
+        ", ".join(r.run_id for r in orphans),
+    )
+    record = await storage.get_session(session.session_id)
+    session.active_node_id = record.active_node_id if record else None
+    active = session.active_node_id
+    session.cursor.reset(await storage.node_path(session.session_id, active) if active else [])
+    await _close_orphans(services, session, orphans)
+    if not busy:
+        await _close_dangling_calls(services, session)
+    return True
+
+
+async def _close_orphans(services: Services, session: SessionState, runs: list[RunRecord]) -> None:
+    """Closes each run as ``failed`` (``internal_error`` "interrupted", a ``loop_failed`` event)."""
     for run in runs:
-        if run.run_id in elsewhere:
-            continue
         error = ErrorPayload(
             type="interrupted",
             code=ErrorCode.internal_error,
             message="the run was interrupted: the process stopped before it finished",
             redacted=True,
         )
-        await storage.append(
+        await services.storage.append(
             session.session_id,
             events=[
                 EventDraft.of(
@@ -65,8 +132,6 @@ async def recover_session(
                 },
             ),
         )
-    if not elsewhere:  # a run of another process may be between a tool call and its result
-        await _close_dangling_calls(services, session)
 
 
 async def _close_dangling_calls(services: Services, session: SessionState) -> None:

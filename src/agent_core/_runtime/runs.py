@@ -24,7 +24,7 @@ from agent_core._loop.spec import Interruption
 from agent_core._runtime import lifecycle
 from agent_core._runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core._runtime.features import RunFeatures
-from agent_core._runtime.recovery import recover_session
+from agent_core._runtime.recovery import recover_before_root_run, recover_session
 from agent_core._runtime.services import Services
 from agent_core._runtime.session_lease import hold_session_lease
 from agent_core._runtime.state import RunState, SessionState
@@ -276,6 +276,9 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
+            if storage.SHARED and self.features.engine is None:
+                # holding the lease: a process that ran the session may have died since it was loaded
+                await recover_before_root_run(self.services, session, live_run_ids=set(self.runs))
             if self.features.engine is not None:
                 await self.features.engine.run_root(session, state)
                 return
