@@ -45,7 +45,7 @@ from agent_core._agents.results import (
     schema_problems,
     structured_output,
 )
-from agent_core._agents.spec import ChildOutcome, ChildSpec
+from agent_core._agents.spec import ChildOutcome, ChildSpec, RemoteChildRuns
 from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
@@ -108,6 +108,8 @@ class ChildLauncher:
         self.manager = manager
         self.registry = registry
         self.model_policy: ModelPolicy | None = None
+        self.remote: RemoteChildRuns | None = None
+        """Where the children it handles execute instead of in this process (temporal workers)."""
 
     @property
     def settings(self) -> Settings:
@@ -218,9 +220,13 @@ class ChildLauncher:
             self._unregister(state, parent, session)
             raise
         state.status = RunStatus.pending
-        state.task = asyncio.create_task(
-            self._execute(state, parent, session, spec, prepared), name=f"child run {state.run_id}"
+        remote = self.remote if self.remote is not None and self.remote.handles(spec) else None
+        execution = (
+            self._execute_remote(remote, state, parent, session, spec)
+            if remote is not None
+            else self._execute(state, parent, session, spec, prepared)
         )
+        state.task = asyncio.create_task(execution, name=f"child run {state.run_id}")
         timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
         return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
 
@@ -391,6 +397,23 @@ class ChildLauncher:
                     await self.manager.services.storage.update_agent(
                         state.agent_id, status=_agent_status(state.status).value
                     )
+
+    async def _execute_remote(
+        self,
+        remote: RemoteChildRuns,
+        state: RunState,
+        parent: RunState,
+        session: SessionState,
+        spec: ChildSpec,
+    ) -> None:
+        """The child's task when it executes elsewhere: ends with the run's stored outcome."""
+        try:
+            await remote.execute(state, parent, spec)
+        except Exception as exc:
+            await lifecycle.fail_before_loop(self.manager.services, state, exc)
+        finally:
+            lifecycle.ended_unexpectedly(state)
+            session.live_runs.pop(state.run_id, None)
 
     async def _await_child(self, ctx: ToolContext, state: RunState, timeout_ms: int) -> bool:
         """Waits for the child; on timeout or parent cancellation requests its cancel and waits for the

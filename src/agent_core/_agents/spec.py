@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent_core._runtime.state import RunState
 from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock
@@ -87,3 +87,15 @@ class ChildOutcome:
             error=self.error,
             metadata=self.ids,
         )
+
+
+class RemoteChildRuns(Protocol):
+    """Executes a child run elsewhere than this process (the temporal engine's worker dispatch).
+
+    The launcher admits the child, writes its rows and awaits it exactly as for an in-process run; only
+    the run's execution moves: :meth:`execute` is the child's task and returns once the run is terminal
+    (its ``RunState`` finished with the stored outcome). A set ``cancel_event`` must reach the run."""
+
+    def handles(self, spec: ChildSpec) -> bool: ...
+
+    async def execute(self, state: RunState, parent: RunState, spec: ChildSpec) -> None: ...

@@ -20,7 +20,7 @@ from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAM
 from agent_core.engine.temporal._permissions import answer_pending
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.content import ErrorPayload
-from agent_core.types.enums import EventType, RunMode, RunStatus
+from agent_core.types.enums import EventType, RunStatus
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
@@ -185,15 +185,11 @@ async def _refresh_cursor(manager: RunManager, session: SessionState) -> None:
 
 
 def _check_supported(state: RunState) -> None:
-    unsupported = None
     if state.output_schema is not None:
-        unsupported = "structured output (output_schema)"
-    elif state.mode == RunMode.orchestrator:
-        unsupported = "orchestrator mode"
-    if unsupported is not None:
         raise AgentCoreError(
             ErrorCode.validation_error,
-            f'{unsupported} is not available with [engine] kind = "temporal" yet; use kind = "local"',
+            'structured output (output_schema) is not available with [engine] kind = "temporal" yet; '
+            'use kind = "local"',
             details={"config_keys": ["engine.kind"]},
         )
 

@@ -26,12 +26,14 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.config._profiles import resolve_purpose_model
 from agent_core.engine.temporal._payloads import Checkpoint
+from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools.context import RunScope
 from agent_core.types.content import ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.enums import AgentRole, AgentType, EndReason, MessageRole, RunMode, RunStatus
 from agent_core.types.model import ModelCompleted, StopReason, ToolCall, Usage
 from agent_core.types.runtime import Node, UserMessage
+from agent_core.types.storage import RunRecord
 from agent_core.types.tools import ToolResult
 
 
@@ -60,8 +62,10 @@ class RunContexts:
     def drop(self, run_id: str) -> None:
         ctx = self._contexts.pop(run_id, None)
         if ctx is not None:
-            self.manager.runs.pop(run_id, None)
-            ctx.session.live_runs.pop(run_id, None)
+            if self.manager.runs.get(run_id) is ctx.state:  # a dispatching side's state stays
+                del self.manager.runs[run_id]
+            if ctx.session.live_runs.get(run_id) is ctx.state:
+                del ctx.session.live_runs[run_id]
             if ctx.session.active is ctx.state:
                 ctx.session.active = None
 
@@ -88,8 +92,10 @@ class RunContexts:
             raise AgentCoreError(
                 ErrorCode.validation_error, f"unknown run {run_id!r} in session {session_id!r}"
             )
-        session = await self._load_session(session_id)
         meta = json.loads(run.metadata_json or "{}")
+        if is_worker_run(meta):  # a dispatched worker run (a child workflow on its pool's queue)
+            return await self._open_worker_run(run, meta, checkpoint, message)
+        session = await self._load_session(session_id)
         mode = RunMode(meta.get("mode", RunMode.normal.value))
         started = run.start_node_id is not None
         if message is None and not started:
@@ -124,6 +130,21 @@ class RunContexts:
         restore(loop, loop_state, checkpoint)
         ctx = RunContext(session=session, state=state, loop=loop, loop_state=loop_state)
         self._contexts[run_id] = ctx
+        return ctx
+
+    async def _open_worker_run(
+        self, run: RunRecord, meta: dict[str, Any], checkpoint: Checkpoint, message: UserMessage | None
+    ) -> RunContext:
+        session = self.manager.sessions.get(run.session_id) or await self._load_session(run.session_id)
+        state, loop = await worker_run_loop(self.manager, session, run, meta, message)
+        self.manager.runs.setdefault(run.run_id, state)
+        session.live_runs.setdefault(run.run_id, state)
+        assert state.cursor is not None
+        loop.executor = ResumingExecutor(loop.executor, state.cursor)
+        loop_state = LoopState()
+        restore(loop, loop_state, checkpoint)
+        ctx = RunContext(session=session, state=state, loop=loop, loop_state=loop_state)
+        self._contexts[run.run_id] = ctx
         return ctx
 
     async def _load_session(self, session_id: str) -> SessionState:

@@ -50,9 +50,12 @@ the provider adapter inside the step and come back as the step's result."""
 STEP_TIMEOUT = timedelta(hours=6)
 R = TypeVar("R")
 
+with workflow.unsafe.imports_passed_through():
+    from agent_core.engine.temporal._worker_workflow import WorkerDispatches
+
 
 @workflow.defn(name=WORKFLOW_NAME)
-class RunWorkflow:
+class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workflow
     def __init__(self) -> None:
         self._heartbeat = timedelta(seconds=10)
         self._requests: dict[str, str] = {}

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from agent_core.engine.temporal._activities import RunActivities
 from agent_core.engine.temporal._client import connect
+from agent_core.engine.temporal._dispatch import install_dispatch
 from agent_core.engine.temporal._permissions import WorkflowPermissions
+from agent_core.engine.temporal._queues import task_queues
 from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
@@ -21,7 +24,8 @@ SHUTDOWN_GRACE = timedelta(seconds=15)
 async def run_worker(
     runtime: AgentRuntime, stop: asyncio.Event, ready: Callable[[str, str], None] | None = None
 ) -> None:
-    """Executes run workflows and their steps for ``[engine.temporal] task_queue`` until ``stop`` is set.
+    """Executes run workflows and their steps for ``[engine.temporal] task_queue`` and the worker pools'
+    queues (``<task_queue>.pool.<pool_id>``) until ``stop`` is set.
 
     The steps run on ``runtime``'s services: the same config, providers, tools and shared store as the
     runtimes that start the runs (tools registered in code must be registered on ``runtime`` too).
@@ -46,23 +50,30 @@ async def run_worker(
     client = await connect(settings)
     # permission requests go to the runtime that started the run, through the run's workflow
     manager.services.gate.use_callback(WorkflowPermissions(client))
+    # a dispatched worker run is a child workflow on its pool's queue, which this worker polls too
+    install_dispatch(manager, client)
     activities = RunActivities(manager, heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000))
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("agent_core")
     )
-    worker = Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=[RunWorkflow],
-        activities=activities.all(),
-        workflow_runner=runner,
-        # stopping lets the steps in flight finish (their nodes are stored; the retry on another worker
-        # continues from them) before they are abandoned
-        graceful_shutdown_timeout=SHUTDOWN_GRACE,
-        max_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
-        default_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
-    )
-    async with worker:
+    workers = [
+        Worker(
+            client,
+            task_queue=queue,
+            workflows=[RunWorkflow],
+            activities=activities.all(),
+            workflow_runner=runner,
+            # stopping lets the steps in flight finish (their nodes are stored; the retry on another
+            # worker continues from them) before they are abandoned
+            graceful_shutdown_timeout=SHUTDOWN_GRACE,
+            max_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
+            default_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
+        )
+        for queue in task_queues(manager.services.settings)
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for each in workers:
+            await stack.enter_async_context(each)
         if ready is not None:
             ready(settings.task_queue, settings.address)
         await stop.wait()

@@ -1,0 +1,127 @@
+"""The dispatching side of a worker run under the temporal engine (surfaces.md §3).
+
+On a worker process, :class:`TemporalWorkerRuns` is the launcher's
+:class:`~agent_core._agents.spec.RemoteChildRuns` for dispatched worker runs: the Orchestrator's tool
+step admits the run, writes its rows and emits the dispatch events as the local engine does
+(:mod:`agent_core._orchestrator.dispatch`); then, instead of running the worker's loop in this process,
+it asks its own run workflow to start the worker run as a child workflow on the pool's task queue
+(:mod:`._worker_workflow`), follows the run's row in the shared store until it is terminal, and ends the
+run state with the stored outcome — the dispatch result, the worker-run-end fallback and the Task WAL
+records then follow exactly as locally. A cancel request of the run (parent cancelled, Task-level cancel,
+dispatch timeout) cancels the child workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from agent_core._agents.spec import ChildSpec
+from agent_core._jsontext import compact_json
+from agent_core._loop.outcome import LoopOutcome
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.state import RunState
+from agent_core.engine.temporal._payloads import RunInput
+from agent_core.engine.temporal._queues import pool_task_queue
+from agent_core.engine.temporal._worker_workflow import DISPATCH_WORKER, DispatchRequest
+from agent_core.types.content import ErrorPayload, text_of
+from agent_core.types.enums import AgentRole, MessageRole, RunStatus
+from agent_core.types.model import Usage
+from agent_core.types.runtime import UserMessage
+from agent_core.types.storage import RunRecord
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+log = logging.getLogger("agent_core.engine.temporal")
+POLL_S = 0.1
+"""How often the worker run's row is read."""
+
+
+def run_workflow_id(run_id: str) -> str:
+    """The workflow id of a run (the root run's and a worker run's alike)."""
+    return f"soong-run-{run_id}"
+
+
+class TemporalWorkerRuns:
+    """Dispatched worker runs execute as child workflows on their pool's task queue."""
+
+    def __init__(self, manager: RunManager, client: Client) -> None:
+        self.manager = manager
+        self.client = client
+
+    def handles(self, spec: ChildSpec) -> bool:
+        return spec.role == AgentRole.worker and "worker_pool_id" in spec.run_metadata
+
+    async def execute(self, state: RunState, parent: RunState, spec: ChildSpec) -> None:
+        services = self.manager.services
+        storage = services.storage
+        settings = services.settings
+        if spec.workdir is not None:  # the worker's worktree (agents.worker_isolation = "worktree")
+            row = await storage.get_run(state.run_id)
+            meta = json.loads(row.metadata_json or "{}") if row is not None else {}
+            meta["workdir"] = str(spec.workdir)
+            await storage.update_run(state.run_id, metadata_json=compact_json(meta))
+        message = UserMessage(content=spec.first_text)
+        run = RunInput(
+            state.run_id,
+            state.session_id,
+            message.model_dump_json(),
+            heartbeat_timeout_ms=settings.engine.temporal.heartbeat_timeout_ms,
+        )
+        child_id = run_workflow_id(state.run_id)
+        queue = pool_task_queue(settings, str(spec.run_metadata["worker_pool_id"]))
+        client = self.client
+        parent_workflow = client.get_workflow_handle(run_workflow_id(parent.run_id))
+        await parent_workflow.signal(DISPATCH_WORKER, DispatchRequest(child_id, queue, run))
+        state.status = RunStatus.running
+        cancelled = False
+        while True:
+            row = await storage.get_run(state.run_id)
+            if row is not None and row.status.terminal:
+                break
+            if state.cancel_event.is_set() and not cancelled:
+                cancelled = await _cancel(client, child_id)
+            await asyncio.sleep(POLL_S)
+        assert row is not None
+        state.outcome = await self._outcome(row)
+        error = ErrorPayload.model_validate_json(row.error_json) if row.error_json else None
+        state.finish(row.status, row.end_reason, error)
+
+    async def _outcome(self, row: RunRecord) -> LoopOutcome:
+        """The worker run's outcome as stored (its last complete answer is the final text)."""
+        nodes = await self.manager.services.storage.list_nodes(row.session_id, run_id=row.run_id)
+        answers = [n for n in nodes if n.role == MessageRole.assistant and not n.metadata.get("partial")]
+        usage = json.loads(row.usage_json) if row.usage_json else {}
+        usage.pop("cost_usd", None)
+        return LoopOutcome(
+            row.status,
+            row.end_reason,
+            final_node_id=answers[-1].node_id if answers else None,
+            turn_count=row.turn_count or 0,
+            usage=Usage.model_validate(usage),
+            final_text=text_of(answers[-1].content) if answers else "",
+        )
+
+
+async def _cancel(client: Client, workflow_id: str) -> bool:
+    """Requests the child workflow's cancellation; ``False`` while it does not exist yet."""
+    from temporalio.service import RPCError
+
+    try:
+        await client.get_workflow_handle(workflow_id).cancel()
+    except RPCError as exc:
+        log.debug("cannot cancel %s yet: %s", workflow_id, exc)
+        return False
+    return True
+
+
+def install_dispatch(manager: RunManager, client: Client) -> None:
+    """Dispatched worker runs of this worker's Orchestrator runs become child workflows."""
+    from agent_core._agents.feature import Agents
+
+    agents = manager.features.children
+    if isinstance(agents, Agents):
+        agents.launcher.remote = TemporalWorkerRuns(manager, client)
