@@ -232,10 +232,24 @@ def texts_may_hold_keys(texts: Sequence[str | None], chunk: int = 256) -> list[b
     for start in range(0, len(texts), chunk):
         part = [t or "" for t in texts[start : start + chunk]]
         joined = "\n".join(part)
-        lowered = joined.lower()
-        hit = "\\u" in joined or not joined.isascii() or any(map(lowered.__contains__, _SENSITIVE_WORDS))
+        hit = "\\u" in joined or not joined.isascii()
+        if not hit:
+            words = _EXEMPT_COUNTER_KEY.sub("", joined.lower())
+            hit = any(map(words.__contains__, _SENSITIVE_WORDS))
         out += [hit] * len(part)
     return out
+
+
+_EXEMPT_COUNTER_KEY = re.compile(
+    r'token(?:s|_count|_budget)[^"\\]*"\s*:\s*'
+    r'(?=-|[0-9]|null|\{(?:\s*"[^"\\]*"\s*:\s*(?:-?[0-9][0-9.e+-]*|null)\s*,?)*\s*\})'
+)
+"""In lower-cased JSON text: the end (from its ``token…`` word) of a key :data:`TOKEN_COUNT_KEY` matches whose
+value is a number, ``null`` or an object of numbers / ``null`` — a key :func:`redact_sensitive_keys` never
+masks (:func:`_is_token_count`). :func:`texts_may_hold_keys` removes these before its word scan, so the
+usage counters every event carries do not flag the chunk; the start of the key and an object value's own
+keys stay and are scanned. In valid JSON no bare word outside a string contains ``token``, and the first
+unescaped ``"`` after it closes that string: followed by ``:``, the string is a key."""
 
 
 _SENSITIVE_WORDS = (
