@@ -198,6 +198,8 @@ class ChildLauncher:
         if parent.cancel_event.is_set() or manager.closing:
             raise AgentCoreError(ErrorCode.cancelled, "the calling run is being cancelled; no child starts")
         prepared = self._prepare(spec)
+        if spec.attach:
+            return await self._attach(ctx, parent, session, spec, prepared)
         self._check_limits(parent, session)
         state = self._register(parent, session, spec, prepared)
         created = ev.ChildAgentCreated(
@@ -230,6 +232,27 @@ class ChildLauncher:
         timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
         return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
 
+    async def _attach(
+        self, ctx: ToolContext, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
+    ) -> ChildOutcome:
+        """Awaits the child a previous attempt of this tool step started (``ChildSpec.attach``)."""
+        remote = self.remote
+        if remote is None or not remote.handles(spec):
+            raise AgentCoreError(ErrorCode.internal_error, "only a remote child run can be attached to")
+        state = self._register(parent, session, spec, prepared)
+        try:
+            if spec.on_admitted is not None:
+                await spec.on_admitted(state)
+        except BaseException:
+            self._unregister(state, parent, session)
+            raise
+        state.status = RunStatus.running
+        state.task = asyncio.create_task(
+            self._execute_remote(remote, state, parent, session, spec), name=f"child run {state.run_id}"
+        )
+        timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
+        return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
+
     async def _uninterrupted(self, awaitable: Awaitable[T]) -> T:
         """Awaits ``awaitable`` to the end even if the handler is cancelled meanwhile (the parent's tool
         pipeline cancels an agent-tool handler after its grace period); only runtime shutdown interrupts."""
@@ -247,7 +270,7 @@ class ChildLauncher:
         self, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
     ) -> RunState:
         agent_id = spec.agent_id or new_id("agent_")
-        run_id = new_id("run_")
+        run_id = spec.run_id or new_id("run_")
         state = RunState(
             run_id=run_id,
             session_id=parent.session_id,

@@ -48,6 +48,11 @@ class ChildSpec:
     task_board: Callable[[], str | None] | None = None
     step_id: Callable[[RunState], str | None] | None = None
     """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""
+    run_id: str | None = None
+    """The child's run id when the caller fixes it (``None``: a fresh id)."""
+    attach: bool = False
+    """The run ``run_id`` was already started by a previous attempt of the calling tool step (a step the
+    temporal engine retried): its rows and start events exist; the launcher registers it and awaits it."""
     on_admitted: Callable[[RunState], Awaitable[None]] | None = None
     """Called once the child passed admission and is registered, before its rows are written (workers:
     create the reused agent lazily, point the cursor at its tree, announce the dispatch). Raising
@@ -97,5 +102,9 @@ class RemoteChildRuns(Protocol):
     (its ``RunState`` finished with the stored outcome). A set ``cancel_event`` must reach the run."""
 
     def handles(self, spec: ChildSpec) -> bool: ...
+
+    def run_id(self, parent_run_id: str, tool_call_id: str) -> str:
+        """The run id of the child started by this tool call (the same when its step is retried)."""
+        ...
 
     async def execute(self, state: RunState, parent: RunState, spec: ChildSpec) -> None: ...

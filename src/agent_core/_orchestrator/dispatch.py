@@ -47,7 +47,7 @@ from agent_core._runtime.state import RunState
 from agent_core._storage.drafts import NodeDraft
 from agent_core._tasks import TaskCaller, TaskRegistry, TaskService, WorkerTaskScope
 from agent_core._tasks.inputs import parse_input
-from agent_core._tasks.worker_runs import WorkerRunEnding
+from agent_core._tasks.worker_runs import DispatchCheck, WorkerRunEnding
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._effective import validate_allowed_tools
 from agent_core.tools.context import ToolContext
@@ -178,12 +178,16 @@ class WorkerDispatcher:
             if not inp.instruction.strip():
                 raise AgentCoreError(ErrorCode.validation_error, "instruction must not be empty")
             service = await self.tasks.get(ctx.session_id)
-            check = await service.check_dispatchable(
-                inp.task_id, worker_pool_id=inp.worker_pool_id, allowed_step_ids=inp.allowed_step_ids
-            )
-            failure["worker_pool_id"] = check.worker_pool_id
-            worker, reason = self._select(ctx.session_id, check.worker_pool_id, inp)
-            reason = selection_reason or reason
+            attached = await self._started_before(ctx)
+            if attached is None:
+                check = await service.check_dispatchable(
+                    inp.task_id, worker_pool_id=inp.worker_pool_id, allowed_step_ids=inp.allowed_step_ids
+                )
+                failure["worker_pool_id"] = check.worker_pool_id
+                worker, reason = self._select(ctx.session_id, check.worker_pool_id, inp)
+                reason = selection_reason or reason
+            else:
+                check, worker, reason = attached
             failure["worker_agent_id"] = worker.worker_id
             slot = self.slots.get(ctx.session_id, worker)
             slot.reserved = True
@@ -193,8 +197,12 @@ class WorkerDispatcher:
                 worker_agent_id=worker.worker_id,
                 allowed_step_ids=check.allowed_step_ids,
             )
-            worktree = await self._worktree(inp.task_id, check.allowed_step_ids)
+            worktree = None if attached else await self._worktree(inp.task_id, check.allowed_step_ids)
             spec = self._child_spec(ctx, parent, service, slot, scope, inp, reason, worktree)
+            remote = self.launcher.remote
+            if remote is not None and remote.handles(spec):
+                spec.run_id = remote.run_id(ctx.run_id, ctx.tool_call_id)
+                spec.attach = attached is not None
             outcome = await self.launcher.run(ctx, spec)
         except AgentCoreError as exc:
             if worktree is not None and (slot is None or slot.run is None):
@@ -260,6 +268,37 @@ class WorkerDispatcher:
         if worktree is not None:
             body["worktree"] = worktree.facts()
         return outcome.tool_result(ctx.tool_call_id, call.name, body)
+
+    async def _started_before(self, ctx: ToolContext) -> tuple[DispatchCheck, PoolWorker, str] | None:
+        """The dispatch a previous attempt of this tool step started (a step the temporal engine retried
+        after its worker died): its checks, worker and selection reason, from the worker run's row."""
+        remote = self.launcher.remote
+        if remote is None:
+            return None
+        row = await self.manager.services.storage.get_run(remote.run_id(ctx.run_id, ctx.tool_call_id))
+        if row is None:
+            return None
+        meta = json.loads(row.metadata_json or "{}")
+        pool_id, worker_id = str(meta.get("worker_pool_id")), str(meta.get("worker_id"))
+        if not self.pools.validated:  # a fresh process: nothing validated the pools yet
+            services = self.manager.services
+            servers = set(services.mcp.catalog.servers) if services.mcp is not None else set()
+            self.pools.validate(self.definitions, services.tools.definitions(), mcp_servers=servers)
+        worker = next((w for w in self.pools.workers(pool_id) if w.worker_id == worker_id), None)
+        if worker is None:
+            raise AgentCoreError(
+                ErrorCode.worker_not_available,
+                f"worker {worker_id!r} of pool {pool_id!r}, dispatched before this step was retried, is "
+                "no longer configured",
+                details={"worker_agent_id": worker_id, "worker_pool_id": pool_id},
+            )
+        allowed = meta.get("allowed_step_ids")
+        check = DispatchCheck(
+            task_id=str(meta.get("task_id")),
+            worker_pool_id=pool_id,
+            allowed_step_ids=tuple(allowed) if allowed is not None else None,
+        )
+        return check, worker, str(meta.get("selection_reason"))
 
     async def _worktree(self, task_id: str, allowed_step_ids: Sequence[str] | None) -> Worktree | None:
         """The dispatch's own git worktree when ``agents.worker_isolation = "worktree"``."""
@@ -382,7 +421,7 @@ class WorkerDispatcher:
             assert cursor is not None
             cursor.reset([slot.root])
             slot.run, slot.waiting, slot.task_id, slot.reserved = state, True, inp.task_id, False
-            if created:
+            if created and not attach():
                 child_created = ev.ChildAgentCreated(
                     child_agent_id=state.agent_id,
                     child_run_id=state.run_id,
@@ -395,6 +434,8 @@ class WorkerDispatcher:
                     worker_pool_id=scope.worker_pool_id,
                 )
                 await self._emit(parent, child_created, ctx.tool_call_id)
+            if attach():  # a retried tool step: the dispatch was announced by its first attempt
+                return
             dispatched = ev.WorkerDispatched(
                 worker_agent_id=worker.worker_id,
                 worker_pool_id=scope.worker_pool_id,
@@ -407,6 +448,9 @@ class WorkerDispatcher:
             )
             await self._emit(parent, dispatched, ctx.tool_call_id)
 
+        def attach() -> bool:
+            return spec.attach
+
         def step_id(state: RunState) -> str | None:
             step = service.claimed_step(inp.task_id, state.run_id)
             return step.step_id if step is not None else None
@@ -414,7 +458,7 @@ class WorkerDispatcher:
         def board() -> str | None:
             return self.board(service, caller)
 
-        return ChildSpec(
+        spec = ChildSpec(
             role=AgentRole.worker,
             definition=worker.definition,
             tool_call_id=ctx.tool_call_id,
@@ -445,6 +489,7 @@ class WorkerDispatcher:
             step_id=step_id,
             on_admitted=on_admitted,
         )
+        return spec
 
     def board(self, service: TaskService, caller: TaskCaller) -> str | None:
         """The Task board text for ``caller`` with the configured budgets (context.md §13)."""

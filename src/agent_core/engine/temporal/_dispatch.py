@@ -14,6 +14,7 @@ dispatch timeout) cancels the child workflow.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from typing import TYPE_CHECKING
@@ -54,6 +55,14 @@ class TemporalWorkerRuns:
 
     def handles(self, spec: ChildSpec) -> bool:
         return spec.role == AgentRole.worker and "worker_pool_id" in spec.run_metadata
+
+    def run_id(self, parent_run_id: str, tool_call_id: str) -> str:
+        """``run_<the parent's stamp>_<12 hex of the parent run and the tool call>``: a tool step retried
+        on another worker finds the worker run (and its child workflow) its first attempt started."""
+        digest = hashlib.sha256(f"{parent_run_id}\0{tool_call_id}".encode()).hexdigest()[:12]
+        parts = parent_run_id.split("_")
+        stamp = "_".join(parts[1:3]) if len(parts) == 4 else "dispatch"
+        return f"run_{stamp}_{digest}"
 
     async def execute(self, state: RunState, parent: RunState, spec: ChildSpec) -> None:
         services = self.manager.services
