@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys
-from agent_core._storage._reports import expand_report, seq_ranges
+from agent_core._storage._reports import NodeIndex, compact_seqs, expand_report, seq_ranges
 from agent_core._storage.decode import events_from_rows
 from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -52,6 +52,32 @@ def _stored(db: Path, sid: str) -> list[str]:
 def test_seq_ranges_keep_order() -> None:
     assert seq_ranges([3, 4, 5, 9, 1, 2]) == [[3, 5], [9, 9], [1, 2]]
     assert seq_ranges([]) == []
+
+
+def test_compacting_a_list_that_extends_the_previous_one_equals_a_fresh_compaction() -> None:
+    """A session's reports mostly extend the previous list: the memo of the node index reuses its ranges
+    (only the new ids are looked up) and never changes the stored ranges."""
+    ids = [f"node_{i}" for i in range(40)]
+    index = NodeIndex({node_id: i + 1 for i, node_id in enumerate(ids)})
+    plain = dict(index)
+
+    def both(included: list[str], new_nodes: dict[str, int] | None = None, first_new: int = 0) -> None:
+        payload = {"included_node_ids": included, "excluded_node_ids": ids[:3]}
+        memo = compact_seqs(payload, index, new_nodes or {}, ())
+        fresh = compact_seqs(payload, plain, new_nodes or {}, ())
+        assert memo is not None and fresh is not None and set(memo) == set(fresh)
+        for field, value in fresh.items():
+            assert memo[field].ranges(first_new) == value.ranges(first_new)
+        if not new_nodes:  # a list naming a node of the same write is not remembered
+            assert index.lists["included_node_ids"].ids == included
+
+    both(ids[:10])
+    both(ids[:10] + ids[12:20])  # extends: only the 8 new ids are looked up
+    assert index.lists["included_node_ids"].ranges == [[1, 10], [13, 20]]
+    both([*ids[:10], *ids[12:30], "node_new"], {"node_new": -1}, first_new=41)  # a node of the same write
+    both(ids[5:30])  # not an extension: a fresh compaction
+    both(list(reversed(ids[:20])))
+    assert compact_seqs({"included_node_ids": [*ids[:9], "unknown"]}, index, {}, ()) is None
 
 
 async def test_reports_are_stored_as_ranges_and_read_back_unchanged(tmp_path: Path) -> None:

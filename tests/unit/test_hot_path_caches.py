@@ -15,7 +15,7 @@ from agent_core._events.stream import EventChannel
 from agent_core._memo import WireMemo
 from agent_core._redaction import REDACTED, Redactor, has_sensitive_keys, redact_sensitive_keys, redact_with
 from agent_core._storage.decode import events_from_rows, nodes_from_rows
-from agent_core.providers._openai_compatible import build_payload
+from agent_core.providers._openai_wire import BodyEncoder, build_payload
 from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.types.content import JsonBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EventType
@@ -76,41 +76,77 @@ def _history() -> list[ModelMessage]:
     ]
 
 
-def test_openai_payload_with_memo_equals_the_plain_payload_across_requests() -> None:
+def _plain_body(request: ModelRequest, names: ToolNameMap) -> bytes:
+    return json.dumps(build_payload(request, names), ensure_ascii=False).encode("utf-8")
+
+
+def test_openai_encoded_body_equals_the_dumped_payload_across_requests() -> None:
     history = _history()
     request = _request(history, ["code.read_file", "code.list_dir"])
     names = ToolNameMap.for_request(request)
     plain = build_payload(request, names)
-    memo = WireMemo()
-    first = build_payload(request, names, memo)
-    assert json.dumps(first) == json.dumps(plain)
+    encoder = BodyEncoder()
+    assert encoder.encode(request, names) == _plain_body(request, names)
     roles = [m["role"] for m in plain["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
     assert [m["tool_call_id"] for m in plain["messages"][3:5]] == ["a", "b"]  # the calls' order
+    assert plain["messages"][0]["content"] == "be brief\n\nnote"  # system blocks, then system messages
     grown = [*history, ModelMessage(role="assistant", content=[TextBlock(text="more")])]
-    second_request = _request(grown, ["code.read_file", "code.list_dir"])
-    second = build_payload(second_request, ToolNameMap.for_request(second_request), memo)
-    assert json.dumps(second) == json.dumps(
-        build_payload(second_request, ToolNameMap.for_request(second_request))
+    second_request = request.model_copy(update={"messages": grown})  # the same tool definitions
+    second_names = ToolNameMap.for_request(second_request)
+    entries = len(encoder.memo)
+    assert encoder.encode(second_request, second_names) == _plain_body(second_request, second_names)
+    assert len(encoder.memo) == entries + 1  # only the new message was encoded; the rest was reused
+
+
+def test_openai_encoded_body_merges_assistant_chains_and_keeps_options() -> None:
+    """Consecutive assistant messages (a max_tokens continuation) become one entry; non-ASCII text,
+    options and a named tool choice encode exactly as ``json.dumps`` of the payload."""
+    from agent_core.types.model import ToolChoiceNamed
+
+    call = ToolCallBlock(tool_call_id="c1", name="code.read_file", arguments={"path": "ü/x"})
+    history = [
+        ModelMessage(role="user", content=[TextBlock(text='héllo \u2028 "q"')]),
+        ModelMessage(role="assistant", content=[TextBlock(text="part one ")]),
+        ModelMessage(role="assistant", content=[TextBlock(text="part two"), call]),
+        ModelMessage(
+            role="tool", content=[ToolResultBlock(tool_call_id="c1", content=[TextBlock(text="ok")])]
+        ),
+    ]
+    request = _request(history, ["code.read_file"]).model_copy(
+        update={
+            "temperature": 0.3,
+            "max_output_tokens": 100,
+            "stop_sequences": ["END"],
+            "tool_choice": ToolChoiceNamed(name="code.read_file"),
+            "provider_options": {"openai": {"seed": 7, "top_p": 0.5}},
+        }
     )
-    assert second["messages"][2] is first["messages"][2]  # the assistant entry was reused, not rebuilt
+    names = ToolNameMap.for_request(request)
+    encoder = BodyEncoder()
+    for _ in range(2):  # the second time from the memo
+        assert encoder.encode(request, names) == _plain_body(request, names)
+    merged = build_payload(request, names)["messages"][2]
+    assert merged["content"] == "part one part two" and merged["tool_calls"][0]["id"] == "c1"
 
 
 def test_openai_memo_is_bypassed_when_the_tool_name_mapping_changes() -> None:
     history = _history()
-    memo = WireMemo()
-    build_payload(
-        _request(history, ["code.read_file", "code.list_dir"]), ToolNameMap(["code.read_file"]), memo
-    )
+    encoder = BodyEncoder()
+    encoder.encode(_request(history, ["code.read_file", "code.list_dir"]), ToolNameMap(["code.read_file"]))
 
     class Renamed(ToolNameMap):
         def mangle(self, canonical: str) -> str:
             return "renamed_" + canonical.replace(".", "_")
 
     renamed = Renamed(["code.read_file", "code.list_dir"])
-    payload = build_payload(_request(history, []), renamed, memo)
+    request = _request(history, ["code.read_file"])
+    body = encoder.encode(request, renamed)
+    assert body == _plain_body(request, renamed)
+    payload = json.loads(body)
     calls = payload["messages"][2]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["renamed_code_read_file", "renamed_code_list_dir"]
+    assert payload["tools"][0]["function"]["name"] == "renamed_code_read_file"
 
 
 def test_has_sensitive_keys_matches_redact_sensitive_keys() -> None:
@@ -256,13 +292,14 @@ async def test_finished_root_runs_leave_the_live_run_table(soong_env: SoongEnv) 
 
 def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
     """Resuming the wire encoding at the last shared user message never changes the request body."""
-    from agent_core.providers._openai_compatible import build_payload
+    from agent_core.providers._openai_wire import BodyEncoder
     from agent_core.providers._prefix import PrefixMemo
     from agent_core.providers._tool_mapping import ToolNameMap
     from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
     from agent_core.types.model import ModelMessage, ModelRequest
 
     memo = PrefixMemo()
+    encoder = BodyEncoder()
     history: list[ModelMessage] = []
     meta = {"session_id": "sess_a", "agent_id": "agent_a"}
     for turn in range(6):
@@ -289,9 +326,10 @@ def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
         history.append(ModelMessage(role="assistant", content=[TextBlock(text=f"a{turn}")]))
         if turn == 3:  # a rewritten history (e.g. trimming) must not reuse stale entries
             history = history[2:]
+        if turn == 4:  # a system message inside the history joins the system prompt
+            history.append(ModelMessage(role="system", content=[TextBlock(text=f"note {turn}")]))
         request = ModelRequest(model="m", messages=list(history), metadata=meta)
         entry, shared = memo.scan(request)
         names = ToolNameMap([*entry.names])
-        assert build_payload(request, names, None, (entry, shared)) == build_payload(
-            request, ToolNameMap.for_request(request)
-        )
+        body = encoder.encode(request, names, (entry, shared))
+        assert body == _plain_body(request, ToolNameMap.for_request(request))

@@ -15,7 +15,6 @@ from agent_core._assets.loader import AssetLoader
 from agent_core._compact.service import CompactionService
 from agent_core._compact.service import install as install_compaction
 from agent_core._context.instructions import (
-    InstructionIndex,
     catalog_block,
     instruction_blocks,
     scan_instruction_catalog,
@@ -205,7 +204,7 @@ class InstructionSources:
     def dynamic_sources(
         self, state: RunState, role: AgentRole, effective: EffectiveTools
     ) -> list[DynamicSource]:
-        index = InstructionIndex()
+        index = state.recorder.cursor.instructions  # scanned incrementally across the agent's runs
 
         def instructions(path: Sequence[Node]) -> list[SystemBlock]:
             blocks, _notes = instruction_blocks(path, index)

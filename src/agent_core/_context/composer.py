@@ -32,6 +32,7 @@ from agent_core._context.conversation import (
     ConversationItem,
     block_key,
     build_conversation,
+    flatten,
     protect,
 )
 from agent_core._context.render import RenderCache
@@ -135,7 +136,7 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     conversation = build_conversation(
         inp.path, cache, counter, substitutions=inp.substitutions, memo=inp.memo
     )
-    user_tokens = _user_tokens(conversation[0], inp.current_user_node_id)
+    user_tokens = _user_tokens(conversation.groups, inp.current_user_node_id)
     plan = degrade_static(
         inp.static_blocks,
         tool_tokens=inp.tool_tokens,
@@ -151,9 +152,14 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
 
 
 def _user_tokens(groups: list[list[ConversationItem]], user_node_id: str | None) -> int:
+    """Tokens of the current user message (searched from the end: it is among the latest nodes)."""
     if user_node_id is None:
         return 0
-    return next((it.tokens for g in groups for it in g if it.node.node_id == user_node_id), 0)
+    for group in reversed(groups):
+        for it in group:
+            if it.node.node_id == user_node_id:
+                return it.tokens
+    return 0
 
 
 def _finish(comp: Composition, plan: StaticPlan, user_tokens: int, cap: int) -> Composition:
@@ -186,7 +192,7 @@ def _budgeted(
     if lim.non_system_budget is not None:
         non_system = min(non_system, lim.non_system_budget)
 
-    groups, starts, excluded, unpaired, compaction_id, covered = conversation
+    groups, excluded = conversation.groups, conversation.excluded
 
     board_tokens = 0
     board_text = inp.task_board
@@ -196,19 +202,18 @@ def _budgeted(
 
     degradations: list[ArtifactDegradation] = []
 
-    def total() -> int:
-        return sum([it.tokens for g in groups for it in g]) + board_tokens
-
-    conversation_tokens = sum([it.tokens for g in groups for it in g])
-    if inp.memo is not None:
-        if conversation_tokens + board_tokens <= non_system and not inp.substitutions and groups:
-            inp.memo.remember(inp.path, groups, starts, excluded, unpaired, compaction_id, covered, cache)
+    memo = inp.memo
+    base = memo.flat if memo is not None and conversation.reused else None
+    flat = flatten(groups, base, conversation.reused)
+    if memo is not None:
+        if flat.tokens + board_tokens <= non_system and not inp.substitutions and groups:
+            memo.remember(inp.path, conversation, flat, cache)
         else:
-            inp.memo.forget()
-    if conversation_tokens + board_tokens > non_system:
+            memo.forget()
+    if flat.tokens + board_tokens > non_system:
         protect(groups, user_node_id=inp.current_user_node_id, run_id=inp.current_run_id)
         shrink_previews(groups, counter, degradations, protected=False)
-        current = total()
+        current = sum([it.tokens for g in groups for it in g]) + board_tokens
         while current > non_system:
             victim = next((g for g in groups if not any(it.protected for it in g)), None)
             if victim is None:
@@ -219,12 +224,21 @@ def _budgeted(
                 current -= it.tokens
         if current > non_system:
             shrink_previews(groups, counter, degradations, protected=True)
+        flat = flatten(groups)
 
-    flat = [it for g in groups for it in g]
-    while flat and flat[0].message.role != "user":
-        dropped = flat.pop(0)
-        excluded[dropped.node.node_id] = "budget"
-    messages = [it.message for it in flat]
+    items, messages, included = flat.items, flat.messages, flat.node_ids
+    synthetic, tokens = flat.synthetic, flat.tokens
+    drop = 0
+    while drop < len(items) and items[drop].message.role != "user":
+        excluded[items[drop].node.node_id] = "budget"
+        tokens -= items[drop].tokens
+        drop += 1
+    if drop:
+        dropped = {it.node.node_id for it in items[:drop]}
+        synthetic = [r for r in synthetic if r.source_node_id not in dropped]
+    # fresh lists: the flat lists are kept by the memo and must never change
+    items, messages, included = items[drop:], messages[drop:], included[drop:]
+    synthetic = list(synthetic)
     if board_text:
         messages.append(
             ModelMessage(
@@ -233,12 +247,12 @@ def _budgeted(
                 metadata={"synthetic": True, "source": "task_board"},
             )
         )
-    non_system_tokens = sum([it.tokens for it in flat]) + board_tokens
+    non_system_tokens = tokens + board_tokens
     fits = not static_overflow and non_system_tokens <= non_system
     degradable: list[DegradableBlock] = []
     if not fits:
         degradable = degradable_blocks(
-            flat,
+            items,
             non_system,
             counter,
             substitutions=inp.substitutions,
@@ -246,14 +260,6 @@ def _budgeted(
             limit_bytes=lim.result_limit_bytes,
         )
 
-    included = [it.node.node_id for it in flat]
-    synthetic = [
-        SyntheticBlockReport(
-            source_node_id=it.node.node_id, source_node_type=it.node.node_type, token_count=it.tokens
-        )
-        for it in flat
-        if it.synthetic
-    ]
     budget = TokenBudget(
         context_window=window,
         reserve_output_tokens=reserve,
@@ -274,12 +280,12 @@ def _budgeted(
         included_node_ids=included,
         excluded_node_ids=list(excluded),
         excluded_reasons=excluded,
-        compaction_node_id=compaction_id,
+        compaction_node_id=conversation.compaction_id,
         system_reports=system_reports,
         synthetic_reports=synthetic,
         degradations=degradations,
-        unpaired_tool_call_ids=unpaired,
+        unpaired_tool_call_ids=conversation.unpaired,
         degradable=degradable,
-        covered_node_ids=covered,
+        covered_node_ids=conversation.covered,
         task_board_text=board_text,
     )

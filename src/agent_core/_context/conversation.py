@@ -16,7 +16,7 @@ from agent_core._context.tokens import TokenCounter
 from agent_core.types.content import ContentBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import NodeType
 from agent_core.types.model import ModelMessage
-from agent_core.types.runtime import Node
+from agent_core.types.runtime import Node, SyntheticBlockReport
 
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
@@ -74,10 +74,67 @@ class ConversationItem:
     protected: bool = False
 
 
-Conversation = tuple[
-    list[list[ConversationItem]], list[int], dict[str, str], list[str], str | None, list[str]
-]
-"""``(groups, path index of each group's first node, excluded, unpaired ids, compaction id, covered)``."""
+@dataclass(slots=True)
+class Conversation:
+    """The grouped conversation of a path (see :func:`build_conversation`)."""
+
+    groups: list[list[ConversationItem]]
+    starts: list[int]
+    """Path index of each group's first node."""
+    excluded: dict[str, str]
+    unpaired: list[str]
+    compaction_id: str | None
+    covered: list[str]
+    reused: int = 0
+    """Leading groups taken unchanged from the memo (the memo's :class:`Flat` covers them)."""
+
+
+@dataclass(slots=True)
+class Flat:
+    """The items of a conversation in order and what a request and its report take from them.
+
+    Built once per group and extended as the path grows (:func:`flatten`), so a build over a long session
+    copies lists instead of walking every item in Python.
+    """
+
+    items: list[ConversationItem]
+    messages: list[ModelMessage]
+    node_ids: list[str]
+    synthetic: list[SyntheticBlockReport]
+    tokens: int
+    head: tuple[int, int, int]
+    """``(items, synthetic reports, tokens)`` before the last group."""
+
+
+def flatten(groups: list[list[ConversationItem]], base: Flat | None = None, reused: int = 0) -> Flat:
+    """:class:`Flat` of ``groups``; ``base`` is the memo's flat whose groups before its last one are the
+    first ``reused`` groups here (only the groups after them are walked)."""
+    if base is not None and reused:
+        n_items, n_synthetic, tokens = base.head
+        items = base.items[:n_items]
+        messages = base.messages[:n_items]
+        node_ids = base.node_ids[:n_items]
+        synthetic = base.synthetic[:n_synthetic]
+    else:
+        items, messages, node_ids, synthetic, tokens, reused = [], [], [], [], 0, 0
+    last = len(groups) - 1
+    head = (len(items), len(synthetic), tokens)
+    for index in range(reused, len(groups)):
+        if index == last:
+            head = (len(items), len(synthetic), tokens)
+        for it in groups[index]:
+            node = it.node
+            items.append(it)
+            messages.append(it.message)
+            node_ids.append(node.node_id)
+            tokens += it.tokens
+            if it.synthetic:
+                synthetic.append(
+                    SyntheticBlockReport(
+                        source_node_id=node.node_id, source_node_type=node.node_type, token_count=it.tokens
+                    )
+                )
+    return Flat(items, messages, node_ids, synthetic, tokens, head)
 
 
 class ComposeMemo:
@@ -93,6 +150,7 @@ class ComposeMemo:
         "consumed",
         "covered",
         "excluded",
+        "flat",
         "groups",
         "path",
         "starts",
@@ -113,33 +171,29 @@ class ComposeMemo:
         self.unpaired: list[str] = []
         self.compaction_id: str | None = None
         self.covered: list[str] = []
+        self.flat: Flat | None = None
 
     def remember(
-        self,
-        path: Sequence[Node],
-        groups: list[list[ConversationItem]],
-        starts: list[int],
-        excluded: dict[str, str],
-        unpaired: list[str],
-        compaction_id: str | None,
-        covered: list[str],
-        cache: RenderCache,
+        self, path: Sequence[Node], conversation: Conversation, flat: Flat, cache: RenderCache
     ) -> None:
+        """Keeps a build that needed no trimming (``flat``: :func:`flatten` of its groups)."""
+        starts = conversation.starts
         self.path = path
         self.consumed = len(path)
         self.tail = path[-1] if path else None
-        self.groups = list(groups)
+        self.groups = list(conversation.groups)
         self.starts = list(starts)
-        self.excluded = dict(excluded)
+        self.excluded = dict(conversation.excluded)
         # unpaired ids of the last group are derived again by the next build
         reopened: set[str] = set()
         for node in path[starts[-1] :] if starts and starts[-1] >= 0 else ():
             rendered = cache.entry(node)
             if rendered is not None:
                 reopened.update(rendered.call_ids, rendered.result_ids)
-        self.unpaired = [u for u in unpaired if u not in reopened]
-        self.compaction_id = compaction_id
-        self.covered = covered
+        self.unpaired = [u for u in conversation.unpaired if u not in reopened]
+        self.compaction_id = conversation.compaction_id
+        self.covered = conversation.covered
+        self.flat = flat
 
     def usable_for(self, path: Sequence[Node]) -> bool:
         n = self.consumed
@@ -178,7 +232,7 @@ def _full(
     groups = _group(items)
     index_of = {node.node_id: i for i, node in enumerate(path)}
     starts = [index_of.get(g[0].node.node_id, -1) for g in groups]
-    return groups, starts, excluded, unpaired, compaction_id, covered
+    return Conversation(groups, starts, excluded, unpaired, compaction_id, covered)
 
 
 def _incremental(
@@ -218,7 +272,8 @@ def _incremental(
     index_of = {node.node_id: i for i, node in enumerate(path[start:], start)}
     groups = memo.groups[:-1] + tail_groups
     starts = memo.starts[:-1] + [index_of[g[0].node.node_id] for g in tail_groups]
-    return groups, starts, excluded, unpaired, memo.compaction_id, memo.covered
+    reused = len(memo.groups) - 1
+    return Conversation(groups, starts, excluded, unpaired, memo.compaction_id, memo.covered, reused)
 
 
 def _candidates(

@@ -11,13 +11,14 @@ import asyncio
 from collections.abc import Sequence
 
 from agent_core._context.conversation import ComposeMemo, is_skipped_assistant
+from agent_core._context.instructions import InstructionIndex
 from agent_core._context.render import RenderCache
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
 
 
 class AgentCursor:
-    __slots__ = ("agent_id", "cache", "lock", "memo", "path")
+    __slots__ = ("agent_id", "cache", "instructions", "lock", "memo", "path")
 
     def __init__(self, agent_id: str, path: Sequence[Node] = ()) -> None:
         self.agent_id = agent_id
@@ -25,6 +26,8 @@ class AgentCursor:
         self.cache = RenderCache()
         self.lock = asyncio.Lock()
         self.memo = ComposeMemo()
+        self.instructions = InstructionIndex()
+        """The loaded instruction files of :attr:`path`, kept across the agent's runs."""
 
     @property
     def tip(self) -> str | None:

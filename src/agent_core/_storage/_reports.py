@@ -34,7 +34,11 @@ def wants_node_index(payload: Mapping[str, Any]) -> bool:
 
 def seq_ranges(seqs: Sequence[int]) -> list[list[int]]:
     """Runs of consecutive seqs, in order: ``[3, 4, 5, 9, 1]`` → ``[[3, 5], [9, 9], [1, 1]]``."""
-    ranges: list[list[int]] = []
+    return extend_ranges([], seqs)
+
+
+def extend_ranges(ranges: list[list[int]], seqs: Sequence[int]) -> list[list[int]]:
+    """Appends ``seqs`` to ``ranges`` (in place, see :func:`seq_ranges`) and returns it."""
     for seq in seqs:
         if ranges and seq == ranges[-1][1] + 1:
             ranges[-1][1] = seq
@@ -43,39 +47,87 @@ def seq_ranges(seqs: Sequence[int]) -> list[list[int]]:
     return ranges
 
 
+class CompactedList:
+    """A node-id list stored compactly before, with the seq ranges of its ids (all committed)."""
+
+    __slots__ = ("ids", "ranges", "secrets")
+
+    def __init__(self, ids: list[str], ranges: list[list[int]], secrets: tuple[str, ...]) -> None:
+        self.ids = ids
+        self.ranges = ranges
+        self.secrets = secrets
+
+
+class NodeIndex(dict[str, int]):
+    """Node id → ``node_seq`` of a session's committed nodes, and the last compacted list of each field.
+
+    A session's next report usually lists the same ids plus a few new ones: only those are looked up
+    (per report the writer's work then does not grow with the session).
+    """
+
+    __slots__ = ("lists",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.lists: dict[str, CompactedList] = {}
+
+
+class CompactIds:
+    """The seqs of one list: the ranges of a known prefix, then the seqs of the rest (placeholders
+    ``-(k + 1)`` for nodes of the same write, see :meth:`ranges`)."""
+
+    __slots__ = ("prefix", "seqs")
+
+    def __init__(self, prefix: list[list[int]], seqs: list[int]) -> None:
+        self.prefix = prefix
+        self.seqs = seqs
+
+    def ranges(self, first_new_seq: int) -> list[list[int]]:
+        """The list's ranges; a placeholder ``-(k + 1)`` is ``first_new_seq + k`` (the seq the writer
+        gave the k-th new node)."""
+        seqs = [s if s > 0 else first_new_seq - 1 - s for s in self.seqs]
+        return extend_ranges([list(r) for r in self.prefix], seqs)
+
+
 def compact_seqs(
     payload: Mapping[str, Any],
     node_seqs: Mapping[str, int],
     new_nodes: Mapping[str, int],
     secrets: tuple[str, ...],
-) -> dict[str, list[int]] | None:
+) -> dict[str, CompactIds] | None:
     """The seqs of each long node-id list of ``payload`` that can be stored compactly (``None``: none).
 
     ``node_seqs`` maps committed node ids to their seq; ``new_nodes`` maps the ids of nodes written in
     the same transaction to ``-(k + 1)`` (k-th node of that write; its seq is known only to the writer,
-    see :func:`resolve`). A list is skipped when an id is unknown or not a string, or holds a secret.
+    see :meth:`CompactIds.ranges`). A list is skipped when an id is unknown or not a string, or holds a
+    secret. With a :class:`NodeIndex`, a list that extends the field's previous list reuses its ranges.
     """
-    out: dict[str, list[int]] | None = None
+    out: dict[str, CompactIds] | None = None
+    memo = node_seqs.lists if isinstance(node_seqs, NodeIndex) else None
     for field in COMPACT_FIELDS:
         ids = payload.get(field)
         if not isinstance(ids, list) or len(ids) < MIN_COMPACT_IDS:
             continue
-        seqs = [(node_seqs.get(i) or new_nodes.get(i)) if type(i) is str else None for i in ids]
+        known = memo.get(field) if memo is not None else None
+        start, prefix = 0, []
+        # the ids are mostly the same string objects as before: the comparison is a C loop
+        if known is not None and known.secrets == secrets and ids[: len(known.ids)] == known.ids:
+            start, prefix = len(known.ids), known.ranges
+        rest = ids[start:] if start else ids
+        seqs = [(node_seqs.get(i) or new_nodes.get(i)) if type(i) is str else None for i in rest]
         if None in seqs:
             continue
-        if secrets:
-            joined = "\0".join(ids)
+        if secrets and rest:  # a secret never holds NUL: one inside the joined ids lies within one id
+            joined = "\0".join(rest)
             if any(s in joined for s in secrets):
                 continue
         if out is None:
             out = {}
-        out[field] = seqs  # type: ignore[assignment]
+        found = CompactIds(prefix, seqs)  # type: ignore[arg-type]
+        out[field] = found
+        if memo is not None and all(s > 0 for s in seqs):  # type: ignore[operator]
+            memo[field] = CompactedList(list(ids), found.ranges(0), secrets)
     return out
-
-
-def resolve(seqs: list[int], first_new_seq: int) -> list[int]:
-    """Placeholders ``-(k + 1)`` → ``first_new_seq + k`` (the seq the writer gave the k-th new node)."""
-    return [s if s > 0 else first_new_seq - 1 - s for s in seqs]
 
 
 def compact_payload(payload: Mapping[str, Any], ranges: Mapping[str, list[list[int]]]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_core._storage import schema as S
+from agent_core._storage._reports import NodeIndex
 from agent_core._storage.writer import Txn
 
 NODE_SESSION_CACHE = 200_000
@@ -34,7 +35,7 @@ class StoreCaches:
         self.seq: dict[str, int] = {}
         self.run_seq: dict[str, int] = {}
         self.node_sessions: dict[str, str] = {}
-        self.node_index: dict[str, dict[str, int]] = {}
+        self.node_index: dict[str, NodeIndex] = {}
 
     def clear(self) -> None:
         """Forgets the counters (the database is closed); node → session and SQL stay valid."""
@@ -73,7 +74,7 @@ class StoreCaches:
         for node_id in stale:
             del self.node_sessions[node_id]
 
-    def session_node_index(self, session_id: str) -> dict[str, int] | None:
+    def session_node_index(self, session_id: str) -> NodeIndex | None:
         """Node id → ``node_seq`` of a session's committed nodes, kept for the last few sessions that
         wrote a context report (compact reports, ``storage/_reports.py``). The first report of a session
         after opening is stored verbatim; its transaction loads the index, later commits extend it."""
@@ -86,7 +87,7 @@ class StoreCaches:
         self.node_index.pop(session_id, None)
         while len(self.node_index) >= NODE_INDEX_SESSIONS:
             self.node_index.pop(next(iter(self.node_index)))
-        self.node_index[session_id] = index
+        self.node_index[session_id] = NodeIndex(index)
 
     def remember_node(self, node_id: str, session_id: str) -> None:
         if len(self.node_sessions) >= NODE_SESSION_CACHE:

@@ -21,10 +21,9 @@ from agent_core._redaction import (
     redact_with,
 )
 from agent_core._storage._reports import (
+    CompactIds,
     compact_payload,
     compact_seqs,
-    resolve,
-    seq_ranges,
 )
 from agent_core._storage.decode import trusted
 from agent_core._storage.drafts import EventDraft, NodeDraft
@@ -192,11 +191,11 @@ class CompactReport:
     """A context report to be stored with seq ranges; finished by the writer (``first_new_seq``)."""
 
     payload: dict[str, Any]
-    seqs: dict[str, list[int]]
+    seqs: dict[str, CompactIds]
     secrets: tuple[str, ...]
 
     def text(self, first_new_seq: int) -> str:
-        ranges = {f: seq_ranges(resolve(s, first_new_seq)) for f, s in self.seqs.items()}
+        ranges = {f: s.ranges(first_new_seq) for f, s in self.seqs.items()}
         text = json_text(compact_payload(self.payload, ranges), "event payload")
         if self.secrets and _mentions(text, self.secrets):  # digits only could still spell a secret
             return redacted_payload(self.payload, "event payload", self.secrets)[1]

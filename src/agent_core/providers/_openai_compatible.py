@@ -11,8 +11,8 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from agent_core._memo import WireMemo
 from agent_core.config.model import ResolvedModelConfig
+from agent_core.providers._openai_wire import OPTION_KEYS, BodyEncoder, build_payload
 from agent_core.providers._prefix import PrefixEntry
 from agent_core.providers._streaming import (
     ChunkTranslator,
@@ -23,12 +23,7 @@ from agent_core.providers._streaming import (
     sse_events,
     status_error_type,
 )
-from agent_core.providers._tool_mapping import (
-    ToolNameMap,
-    render_blocks,
-    render_tool_result,
-    system_texts,
-)
+from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.providers.base import (
     MessageAssembler,
     as_dict,
@@ -37,13 +32,10 @@ from agent_core.providers.base import (
     mentions_tools_unsupported,
     optional_int,
 )
-from agent_core.types.content import ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
     ModelEvent,
-    ModelMessage,
     ModelRequest,
     ProviderErrorPayload,
-    ToolChoiceNamed,
     Usage,
 )
 
@@ -57,198 +49,8 @@ STOP_REASONS = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
-OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
 END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 """Chunk the transport feeds for the ``data: [DONE]`` terminator."""
-
-
-def build_payload(
-    request: ModelRequest,
-    name_map: ToolNameMap,
-    memo: WireMemo | None = None,
-    prefix: tuple[PrefixEntry, int] | None = None,
-) -> dict[str, Any]:
-    """The ``POST /chat/completions`` body for ``request`` (pure).
-
-    ``memo`` reuses the wire entries of messages/blocks already encoded for an earlier request (same
-    objects, same tool-name mapping) and ``prefix`` the whole encoded history up to the last user message
-    the request shares with the conversation's previous request; the result is identical with or without
-    them. Entries are shared: callers must not mutate the returned messages.
-    """
-    messages: list[dict[str, Any]] = []
-    system = system_texts(request)
-    if system:
-        messages.append({"role": "system", "content": "\n\n".join(system)})
-    messages.extend(_wire_with_prefix(request.messages, name_map, memo, prefix))
-    payload: dict[str, Any] = {
-        "model": request.model,
-        "messages": messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if request.temperature is not None:
-        payload["temperature"] = request.temperature
-    if request.max_output_tokens is not None:
-        payload["max_tokens"] = request.max_output_tokens
-    if request.stop_sequences:
-        payload["stop"] = list(request.stop_sequences)
-    if request.tools:
-        payload["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": name_map.mangle(tool.name),
-                    "description": tool.description,
-                    "parameters": tool.input_schema,
-                },
-            }
-            for tool in request.tools
-        ]
-        choice = request.tool_choice
-        if isinstance(choice, ToolChoiceNamed):
-            payload["tool_choice"] = {"type": "function", "function": {"name": name_map.mangle(choice.name)}}
-        else:
-            payload["tool_choice"] = choice
-    for key, value in request.provider_options.get("openai", {}).items():
-        if key in OPTION_KEYS:
-            payload[key] = value
-    return payload
-
-
-def _wire_with_prefix(
-    source: list[ModelMessage],
-    name_map: ToolNameMap,
-    memo: WireMemo | None,
-    prefix: tuple[PrefixEntry, int] | None,
-) -> list[dict[str, Any]]:
-    """:func:`_wire_messages`, resumed at the last user-message checkpoint inside the shared prefix."""
-    if prefix is None:
-        return _wire_messages(source, name_map, memo)
-    entry, shared = prefix
-    names = tuple(name_map.items())
-    state = entry.extra.get("openai")
-    start, base = 0, 0
-    out: list[dict[str, Any]] = []
-    checkpoints: list[tuple[int, int]] = []
-    if state is not None and state[0] == names:
-        for index, length in state[1]:
-            if index > shared:
-                break
-            checkpoints.append((index, length))
-        if checkpoints:
-            start, base = checkpoints[-1]
-            out = state[2][:base]
-    out.extend(_wire_messages(source[start:], name_map, memo, checkpoints, start, base))
-    entry.extra["openai"] = (names, checkpoints, out)
-    return out
-
-
-def _wire_messages(
-    source: list[ModelMessage],
-    name_map: ToolNameMap,
-    memo: WireMemo | None,
-    checkpoints: list[tuple[int, int]] | None = None,
-    offset: int = 0,
-    base: int = 0,
-) -> list[dict[str, Any]]:
-    """Non-system messages in wire form. Consecutive tool messages form one group whose results follow
-    the preceding assistant's tool-call order (unmatched results keep their order at the end), one
-    ``tool`` message per result; consecutive assistant messages become one entry."""
-    out: list[dict[str, Any]] = []
-    call_order: dict[str, int] = {}
-    tools: list[ToolResultBlock] = []
-
-    def flush_tools() -> None:
-        blocks = tools
-        if len(tools) > 1:
-            ranked = sorted(
-                enumerate(tools),
-                key=lambda pair: (call_order.get(pair[1].tool_call_id, len(call_order)), pair[0]),
-            )
-            blocks = [block for _, block in ranked]
-        out.extend(_tool_entry(block, memo) for block in blocks)
-        tools.clear()
-
-    for position, message in enumerate(source, offset):
-        role = message.role
-        if role == "system":
-            continue
-        if role == "tool":
-            tools.extend(b for b in message.content if isinstance(b, ToolResultBlock))
-            continue
-        if tools:
-            flush_tools()
-        if role == "user":
-            if checkpoints is not None and (not checkpoints or checkpoints[-1][0] < position):
-                checkpoints.append((position, base + len(out)))
-            out.append(_user_entry(message, memo))
-        else:
-            entry, ids = _assistant_entry(message, name_map, memo)
-            if out and out[-1]["role"] == "assistant":  # a max_tokens continuation chain
-                entry = _merge_assistant(out.pop(), entry)
-                ids = [call["id"] for call in entry.get("tool_calls", [])]
-            call_order = {cid: i for i, cid in enumerate(ids)}
-            out.append(entry)
-    if tools:
-        flush_tools()
-    return out
-
-
-def _merge_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """One entry for consecutive assistant messages, texts concatenated: llama.cpp rejects a request
-    ending with two assistant messages. Builds a new dict (entries may be shared through the memo)."""
-    text = (first.get("content") or "") + (second.get("content") or "")
-    merged: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [*first.get("tool_calls", []), *second.get("tool_calls", [])]
-    if calls:
-        merged["tool_calls"] = calls
-    return merged
-
-
-def _user_entry(message: ModelMessage, memo: WireMemo | None) -> dict[str, Any]:
-    cached: dict[str, Any] | None = memo.get(message) if memo is not None else None
-    if cached is None:
-        cached = {"role": "user", "content": render_blocks(message.content)}
-        if memo is not None:
-            memo.put(message, cached)
-    return cached
-
-
-def _tool_entry(block: ToolResultBlock, memo: WireMemo | None) -> dict[str, Any]:
-    cached: dict[str, Any] | None = memo.get(block) if memo is not None else None
-    if cached is None:
-        content = render_tool_result(block, provider_has_error_flag=False)
-        cached = {"role": "tool", "tool_call_id": block.tool_call_id, "content": content}
-        if memo is not None:
-            memo.put(block, cached)
-    return cached
-
-
-def _assistant_entry(
-    message: ModelMessage, name_map: ToolNameMap, memo: WireMemo | None
-) -> tuple[dict[str, Any], list[str]]:
-    """``(wire entry, tool_call ids)``; a memo hit is used only if every call name still maps the same."""
-    if memo is not None:
-        cached = memo.get(message)
-        if cached is not None and all(name_map.mangle(c) == p for c, p in cached[2]):
-            return cached[0], cached[1]
-    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
-    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
-    blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
-    names = [(b.name, name_map.mangle(b.name)) for b in blocks]
-    if blocks:
-        entry["tool_calls"] = [
-            {
-                "id": b.tool_call_id,
-                "type": "function",
-                "function": {"name": provider, "arguments": json.dumps(b.arguments, ensure_ascii=False)},
-            }
-            for b, (_, provider) in zip(blocks, names, strict=True)
-        ]
-    ids = [b.tool_call_id for b in blocks]
-    if memo is not None:
-        memo.put(message, (entry, ids, tuple(names)))
-    return entry, ids
 
 
 def map_usage(raw: dict[str, Any]) -> Usage:
@@ -390,7 +192,7 @@ class OpenAIAdapter(HttpStreamAdapter):
 
     def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
         super().__init__(config, sleep=sleep)
-        self._wire_memo = WireMemo()
+        self._encoder = BodyEncoder()
 
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -404,7 +206,12 @@ class OpenAIAdapter(HttpStreamAdapter):
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
-        return build_payload(request, name_map, self._wire_memo, prefix)
+        return build_payload(request, name_map)
+
+    def _body(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> bytes:
+        return self._encoder.encode(request, name_map, prefix)
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)

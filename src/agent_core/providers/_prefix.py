@@ -9,10 +9,13 @@ Only identity is compared, so a changed or replaced message always breaks the pr
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import compress, count
 from typing import Any
 
+from agent_core.providers._tool_mapping import render_blocks
 from agent_core.types.model import ModelMessage, ModelRequest, message_tool_names
 
 MAX_CONVERSATIONS = 256
@@ -27,8 +30,26 @@ class PrefixEntry:
     """Tool-call names in message order (duplicates kept)."""
     name_offsets: list[int] = field(default_factory=list)
     """``name_offsets[i]`` = ``len(names)`` before message ``i`` (one extra entry at the end)."""
+    system_positions: list[int] = field(default_factory=list)
+    """Indexes of the ``system`` messages (rare: the composer renders none)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Adapter-specific state (e.g. wire checkpoints), valid for ``messages``."""
+
+    def system_texts(self, request: ModelRequest) -> list[str]:
+        """:func:`~agent_core.providers._tool_mapping.system_texts` of the request this entry was
+        scanned for, without walking its messages."""
+        texts = [block.content for block in request.system if block.content]
+        for index in self.system_positions:
+            text = render_blocks(request.messages[index].content)
+            if text:
+                texts.append(text)
+        return texts
+
+
+def shared_prefix(previous: list[ModelMessage], messages: list[ModelMessage]) -> int:
+    """How many leading messages are the very same objects in both lists (one pass in C)."""
+    limit = min(len(previous), len(messages))
+    return next(compress(count(), map(operator.is_not, previous, messages)), limit)
 
 
 def conversation_key(request: ModelRequest) -> tuple[str, str, str] | None:
@@ -55,20 +76,18 @@ class PrefixMemo:
         key = conversation_key(request)
         old = self._entries.get(key) if key is not None else None
         messages = request.messages
-        shared = 0
-        if old is not None:
-            limit = min(len(old.messages), len(messages))
-            previous = old.messages
-            while shared < limit and previous[shared] is messages[shared]:
-                shared += 1
+        shared = shared_prefix(old.messages, messages) if old is not None else 0
         entry = PrefixEntry()
         if old is not None and shared:
             entry.names = old.names[: old.name_offsets[shared]]
             entry.name_offsets = old.name_offsets[:shared]
+            entry.system_positions = [i for i in old.system_positions if i < shared]
             entry.extra = old.extra
-        for message in messages[shared:]:
+        for index, message in enumerate(messages[shared:], shared):
             entry.name_offsets.append(len(entry.names))
             entry.names.extend(message_tool_names(message))
+            if message.role == "system":
+                entry.system_positions.append(index)
         entry.name_offsets.append(len(entry.names))
         entry.messages = list(messages)
         if key is not None:

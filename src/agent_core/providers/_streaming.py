@@ -308,6 +308,13 @@ class HttpStreamAdapter(ABC):
         request), which an adapter may use to reuse work on the unchanged history."""
         raise NotImplementedError
 
+    def _body(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> bytes:
+        """The encoded request body: ``json.dumps`` of :meth:`_payload` (default separators) as UTF-8;
+        an adapter may encode it incrementally, giving the same bytes."""
+        return json.dumps(self._payload(request, name_map, prefix), ensure_ascii=False).encode("utf-8")
+
     @abstractmethod
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> ChunkTranslator:
         raise NotImplementedError
@@ -479,7 +486,7 @@ class HttpStreamAdapter(ABC):
         if rejected is not None:
             yield rejected
             return
-        payload = self._payload(request, name_map, prefix)
+        body = self._body(request, name_map, prefix)
         url = self._url()
         debug = bool(request.metadata.get("debug"))
         yield ModelStarted(
@@ -488,8 +495,8 @@ class HttpStreamAdapter(ABC):
             metadata={"purpose": self.config.purpose, "profile": self.config.profile},
         )
         if debug:
+            payload = json.loads(body)
             yield ProviderDebug(kind="raw_request", data={"url": url, "body": self._redactor.value(payload)})
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = self._headers(api_key)
         retry = RetryLog(self.config.retry.max_attempts)
         yielded_delta = False

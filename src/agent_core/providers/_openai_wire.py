@@ -1,0 +1,333 @@
+"""The Chat Completions request body (providers.md §11.1): as a mapping, and encoded incrementally.
+
+:func:`build_payload` is the body as a plain mapping (pure). :func:`encode_body` gives exactly
+``json.dumps(build_payload(request, name_map), ensure_ascii=False).encode("utf-8")``, but keeps every
+message's encoded entry (a :class:`~agent_core._memo.WireMemo` keyed by the message or block object) and,
+with the conversation's :class:`~agent_core.providers._prefix.PrefixEntry`, the encoded history up to the
+last user message shared with the previous request: a request over a long session encodes only its new
+messages and joins bytes, instead of rebuilding and re-encoding the whole history. The encoded entries
+are also the only copy of the wire form an adapter keeps (no entry mappings).
+
+``json.dumps`` with its default separators encodes a list as ``"[" + ", ".join(items) + "]"`` and a
+mapping as ``"{" + ", ".join(key + ": " + value) + "}"``, so joining encoded entries gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent_core._memo import WireMemo
+from agent_core.providers._prefix import PrefixEntry
+from agent_core.providers._tool_mapping import (
+    ToolNameMap,
+    render_blocks,
+    render_tool_result,
+    system_texts,
+)
+from agent_core.types.content import ToolCallBlock, ToolResultBlock
+from agent_core.types.model import ModelMessage, ModelRequest, ToolChoiceNamed
+from agent_core.types.tools import ToolDefinition
+
+OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
+_MEMO_KEY = "openai"
+"""Key of this encoder's state in ``PrefixEntry.extra``."""
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+# -- one message's entry ------------------------------------------------------------------------------
+def user_entry(message: ModelMessage) -> dict[str, Any]:
+    return {"role": "user", "content": render_blocks(message.content)}
+
+
+def tool_entry(block: ToolResultBlock) -> dict[str, Any]:
+    content = render_tool_result(block, provider_has_error_flag=False)
+    return {"role": "tool", "tool_call_id": block.tool_call_id, "content": content}
+
+
+def assistant_entry(message: ModelMessage, name_map: ToolNameMap) -> dict[str, Any]:
+    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    if blocks:
+        entry["tool_calls"] = [
+            {
+                "id": b.tool_call_id,
+                "type": "function",
+                "function": {
+                    "name": name_map.mangle(b.name),
+                    "arguments": json.dumps(b.arguments, ensure_ascii=False),
+                },
+            }
+            for b in blocks
+        ]
+    return entry
+
+
+def merge_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One entry for consecutive assistant messages, texts concatenated: llama.cpp rejects a request
+    ending with two assistant messages."""
+    text = (first.get("content") or "") + (second.get("content") or "")
+    merged: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [*first.get("tool_calls", []), *second.get("tool_calls", [])]
+    if calls:
+        merged["tool_calls"] = calls
+    return merged
+
+
+def _call_ids(message: ModelMessage) -> list[str]:
+    return [b.tool_call_id for b in message.content if isinstance(b, ToolCallBlock)]
+
+
+# -- the history --------------------------------------------------------------------------------------
+Emit = Callable[[str, Any], Any]
+"""``emit(role, key)`` → one entry: ``key`` is the user or assistant message, or the tool result block."""
+Chain = Callable[[list[ModelMessage]], Any]
+"""The one entry of consecutive assistant messages."""
+
+
+def wire_messages(
+    source: Sequence[ModelMessage],
+    emit: Emit,
+    chain: Chain,
+    checkpoints: list[tuple[int, int]] | None = None,
+    offset: int = 0,
+    base: int = 0,
+) -> list[Any]:
+    """Non-system messages in wire form (entries as ``emit`` makes them). Consecutive tool messages form
+    one group whose results follow the preceding assistant's tool-call order (unmatched results keep
+    their order at the end), one ``tool`` entry per result; consecutive assistant messages become one
+    entry (``chain``). ``checkpoints`` gets ``(message index, entries before it)`` of each user message
+    (``offset``/``base``: where ``source`` starts in the whole history and in its entries)."""
+    out: list[Any] = []
+    call_order: dict[str, int] = {}
+    tools: list[ToolResultBlock] = []
+    assistants: list[ModelMessage] = []
+    """The assistant chain the last entry encodes (empty when the last entry is not an assistant's)."""
+
+    def flush_tools() -> None:
+        blocks = tools
+        if len(tools) > 1:
+            ranked = sorted(
+                enumerate(tools),
+                key=lambda pair: (call_order.get(pair[1].tool_call_id, len(call_order)), pair[0]),
+            )
+            blocks = [block for _, block in ranked]
+        out.extend([emit("tool", block) for block in blocks])
+        tools.clear()
+
+    for position, message in enumerate(source, offset):
+        role = message.role
+        if role == "system":
+            continue
+        if role == "tool":
+            tools.extend(b for b in message.content if isinstance(b, ToolResultBlock))
+            continue
+        if tools:
+            flush_tools()
+            assistants = []
+        if role == "user":
+            if checkpoints is not None and (not checkpoints or checkpoints[-1][0] < position):
+                checkpoints.append((position, base + len(out)))
+            out.append(emit("user", message))
+            assistants = []
+        elif assistants:  # a max_tokens continuation chain
+            assistants.append(message)
+            out[-1] = chain(assistants)
+            ids = [cid for member in assistants for cid in _call_ids(member)]
+            call_order = {cid: i for i, cid in enumerate(ids)}
+        else:
+            assistants = [message]
+            out.append(emit("assistant", message))
+            call_order = {cid: i for i, cid in enumerate(_call_ids(message))}
+    if tools:
+        flush_tools()
+    return out
+
+
+def _plain_emit(name_map: ToolNameMap) -> Emit:
+    def emit(role: str, key: Any) -> dict[str, Any]:
+        if role == "tool":
+            return tool_entry(key)
+        if role == "user":
+            return user_entry(key)
+        return assistant_entry(key, name_map)
+
+    return emit
+
+
+def _plain_chain(name_map: ToolNameMap) -> Chain:
+    def chain(messages: list[ModelMessage]) -> dict[str, Any]:
+        entry = assistant_entry(messages[0], name_map)
+        for message in messages[1:]:
+            entry = merge_assistant(entry, assistant_entry(message, name_map))
+        return entry
+
+    return chain
+
+
+def _head(request: ModelRequest) -> list[tuple[str, Any]]:
+    """The body's fields in order; ``messages`` and ``tools`` hold the request's own lists."""
+    fields: list[tuple[str, Any]] = [
+        ("model", request.model),
+        ("messages", request.messages),
+        ("stream", True),
+        ("stream_options", {"include_usage": True}),
+    ]
+    if request.temperature is not None:
+        fields.append(("temperature", request.temperature))
+    if request.max_output_tokens is not None:
+        fields.append(("max_tokens", request.max_output_tokens))
+    if request.stop_sequences:
+        fields.append(("stop", list(request.stop_sequences)))
+    return fields
+
+
+def _tail(request: ModelRequest, name_map: ToolNameMap) -> list[tuple[str, Any]]:
+    """The fields after ``stop``: ``tools`` (the request's list), ``tool_choice``, provider options."""
+    fields: list[tuple[str, Any]] = []
+    if request.tools:
+        fields.append(("tools", request.tools))
+        choice = request.tool_choice
+        if isinstance(choice, ToolChoiceNamed):
+            fields.append(
+                ("tool_choice", {"type": "function", "function": {"name": name_map.mangle(choice.name)}})
+            )
+        else:
+            fields.append(("tool_choice", choice))
+    for key, value in request.provider_options.get("openai", {}).items():
+        if key in OPTION_KEYS:
+            fields.append((key, value))
+    return fields
+
+
+def tool_entry_of(tool: ToolDefinition, name_map: ToolNameMap) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name_map.mangle(tool.name),
+            "description": tool.description,
+            "parameters": tool.input_schema,
+        },
+    }
+
+
+def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+    """The ``POST /chat/completions`` body for ``request`` (pure)."""
+    payload: dict[str, Any] = {}
+    for key, value in [*_head(request), *_tail(request, name_map)]:
+        if key == "messages":
+            messages: list[dict[str, Any]] = []
+            system = system_texts(request)
+            if system:
+                messages.append({"role": "system", "content": "\n\n".join(system)})
+            messages += wire_messages(request.messages, _plain_emit(name_map), _plain_chain(name_map))
+            value = messages
+        elif key == "tools":
+            value = [tool_entry_of(tool, name_map) for tool in request.tools]
+        payload[key] = value
+    return payload
+
+
+# -- the encoded body ---------------------------------------------------------------------------------
+class BodyEncoder:
+    """Encodes request bodies, keeping each message's and tool's encoded entry (``memo``).
+
+    A memo entry of an assistant message or a tool records the provider names it was encoded with and is
+    used only while the request's name map still gives them.
+    """
+
+    __slots__ = ("memo",)
+
+    def __init__(self, memo: WireMemo | None = None) -> None:
+        self.memo = memo if memo is not None else WireMemo()
+
+    def encode(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+    ) -> bytes:
+        """``json.dumps(build_payload(request, name_map), ensure_ascii=False)`` as UTF-8 bytes.
+
+        ``prefix`` = (the conversation's entry, messages shared with its previous request): the encoded
+        history up to the last user message within the shared part is reused.
+        """
+        parts: list[bytes] = []
+        for key, value in [*_head(request), *_tail(request, name_map)]:
+            if key == "messages":
+                encoded = b"[" + b", ".join(self._messages(request, name_map, prefix)) + b"]"
+            elif key == "tools":
+                encoded = b"[" + b", ".join([self._tool(tool, name_map) for tool in request.tools]) + b"]"
+            else:
+                encoded = _dumps(value)
+            parts.append(_dumps(key) + b": " + encoded)
+        return b"{" + b", ".join(parts) + b"}"
+
+    def _tool(self, tool: ToolDefinition, name_map: ToolNameMap) -> bytes:
+        name = name_map.mangle(tool.name)
+        cached: tuple[str, bytes] | None = self.memo.get(tool)
+        if cached is not None and cached[0] == name:
+            return cached[1]
+        encoded = _dumps(tool_entry_of(tool, name_map))
+        self.memo.put(tool, (name, encoded))
+        return encoded
+
+    def _messages(
+        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None
+    ) -> list[bytes]:
+        system = prefix[0].system_texts(request) if prefix is not None else system_texts(request)
+        head = [_dumps({"role": "system", "content": "\n\n".join(system)})] if system else []
+        source = request.messages
+        emit = self._emitter(name_map)
+        chain = _encoded_chain(name_map)
+        if prefix is None:
+            return head + wire_messages(source, emit, chain)
+        entry, shared = prefix
+        names = tuple(name_map.items())
+        state = entry.extra.get(_MEMO_KEY)
+        start, base = 0, 0
+        out: list[bytes] = []
+        checkpoints: list[tuple[int, int]] = []
+        if state is not None and state[0] == names:
+            known: list[tuple[int, int]] = state[1]
+            # the checkpoints at user messages up to the first unshared message stay valid
+            checkpoints = known[: bisect.bisect_right(known, (shared, sys.maxsize))]
+            if checkpoints:
+                start, base = checkpoints[-1]
+                out = state[2][:base]
+        out += wire_messages(source[start:], emit, chain, checkpoints, start, base)
+        entry.extra[_MEMO_KEY] = (names, checkpoints, out)
+        return head + out
+
+    def _emitter(self, name_map: ToolNameMap) -> Emit:
+        memo = self.memo
+
+        def emit(role: str, key: Any) -> bytes:
+            cached = memo.get(key)
+            if role == "assistant":
+                if cached is not None and all(name_map.mangle(c) == p for c, p in cached[1]):
+                    encoded: bytes = cached[0]
+                    return encoded
+                encoded = _dumps(assistant_entry(key, name_map))
+                calls = [b for b in key.content if isinstance(b, ToolCallBlock)]
+                memo.put(key, (encoded, tuple((b.name, name_map.mangle(b.name)) for b in calls)))
+                return encoded
+            if cached is None:
+                cached = _dumps(tool_entry(key) if role == "tool" else user_entry(key))
+                memo.put(key, cached)
+            return cached
+
+        return emit
+
+
+def _encoded_chain(name_map: ToolNameMap) -> Chain:
+    plain = _plain_chain(name_map)
+
+    def chain(messages: list[ModelMessage]) -> bytes:
+        return _dumps(plain(messages))
+
+    return chain
