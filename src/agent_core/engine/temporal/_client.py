@@ -18,6 +18,7 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
 from agent_core.engine.temporal._permissions import answer_pending
+from agent_core.engine.temporal._structured import record_output_schema, stored_output
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EventType, RunStatus
@@ -70,7 +71,6 @@ class TemporalEngine:
             return self._client
 
     async def run_root(self, session: SessionState, state: RunState) -> None:
-        _check_supported(state)
         assert state.message is not None
         message_json = state.message.model_dump_json()
         if len(message_json.encode()) > MAX_MESSAGE_BYTES:
@@ -80,6 +80,8 @@ class TemporalEngine:
                 f"{MAX_MESSAGE_BYTES} bytes in a workflow input (store large content as an artifact)",
             )
         storage = self.manager.services.storage
+        if state.output_schema is not None:  # the workers judge the answers with it
+            await record_output_schema(storage, state.run_id, state.output_schema, state.output_retries)
         known = await storage.list_events(state.session_id, run_id=state.run_id)
         next_seq = (max((e.seq or 0) for e in known) + 1) if known else 1
         client = await self.client()
@@ -116,6 +118,9 @@ class TemporalEngine:
                             log.exception("event observer failed")
                 if run is not None and run.status.terminal:
                     error = ErrorPayload.model_validate_json(run.error_json) if run.error_json else None
+                    if state.output_schema is not None and run.status == RunStatus.completed:
+                        nodes = await storage.list_nodes(state.session_id, run_id=state.run_id)
+                        state.output_accepted, state.output_value = stored_output(state.output_schema, nodes)
                     state.finish(run.status, run.end_reason, error)
                     break
                 if result.done() and not await _terminal_soon(self.manager, state.run_id):
@@ -182,16 +187,6 @@ async def _refresh_cursor(manager: RunManager, session: SessionState) -> None:
     active = record.active_node_id if record else None
     session.cursor.reset(await storage.node_path(session.session_id, active) if active else [])
     session.active_node_id = active
-
-
-def _check_supported(state: RunState) -> None:
-    if state.output_schema is not None:
-        raise AgentCoreError(
-            ErrorCode.validation_error,
-            'structured output (output_schema) is not available with [engine] kind = "temporal" yet; '
-            'use kind = "local"',
-            details={"config_keys": ["engine.kind"]},
-        )
 
 
 def install(manager: RunManager) -> TemporalEngine:

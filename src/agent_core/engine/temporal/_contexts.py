@@ -26,6 +26,7 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.config._profiles import resolve_purpose_model
 from agent_core.engine.temporal._payloads import Checkpoint
+from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools.context import RunScope
@@ -112,6 +113,8 @@ class RunContexts:
             status=RunStatus.pending,
             channel=EventChannel(buffer_before_subscribe=False),
             message=message or UserMessage(content="(continued)"),
+            output_schema=output_schema_of(meta),
+            output_retries=meta.get(RETRIES_KEY),
         )
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         state.model = resolve_purpose_model(self.manager.services.config, purpose)
@@ -128,6 +131,7 @@ class RunContexts:
         loop.executor = ResumingExecutor(loop.executor, session.cursor)
         loop_state = LoopState()
         restore(loop, loop_state, checkpoint)
+        restore_attempts(loop, run_id)
         ctx = RunContext(session=session, state=state, loop=loop, loop_state=loop_state)
         self._contexts[run_id] = ctx
         return ctx
