@@ -22,7 +22,11 @@ def session_store(config: LoadedConfig, redactor: Redactor) -> StorageManager:
         from agent_core._storage.postgres.store import PostgresStorage
 
         assert storage.postgres.dsn_env is not None  # the config validator requires it
-        return PostgresStorage(dsn_env=storage.postgres.dsn_env, redactor=redactor)
+        return PostgresStorage(
+            dsn_env=storage.postgres.dsn_env,
+            redactor=redactor,
+            reconnect_timeout_ms=storage.postgres.reconnect_timeout_ms,
+        )
     if config.settings.engine.kind != "local":  # workers in other processes write the same file
         return StorageManager(config.session_db_path, redactor=redactor, caches=MultiProcessCaches())
     return StorageManager(config.session_db_path, redactor=redactor)

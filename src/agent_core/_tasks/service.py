@@ -156,7 +156,7 @@ class TaskService:
         ):
             raise AgentCoreError(ErrorCode.validation_error, f"an active Task {inp.task_id!r} already exists")
         path = self.store.session_dir / file_name
-        if self.store.writer.exists(path):
+        if await self.store.writer.offload(lambda: self.store.writer.exists(path)):
             raise AgentCoreError(ErrorCode.path_conflict, f"a Task WAL named {file_name} already exists")
         records = decide_create(
             session_id=self.store.session_id,
@@ -182,7 +182,7 @@ class TaskService:
                 ErrorCode.storage_error, f"cannot create {self.store.session_dir}: {exc}"
             ) from exc
         try:
-            self.store.writer.create(path, records)
+            await self.store.writer.offload(lambda: self.store.writer.create(path, records))
         except WalAppendError as exc:
             await self.store.emit_wal_failed(
                 path, exc, "append", caller.actor, emit or self.store.emit, task_id=inp.task_id
@@ -206,7 +206,7 @@ class TaskService:
         await self.store.load()
         entry = self.store.mutable(inp.task_id)
         async with entry.lock:
-            self.store.recheck(entry)
+            await self.store.recheck(entry)
             records, after_dispatch = decide_update(
                 entry.dag,
                 ops,
@@ -226,7 +226,7 @@ class TaskService:
         await self.store.load()
         entry = self.store.mutable(inp.task_id)
         async with entry.lock:
-            self.store.recheck(entry)
+            await self.store.recheck(entry)
             await self.store.reconcile(entry, caller.actor, emit)
             records = decide_complete(
                 entry.dag, inp.result_summary, actor=caller.actor, now=self.store.clock()
@@ -264,7 +264,7 @@ class TaskService:
                 except TimeoutError:
                     logger.warning("worker cancellation for Task %s did not return in time", inp.task_id)
             async with entry.lock:
-                self.store.recheck(entry)
+                await self.store.recheck(entry)
                 records = decide_terminate(
                     entry.dag, kind, inp.reason, actor=caller.actor, now=self.store.clock()
                 )
@@ -289,7 +289,7 @@ class TaskService:
         entry = self.store.mutable(inp.task_id)
         emit_fn = emit or self.store.emit
         async with entry.lock:
-            self.store.recheck(entry)
+            await self.store.recheck(entry)
             if entry.terminating or entry.dag.status == TaskStatus.blocked:
                 raise AgentCoreError(
                     ErrorCode.task_not_dispatchable,
@@ -342,7 +342,7 @@ class TaskService:
             raise AgentCoreError(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}")
         await self._check_artifacts(inp.artifact_ids or [])
         async with entry.lock:
-            self.store.recheck(entry)
+            await self.store.recheck(entry)
             await self.store.reconcile(entry, caller.actor, emit)
             records = decide_update_step(
                 entry.dag,

@@ -12,6 +12,7 @@ and other out-of-call work use the store's ``emit`` with the actor passed along.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +28,7 @@ from agent_core._tasks.decide import decide_heal, decide_lease_expiry
 from agent_core._tasks.inputs import dedupe
 from agent_core._tasks.models import HELD_STEP_STATUSES, TaskWalEvent
 from agent_core._tasks.views import inspect_task, mirror_event, unavailable_view
-from agent_core._tasks.wal import WalAppendError, WalReplayError, WalWriter
+from agent_core._tasks.wal import ReplayOutcome, WalAppendError, WalReplayError, WalWriter
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.base import utc_now
 from agent_core.types.enums import TaskStatus
@@ -130,7 +131,7 @@ class TaskStore:
         return views
 
     async def _restore(self) -> None:
-        for path in self.writer.list_wal_files(self.session_dir):
+        for path in await self.writer.offload(lambda: self.writer.list_wal_files(self.session_dir)):
             if self.writer.uncommitted_create(path):
                 # A create killed before its first commit was written: no Task, and the name is free again.
                 try:
@@ -141,11 +142,9 @@ class TaskStore:
                     logger.info("removed %s: a Task create that never committed", path.name)
                     continue
             try:
-                if self.writer.read_tail(path).terminal_status is not None:
+                outcome = await self.writer.offload(functools.partial(self._replay_active, path))
+                if outcome is None:
                     continue
-                outcome = self.writer.replay(
-                    path, session_id=self.session_id, repair=True, recent=self.recent.maxlen or 64
-                )
                 task_id = outcome.dag.task_id
                 if task_id in self.active or any(
                     e.details.get("task_id") == task_id for e in self.unavailable.values()
@@ -176,6 +175,14 @@ class TaskStore:
                 except AgentCoreError as exc:
                     logger.warning("restore of Task %s could not finish: %s", task_id, exc)
 
+    def _replay_active(self, path: Path) -> ReplayOutcome | None:
+        """The replayed WAL, or ``None`` when it is terminal (its tail says so)."""
+        if self.writer.read_tail(path).terminal_status is not None:
+            return None
+        return self.writer.replay(
+            path, session_id=self.session_id, repair=True, recent=self.recent.maxlen or 64
+        )
+
     # ================================================================== commit machinery
 
     async def commit(
@@ -186,7 +193,7 @@ class TaskStore:
             return []
         emit = emit or self.emit
         try:
-            self.writer.append(entry.path, records)
+            cancelled = await self._append(entry.path, records)
         except WalAppendError as exc:
             if exc.unavailable:
                 self.active.pop(entry.dag.task_id, None)
@@ -218,7 +225,22 @@ class TaskStore:
             )
         for record in records:
             await emit(mirror_event(str(entry.path), record), actor)
+        if cancelled:
+            raise asyncio.CancelledError
         return records
+
+    async def _append(self, path: Path, records: list[TaskWalEvent]) -> bool:
+        """Appends one commit through :meth:`WalWriter.offload`; returns whether the caller was cancelled
+        meanwhile (the append is waited for even then, so a stored commit is always applied in memory)."""
+        appending = asyncio.ensure_future(self.writer.offload(lambda: self.writer.append(path, records)))
+        cancelled = False
+        while not appending.done():
+            try:
+                await asyncio.wait({appending})
+            except asyncio.CancelledError:
+                cancelled = True
+        appending.result()
+        return cancelled
 
     async def reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:
         return await self.commit(
@@ -318,19 +340,19 @@ class TaskStore:
             )
         return target
 
-    def recheck(self, entry: TaskEntry) -> None:
+    async def recheck(self, entry: TaskEntry) -> None:
         """After waiting for the Task lock: the Task may have become terminal or unavailable (and, on a
         WAL other processes append to, first catches up with their records)."""
         if self.writer.SHARED and self.active.get(entry.dag.task_id) is entry:
-            self._catch_up(entry)
+            path, after = entry.path, entry.dag.last_wal_seq
+            self._catch_up(entry, await self.writer.offload(lambda: self.writer.records_after(path, after)))
         if self.active.get(entry.dag.task_id) is not entry:
             self.mutable(entry.dag.task_id)
             raise AgentCoreError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
 
-    def _catch_up(self, entry: TaskEntry) -> None:
-        """Applies the records other processes committed since this process last saw ``entry``'s WAL
-        (their events were emitted by them). A record that does not apply makes the Task unavailable."""
-        records = self.writer.records_after(entry.path, entry.dag.last_wal_seq)
+    def _catch_up(self, entry: TaskEntry, records: list[TaskWalEvent]) -> None:
+        """Applies ``records``, which other processes committed since this process last saw ``entry``'s
+        WAL (their events were emitted by them). A record that does not apply makes the Task unavailable."""
         if not records:
             return
         try:

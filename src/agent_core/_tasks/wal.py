@@ -12,9 +12,10 @@ import json
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -24,6 +25,8 @@ from agent_core._tasks.wal_files import WAL_SUFFIX
 from agent_core._tasks.wal_files import list_wal_files as list_wal_files
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.enums import TaskStatus
+
+T = TypeVar("T")
 
 MAX_WAL_NAME = 64
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -74,7 +77,8 @@ class WalWriter:
 
     A WAL is named by its path (``<wal_dir>/<session_id>/<name>.wal.jsonl``, the ``wal_path`` of events);
     the ``postgres`` backend keeps the same records under the same names in a table
-    (``storage/postgres/task_wal.py`` overrides every method). All methods are synchronous by design.
+    (``storage/postgres/task_wal.py`` overrides every method). All methods are synchronous by design;
+    async callers run them through :meth:`offload`.
     """
 
     SHARED = False
@@ -183,6 +187,12 @@ class WalWriter:
     def export_jsonl(self, path: Path) -> bytes:
         """The WAL in its JSONL file form (``OSError`` when it cannot be read)."""
         return path.read_bytes()
+
+    async def offload(self, fn: Callable[[], T]) -> T:
+        """Runs ``fn`` (synchronous calls on this writer) where it does not block the event loop: files
+        run it right here (local appends are as fast as a thread hop); a writer on a database server
+        runs it on its connection thread."""
+        return fn()
 
 
 # --------------------------------------------------------------------------------------------------

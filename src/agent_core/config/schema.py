@@ -188,6 +188,8 @@ class StoragePostgres(StrictModel):
     stored in the config, logged or shown; the variable is redacted like an API key)."""
 
     dsn_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    reconnect_timeout_ms: int = Field(default=15_000, ge=0, le=600_000)
+    """How long a lost connection (a server restart) is retried before calls fail with ``storage_error``."""
 
 
 class StorageSection(StrictModel):

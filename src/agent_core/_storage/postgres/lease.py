@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from agent_core._storage.postgres.connection import PgConnection, connect
+from agent_core._storage.postgres.connection import PgConnection, ReconnectPolicy, connect
 
 LEASE_NAMESPACE = 0x50A6
 """First key of the two-key advisory locks of session leases (the second is ``hashtext(session_id)``)."""
@@ -27,20 +27,26 @@ _UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(%s))"
 class SessionLease:
     """``async with`` holds the session's lease (waits for it first)."""
 
-    def __init__(self, dsn: str, *, dsn_env: str, session_id: str) -> None:
+    def __init__(
+        self, dsn: str, *, dsn_env: str, session_id: str, policy: ReconnectPolicy | None = None
+    ) -> None:
         self._dsn = dsn
+        self._policy = policy
         self._dsn_env = dsn_env
         self._session_id = session_id
         self._conn: PgConnection | None = None
 
     async def __aenter__(self) -> SessionLease:
-        conn = await connect(self._dsn, dsn_env=self._dsn_env, name="agent_core-pg-lease")
+        conn = await connect(
+            self._dsn, dsn_env=self._dsn_env, name="agent_core-pg-lease", policy=self._policy
+        )
         params = (LEASE_NAMESPACE, self._session_id)
 
         def lock(c: psycopg.Connection[Any]) -> None:
             c.execute(_LOCK, params)
 
-        waiting = asyncio.ensure_future(conn.run(lock))
+        # a connection lost while waiting held no lock: reconnect and queue again
+        waiting = asyncio.ensure_future(conn.run_idempotent("waiting for a session lease", lock))
         try:
             await asyncio.shield(waiting)
         except BaseException:
@@ -62,6 +68,9 @@ class SessionLease:
         if conn is None:
             return
         params = (LEASE_NAMESPACE, self._session_id)
+        if conn.lost:  # the server dropped the connection (a restart): the lock went with it
+            await conn.close()
+            return
         try:
             await conn.run(lambda c: c.execute(_UNLOCK, params))
         except Exception:

@@ -34,8 +34,10 @@ from agent_core._storage.caches import SESSION_SQL_CACHE, StoreCaches
 from agent_core._storage.columns import invalid, redact_record
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.postgres.connection import (
+    DEFAULT_RECONNECT_TIMEOUT_MS,
     PgConnection,
     PgWriterQueue,
+    ReconnectPolicy,
     connect,
     dsn_from_env,
 )
@@ -94,6 +96,14 @@ def _take_owner_key(conn: psycopg.Connection[Any]) -> int:
             return key
 
 
+def _retake_owner_key(conn: psycopg.Connection[Any], key: int) -> None:
+    """After a reconnect: holds ``key`` again (the old server process may not have released it yet)."""
+    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (OWNER_NAMESPACE, key)).fetchone()
+    if row is None or not row[0]:
+        conn.close()
+        raise psycopg.OperationalError("the store's owner lock is still held by the lost connection")
+
+
 class PostgresStorage(StorageManager):
     """The session store on PostgreSQL; the DSN comes from the environment variable ``dsn_env``."""
 
@@ -107,6 +117,7 @@ class PostgresStorage(StorageManager):
         redactor: Redactor,
         migrations: Sequence[Migration] = MIGRATIONS,
         environ: dict[str, str] | None = None,
+        reconnect_timeout_ms: int = DEFAULT_RECONNECT_TIMEOUT_MS,
     ) -> None:
         super().__init__(
             Path(f"${dsn_env}"), redactor=redactor, migrations=migrations, caches=SharedStoreCaches()
@@ -118,6 +129,7 @@ class PostgresStorage(StorageManager):
         self._task_wal: PgTaskWal | None = None
         self._dsn: str | None = None
         self._owner_key = 0
+        self._policy = ReconnectPolicy(timeout_s=reconnect_timeout_ms / 1000)
 
     @property
     def dsn_env(self) -> str:
@@ -132,10 +144,18 @@ class PostgresStorage(StorageManager):
             writer: PgConnection | None = None
             reader: PgConnection | None = None
             try:
-                writer = await connect(dsn, dsn_env=self._dsn_env, name="agent_core-pg-writer")
+                writer = await connect(
+                    dsn,
+                    dsn_env=self._dsn_env,
+                    name="agent_core-pg-writer",
+                    policy=self._policy,
+                    on_connect=self._hold_owner_key,
+                )
                 migrations = self._migrations
                 await writer.run(lambda conn: apply_pg_migrations(conn, migrations))
-                reader = await connect(dsn, dsn_env=self._dsn_env, name="agent_core-pg-reader")
+                reader = await connect(
+                    dsn, dsn_env=self._dsn_env, name="agent_core-pg-reader", policy=self._policy
+                )
             except BaseException as exc:
                 for conn in (reader, writer):
                     if conn is not None:
@@ -143,10 +163,17 @@ class PostgresStorage(StorageManager):
                 if isinstance(exc, Exception) and not isinstance(exc, AgentCoreError):
                     raise wrap_storage_error(exc, f"opening PostgreSQL (${self._dsn_env})") from exc
                 raise
-            self._owner_key = await writer.run(_take_owner_key)
             self._pg_writer, self._pg_reader, self._dsn = writer, reader, dsn
             self._writer = PgWriterQueue(writer)
             self._writer.start()
+
+    def _hold_owner_key(self, conn: psycopg.Connection[Any]) -> None:
+        """On each new writer connection: the owner lock marking this store's runs as live (the same
+        key again after a reconnect, so ``run_owners`` rows stay valid)."""
+        if self._owner_key == 0:
+            self._owner_key = _take_owner_key(conn)
+        else:
+            _retake_owner_key(conn, self._owner_key)
 
     async def close(self) -> None:
         """Drains the writer queue, then closes both connections. Idempotent."""
@@ -208,7 +235,7 @@ class PostgresStorage(StorageManager):
         """The session's cluster-wide lease (an advisory lock on a connection of its own)."""
         if self._dsn is None:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
-        return SessionLease(self._dsn, dsn_env=self._dsn_env, session_id=session_id)
+        return SessionLease(self._dsn, dsn_env=self._dsn_env, session_id=session_id, policy=self._policy)
 
     def task_wal_writer(self) -> PgTaskWal:
         """Task WALs in this database's ``task_wal`` table (one writer per store)."""

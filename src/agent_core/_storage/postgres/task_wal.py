@@ -9,8 +9,11 @@ process appended first — is refused (:class:`WalConflictError`) and the primar
 racing for the same ``wal_seq``. A step is therefore claimed exactly once cluster-wide; the refused
 process catches up (:meth:`records_after`) under its Task lock before deciding again.
 
-Like the file writer this is synchronous (a commit is one transaction on a dedicated connection, under a
-lock), so no ``await`` separates the append from the in-memory apply that follows it.
+A commit is one transaction on the table's own connection and thread (:class:`PgConnection`, which
+reconnects after a lost connection). The synchronous :class:`WalWriter` methods wait for that thread;
+the Task store awaits them through :meth:`PgTaskWal.offload`, so the event loop is free meanwhile. A
+commit whose answer was lost with the connection is looked up after reconnecting (are exactly its
+records stored?) before it is tried again, so it is never stored twice.
 """
 
 from __future__ import annotations
@@ -19,13 +22,18 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
-from agent_core._storage.postgres.connection import DSN_CONFIG_KEY, dsn_from_env, scrub
+from agent_core._storage.postgres.connection import (
+    PgConnection,
+    ReconnectPolicy,
+    dsn_from_env,
+    is_connection_lost,
+)
 from agent_core._tasks.models import TaskWalEvent, wal_event_adapter
 from agent_core._tasks.wal import (
     ReplayOutcome,
@@ -35,7 +43,9 @@ from agent_core._tasks.wal import (
     WalWriter,
     replay_bytes,
 )
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+
+T = TypeVar("T")
 
 TASK_WAL_DDL = (
     """CREATE TABLE IF NOT EXISTS task_wal (
@@ -54,6 +64,14 @@ TASK_WAL_DDL = (
 DDL_LOCK = 0x50A6_0002
 
 
+def _create_table(conn: psycopg.Connection[Any]) -> None:
+    """On every new connection: the ``task_wal`` table exists (idempotent, serialised across processes)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
+        for statement in TASK_WAL_DDL:
+            conn.execute(statement)
+
+
 class WalMediumError(OSError):
     """The WAL table could not be read (callers treat it like an unreadable file)."""
 
@@ -70,49 +88,67 @@ class WalConflictError(WalAppendError):
 
 
 class PgTaskWal(WalWriter):
-    """Task WALs in the ``task_wal`` table of the database ``$dsn_env`` names."""
+    """Task WALs in the ``task_wal`` table of the database ``$dsn_env`` names.
+
+    Every call runs on the table connection's own thread (:class:`PgConnection`: reconnects after a
+    lost connection, reads are run again). :meth:`offload` runs a whole Task WAL operation there, so the
+    event loop never waits for a round trip; synchronous callers wait on their own thread.
+    """
 
     SHARED = True
 
-    def __init__(self, *, dsn_env: str, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        dsn_env: str,
+        environ: Mapping[str, str] | None = None,
+        policy: ReconnectPolicy | None = None,
+    ) -> None:
         super().__init__(fsync=False)
         self._dsn_env = dsn_env
         self._environ = environ
-        self._conn: psycopg.Connection[Any] | None = None
-        self._db_lock = threading.Lock()
+        self._policy = policy
+        self._pg: PgConnection | None = None
+        self._pg_lock = threading.Lock()
 
     # ---- connection --------------------------------------------------------------------------
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
-        dsn = dsn_from_env(self._environ if self._environ is not None else os.environ, self._dsn_env)
+    def _connection(self) -> PgConnection:
+        with self._pg_lock:
+            if self._pg is None:
+                dsn = dsn_from_env(self._environ if self._environ is not None else os.environ, self._dsn_env)
+                self._pg = PgConnection(
+                    dsn,
+                    dsn_env=self._dsn_env,
+                    name="agent_core-pg-task-wal",
+                    policy=self._policy,
+                    on_connect=_create_table,
+                )
+            return self._pg
+
+    def _call(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``fn(connection)`` on the connection thread, run again after a lost connection (reads)."""
+        pg = self._connection()
         try:
-            conn = psycopg.connect(dsn, autocommit=True)
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
-                for statement in TASK_WAL_DDL:
-                    conn.execute(statement)
+            return pg.call_blocking(lambda: pg.idempotent(what, fn))
         except psycopg.Error as exc:
-            raise WalMediumError(
-                f"cannot open the Task WAL table (DSN from ${self._dsn_env}, {DSN_CONFIG_KEY}): "
-                f"{scrub(str(exc), dsn)}"
-            ) from None
-        self._conn = conn
-        return conn
+            raise WalMediumError(f"{what} failed: {exc}") from exc
+        except StorageError as exc:  # the server stayed away longer than the reconnect timeout
+            raise WalMediumError(exc.message) from exc
+
+    async def offload(self, fn: Callable[[], T]) -> T:
+        """Runs ``fn`` (calls on this writer) on the connection thread; the event loop does not wait."""
+        pg = self._connection()
+        return await pg.call(fn)
 
     def close(self) -> None:
-        with self._db_lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        with self._pg_lock:
+            pg, self._pg = self._pg, None
+        if pg is not None:
+            pg.close_blocking()
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._db_lock:
-            try:
-                return self._connection().execute(sql, params).fetchall()
-            except psycopg.Error as exc:
-                raise WalMediumError(f"reading the Task WAL table failed: {exc}") from exc
+        return self._call("reading the Task WAL table", lambda conn: conn.execute(sql, params).fetchall())
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -130,39 +166,70 @@ class PgTaskWal(WalWriter):
             )
             for r in records
         ]
-        first = records[0].wal_seq
-        with self._db_lock:
-            try:
-                conn = self._connection()
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.execute(
-                        "SELECT COALESCE(MAX(wal_seq), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
-                    )
-                    row = cur.fetchone()
-                    found = int(row[0]) if row else 0
-                    if creating and found:
-                        raise AgentCoreError(
-                            ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
-                        )
-                    if not creating and found != first - 1:
-                        raise WalConflictError(path, first, found)
-                    cur.executemany(
-                        "INSERT INTO task_wal (wal_path, wal_dir, wal_seq, task_id, event_type, created_at, "
-                        "written_ns, line) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                        rows,
-                    )
-            except psycopg.errors.UniqueViolation as exc:
-                if creating:
+        first, last = records[0].wal_seq, records[-1].wal_seq
+        pg = self._connection()
+
+        def insert(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(
+                    "SELECT COALESCE(MAX(wal_seq), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
+                )
+                row = cur.fetchone()
+                found = int(row[0]) if row else 0
+                if creating and found:
                     raise AgentCoreError(
                         ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
-                    ) from exc
-                raise WalConflictError(path, first, first) from exc
-            except psycopg.Error as exc:
-                raise WalAppendError(
-                    f"cannot append to {path.name}: {exc}", unavailable=False, cause=exc
+                    )
+                if not creating and found != first - 1:
+                    raise WalConflictError(path, first, found)
+                cur.executemany(
+                    "INSERT INTO task_wal (wal_path, wal_dir, wal_seq, task_id, event_type, created_at, "
+                    "written_ns, line) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    rows,
+                )
+
+        def stored(conn: psycopg.Connection[Any]) -> bool:
+            """Whether exactly these records are stored (a commit whose answer was lost went through)."""
+            lines = conn.execute(
+                "SELECT line FROM task_wal WHERE wal_path = %s AND wal_seq BETWEEN %s AND %s ORDER BY wal_seq",
+                (str(path), first, last),
+            ).fetchall()
+            return [r[0] for r in lines] == [r[7] for r in rows]
+
+        def on_thread() -> None:
+            for _ in range(3):
+                conn = pg.live()
+                try:
+                    insert(conn)
+                    return
+                except psycopg.OperationalError as exc:
+                    if not is_connection_lost(conn, exc):
+                        raise
+                    pg.drop_lost("a Task WAL append", exc)
+                if pg.idempotent("a Task WAL append check", stored):
+                    return
+            raise WalAppendError(
+                f"cannot append to {path.name}: the PostgreSQL connection (DSN from ${self._dsn_env}) "
+                "was lost again and again; nothing was stored",
+                unavailable=False,
+            )
+
+        try:
+            pg.call_blocking(on_thread)
+        except psycopg.errors.UniqueViolation as exc:
+            if creating:
+                raise AgentCoreError(
+                    ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
                 ) from exc
-            except WalMediumError as exc:
-                raise WalAppendError(str(exc), unavailable=False, cause=exc) from exc
+            raise WalConflictError(path, first, first) from exc
+        except psycopg.Error as exc:
+            raise WalAppendError(
+                f"cannot append to {path.name}: {exc}", unavailable=False, cause=exc
+            ) from exc
+        except WalAppendError:
+            raise
+        except StorageError as exc:  # the server stayed away longer than the reconnect timeout
+            raise WalAppendError(exc.message, unavailable=False, cause=exc) from exc
 
     def create(self, path: Path, records: list[TaskWalEvent]) -> None:
         """Writes the first commit of a new WAL; ``path_conflict`` if one of that name exists."""
@@ -173,11 +240,10 @@ class PgTaskWal(WalWriter):
         self._insert(path, records, creating=False)
 
     def remove(self, path: Path) -> None:
-        with self._db_lock:
-            try:
-                self._connection().execute("DELETE FROM task_wal WHERE wal_path = %s", (str(path),))
-            except psycopg.Error as exc:
-                raise WalMediumError(f"deleting {path.name} failed: {exc}") from exc
+        self._call(
+            f"deleting {path.name}",
+            lambda conn: conn.execute("DELETE FROM task_wal WHERE wal_path = %s", (str(path),)),
+        )
 
     # ---- reads -------------------------------------------------------------------------------
 
