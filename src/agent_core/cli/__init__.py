@@ -2,6 +2,9 @@
 
 ``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
 
+``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
+either storage backend (``agent_core.cli._task_wal``).
+
 ``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id>] "message"`` runs one user
 message on a project with the user-level configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
 
@@ -212,6 +215,30 @@ def _add_worker(sub: Any) -> None:
     worker.set_defaults(handler="agent_core.cli._worker:worker_command")
 
 
+def _add_task_wal(sub: Any) -> None:
+    task_wal = sub.add_parser(
+        "task-wal",
+        help="list a session's Task WALs or export one as JSONL",
+        description="The Task WALs of a session, on either storage backend. `export` writes one WAL's "
+        "records as JSONL, byte-identical to the file the sqlite backend keeps.",
+    )
+    actions = task_wal.add_subparsers(dest="task_wal_action", metavar="<action>", parser_class=_Parser)
+    actions.required = True
+    listing = actions.add_parser("list", help="list the session's Task WALs")
+    listing.add_argument("session_id", help="the session id (sess_...)")
+    listing.add_argument("--path", help="project directory (default: cwd)")
+    listing.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    export = actions.add_parser("export", help="write one Task WAL as JSONL (stdout, or --output)")
+    export.add_argument("session_id", help="the session id (sess_...)")
+    export.add_argument(
+        "name", nargs="?", help="WAL name (with or without .wal.jsonl) or Task id; optional with one WAL"
+    )
+    export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    export.add_argument("--path", help="project directory (default: cwd)")
+    export.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
+    task_wal.set_defaults(handler="agent_core.cli._task_wal:task_wal_command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soong-agent",
@@ -227,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schedule(sub)
     _add_audit(sub)
     _add_worker(sub)
+    _add_task_wal(sub)
     return parser
 
 
