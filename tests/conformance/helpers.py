@@ -6,14 +6,14 @@ from typing import Any
 
 from agent_core._ids import new_id
 from agent_core._storage.drafts import EventDraft, NodeDraft
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
 from agent_core.types.base import format_ts
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import AgentType, EventType, RunStatus
 from agent_core.types.storage import AgentRecord, RunRecord, SessionRecord
 
 
-async def new_session(store: StorageManager, cwd: str = "/project") -> tuple[str, str]:
+async def new_session(store: SessionStore, cwd: str = "/project") -> tuple[str, str]:
     """A session with its root agent: ``(session_id, agent_id)``."""
     now = format_ts()
     sid, aid = new_id("sess_"), new_id("agent_")
@@ -24,7 +24,7 @@ async def new_session(store: StorageManager, cwd: str = "/project") -> tuple[str
     return sid, aid
 
 
-async def new_agent(store: StorageManager, session_id: str) -> str:
+async def new_agent(store: SessionStore, session_id: str) -> str:
     now = format_ts()
     aid = new_id("agent_")
     await store.insert_agent(
@@ -36,7 +36,7 @@ async def new_agent(store: StorageManager, session_id: str) -> str:
 
 
 async def new_run(
-    store: StorageManager, session_id: str, agent_id: str, status: RunStatus = RunStatus.running
+    store: SessionStore, session_id: str, agent_id: str, status: RunStatus = RunStatus.running
 ) -> str:
     now = format_ts()
     rid = new_id("run_")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_core._ids import new_id
 from agent_core._storage.approvals import ApprovalStore
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
 from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.schedules._store import ScheduleStore
 from agent_core.types.base import format_ts
@@ -34,7 +34,7 @@ def _request(session_id: str, agent_id: str, run_id: str) -> PermissionRequest:
     )
 
 
-async def test_approvals_first_answer_wins_and_expire(store: StorageManager) -> None:
+async def test_approvals_first_answer_wins_and_expire(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     rid = await new_run(store, sid, aid)
     approvals = ApprovalStore(store)
@@ -61,7 +61,7 @@ async def test_approvals_first_answer_wins_and_expire(store: StorageManager) -> 
     assert await approvals.delete_session(sid) == 2
 
 
-async def test_background_jobs_finish_once_and_deliver_once(store: StorageManager) -> None:
+async def test_background_jobs_finish_once_and_deliver_once(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     rid = await new_run(store, sid, aid)
     jobs = JobStore(store)
@@ -87,8 +87,8 @@ async def test_background_jobs_finish_once_and_deliver_once(store: StorageManage
     assert got is not None and got.delivered is True
 
 
-async def test_schedules_fire_each_due_time_once(store: StorageManager, tmp_path: Path) -> None:
-    async def storage() -> StorageManager:
+async def test_schedules_fire_each_due_time_once(store: SessionStore, tmp_path: Path) -> None:
+    async def storage() -> SessionStore:
         return store
 
     schedules = ScheduleStore(storage)

@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from agent_core._storage.drafts import FROM_TIP, Tip
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.enums import EventType, RunStatus
 from tests.conformance.helpers import event, new_run, new_session, node
 
 
-async def test_append_writes_node_and_event_atomically(store: StorageManager) -> None:
+async def test_append_writes_node_and_event_atomically(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     rid = await new_run(store, sid, aid)
     first = event(agent_id=aid, run_id=rid)
@@ -34,7 +34,7 @@ async def test_append_writes_node_and_event_atomically(store: StorageManager) ->
     assert await store.list_events(sid) == [*(await store.list_events(sid, to_seq=1)), res.events[0]]
 
 
-async def test_concurrent_appends_get_contiguous_sequences(store: StorageManager) -> None:
+async def test_concurrent_appends_get_contiguous_sequences(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     runs = [await new_run(store, sid, aid) for _ in range(3)]
 
@@ -51,7 +51,7 @@ async def test_concurrent_appends_get_contiguous_sequences(store: StorageManager
         assert [e.run_seq for e in await store.list_events(sid, run_id=rid)] == list(range(1, 41))
 
 
-async def test_active_path_branches_and_tip_chaining(store: StorageManager) -> None:
+async def test_active_path_branches_and_tip_chaining(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     tip = Tip()
     a, b, c = (
@@ -77,7 +77,7 @@ async def test_active_path_branches_and_tip_chaining(store: StorageManager) -> N
     assert got is not None and got.content[0].model_dump()["text"] == "b"
 
 
-async def test_reads_filter_by_run_agent_and_seq_bounds(store: StorageManager) -> None:
+async def test_reads_filter_by_run_agent_and_seq_bounds(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     r1, r2 = await new_run(store, sid, aid), await new_run(store, sid, aid)
     n1, n2 = node(aid, run_id=r1), node(aid, run_id=r2)
@@ -93,7 +93,7 @@ async def test_reads_filter_by_run_agent_and_seq_bounds(store: StorageManager) -
     assert info.value.code == ErrorCode.validation_error
 
 
-async def test_append_updates_run_agent_and_merges_session_metadata(store: StorageManager) -> None:
+async def test_append_updates_run_agent_and_merges_session_metadata(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     rid = await new_run(store, sid, aid)
     await store.append(sid, session_metadata={"title": "t", "keep": 1})
@@ -113,7 +113,7 @@ async def test_append_updates_run_agent_and_merges_session_metadata(store: Stora
     assert len(await store.list_events(sid)) == 1
 
 
-async def test_unknown_session_append_is_a_validation_error(store: StorageManager) -> None:
+async def test_unknown_session_append_is_a_validation_error(store: SessionStore) -> None:
     with pytest.raises(AgentCoreError) as info:
         await store.append("sess_missing", events=[event(event_type=EventType.loop_started)])
     assert info.value.code == ErrorCode.validation_error

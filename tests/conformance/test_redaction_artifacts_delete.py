@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_core._ids import new_id
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
 from agent_core.types.base import format_ts
 from agent_core.types.enums import EventType
 from agent_core.types.storage import ArtifactRecord
@@ -14,7 +14,7 @@ from tests.fixtures.storage_env import set_test_secret
 
 
 async def test_secrets_are_redacted_before_they_are_stored(
-    store: StorageManager, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = set_test_secret(monkeypatch)
     sid, aid = await new_session(store)
@@ -32,7 +32,7 @@ async def test_secrets_are_redacted_before_they_are_stored(
     assert secret not in str(rows)
 
 
-async def test_sensitive_keys_are_masked_at_read_time_only_when_asked(store: StorageManager) -> None:
+async def test_sensitive_keys_are_masked_at_read_time_only_when_asked(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     payload = {"usage": {"input_tokens": 3}, "headers": {"Authorization": "Bearer x"}}
     await store.append(
@@ -64,7 +64,7 @@ def _artifact(session_id: str, run_id: str | None, summary: str, size: int = 10)
 
 
 async def test_artifact_metadata_round_trips_and_deletes(
-    store: StorageManager, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = set_test_secret(monkeypatch)
     sid, aid = await new_session(store)
@@ -86,7 +86,7 @@ async def test_artifact_metadata_round_trips_and_deletes(
     assert await store.get_artifact(big.artifact_id) is None
 
 
-async def test_delete_session_removes_its_rows_and_leaves_others(store: StorageManager) -> None:
+async def test_delete_session_removes_its_rows_and_leaves_others(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     keep, keep_agent = await new_session(store)
     rid = await new_run(store, sid, aid)

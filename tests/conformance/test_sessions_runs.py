@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import AgentStatus, EndReason, RunStatus
 from tests.conformance.helpers import new_agent, new_run, new_session
 
 
-async def test_sessions_are_created_read_and_listed_newest_first(store: StorageManager) -> None:
+async def test_sessions_are_created_read_and_listed_newest_first(store: SessionStore) -> None:
     s1, a1 = await new_session(store, cwd="/one")
     s2, _ = await new_session(store, cwd="/two")
     got = await store.get_session(s1)
@@ -26,7 +26,7 @@ def _records_of(session: object, agent: object) -> tuple:  # type: ignore[type-a
     return session, agent
 
 
-async def test_agents_and_runs_round_trip_and_update(store: StorageManager) -> None:
+async def test_agents_and_runs_round_trip_and_update(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     sub = await new_agent(store, sid)
     assert [a.agent_id for a in await store.list_agents(sid)] == [aid, sub]
@@ -43,7 +43,7 @@ async def test_agents_and_runs_round_trip_and_update(store: StorageManager) -> N
     assert [r.run_id for r in await store.list_non_terminal_runs(sid)] == [r2]
 
 
-async def test_invalid_writes_are_validation_errors_and_store_nothing(store: StorageManager) -> None:
+async def test_invalid_writes_are_validation_errors_and_store_nothing(store: SessionStore) -> None:
     sid, aid = await new_session(store)
     with pytest.raises(AgentCoreError) as info:
         await store.update_run("run_missing", status=RunStatus.completed)

@@ -15,7 +15,7 @@ from agent_core.config.loader import LoadedConfig
 _CONFORMS: type[SessionStore] = StorageManager
 
 
-def session_store(config: LoadedConfig, redactor: Redactor) -> StorageManager:
+def session_store(config: LoadedConfig, redactor: Redactor) -> SessionStore:
     """The (unopened) session store ``config`` selects."""
     storage = config.settings.storage
     if storage.backend == "postgres":

@@ -2,7 +2,8 @@
 
 Backends: ``sqlite`` (:class:`agent_core._storage.sqlite.StorageManager`, the embedded default) and
 ``postgres`` (:class:`agent_core._storage.postgres.store.PostgresStorage`, the ``postgres`` extra), chosen by
-``[storage] backend`` (:func:`agent_core._storage.backend.session_store`). One conformance suite
+``[storage] backend`` (:func:`agent_core._storage.backend.session_store`). They are siblings sharing the
+portable SQL of :class:`agent_core._storage.sql_store.SqlSessionStore`. One conformance suite
 (``tests/conformance``) runs unchanged against both.
 
 Contracts every backend keeps:

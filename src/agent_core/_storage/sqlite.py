@@ -1,84 +1,50 @@
 """The SQLite session store (storage.md §2–§6): one writer connection behind a FIFO writer queue, one
-read connection, built-in migrations, per-session node/event tables and cached sequence counters.
+read connection, built-in migrations; the portable logic (writes, the append hot path, reads, sequence
+counters) is :class:`~agent_core._storage.sql_store.SqlSessionStore`, shared with the postgres backend.
 
-Contracts:
+Contracts (besides the shared ones of ``sql_store``):
 
-- Every write method is ONE queued writer operation = ONE ``BEGIN IMMEDIATE`` … ``COMMIT``; on failure
-  nothing is stored, caches/counters are untouched and the caller gets ``StorageError(storage_error)``
-  (invalid arguments: ``AgentCoreError(validation_error)``).
-- Reads use the second connection and never wait behind the writer queue; they see committed data.
-- ``node_seq`` / ``seq`` are per-session counters starting at 1, ``run_seq`` a per-run counter starting
-  at 1. ``MAX(...)`` is read once per session/run, then incremented in memory and advanced only after
-  the transaction commits. One storage manager owns a database file (the runtime has exactly one).
-- Node content/metadata, event payloads, ``*_json`` columns and artifact summaries are redacted with
-  the :class:`Redactor` before they are serialised (write-time redaction, runtime.md §10.4).
+- Every write is ``BEGIN IMMEDIATE`` … ``COMMIT`` on the writer connection's thread.
+- Reads use the second connection (``query_only``) and never wait behind the writer queue.
+- One storage manager owns a database file (the runtime has exactly one), so the sequence counters are
+  read once (``MAX(...)``) and then cached; with the ``temporal`` engine several processes write the
+  file and :class:`~agent_core._storage.caches.MultiProcessCaches` reads them in every transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from agent_core._ids import validate_session_id
 from agent_core._redaction import Redactor
-from agent_core._storage import schema as S
-from agent_core._storage._reports import MARKER, ids_by_seq, wants_node_index
 from agent_core._storage.caches import StoreCaches
-from agent_core._storage.columns import (
-    invalid,
-    merge_session_metadata,
-    redact_record,
-    update_statement,
-    where_equal,
-)
-from agent_core._storage.decode import events_from_rows, nodes_from_rows
-from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core._storage.migrations import MIGRATIONS, Migration, apply_migrations
-from agent_core._storage.rows import jsonable, prepare_event, prepare_node
-from agent_core._storage.writer import Txn, TxnQueue, WriterQueue, wrap_storage_error
+from agent_core._storage.sql_store import NON_TERMINAL_RUN_STATUSES, SqlSessionStore
+from agent_core._storage.writer import WriterQueue, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.types.base import format_ts
-from agent_core.types.enums import (
-    RunStatus,
-)
-from agent_core.types.mappers import (
-    record_from_row,
-)
-from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
-from agent_core.types.storage import (
-    AgentRecord,
-    ArtifactRecord,
-    RunRecord,
-    SessionRecord,
-    StorageRecord,
-)
 
 if TYPE_CHECKING:
     from agent_core._tasks.wal import WalWriter
 
+__all__ = ["NON_TERMINAL_RUN_STATUSES", "StorageManager"]
+
 log = logging.getLogger(__name__)
 _NO_LEASE: contextlib.AbstractAsyncContextManager[object] = contextlib.nullcontext()
 
-R = TypeVar("R", bound=StorageRecord)
-T = TypeVar("T")
-
 BUSY_TIMEOUT_MS = 5000
 STATEMENT_CACHE = 2048
-NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
 
 
-class StorageManager:
-    """Owns the SQLite file, its connections, the writer queue and the sequence counters."""
+class StorageManager(SqlSessionStore):
+    """Owns the SQLite file, its connections and the writer queue."""
 
     BACKEND = "sqlite"
     SHARED = False
-    """True when other processes write the same database (then :meth:`session_lease` is cluster-wide)."""
 
     def __init__(
         self,
@@ -88,32 +54,14 @@ class StorageManager:
         migrations: Sequence[Migration] = MIGRATIONS,
         caches: StoreCaches | None = None,
     ) -> None:
+        super().__init__(redactor=redactor, migrations=migrations, caches=caches)
         self._db_path = Path(db_path)
-        self._redactor = redactor
-        self._migrations = tuple(migrations)
         self._writer_conn: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._writer: TxnQueue | None = None
-        self._open_lock = asyncio.Lock()
-        self._caches = caches if caches is not None else StoreCaches()
-
-    # ---- lifecycle ------------------------------------------------------------------------------
-
-    @property
-    def backend(self) -> str:
-        return self.BACKEND
 
     @property
     def db_path(self) -> Path:
         return self._db_path
-
-    @property
-    def is_open(self) -> bool:
-        return self._writer is not None and not self._writer.closing
-
-    @property
-    def redactor(self) -> Redactor:
-        return self._redactor
 
     async def open(self) -> None:
         """Idempotent. Creates parent dirs, sets WAL/busy_timeout/synchronous, applies migrations.
@@ -163,14 +111,11 @@ class StorageManager:
     async def close(self) -> None:
         """Drains the writer queue, then closes both connections. Idempotent."""
         async with self._open_lock:
-            writer, self._writer = self._writer, None
-            if writer is not None:
-                await writer.drain_and_stop()
+            await self._stop_writer()
             for conn in (self._reader, self._writer_conn):
                 if conn is not None:
                     await _close_quietly(conn)
             self._reader = self._writer_conn = None
-            self._caches.clear()
 
     def session_lease(self, session_id: str) -> contextlib.AbstractAsyncContextManager[object]:
         """Held by a root run while it runs: one running root run per session across every process
@@ -186,259 +131,6 @@ class StorageManager:
         """The Task WAL medium of this backend; ``None`` means JSONL files (the default writer)."""
         return None
 
-    def _queue(self) -> TxnQueue:
-        if self._writer is None or self._writer.closing:
-            raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
-        return self._writer
-
-    async def write(self, op: Callable[[Txn], T]) -> T:
-        """Runs ``op`` as one queued write transaction (for feature stores owning their own global
-        tables, e.g. jobs and schedules); the caller redacts what it stores."""
-        return await self._queue().submit(op)
-
-    async def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of one read on the read connection (committed data only)."""
-        return await self._read(sql, params)
-
-    # ---- simple writes --------------------------------------------------------------------------
-
-    async def create_session(self, session: SessionRecord, root_agent: AgentRecord) -> None:
-        """Inserts the session + root agent rows and creates ``nodes_<sid>``/``events_<sid>`` (one txn)."""
-        sql = self._caches.session_sql(validate_session_id(session.session_id))
-        if root_agent.session_id != session.session_id:
-            raise invalid("the root agent must belong to the new session")
-        session_row = redact_record(session, self._redactor).row()
-        agent_row = redact_record(root_agent, self._redactor).row()
-        sid = session.session_id
-
-        def op(txn: Txn) -> None:
-            if txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (sid,)):
-                raise invalid(f"session {sid!r} already exists")
-            txn.execute(S.INSERT_SESSION, session_row)
-            txn.execute(S.INSERT_AGENT, agent_row)
-            for statement in sql.create:
-                txn.execute(statement)
-
-            def committed() -> None:
-                self._caches.known_sessions.add(sid)
-                self._caches.node_seq[sid] = 0
-                self._caches.seq[sid] = 0
-
-            txn.after_commit(committed)
-
-        await self._queue().submit(op)
-
-    async def _insert(
-        self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
-    ) -> None:
-        """Inserts one row after checking that its session (and ``agent_id``, if given) exists."""
-        row = redact_record(record, self._redactor).row()
-        session_id = record.session_id
-
-        def op(txn: Txn) -> None:
-            self._ensure_session(txn, session_id)
-            if agent_id is not None and not txn.scalar(
-                "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
-            ):
-                raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
-            txn.execute(statement, row)
-
-        await self._queue().submit(op)
-
-    async def insert_agent(self, record: AgentRecord) -> None:
-        """Inserts an agent row of an existing session."""
-        await self._insert(S.INSERT_AGENT, record)
-
-    async def insert_run(self, record: RunRecord) -> None:
-        """Inserts a run row of an existing session and agent."""
-        await self._insert(S.INSERT_RUN, record, agent_id=record.agent_id)
-
-    async def insert_artifact(self, record: ArtifactRecord) -> None:
-        """Inserts an artifact registry row of an existing session."""
-        await self._insert(S.INSERT_ARTIFACT, record)
-
-    async def _update(self, table: str, key: str, key_value: str, fields: dict[str, Any]) -> None:
-        allowed = S.UPDATABLE_RUN_COLUMNS if table == "runs" else S.UPDATABLE_AGENT_COLUMNS
-        statement, params = update_statement(table, key, key_value, fields, allowed, self._redactor)
-
-        def op(txn: Txn) -> None:
-            if txn.execute(statement, params) == 0:
-                raise invalid(f"unknown {table[:-1]} {key_value!r}")
-
-        await self._queue().submit(op)
-
-    async def update_agent(self, agent_id: str, /, **fields: Any) -> None:
-        """Updates agent columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
-        await self._update("agents", "agent_id", agent_id, fields)
-
-    async def update_run(self, run_id: str, /, **fields: Any) -> None:
-        """Updates run columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
-        await self._update("runs", "run_id", run_id, fields)
-
-    async def delete_artifact_row(self, artifact_id: str) -> bool:
-        def op(txn: Txn) -> bool:
-            return txn.execute("DELETE FROM artifacts WHERE artifact_id = ?", (artifact_id,)) > 0
-
-        return await self._queue().submit(op)
-
-    async def delete_session_rows(self, session_id: str) -> DeleteCounts:
-        """Drops ``nodes_<sid>``/``events_<sid>`` and deletes the session's rows in every global table."""
-        sql = self._caches.session_sql(session_id)
-
-        def op(txn: Txn) -> tuple[DeleteCounts, list[str]]:
-            self._ensure_session(txn, session_id)
-            run_ids = [
-                r[0] for r in txn.fetchall("SELECT run_id FROM runs WHERE session_id = ?", (session_id,))
-            ]
-            counts = DeleteCounts(
-                nodes=int(txn.scalar(sql.count_nodes)),
-                events=int(txn.scalar(sql.count_events)),
-                runs=txn.execute("DELETE FROM runs WHERE session_id = ?", (session_id,)),
-                agents=txn.execute("DELETE FROM agents WHERE session_id = ?", (session_id,)),
-                artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
-            )
-            txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            for statement in sql.drop:
-                txn.execute(statement)
-
-            def committed() -> None:
-                self._caches.forget_session(session_id, run_ids)
-
-            txn.after_commit(committed)
-            return counts, run_ids
-
-        counts, _ = await self._queue().submit(op)
-        return counts
-
-    def _ensure_session(self, txn: Txn, session_id: str) -> None:
-        if session_id in self._caches.known_sessions:
-            return
-        if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-            raise invalid(f"unknown session {session_id!r}")
-        sid = session_id
-        txn.after_commit(lambda: self._caches.known_sessions.add(sid))
-
-    # ---- the hot path ---------------------------------------------------------------------------
-
-    async def append(
-        self,
-        session_id: str,
-        *,
-        nodes: Sequence[NodeDraft] = (),
-        events: Sequence[EventDraft] = (),
-        active_node_id: str | Unset | None = UNSET,
-        run_update: tuple[str, dict[str, Any]] | None = None,
-        agent_update: tuple[str, dict[str, Any]] | None = None,
-        tip: Tip | None = None,
-        session_metadata: dict[str, Any] | None = None,
-    ) -> AppendResult:
-        """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
-
-        Allocates ``node_seq`` / ``seq`` / ``run_seq``; a draft with ``parent_id=FROM_TIP`` is chained
-        onto ``tip`` (then onto the previous node of this call); after commit ``tip`` points at the
-        last node written. On failure nothing is stored and no counter moves. ``session_metadata``
-        merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
-        same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
-        """
-        sql = self._caches.session_sql(session_id)
-        secrets = self._redactor.secrets()
-        prepared_nodes = [prepare_node(d, secrets) for d in nodes]
-        node_seqs = self._caches.session_node_index(session_id)
-        load_index = (
-            self._caches.KEEP_NODE_INDEX
-            and node_seqs is None
-            and any(d.event_type == "context_built" and wants_node_index(d.payload) for d in events)
-        )
-        new_nodes = {d.node_id: -(k + 1) for k, d in enumerate(nodes)} if node_seqs is not None else None
-        prepared_events = [prepare_event(d, secrets, node_seqs, new_nodes) for d in events]
-        if tip is None and any(p.draft.parent_id is TipMarker.FROM_TIP for p in prepared_nodes):
-            raise invalid("parent_id=FROM_TIP needs a tip")
-        meta_updates = (
-            jsonable(session_metadata, "sessions.metadata_json", secrets) if session_metadata else None
-        )
-        updates: list[tuple[str, list[Any], str]] = []
-        if run_update is not None:
-            stmt, params = update_statement(
-                "runs", "run_id", *run_update, S.UPDATABLE_RUN_COLUMNS, self._redactor
-            )
-            updates.append((stmt, params, f"run {run_update[0]!r}"))
-        if agent_update is not None:
-            stmt, params = update_statement(
-                "agents", "agent_id", *agent_update, S.UPDATABLE_AGENT_COLUMNS, self._redactor
-            )
-            updates.append((stmt, params, f"agent {agent_update[0]!r}"))
-        now = format_ts()
-
-        def op(txn: Txn) -> AppendResult:
-            self._ensure_session(txn, session_id)
-            result = AppendResult()
-            node_seq = seq = 0
-            if prepared_nodes:
-                node_seq = self._caches.counter(txn, self._caches.node_seq, session_id, sql.max_node_seq)
-                chain = tip.node_id if tip is not None else None
-                rows = []
-                for p in prepared_nodes:
-                    node_seq += 1
-                    parent = p.draft.parent_id
-                    if isinstance(parent, TipMarker):
-                        parent = chain
-                    rows.append(p.row(node_seq, parent))
-                    result.nodes.append(p.node(session_id, node_seq, parent))
-                    chain = p.draft.node_id
-                txn.executemany(sql.insert_node, rows)
-            first_new_seq = node_seq - len(prepared_nodes) + 1  # resolves compact context reports
-            run_seqs: dict[str, int] = {}
-            if prepared_events:
-                seq = self._caches.counter(txn, self._caches.seq, session_id, sql.max_seq)
-                rows = []
-                for p_e in prepared_events:
-                    seq += 1
-                    run_id = p_e.draft.run_id
-                    run_seq: int | None = None
-                    if run_id is not None:
-                        if run_id not in run_seqs:
-                            run_seqs[run_id] = self._caches.counter(
-                                txn, self._caches.run_seq, run_id, sql.max_run_seq, run_id
-                            )
-                        run_seq = run_seqs[run_id] = run_seqs[run_id] + 1
-                    rows.append(p_e.row(seq, run_seq, first_new_seq))
-                    result.events.append(p_e.event(session_id, seq, run_seq))
-                txn.executemany(sql.insert_event, rows)
-            if not isinstance(active_node_id, Unset):
-                txn.execute(
-                    "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
-                    (active_node_id, now, session_id),
-                )
-            for stmt, params, what in updates:
-                if txn.execute(stmt, params) == 0:
-                    raise invalid(f"unknown {what}")
-            if meta_updates:
-                merge_session_metadata(txn, session_id, meta_updates, now)
-            loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
-
-            def committed() -> None:
-                if loaded is not None:
-                    self._caches.keep_node_index(session_id, dict(loaded))
-                if prepared_nodes:
-                    self._caches.node_seq[session_id] = node_seq
-                    index = self._caches.node_index.get(session_id)
-                    for node in result.nodes:
-                        self._caches.remember_node(node.node_id, session_id)
-                        if index is not None:
-                            index[node.node_id] = node.node_seq
-                    if tip is not None:
-                        tip.node_id = result.nodes[-1].node_id
-                if prepared_events:
-                    self._caches.seq[session_id] = seq
-                self._caches.run_seq.update(run_seqs)
-
-            txn.after_commit(committed)
-            return result
-
-        return await self._queue().submit(op)
-
-    # ---- reads ----------------------------------------------------------------------------------
-
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self._reader is None:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
@@ -448,148 +140,6 @@ class StorageManager:
             raise
         except Exception as exc:
             raise wrap_storage_error(exc, "read") from exc
-
-    async def _records(self, cls: type[R], sql: str, params: Sequence[Any] = ()) -> list[R]:
-        columns = tuple(cls.model_fields)
-        return [record_from_row(cls, columns, row) for row in await self._read(sql, params)]
-
-    async def _require_session(self, session_id: str) -> S.SessionSql:
-        sql = self._caches.session_sql(session_id)
-        if session_id not in self._caches.known_sessions:
-            if not await self._read("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-                raise invalid(f"unknown session {session_id!r}")
-            self._caches.known_sessions.add(session_id)
-        return sql
-
-    async def get_session(self, session_id: str) -> SessionRecord | None:
-        rows = await self._records(SessionRecord, f"{S.SELECT_SESSION} WHERE session_id = ?", (session_id,))
-        return rows[0] if rows else None
-
-    async def list_sessions(self) -> list[SessionRecord]:
-        """Most recently updated first."""
-        return await self._records(SessionRecord, f"{S.SELECT_SESSION} ORDER BY updated_at DESC, rowid DESC")
-
-    async def get_agent(self, agent_id: str) -> AgentRecord | None:
-        rows = await self._records(AgentRecord, f"{S.SELECT_AGENT} WHERE agent_id = ?", (agent_id,))
-        return rows[0] if rows else None
-
-    async def list_agents(self, session_id: str) -> list[AgentRecord]:
-        """In creation order."""
-        return await self._records(
-            AgentRecord, f"{S.SELECT_AGENT} WHERE session_id = ? ORDER BY rowid", (session_id,)
-        )
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        rows = await self._records(RunRecord, f"{S.SELECT_RUN} WHERE run_id = ?", (run_id,))
-        return rows[0] if rows else None
-
-    async def list_runs(self, session_id: str) -> list[RunRecord]:
-        """In creation order."""
-        return await self._records(
-            RunRecord, f"{S.SELECT_RUN} WHERE session_id = ? ORDER BY rowid", (session_id,)
-        )
-
-    async def list_non_terminal_runs(self, session_id: str) -> list[RunRecord]:
-        """Runs still ``queued`` / ``pending`` / ``running`` (in creation order)."""
-        marks = ", ".join("?" for _ in NON_TERMINAL_RUN_STATUSES)
-        return await self._records(
-            RunRecord,
-            f"{S.SELECT_RUN} WHERE session_id = ? AND status IN ({marks}) ORDER BY rowid",
-            (session_id, *(s.value for s in NON_TERMINAL_RUN_STATUSES)),
-        )
-
-    async def _nodes(
-        self, session_id: str, sql: str, params: Sequence[Any], redact_keys: bool = False
-    ) -> list[Node]:
-        return nodes_from_rows(await self._read(sql, params), session_id, redact_keys=redact_keys)
-
-    async def get_node(self, session_id: str, node_id: str) -> Node | None:
-        sql = await self._require_session(session_id)
-        nodes = await self._nodes(session_id, f"{sql.select_nodes} WHERE node_id = ?", (node_id,))
-        return nodes[0] if nodes else None
-
-    async def list_nodes(
-        self,
-        session_id: str,
-        *,
-        run_id: str | None = None,
-        agent_id: str | None = None,
-        redact_keys: bool = False,
-    ) -> list[Node]:
-        """Nodes ordered by ``node_seq``, optionally filtered by run and/or agent; ``redact_keys`` masks
-        values under sensitive-looking keys (read-time redaction, ``redact_sensitive_keys``)."""
-        sql = await self._require_session(session_id)
-        where, params = where_equal(run_id=run_id, agent_id=agent_id)
-        return await self._nodes(
-            session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params, redact_keys
-        )
-
-    async def node_path(self, session_id: str, node_id: str) -> list[Node]:
-        """Nodes from the root to ``node_id`` along ``parent_id``; unknown node → ``validation_error``."""
-        sql = await self._require_session(session_id)
-        path = await self._nodes(session_id, sql.node_path, (node_id,))
-        if not path:
-            raise invalid(f"unknown node {node_id!r} in session {session_id!r}")
-        return path
-
-    async def find_node_session(self, node_id: str) -> str | None:
-        """The session holding ``node_id``: cache first, then sessions most-recently-updated first."""
-        cached = self._caches.node_sessions.get(node_id)
-        if cached is not None:
-            return cached
-        for (session_id,) in await self._read(
-            "SELECT session_id FROM sessions ORDER BY updated_at DESC, rowid DESC"
-        ):
-            try:
-                sql = self._caches.session_sql(session_id)
-            except AgentCoreError:
-                continue
-            if await self._read(sql.node_exists, (node_id,)):
-                self._caches.remember_node(node_id, session_id)
-                return str(session_id)
-        return None
-
-    async def list_events(
-        self,
-        session_id: str,
-        *,
-        from_seq: int | None = None,
-        to_seq: int | None = None,
-        run_id: str | None = None,
-        redact_keys: bool = False,
-    ) -> list[RuntimeEvent]:
-        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds. Compact
-        context reports come back with their full node-id lists; ``redact_keys`` as in :meth:`list_nodes`.
-        """
-        sql = await self._require_session(session_id)
-        where, params = where_equal(run_id=run_id)
-        clauses = [where] if where else []
-        if from_seq is not None:
-            clauses.append(f"{' AND' if clauses else ' WHERE'} seq >= ?")
-            params.append(from_seq)
-        if to_seq is not None:
-            clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
-            params.append(to_seq)
-        rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
-        seqs = None
-        if any(r[6] == "context_built" and r[9] is not None and MARKER in r[9] for r in rows):
-            seqs = ids_by_seq(await self._read(f"SELECT node_seq, node_id FROM {sql.nodes}"))
-        return events_from_rows(rows, session_id, ids_by_seq=seqs, redact_keys=redact_keys)
-
-    async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
-        rows = await self._records(
-            ArtifactRecord, f"{S.SELECT_ARTIFACT} WHERE artifact_id = ?", (artifact_id,)
-        )
-        return rows[0] if rows else None
-
-    async def list_artifacts(
-        self, *, session_id: str | None = None, run_id: str | None = None
-    ) -> list[ArtifactRecord]:
-        """Oldest first (``created_at``, then insertion order)."""
-        where, params = where_equal(session_id=session_id, run_id=run_id)
-        return await self._records(
-            ArtifactRecord, f"{S.SELECT_ARTIFACT}{where} ORDER BY created_at, rowid", params
-        )
 
 
 async def _close_quietly(conn: aiosqlite.Connection) -> None:

@@ -1,8 +1,9 @@
-"""The PostgreSQL session store (surfaces.md §3): the SQLite store's logic on a shared database.
+"""The PostgreSQL session store (surfaces.md §3): the portable store on a shared database.
 
-:class:`PostgresStorage` is a :class:`StorageManager` whose writer and reader are psycopg connections
-(``storage/postgres/connection.py``); every statement is the same portable SQL. What changes because
-several processes may write one database:
+:class:`PostgresStorage` is the sibling of the SQLite store: both are a
+:class:`~agent_core._storage.sql_store.SqlSessionStore` (the portable SQL of every write and read);
+here the writer and reader are psycopg connections (``storage/postgres/connection.py``, reconnecting
+after a lost connection). What changes because several processes may write one database:
 
 - every write touching a session locks its ``sessions`` row (``SELECT … FOR UPDATE``) first, and the
   ``node_seq`` / ``seq`` / ``run_seq`` counters are read inside that transaction instead of being
@@ -23,7 +24,6 @@ import hashlib
 import os
 import secrets
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -44,7 +44,8 @@ from agent_core._storage.postgres.connection import (
 from agent_core._storage.postgres.lease import SessionLease
 from agent_core._storage.postgres.migrate import apply_pg_migrations, pg_ddl
 from agent_core._storage.postgres.task_wal import PgTaskWal
-from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.protocol import SessionStore
+from agent_core._storage.sql_store import SqlSessionStore
 from agent_core._storage.writer import Txn, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.runtime import DeleteCounts
@@ -104,7 +105,7 @@ def _retake_owner_key(conn: psycopg.Connection[Any], key: int) -> None:
         raise psycopg.OperationalError("the store's owner lock is still held by the lost connection")
 
 
-class PostgresStorage(StorageManager):
+class PostgresStorage(SqlSessionStore):
     """The session store on PostgreSQL; the DSN comes from the environment variable ``dsn_env``."""
 
     BACKEND = "postgres"
@@ -119,9 +120,7 @@ class PostgresStorage(StorageManager):
         environ: dict[str, str] | None = None,
         reconnect_timeout_ms: int = DEFAULT_RECONNECT_TIMEOUT_MS,
     ) -> None:
-        super().__init__(
-            Path(f"${dsn_env}"), redactor=redactor, migrations=migrations, caches=SharedStoreCaches()
-        )
+        super().__init__(redactor=redactor, migrations=migrations, caches=SharedStoreCaches())
         self._dsn_env = dsn_env
         self._environ = environ
         self._pg_writer: PgConnection | None = None
@@ -177,8 +176,8 @@ class PostgresStorage(StorageManager):
 
     async def close(self) -> None:
         """Drains the writer queue, then closes both connections. Idempotent."""
-        await super().close()
         async with self._open_lock:
+            await self._stop_writer()
             for conn in (self._pg_reader, self._pg_writer):
                 if conn is not None:
                     await conn.close()
@@ -257,3 +256,6 @@ class PostgresStorage(StorageManager):
         """Locks the session row for the rest of the transaction (``validation_error`` if missing)."""
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+
+
+_CONFORMS: type[SessionStore] = PostgresStorage
