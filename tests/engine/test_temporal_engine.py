@@ -70,13 +70,15 @@ def echo_tools(calls: list[str]) -> Tools:
 
 
 @asynccontextmanager
-async def worker(env: SoongEnv, fake: FakeProvider, tools: Tools) -> AsyncIterator[AgentRuntime]:
-    """A worker runtime on ``env`` (the config already written) executing this test's task queue."""
+async def worker(
+    env: SoongEnv, fake: FakeProvider, tools: Tools, queues: list[str] | None = None
+) -> AsyncIterator[AgentRuntime]:
+    """A worker runtime on ``env`` (the config already written) executing this test's task queue(s)."""
     rt = AgentRuntime(project_dir=env.project, provider_registry=ProviderRegistry({"fake": fake.factory}))
     tools(rt)
     async with rt:
         stop, ready = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(run_worker(rt, stop, lambda _queue, _address: ready.set()))
+        task = asyncio.create_task(run_worker(rt, stop, lambda _queue, _address: ready.set(), queues=queues))
         waiter = asyncio.create_task(ready.wait())
         await asyncio.wait({task, waiter}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
         if task.done():

@@ -14,6 +14,7 @@ import pytest
 from temporalio.client import Client
 
 from agent_core import AgentRuntime, RunStatus
+from agent_core._storage.postgres.task_wal import PgTaskWal
 from tests.engine.test_temporal_engine import _env, engine_config, worker
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
@@ -158,7 +159,8 @@ async def test_an_orchestrator_session_with_a_pool_matches_the_local_engine(
         described = await client.get_workflow_handle(f"soong-run-{child}").describe()
         assert described.task_queue == f"{queue}.pool.default"
         assert described.parent_id == f"soong-run-{run.run_id}"
-    assert got["runs"] == expected["runs"] == [("completed", "completed")] * 3
+    assert got["runs"] == expected["runs"]
+    assert expected["runs"] == [("completed", "completed")] * 3
     assert got["wal"] == expected["wal"]
     assert got["events"] == expected["events"]
     for a, b in zip(got["nodes"], expected["nodes"], strict=True):
@@ -210,6 +212,88 @@ async def test_cancelling_the_orchestrator_run_cancels_its_worker_child_workflow
     assert got["runs"] == expected["runs"]
     assert [r["event_type"] for r in got["wal"]] == [r["event_type"] for r in expected["wal"]]
     assert got["wal"] == expected["wal"]
+    assert got["events"] == expected["events"]
+    for a, b in zip(got["nodes"], expected["nodes"], strict=True):
+        assert a == b, json.dumps([a, b], indent=1)
+
+
+def _v(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def replay_record(result: Any, root: str, wal: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`session_record` from ``replay_session`` (any storage backend): runs, event types per run,
+    nodes and the Task WAL records ``wal``, ids and timestamps normalised."""
+    norm = Normal(root)
+    norm(result.session_id)
+    ids = [r.run_id for r in result.runs] + [c.child_run_id for c in result.children]
+    order = {run_id: i for i, run_id in enumerate(ids)}
+    per_run: dict[int, list[str]] = {}
+    for event in result.events:
+        per_run.setdefault(order.get(event.run_id or "", -1), []).append(_v(event.event_type))
+    return {
+        "runs": [(_v(r.status), _v(r.end_reason)) for r in result.runs]
+        + [(c.status, c.result_summary) for c in result.children],
+        "events": per_run,
+        "nodes": [
+            (
+                _v(n.role),
+                _v(n.node_type),
+                order.get(n.run_id or "", -1),
+                norm([b.model_dump(mode="json") for b in n.content]),
+            )
+            for n in result.nodes
+        ],
+        "wal": norm([{k: v for k, v in r.items() if k != "created_at"} for r in wal]),
+    }
+
+
+async def test_on_postgres_two_workers_share_the_task_board_of_an_orchestrator_session(
+    tmp_path: Any,
+    temporal_server: TemporalServer,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two worker runtimes (each its own Task registry, as two processes have) execute one Orchestrator
+    session on PostgreSQL — one the Orchestrator run's steps (main queue), the other the dispatched worker
+    runs' (the pool's queue): each catches up with the Task WAL records the other appended."""
+    local_env = _env(tmp_path / "local", monkeypatch)
+    fake = FakeProvider()
+    two_dispatches(fake)
+    async with open_runtime(local_env, fake, config=CONFIG) as rt:
+        local = await rt.start("go", mode="orchestrator")
+        await asyncio.wait_for(local.wait(), 60)
+        replay = await rt.replay_session(local.session_id)
+    wal = wal_lines(local_env, local.session_id, "t1-work")
+    expected = replay_record(replay, str(local_env.project.parent), wal)
+
+    env = _env(tmp_path / "pg", monkeypatch)
+    request.getfixturevalue("postgres_dsn")  # a fresh schema, its DSN in $SOONG_TEST_PG_DSN
+    storage = {"backend": "postgres", "postgres": {"dsn_env": "SOONG_TEST_PG_DSN"}}
+    engine = engine_config(temporal_server)
+    env.write_config(storage=storage, **CONFIG, **engine)
+    fake = FakeProvider()
+    two_dispatches(fake)  # one script for both: the Orchestrator's steps on one, the workers' on the other
+    queue = engine["engine"]["temporal"]["task_queue"]
+    orchestrating = worker(env, fake, lambda _rt: None, queues=[queue])
+    async with orchestrating, worker(env, fake, lambda _rt: None, queues=[f"{queue}.pool.default"]):
+        async with open_runtime(env, FakeProvider(), write_config=False) as rt:
+            run = await rt.start("go", mode="orchestrator")
+            await asyncio.wait_for(run.wait(), 120)
+            assert run.status == RunStatus.completed, run.error
+            replay = await rt.replay_session(run.session_id)
+    path = env.project / ".soong-agent" / "tasks" / run.session_id / "t1-work.wal.jsonl"
+    table = PgTaskWal(dsn_env="SOONG_TEST_PG_DSN")
+    try:
+        wal = table.read_timeline(path)
+    finally:
+        table.close()
+    got = replay_record(replay, str(env.project.parent), wal)
+    assert got["runs"] == expected["runs"]
+    assert expected["runs"] == [("completed", "completed")] + [("completed", "worker finished")] * 2
+    assert got["wal"] == expected["wal"]
+    # the pool's worker did not create the Task: it restored it from the WAL table (a run-less event)
+    assert got["events"].pop(-1) == ["task_wal_replayed"]
     assert got["events"] == expected["events"]
     for a, b in zip(got["nodes"], expected["nodes"], strict=True):
         assert a == b, json.dumps([a, b], indent=1)

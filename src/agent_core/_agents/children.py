@@ -515,6 +515,8 @@ class ChildLauncher:
     async def _finish(
         self, state: RunState, parent: RunState, spec: ChildSpec, prepared: _Prepared, timed_out: bool
     ) -> ChildOutcome:
+        if spec.on_ended is not None and state.terminal:
+            await spec.on_ended(state)
         outcome = state.outcome
         run_status = (
             state.status if state.terminal else (RunStatus.aborted if timed_out else RunStatus.cancelled)

@@ -48,6 +48,9 @@ class ChildSpec:
     task_board: Callable[[], str | None] | None = None
     step_id: Callable[[RunState], str | None] | None = None
     """Workers: the claimed step for ``ChildAgentResult.step_id`` (core-set)."""
+    on_ended: Callable[[RunState], Awaitable[None]] | None = None
+    """Called once the run is terminal, before its result is assembled (workers: the Task board catches
+    up with the records the run appended in another process)."""
     run_id: str | None = None
     """The child's run id when the caller fixes it (``None``: a fresh id)."""
     attach: bool = False

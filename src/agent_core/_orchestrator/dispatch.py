@@ -458,6 +458,9 @@ class WorkerDispatcher:
         def board() -> str | None:
             return self.board(service, caller)
 
+        async def on_ended(_state: RunState) -> None:
+            await service.catch_up(inp.task_id)
+
         spec = ChildSpec(
             role=AgentRole.worker,
             definition=worker.definition,
@@ -488,6 +491,7 @@ class WorkerDispatcher:
             task_board=board,
             step_id=step_id,
             on_admitted=on_admitted,
+            on_ended=on_ended,
         )
         return spec
 

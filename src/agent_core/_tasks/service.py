@@ -125,6 +125,7 @@ class TaskService:
         self.check_dispatchable = self.workers.check_dispatchable
         self.claimed_step = self.workers.claimed_step
         self.on_worker_run_end = self.workers.on_worker_run_end
+        self.catch_up = self.workers.catch_up
 
     @property
     def session_id(self) -> str:

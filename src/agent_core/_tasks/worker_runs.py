@@ -105,6 +105,19 @@ class WorkerRuns:
         claimed = dag.run_claims.get(run_id)
         return dag.step(claimed) if claimed is not None else None
 
+    async def catch_up(self, task_id: str) -> None:
+        """Applies the records other processes appended to ``task_id``'s shared WAL (a worker run that
+        executed elsewhere claimed and updated its steps there); nothing for a process-local WAL."""
+        entry = self._store.active.get(task_id)
+        if entry is None or not self._store.writer.SHARED:
+            return
+        async with entry.lock:
+            if self._store.active.get(task_id) is entry:
+                try:
+                    self._store.recheck(entry)
+                except AgentCoreError:  # it became terminal meanwhile: its tombstone holds the DAG
+                    pass
+
     async def on_worker_run_end(
         self,
         run_id: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -22,10 +22,15 @@ SHUTDOWN_GRACE = timedelta(seconds=15)
 
 
 async def run_worker(
-    runtime: AgentRuntime, stop: asyncio.Event, ready: Callable[[str, str], None] | None = None
+    runtime: AgentRuntime,
+    stop: asyncio.Event,
+    ready: Callable[[str, str], None] | None = None,
+    *,
+    queues: Sequence[str] | None = None,
 ) -> None:
     """Executes run workflows and their steps for ``[engine.temporal] task_queue`` and the worker pools'
-    queues (``<task_queue>.pool.<pool_id>``) until ``stop`` is set.
+    queues (``<task_queue>.pool.<pool_id>``) until ``stop`` is set; ``queues`` narrows them (e.g. a
+    process that serves one pool's dispatched runs only).
 
     The steps run on ``runtime``'s services: the same config, providers, tools and shared store as the
     runtimes that start the runs (tools registered in code must be registered on ``runtime`` too).
@@ -69,7 +74,7 @@ async def run_worker(
             max_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
             default_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
         )
-        for queue in task_queues(manager.services.settings)
+        for queue in (queues if queues is not None else task_queues(manager.services.settings))
     ]
     async with contextlib.AsyncExitStack() as stack:
         for each in workers:
