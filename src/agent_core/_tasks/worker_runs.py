@@ -114,7 +114,7 @@ class WorkerRuns:
         async with entry.lock:
             if self._store.active.get(task_id) is entry:
                 try:
-                    self._store.recheck(entry)
+                    await self._store.recheck(entry)
                 except AgentCoreError:  # it became terminal meanwhile: its tombstone holds the DAG
                     pass
 
@@ -143,9 +143,7 @@ class WorkerRuns:
             async with entry.lock:
                 if self._store.active.get(task_id) is entry and not entry.terminating:
                     try:
-                        await self._store.recheck(
-                            entry
-                        )  # a shared WAL: the worker's records of other processes
+                        await self._store.recheck(entry)  # a shared WAL: other processes' records
                         await self._store.reconcile(entry, actor, emit)
                         records = decide_run_end(
                             entry.dag, run_id, _END_REASONS[ending], actor=actor, now=self._store.clock()
