@@ -45,7 +45,7 @@ _OWNER_POLL_S = 0.05
 async def recover_session(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> None:
-    """Load-time recovery: closes orphaned runs and, unless a run of another live process is running,
+    """Load-time recovery: closes orphaned runs and, unless another live process has runs of the session,
     the dangling tool calls of the active path."""
     storage = services.storage
     runs = [
@@ -56,9 +56,7 @@ async def recover_session(
         await storage.runs_live_elsewhere([r.run_id for r in runs]) if storage.SHARED and runs else set()
     )
     await _close_orphans(services, session, [r for r in runs if r.run_id not in elsewhere])
-    # a running run of another process may be between a tool call and its result; queued/pending runs of
-    # other processes have not started their loop (they wait for the session lease)
-    if not any(r.run_id in elsewhere and r.status == RunStatus.running for r in runs):
+    if not elsewhere:  # a run of another process may be between a tool call and its result
         await _close_dangling_calls(services, session)
 
 
