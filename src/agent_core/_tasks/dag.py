@@ -32,6 +32,7 @@ from agent_core._tasks.models import (
     CORE_ACTOR,
     HELD_STEP_STATUSES,
     TERMINAL_EVENT_STATUS,
+    TERMINAL_TASK_STATUSES,
     UNFINISHED_STEP_STATUSES,
     Task,
     TaskCreatedEvent,
@@ -50,6 +51,10 @@ _UPDATABLE = (
     StepStatus.blocked,
 )
 _UNFINISHED = tuple(UNFINISHED_STEP_STATUSES)
+# tuples, not the frozensets, on the replay path: an enum member's hash is a Python call, a tuple finds it
+# by identity
+_HELD = tuple(HELD_STEP_STATUSES)
+_TERMINAL = tuple(TERMINAL_TASK_STATUSES)
 
 
 def _set(model: BaseModel, **values: Any) -> None:
@@ -249,23 +254,24 @@ class TaskDag:
 
     def apply(self, event: TaskWalEvent) -> None:
         """Applies one record; raises :class:`IllegalTransition` if it is not legal here."""
-        if event.wal_seq != self.last_wal_seq + 1:
+        task = self.task
+        seq = event.wal_seq
+        if seq != self.last_wal_seq + 1:
             raise IllegalTransition(
-                message=f"wal_seq {event.wal_seq} does not follow {self.last_wal_seq}",
-                details={"wal_seq": event.wal_seq},
+                message=f"wal_seq {seq} does not follow {self.last_wal_seq}", details={"wal_seq": seq}
             )
         if event.session_id != self.session_id:
             raise IllegalTransition(message="record session_id differs from the WAL's session")
-        if event.task_id != self.task.task_id:
+        if event.task_id != task.task_id:
             raise IllegalTransition(message="record task_id differs from the WAL's first line")
-        if self.task.terminal:
-            raise IllegalTransition(message=f"Task {self.task.task_id} is already {self.task.status}")
+        if task.status in _TERMINAL:
+            raise IllegalTransition(message=f"Task {task.task_id} is already {task.status}")
         handler = _HANDLERS.get(event.event_type)
         if handler is None:
             raise IllegalTransition(message=f"{event.event_type} may only be the first record")
         handler(self, event)
-        self.last_wal_seq = event.wal_seq
-        self.task.__dict__["updated_at"] = event.created_at  # see _set
+        self.last_wal_seq = seq
+        task.__dict__["updated_at"] = event.created_at  # see _set
 
     # ------------------------------------------------------------------ task-level handlers
 
@@ -279,7 +285,7 @@ class TaskDag:
 
     def _on_task_terminal(self, ev: Any) -> None:
         if ev.event_type == "task_completed":
-            held = [s.step_id for s in self.task.steps if s.status in HELD_STEP_STATUSES]
+            held = [s.step_id for s in self.task.steps if s.status in _HELD]
             missing = [s.step_id for s in self.task.steps if s.required and s.status != StepStatus.completed]
             if held or missing:
                 raise IllegalTransition(message="task_completed while steps are held or required steps open")
@@ -306,16 +312,16 @@ class TaskDag:
         step = self._require_step(ev, (StepStatus.pending,))
         if self.task.status == TaskStatus.blocked:
             raise IllegalTransition(message="no ready advance while the Task is blocked")
-        if not self.deps_completed(step):
+        if step.depends_on_step_ids and not self.deps_completed(step):
             raise IllegalTransition(message=f"step {step.step_id} has unfinished dependencies")
-        _set(step, status=StepStatus.ready, updated_at=ev.created_at)
+        step.__dict__.update(status=StepStatus.ready, updated_at=ev.created_at)  # see _set
 
     def _on_step_claimed(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.ready,))
         p = ev.payload
         if self.task.status == TaskStatus.blocked:
             raise IllegalTransition(message="no claims while the Task is blocked")
-        if not self.deps_completed(step):
+        if step.depends_on_step_ids and not self.deps_completed(step):
             raise IllegalTransition(message=f"step {step.step_id} has unfinished dependencies")
         if p.claimed_by_run_id in self.run_claims:
             raise IllegalTransition(message=f"run {p.claimed_by_run_id} already claimed a step")
@@ -339,25 +345,22 @@ class TaskDag:
 
     def _on_step_started(self, ev: Any) -> None:
         step = self._require_step(ev, (StepStatus.claimed,))
-        _set(
-            step,
-            status=StepStatus.running,
-            lease_expires_at=ev.payload.lease_expires_at,
-            updated_at=ev.created_at,
+        step.__dict__.update(  # see _set
+            status=StepStatus.running, lease_expires_at=ev.payload.lease_expires_at, updated_at=ev.created_at
         )
 
     def _on_step_updated(self, ev: Any) -> None:
         step = self._require_step(ev, _UPDATABLE)
         p = ev.payload
-        if p.status != step.status:
+        status, lease = step.status, p.lease_expires_at
+        if p.status != status:
             raise IllegalTransition(message="task_step_updated cannot change the step status")
-        if (step.status in HELD_STEP_STATUSES) != (p.lease_expires_at is not None):
+        if (status in _HELD) != (lease is not None):
             raise IllegalTransition(message="a lease is carried exactly by held steps")
-        _set(
-            step,
+        step.__dict__.update(  # see _set
             result_summary=p.result_summary,
             artifact_ids=list(p.artifact_ids),
-            lease_expires_at=p.lease_expires_at,
+            lease_expires_at=lease,
             updated_at=ev.created_at,
         )
 

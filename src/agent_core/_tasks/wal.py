@@ -379,29 +379,37 @@ def replay_bytes(
     dag: TaskDag | None = None
     last: deque[TaskWalEvent] = deque(maxlen=max(recent, 1))
     validate_line = wal_event_adapter.validator.validate_json  # the hot path: no wrapper per line
+    append = last.append
+    apply = None  # dag.apply once the first record built the DAG
     for number, line in enumerate(lines, start=1):
-        task_id = dag.task_id if dag is not None else None
         try:
             event = validate_line(line)
         except ValidationError as exc:
             first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid"}
             where = "/".join(str(p) for p in first["loc"])
             raise WalReplayError(
-                path, f"line {number} is invalid: {where}: {first['msg']}", task_id=task_id, line=number
+                path,
+                f"line {number} is invalid: {where}: {first['msg']}",
+                task_id=dag.task_id if dag is not None else None,
+                line=number,
             ) from exc
         try:
-            if dag is None:
+            if apply is not None:
+                apply(event)
+            else:
                 if event.session_id != session_id:
                     raise IllegalTransition(message="record session_id differs from the directory session")
                 dag = TaskDag.from_created(event, wal_path=str(path))
-            else:
-                dag.apply(event)
+                apply = dag.apply
         except (AgentCoreError, ValueError) as exc:
             message = exc.message if isinstance(exc, AgentCoreError) else str(exc)
             raise WalReplayError(
-                path, f"line {number}: {message}", task_id=task_id or event.task_id, line=number
+                path,
+                f"line {number}: {message}",
+                task_id=dag.task_id if dag is not None else event.task_id,
+                line=number,
             ) from exc
-        last.append(event)
+        append(event)
     assert dag is not None
     outcome = ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=False, recent=list(last))
     return outcome, tail, torn, add_newline
