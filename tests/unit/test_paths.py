@@ -258,3 +258,12 @@ def test_frontmatter_split() -> None:
     assert broken.error and broken.data == {}
     assert split_frontmatter("---\n- a list\n---\n").error
     assert split_frontmatter("---\nnever closed\n").error
+
+
+def test_is_within_matches_the_component_wise_definition() -> None:
+    """The string fast path for absolute paths gives exactly ``path == root or root in path.parents``."""
+    forms = ["/", "/a", "/a/b", "/a/bc", "/ab", "/a/b/c", "//a", "//a/b", "a", "a/b", ".", "/tmp/x y/z"]
+    for path in forms:
+        for root in forms:
+            expected = Path(path) == Path(root) or Path(root) in Path(path).parents
+            assert is_within(Path(path), Path(root)) == expected, (path, root)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agent_core._context.tokens import TokenCounter
+from agent_core._memo import WireMemo
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import SystemBlockReport
 from agent_core.types.tools import ToolDefinition
@@ -184,11 +185,20 @@ def first_line(description: str) -> str:
     return stripped.splitlines()[0] if stripped else ""
 
 
+_SHORT = WireMemo()
+"""Tool definition → its one-line form (definitions are immutable and shared by every run)."""
+
+
 def short_tools(tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
     """The tool definitions with one-line descriptions (names and parameter schemas unchanged)."""
-    return [
-        t
-        if t.description.strip() == first_line(t.description)
-        else t.model_copy(update={"description": first_line(t.description)})
-        for t in tools
-    ]
+    out: list[ToolDefinition] = []
+    for tool in tools:
+        short: ToolDefinition | None = _SHORT.get(tool)
+        if short is None:
+            line = first_line(tool.description)
+            short = (
+                tool if tool.description.strip() == line else tool.model_copy(update={"description": line})
+            )
+            _SHORT.put(tool, short)
+        out.append(short)
+    return out

@@ -17,6 +17,7 @@ from agent_core._context.conversation import ComposeMemo
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._jsontext import compact_json
+from agent_core._memo import WireMemo
 from agent_core.tools._normalize import NO_ARTIFACTIZE
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
@@ -69,14 +70,21 @@ def role_text(*, role: str, mode: str, agent_id: str, hints: Sequence[str] = ())
     return "\n".join(lines)
 
 
+_SCHEMA_TOKENS = WireMemo()
+"""Tool definition → ``(counter, tokens)`` (definitions are immutable and shared by every run)."""
+
+
 def tool_schema_tokens(tools: Sequence[ToolDefinition], counter: TokenCounter = DEFAULT_COUNTER) -> int:
     """Estimated prompt cost of the tool definitions a provider receives (name, description, schema)."""
-    return sum(
-        counter.text(
-            compact_json({"name": t.name, "description": t.description, "parameters": t.input_schema})
-        )
-        for t in tools
-    )
+    total = 0
+    for t in tools:
+        known: tuple[TokenCounter, int] | None = _SCHEMA_TOKENS.get(t)
+        if known is None or known[0] is not counter:
+            schema = {"name": t.name, "description": t.description, "parameters": t.input_schema}
+            known = (counter, counter.text(compact_json(schema)))
+            _SCHEMA_TOKENS.put(t, known)
+        total += known[1]
+    return total
 
 
 def runtime_state_block(

@@ -146,6 +146,10 @@ def resolve_dir(path: Path) -> Path:
 
 def is_within(path: Path, root: Path) -> bool:
     """Component-wise containment of two resolved paths (``path`` equal to ``root`` counts)."""
+    p, r = os.fspath(path), os.fspath(root)
+    if p[:1] == "/" and r[:1] == "/" and p[:2] != "//" and r[:2] != "//":
+        # absolute pathlib paths are normalised: containment is a prefix ending at a separator
+        return p == r or p.startswith(r if r.endswith("/") else r + "/")
     return path == root or root in path.parents
 
 
