@@ -1,7 +1,8 @@
 """Leading YAML frontmatter of a Markdown file (instruction files, skills, agent definitions, memory files).
 
 A bottom-layer module: :func:`split_frontmatter` parses with the YAML safe loader and never raises; a bad
-block is reported through :attr:`Frontmatter.error`.
+block is reported through :attr:`Frontmatter.error`. PyYAML is imported only when a text has a frontmatter
+block (cold start: a run whose files have none never loads it).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
-
-import yaml
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,8 @@ def split_frontmatter(text: str) -> Frontmatter:
         if lines[index].rstrip("\r") in ("---", "..."):
             raw = "\n".join(lines[1:index])
             body = "\n".join(lines[index + 1 :])
+            import yaml
+
             try:
                 data = yaml.safe_load(raw) if raw.strip() else {}
             except yaml.YAMLError:

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from agent_core._ids import new_id
-from agent_core._skills import LOAD_SKILL_TOOL, SkillCatalog, SkillToolAdapter
+from agent_core._skills.catalog import SkillCatalog
+from agent_core._skills.tool import SkillToolAdapter
+from agent_core._skills.tool_definition import LOAD_SKILL_TOOL
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.context import ContextNodeDraft

@@ -14,7 +14,8 @@ read) and ``code`` (``runtime.register_agent_definition``). Contracts:
   (missing → ``duplicate_agent_definition``, wrong source/id → ``invalid_agent_override``). The internal
   ``default_compact_agent`` can never be re-declared or targeted (``invalid_agent_override``).
 * Building fails startup with the first error; :meth:`AgentDefinitionRegistry.register` validates
-  immediately and leaves the registry unchanged on failure. ``agents.default_sub_agent_definition`` and
+  immediately and leaves the registry unchanged on failure. When only the packaged definitions exist
+  they are parsed on the first lookup (their ids, all the open-time checks need, are known statically). ``agents.default_sub_agent_definition`` and
   ``agents.default_fork_agent_definition`` must name an existing public definition (``config_error``).
 * A definition's instructions are its body; an empty body falls back to the packaged
   ``agent.default_sub_agent`` body (never an overridden definition's body).
@@ -243,6 +244,7 @@ class AgentDefinitionRegistry:
         self._mcp_server_ids = mcp_server_ids
         self._candidates: dict[str, list[Candidate]] = {}
         self._resolved: dict[str, ResolvedDefinition] = {}
+        self._builtins_pending = False
 
     @property
     def settings(self) -> Settings:
@@ -250,9 +252,28 @@ class AgentDefinitionRegistry:
 
     # ---- loading ------------------------------------------------------------------------------
     def load(self, code_definitions: Sequence[AgentDefinition] = ()) -> None:
-        """Builds the registry from builtins, user files and ``code_definitions``; raises on any error."""
-        candidates: list[Candidate] = [*self._builtin_candidates(), *self._user_candidates()]
-        candidates += [self._code_candidate(d) for d in code_definitions]
+        """Builds the registry from builtins, user files and ``code_definitions``; raises on any error.
+
+        With no user files and no code definitions, only the packaged definitions exist: their ids are
+        known without parsing them, so the config defaults are checked now and the files are parsed on
+        the first lookup (cold start: no YAML at open).
+        """
+        user = self._user_candidates()
+        code = [self._code_candidate(d) for d in code_definitions]
+        if not user and not code:
+            self._check_config_defaults(BUILTIN_AGENT_ASSETS)
+            self._builtins_pending = True
+            return
+        self._build([*self._builtin_candidates(), *user, *code])
+
+    def _loaded(self) -> dict[str, ResolvedDefinition]:
+        """The resolved definitions, parsing the packaged ones first if :meth:`load` deferred them."""
+        if self._builtins_pending:
+            self._build(self._builtin_candidates())
+            self._builtins_pending = False
+        return self._resolved
+
+    def _build(self, candidates: Sequence[Candidate]) -> None:
         grouped: dict[str, list[Candidate]] = {}
         for candidate in candidates:
             if candidate.source != "builtin":
@@ -308,11 +329,12 @@ class AgentDefinitionRegistry:
         """Adds a code definition (``source`` forced to ``code``); validated now, atomic on failure."""
         candidate = self._code_candidate(definition)
         self._check_candidate(candidate)
+        resolved_all = self._loaded()
         agent_id = candidate.definition.agent_definition_id
         group = [*self._candidates.get(agent_id, []), candidate]
         resolved = resolve_chain(agent_id, group)
         self._candidates[agent_id] = group
-        self._resolved[agent_id] = resolved
+        resolved_all[agent_id] = resolved
 
     def _check_candidate(self, candidate: Candidate) -> None:
         definition = candidate.definition
@@ -357,7 +379,7 @@ class AgentDefinitionRegistry:
         except ProfileError as exc:
             raise invalid(f"{candidate.where}: invalid model_profile: {exc.message}") from exc
 
-    def _check_config_defaults(self, resolved: Mapping[str, ResolvedDefinition]) -> None:
+    def _check_config_defaults(self, resolved: Collection[str]) -> None:
         agents = self.settings.agents
         for key in ("default_sub_agent_definition", "default_fork_agent_definition"):
             name = getattr(agents, key)
@@ -371,18 +393,18 @@ class AgentDefinitionRegistry:
     # ---- lookup -------------------------------------------------------------------------------
     def get(self, agent_definition_id: str) -> AgentDefinition | None:
         """The effective definition (internal ones included), or ``None``."""
-        entry = self._resolved.get(agent_definition_id)
+        entry = self._loaded().get(agent_definition_id)
         return entry.definition if entry is not None else None
 
     def resolved(self, agent_definition_id: str) -> ResolvedDefinition | None:
-        return self._resolved.get(agent_definition_id)
+        return self._loaded().get(agent_definition_id)
 
     def public_ids(self) -> list[str]:
-        return sorted(i for i in self._resolved if i not in INTERNAL_DEFINITIONS)
+        return sorted(i for i in self._loaded() if i not in INTERNAL_DEFINITIONS)
 
     def for_child(self, agent_definition_id: str) -> AgentDefinition:
         """A definition an agent tool may use: unknown or internal ids → ``validation_error``."""
-        entry = self._resolved.get(agent_definition_id)
+        entry = self._loaded().get(agent_definition_id)
         if entry is None or agent_definition_id in INTERNAL_DEFINITIONS:
             raise AgentCoreError(
                 ErrorCode.validation_error,
@@ -399,7 +421,7 @@ class AgentDefinitionRegistry:
             "definition_source": definition.source,
         }
         if definition.body.strip():
-            entry = self._resolved.get(definition.agent_definition_id)
+            entry = self._loaded().get(definition.agent_definition_id)
             asset = entry.winner.asset if entry and entry.definition is definition else None
             if asset is not None:
                 meta.update(asset.template_metadata)
@@ -502,7 +524,7 @@ class AgentDefinitionRegistry:
         """``agent.list_agent_definitions`` entries (public ids, sorted); availability as ``role``."""
         entries = []
         for agent_id in self.public_ids():
-            definition = self._resolved[agent_id].definition
+            definition = self._loaded()[agent_id].definition
             entries.append(
                 {
                     "agent_definition_id": agent_id,
@@ -518,8 +540,9 @@ class AgentDefinitionRegistry:
     def inspect(self) -> dict[str, Any]:
         """Debug view of every id (internal included): source, override chain, tool details, body origin."""
         out: dict[str, Any] = {}
-        for agent_id in sorted(self._resolved):
-            entry = self._resolved[agent_id]
+        resolved = self._loaded()
+        for agent_id in sorted(resolved):
+            entry = resolved[agent_id]
             definition = entry.definition
             tools = []
             for name in definition.suggested_tools:

@@ -29,16 +29,19 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState
 from agent_core._skills.catalog import SkillCatalog
-from agent_core._skills.tool import SkillToolAdapter
+from agent_core._skills.tool_definition import load_skill_definition
 from agent_core._storage.backend import session_store
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile
+from agent_core.config.schema import Settings
 from agent_core.permissions._deferred import PermissionDeferral
 from agent_core.permissions._gate import PermissionGate
 from agent_core.providers.registry import ProviderRegistry
-from agent_core.tools._builtin import CodeToolsAdapter
+from agent_core.tools._code_definitions import code_tool_definitions
 from agent_core.tools._effective import EffectiveTools
+from agent_core.tools._lazy import LazyToolAdapter
 from agent_core.tools._pipeline import ToolExecutor
+from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import SystemBlock
@@ -98,9 +101,15 @@ async def open_services(
         assets.template(config.settings.plan.template_name, config_path=config.config_path)
         providers.ensure_builtins()
         settings = config.settings
-        tools.register_adapter(CodeToolsAdapter(settings, redactor=redactor), internal=True)
+        # static definitions; the implementations are imported on the first call (cold start)
+        tools.register_adapter(
+            LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            internal=True,
+        )
         skills = SkillCatalog(config.home)
-        tools.register_adapter(SkillToolAdapter(skills), internal=True)
+        tools.register_adapter(
+            LazyToolAdapter([load_skill_definition()], lambda: _skill_tool(skills)), internal=True
+        )
         gate = PermissionGate(permission_callback, settings, redactor=redactor)
         # optional user-level sources are imported only when their files exist (CLI cold start)
         hooks_dispatcher: HookDispatcher = NO_HOOKS
@@ -189,6 +198,18 @@ async def open_services(
         with contextlib.suppress(Exception):
             await storage.close()
         raise
+
+
+def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
+    from agent_core.tools._builtin import CodeToolsAdapter
+
+    return CodeToolsAdapter(settings, redactor=redactor)
+
+
+def _skill_tool(skills: SkillCatalog) -> ToolAdapter:
+    from agent_core._skills.tool import SkillToolAdapter
+
+    return SkillToolAdapter(skills)
 
 
 class InstructionSources:

@@ -24,6 +24,7 @@ from typing import Any
 from agent_core._context.conversation import latest_valid_compaction
 from agent_core._frontmatter import split_frontmatter
 from agent_core._skills.catalog import SkillCatalog, SkillEntry
+from agent_core._skills.tool_definition import LOAD_SKILL_TOOL, load_skill_definition
 from agent_core.errors import ErrorCode, ToolError
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import TextBlock
@@ -31,27 +32,6 @@ from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolDefinition
-
-LOAD_SKILL_TOOL = "internal.load_skill"
-
-_DEFINITION = ToolDefinition(
-    name=LOAD_SKILL_TOOL,
-    description=(
-        "Load the full instructions of one skill from the skill catalog into the conversation. "
-        "Pass the exact, case-sensitive skill name. Loading an unchanged skill again has no effect."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "Exact skill name as listed in the skill catalog."}
-        },
-        "required": ["name"],
-        "additionalProperties": False,
-    },
-    permission="readonly",
-    tags=["internal", "readonly"],
-    metadata={"concurrency": "parallel", "source": "internal"},
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +95,7 @@ class SkillToolAdapter:
         return self._catalog
 
     def definitions(self) -> list[ToolDefinition]:
-        return [_DEFINITION.model_copy(deep=True)]
+        return [load_skill_definition()]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
         if call.name != LOAD_SKILL_TOOL:

@@ -35,6 +35,7 @@ from agent_core.tools._builtin.read_file import ReadFileTool
 from agent_core.tools._builtin.run_command import RunCommandTool
 from agent_core.tools._builtin.search import SearchTool, find_ripgrep
 from agent_core.tools._builtin.write_file import WriteFileTool
+from agent_core.tools._code_definitions import CODE_TOOL_NAMES
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
@@ -42,14 +43,6 @@ from agent_core.types.tools import ToolDefinition, ToolResult
 
 __all__ = ["CODE_TOOL_NAMES", "CodeToolsAdapter"]
 
-CODE_TOOL_NAMES: tuple[str, ...] = (
-    "code.read_file",
-    "code.list_dir",
-    "code.search",
-    "code.write_file",
-    "code.edit_file",
-    "code.run_command",
-)
 _AUTO = "auto"
 
 

@@ -37,9 +37,6 @@ from agent_core.types.content import ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
-READONLY_TAGS = ["code", "filesystem", "readonly"]
-WRITE_TAGS = ["code", "filesystem", "write"]
-
 
 def invalid(message: str, **details: Any) -> AgentCoreError:
     return AgentCoreError(ErrorCode.validation_error, message, details=details)
@@ -191,10 +188,6 @@ def failure(
         error=payload,
         metadata=dict(metadata or {}),
     )
-
-
-def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
 class CodeTool(Protocol):

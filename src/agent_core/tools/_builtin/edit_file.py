@@ -15,7 +15,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
-    WRITE_TAGS,
     Args,
     ToolEnv,
     checked_identity,
@@ -23,7 +22,6 @@ from agent_core.tools._builtin.base import (
     ensure_write_allowed,
     identities,
     invalid,
-    object_schema,
     ok,
     prepare_parent,
 )
@@ -31,6 +29,7 @@ from agent_core.tools._builtin.fileio import atomic_write, is_binary_bytes
 from agent_core.tools._builtin.patch import FilePatch, apply_patch, check_paths, parse_unified_diff
 from agent_core.tools._builtin.preview import edit_preview
 from agent_core.tools._builtin.write_file import encode_utf8
+from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._paths import ResolvedTarget
 from agent_core.tools._safe_fs import FileIdentity, open_file
 from agent_core.tools.context import ToolContext
@@ -126,36 +125,7 @@ class EditFileTool:
     name = NAME
 
     def definition(self) -> ToolDefinition:
-        edit_item = object_schema(
-            {
-                "old": {"type": "string", "description": "Exact text to replace (must match once)."},
-                "new": {"type": "string", "description": "Replacement text."},
-                "replace_all": {"type": "boolean", "default": False},
-            },
-            ["old", "new"],
-        )
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "Edit one existing text file with exact old/new replacements or a single-file unified diff "
-                "(exactly one of edits / unified_diff). All-or-nothing; no rename/delete/binary patches."
-            ),
-            input_schema=object_schema(
-                {
-                    "path": {
-                        "type": "string",
-                        "description": "File to edit (relative to the project or absolute).",
-                    },
-                    "edits": {"type": "array", "items": edit_item, "minItems": 1},
-                    "unified_diff": {"type": "string", "description": "Unified diff for this file only."},
-                    "create_if_missing": {"type": "boolean", "default": False},
-                },
-                ["path"],
-            ),
-            permission="write",
-            tags=list(WRITE_TAGS),
-            metadata={"concurrency": "serial", "source": "code"},
-        )
+        return code_tool_definition(NAME)
 
     def _request(self, arguments: dict[str, Any], env: ToolEnv) -> tuple[EditRequest, ResolvedTarget]:
         args = Args(NAME, arguments, ("path", "edits", "unified_diff", "create_if_missing"))

@@ -17,16 +17,15 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
-    READONLY_TAGS,
     Args,
     ToolEnv,
     checked_identity,
     checked_target,
     identities,
     invalid,
-    object_schema,
     ok,
 )
+from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._paths import SKIP_DIRS, SensitiveMatcher
 from agent_core.tools._safe_fs import open_listing, open_subdir
 from agent_core.tools.context import ToolContext
@@ -112,31 +111,7 @@ class ListDirTool:
     name = NAME
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "List a directory. Non-recursive by default; recursive listings skip the contents of "
-                ".git, node_modules, .venv, venv, dist, build, target, .next, .cache and __pycache__."
-            ),
-            input_schema=object_schema(
-                {
-                    "path": {
-                        "type": "string",
-                        "description": "Directory (relative to the project or absolute).",
-                    },
-                    "recursive": {"type": "boolean", "default": False},
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Maximum entries (default 1000).",
-                    },
-                },
-                ["path"],
-            ),
-            permission="readonly",
-            tags=list(READONLY_TAGS),
-            metadata={"concurrency": "parallel", "source": "code"},
-        )
+        return code_tool_definition(NAME)
 
     def _args(self, arguments: dict[str, Any]) -> tuple[str, bool, int]:
         args = Args(NAME, arguments, ("path", "recursive", "limit"))

@@ -17,17 +17,20 @@ from typing import Any
 from agent_core._frontmatter import split_frontmatter
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
-    READONLY_TAGS,
     Args,
     ToolEnv,
     checked_identity,
     checked_target,
     identities,
     invalid,
-    object_schema,
     ok,
 )
 from agent_core.tools._builtin.fileio import LINE_CAP_BYTES, LineWindow, is_binary_bytes, read_line_window
+from agent_core.tools._code_definitions import (
+    READ_FILE_DEFAULT_MAX_LINES,
+    READ_FILE_MAX_LINES_LIMIT,
+    code_tool_definition,
+)
 from agent_core.tools._instruction_files import InstructionFileRef, match_instruction_file
 from agent_core.tools._safe_fs import open_file
 from agent_core.tools.context import ContextNodeDraft, ToolContext
@@ -38,8 +41,8 @@ from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
 NAME = "code.read_file"
-MAX_LINES_LIMIT = 1000
-DEFAULT_MAX_LINES = 200
+MAX_LINES_LIMIT = READ_FILE_MAX_LINES_LIMIT
+DEFAULT_MAX_LINES = READ_FILE_DEFAULT_MAX_LINES
 
 
 def existing_regular_file(path: Path) -> os.stat_result:
@@ -67,38 +70,7 @@ class ReadFileTool:
     name = NAME
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "Read a UTF-8 text file by line window. Relative paths resolve against the project. Returns "
-                "the selected lines joined with newlines (no line numbers); use next_start_line to page."
-            ),
-            input_schema=object_schema(
-                {
-                    "path": {
-                        "type": "string",
-                        "description": "File path (relative to the project or absolute).",
-                    },
-                    "start_line": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "default": 1,
-                        "description": "1-based first line.",
-                    },
-                    "max_lines": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LINES_LIMIT,
-                        "default": DEFAULT_MAX_LINES,
-                        "description": "Number of lines to return (1-1000).",
-                    },
-                },
-                ["path"],
-            ),
-            permission="readonly",
-            tags=list(READONLY_TAGS),
-            metadata={"concurrency": "parallel", "source": "code"},
-        )
+        return code_tool_definition(NAME)
 
     def _args(self, arguments: dict[str, Any]) -> tuple[str, int, int]:
         args = Args(NAME, arguments, ("path", "start_line", "max_lines"))

@@ -19,7 +19,8 @@ from typing import Any
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings, ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tools._builtin.base import Args, ToolEnv, failure, invalid, object_schema, ok
+from agent_core.tools._builtin.base import Args, ToolEnv, failure, invalid, ok
+from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._command import (
     StreamCapture,
     build_env,
@@ -127,35 +128,7 @@ class RunCommandTool:
         """Full settings for ``tools.sandbox`` (network policy); ``None`` means no sandbox."""
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "Run a program with an argv list (no shell: no pipes, globbing or variable expansion). cwd "
-                "defaults to the project and must be inside the allowed write roots; the environment is a "
-                "fixed allowlist; stdin is empty."
-            ),
-            input_schema=object_schema(
-                {
-                    "argv": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "minItems": 1,
-                        "description": 'Program and arguments, e.g. ["python", "-m", "pytest"].',
-                    },
-                    "cwd": {"type": "string", "description": "Working directory (default: project)."},
-                    "timeout_ms": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": self.tools.max_timeout_ms,
-                        "description": f"Timeout in ms (default {self.tools.default_timeout_ms}).",
-                    },
-                },
-                ["argv"],
-            ),
-            permission="write",
-            tags=["code", "dangerous"],
-            metadata={"concurrency": "serial", "source": "code"},
-        )
+        return code_tool_definition(NAME, self.tools)
 
     def preflight(self, args: dict[str, Any], env: ToolEnv) -> Preflight:
         plan = plan_command(args, env)

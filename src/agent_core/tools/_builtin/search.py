@@ -31,18 +31,17 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
-    READONLY_TAGS,
     Args,
     ToolEnv,
     checked_identity,
     checked_target,
     identities,
     invalid,
-    object_schema,
     ok,
 )
 from agent_core.tools._builtin.fileio import cap_line, iter_raw_lines, probe_binary
 from agent_core.tools._builtin.globs import GlobFilter
+from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._command import run_process
 from agent_core.tools._paths import SKIP_DIRS, SensitiveMatcher
 from agent_core.tools._safe_fs import FileIdentity, changed, open_file, open_listing
@@ -291,32 +290,7 @@ class SearchTool:
         self.rg = rg_executable
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "Search files for a literal, case-sensitive string (no regex). Searches the project by "
-                "default; glob filters file paths like ripgrep --glob (e.g. '*.py', 'src/**', '!*.md')."
-            ),
-            input_schema=object_schema(
-                {
-                    "query": {"type": "string", "description": "Literal text to find (single line)."},
-                    "path": {
-                        "type": "string",
-                        "description": "Directory or file to search (default: project).",
-                    },
-                    "glob": {"type": "string", "description": "ripgrep-style glob filter."},
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Maximum matches (default 100).",
-                    },
-                },
-                ["query"],
-            ),
-            permission="readonly",
-            tags=list(READONLY_TAGS),
-            metadata={"concurrency": "parallel", "source": "code"},
-        )
+        return code_tool_definition(NAME)
 
     def _args(self, arguments: dict[str, Any]) -> tuple[str, str | None, str | None, int]:
         args = Args(NAME, arguments, ("query", "path", "glob", "limit"))

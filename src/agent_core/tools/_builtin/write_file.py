@@ -16,7 +16,6 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
-    WRITE_TAGS,
     Args,
     ToolEnv,
     checked_identity,
@@ -24,12 +23,12 @@ from agent_core.tools._builtin.base import (
     ensure_write_allowed,
     identities,
     invalid,
-    object_schema,
     ok,
     prepare_parent,
 )
 from agent_core.tools._builtin.fileio import atomic_write
 from agent_core.tools._builtin.preview import write_preview
+from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._safe_fs import changed, identity
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
@@ -72,28 +71,7 @@ class WriteFileTool:
     name = NAME
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(
-            name=NAME,
-            description=(
-                "Write a UTF-8 text file. Fails with path_conflict if it exists unless overwrite=true; "
-                "creates missing parent directories unless create_dirs=false."
-            ),
-            input_schema=object_schema(
-                {
-                    "path": {
-                        "type": "string",
-                        "description": "Target file (relative to the project or absolute).",
-                    },
-                    "content": {"type": "string", "description": "Full file content."},
-                    "create_dirs": {"type": "boolean", "default": True},
-                    "overwrite": {"type": "boolean", "default": False},
-                },
-                ["path", "content"],
-            ),
-            permission="write",
-            tags=list(WRITE_TAGS),
-            metadata={"concurrency": "serial", "source": "code"},
-        )
+        return code_tool_definition(NAME)
 
     def _args(self, arguments: dict[str, Any]) -> tuple[str, str, bool, bool]:
         args = Args(NAME, arguments, ("path", "content", "create_dirs", "overwrite"))
