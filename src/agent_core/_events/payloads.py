@@ -35,11 +35,35 @@ JsonObject = dict[str, Any]
 P = TypeVar("P", bound="EventPayload")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class EventPayload:
-    """Base of the payload classes; ``event_type`` names the event a payload is for."""
+    """Base of the payload classes; ``event_type`` names the event a payload is for.
+
+    Equality, hash and repr are the dataclass ones (fields in order), written once here instead of being
+    generated for each of the ~80 classes (``eq=False, repr=False`` on them): creating the classes is part
+    of every cold start (issue 16). A class without a docstring gets one naming its event type (else
+    ``dataclass`` would compute one from its signature).
+    """
 
     event_type: ClassVar[EventType]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("__doc__") is None:
+            kind = cls.__dict__.get("event_type")
+            cls.__doc__ = f"Payload of ``{kind.value}`` events." if kind is not None else cls.__name__
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{type(self).__qualname__}({fields})"
 
     def to_payload(self) -> dict[str, Any]:
         """The event's payload mapping (fields in order, :data:`ABSENT` ones left out)."""
@@ -52,20 +76,20 @@ class EventPayload:
         return copy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunQueued(EventPayload):
     event_type = EventType.run_queued
     queue_position: int
     mode: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunDequeued(EventPayload):
     event_type = EventType.run_dequeued
     reason: Literal["started", "cancelled"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunCancelled(EventPayload):
     event_type = EventType.run_cancelled
     reason: str
@@ -73,7 +97,7 @@ class RunCancelled(EventPayload):
     end_reason: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunCompleted(EventPayload):
     event_type = EventType.run_completed
     end_reason: str
@@ -84,13 +108,13 @@ class RunCompleted(EventPayload):
     """Set when a limit or a loop ended the run with a final answer."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CancelTimeout(EventPayload):
     event_type = EventType.cancel_timeout
     cancel_timeout_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LoopStarted(EventPayload):
     event_type = EventType.loop_started
     mode: str
@@ -98,49 +122,49 @@ class LoopStarted(EventPayload):
     max_turns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LoopCompleted(EventPayload):
     event_type = EventType.loop_completed
     end_reason: str
     turn_count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LoopAborted(EventPayload):
     event_type = EventType.loop_aborted
     end_reason: str
     abort_reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LoopFailed(EventPayload):
     event_type = EventType.loop_failed
     end_reason: str | None
     error: JsonObject | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class AbortedStreaming(EventPayload):
     event_type = EventType.aborted_streaming
     abort_reason: str
     partial_node_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class AbortedTools(EventPayload):
     event_type = EventType.aborted_tools
     abort_reason: str
     tool_call_ids: list[str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StopHookPrevented(EventPayload):
     event_type = EventType.stop_hook_prevented
     reason: str
     hook_summary: JsonObject | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Error(EventPayload):
     """The ``error`` event: the fields of an ``ErrorPayload`` at the top level."""
 
@@ -151,7 +175,7 @@ class Error(EventPayload):
         return self.error
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ContextBuilt(EventPayload):
     """The ``ContextBuildReport`` fields at the top level (runtime.md §9.8)."""
 
@@ -162,14 +186,14 @@ class ContextBuilt(EventPayload):
         return self.report
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"
     text_preview: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class MessageDelta(EventPayload):
     event_type = EventType.message_delta
     text: str
@@ -178,7 +202,7 @@ class MessageDelta(EventPayload):
         return {"text": self.text}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCompleted(EventPayload):
     event_type = EventType.message_completed
     role: str = "assistant"
@@ -186,7 +210,7 @@ class MessageCompleted(EventPayload):
     has_tool_calls: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModelStarted(EventPayload):
     event_type = EventType.model_started
     provider: str
@@ -194,7 +218,7 @@ class ModelStarted(EventPayload):
     turn: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModelTextDelta(EventPayload):
     event_type = EventType.model_text_delta
     text: str
@@ -203,7 +227,7 @@ class ModelTextDelta(EventPayload):
         return {"text": self.text}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolCallDelta(EventPayload):
     event_type = EventType.tool_call_delta
     index: int
@@ -213,7 +237,7 @@ class ToolCallDelta(EventPayload):
     arguments_delta: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModelCompleted(EventPayload):
     event_type = EventType.model_completed
     stop_reason: str
@@ -225,14 +249,14 @@ class ModelCompleted(EventPayload):
     retries: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModelFailed(EventPayload):
     event_type = EventType.model_failed
     error: JsonObject
     partial_node_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ProviderDebug(EventPayload):
     event_type = EventType.provider_debug
     provider: str
@@ -245,7 +269,7 @@ class ProviderDebug(EventPayload):
         return {"provider": self.provider, "kind": self.kind, "data": self.data, **self.extra}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolStarted(EventPayload):
     event_type = EventType.tool_started
     tool_name: str
@@ -257,14 +281,14 @@ class ToolStarted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolProgress(EventPayload):
     event_type = EventType.tool_progress
     tool_name: str
     progress: JsonObject
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolCompleted(EventPayload):
     event_type = EventType.tool_completed
     tool_name: str
@@ -274,7 +298,7 @@ class ToolCompleted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolFailed(EventPayload):
     event_type = EventType.tool_failed
     tool_name: str
@@ -287,7 +311,7 @@ class ToolFailed(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ToolDenied(EventPayload):
     event_type = EventType.tool_denied
     tool_name: str
@@ -298,7 +322,7 @@ class ToolDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class PermissionFailed(EventPayload):
     event_type = EventType.permission_failed
     tool_name: str
@@ -311,7 +335,7 @@ ToolResultEvent = ToolCompleted | ToolFailed | ToolDenied
 """The event committed with a tool result node."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class _HookRun(EventPayload):
     """Which hook of which rule ran, for which phase."""
 
@@ -320,13 +344,13 @@ class _HookRun(EventPayload):
     rule_index: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class HookStarted(_HookRun):
     event_type = EventType.hook_started
     command: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class HookCompleted(_HookRun):
     event_type = EventType.hook_completed
     decision: str | None
@@ -338,7 +362,7 @@ class HookCompleted(_HookRun):
     """A ``deny`` of a non-blocking phase, which has no effect."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class HookFailed(_HookRun):
     event_type = EventType.hook_failed
     error: JsonObject | None
@@ -348,7 +372,7 @@ class HookFailed(_HookRun):
     reason: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class HookDenied(EventPayload):
     event_type = EventType.hook_denied
     phase: str
@@ -357,7 +381,7 @@ class HookDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentCreated(EventPayload):
     event_type = EventType.child_agent_created
     child_agent_id: str
@@ -372,7 +396,7 @@ class ChildAgentCreated(EventPayload):
     worker_pool_id: str | Absent | None = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WorkerDispatched(EventPayload):
     event_type = EventType.worker_dispatched
     worker_agent_id: str
@@ -385,7 +409,7 @@ class WorkerDispatched(EventPayload):
     tool_call_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WorkerDispatchFailed(EventPayload):
     event_type = EventType.worker_dispatch_failed
     error: JsonObject
@@ -395,7 +419,7 @@ class WorkerDispatchFailed(EventPayload):
     tool_call_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class _ChildIds(EventPayload):
     """The child agent and run an event is about."""
 
@@ -403,44 +427,44 @@ class _ChildIds(EventPayload):
     child_run_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentCancelRequested(_ChildIds):
     event_type = EventType.child_agent_cancel_requested
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentCancelled(_ChildIds):
     event_type = EventType.child_agent_cancelled
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentCancelTimeout(_ChildIds):
     event_type = EventType.child_agent_cancel_timeout
     child_cancel_timeout_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentCompleted(_ChildIds):
     event_type = EventType.child_agent_completed
     status: str
     summary: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildAgentFailed(_ChildIds):
     event_type = EventType.child_agent_failed
     error: JsonObject
     summary: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChildResultSchemaValidationFailed(_ChildIds):
     event_type = EventType.child_result_schema_validation_failed
     errors: list[dict[str, str]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CompactPending(EventPayload):
     event_type = EventType.compact_pending
     tokens_estimate: int
@@ -448,7 +472,7 @@ class CompactPending(EventPayload):
     target_agent_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CompactStarted(EventPayload):
     event_type = EventType.compact_started
     mode: str
@@ -461,7 +485,7 @@ class CompactStarted(EventPayload):
     split_turn: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CompactCompleted(EventPayload):
     event_type = EventType.compact_completed
     stale: bool
@@ -473,7 +497,7 @@ class CompactCompleted(EventPayload):
     compaction_node_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CompactFailed(EventPayload):
     event_type = EventType.compact_failed
     error: JsonObject | None
@@ -485,7 +509,7 @@ class CompactFailed(EventPayload):
     message: str | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class _Extraction(EventPayload):
     """Why an extraction ran and the node range it read."""
 
@@ -493,12 +517,12 @@ class _Extraction(EventPayload):
     source_range: JsonObject
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class MemoryExtractionStarted(_Extraction):
     event_type = EventType.memory_extraction_started
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class MemoryExtractionCompleted(_Extraction):
     event_type = EventType.memory_extraction_completed
     created_memory_ids: list[str]
@@ -511,13 +535,13 @@ class MemoryExtractionCompleted(_Extraction):
     scan_cursor: JsonObject
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class MemoryExtractionFailed(_Extraction):
     event_type = EventType.memory_extraction_failed
     error: JsonObject
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class McpServerFailed(EventPayload):
     event_type = EventType.mcp_server_failed
     server_id: str
@@ -525,7 +549,7 @@ class McpServerFailed(EventPayload):
     error: JsonObject
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class JobStarted(EventPayload):
     event_type = EventType.job_started
     job_id: str
@@ -533,7 +557,7 @@ class JobStarted(EventPayload):
     offload_after_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class JobCompleted(EventPayload):
     event_type = EventType.job_completed
     job_id: str
@@ -542,7 +566,7 @@ class JobCompleted(EventPayload):
     artifact_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class JobFailed(EventPayload):
     event_type = EventType.job_failed
     job_id: str
@@ -553,7 +577,7 @@ class JobFailed(EventPayload):
     reason: str | Absent = ABSENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TaskWalMirror(EventPayload):
     """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
     ``wal_path`` and its payload fields at the top level. One subclass per WAL record type."""
@@ -567,14 +591,14 @@ class TaskWalMirror(EventPayload):
 def _wal_mirror(event_type: EventType) -> type[TaskWalMirror]:
     name = "".join(part.title() for part in event_type.value.split("_"))
     cls = type(name, (TaskWalMirror,), {"event_type": event_type, "__module__": __name__})
-    return dataclass(frozen=True)(cls)
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
 
 
 _WAL_MIRROR_CLASSES = tuple(_wal_mirror(EventType(t)) for t in WAL_EVENT_TYPES)
 """``TaskCreated`` … ``TaskStepLeaseExpired``: one class per WAL record type (contract.md §7.2)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TaskStepClaimSkipped(EventPayload):
     event_type = EventType.task_step_claim_skipped
     task_id: str
@@ -584,7 +608,7 @@ class TaskStepClaimSkipped(EventPayload):
     worker_run_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TaskWalReplayed(EventPayload):
     event_type = EventType.task_wal_replayed
     task_id: str
@@ -594,7 +618,7 @@ class TaskWalReplayed(EventPayload):
     torn_tail_truncated: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TaskWalFailed(EventPayload):
     event_type = EventType.task_wal_failed
     wal_path: str
