@@ -84,7 +84,10 @@ def __getattr__(name: str) -> Any:
     module = _exports().get(name)
     if module is None:
         raise AttributeError(f"module 'agent_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from agent_core._gc_pause import gc_paused
+
+    with gc_paused():  # cold start: the runtime's import makes no garbage worth collecting
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

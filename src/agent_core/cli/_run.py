@@ -168,7 +168,7 @@ async def _consume(run: RunHandle, printer: _Printer) -> None:
 
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent run``; returns the exit status."""
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime  # the package's lazy import (GC paused: cold start)
     from agent_core.errors import AgentCoreError
     from agent_core.types.permissions import PermissionDecision
 
