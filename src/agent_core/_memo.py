@@ -29,11 +29,15 @@ class _KeyedRef(weakref.ref):  # type: ignore[type-arg]
 
 
 class WireMemo:
-    """``object -> encoding`` by identity, with entries dropped when the object dies."""
+    """``object -> encoding`` by identity, with entries dropped when the object dies.
 
-    __slots__ = ("__weakref__", "_drop", "_entries")
+    ``capacity``: at most this many entries, the oldest dropped first (for a memo whose owner keeps what
+    it needs for long anyway, e.g. an encoded history)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("__weakref__", "_capacity", "_drop", "_entries")
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self._capacity = capacity
         self._entries: dict[int, tuple[_KeyedRef, Any]] = {}
         memo = weakref.ref(self)
 
@@ -59,7 +63,10 @@ class WireMemo:
         except TypeError:
             return
         ref.key = key = id(obj)
-        self._entries[key] = (ref, value)
+        entries = self._entries
+        entries[key] = (ref, value)
+        if self._capacity is not None and len(entries) > self._capacity:
+            del entries[next(iter(entries))]
 
     def __len__(self) -> int:
         return len(self._entries)

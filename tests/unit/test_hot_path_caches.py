@@ -44,6 +44,17 @@ def test_wire_memo_is_by_identity_and_forgets_dead_objects() -> None:
     assert memo.get(42) is None
 
 
+def test_wire_memo_with_a_capacity_drops_its_oldest_entries() -> None:
+    memo = WireMemo(capacity=2)
+    boxes = [_Box() for _ in range(3)]
+    for i, box in enumerate(boxes):
+        memo.put(box, i)
+    assert len(memo) == 2 and memo.get(boxes[0]) is None and memo.get(boxes[2]) == 2
+    del boxes[0]
+    gc.collect()  # the dropped entry's key dying later changes nothing
+    assert len(memo) == 2 and memo.get(boxes[0]) == 1
+
+
 def _request(messages: list[ModelMessage], tools: list[str]) -> ModelRequest:
     return ModelRequest(
         model="m",

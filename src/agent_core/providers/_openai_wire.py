@@ -33,6 +33,8 @@ from agent_core.types.model import ModelMessage, ModelRequest, ToolChoiceNamed
 from agent_core.types.tools import ToolDefinition
 
 OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
+MEMO_CAPACITY = 2048
+"""Entries the encoder's memo keeps (the latest messages and the tool definitions in use)."""
 _MEMO_KEY = "openai"
 """Key of this encoder's state in ``PrefixEntry.extra``."""
 
@@ -246,7 +248,8 @@ class BodyEncoder:
     __slots__ = ("memo",)
 
     def __init__(self, memo: WireMemo | None = None) -> None:
-        self.memo = memo if memo is not None else WireMemo()
+        # the conversations' encoded histories keep their entries: the memo only needs the recent ones
+        self.memo = memo if memo is not None else WireMemo(capacity=MEMO_CAPACITY)
 
     def encode(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
@@ -256,16 +259,17 @@ class BodyEncoder:
         ``prefix`` = (the conversation's entry, messages shared with its previous request): the encoded
         history up to the last user message within the shared part is reused.
         """
-        parts: list[bytes] = []
-        for key, value in [*_head(request), *_tail(request, name_map)]:
+        out: list[bytes] = [b"{"]
+        for index, (key, value) in enumerate([*_head(request), *_tail(request, name_map)]):
+            out += (b", " if index else b"", _dumps(key), b": ")
             if key == "messages":
-                encoded = b"[" + b", ".join(self._messages(request, name_map, prefix)) + b"]"
+                _list_into(out, self._messages(request, name_map, prefix))
             elif key == "tools":
-                encoded = b"[" + b", ".join([self._tool(tool, name_map) for tool in request.tools]) + b"]"
+                _list_into(out, [self._tool(tool, name_map) for tool in request.tools])
             else:
-                encoded = _dumps(value)
-            parts.append(_dumps(key) + b": " + encoded)
-        return b"{" + b", ".join(parts) + b"}"
+                out.append(_dumps(value))
+        out.append(b"}")
+        return b"".join(out)  # the one copy of the history: no intermediate joins
 
     def _tool(self, tool: ToolDefinition, name_map: ToolNameMap) -> bytes:
         name = name_map.mangle(tool.name)
@@ -322,6 +326,15 @@ class BodyEncoder:
             return cached
 
         return emit
+
+
+def _list_into(out: list[bytes], entries: list[bytes]) -> None:
+    """Appends the pieces of the JSON array of ``entries`` (``[a, b]``) to ``out`` without joining them."""
+    pieces = [b", "] * (2 * len(entries) - 1) if entries else []
+    pieces[::2] = entries
+    out.append(b"[")
+    out += pieces
+    out.append(b"]")
 
 
 def _encoded_chain(name_map: ToolNameMap) -> Chain:

@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from agent_core._memo import WireMemo
 from agent_core.errors import ErrorCode, SchemaError
 from agent_core.errors.payloads import ProviderErrorPayload as ProviderErrorPayload
 from agent_core.types.base import StrictModel
@@ -67,19 +66,12 @@ _ALLOWED_BLOCKS: dict[str, tuple[type, ...]] = {
 }
 
 
-_CHECKED = WireMemo()
-"""Messages already checked, with the tool names their ``tool_call`` blocks use (identity memo)."""
-
-
 def message_tool_names(message: ModelMessage) -> tuple[str, ...]:
     """Tool names of the message's ``tool_call`` blocks, after checking its block types (§2.2).
 
-    Raises ``SchemaError`` for a block type the role may not carry. The result is memoised per message
-    object: the composer hands the same message objects to every request of a session.
+    Raises ``SchemaError`` for a block type the role may not carry. An adapter checks each message of a
+    conversation once (``providers/_prefix.py`` keeps the names of the history it has seen).
     """
-    names: tuple[str, ...] | None = _CHECKED.get(message)
-    if names is not None:
-        return names
     allowed = _ALLOWED_BLOCKS[message.role]
     for block in message.content:
         if not isinstance(block, allowed):
@@ -87,9 +79,7 @@ def message_tool_names(message: ModelMessage) -> tuple[str, ...]:
                 ErrorCode.schema_error,
                 f"a message with role {message.role!r} may not contain a {block.type!r} block",
             )
-    names = tuple(b.name for b in message.content if isinstance(b, ToolCallBlock))
-    _CHECKED.put(message, names)
-    return names
+    return tuple(b.name for b in message.content if isinstance(b, ToolCallBlock))
 
 
 def validate_request_messages(request: ModelRequest) -> None:
