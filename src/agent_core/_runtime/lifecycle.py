@@ -219,10 +219,12 @@ async def fail_before_loop(services: Services, state: RunState, exc: BaseExcepti
     if services.debug:
         error = await _with_traceback(services, state, error, exc)
     with contextlib.suppress(Exception):
-        rec = state.recorder
-        await rec.emit(ev.Error(error.model_dump(mode="json")))
-        await rec.emit_event(
-            ev.LoopFailed(end_reason=EndReason.failed.value, error=error.model_dump(mode="json")),
+        # one write: the run's end (a store that lost the session's lease still writes it whole)
+        await state.recorder.emit_events(
+            [
+                ev.Error(error.model_dump(mode="json")),
+                ev.LoopFailed(end_reason=EndReason.failed.value, error=error.model_dump(mode="json")),
+            ],
             run_update={
                 "status": RunStatus.failed.value,
                 "end_reason": EndReason.failed.value,

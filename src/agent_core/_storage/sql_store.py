@@ -68,6 +68,15 @@ T = TypeVar("T")
 NON_TERMINAL_RUN_STATUSES = (RunStatus.queued, RunStatus.pending, RunStatus.running)
 
 
+def _ends_run(fields: dict[str, Any]) -> bool:
+    """A ``runs`` update setting a terminal status."""
+    status = fields.get("status")
+    return status is not None and status in _TERMINAL_RUN_STATUS_VALUES
+
+
+_TERMINAL_RUN_STATUS_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
+
+
 class SqlSessionStore(ABC):
     """The portable part of a session store; a backend subclass connects it (see the module docstring)."""
 
@@ -254,7 +263,9 @@ class SqlSessionStore(ABC):
         counts, _ = await self._queue().submit(op)
         return counts
 
-    def _ensure_session(self, txn: Txn, session_id: str) -> None:
+    def _ensure_session(self, txn: Txn, session_id: str, *, ending_run: bool = False) -> None:
+        """The session exists (``validation_error``); ``ending_run``: the write only ends a run (its
+        terminal events and status), which a shared store writes even after losing the session's lease."""
         if session_id in self._caches.known_sessions:
             return
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
@@ -312,9 +323,10 @@ class SqlSessionStore(ABC):
             )
             updates.append((stmt, params, f"agent {agent_update[0]!r}"))
         now = format_ts()
+        ending_run = not nodes and run_update is not None and _ends_run(run_update[1])
 
         def op(txn: Txn) -> AppendResult:
-            self._ensure_session(txn, session_id)
+            self._ensure_session(txn, session_id, ending_run=ending_run)
             result = AppendResult()
             node_seq = seq = 0
             if prepared_nodes:

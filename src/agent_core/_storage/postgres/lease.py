@@ -5,36 +5,132 @@ own for as long as the root run runs. Waiters queue on the server in arrival ord
 FIFO holds across processes: each process keeps its local FIFO queue and its head waits here until the
 runs of other processes that asked earlier have ended. A waiter that is cancelled cancels its lock
 request; a process that dies releases its leases with its connections.
+
+A server restart drops the lease's connection and with it the lock, while the run goes on. So the
+store's writer, each time it reconnects (before any further write), has every lease it holds taken again
+(:meth:`HeldLeases.regain`): on the lease's connection, reconnected, with ``pg_try_advisory_lock``. A
+lease another process took meanwhile is *lost*: from then on the store refuses every write of that
+session but the run's terminal one (``session_active``), so the run ends ``failed`` and never writes
+beside the other process's run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from types import TracebackType
 from typing import Any
 
 import psycopg
 
-from agent_core._storage.postgres.connection import PgConnection, ReconnectPolicy, connect
+from agent_core._storage.postgres.connection import (
+    RECONNECT_CONFIG_KEY,
+    PgConnection,
+    ReconnectPolicy,
+    connect,
+)
+from agent_core.errors import ErrorCode, StorageError
+
+log = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = 0x50A6
 """First key of the two-key advisory locks of session leases (the second is ``hashtext(session_id)``)."""
 _LOCK = "SELECT pg_advisory_lock(%s, hashtext(%s))"
 _UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(%s))"
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+_HELD_HERE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND pid = pg_backend_pid() AND classid::bigint = %s AND objid = hashtext(%s)::oid AND objsubid = 2)"
+)
+
+
+class HeldLeases:
+    """The leases one store holds, by session id (one at a time per session: the runtime's FIFO)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, SessionLease] = {}
+
+    def add(self, lease: SessionLease) -> None:
+        self._held[lease.session_id] = lease
+
+    def discard(self, lease: SessionLease) -> None:
+        if self._held.get(lease.session_id) is lease:
+            del self._held[lease.session_id]
+
+    def regain(self) -> None:
+        """After the writer reconnected (on its thread, before its next write): every held lease is taken
+        again; one that cannot be is marked lost (never raises)."""
+        for lease in list(self._held.values()):
+            if not lease.lost:
+                lease.regain_blocking()
+
+    def check_write(self, session_id: str, *, ending_run: bool) -> None:
+        """Raises ``session_active`` for a write of a session whose lease was lost, unless the write ends
+        a run (its terminal events and status)."""
+        lease = self._held.get(session_id)
+        if lease is not None and lease.lost and not ending_run:
+            raise StorageError(
+                ErrorCode.session_active,
+                f"session {session_id!r}: this process lost the session's lease with its PostgreSQL "
+                "connection and another process now runs the session; this run stopped writing and "
+                "ends failed",
+                details={"session_id": session_id, "config_key": RECONNECT_CONFIG_KEY},
+            )
 
 
 class SessionLease:
     """``async with`` holds the session's lease (waits for it first)."""
 
     def __init__(
-        self, dsn: str, *, dsn_env: str, session_id: str, policy: ReconnectPolicy | None = None
+        self,
+        dsn: str,
+        *,
+        dsn_env: str,
+        session_id: str,
+        policy: ReconnectPolicy | None = None,
+        held: HeldLeases | None = None,
     ) -> None:
         self._dsn = dsn
         self._policy = policy
         self._dsn_env = dsn_env
         self._session_id = session_id
         self._conn: PgConnection | None = None
+        self._held = held
+        self.lost = False
+        """Another process took the lock after this lease's connection was lost (see :class:`HeldLeases`)."""
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    def regain_blocking(self) -> bool:
+        """Holds the lock again on the lease's (reconnected) connection; marks the lease lost when another
+        process has it or the server cannot be reached. Any thread but the lease's own."""
+        conn = self._conn
+        params = (LEASE_NAMESPACE, self._session_id)
+
+        def regain(c: psycopg.Connection[Any]) -> bool:
+            row = c.execute(_HELD_HERE, params).fetchone()
+            if row is not None and row[0]:
+                return True
+            row = c.execute(_TRY_LOCK, params).fetchone()
+            return bool(row is not None and row[0])
+
+        held = False
+        if conn is not None:
+            try:
+                held = conn.call_blocking(lambda: conn.idempotent("taking a session lease again", regain))
+            except Exception:
+                log.warning("could not take the lease of session %s again", self._session_id, exc_info=True)
+        if not held:
+            log.warning(
+                "the lease of session %s was lost with its PostgreSQL connection and another process "
+                "holds it now: the run holding it stops writing",
+                self._session_id,
+            )
+            self.lost = True
+        return held
 
     async def __aenter__(self) -> SessionLease:
         conn = await connect(
@@ -59,11 +155,15 @@ class SessionLease:
             await conn.close()
             raise
         self._conn = conn
+        if self._held is not None:
+            self._held.add(self)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._held is not None:
+            self._held.discard(self)
         conn, self._conn = self._conn, None
         if conn is None:
             return

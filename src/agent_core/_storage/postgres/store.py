@@ -41,7 +41,7 @@ from agent_core._storage.postgres.connection import (
     connect,
     dsn_from_env,
 )
-from agent_core._storage.postgres.lease import SessionLease
+from agent_core._storage.postgres.lease import HeldLeases, SessionLease
 from agent_core._storage.postgres.migrate import apply_pg_migrations, pg_ddl
 from agent_core._storage.postgres.task_wal import PgTaskWal
 from agent_core._storage.protocol import SessionStore
@@ -128,6 +128,7 @@ class PostgresStorage(SqlSessionStore):
         self._task_wal: PgTaskWal | None = None
         self._dsn: str | None = None
         self._owner_key = 0
+        self._leases = HeldLeases()
         self._policy = ReconnectPolicy(timeout_s=reconnect_timeout_ms / 1000)
 
     @property
@@ -168,11 +169,13 @@ class PostgresStorage(SqlSessionStore):
 
     def _hold_owner_key(self, conn: psycopg.Connection[Any]) -> None:
         """On each new writer connection: the owner lock marking this store's runs as live (the same
-        key again after a reconnect, so ``run_owners`` rows stay valid)."""
+        key again after a reconnect, so ``run_owners`` rows stay valid); after a reconnect, the session
+        leases this store holds are taken again before the next write (see ``lease.py``)."""
         if self._owner_key == 0:
             self._owner_key = _take_owner_key(conn)
         else:
             _retake_owner_key(conn, self._owner_key)
+            self._leases.regain()
 
     async def close(self) -> None:
         """Drains the writer queue, then closes both connections. Idempotent."""
@@ -234,7 +237,9 @@ class PostgresStorage(SqlSessionStore):
         """The session's cluster-wide lease (an advisory lock on a connection of its own)."""
         if self._dsn is None:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
-        return SessionLease(self._dsn, dsn_env=self._dsn_env, session_id=session_id, policy=self._policy)
+        return SessionLease(
+            self._dsn, dsn_env=self._dsn_env, session_id=session_id, policy=self._policy, held=self._leases
+        )
 
     def task_wal_writer(self) -> PgTaskWal:
         """Task WALs in this database's ``task_wal`` table (one writer per store)."""
@@ -252,8 +257,10 @@ class PostgresStorage(SqlSessionStore):
         except Exception as exc:
             raise wrap_storage_error(exc, "read") from exc
 
-    def _ensure_session(self, txn: Txn, session_id: str) -> None:
-        """Locks the session row for the rest of the transaction (``validation_error`` if missing)."""
+    def _ensure_session(self, txn: Txn, session_id: str, *, ending_run: bool = False) -> None:
+        """Locks the session row for the rest of the transaction (``validation_error`` if missing);
+        ``session_active`` when this store lost the session's lease (only a run's end is still written)."""
+        self._leases.check_write(session_id, ending_run=ending_run)
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
 
