@@ -37,6 +37,7 @@ from agent_core._loop.spec import (
 )
 from agent_core._loop.steps import Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.tools._pipeline import TurnOutcome
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
@@ -221,10 +222,25 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
 
     Returns the run's outcome when it ends here, else ``None`` (the loop asks the model again).
     """
+    step = await decide_after_model(spec, state, turn)
+    if not isinstance(step, RunTools):
+        return step
+    calls = list(step.calls)
+    return await end_tools(
+        spec, state, calls, await spec.executor.execute_turn(calls, spec.scope, spec.recorder)
+    )
+
+
+async def decide_after_model(
+    spec: LoopSpec, state: LoopState, turn: ModelTurn
+) -> LoopOutcome | RunTools | None:
+    """What follows a model answer: :class:`RunTools` (the calls the limits admitted, to execute and then
+    end with :func:`end_tools`), the run's outcome, or ``None`` (the loop asks the model again: a
+    continuation, a Stop hook's denial, or calls the limits refused — answered here)."""
     step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
     if isinstance(step, RunTools):
         state.continuations = 0
-        return await _run_tools(spec, state, list(step.calls))
+        return step if await _admit_tools(spec, state, list(step.calls)) else None
     if isinstance(step, Continue):
         state.continuations += 1
         return None
@@ -233,16 +249,23 @@ async def after_model_step(spec: LoopSpec, state: LoopState, turn: ModelTurn) ->
     return await _end_turn(spec, state, step)
 
 
-async def _run_tools(spec: LoopSpec, state: LoopState, calls: list[ToolCall]) -> LoopOutcome | None:
-    """Runs one answer's tool calls (within the limits); the run's outcome when cancellation hit them."""
-    rec = spec.recorder
+async def _admit_tools(spec: LoopSpec, state: LoopState, calls: list[ToolCall]) -> bool:
+    """Whether the limits admit the calls; refused calls get their results and the breach note."""
     if spec.limits is not None:
         refused = spec.limits.admit_tool_calls(len(calls))
         if refused is not None:  # every call gets its result before the note
-            await skip_tool_calls(rec, calls, refused)
+            await skip_tool_calls(spec.recorder, calls, refused)
             state.final = await _breach(spec, refused)
-            return None
-    outcome = await spec.executor.execute_turn(calls, spec.scope, rec)
+            return False
+    return True
+
+
+async def end_tools(
+    spec: LoopSpec, state: LoopState, calls: list[ToolCall], outcome: TurnOutcome
+) -> LoopOutcome | None:
+    """After one answer's tool calls ran: the run's outcome when cancellation hit them, else the
+    context nodes the tools produced and the limits' verdict (``None``: the loop continues)."""
+    rec = spec.recorder
     order = [c.tool_call_id for c in calls]
     if outcome.aborted:
         rec.discard_context_nodes()

@@ -23,7 +23,7 @@ import inspect
 import logging
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -122,6 +122,29 @@ class _Turn:
         return self.scope.cancel_event.is_set()
 
 
+@dataclass
+class StagedTurn:
+    """One assistant message's calls executed call by call (:meth:`ToolExecutor.stage_turn`).
+
+    ``groups`` is the turn's schedule (:func:`plan_groups`); ``gates[i]`` is set when call ``i`` passed
+    (or left) its gate stages, which lets the next call of its group start its own — the order
+    :meth:`ToolExecutor.execute_turn` keeps. Calls with a result given to ``stage_turn`` never run.
+    """
+
+    turn: _Turn
+    groups: list[CallGroup]
+    gates: list[asyncio.Event]
+
+    @property
+    def results(self) -> list[ToolResult | None]:
+        return self.turn.results
+
+    @property
+    def stopped(self) -> bool:
+        """Cancellation or a failed commit ended the turn: no further group runs."""
+        return self.turn.cancelled or bool(self.turn.commit_errors)
+
+
 def _internal(prep: _Prepared) -> bool | ev.Absent:
     """``internal: true`` on the events of an internal tool's call; the key is absent otherwise."""
     return True if prep.internal else ev.ABSENT
@@ -181,6 +204,53 @@ class ToolExecutor:
         results = [r for r in turn.results if r is not None]
         return TurnOutcome(results=results, aborted=bool(turn.aborted_ids), aborted_call_ids=turn.aborted_ids)
 
+    # -- a turn executed call by call (the temporal engine: each call is its own step) -----------------
+
+    def stage_turn(
+        self,
+        calls: list[ToolCall],
+        scope: RunScope,
+        sink: ToolRunSink,
+        stored: Mapping[str, ToolResult] | None = None,
+    ) -> StagedTurn:
+        """The turn of ``calls`` to run with :meth:`run_staged_call` group by group (a group's calls
+        concurrently) and end with :meth:`finish_staged`; ``stored`` holds results committed earlier
+        (by ``tool_call_id``): those calls count as answered and are not executed again."""
+        prepared = [self._prepare(i, call, scope) for i, call in enumerate(calls)]
+        turn = _Turn(scope=scope, sink=sink, prepared=prepared, results=[None] * len(calls))
+        gates = [asyncio.Event() for _ in calls]
+        for i, call in enumerate(calls):
+            if stored is not None and call.tool_call_id in stored:
+                turn.results[i] = stored[call.tool_call_id]
+                gates[i].set()
+        return StagedTurn(turn, plan_groups([p.klass for p in prepared]), gates)
+
+    async def run_staged_call(self, staged: StagedTurn, index: int) -> ToolResult | None:
+        """Runs call ``index`` through the whole pipeline (its gate stages after the previous call of its
+        group passed them, as in :meth:`execute_turn`); its committed result (``None``: commit failed).
+        Cancellation comes through ``scope.cancel_event`` (the call is answered ``aborted``)."""
+        turn = staged.turn
+        if turn.results[index] is not None:
+            return turn.results[index]
+        group = next(g for g in staged.groups if index in g.indices)
+        position = group.indices.index(index)
+        previous = staged.gates[group.indices[position - 1]] if position > 0 else None
+        await self._run_call(turn, turn.prepared[index], previous, staged.gates[index])
+        return turn.results[index]
+
+    async def finish_staged(self, staged: StagedTurn, skip_from: int | None = None) -> TurnOutcome:
+        """Ends a staged turn: the calls from ``skip_from`` on are skipped (a ``serial`` call before them
+        failed), every call still without a result is answered ``aborted``; the turn's outcome as
+        :meth:`execute_turn` returns it (a failed commit is raised)."""
+        turn = staged.turn
+        if skip_from is not None and not turn.cancelled and not turn.commit_errors:
+            await self._skip_rest(turn, skip_from)
+        await self._finish(turn)
+        if turn.commit_errors:
+            raise turn.commit_errors[0]
+        results = [r for r in turn.results if r is not None]
+        return TurnOutcome(results=results, aborted=bool(turn.aborted_ids), aborted_call_ids=turn.aborted_ids)
+
     def _prepare(self, index: int, call: ToolCall, scope: RunScope) -> _Prepared:
         entry = self._registry.get(call.name)
         definition = apply_overrides(entry.definition, self._settings) if entry is not None else None
@@ -227,6 +297,8 @@ class ToolExecutor:
 
     async def _skip_rest(self, turn: _Turn, start: int) -> None:
         for prep in turn.prepared[start:]:
+            if turn.results[prep.index] is not None:  # a staged turn's result stored earlier
+                continue
             await self._commit(turn, prep, outcome.skipped_after_failed_write(prep.call))
             if turn.commit_errors:
                 return

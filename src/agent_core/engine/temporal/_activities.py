@@ -11,6 +11,12 @@ engine runs — and persists its nodes and events itself; it returns only a :cla
 * Every activity heartbeats while it runs (also while a model streams), which is how a cancelled workflow
   reaches it: the run's cancel event is set, the step ends as the local loop's would (partial answer,
   aborted tools), the terminal events are written and the activity reports the cancellation.
+* Each tool call is an activity of its own. The ``after`` step stages the answer's calls on its worker
+  (:meth:`ToolExecutor.stage_turn`) and names that worker's own task queue in the :class:`ToolPlan`; the
+  call activities and ``tools_end`` run there, sharing the staged turn exactly as the local executor's
+  tasks share it (gate order, node chain in completion order, context nodes). A cancelled call activity
+  answers its call ``aborted`` and leaves the run's end to ``tools_end``. When that worker is gone the
+  workflow runs the ``after`` step again elsewhere (``replan``): stored results are not executed again.
 """
 
 from __future__ import annotations
@@ -21,23 +27,29 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from agent_core._ids import new_id
 from agent_core._loop.driver import (
     ModelTurn,
-    after_model_step,
     answer_step,
+    decide_after_model,
     end_outcome,
+    end_tools,
     guarded_step,
     model_step,
 )
 from agent_core._loop.outcome import LoopOutcome
+from agent_core._loop.steps import RunTools
 from agent_core._runtime import lifecycle
 from agent_core._runtime.runs import RunManager
 from agent_core.engine.temporal._contexts import (
     RunContext,
     RunContexts,
+    StagedTools,
     checkpoint,
     stored_answer,
+    stored_results,
     turn_from_node,
 )
 from agent_core.engine.temporal._payloads import (
@@ -45,28 +57,56 @@ from agent_core.engine.temporal._payloads import (
     BEGIN,
     FINISH,
     MODEL,
+    TOOL_CALL,
+    TOOLS_END,
+    CallInput,
+    CallResult,
     Checkpoint,
+    PlannedCall,
     RunInput,
     RunResult,
     Step,
     StepInput,
+    ToolGroup,
+    ToolPlan,
+    ToolsEndInput,
 )
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus
+from agent_core.types.model import ToolCall
 from agent_core.types.runtime import UserMessage
 
 T = TypeVar("T")
 
 
 class RunActivities:
-    """The activities of one worker process; ``heartbeat_s`` is the interval between heartbeats."""
+    """The activities of one worker process; ``own_queue`` is the task queue only this worker polls (its
+    staged tool calls run there), ``heartbeat_s`` the interval between heartbeats and
+    ``arrival_timeout_s`` how long a staged call waits for the activity of the call before it (past
+    Temporal's schedule-to-start timeout that one never arrives)."""
 
-    def __init__(self, manager: RunManager, *, heartbeat_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        manager: RunManager,
+        *,
+        own_queue: str,
+        heartbeat_s: float = 1.0,
+        arrival_timeout_s: float = 30.0,
+    ) -> None:
         self.contexts = RunContexts(manager)
+        self.own_queue = own_queue
         self.heartbeat_s = heartbeat_s
+        self.arrival_timeout_s = arrival_timeout_s
 
     def all(self) -> list[Any]:
-        return [self.begin_run, self.model_step, self.after_model_step, self.finish_run]
+        return [
+            self.begin_run,
+            self.model_step,
+            self.after_model_step,
+            self.tool_call,
+            self.tools_end,
+            self.finish_run,
+        ]
 
     # ---- activities -----------------------------------------------------------------------------
     @activity.defn(name=BEGIN)
@@ -95,13 +135,67 @@ class RunActivities:
 
     @activity.defn(name=AFTER)
     async def after_model_step(self, inp: StepInput) -> Step:
-        """The answer's tool calls (only those without a stored result), or the end-of-turn checks."""
+        """The answer's tool calls staged on this worker (a ``tools`` step), or the end-of-turn checks."""
+        if inp.step.replan:  # the worker holding the staged calls is gone: continue from the store
+            self.contexts.drop(inp.run_id)
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
         turn = ctx.turn
         if turn is None or turn.assistant_node_id != inp.step.assistant_node_id:
             turn = _stored_turn(ctx, inp.step.assistant_node_id)
         ctx.turn = None
-        result = await self._step(ctx, after_model_step(ctx.loop, ctx.loop_state, turn))
+        result = await self._step(ctx, self._decide(ctx, turn))
+        if isinstance(result, StagedTools):
+            plan = ToolPlan(result.plan_id, self.own_queue, _groups(result))
+            return Step("tools", checkpoint(ctx), assistant_node_id=turn.assistant_node_id, tools=plan)
+        return await self._next(ctx, result)
+
+    @activity.defn(name=TOOL_CALL)
+    async def tool_call(self, inp: CallInput) -> CallResult:
+        """One staged tool call, through the whole tool pipeline (gates, handler, commit, hooks)."""
+        ctx = self.contexts.cached(inp.run_id)
+        tools = ctx.tools if ctx is not None else None
+        if ctx is None or tools is None or tools.plan_id != inp.plan_id:
+            raise ApplicationError(
+                f"tool plan {inp.plan_id} is not staged on this worker", non_retryable=True
+            )
+        tools.arrived[inp.index].set()
+        task = asyncio.ensure_future(self._run_call(tools, inp))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.heartbeat_s)
+                if done:
+                    break
+                activity.heartbeat()
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is None or not details.cancel_requested:
+                self.contexts.drop(ctx.state.run_id)  # the worker stops: another one continues the run
+                raise
+            _cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(task)
+            raise
+        return task.result()
+
+    @activity.defn(name=TOOLS_END)
+    async def tools_end(self, inp: ToolsEndInput) -> Step:
+        """The end of a tool turn: skipped / aborted answers, ``aborted_tools`` or the context nodes and
+        the limits' verdict; then the next step (a model call or the run's end)."""
+        plan = inp.step.tools
+        assert plan is not None
+        run = await self.contexts.manager.services.storage.get_run(inp.run_id)
+        if run is not None and run.status.terminal:  # a cancelled step already ended the run
+            return Step("end", inp.step.checkpoint)
+        ctx = self.contexts.cached(inp.run_id)
+        tools = ctx.tools if ctx is not None else None
+        if ctx is None or tools is None or tools.plan_id != plan.plan_id:  # staged elsewhere: rebuild
+            ctx = ctx or await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
+            calls = list(_stored_turn(ctx, inp.step.assistant_node_id).completed.tool_calls)
+            tools = self._stage(ctx, calls)
+        ctx.tools = None
+        if inp.cancelled:
+            _cancel(ctx)
+        result = await self._step(ctx, self._end_tools(ctx, tools, inp.skip_from))
         return await self._next(ctx, result)
 
     @activity.defn(name=FINISH)
@@ -115,13 +209,55 @@ class RunActivities:
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
         outcome = _outcome(inp.step.outcome) if inp.step.outcome else None
         if outcome is None:  # the workflow was cancelled between two steps
-            ctx.state.cancel_reason = ctx.state.cancel_reason or "cancel_requested"
-            ctx.state.cancel_event.set()
+            _cancel(ctx)
             info = ctx.loop.interruption()
             outcome = LoopOutcome(info.status, EndReason.aborted_streaming, error=info.error)
         return await self._finish(ctx, outcome)
 
     # ---- helpers --------------------------------------------------------------------------------
+    async def _decide(self, ctx: RunContext, turn: ModelTurn) -> LoopOutcome | StagedTools | None:
+        step = await decide_after_model(ctx.loop, ctx.loop_state, turn)
+        if isinstance(step, RunTools):
+            return self._stage(ctx, list(step.calls))
+        return step
+
+    def _stage(self, ctx: RunContext, calls: list[ToolCall]) -> StagedTools:
+        """Stages ``calls`` on this worker; those with a stored result count as answered."""
+        stored = stored_results(ctx.loop.recorder.cursor.path, {c.tool_call_id for c in calls})
+        loop, executor = ctx.loop, self.contexts.manager.services.executor
+        staged = executor.stage_turn(calls, loop.scope, loop.recorder, stored)
+        ctx.tools = StagedTools(new_id("plan_"), calls, staged, [asyncio.Event() for _ in calls])
+        return ctx.tools
+
+    async def _end_tools(
+        self, ctx: RunContext, tools: StagedTools, skip_from: int | None
+    ) -> LoopOutcome | None:
+        outcome = await self.contexts.manager.services.executor.finish_staged(tools.staged, skip_from)
+        return await end_tools(ctx.loop, ctx.loop_state, tools.calls, outcome)
+
+    async def _run_call(self, tools: StagedTools, inp: CallInput) -> CallResult:
+        if not await self._after_previous(tools, inp.index):  # past Temporal's schedule-to-start timeout
+            raise ApplicationError(f"tool plan {inp.plan_id} lost the call before call {inp.index}")
+        executor = self.contexts.manager.services.executor
+        result = await executor.run_staged_call(tools.staged, inp.index)
+        return CallResult(is_error=result is None or result.is_error, stopped=tools.staged.stopped)
+
+    async def _after_previous(self, tools: StagedTools, index: int) -> bool:
+        """Waits until the activity of the call before ``index`` in its group reached this worker (its
+        gate stages come first); ``False`` when it did not arrive in time."""
+        group = next(g for g in tools.staged.groups if index in g.indices)
+        position = group.indices.index(index)
+        if position == 0:
+            return True
+        previous = group.indices[position - 1]
+        if tools.staged.results[previous] is not None:
+            return True
+        try:
+            await asyncio.wait_for(tools.arrived[previous].wait(), self.arrival_timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def _next(self, ctx: RunContext, result: LoopOutcome | None) -> Step:
         if result is None:
             return Step("model", checkpoint(ctx))
@@ -159,15 +295,45 @@ class RunActivities:
                 # continues it from the store; this worker forgets it
                 self.contexts.drop(ctx.state.run_id)
                 raise
-            ctx.state.cancel_reason = ctx.state.cancel_reason or "cancel_requested"
-            ctx.state.cancel_event.set()
+            _cancel(ctx)
             with contextlib.suppress(BaseException):
-                result = await asyncio.shield(task)
-                if not isinstance(result, LoopOutcome):
-                    info = ctx.loop.interruption()
-                    result = LoopOutcome(info.status, EndReason.aborted_streaming, error=info.error)
-                await asyncio.shield(self._finish(ctx, result))
+                await asyncio.shield(self._finish_cancelled(ctx, await asyncio.shield(task)))
             raise
+
+    async def _finish_cancelled(self, ctx: RunContext, result: object) -> None:
+        """Ends a run whose step was cancelled, as the local loop ends it."""
+        if isinstance(result, StagedTools):  # staged calls, none ran: all are answered aborted
+            ctx.tools = None
+            result = await self._end_tools(ctx, result, None)
+        if not isinstance(result, LoopOutcome):
+            info = ctx.loop.interruption()
+            result = LoopOutcome(info.status, EndReason.aborted_streaming, error=info.error)
+        await self._finish(ctx, result)
+
+
+def _cancel(ctx: RunContext) -> None:
+    """The run is cancelled (workflow cancellation): its loop and tool calls stop cooperatively."""
+    ctx.state.cancel_reason = ctx.state.cancel_reason or "cancel_requested"
+    ctx.state.cancel_event.set()
+
+
+def _groups(tools: StagedTools) -> list[ToolGroup]:
+    results = tools.staged.results
+    return [
+        ToolGroup(
+            group.kind,
+            [
+                PlannedCall(
+                    i,
+                    tools.calls[i].tool_call_id,
+                    done=results[i] is not None,
+                    is_error=bool(results[i] is not None and results[i].is_error),  # type: ignore[union-attr]
+                )
+                for i in group.indices
+            ],
+        )
+        for group in tools.staged.groups
+    ]
 
 
 def _stored_turn(ctx: RunContext, node_id: str | None) -> ModelTurn:

@@ -9,6 +9,7 @@ the context is rebuilt from the shared store â€” session, active path, run row â
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -29,7 +30,7 @@ from agent_core.engine.temporal._payloads import Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.tools.context import RunScope
+from agent_core.tools._pipeline import StagedTurn
 from agent_core.types.content import ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.enums import AgentRole, AgentType, EndReason, MessageRole, RunMode, RunStatus
 from agent_core.types.model import ModelCompleted, StopReason, ToolCall, Usage
@@ -48,6 +49,19 @@ class RunContext:
     loop_state: LoopState
     turn: ModelTurn | None = None
     """The model answer the next ``after`` step continues from (kept in memory between the two steps)."""
+    tools: StagedTools | None = None
+    """The answer's tool calls while their activities run on this worker."""
+
+
+@dataclass(eq=False)
+class StagedTools:
+    """The tool calls of one answer staged on this worker (``plan_id`` names them in the workflow);
+    ``arrived[i]`` is set when call ``i``'s activity reached the worker."""
+
+    plan_id: str
+    calls: list[ToolCall]
+    staged: StagedTurn
+    arrived: list[asyncio.Event]
 
 
 class RunContexts:
@@ -128,7 +142,6 @@ class RunContexts:
         loop = await prepare_agent_loop(
             self.manager.services, self.manager.features, spec, first_nodes, started=started
         )
-        loop.executor = ResumingExecutor(loop.executor, session.cursor)
         loop_state = LoopState()
         restore(loop, loop_state, checkpoint)
         restore_attempts(loop, run_id)
@@ -267,35 +280,9 @@ def turn_from_node(node: Node) -> ModelTurn:
     return ModelTurn(completed, node.node_id)
 
 
-class ResumingExecutor:
-    """Runs only the calls without a stored result: a completed tool call is never executed again.
-
-    Results are looked up by ``tool_call_id`` on the agent's path (the store, read when the context was
-    built, plus what this worker appended since).
-    """
-
-    def __init__(self, inner: Any, cursor: AgentCursor) -> None:
-        self.inner = inner
-        self.cursor = cursor
-
-    async def execute_turn(self, calls: list[ToolCall], scope: RunScope, sink: Any) -> Any:
-        done = _stored_results(self.cursor.path, {c.tool_call_id for c in calls})
-        todo = [c for c in calls if c.tool_call_id not in done]
-        if not done:
-            return await self.inner.execute_turn(calls, scope, sink)
-        outcome = await self.inner.execute_turn(todo, scope, sink) if todo else None
-        fresh = {r.tool_call_id: r for r in (outcome.results if outcome is not None else [])}
-        merged = [done.get(c.tool_call_id) or fresh.get(c.tool_call_id) for c in calls]
-        results = [r for r in merged if r is not None]
-        if outcome is None:
-            from agent_core.tools._pipeline import TurnOutcome
-
-            return TurnOutcome(results=results, aborted=False, aborted_call_ids=[])
-        outcome.results = results
-        return outcome
-
-
-def _stored_results(path: Sequence[Node], wanted: set[str]) -> dict[str, ToolResult]:
+def stored_results(path: Sequence[Node], wanted: set[str]) -> dict[str, ToolResult]:
+    """The stored results of the calls ``wanted`` on the agent's path, by ``tool_call_id`` (a completed
+    tool call is never executed again)."""
     found: dict[str, ToolResult] = {}
     for node in path:
         if node.role != MessageRole.tool:

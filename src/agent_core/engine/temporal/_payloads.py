@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 WORKFLOW_NAME = "soong.run"
@@ -11,12 +12,20 @@ BEGIN = "soong.begin_run"
 MODEL = "soong.model_step"
 AFTER = "soong.after_model_step"
 FINISH = "soong.finish_run"
+TOOL_CALL = "soong.tool_call"
+TOOLS_END = "soong.tools_end"
 PERMISSION_REQUESTED = "permission_requested"
 PERMISSION_ANSWERED = "permission_answered"
 PENDING_PERMISSIONS = "pending_permissions"
 PERMISSION_ANSWER = "permission_answer"
 MAX_MESSAGE_BYTES = 1_000_000
 """Upper bound of the user message carried by :class:`RunInput` (below Temporal's 2 MB payload limit)."""
+
+
+def own_queue_timeout(heartbeat_timeout_ms: int) -> timedelta:
+    """How long a step sent to one worker's own queue may wait to start (a dead worker's steps fail
+    after this and the workflow continues elsewhere); a healthy worker polls its queue continuously."""
+    return timedelta(milliseconds=max(3 * heartbeat_timeout_ms, 10_000))
 
 
 @dataclass
@@ -48,18 +57,53 @@ class Checkpoint:
     tip_node_id: str | None = None
 
 
-StepKind = Literal["model", "after", "end"]
+StepKind = Literal["model", "after", "tools", "end"]
+
+
+@dataclass
+class PlannedCall:
+    """One tool call of a :class:`ToolPlan`: its position in the answer and whether its result is stored."""
+
+    index: int
+    tool_call_id: str
+    done: bool = False
+    is_error: bool = False
+
+
+@dataclass
+class ToolGroup:
+    """Calls that run together (``parallel`` / ``agent``: concurrently; ``serial``: one call alone)."""
+
+    kind: str
+    calls: list[PlannedCall]
+
+
+@dataclass
+class ToolPlan:
+    """The tool calls of one answer, staged on the worker whose own task queue is ``task_queue``: each
+    call is an activity there (the worker keeps the turn: gate order, node order, context nodes), the
+    groups run one after another."""
+
+    plan_id: str
+    task_queue: str
+    groups: list[ToolGroup]
 
 
 @dataclass
 class Step:
-    """What the workflow does next: a model call, the step after a model answer, or the run's end."""
+    """What the workflow does next: a model call, the step after a model answer, the answer's tool calls,
+    or the run's end."""
 
     kind: StepKind
     checkpoint: Checkpoint
     assistant_node_id: str | None = None
     outcome: dict[str, Any] | None = None
     """The run's end (``status``, ``end_reason``, ``error``, ``final_node_id``) when ``kind == "end"``."""
+    tools: ToolPlan | None = None
+    """The staged tool calls when ``kind == "tools"``."""
+    replan: bool = False
+    """An ``after`` step run again because the worker holding the staged calls is gone: the run's context
+    is rebuilt from the store (stored results are not executed again)."""
 
 
 @dataclass
@@ -67,6 +111,34 @@ class StepInput:
     run_id: str
     session_id: str
     step: Step
+
+
+@dataclass
+class CallInput:
+    """One staged tool call (``index`` in the answer) of ``plan_id``."""
+
+    run_id: str
+    plan_id: str
+    index: int
+
+
+@dataclass
+class CallResult:
+    is_error: bool
+    stopped: bool
+    """Cancellation or a failed commit ended the turn: no further group runs."""
+
+
+@dataclass
+class ToolsEndInput:
+    """The end of a tool turn: ``step`` is the ``tools`` step; calls from ``skip_from`` on are skipped
+    (a serial call failed); ``cancelled``: the workflow was cancelled during the turn."""
+
+    run_id: str
+    session_id: str
+    step: Step
+    skip_from: int | None = None
+    cancelled: bool = False
 
 
 @dataclass

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -11,6 +14,7 @@ from typing import TYPE_CHECKING
 from agent_core.engine.temporal._activities import RunActivities
 from agent_core.engine.temporal._client import connect
 from agent_core.engine.temporal._dispatch import install_dispatch
+from agent_core.engine.temporal._payloads import own_queue_timeout
 from agent_core.engine.temporal._permissions import WorkflowPermissions
 from agent_core.engine.temporal._queues import task_queues
 from agent_core.errors import ConfigError, ErrorCode
@@ -57,10 +61,17 @@ async def run_worker(
     manager.services.gate.use_callback(WorkflowPermissions(client))
     # a dispatched worker run is a child workflow on its pool's queue, which this worker polls too
     install_dispatch(manager, client)
-    activities = RunActivities(manager, heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000))
+    own_queue = f"{settings.task_queue}@{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    activities = RunActivities(
+        manager,
+        own_queue=own_queue,
+        heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000),
+        arrival_timeout_s=own_queue_timeout(settings.heartbeat_timeout_ms).total_seconds(),
+    )
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("agent_core")
     )
+    throttle = timedelta(milliseconds=settings.heartbeat_timeout_ms // 4)
     workers = [
         Worker(
             client,
@@ -71,11 +82,22 @@ async def run_worker(
             # stopping lets the steps in flight finish (their nodes are stored; the retry on another
             # worker continues from them) before they are abandoned
             graceful_shutdown_timeout=SHUTDOWN_GRACE,
-            max_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
-            default_heartbeat_throttle_interval=timedelta(milliseconds=settings.heartbeat_timeout_ms // 4),
+            max_heartbeat_throttle_interval=throttle,
+            default_heartbeat_throttle_interval=throttle,
         )
         for queue in (queues if queues is not None else task_queues(manager.services.settings))
     ]
+    # this worker's own queue: the tool calls it staged (each an activity) run here
+    workers.append(
+        Worker(
+            client,
+            task_queue=own_queue,
+            activities=activities.all(),
+            graceful_shutdown_timeout=SHUTDOWN_GRACE,
+            max_heartbeat_throttle_interval=throttle,
+            default_heartbeat_throttle_interval=throttle,
+        )
+    )
     async with contextlib.AsyncExitStack() as stack:
         for each in workers:
             await stack.enter_async_context(each)
