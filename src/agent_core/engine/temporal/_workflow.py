@@ -24,6 +24,7 @@ signals the answer (``permission_answered``), which the waiting step reads with 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TypeVar
 
@@ -194,13 +195,11 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
+            _errors(tasks)
             raise
-        for task in tasks:
-            if task.cancelled():
-                raise asyncio.CancelledError()
-            error = task.exception()
-            if error is not None:
-                raise error
+        errors = _errors(tasks)
+        if errors:
+            raise errors[0]
         return [task.result() for task in tasks]
 
     async def _tools_end(self, inp: RunInput, end: ToolsEndInput) -> Step:
@@ -241,6 +240,18 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         return result
+
+
+def _errors(tasks: Sequence[asyncio.Future[CallResult]]) -> list[BaseException]:
+    """The failures of settled call activities (each one retrieved), cancellations first."""
+    cancelled: list[BaseException] = []
+    failed: list[BaseException] = []
+    for task in tasks:
+        if task.cancelled():
+            cancelled.append(asyncio.CancelledError())
+        elif (error := task.exception()) is not None:
+            (cancelled if is_cancelled_exception(error) else failed).append(error)
+    return cancelled + failed
 
 
 def _raise_if_cancelled() -> None:

@@ -1,0 +1,170 @@
+"""Each tool call of the temporal engine is its own activity (surfaces.md §3; issue 21 item 3).
+
+The workflow runs one ``soong.tool_call`` activity per executed call, scheduled as the local executor
+schedules the calls (tools.md §17: a parallel batch concurrently, a serial call alone, a failed serial
+call skips the rest), and the run stores the same events and nodes as on the local engine — also when
+the run is cancelled while a call runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from agent_core import AgentRuntime, RunStatus, ToolDefinition
+from agent_core.engine.temporal._client import workflow_id
+from agent_core.engine.temporal._payloads import TOOL_CALL
+from agent_core.types.enums import EventType
+from tests.engine.test_temporal_engine import _env, engine_config, stored, worker
+from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
+from tests.fixtures.runtime import collect, open_runtime
+from tests.fixtures.temporal_server import TemporalServer
+
+pytestmark = pytest.mark.temporal
+
+
+class Probe:
+    """The test's tools: ``probe.read`` (parallel; "slow" waits for "fast" to finish first),
+    ``probe.serial`` (serial; "fail" raises) and ``probe.wait`` (waits until the run is cancelled)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.finished: list[str] = []
+        self.waiting = asyncio.Event()
+
+    async def read(self, args: dict[str, Any], ctx: Any) -> str:
+        self.calls.append(ctx.tool_call_id)
+        if args["text"] == "slow":
+            for _ in range(500):
+                if self.finished:
+                    break
+                await asyncio.sleep(0.01)
+        self.finished.append(ctx.tool_call_id)
+        return f"read {args['text']}"
+
+    async def serial(self, args: dict[str, Any], ctx: Any) -> str:
+        self.calls.append(ctx.tool_call_id)
+        if args["text"] == "fail":
+            raise RuntimeError("the serial step failed")
+        return f"serial {args['text']}"
+
+    async def wait(self, args: dict[str, Any], ctx: Any) -> str:
+        self.calls.append(ctx.tool_call_id)
+        self.waiting.set()
+        await ctx.cancel_event.wait()
+        return "stopped"
+
+    def register(self, rt: AgentRuntime) -> None:
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        tools: list[tuple[str, dict[str, Any], Callable[[dict[str, Any], Any], Awaitable[str]]]] = [
+            ("probe.read", {}, self.read),
+            ("probe.serial", {"concurrency": "serial"}, self.serial),
+            ("probe.wait", {}, self.wait),
+        ]
+        for name, metadata, handler in tools:
+            definition = ToolDefinition(
+                name=name,
+                description=f"The test's {name}.",
+                input_schema=schema,
+                permission="readonly",
+                metadata=metadata,
+            )
+            rt.register_tool(definition, handler)
+
+
+def skip_script() -> FakeProvider:
+    return FakeProvider(
+        tool_calls(
+            ("probe.read", {"text": "slow"}, "call_a"),
+            ("probe.read", {"text": "fast"}, "call_b"),
+            ("probe.serial", {"text": "fail"}, "call_w"),
+            ("probe.read", {"text": "after"}, "call_c"),
+        ),
+        tool_calls(("probe.serial", {"text": "ok"}, "call_s"), ("probe.read", {"text": "fast"}, "call_d")),
+        text("done"),
+    )
+
+
+async def tool_call_activities(server: TemporalServer, run_id: str) -> list[str]:
+    """The ``soong.tool_call`` activities the run's workflow scheduled (their inputs' call index)."""
+    client = await Client.connect(server.address)
+    history = await client.get_workflow_handle(workflow_id(run_id)).fetch_history()
+    found = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == TOOL_CALL:
+                found.append(attrs.activity_id)
+    return found
+
+
+async def test_each_call_is_an_activity_and_a_failed_serial_call_skips_the_rest_as_locally(
+    tmp_path: Any, temporal_server: TemporalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_env = _env(tmp_path / "local", monkeypatch)
+    local = Probe()
+    async with open_runtime(local_env, skip_script()) as rt:
+        local.register(rt)
+        local_run = await rt.start("read and write")
+        assert await asyncio.wait_for(local_run.wait(), 30) == RunStatus.completed, local_run.error
+    expected = stored(local_env, local_run.session_id)
+
+    env = _env(tmp_path / "temporal", monkeypatch)
+    env.write_config(**engine_config(temporal_server))
+    probe = Probe()
+    async with worker(env, skip_script(), probe.register):
+        async with open_runtime(env, FakeProvider(), write_config=False) as rt:
+            probe.register(rt)
+            run = await rt.start("read and write")
+            assert await asyncio.wait_for(run.wait(), 60) == RunStatus.completed, run.error
+    assert probe.calls == local.calls == ["call_a", "call_b", "call_w", "call_s", "call_d"]
+    assert probe.finished == local.finished == ["call_b", "call_a", "call_d"]
+    assert stored(env, run.session_id) == expected
+    events, _nodes = expected
+    assert events.count("tool_failed") == 2  # the failed serial call and the skipped call after it
+    # one activity per executed call; the skipped call ran none
+    assert len(await tool_call_activities(temporal_server, run.run_id)) == 5
+
+
+def wait_script() -> FakeProvider:
+    return FakeProvider(
+        tool_calls(
+            ("probe.read", {"text": "fast"}, "call_a"),
+            ("probe.wait", {"text": "x"}, "call_b"),
+            ("probe.serial", {"text": "ok"}, "call_c"),
+        ),
+        text("never"),
+    )
+
+
+async def test_a_cancel_during_a_tool_call_stores_what_the_local_engine_stores(
+    tmp_path: Any, temporal_server: TemporalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_env = _env(tmp_path / "local", monkeypatch)
+    local = Probe()
+    async with open_runtime(local_env, wait_script()) as rt:
+        local.register(rt)
+        local_run = await rt.start("wait")
+        await asyncio.wait_for(local.waiting.wait(), 30)
+        await local_run.cancel()
+        assert await asyncio.wait_for(local_run.wait(), 30) == RunStatus.cancelled
+    expected = stored(local_env, local_run.session_id)
+    assert expected[0][-4:] == ["tool_failed", "aborted_tools", "loop_aborted", "run_cancelled"]
+
+    env = _env(tmp_path / "temporal", monkeypatch)
+    env.write_config(**engine_config(temporal_server))
+    probe = Probe()
+    async with worker(env, wait_script(), probe.register):
+        async with open_runtime(env, FakeProvider(), write_config=False) as rt:
+            probe.register(rt)
+            run = await rt.start("wait")
+            await collect(run, until=EventType.tool_started, timeout=30)
+            await asyncio.wait_for(probe.waiting.wait(), 30)
+            await run.cancel()
+            assert await asyncio.wait_for(run.wait(), 60) == RunStatus.cancelled
+    assert probe.calls == local.calls == ["call_a", "call_b"]
+    assert stored(env, run.session_id) == expected
