@@ -71,6 +71,7 @@ from agent_core.engine.temporal._payloads import (
     ToolPlan,
     ToolsEndInput,
 )
+from agent_core.tools._pipeline import ToolExecutor
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ToolCall
@@ -159,7 +160,7 @@ class RunActivities:
                 f"tool plan {inp.plan_id} is not staged on this worker", non_retryable=True
             )
         tools.arrived[inp.index].set()
-        task = asyncio.ensure_future(self._run_call(tools, inp))
+        task = asyncio.ensure_future(self._run_call(ctx, tools, inp))
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.heartbeat_s)
@@ -224,7 +225,7 @@ class RunActivities:
     def _stage(self, ctx: RunContext, calls: list[ToolCall]) -> StagedTools:
         """Stages ``calls`` on this worker; those with a stored result count as answered."""
         stored = stored_results(ctx.loop.recorder.cursor.path, {c.tool_call_id for c in calls})
-        loop, executor = ctx.loop, self.contexts.manager.services.executor
+        loop, executor = ctx.loop, _executor(ctx)
         staged = executor.stage_turn(calls, loop.scope, loop.recorder, stored)
         ctx.tools = StagedTools(new_id("plan_"), calls, staged, [asyncio.Event() for _ in calls])
         return ctx.tools
@@ -232,14 +233,13 @@ class RunActivities:
     async def _end_tools(
         self, ctx: RunContext, tools: StagedTools, skip_from: int | None
     ) -> LoopOutcome | None:
-        outcome = await self.contexts.manager.services.executor.finish_staged(tools.staged, skip_from)
+        outcome = await _executor(ctx).finish_staged(tools.staged, skip_from)
         return await end_tools(ctx.loop, ctx.loop_state, tools.calls, outcome)
 
-    async def _run_call(self, tools: StagedTools, inp: CallInput) -> CallResult:
+    async def _run_call(self, ctx: RunContext, tools: StagedTools, inp: CallInput) -> CallResult:
         if not await self._after_previous(tools, inp.index):  # past Temporal's schedule-to-start timeout
             raise ApplicationError(f"tool plan {inp.plan_id} lost the call before call {inp.index}")
-        executor = self.contexts.manager.services.executor
-        result = await executor.run_staged_call(tools.staged, inp.index)
+        result = await _executor(ctx).run_staged_call(tools.staged, inp.index)
         return CallResult(is_error=result is None or result.is_error, stopped=tools.staged.stopped)
 
     async def _after_previous(self, tools: StagedTools, index: int) -> bool:
@@ -309,6 +309,15 @@ class RunActivities:
             info = ctx.loop.interruption()
             result = LoopOutcome(info.status, EndReason.aborted_streaming, error=info.error)
         await self._finish(ctx, result)
+
+
+def _executor(ctx: RunContext) -> ToolExecutor:
+    executor = ctx.loop.executor
+    if not isinstance(executor, ToolExecutor):
+        raise TypeError(
+            f"the temporal engine stages tool calls on a ToolExecutor, not {type(executor).__name__}"
+        )
+    return executor
 
 
 def _cancel(ctx: RunContext) -> None:

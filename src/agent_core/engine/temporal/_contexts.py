@@ -157,7 +157,6 @@ class RunContexts:
         self.manager.runs.setdefault(run.run_id, state)
         session.live_runs.setdefault(run.run_id, state)
         assert state.cursor is not None
-        loop.executor = ResumingExecutor(loop.executor, state.cursor)
         loop_state = LoopState()
         restore(loop, loop_state, checkpoint)
         ctx = RunContext(session=session, state=state, loop=loop, loop_state=loop_state)
