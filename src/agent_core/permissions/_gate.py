@@ -39,6 +39,18 @@ from agent_core.types.tools import ToolDefinition
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 FailureKind = Literal["timeout", "exception", "invalid_decision"]
+
+
+class CallbackFailure(Exception):
+    """Raised by a callback that forwards requests to another runtime's callback (``agent_core.engine``)
+    when that one failed: the gate reports ``kind`` and ``message`` as if its own callback had failed."""
+
+    def __init__(self, kind: FailureKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
+        self.message = message
+
+
 DecidedBy = Literal["policy", "rule", "session_grant", "callback"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
@@ -150,15 +162,18 @@ class PermissionGate:
         self._policy = PermissionPolicy.from_settings(settings)
         self._rules = RuleSet.from_settings(settings)
         self._timeout_s = timeout_s
+        self._forwarding = False
         self._redactor = redactor or default_redactor
         self._lock = asyncio.Lock()
         self._session_grants: dict[str, set[tuple[str, str]]] = {}
         self.deferred = DeferredAnswers()
         """Requests whose callback returned ``DEFER`` (answered by ``AgentRuntime.answer_permission``)."""
 
-    def use_callback(self, callback: PermissionCallback) -> None:
-        """Replaces the callback (a Temporal worker asks the runtime that started the run)."""
+    def use_callback(self, callback: PermissionCallback, *, forwarding: bool = False) -> None:
+        """Replaces the callback (a Temporal worker asks the runtime that started the run). A
+        ``forwarding`` callback gets no timeout here: the runtime it forwards to applies its own."""
         self._callback = callback
+        self._forwarding = forwarding
 
     @property
     def has_callback(self) -> bool:
@@ -395,10 +410,12 @@ class PermissionGate:
         deferred = self.deferred.open(request.request_id)
         try:
             try:
-                async with asyncio.timeout(self._timeout_s):
+                async with asyncio.timeout(None if self._forwarding else self._timeout_s):
                     raw = await self._invoke(request.model_copy(deep=True))
             except TimeoutError:
                 return None, "timeout", f"the permission callback did not answer within {self._timeout_s:g} s"
+            except CallbackFailure as failure:  # the runtime a forwarding callback asked failed
+                return None, failure.kind, failure.message
             except Exception as exc:
                 message = self._redactor.text(f"the permission callback raised {type(exc).__name__}: {exc}")
                 return None, "exception", message

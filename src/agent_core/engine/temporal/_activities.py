@@ -114,7 +114,9 @@ class RunActivities:
     async def begin_run(self, inp: RunInput) -> Step:
         """``loop_started`` and the first nodes (hooks, the user message), unless already stored."""
         message = UserMessage.model_validate_json(inp.message_json)
-        ctx = await self.contexts.open(inp.run_id, inp.session_id, Checkpoint(), message)
+        ctx = await self.contexts.open(
+            inp.run_id, inp.session_id, Checkpoint(), message, session_start=inp.session_start
+        )
         return Step("model", checkpoint(ctx))
 
     @activity.defn(name=MODEL)

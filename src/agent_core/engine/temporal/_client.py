@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
-from agent_core.engine.temporal._permissions import answer_pending
+from agent_core.engine.temporal._permissions import Answer, answer_pending
 from agent_core.engine.temporal._structured import record_output_schema, stored_output
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EventType, RunStatus
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionRequest
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -85,6 +85,8 @@ class TemporalEngine:
         known = await storage.list_events(state.session_id, run_id=state.run_id)
         next_seq = (max((e.seq or 0) for e in known) + 1) if known else 1
         client = await self.client()
+        # SessionStart hooks run for this runtime's first run of the session (as on the local engine)
+        session_start, session.session_started = not session.session_started, True
         handle = await client.start_workflow(
             WORKFLOW_NAME,
             RunInput(
@@ -92,6 +94,7 @@ class TemporalEngine:
                 state.session_id,
                 message_json,
                 heartbeat_timeout_ms=self.settings.heartbeat_timeout_ms,
+                session_start=session_start,
             ),
             id=workflow_id(state.run_id),
             task_queue=self.settings.task_queue,
@@ -101,7 +104,7 @@ class TemporalEngine:
         result = asyncio.ensure_future(handle.result())
         phase = _Phase()
         permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase))
-        cancel_sent = False
+        cancel_sent = refreshed = False
         try:
             while True:
                 run = await storage.get_run(state.run_id)
@@ -121,6 +124,9 @@ class TemporalEngine:
                     if state.output_schema is not None and run.status == RunStatus.completed:
                         nodes = await storage.list_nodes(state.session_id, run_id=state.run_id)
                         state.output_accepted, state.output_value = stored_output(state.output_schema, nodes)
+                    # the session's path first: a caller woken by the run's end may start the next run
+                    await _refresh_cursor(self.manager, session)
+                    refreshed = True
                     state.finish(run.status, run.end_reason, error)
                     break
                 if result.done() and not await _terminal_soon(self.manager, state.run_id):
@@ -138,7 +144,8 @@ class TemporalEngine:
             permissions.cancel()
             if not result.done():
                 result.cancel()
-            await _refresh_cursor(self.manager, session)
+            if not refreshed:
+                await _refresh_cursor(self.manager, session)
 
     async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any], phase: _Phase) -> None:
         """The run's permission requests (workflow signals) go to this runtime's permission callback.
@@ -155,11 +162,8 @@ class TemporalEngine:
                 log.debug("could not read the permission requests of %s", handle.id, exc_info=True)
             await asyncio.sleep(PERMISSION_POLL_S)
 
-    async def _ask(self, request: PermissionRequest) -> PermissionDecision:
-        answer, _failure, message = await self.manager.services.gate.ask_callback(request)
-        if answer is None:
-            return PermissionDecision(decision="deny", reason=message)
-        return answer
+    async def _ask(self, request: PermissionRequest) -> Answer:
+        return await self.manager.services.gate.ask_callback(request)
 
 
 class _Phase:

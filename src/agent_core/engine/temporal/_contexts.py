@@ -91,12 +91,19 @@ class RunContexts:
             self.drop(run_id)
 
     async def open(
-        self, run_id: str, session_id: str, checkpoint: Checkpoint, message: UserMessage | None = None
+        self,
+        run_id: str,
+        session_id: str,
+        checkpoint: Checkpoint,
+        message: UserMessage | None = None,
+        *,
+        session_start: bool = False,
     ) -> RunContext:
         """The run's context: the cached one, else rebuilt from the store with ``checkpoint`` applied.
 
         With ``message`` (the run's first step) the run's ``loop_started`` and first nodes are written
-        unless the store already has them (a retried first step).
+        unless the store already has them (a retried first step); ``session_start``: they begin with the
+        SessionStart hooks.
         """
         ctx = self._contexts.get(run_id)
         if ctx is not None:
@@ -111,6 +118,7 @@ class RunContexts:
         if is_worker_run(meta):  # a dispatched worker run (a child workflow on its pool's queue)
             return await self._open_worker_run(run, meta, checkpoint, message)
         session = await self._load_session(session_id)
+        session.session_started = not session_start
         mode = RunMode(meta.get("mode", RunMode.normal.value))
         started = run.start_node_id is not None
         if message is None and not started:
@@ -180,7 +188,7 @@ class RunContexts:
             cwd=record.cwd,
             cursor=AgentCursor(record.root_agent_id, path),
             active_node_id=record.active_node_id,
-            session_started=bool(path),  # SessionStart hooks run for a new session's first run
+            session_started=True,  # the starting runtime decides (RunInput.session_start)
         )
         self.manager.sessions[session_id] = session
         return session

@@ -36,6 +36,9 @@ class RunInput:
     session_id: str
     message_json: str
     heartbeat_timeout_ms: int = 10_000
+    session_start: bool = False
+    """The run's first nodes start with the SessionStart hooks: it is the first run of the session in
+    the runtime that started it (``"resume"`` when the session has nodes already, else ``"new"``)."""
 
 
 @dataclass

@@ -6,14 +6,19 @@ an answer. The runtime that started the run finds the request with a query, asks
 callback and signals the answer (:func:`answer_pending`). The request id is derived from the run and the
 tool call, so a tool step retried on another worker finds the same request — and its answer, if the user
 already gave it — instead of asking again.
+
+The starting runtime's gate applies the callback timeout; when its callback fails (timeout, exception,
+invalid decision) the answer carries the failure, and the worker's gate reports it as a failure of its own
+callback (``permission_failed``, ``details.permission_failure``), as the local engine does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from agent_core.engine.temporal._payloads import (
     PENDING_PERMISSIONS,
@@ -22,6 +27,7 @@ from agent_core.engine.temporal._payloads import (
     PERMISSION_REQUESTED,
     PermissionSignal,
 )
+from agent_core.permissions._gate import CallbackFailure, FailureKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
@@ -57,11 +63,32 @@ class WorkflowPermissions:
         while True:
             answer = await handle.query(PERMISSION_ANSWER, request_id, result_type=str)
             if answer is not None:
-                return PermissionDecision.model_validate_json(answer)
+                return read_answer(answer)
             await asyncio.sleep(POLL_S)
 
 
-Ask = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+Answer = tuple[PermissionDecision | None, FailureKind | None, str]
+"""The starting runtime's answer: the decision, else the callback's failure kind and its message."""
+Ask = Callable[[PermissionRequest], Awaitable[Answer]]
+
+
+def answer_json(answer: Answer) -> str:
+    decision, failure, message = answer
+    if decision is not None:
+        return json.dumps({"decision": decision.model_dump(mode="json")})
+    return json.dumps({"failure": failure, "message": message})
+
+
+def read_answer(body: str) -> PermissionDecision:
+    """The decision of an answer; :class:`CallbackFailure` when the starting runtime's callback failed.
+    An answer without decision nor failure (that runtime has no callback) is a denial."""
+    data = json.loads(body)
+    if data.get("decision") is not None:
+        return PermissionDecision.model_validate(data["decision"])
+    failure = data.get("failure")
+    if failure in get_args(FailureKind):
+        raise CallbackFailure(failure, str(data.get("message", "")))
+    return PermissionDecision(decision="deny", reason=str(data.get("message") or "no permission callback"))
 
 
 async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str], ask: Ask) -> None:
@@ -71,7 +98,5 @@ async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str]
         if item.request_id in asked:
             continue
         asked.add(item.request_id)
-        decision = await ask(PermissionRequest.model_validate_json(item.body_json))
-        await handle.signal(
-            PERMISSION_ANSWERED, PermissionSignal(item.request_id, decision.model_dump_json())
-        )
+        answer = await ask(PermissionRequest.model_validate_json(item.body_json))
+        await handle.signal(PERMISSION_ANSWERED, PermissionSignal(item.request_id, answer_json(answer)))

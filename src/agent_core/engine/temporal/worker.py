@@ -58,7 +58,7 @@ async def run_worker(
     manager.features.engine = None  # a worker executes steps; it starts no workflow of its own
     client = await connect(settings)
     # permission requests go to the runtime that started the run, through the run's workflow
-    manager.services.gate.use_callback(WorkflowPermissions(client))
+    manager.services.gate.use_callback(WorkflowPermissions(client), forwarding=True)
     # a dispatched worker run is a child workflow on its pool's queue, which this worker polls too
     install_dispatch(manager, client)
     own_queue = f"{settings.task_queue}@{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
