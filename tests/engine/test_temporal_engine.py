@@ -47,6 +47,7 @@ def echo_tools(calls: list[str]) -> Tools:
     async def echo(args: dict[str, Any], ctx: Any) -> str:
         """Deterministic order: "one" and "two" both start, then "one" completes before "two"."""
         calls.append(ctx.tool_call_id)
+        await ctx.emit_progress({"echoing": args.get("text", "")})  # a live event (never stored)
         if args.get("text") in ("one", "two"):
             for _ in range(200):
                 if {"call_1", "call_2"} <= set(calls):
@@ -141,10 +142,9 @@ async def test_a_run_with_tools_as_a_workflow_matches_the_local_engine(
             replay = await rt.replay_run(run.run_id)
     assert calls == local_calls == ["call_1", "call_2", "call_3"]
     assert stored(env, run.session_id) == local_store
-    # the handle streams the stored events (live deltas are never stored, so they are not delivered)
-    assert [e.event_type.value for e in events] == [
-        t for t in local_stream if t not in {"message_delta", "model_text_delta", "tool_call_delta"}
-    ]
+    # the handle streams the stored events and the worker's live deltas (never stored), as locally
+    assert [e.event_type.value for e in events] == local_stream
+    assert {"message_delta", "tool_progress"} <= set(local_stream)
     assert [e.event_type.value for e in replay.events] == local_store[0]
     assert len(fake.requests) == 3
 
@@ -245,6 +245,7 @@ async def test_with_postgres_storage_a_run_matches_the_local_engine(
     async with open_runtime(local_env, fake) as rt:
         echo_tools([])(rt)
         local = await rt.start("echo please")
+        local_stream = [e.event_type.value for e in await collect(local)]
         await local.wait()
         expected = replayed(await rt.replay_run(local.run_id))
 
@@ -257,8 +258,11 @@ async def test_with_postgres_storage_a_run_matches_the_local_engine(
         async with open_runtime(env, FakeProvider(), write_config=False) as rt:
             echo_tools([])(rt)
             run = await rt.start("echo please")
+            stream = [e.event_type.value for e in await collect(run, timeout=60)]
             await asyncio.wait_for(run.wait(), 60)
             assert run.status == RunStatus.completed, run.error
             got = replayed(await rt.replay_run(run.run_id))
     assert calls == ["call_1", "call_2", "call_3"]
     assert got == expected
+    # the worker's live deltas reach the handle through LISTEN/NOTIFY, in the local engine's order
+    assert stream == local_stream and {"message_delta", "tool_progress"} <= set(stream)

@@ -43,6 +43,7 @@ from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.steps import RunTools
 from agent_core._runtime import lifecycle
 from agent_core._runtime.runs import RunManager
+from agent_core._storage.live import LiveChannel
 from agent_core.engine.temporal._contexts import (
     RunContext,
     RunContexts,
@@ -84,7 +85,8 @@ class RunActivities:
     """The activities of one worker process; ``own_queue`` is the task queue only this worker polls (its
     staged tool calls run there), ``heartbeat_s`` the interval between heartbeats and
     ``arrival_timeout_s`` how long a staged call waits for the activity of the call before it (past
-    Temporal's schedule-to-start timeout that one never arrives)."""
+    Temporal's schedule-to-start timeout that one never arrives); ``live`` carries the runs' deltas to
+    the runtimes that started them."""
 
     def __init__(
         self,
@@ -93,8 +95,9 @@ class RunActivities:
         own_queue: str,
         heartbeat_s: float = 1.0,
         arrival_timeout_s: float = 30.0,
+        live: LiveChannel | None = None,
     ) -> None:
-        self.contexts = RunContexts(manager)
+        self.contexts = RunContexts(manager, live)
         self.own_queue = own_queue
         self.heartbeat_s = heartbeat_s
         self.arrival_timeout_s = arrival_timeout_s

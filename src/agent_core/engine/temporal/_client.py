@@ -3,8 +3,10 @@
 The run row, the session FIFO queue and the :class:`~agent_core._api.handles.RunHandle` stay in the runtime
 that started the run; the workflow's steps run on ``soong-agent worker`` processes and write the run's
 nodes and events to the shared store. This side follows the run there: it delivers the run's stored
-events to the handle's stream in ``seq`` order (live deltas, which are never stored, are not delivered),
-turns ``RunHandle.cancel`` into workflow cancellation, answers the run's permission requests (workflow
+events to the handle's stream in ``seq`` order, with the live events (deltas, never stored) the worker
+sends on the storage backend's live channel placed after the stored event they followed (a stored
+event waits for them until the worker announced it, at most ``LIVE_GRACE_S``; the announcement also
+wakes the follower before its next poll), turns ``RunHandle.cancel`` into workflow cancellation, answers the run's permission requests (workflow
 signals) with this runtime's permission callback, and ends the run state with the stored outcome.
 """
 
@@ -12,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
+from agent_core._storage.live import LiveChannel, LiveFeed, live_channel
+from agent_core.engine.temporal._live import deliver_live
 from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
 from agent_core.engine.temporal._permissions import Answer, answer_pending
 from agent_core.engine.temporal._structured import record_output_schema, stored_output
@@ -23,6 +28,7 @@ from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EventType, RunStatus
 from agent_core.types.permissions import PermissionRequest
+from agent_core.types.runtime import RuntimeEvent
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -34,6 +40,8 @@ POLL_S = 0.1
 """How often the store is read for the run's new events."""
 PERMISSION_POLL_S = 0.5
 """How often the workflow is asked for new permission requests."""
+LIVE_GRACE_S = 1.0
+"""How long a stored event the worker did not announce live waits for the live events before it."""
 
 
 def workflow_id(run_id: str) -> str:
@@ -63,6 +71,8 @@ class TemporalEngine:
         self.settings = manager.services.settings.engine.temporal
         self._client: Client | None = None
         self._lock = asyncio.Lock()
+        self._live: LiveChannel | None = None
+        self._following = 0
 
     async def client(self) -> Client:
         async with self._lock:
@@ -79,6 +89,24 @@ class TemporalEngine:
                 f"the message is {len(message_json.encode())} bytes; the temporal engine carries at most "
                 f"{MAX_MESSAGE_BYTES} bytes in a workflow input (store large content as an artifact)",
             )
+        if self._live is None:
+            self._live = live_channel(self.manager.services.storage, self.manager.services.settings)
+        live = self._live
+        self._following += 1
+        try:
+            async with live.follow(state.run_id) as feed:
+                await self._run_workflow(session, state, message_json, feed)
+        finally:
+            self._following -= 1
+            if self._following == 0 and self._live is live:  # no run followed: no open listener
+                self._live = None
+                await live.close()
+
+    async def _run_workflow(
+        self, session: SessionState, state: RunState, message_json: str, feed: LiveFeed
+    ) -> None:
+        """Starts the run's workflow and follows the run in the store (and live) until it ended."""
+        observers = self.manager.features.event_observers
         storage = self.manager.services.storage
         if state.output_schema is not None:  # the workers judge the answers with it
             await record_output_schema(storage, state.run_id, state.output_schema, state.output_retries)
@@ -105,20 +133,33 @@ class TemporalEngine:
         phase = _Phase()
         permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase))
         cancel_sent = refreshed = False
+        held: list[RuntimeEvent] = []
+        """Stored events read before the worker announced them live: the live events before them may
+        still be on their way (held until announced, at most ``LIVE_GRACE_S``)."""
+        held_since, fetch_seq, clock = 0.0, next_seq, asyncio.get_running_loop().time
         try:
             while True:
                 run = await storage.get_run(state.run_id)
-                for event in await storage.list_events(
-                    state.session_id, from_seq=next_seq, run_id=state.run_id
-                ):
+                fresh = await storage.list_events(state.session_id, from_seq=fetch_seq, run_id=state.run_id)
+                if fresh:
+                    fetch_seq = (fresh[-1].seq or fetch_seq) + 1
+                    held_since = held_since if held else clock()
+                    held.extend(fresh)
+                ended = run is not None and run.status.terminal
+                overdue = clock() - held_since >= LIVE_GRACE_S
+                while held and (ended or overdue or (held[0].seq or 0) <= feed.stored_seq):
+                    event = held.pop(0)
+                    held_since = clock()
+                    await deliver_live(feed, (event.seq or next_seq) - 1, state.channel, observers)
                     next_seq = (event.seq or next_seq) + 1
                     phase.in_tools = event.event_type not in MODEL_PHASE
                     await state.channel.push(event)
-                    for observer in self.manager.features.event_observers:
+                    for observer in observers:
                         try:
                             observer(event)
                         except Exception:
                             log.exception("event observer failed")
+                await deliver_live(feed, next_seq - 1, state.channel, observers)
                 if run is not None and run.status.terminal:
                     error = ErrorPayload.model_validate_json(run.error_json) if run.error_json else None
                     if state.output_schema is not None and run.status == RunStatus.completed:
@@ -139,7 +180,8 @@ class TemporalEngine:
                 if state.cancel_event.is_set() and not cancel_sent:
                     cancel_sent = True
                     await handle.cancel()
-                await asyncio.sleep(POLL_S)
+                target = (held[0].seq or next_seq) if held else fetch_seq
+                await _until_stored(feed, target, next_seq - 1, state, observers)
         finally:
             permissions.cancel()
             if not result.done():
@@ -176,6 +218,25 @@ MODEL_PHASE = frozenset(
     {EventType.loop_started, EventType.message_created, EventType.context_built, EventType.model_started}
 )
 """Stored events after which the run is building its prompt or streaming (it cannot be asking)."""
+
+
+async def _until_stored(
+    feed: LiveFeed,
+    seq: int,
+    delivered_seq: int,
+    state: RunState,
+    observers: list[Callable[[RuntimeEvent], None]],
+) -> None:
+    """Delivers the live events after stored events up to ``delivered_seq`` until the worker announces
+    the stored event ``seq``, or ``POLL_S`` passed (the store is read then anyway)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + POLL_S
+    while feed.stored_seq < seq:
+        left = deadline - loop.time()
+        if left <= 0:
+            return
+        await feed.wait(left)
+        await deliver_live(feed, delivered_seq, state.channel, observers)
 
 
 async def _terminal_soon(manager: RunManager, run_id: str) -> bool:

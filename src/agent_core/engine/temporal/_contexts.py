@@ -25,7 +25,9 @@ from agent_core._loop.spec import LoopSpec, LoopState
 from agent_core._runtime.agent_run import prepare_agent_loop
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
+from agent_core._storage.live import LiveChannel
 from agent_core.config._profiles import resolve_purpose_model
+from agent_core.engine.temporal._live import LivePublisher
 from agent_core.engine.temporal._payloads import Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
@@ -67,8 +69,10 @@ class StagedTools:
 class RunContexts:
     """The run contexts of one worker process, keyed by run id."""
 
-    def __init__(self, manager: RunManager) -> None:
+    def __init__(self, manager: RunManager, live: LiveChannel | None = None) -> None:
         self.manager = manager
+        self.live = live
+        """The storage backend's live channel: a root run's deltas reach the runtime that started it."""
         self._contexts: dict[str, RunContext] = {}
 
     def cached(self, run_id: str) -> RunContext | None:
@@ -140,7 +144,9 @@ class RunContexts:
         )
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         state.model = resolve_purpose_model(self.manager.services.config, purpose)
-        self.manager.recorder_for(state, session.cursor, root_agent=True)
+        recorder = self.manager.recorder_for(state, session.cursor, root_agent=True)
+        if self.live is not None:
+            recorder.forward = LivePublisher(self.live, run_id)
         self.manager.runs[run_id] = state
         session.live_runs[run_id] = state
         session.active = state

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from agent_core._storage.live import live_channel
 from agent_core.engine.temporal._activities import RunActivities
 from agent_core.engine.temporal._client import connect
 from agent_core.engine.temporal._dispatch import install_dispatch
@@ -67,6 +68,7 @@ async def run_worker(
         own_queue=own_queue,
         heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000),
         arrival_timeout_s=own_queue_timeout(settings.heartbeat_timeout_ms).total_seconds(),
+        live=live_channel(manager.services.storage, manager.services.settings),
     )
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("agent_core")
@@ -105,3 +107,5 @@ async def run_worker(
             ready(settings.task_queue, settings.address)
         await stop.wait()
     activities.contexts.abandon()
+    if activities.contexts.live is not None:
+        await activities.contexts.live.close()
