@@ -156,6 +156,9 @@ async def test_a_killed_worker_of_a_dispatched_run_is_replaced_and_the_session_e
     configure(soong_env, temporal_server, server.base_url)  # the baseline's pool "default" has worker w1
     config = dict(soong_env.config)
     config["model"] = {**config["model"], "context_window": 200_000}  # the Orchestrator's prompt is long
+    # the dispatch outlives the replacement worker's start (seconds on a loaded machine; the baseline's 20 s
+    # child timeout cancelled the worker run before the kill there)
+    config["agents"] = {**config.get("agents", {}), "default_child_timeout_ms": 300_000}
     soong_env.write_config(**config)
     extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
     worker = Worker(soong_env, extra_env)
