@@ -18,17 +18,17 @@ from temporalio.client import Client
 from agent_core import AgentRuntime, RunStatus, ToolDefinition
 from agent_core.engine.temporal._client import workflow_id
 from agent_core.engine.temporal._payloads import TOOL_CALL
-from agent_core.types.enums import EventType
 from tests.engine.test_temporal_engine import _env, engine_config, stored, worker
 from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
-from tests.fixtures.runtime import collect, open_runtime
+from tests.fixtures.runtime import open_runtime
 from tests.fixtures.temporal_server import TemporalServer
 
 pytestmark = pytest.mark.temporal
 
 
 class Probe:
-    """The test's tools: ``probe.read`` (parallel; "slow" waits for "fast" to finish first),
+    """The test's tools: ``probe.read`` (parallel; "slow" waits for another read to finish first, "after
+    wait" for ``probe.wait`` to run),
     ``probe.serial`` (serial; "fail" raises) and ``probe.wait`` (waits until the run is cancelled)."""
 
     def __init__(self) -> None:
@@ -43,6 +43,8 @@ class Probe:
                 if self.finished:
                     break
                 await asyncio.sleep(0.01)
+        if args["text"] == "after wait":  # deterministic: completes once probe.wait runs
+            await asyncio.wait_for(self.waiting.wait(), 30)
         self.finished.append(ctx.tool_call_id)
         return f"read {args['text']}"
 
@@ -57,6 +59,15 @@ class Probe:
         self.waiting.set()
         await ctx.cancel_event.wait()
         return "stopped"
+
+    async def running_alone(self) -> None:
+        """Until ``probe.wait`` runs and every other call of its batch finished."""
+        await asyncio.wait_for(self.waiting.wait(), 30)
+        for _ in range(3000):
+            if len(self.finished) == len(self.calls) - 1:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"calls {self.calls} finished {self.finished}")
 
     def register(self, rt: AgentRuntime) -> None:
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -133,7 +144,7 @@ async def test_each_call_is_an_activity_and_a_failed_serial_call_skips_the_rest_
 def wait_script() -> FakeProvider:
     return FakeProvider(
         tool_calls(
-            ("probe.read", {"text": "fast"}, "call_a"),
+            ("probe.read", {"text": "after wait"}, "call_a"),
             ("probe.wait", {"text": "x"}, "call_b"),
             ("probe.serial", {"text": "ok"}, "call_c"),
         ),
@@ -149,7 +160,7 @@ async def test_a_cancel_during_a_tool_call_stores_what_the_local_engine_stores(
     async with open_runtime(local_env, wait_script()) as rt:
         local.register(rt)
         local_run = await rt.start("wait")
-        await asyncio.wait_for(local.waiting.wait(), 30)
+        await local.running_alone()
         await local_run.cancel()
         assert await asyncio.wait_for(local_run.wait(), 30) == RunStatus.cancelled
     expected = stored(local_env, local_run.session_id)
@@ -162,8 +173,7 @@ async def test_a_cancel_during_a_tool_call_stores_what_the_local_engine_stores(
         async with open_runtime(env, FakeProvider(), write_config=False) as rt:
             probe.register(rt)
             run = await rt.start("wait")
-            await collect(run, until=EventType.tool_started, timeout=30)
-            await asyncio.wait_for(probe.waiting.wait(), 30)
+            await probe.running_alone()
             await run.cancel()
             assert await asyncio.wait_for(run.wait(), 60) == RunStatus.cancelled
     assert probe.calls == local.calls == ["call_a", "call_b"]
