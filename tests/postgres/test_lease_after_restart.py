@@ -42,9 +42,11 @@ def _pg_config() -> dict[str, Any]:
     }
 
 
-async def _requests(fake: FakeProvider, n: int) -> None:
+async def _hanging(fake: FakeProvider) -> None:
+    """Until the run waits inside its model call, every write before it done (a write still in flight
+    at the restart would take the lease again first: correct, but not the case under test)."""
     async with asyncio.timeout(60):
-        while len(fake.requests) < n:
+        while fake.hanging < 1:
             await asyncio.sleep(0.02)
 
 
@@ -124,10 +126,10 @@ async def test_two_runtimes_never_run_one_session_at_once_across_a_restart(
         await collect(first, timeout=60)
         sid = first.session_id
         run_a = await rt_a.start("one", session_id=sid)
-        await _requests(fake_a, 2)  # A holds the session's lease, inside its model call
+        await _hanging(fake_a)  # A holds the session's lease, inside its model call
         await asyncio.to_thread(restartable_postgres.restart)
         run_b = await rt_b.start("two", session_id=sid)  # another process: its lease is free now
-        await _requests(fake_b, 1)  # B runs
+        await _hanging(fake_b)  # B runs
         gate_a.set()  # A's answer arrives: its writer reconnects and finds the lease taken
         await collect(run_a, timeout=90)
         assert run_a.status == RunStatus.failed
