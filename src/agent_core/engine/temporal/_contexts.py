@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,9 @@ from agent_core.types.model import ModelCompleted, StopReason, ToolCall, Usage
 from agent_core.types.runtime import Node, UserMessage
 from agent_core.types.storage import RunRecord
 from agent_core.types.tools import ToolResult
+
+KEPT_SESSIONS = 512
+"""How many sessions' cursors a worker keeps between their runs."""
 
 
 @dataclass(eq=False)
@@ -74,6 +78,9 @@ class RunContexts:
         self.live = live
         """The storage backend's live channel: a root run's deltas reach the runtime that started it."""
         self._contexts: dict[str, RunContext] = {}
+        self._cursors: OrderedDict[str, AgentCursor] = OrderedDict()
+        """The path (and prompt caches) each session had when its last run on this worker ended, by
+        session id; reused by the session's next run here when the store's active node is its tip."""
 
     def cached(self, run_id: str) -> RunContext | None:
         return self._contexts.get(run_id)
@@ -81,6 +88,8 @@ class RunContexts:
     def drop(self, run_id: str) -> None:
         ctx = self._contexts.pop(run_id, None)
         if ctx is not None:
+            if ctx.state.agent_id == ctx.session.root_agent_id:  # a root run: the session's own path
+                self._keep_cursor(ctx.session)
             if self.manager.runs.get(run_id) is ctx.state:  # a dispatching side's state stays
                 del self.manager.runs[run_id]
             if ctx.session.live_runs.get(run_id) is ctx.state:
@@ -186,18 +195,30 @@ class RunContexts:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
         root = await storage.get_agent(record.root_agent_id)
         mode = RunMode.orchestrator if root and root.agent_type == AgentType.orchestrator else RunMode.normal
-        path = await storage.node_path(session_id, record.active_node_id) if record.active_node_id else []
+        cursor = self._cursors.pop(session_id, None)
+        if cursor is None or cursor.agent_id != record.root_agent_id or cursor.tip != record.active_node_id:
+            # not kept, or another worker moved the session since: read its path (a node's path to the
+            # root never changes, so a kept cursor whose tip is the active node holds the stored path)
+            path = await storage.node_path(session_id, record.active_node_id) if record.active_node_id else []
+            cursor = AgentCursor(record.root_agent_id, path)
         session = SessionState(
             session_id=session_id,
             mode=mode,
             root_agent_id=record.root_agent_id,
             cwd=record.cwd,
-            cursor=AgentCursor(record.root_agent_id, path),
+            cursor=cursor,
             active_node_id=record.active_node_id,
             session_started=True,  # the starting runtime decides (RunInput.session_start)
         )
         self.manager.sessions[session_id] = session
         return session
+
+    def _keep_cursor(self, session: SessionState) -> None:
+        """Keeps the session's cursor for its next run on this worker (the most recent ``KEPT_SESSIONS``)."""
+        self._cursors[session.session_id] = session.cursor
+        self._cursors.move_to_end(session.session_id)
+        while len(self._cursors) > KEPT_SESSIONS:
+            self._cursors.popitem(last=False)
 
 
 def checkpoint(ctx: RunContext) -> Checkpoint:
