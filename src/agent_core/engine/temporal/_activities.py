@@ -165,7 +165,11 @@ class RunActivities:
                 f"tool plan {inp.plan_id} is not staged on this worker", non_retryable=True
             )
         tools.arrived[inp.index].set()
-        task = asyncio.ensure_future(self._run_call(ctx, tools, inp))
+        task = tools.running.get(inp.index)
+        if task is None:  # else a retried attempt: the call still runs here and is not started twice
+            task = asyncio.ensure_future(self._run_call(ctx, tools, inp))
+            task.add_done_callback(_retrieve)
+            tools.running[inp.index] = task
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.heartbeat_s)
@@ -174,8 +178,12 @@ class RunActivities:
                 activity.heartbeat()
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            if details is None or not details.cancel_requested:
+            if details is not None and details.worker_shutdown:
                 self.contexts.drop(ctx.state.run_id)  # the worker stops: another one continues the run
+                raise
+            if details is None or not details.cancel_requested:
+                # this attempt was lost (e.g. a heartbeat timed out on a loaded machine) while the call
+                # still runs here: the retry comes to this worker's own queue and waits for the same call
                 raise
             _cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
             with contextlib.suppress(BaseException):
@@ -323,6 +331,12 @@ def _executor(ctx: RunContext) -> ToolExecutor:
             f"the temporal engine stages tool calls on a ToolExecutor, not {type(executor).__name__}"
         )
     return executor
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Marks the outcome of a call's task as seen (its attempt may have been lost before it ended)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _cancel(ctx: RunContext) -> None:

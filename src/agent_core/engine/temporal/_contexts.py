@@ -15,7 +15,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core._events.stream import EventChannel
@@ -29,7 +29,7 @@ from agent_core._runtime.state import RunState, SessionState
 from agent_core._storage.live import LiveChannel
 from agent_core.config._profiles import resolve_purpose_model
 from agent_core.engine.temporal._live import LivePublisher
-from agent_core.engine.temporal._payloads import Checkpoint
+from agent_core.engine.temporal._payloads import CallResult, Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -62,12 +62,14 @@ class RunContext:
 @dataclass(eq=False)
 class StagedTools:
     """The tool calls of one answer staged on this worker (``plan_id`` names them in the workflow);
-    ``arrived[i]`` is set when call ``i``'s activity reached the worker."""
+    ``arrived[i]`` is set when call ``i``'s activity reached the worker; ``running[i]`` is call ``i``
+    while it runs here (a retried attempt of the call waits for it instead of running it again)."""
 
     plan_id: str
     calls: list[ToolCall]
     staged: StagedTurn
     arrived: list[asyncio.Event]
+    running: dict[int, asyncio.Future[CallResult]] = field(default_factory=dict)
 
 
 class RunContexts:
