@@ -343,3 +343,45 @@ async def test_a_stopped_worker_finishes_its_step_and_another_continues_the_run(
         ["start", "3"],
     ], log
     assert summary["results"] == {f"call_{n}": 1 for n in range(1, CALLS + 1)} and not summary["errors"]
+
+
+@pytest.mark.timeout(300)
+async def test_a_paused_worker_whose_tool_activity_timed_out_does_not_run_the_call_twice(
+    soong_env: SoongEnv,
+    temporal_server: TemporalServer,
+    model_server: tuple[ScriptedOpenAIServer, Model],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker frozen past its heartbeat timeout during a tool (what a loaded machine does): the call's
+    activity is lost and the turn is staged again, but the call still runs on that worker, so the replan
+    waits for it; the call is executed once and the run ends as without the pause."""
+    server, _model = model_server
+    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
+    configure(soong_env, temporal_server, server.base_url)
+    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
+    worker = Worker(soong_env, extra_env)
+    worker.wait_ready()
+    hold = soong_env.home / "release.hold2"
+    hold.touch()
+    try:
+        async with AgentRuntime(project_dir=soong_env.project) as rt:
+            run = await rt.start("do the steps")
+            await wait_for(lambda: "start 2" in " ".join(tool_log(soong_env)), 60, "the second tool call")
+            os.kill(worker.proc.pid, signal.SIGSTOP)  # the worker only: its tool process keeps running
+            await asyncio.sleep(4.0)  # > heartbeat_timeout_ms (1.5 s): the call's activity times out
+            os.kill(worker.proc.pid, signal.SIGCONT)
+            await asyncio.sleep(3.0)  # the turn is staged again on this worker while the call still runs
+            hold.unlink()
+            assert await asyncio.wait_for(run.wait(), 90) == RunStatus.completed, run.error
+            summary = run_summary(soong_env, run.session_id, run.run_id)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.proc.pid, signal.SIGCONT)
+        worker.stop()
+    log = tool_log(soong_env)
+    assert [line.split()[0:2] for line in log if line.startswith("start")] == [
+        ["start", "1"],
+        ["start", "2"],
+        ["start", "3"],
+    ], (log, "".join(worker.lines)[-3000:])
+    assert summary["results"] == {f"call_{n}": 1 for n in range(1, CALLS + 1)} and not summary["errors"]

@@ -143,6 +143,7 @@ class RunActivities:
     async def after_model_step(self, inp: StepInput) -> Step:
         """The answer's tool calls staged on this worker (a ``tools`` step), or the end-of-turn checks."""
         if inp.step.replan:  # the worker holding the staged calls is gone: continue from the store
+            await self._settle_lost_calls(inp.run_id)
             self.contexts.drop(inp.run_id)
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
         turn = ctx.turn
@@ -166,7 +167,7 @@ class RunActivities:
             )
         tools.arrived[inp.index].set()
         task = tools.running.get(inp.index)
-        if task is None:  # else a retried attempt: the call still runs here and is not started twice
+        if task is None:  # else a second delivery of the call: it still runs here, not started twice
             task = asyncio.ensure_future(self._run_call(ctx, tools, inp))
             task.add_done_callback(_retrieve)
             tools.running[inp.index] = task
@@ -183,7 +184,8 @@ class RunActivities:
                 raise
             if details is None or not details.cancel_requested:
                 # this attempt was lost (e.g. a heartbeat timed out on a loaded machine) while the call
-                # still runs here: the retry comes to this worker's own queue and waits for the same call
+                # still runs here: the workflow stages the turn again, and a replan on this worker waits
+                # for the call to end first (``_settle_lost_calls``), so it is not executed twice
                 raise
             _cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
             with contextlib.suppress(BaseException):
@@ -229,6 +231,17 @@ class RunActivities:
         return await self._finish(ctx, outcome)
 
     # ---- helpers --------------------------------------------------------------------------------
+    async def _settle_lost_calls(self, run_id: str) -> None:
+        """Waits (heartbeating) until the calls of a lost tool turn that still run on this worker have
+        ended: their activities were lost (e.g. a heartbeat timed out on a loaded machine), not their
+        work, so their results are stored before the turn is staged again and no call runs twice."""
+        ctx = self.contexts.cached(run_id)
+        running = [t for t in ctx.tools.running.values() if not t.done()] if ctx and ctx.tools else []
+        while running:
+            _, pending = await asyncio.wait(running, timeout=self.heartbeat_s)
+            running = list(pending)
+            activity.heartbeat()
+
     async def _decide(self, ctx: RunContext, turn: ModelTurn) -> LoopOutcome | StagedTools | None:
         step = await decide_after_model(ctx.loop, ctx.loop_state, turn)
         if isinstance(step, RunTools):
