@@ -39,9 +39,16 @@ PG_EXTRA_DDL: tuple[str, ...] = (
   run_id    TEXT PRIMARY KEY,
   owner_key BIGINT NOT NULL
 )""",
+    """CREATE TABLE IF NOT EXISTS session_leases (
+  session_id TEXT PRIMARY KEY,
+  epoch      BIGINT NOT NULL,
+  owner      TEXT NOT NULL,
+  taken_at   TEXT NOT NULL
+)""",
 )
 """PostgreSQL-only bookkeeping, created idempotently at every open: which process runs a run (its
-``owner_key`` is an advisory lock the owning store holds while it is open)."""
+``owner_key`` is an advisory lock the owning store holds while it is open) and each session lease's
+fencing token (``epoch``, bumped by every holder when granted; see ``lease.py``)."""
 
 
 def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migration]) -> list[int]:

@@ -23,7 +23,8 @@ import dataclasses
 import hashlib
 import os
 import secrets
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -31,7 +32,7 @@ import psycopg
 from agent_core._redaction import Redactor
 from agent_core._storage import schema as S
 from agent_core._storage.caches import SESSION_SQL_CACHE, StoreCaches
-from agent_core._storage.columns import invalid, redact_record
+from agent_core._storage.columns import invalid, redact_record, update_statement
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.postgres.connection import (
     DEFAULT_RECONNECT_TIMEOUT_MS,
@@ -45,7 +46,7 @@ from agent_core._storage.postgres.lease import HeldLeases, SessionLease
 from agent_core._storage.postgres.migrate import apply_pg_migrations, pg_ddl
 from agent_core._storage.postgres.task_wal import PgTaskWal
 from agent_core._storage.protocol import SessionStore
-from agent_core._storage.sql_store import SqlSessionStore
+from agent_core._storage.sql_store import SqlSessionStore, _ends_run
 from agent_core._storage.writer import Txn, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.runtime import DeleteCounts
@@ -83,6 +84,12 @@ class SharedStoreCaches(StoreCaches):
         """Always the committed maximum, read under the session row lock (other processes append too)."""
         return int(txn.scalar(sql, params) or 0)
 
+
+_FENCED_SESSION = (
+    "SELECT l.epoch, l.owner FROM sessions s JOIN session_leases l ON l.session_id = s.session_id"
+    " WHERE s.session_id = ? FOR UPDATE OF s FOR SHARE OF l"
+)
+"""A write's session row lock and its lease's fencing token in one round trip (see ``lease.py``)."""
 
 OWNER_NAMESPACE = 0x50A7
 """First key of the advisory lock each open store holds on its writer connection (second: its owner key)."""
@@ -238,13 +245,18 @@ class PostgresStorage(SqlSessionStore):
         if self._dsn is None:
             raise StorageError(ErrorCode.storage_error, "the storage manager is not open")
         return SessionLease(
-            self._dsn, dsn_env=self._dsn_env, session_id=session_id, policy=self._policy, held=self._leases
+            self._dsn,
+            dsn_env=self._dsn_env,
+            session_id=session_id,
+            policy=self._policy,
+            held=self._leases,
+            owner=f"{socket.gethostname()}-{os.getpid()}-{self._owner_key}",
         )
 
     def task_wal_writer(self) -> PgTaskWal:
         """Task WALs in this database's ``task_wal`` table (one writer per store)."""
         if self._task_wal is None:
-            self._task_wal = PgTaskWal(dsn_env=self._dsn_env, environ=self._environ)
+            self._task_wal = PgTaskWal(dsn_env=self._dsn_env, environ=self._environ, leases=self._leases)
         return self._task_wal
 
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -259,10 +271,50 @@ class PostgresStorage(SqlSessionStore):
 
     def _ensure_session(self, txn: Txn, session_id: str, *, ending_run: bool = False) -> None:
         """Locks the session row for the rest of the transaction (``validation_error`` if missing);
-        ``session_active`` when this store lost the session's lease (only a run's end is still written)."""
-        self._leases.check_write(session_id, ending_run=ending_run)
-        if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        ``session_active`` when this store lost the session's lease, or another process took it over
+        (its fencing token, read in this transaction; only a run's end is still written)."""
+
+        def fenced(sql: str, params: Sequence[Any]) -> Sequence[Any] | None:
+            rows = txn.fetchall(sql, params)
+            if not rows:
+                _lock_session(txn, session_id)  # a missing session is reported as such
+            return tuple(rows[0]) if rows else None
+
+        if not self._leases.fence(session_id, fenced, ending_run=ending_run, sql=_FENCED_SESSION):
+            _lock_session(txn, session_id)
+
+    async def update_run(self, run_id: str, /, **fields: Any) -> None:
+        """As on SQLite; while this store holds the run's session lease, checked against the lease's
+        fencing token in the same transaction (``session_active`` once another process took it over,
+        unless the update ends the run)."""
+        if not self._leases:
+            return await super().update_run(run_id, **fields)
+        statement, params = update_statement(
+            "runs", "run_id", run_id, fields, S.UPDATABLE_RUN_COLUMNS, self._redactor
+        )
+        ending_run = _ends_run(fields)
+
+        def op(txn: Txn) -> None:
+            session_id = txn.scalar("SELECT session_id FROM runs WHERE run_id = ?", (run_id,))
+            if session_id is not None:
+                self._leases.fence(str(session_id), _first_row(txn), ending_run=ending_run)
+            if txn.execute(statement, params) == 0:
+                raise invalid(f"unknown run {run_id!r}")
+
+        await self._queue().submit(op)
+
+
+def _lock_session(txn: Txn, session_id: str) -> None:
+    if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
+        raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+
+
+def _first_row(txn: Txn) -> Callable[[str, Sequence[Any]], Sequence[Any] | None]:
+    def fetch(sql: str, params: Sequence[Any]) -> Sequence[Any] | None:
+        rows = txn.fetchall(sql, params)
+        return tuple(rows[0]) if rows else None
+
+    return fetch
 
 
 _CONFORMS: type[SessionStore] = PostgresStorage

@@ -7,7 +7,9 @@ name a file would have (``<wal_dir>/<session_id>/<name>.wal.jsonl``), so events 
 Appends are conditional: a commit whose first ``wal_seq`` is not the stored maximum + 1 — another
 process appended first — is refused (:class:`WalConflictError`) and the primary key refuses two commits
 racing for the same ``wal_seq``. A step is therefore claimed exactly once cluster-wide; the refused
-process catches up (:meth:`records_after`) under its Task lock before deciding again.
+process catches up (:meth:`records_after`) under its Task lock before deciding again. While the store
+holds the WAL's session lease, a commit also checks the lease's fencing token in its transaction
+(``lease.py``): once another process took the session over, nothing is written (``session_active``).
 
 A commit is one transaction on the table's own connection and thread (:class:`PgConnection`, which
 reconnects after a lost connection). The synchronous :class:`WalWriter` methods wait for that thread;
@@ -22,7 +24,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,7 +35,9 @@ from agent_core._storage.postgres.connection import (
     ReconnectPolicy,
     dsn_from_env,
     is_connection_lost,
+    pg_sql,
 )
+from agent_core._storage.postgres.lease import HeldLeases
 from agent_core._tasks.models import TaskWalEvent, wal_event_adapter
 from agent_core._tasks.wal import (
     ReplayOutcome,
@@ -87,6 +91,16 @@ class WalConflictError(WalAppendError):
         self.details.update({"conflict": True, "wal_path": str(path), "wal_seq": expected})
 
 
+class WalLeaseLostError(WalAppendError):
+    """This process no longer holds the lease of the WAL's session (another process took it over);
+    nothing was written. Code ``session_active``, with the lease's details."""
+
+    def __init__(self, lost: AgentCoreError) -> None:
+        super().__init__(lost.message, unavailable=False, cause=lost)
+        self.code = ErrorCode.session_active
+        self.details.update(lost.details)
+
+
 class PgTaskWal(WalWriter):
     """Task WALs in the ``task_wal`` table of the database ``$dsn_env`` names.
 
@@ -103,8 +117,11 @@ class PgTaskWal(WalWriter):
         dsn_env: str,
         environ: Mapping[str, str] | None = None,
         policy: ReconnectPolicy | None = None,
+        leases: HeldLeases | None = None,
     ) -> None:
         super().__init__(fsync=False)
+        self._leases = leases
+        """The session leases of the store this table belongs to: appends are fenced by them."""
         self._dsn_env = dsn_env
         self._environ = environ
         self._policy = policy
@@ -168,9 +185,19 @@ class PgTaskWal(WalWriter):
         ]
         first, last = records[0].wal_seq, records[-1].wal_seq
         pg = self._connection()
+        leases, session_id = self._leases, path.parent.name
 
         def insert(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction(), conn.cursor() as cur:
+                if leases is not None:
+
+                    def fetch(sql: str, params: Sequence[Any]) -> Sequence[Any] | None:
+                        return cur.execute(pg_sql(sql), tuple(params)).fetchone()
+
+                    try:
+                        leases.fence(session_id, fetch)
+                    except AgentCoreError as exc:
+                        raise WalLeaseLostError(exc) from exc
                 cur.execute(
                     "SELECT COALESCE(MAX(wal_seq), 0) FROM task_wal WHERE wal_path = %s", (str(path),)
                 )
