@@ -551,7 +551,7 @@ async def test_tb29_k11_editing_a_running_step(h: TaskHarness) -> None:
     # The worker may still finish it even though the new dependency is unmet.
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="b", status="completed")
     assert statuses(h)["b"] == "completed"
-    inspect = h.service.inspect_views()[0]
+    inspect = (await h.service.inspect_views())[0]
     assert inspect.task is not None and inspect.wal_events[-1]["event_type"] == "task_step_completed"
 
 

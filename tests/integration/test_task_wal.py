@@ -252,7 +252,7 @@ async def test_k44_tb17_corrupt_middle_line_makes_only_that_task_unavailable(
     listed = await h.ok(h.orchestrator(), "agent.task_list")
     entry = next(t for t in listed["tasks"] if t.get("error_code"))
     assert entry["wal_path"] == str(h.wal()) and entry["error_code"] == "task_wal_unavailable"
-    views = service.inspect_views()
+    views = await service.inspect_views()
     assert [(v.task_id, v.error.code if v.error else None) for v in views][1] == ("t2", None)
     assert views[0].error is not None and views[0].error.code == ErrorCode.task_wal_unavailable
     assert views[0].wal_events[0]["event_type"] == "task_created"
@@ -292,7 +292,7 @@ async def test_inspect_views_cover_active_and_terminal(h: TaskHarness) -> None:
     w = await claim(h, "a")
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="a", status="running")
     await update_ops(h, {"op": "update_step", "step_id": "a", "fields": {"summary": "now different"}})
-    views = h.service.inspect_views()
+    views = await h.service.inspect_views()
     assert [(v.task_id, v.status) for v in views] == [("done", "cancelled"), ("t1", "running")]
     assert views[0].task is not None and views[0].task["read_only"] is True
     assert [e["event_type"] for e in views[0].wal_events][-1] == "task_cancelled"

@@ -136,7 +136,7 @@ class Orchestration:
             settings = self.manager.services.settings
             project = self.manager.services.config.project
             service = TaskService(session_id, self._wal_dir, project, settings.task.step_lease_timeout_ms)
-        return service.inspect_views()
+        return await service.inspect_views()
 
     def active_wal_paths(self) -> list[Path]:
         paths: list[Path] = []

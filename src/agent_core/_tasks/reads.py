@@ -2,7 +2,8 @@
 views of ``replay_session`` and the board summary (task-board.md §5.5–§5.7, §13; runtime.md §10.3).
 
 Reads of an active Task reconcile its leases first (under the Task lock); terminal Tasks are replayed
-read-only from their WAL.
+read-only from their WAL. Every WAL read goes through :meth:`WalWriter.offload`: JSONL files are read
+right here, the PostgreSQL table on its connection thread, so a slow database never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class TaskReads:
         """``agent.task_get``: active Tasks after lease reconciliation; terminal ones as a read-only replay."""
         scope = require_board_role(caller)
         await self._store.load()
-        target = self._store.resolve(inp.task_id)
+        target = await self._store.resolve(inp.task_id)
         require_dispatch_task(scope, inp.task_id)
         dag, read_only = await self._readable(target, caller, emit)
         return task_view(
@@ -64,7 +65,8 @@ class TaskReads:
         self, target: TaskEntry | TerminalTask, caller: TaskCaller, emit: EmitFn | None
     ) -> tuple[TaskDag, bool]:
         if isinstance(target, TerminalTask):
-            return self._store.replay_read_only(target.path), True
+            path = target.path
+            return await self._store.writer.offload(lambda: self._store.replay_read_only(path)), True
         async with target.lock:
             if self._store.active.get(target.dag.task_id) is target:
                 await self._store.reconcile(target, caller.actor, emit)
@@ -90,19 +92,12 @@ class TaskReads:
             if status is None:
                 items += [("unavailable", (p, err)) for p, err in self._store.unavailable.items()]
         if include_terminal:
-            terminal: list[tuple[int, str, Path, TaskStatus]] = []
-            for path in self._store.other_wals():
-                try:
-                    tail = self._store.writer.read_tail(path)
-                    mtime = self._store.writer.mtime_ns(path)
-                except OSError:
-                    continue
-                tstatus = tail.terminal_status
-                if tstatus is not None and (status is None or tstatus == status):
-                    terminal.append((mtime, tail.created_at or "", path, tstatus))
-            terminal.sort(key=lambda t: (t[0], t[1]), reverse=True)
-            items += [("terminal", t[2]) for t in terminal]
+            taken = self._store.taken_wals()
+            terminal = await self._store.writer.offload(lambda: self._terminal_wals(taken, status))
+            items += [("terminal", path) for path in terminal]
         page = items[inp.offset : inp.offset + inp.limit]
+        page_terminal = [value for kind, value in page if kind == "terminal"]
+        replayed = await self._store.writer.offload(lambda: self._replay_all(page_terminal))
         tasks: list[dict[str, Any]] = []
         for kind, value in page:
             if kind == "active":
@@ -111,10 +106,9 @@ class TaskReads:
                 path, err = value
                 tasks.append(self._unavailable_summary(path, err))
             else:
-                try:
-                    dag = self._store.replay_read_only(value)
-                except WalReplayError as exc:
-                    tasks.append(self._unavailable_summary(value, exc))
+                dag = replayed[value]
+                if isinstance(dag, WalReplayError):
+                    tasks.append(self._unavailable_summary(value, dag))
                     continue
                 tasks.append({**task_summary(dag, read_only=True), "wal_path": str(value)})
         has_more = inp.offset + len(page) < len(items)
@@ -126,6 +120,31 @@ class TaskReads:
             "has_more": has_more,
             "next_offset": inp.offset + len(page) if has_more else None,
         }
+
+    def _terminal_wals(self, taken: set[Path], status: TaskStatus | None) -> list[Path]:
+        """Terminal WALs (with ``status`` if given), newest first; may run off the event loop."""
+        terminal: list[tuple[int, str, Path]] = []
+        for path in self._store.other_wals(taken):
+            try:
+                tail = self._store.writer.read_tail(path)
+                mtime = self._store.writer.mtime_ns(path)
+            except OSError:
+                continue
+            tstatus = tail.terminal_status
+            if tstatus is not None and (status is None or tstatus == status):
+                terminal.append((mtime, tail.created_at or "", path))
+        terminal.sort(key=lambda t: (t[0], t[1]), reverse=True)
+        return [t[2] for t in terminal]
+
+    def _replay_all(self, paths: list[Path]) -> dict[Path, TaskDag | WalReplayError]:
+        """Read-only replays of ``paths`` (a replay error in place of a WAL that does not replay)."""
+        out: dict[Path, TaskDag | WalReplayError] = {}
+        for path in paths:
+            try:
+                out[path] = self._store.replay_read_only(path)
+            except WalReplayError as exc:
+                out[path] = exc
+        return out
 
     @staticmethod
     def _unavailable_summary(path: Path, err: AgentCoreError) -> dict[str, Any]:
@@ -148,7 +167,7 @@ class TaskReads:
                     details={"statuses": closed},
                 )
         await self._store.load()
-        target = self._store.resolve(inp.task_id)
+        target = await self._store.resolve(inp.task_id)
         require_dispatch_task(scope, inp.task_id)
         if (
             scope is not None
@@ -202,14 +221,15 @@ class TaskReads:
             "next_offset": inp.offset + len(page) if has_more else None,
         }
 
-    def inspect_views(self, *, include_events: bool = True) -> list[TaskInspectView]:
+    async def inspect_views(self, *, include_events: bool = True) -> list[TaskInspectView]:
         """One view per WAL of the session (filename order) for ``replay_session`` (runtime.md §10.3)."""
         active = {e.path: e for e in self._store.active.values()}
+        unavailable = dict(self._store.unavailable)
+        reads = await self._store.writer.offload(
+            lambda: self._inspect_reads(active, unavailable, include_events)
+        )
         views: list[TaskInspectView] = []
-        for path in self._store.writer.list_wal_files(self._store.session_dir):
-            if path not in active and self._store.writer.uncommitted_create(path):
-                continue  # not a Task: a create that never committed (removed at restore)
-            events = self._store.writer.read_timeline(path) if include_events else []
+        for path, events, replayed in reads:
             if path in active:
                 dag = active[path].dag
                 views.append(
@@ -221,25 +241,41 @@ class TaskReads:
                         wal_events=events,
                     )
                 )
-                continue
-            if path in self._store.unavailable:
-                views.append(unavailable_view(path, self._store.unavailable[path], events))
-                continue
-            try:
-                dag = self._store.replay_read_only(path)
-            except WalReplayError as exc:
-                views.append(unavailable_view(path, exc, events))
-                continue
-            views.append(
-                TaskInspectView(
-                    task_id=dag.task_id,
-                    wal_path=str(path),
-                    status=dag.status.value,
-                    task={**inspect_task(dag), "read_only": True},
-                    wal_events=events,
+            elif path in unavailable:
+                views.append(unavailable_view(path, unavailable[path], events))
+            elif isinstance(replayed, WalReplayError):
+                views.append(unavailable_view(path, replayed, events))
+            elif replayed is not None:
+                views.append(
+                    TaskInspectView(
+                        task_id=replayed.task_id,
+                        wal_path=str(path),
+                        status=replayed.status.value,
+                        task={**inspect_task(replayed), "read_only": True},
+                        wal_events=events,
+                    )
                 )
-            )
         return views
+
+    def _inspect_reads(
+        self, active: dict[Path, TaskEntry], unavailable: dict[Path, AgentCoreError], include_events: bool
+    ) -> list[tuple[Path, list[dict[str, Any]], TaskDag | WalReplayError | None]]:
+        """Per WAL of the session: its timeline and, unless active or unavailable, its read-only replay.
+        Touches no store state (it may run off the event loop)."""
+        writer = self._store.writer
+        out: list[tuple[Path, list[dict[str, Any]], TaskDag | WalReplayError | None]] = []
+        for path in writer.list_wal_files(self._store.session_dir):
+            if path not in active and writer.uncommitted_create(path):
+                continue  # not a Task: a create that never committed (removed at restore)
+            events = writer.read_timeline(path) if include_events else []
+            replayed: TaskDag | WalReplayError | None = None
+            if path not in active and path not in unavailable:
+                try:
+                    replayed = self._store.replay_read_only(path)
+                except WalReplayError as exc:
+                    replayed = exc
+            out.append((path, events, replayed))
+        return out
 
     def has_attention_items(self) -> bool:
         """A blocked/running Task or a ready/running/blocked step exists (context.md §13.2)."""

@@ -205,7 +205,7 @@ class TaskService:
         ops = inp.parsed_operations()
         require_orchestrator(caller)
         await self.store.load()
-        entry = self.store.mutable(inp.task_id)
+        entry = await self.store.mutable(inp.task_id)
         async with entry.lock:
             await self.store.recheck(entry)
             records, after_dispatch = decide_update(
@@ -225,7 +225,7 @@ class TaskService:
         """``agent.task_complete``."""
         require_orchestrator(caller)
         await self.store.load()
-        entry = self.store.mutable(inp.task_id)
+        entry = await self.store.mutable(inp.task_id)
         async with entry.lock:
             await self.store.recheck(entry)
             await self.store.reconcile(entry, caller.actor, emit)
@@ -252,7 +252,7 @@ class TaskService:
         """
         require_orchestrator(caller)
         await self.store.load()
-        entry = self.store.mutable(inp.task_id)
+        entry = await self.store.mutable(inp.task_id)
         entry.terminating = True
         try:
             holders = self.store.holder_run_ids(inp.task_id)
@@ -287,7 +287,7 @@ class TaskService:
             raise AgentCoreError(ErrorCode.permission_denied, "only worker runs claim steps")
         require_dispatch_task(scope, inp.task_id)
         await self.store.load()
-        entry = self.store.mutable(inp.task_id)
+        entry = await self.store.mutable(inp.task_id)
         emit_fn = emit or self.store.emit
         async with entry.lock:
             await self.store.recheck(entry)
@@ -337,7 +337,7 @@ class TaskService:
         """``agent.task_update_step`` (task-board.md §5.9)."""
         scope = require_board_role(caller)
         await self.store.load()
-        entry = self.store.mutable(inp.task_id)
+        entry = await self.store.mutable(inp.task_id)
         require_dispatch_task(scope, inp.task_id)
         if entry.dag.step(inp.step_id) is None:
             raise AgentCoreError(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}")

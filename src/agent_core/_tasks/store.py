@@ -287,7 +287,10 @@ class TaskStore:
 
     # ================================================================== resolution
 
-    def resolve(self, task_id: str) -> TaskEntry | TerminalTask:
+    async def resolve(self, task_id: str) -> TaskEntry | TerminalTask:
+        """The active Task or the terminal one (``task_not_found``, ``task_wal_unavailable``). A Task known
+        in memory answers at once; else the WALs are searched through :meth:`WalWriter.offload` (on a
+        database, on its connection thread: the event loop does not wait)."""
         entry = self.active.get(task_id)
         if entry is not None:
             return entry
@@ -301,19 +304,31 @@ class TaskStore:
         tomb = self.tombstones.get(task_id)
         if tomb is not None:
             return tomb
-        found = self._find_terminal(task_id)
+        taken = self.taken_wals()
+        known = dict(self._first_ids)
+        found, first_ids = await self.writer.offload(lambda: self._find_terminal(task_id, taken, known))
+        self._first_ids.update(first_ids)
+        entry = self.active.get(task_id)  # the store may have changed while the WALs were read
+        if entry is not None:
+            return entry
         if found is not None:
-            self.tombstones[task_id] = found
-            return found
+            return self.tombstones.setdefault(task_id, found)
         raise AgentCoreError(ErrorCode.task_not_found, f"no Task {task_id!r} in this session")
 
-    def _find_terminal(self, task_id: str) -> TerminalTask | None:
-        """Terminal WAL of ``task_id`` without a tombstone: first lines, newest mtime wins (§2.6)."""
+    def _find_terminal(
+        self, task_id: str, taken: set[Path], known: dict[Path, str | None]
+    ) -> tuple[TerminalTask | None, dict[Path, str | None]]:
+        """Terminal WAL of ``task_id`` without a tombstone: first lines, newest mtime wins (§2.6); also
+        the first task ids read (``known`` caches them). Touches no store state (it may run on the
+        writer's thread)."""
         best: tuple[int, Path, TaskStatus] | None = None
-        for path in self.other_wals():
-            if path not in self._first_ids:
-                self._first_ids[path] = self.writer.read_first_task_id(path)
-            if self._first_ids[path] != task_id:
+        read: dict[Path, str | None] = {}
+        for path in self.other_wals(taken):
+            if path in known:
+                first = known[path]
+            else:
+                first = read[path] = self.writer.read_first_task_id(path)
+            if first != task_id:
                 continue
             try:
                 status = self.writer.read_tail(path).terminal_status
@@ -322,18 +337,23 @@ class TaskStore:
                 continue
             if status is not None and (best is None or mtime > best[0]):
                 best = (mtime, path, status)
-        return None if best is None else TerminalTask(task_id, best[1], best[2])
+        return (None if best is None else TerminalTask(task_id, best[1], best[2])), read
 
-    def other_wals(self) -> list[Path]:
-        """WAL files of the session that are neither active nor unavailable."""
-        taken = {e.path for e in self.active.values()} | set(self.unavailable)
+    def taken_wals(self) -> set[Path]:
+        """WALs that are active or unavailable (read on the event loop, which changes them)."""
+        return {e.path for e in self.active.values()} | set(self.unavailable)
+
+    def other_wals(self, taken: set[Path] | None = None) -> list[Path]:
+        """WAL files of the session that are neither active nor unavailable (``taken``: as
+        :meth:`taken_wals` read them, when this runs off the event loop)."""
+        taken = self.taken_wals() if taken is None else taken
         return [p for p in self.writer.list_wal_files(self.session_dir) if p not in taken]
 
     def replay_read_only(self, path: Path) -> TaskDag:
         return self.writer.replay(path, session_id=self.session_id, repair=False).dag
 
-    def mutable(self, task_id: str) -> TaskEntry:
-        target = self.resolve(task_id)
+    async def mutable(self, task_id: str) -> TaskEntry:
+        target = await self.resolve(task_id)
         if isinstance(target, TerminalTask):
             raise AgentCoreError(
                 ErrorCode.task_terminal, f"Task {task_id} is {target.status}; it accepts no further changes"
@@ -347,7 +367,7 @@ class TaskStore:
             path, after = entry.path, entry.dag.last_wal_seq
             self._catch_up(entry, await self.writer.offload(lambda: self.writer.records_after(path, after)))
         if self.active.get(entry.dag.task_id) is not entry:
-            self.mutable(entry.dag.task_id)
+            await self.mutable(entry.dag.task_id)
             raise AgentCoreError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
 
     def _catch_up(self, entry: TaskEntry, records: list[TaskWalEvent]) -> None:

@@ -62,7 +62,7 @@ class WorkerRuns:
     ) -> DispatchCheck:
         """Task checks of ``agent.dispatch_worker`` (multi-agent.md §11, steps 2, 3, 5; pool step 4)."""
         await self._store.load()
-        target = self._store.resolve(task_id)
+        target = await self._store.resolve(task_id)
         if isinstance(target, TerminalTask) or target.terminating or target.dag.status == TaskStatus.blocked:
             status = target.status if isinstance(target, TerminalTask) else target.dag.status
             raise AgentCoreError(
