@@ -41,6 +41,8 @@ from agent_core._orchestrator.worktrees import (
     create_worktree,
     discard_worktree,
     finish_worktree,
+    reopen_worktree,
+    worktree_record,
 )
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
@@ -173,6 +175,7 @@ class WorkerDispatcher:
         }
         slot: WorkerSlot | None = None
         worktree: Worktree | None = None
+        attached: tuple[DispatchCheck, PoolWorker, str, Worktree | None] | None = None
         try:
             inp = parse_input(DispatchInput, args)
             if not inp.instruction.strip():
@@ -187,7 +190,7 @@ class WorkerDispatcher:
                 worker, reason = self._select(ctx.session_id, check.worker_pool_id, inp)
                 reason = selection_reason or reason
             else:
-                check, worker, reason = attached
+                check, worker, reason, worktree = attached
             failure["worker_agent_id"] = worker.worker_id
             slot = self.slots.get(ctx.session_id, worker)
             slot.reserved = True
@@ -197,15 +200,18 @@ class WorkerDispatcher:
                 worker_agent_id=worker.worker_id,
                 allowed_step_ids=check.allowed_step_ids,
             )
-            worktree = None if attached else await self._worktree(inp.task_id, check.allowed_step_ids)
+            if attached is None:
+                worktree = await self._worktree(inp.task_id, check.allowed_step_ids)
             spec = self._child_spec(ctx, parent, service, slot, scope, inp, reason, worktree)
             remote = self.launcher.remote
             if remote is not None and remote.handles(spec):
                 spec.run_id = remote.run_id(ctx.run_id, ctx.tool_call_id)
                 spec.attach = attached is not None
+                if worktree is not None and attached is None:  # a retried step commits it too
+                    spec.run_metadata["worktree"] = worktree_record(worktree)
             outcome = await self.launcher.run(ctx, spec)
         except AgentCoreError as exc:
-            if worktree is not None and (slot is None or slot.run is None):
+            if worktree is not None and attached is None and (slot is None or slot.run is None):
                 await discard_worktree(worktree)  # no run ever used it
             if slot is not None and slot.run is not None and slot.run.task is None:
                 slot.run, slot.waiting = None, False  # admitted, but its rows could not be written
@@ -269,9 +275,12 @@ class WorkerDispatcher:
             body["worktree"] = worktree.facts()
         return outcome.tool_result(ctx.tool_call_id, call.name, body)
 
-    async def _started_before(self, ctx: ToolContext) -> tuple[DispatchCheck, PoolWorker, str] | None:
+    async def _started_before(
+        self, ctx: ToolContext
+    ) -> tuple[DispatchCheck, PoolWorker, str, Worktree | None] | None:
         """The dispatch a previous attempt of this tool step started (a step the temporal engine retried
-        after its worker died): its checks, worker and selection reason, from the worker run's row."""
+        after its worker died): its checks, worker, selection reason and worktree (committed when the
+        run ended, as the first attempt would have), from the worker run's row."""
         remote = self.launcher.remote
         if remote is None:
             return None
@@ -298,7 +307,9 @@ class WorkerDispatcher:
             worker_pool_id=pool_id,
             allowed_step_ids=tuple(allowed) if allowed is not None else None,
         )
-        return check, worker, str(meta.get("selection_reason"))
+        record = meta.get("worktree")
+        worktree = await reopen_worktree(check.task_id, record) if isinstance(record, dict) else None
+        return check, worker, str(meta.get("selection_reason")), worktree
 
     async def _worktree(self, task_id: str, allowed_step_ids: Sequence[str] | None) -> Worktree | None:
         """The dispatch's own git worktree when ``agents.worker_isolation = "worktree"``."""

@@ -11,7 +11,8 @@ Contract:
   naming ``agents.worker_isolation``.
 - :func:`finish_worktree` commits whatever the worker left in its worktree on its branch (merging is left
   to the Orchestrator's tools or the user) and reports the branch and the files changed since the base
-  commit. :func:`task_worktrees` / :func:`remove_worktree` let Task cleanup remove the worktrees of
+  commit; a dispatch step retried in another process (temporal engine) finds its worktree again with
+  :func:`reopen_worktree`. :func:`task_worktrees` / :func:`remove_worktree` let Task cleanup remove the worktrees of
   terminal Tasks (``git worktree remove --force``); branches are kept.
 """
 
@@ -168,6 +169,35 @@ async def create_worktree(project: Path, task_id: str, step_id: str | None) -> W
         ) from exc
     rel = project.relative_to(repo)
     return Worktree(task_id=task_id, path=path, workdir=path / rel, branch=branch, base_commit=base)
+
+
+def worktree_record(worktree: Worktree) -> dict[str, str]:
+    """What :func:`reopen_worktree` needs, for the worker run's row (a dispatch step retried elsewhere)."""
+    return {
+        "path": str(worktree.path),
+        "workdir": str(worktree.workdir),
+        "branch": worktree.branch,
+        "base_commit": worktree.base_commit,
+    }
+
+
+async def reopen_worktree(task_id: str, record: dict[str, str]) -> Worktree:
+    """The worktree a previous attempt of a dispatch created (:func:`worktree_record`), on the branch it
+    has now (a finish of that attempt may have renamed it already)."""
+    path = Path(record["path"])
+    branch = record["branch"]
+    if path.exists():
+        try:
+            branch = (await _git(path, "rev-parse", "--abbrev-ref", "HEAD")).strip() or branch
+        except GitError:
+            pass
+    return Worktree(
+        task_id=task_id,
+        path=path,
+        workdir=Path(record["workdir"]),
+        branch=branch,
+        base_commit=record["base_commit"],
+    )
 
 
 async def finish_worktree(worktree: Worktree, task_id: str, step_id: str | None) -> Worktree:

@@ -44,6 +44,7 @@ from agent_core._loop.steps import RunTools
 from agent_core._runtime import lifecycle
 from agent_core._runtime.runs import RunManager
 from agent_core._storage.live import LiveChannel
+from agent_core._storage.protocol import SessionStore
 from agent_core.engine.temporal._contexts import (
     RunContext,
     RunContexts,
@@ -72,6 +73,7 @@ from agent_core.engine.temporal._payloads import (
     ToolPlan,
     ToolsEndInput,
 )
+from agent_core.engine.temporal._worker_handoff import note_end, read_cancel
 from agent_core.tools._pipeline import ToolExecutor
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus
@@ -187,7 +189,7 @@ class RunActivities:
                 # still runs here: the workflow stages the turn again, and a replan on this worker waits
                 # for the call to end first (``_settle_lost_calls``), so it is not executed twice
                 raise
-            _cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
+            await self._cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
             with contextlib.suppress(BaseException):
                 await asyncio.shield(task)
             raise
@@ -210,7 +212,7 @@ class RunActivities:
             tools = self._stage(ctx, calls)
         ctx.tools = None
         if inp.cancelled:
-            _cancel(ctx)
+            await self._cancel(ctx)
         result = await self._step(ctx, self._end_tools(ctx, tools, inp.skip_from))
         return await self._next(ctx, result)
 
@@ -225,12 +227,15 @@ class RunActivities:
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
         outcome = _outcome(inp.step.outcome) if inp.step.outcome else None
         if outcome is None:  # the workflow was cancelled between two steps
-            _cancel(ctx)
+            await self._cancel(ctx)
             info = ctx.loop.interruption()
             outcome = LoopOutcome(info.status, EndReason.aborted_streaming, error=info.error)
         return await self._finish(ctx, outcome)
 
     # ---- helpers --------------------------------------------------------------------------------
+    async def _cancel(self, ctx: RunContext) -> None:
+        await _cancel(ctx, self.contexts.manager.services.storage)
+
     async def _settle_lost_calls(self, run_id: str) -> None:
         """Waits (heartbeating) until the calls of a lost tool turn that still run on this worker have
         ended: their activities were lost (e.g. a heartbeat timed out on a loaded machine), not their
@@ -294,6 +299,7 @@ class RunActivities:
         loop, state = ctx.loop, ctx.state
         try:
             outcome = end_outcome(ctx.loop_state, outcome)
+            await note_end(self.contexts.manager.services.storage, state)  # a worker run's budget
             prices = loop.limits.prices if loop.limits is not None else None
             await lifecycle.finish_loop(
                 state.recorder, outcome, prices=prices, abort_reason=loop.interruption().reason
@@ -321,7 +327,7 @@ class RunActivities:
                 # continues it from the store; this worker forgets it
                 self.contexts.drop(ctx.state.run_id)
                 raise
-            _cancel(ctx)
+            await self._cancel(ctx)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._finish_cancelled(ctx, await asyncio.shield(task)))
             raise
@@ -352,8 +358,11 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _cancel(ctx: RunContext) -> None:
-    """The run is cancelled (workflow cancellation): its loop and tool calls stop cooperatively."""
+async def _cancel(ctx: RunContext, storage: SessionStore) -> None:
+    """The run is cancelled (workflow cancellation): its loop and tool calls stop cooperatively; a
+    dispatched worker run first reads why (its dispatch may have timed out)."""
+    with contextlib.suppress(Exception):
+        await read_cancel(storage, ctx.state)
     ctx.state.cancel_reason = ctx.state.cancel_reason or "cancel_requested"
     ctx.state.cancel_event.set()
 

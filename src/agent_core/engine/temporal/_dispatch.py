@@ -8,7 +8,10 @@ it asks its own run workflow to start the worker run as a child workflow on the 
 (:mod:`._worker_workflow`), follows the run's row in the shared store until it is terminal, and ends the
 run state with the stored outcome — the dispatch result, the worker-run-end fallback and the Task WAL
 records then follow exactly as locally. A cancel request of the run (parent cancelled, Task-level cancel,
-dispatch timeout) cancels the child workflow.
+dispatch timeout) cancels the child workflow, after noting why in the run's row (a timed-out run ends
+``aborted`` with error code ``timeout``, as locally). The worker run's ``[limits]`` budget starts from the
+Orchestrator tree's consumption at dispatch and what it consumed is charged back to the Orchestrator's
+budget when it ended (:mod:`._worker_handoff`).
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from agent_core._agents.spec import ChildSpec
-from agent_core._jsontext import compact_json
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core.engine.temporal._payloads import RunInput
 from agent_core.engine.temporal._queues import pool_task_queue
+from agent_core.engine.temporal._worker_handoff import charge_back, note_cancel, note_dispatch
 from agent_core.engine.temporal._worker_workflow import DISPATCH_WORKER, DispatchRequest
 from agent_core.types.content import ErrorPayload, text_of
 from agent_core.types.enums import AgentRole, MessageRole, RunStatus
@@ -68,11 +71,9 @@ class TemporalWorkerRuns:
         services = self.manager.services
         storage = services.storage
         settings = services.settings
-        if spec.workdir is not None:  # the worker's worktree (agents.worker_isolation = "worktree")
-            row = await storage.get_run(state.run_id)
-            meta = json.loads(row.metadata_json or "{}") if row is not None else {}
-            meta["workdir"] = str(spec.workdir)
-            await storage.update_run(state.run_id, metadata_json=compact_json(meta))
+        if not spec.attach:  # the worker's worktree (agents.worker_isolation = "worktree"), the budget
+            workdir = {"workdir": str(spec.workdir)} if spec.workdir is not None else {}
+            await note_dispatch(storage, state, parent, **workdir)
         message = UserMessage(content=spec.first_text)
         run = RunInput(
             state.run_id,
@@ -86,15 +87,19 @@ class TemporalWorkerRuns:
         parent_workflow = client.get_workflow_handle(run_workflow_id(parent.run_id))
         await parent_workflow.signal(DISPATCH_WORKER, DispatchRequest(child_id, queue, run))
         state.status = RunStatus.running
-        cancelled = False
+        cancelled = noted = False
         while True:
             row = await storage.get_run(state.run_id)
             if row is not None and row.status.terminal:
                 break
             if state.cancel_event.is_set() and not cancelled:
+                if not noted:  # the worker run reads why when the cancellation reaches it
+                    await note_cancel(storage, state)
+                    noted = True
                 cancelled = await _cancel(client, child_id)
             await asyncio.sleep(POLL_S)
         assert row is not None
+        charge_back(row, parent)
         state.outcome = await self._outcome(row)
         error = ErrorPayload.model_validate_json(row.error_json) if row.error_json else None
         state.finish(row.status, row.end_reason, error)

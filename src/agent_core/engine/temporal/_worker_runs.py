@@ -5,7 +5,9 @@ the definition, ``allowed_tools``, the pool, the worker and the Task scope); the
 execute it here. :func:`worker_run_loop` builds the run's state and loop from those rows exactly as
 :class:`~agent_core._agents.children.ChildLauncher` does in process — the same model resolution,
 effective tools, Task scope, ``agent_definition`` block, Task board and first ``<worker_dispatch>`` node —
-so the run's nodes, events and Task WAL records are the local engine's.
+so the run's nodes, events and Task WAL records are the local engine's. Its ``[limits]`` budget starts from
+the Orchestrator tree's consumption at dispatch and its interruption is a local child run's (``aborted``
+with error code ``timeout`` when the dispatch timed out): see :mod:`._worker_handoff`.
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent_core._agents.children import _interruption as child_interruption
 from agent_core._agents.feature import Agents
 from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
-from agent_core._loop.spec import Interruption, LoopSpec
+from agent_core._loop.spec import LoopSpec
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._runtime.agent_run import AgentRunSpec, prepare_agent_loop
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core._tasks import TaskCaller, WorkerTaskScope
 from agent_core.config.schema import worker_entries
+from agent_core.engine.temporal._worker_handoff import start_budget
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
@@ -132,7 +136,7 @@ async def worker_run_loop(
         purpose="worker",
         agent_type=AgentType.sub,
         task_board=lambda: orchestration.dispatcher.board(service, caller),
-        interruption=lambda: Interruption(reason=state.cancel_reason or "cancel_requested"),
+        interruption=lambda: child_interruption(state),
     )
     first_text = text_of(state.message.content) if state.message is not None else ""
 
@@ -160,6 +164,8 @@ async def worker_run_loop(
         )
 
     loop = await prepare_agent_loop(services, manager.features, spec, first_nodes, started=started)
+    if loop.limits is not None:  # a checkpoint, when the run has one, restores it afterwards
+        start_budget(loop.limits.budget, meta)
     return state, loop
 
 
