@@ -113,13 +113,18 @@ async def test_a_timed_out_dispatch_ends_the_worker_run_as_on_the_local_engine(
     assert (last["event_type"], last["payload"]["result_summary"]) == ("task_step_failed", "worker_timeout")
     child = rows(env, "SELECT error_json FROM runs WHERE run_id != ?", run.run_id)[0]
     assert json.loads(child["error_json"])["code"] == "timeout"
+    assert dispatch_error(env, run.session_id)["code"] == "timeout"
+
+
+def dispatch_error(env: SoongEnv, session_id: str) -> dict[str, Any]:
+    """The error of the dispatch's tool result."""
     result = rows(
-        env,
-        f'SELECT content_json FROM "nodes_{run.session_id}" WHERE role = ? ORDER BY node_seq',
-        "tool",
+        env, f'SELECT content_json FROM "nodes_{session_id}" WHERE role = ? ORDER BY node_seq', "tool"
     )
     dispatched = [b for r in result for b in json.loads(r["content_json"]) if b["tool_call_id"] == "c_d1"]
-    assert dispatched[0]["is_error"] and dispatched[0]["error"]["code"] == "timeout", dispatched
+    assert dispatched[0]["is_error"], dispatched
+    error: dict[str, Any] = dispatched[0]["error"]
+    return error
 
 
 @pytest.mark.timeout(900)
@@ -130,3 +135,37 @@ async def test_a_worker_run_shares_the_orchestrator_runs_limits_budget(
     expected, _, _, run = await both_engines(tmp_path, temporal_server, monkeypatch, shared_budget, config)
     assert run.status == RunStatus.completed
     assert expected["runs"] == [("completed", "limit_reached")] * 2, expected["runs"]
+
+
+def instant_timeout(fake: FakeProvider) -> None:
+    """The dispatch times out after 1 ms: before the worker run's first step, or during one."""
+    claim = tool_calls(("agent.task_claim_step", {"task_id": "t1", "step_id": "s1"}, "a_claim"))
+    Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1")), "c_create")),
+        tool_calls(dispatch("c_d1", instruction="job:a take s1", worker_agent_id="w1", timeout_ms=1)),
+        text("the worker timed out"),
+    ).job("a", claim, hang(asyncio.Event(), lead_text="working"))
+
+
+@pytest.mark.timeout(600)
+async def test_a_dispatch_timing_out_at_once_ends_its_worker_run_aborted(
+    tmp_path: Any, temporal_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wherever the timeout meets the worker run (its child workflow cancelled before its first step
+    began, or during a step), the run ends ``aborted`` with error code ``timeout`` and the Orchestrator
+    run goes on."""
+    env = _env(tmp_path, monkeypatch)
+    config = {**CONFIG, "agents": {**CONFIG.get("agents", {}), "child_cancel_timeout_ms": 120_000}}
+    env.write_config(**config, **engine_config(temporal_server))
+    run, _fake = await session_on(env, instant_timeout, config, temporal=True)
+    assert run.status == RunStatus.completed, run.error
+    child = rows(env, "SELECT status, error_json FROM runs WHERE run_id != ?", run.run_id)[0]
+    assert child["status"] == "aborted", child
+    if child["error_json"] is not None:  # a run cancelled before its loop stores none (as locally)
+        assert json.loads(child["error_json"])["code"] == "timeout", child
+    assert dispatch_error(env, run.session_id)["code"] == "timeout"
+    assert events_of(env, run.session_id, "child_agent_cancelled"), "the cancel watcher saw the run end"
+
+
+def events_of(env: SoongEnv, session_id: str, event_type: str) -> list[dict[str, Any]]:
+    return rows(env, f'SELECT * FROM "events_{session_id}" WHERE event_type = ?', event_type)

@@ -22,8 +22,10 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from agent_core._agents.children import _interruption as child_interruption
 from agent_core._agents.spec import ChildSpec
 from agent_core._loop.outcome import LoopOutcome
+from agent_core._runtime import lifecycle
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core.engine.temporal._payloads import RunInput
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_core.engine.temporal")
 POLL_S = 0.1
 """How often the worker run's row is read."""
+CLOSED_EVERY = 20
+"""Every how many reads of a cancelled worker run's row its child workflow is asked whether it closed
+(cancelled before its first step began, it never ends its run: it ends here, as a local child run
+cancelled before its loop)."""
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -88,6 +94,7 @@ class TemporalWorkerRuns:
         await parent_workflow.signal(DISPATCH_WORKER, DispatchRequest(child_id, queue, run))
         state.status = RunStatus.running
         cancelled = noted = False
+        polls = 0
         while True:
             row = await storage.get_run(state.run_id)
             if row is not None and row.status.terminal:
@@ -97,6 +104,13 @@ class TemporalWorkerRuns:
                     await note_cancel(storage, state)
                     noted = True
                 cancelled = await _cancel(client, child_id)
+            polls += 1
+            if cancelled and polls % CLOSED_EVERY == 0 and await _closed(client, child_id):
+                row = await storage.get_run(state.run_id)
+                if row is None or not row.status.terminal:  # cancelled before its first step began
+                    await lifecycle.cancel_before_loop(state, child_interruption(state))
+                    return
+                break
             await asyncio.sleep(POLL_S)
         assert row is not None
         charge_back(row, parent)
@@ -118,6 +132,19 @@ class TemporalWorkerRuns:
             usage=Usage.model_validate(usage),
             final_text=text_of(answers[-1].content) if answers else "",
         )
+
+
+async def _closed(client: Client, workflow_id: str) -> bool:
+    """Whether the (cancelled) child workflow has closed."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        log.debug("cannot describe %s: %s", workflow_id, exc)
+        return False
+    return described.status not in (None, WorkflowExecutionStatus.RUNNING)
 
 
 async def _cancel(client: Client, workflow_id: str) -> bool:
