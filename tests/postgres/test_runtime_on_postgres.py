@@ -14,7 +14,8 @@ from agent_core._storage.postgres.store import PostgresStorage
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import EventType
 from tests.fixtures.env import SoongEnv
-from tests.fixtures.fake_provider import FakeProvider, hang, text
+from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
+from tests.fixtures.orchestrator import Router, create_args, roomy, step
 from tests.fixtures.postgres_server import DSN_ENV
 from tests.fixtures.runtime import collect, open_runtime, types
 
@@ -121,3 +122,25 @@ async def test_a_run_waiting_for_the_session_lease_can_be_cancelled(
         run3 = await rt2.start("three", session_id=run1.session_id)  # the withdrawn waiter holds nothing
         await asyncio.wait_for(collect(run3), 20)
         assert run3.status == RunStatus.completed
+
+
+async def test_replay_in_another_runtime_reads_the_task_board_from_the_table(
+    soong_env: SoongEnv, postgres_dsn: str
+) -> None:
+    """``replay_session`` in a runtime that never loaded the session's Task board reads its Tasks from the
+    postgres ``task_wal`` table (it once built a JSONL reader there and showed no Task)."""
+    fake = FakeProvider()
+    Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),
+        text("created"),
+    )
+    async with open_runtime(soong_env, fake, config=roomy(PG_CONFIG)) as rt1:
+        run = await rt1.start("plan it", mode="orchestrator")
+        await collect(run)
+        assert run.status == RunStatus.completed
+        local = await rt1.replay_session(run.session_id)
+    async with open_runtime(soong_env, FakeProvider(), write_config=False) as rt2:
+        remote = await rt2.replay_session(run.session_id)
+    assert [t.task_id for t in local.tasks] == ["t1"]
+    assert [(t.task_id, t.status) for t in remote.tasks] == [(t.task_id, t.status) for t in local.tasks]
+    assert remote.tasks[0].wal_events, "the WAL records were read back from the table"

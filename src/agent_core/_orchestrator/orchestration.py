@@ -27,7 +27,7 @@ from agent_core._orchestrator.tools import OrchestratorToolAdapter
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core._storage.drafts import EventDraft
-from agent_core._tasks import CORE, Actor, TaskCaller, TaskRegistry, TaskService, TaskToolAdapter
+from agent_core._tasks import CORE, Actor, TaskCaller, TaskRegistry, TaskToolAdapter
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole
@@ -43,10 +43,9 @@ class Orchestration:
         settings = services.settings
         self.pools = WorkerPools(settings)
         self._definitions = agents.registry
-        self._wal_dir = Path(settings.task.wal_dir)
         self.task_registry = TaskRegistry(
             project=services.config.project,
-            wal_dir=self._wal_dir,
+            wal_dir=Path(settings.task.wal_dir),
             lease_timeout_ms=settings.task.step_lease_timeout_ms,
             emit=self._session_emit,
             pool_ids=self._pool_ids,
@@ -131,12 +130,7 @@ class Orchestration:
         return board
 
     async def task_views(self, session_id: str) -> list[TaskInspectView]:
-        service = self.task_registry.peek(session_id)
-        if service is None:
-            settings = self.manager.services.settings
-            project = self.manager.services.config.project
-            service = TaskService(session_id, self._wal_dir, project, settings.task.step_lease_timeout_ms)
-        return await service.inspect_views()
+        return await self.task_registry.reader(session_id).inspect_views()
 
     def active_wal_paths(self) -> list[Path]:
         paths: list[Path] = []

@@ -67,6 +67,22 @@ class TaskRegistry:
         await service.load()
         return service
 
+    def reader(self, session_id: str) -> TaskService:
+        """The session's service if this process has one, else a detached service that only reads the
+        session's WALs through the registry's writer (the JSONL directory or the storage backend's
+        table): nothing is restored, registered or emitted (``replay_session``'s Task views)."""
+        service = self._services.get(session_id)
+        if service is not None:
+            return service
+        return TaskService(
+            session_id,
+            self._wal_dir,
+            self._project,
+            self._lease_timeout_ms,
+            clock=self._clock,
+            writer=self._writer,
+        )
+
     def forget(self, session_id: str) -> None:
         """Drops the in-memory service of a deleted session (its WAL files stay, task-board.md §2.1)."""
         self._services.pop(session_id, None)
