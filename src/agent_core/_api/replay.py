@@ -9,6 +9,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from agent_core._context.conversation import is_skipped_assistant
+from agent_core._gc_pause import gc_paused
 from agent_core._context.render import render_node
 from agent_core._ids import validate_session_id
 from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
@@ -87,7 +88,17 @@ async def _root_agent_ids(manager: RunManager, session_id: str) -> tuple[str, li
 async def replay_session(
     manager: RunManager, session_id: str, from_seq: int | None, to_seq: int | None, include_sensitive: bool
 ) -> ReplayResult:
+    """The session's root-agent history (runtime.md §10), built with the cyclic GC paused: a replay
+    creates hundreds of thousands of long-lived acyclic objects, and the collections they trigger on the
+    way walk the growing heap again and again (full passes at every ~25 % of growth)."""
     validate_session_id(session_id)
+    with gc_paused():
+        return await _replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
+
+
+async def _replay_session(
+    manager: RunManager, session_id: str, from_seq: int | None, to_seq: int | None, include_sensitive: bool
+) -> ReplayResult:
     storage = manager.services.storage
     root_id, agents = await _root_agent_ids(manager, session_id)
     agent_by_id = {a.agent_id: a for a in agents}

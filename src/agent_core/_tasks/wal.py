@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from agent_core._gc_pause import gc_paused
 from agent_core._tasks.dag import IllegalTransition, TaskDag
 from agent_core._tasks.models import TERMINAL_EVENT_STATUS, TaskWalEvent, wal_event_adapter
 from agent_core._tasks.wal_files import WAL_SUFFIX
@@ -376,6 +377,13 @@ def replay_bytes(
             add_newline = True
     if not lines:
         raise WalReplayError(path, "no complete record (expected task_created)", task_id=None)
+    with gc_paused():  # records die young and build no cycles; collections would walk the whole heap
+        outcome = _replay_lines(lines, path, session_id, recent)
+    return outcome, tail, torn, add_newline
+
+
+def _replay_lines(lines: list[bytes], path: Path, session_id: str, recent: int) -> ReplayOutcome:
+    """Validates and applies complete ``lines`` in order (``WalReplayError`` on the first bad one)."""
     dag: TaskDag | None = None
     last: deque[TaskWalEvent] = deque(maxlen=max(recent, 1))
     validate_line = wal_event_adapter.validator.validate_json  # the hot path: no wrapper per line
@@ -411,5 +419,4 @@ def replay_bytes(
             ) from exc
         append(event)
     assert dag is not None
-    outcome = ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=False, recent=list(last))
-    return outcome, tail, torn, add_newline
+    return ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=False, recent=list(last))
