@@ -3,6 +3,7 @@ E6, E7, E11; runtime.md §14 checks 36–39, 41–44, 48, 50; storage.md checks 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import logging
@@ -595,6 +596,22 @@ async def test_e02_default_replay_keeps_token_counters_readable(soong_env: Soong
         "max_tokens": 5,
         "password": "[REDACTED]",
     }
+
+
+async def test_replay_session_restores_the_garbage_collector(soong_env: SoongEnv) -> None:
+    """replay_session builds its result with the cyclic GC paused; it is on again afterwards, also when
+    the replay fails (unknown session)."""
+    fake = FakeProvider(text("ok"))
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("hello")
+        await collect(run)
+        assert gc.isenabled()
+        replay = await rt.replay_session(run.session_id)
+        assert replay.nodes and gc.isenabled()
+        with pytest.raises(AgentCoreError) as err:
+            await rt.replay_session("sess_20200101_000000_dead")
+        assert err.value.code == ErrorCode.validation_error
+        assert gc.isenabled()
 
 
 # ---- storage.md §11.2: a deleted artifact renders as a marker --------------------------------------------

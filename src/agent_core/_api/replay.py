@@ -9,8 +9,8 @@ from typing import Any
 from pydantic_core import from_json
 
 from agent_core._context.conversation import is_skipped_assistant
-from agent_core._gc_pause import gc_paused
 from agent_core._context.render import render_node
+from agent_core._gc_pause import gc_paused
 from agent_core._ids import validate_session_id
 from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core._runtime.runs import RunManager
