@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import Any
+from typing import Any, cast
 
 from pydantic_core import from_json
 
@@ -31,9 +32,11 @@ from agent_core.types.runtime import (
     TaskInspectView,
     UsageTotals,
 )
-from agent_core.types.storage import AgentRecord, RunRecord
+from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
 
 _DEBUG_ARTIFACT_KINDS = {"provider_raw", "hook_log"}
+_HOOK_EVENTS = frozenset({EventType.hook_failed, EventType.hook_completed})
+"""Events whose captured output is replaced by a marker in a redacted replay."""
 _CHILD_SUMMARY_EVENTS = {
     EventType.child_agent_created,
     EventType.worker_dispatched,
@@ -59,7 +62,7 @@ def _redact_node(node: Node) -> Node:
 
 def _redact_event(event: RuntimeEvent, keys_masked: bool = False) -> RuntimeEvent:
     """``keys_masked``: storage already masked sensitive keys (``list_events(redact_keys=True)``)."""
-    hook = event.event_type in (EventType.hook_failed, EventType.hook_completed)
+    hook = event.event_type in _HOOK_EVENTS
     if not hook and (keys_masked or not has_sensitive_keys(event.payload)):
         return event  # nothing to mask: no copy (replay of long sessions)
     payload = event.payload if keys_masked else redact_sensitive_keys(event.payload)
@@ -102,20 +105,25 @@ async def _replay_session(
     storage = manager.services.storage
     root_id, agents = await _root_agent_ids(manager, session_id)
     agent_by_id = {a.agent_id: a for a in agents}
-    runs = [r for r in await storage.list_runs(session_id)]
-    root_runs = [r for r in runs if r.agent_id == root_id]
     masked = not include_sensitive  # read-time key redaction done while decoding the rows
-    nodes = await storage.list_nodes(session_id, agent_id=root_id, redact_keys=masked)
-    events = [
-        e
-        for e in await storage.list_events(session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked)
-        if e.agent_id in (root_id, None)
-    ]
-    artifacts = [
-        artifact_from_record(a)
-        for a in await storage.list_artifacts(session_id=session_id)
-        if a.agent_id in (root_id, None)
-    ]
+    # All four reads are queued at once: the backend's read thread fetches the next table's rows while
+    # this thread decodes the previous one. Failures are raised in the order the reads were made.
+    reads = await asyncio.gather(
+        storage.list_runs(session_id),
+        storage.list_nodes(session_id, agent_id=root_id, redact_keys=masked),
+        storage.list_events(session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked),
+        storage.list_artifacts(session_id=session_id),
+        return_exceptions=True,
+    )
+    for outcome in reads:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    runs, nodes, all_events, artifact_records = cast(
+        tuple[list[RunRecord], list[Node], list[RuntimeEvent], list[ArtifactRecord]], tuple(reads)
+    )
+    root_runs = [r for r in runs if r.agent_id == root_id]
+    events = [e for e in all_events if e.agent_id in (root_id, None)]
+    artifacts = [artifact_from_record(a) for a in artifact_records if a.agent_id in (root_id, None)]
     children = []
     for run in runs:
         if run.agent_id == root_id:
@@ -158,7 +166,10 @@ def _redacted(result: ReplayResult, keys_masked: bool = False) -> ReplayResult:
     return result.model_copy(
         update={
             "nodes": result.nodes if keys_masked else [_redact_node(n) for n in result.nodes],
-            "events": [_redact_event(e, keys_masked) for e in result.events],
+            "events": [
+                _redact_event(e, keys_masked) if not keys_masked or e.event_type in _HOOK_EVENTS else e
+                for e in result.events
+            ],
             "artifacts": [_redact_artifact(a) for a in result.artifacts],
             "runs": [
                 r if r.error is None else r.model_copy(update={"error": _redact_error(r.error)})
