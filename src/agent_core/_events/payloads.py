@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
+from agent_core._events._frozen import Frozen, frozen_dataclass
 from agent_core.types.enums import WAL_EVENT_TYPES, EventType
 
 if TYPE_CHECKING:
@@ -35,13 +36,14 @@ JsonObject = dict[str, Any]
 P = TypeVar("P", bound="EventPayload")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class EventPayload:
+@frozen_dataclass
+class EventPayload(Frozen):
     """Base of the payload classes; ``event_type`` names the event a payload is for.
 
     Equality, hash and repr are the dataclass ones (fields in order), written once here instead of being
     generated for each of the ~80 classes (``eq=False, repr=False`` on them): creating the classes is part
-    of every cold start (issue 16). A class without a docstring gets one naming its event type (else
+    of every cold start (issue 16), as is compiling their ``__init__``: :func:`frozen_dataclass` compiles it
+    when a class is first instantiated. A class without a docstring gets one naming its event type (else
     ``dataclass`` would compute one from its signature).
     """
 
@@ -76,20 +78,20 @@ class EventPayload:
         return copy
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class RunQueued(EventPayload):
     event_type = EventType.run_queued
     queue_position: int
     mode: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class RunDequeued(EventPayload):
     event_type = EventType.run_dequeued
     reason: Literal["started", "cancelled"]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class RunCancelled(EventPayload):
     event_type = EventType.run_cancelled
     reason: str
@@ -97,7 +99,7 @@ class RunCancelled(EventPayload):
     end_reason: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class RunCompleted(EventPayload):
     event_type = EventType.run_completed
     end_reason: str
@@ -108,13 +110,13 @@ class RunCompleted(EventPayload):
     """Set when a limit or a loop ended the run with a final answer."""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class CancelTimeout(EventPayload):
     event_type = EventType.cancel_timeout
     cancel_timeout_ms: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class LoopStarted(EventPayload):
     event_type = EventType.loop_started
     mode: str
@@ -122,49 +124,49 @@ class LoopStarted(EventPayload):
     max_turns: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class LoopCompleted(EventPayload):
     event_type = EventType.loop_completed
     end_reason: str
     turn_count: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class LoopAborted(EventPayload):
     event_type = EventType.loop_aborted
     end_reason: str
     abort_reason: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class LoopFailed(EventPayload):
     event_type = EventType.loop_failed
     end_reason: str | None
     error: JsonObject | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class AbortedStreaming(EventPayload):
     event_type = EventType.aborted_streaming
     abort_reason: str
     partial_node_id: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class AbortedTools(EventPayload):
     event_type = EventType.aborted_tools
     abort_reason: str
     tool_call_ids: list[str]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class StopHookPrevented(EventPayload):
     event_type = EventType.stop_hook_prevented
     reason: str
     hook_summary: JsonObject | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class Error(EventPayload):
     """The ``error`` event: the fields of an ``ErrorPayload`` at the top level."""
 
@@ -175,7 +177,7 @@ class Error(EventPayload):
         return self.error
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ContextBuilt(EventPayload):
     """The ``ContextBuildReport`` fields at the top level (runtime.md §9.8)."""
 
@@ -186,14 +188,14 @@ class ContextBuilt(EventPayload):
         return self.report
 
 
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@frozen_dataclass(kw_only=True)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"
     text_preview: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class MessageDelta(EventPayload):
     event_type = EventType.message_delta
     text: str
@@ -202,7 +204,7 @@ class MessageDelta(EventPayload):
         return {"text": self.text}
 
 
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@frozen_dataclass(kw_only=True)
 class MessageCompleted(EventPayload):
     event_type = EventType.message_completed
     role: str = "assistant"
@@ -210,7 +212,7 @@ class MessageCompleted(EventPayload):
     has_tool_calls: bool
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ModelStarted(EventPayload):
     event_type = EventType.model_started
     provider: str
@@ -218,7 +220,7 @@ class ModelStarted(EventPayload):
     turn: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ModelTextDelta(EventPayload):
     event_type = EventType.model_text_delta
     text: str
@@ -227,7 +229,7 @@ class ModelTextDelta(EventPayload):
         return {"text": self.text}
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolCallDelta(EventPayload):
     event_type = EventType.tool_call_delta
     index: int
@@ -237,7 +239,7 @@ class ToolCallDelta(EventPayload):
     arguments_delta: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ModelCompleted(EventPayload):
     event_type = EventType.model_completed
     stop_reason: str
@@ -249,14 +251,14 @@ class ModelCompleted(EventPayload):
     retries: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ModelFailed(EventPayload):
     event_type = EventType.model_failed
     error: JsonObject
     partial_node_id: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ProviderDebug(EventPayload):
     event_type = EventType.provider_debug
     provider: str
@@ -269,7 +271,7 @@ class ProviderDebug(EventPayload):
         return {"provider": self.provider, "kind": self.kind, "data": self.data, **self.extra}
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolStarted(EventPayload):
     event_type = EventType.tool_started
     tool_name: str
@@ -281,14 +283,14 @@ class ToolStarted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolProgress(EventPayload):
     event_type = EventType.tool_progress
     tool_name: str
     progress: JsonObject
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolCompleted(EventPayload):
     event_type = EventType.tool_completed
     tool_name: str
@@ -298,7 +300,7 @@ class ToolCompleted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolFailed(EventPayload):
     event_type = EventType.tool_failed
     tool_name: str
@@ -311,7 +313,7 @@ class ToolFailed(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ToolDenied(EventPayload):
     event_type = EventType.tool_denied
     tool_name: str
@@ -322,7 +324,7 @@ class ToolDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class PermissionFailed(EventPayload):
     event_type = EventType.permission_failed
     tool_name: str
@@ -335,7 +337,7 @@ ToolResultEvent = ToolCompleted | ToolFailed | ToolDenied
 """The event committed with a tool result node."""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class _HookRun(EventPayload):
     """Which hook of which rule ran, for which phase."""
 
@@ -344,13 +346,13 @@ class _HookRun(EventPayload):
     rule_index: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class HookStarted(_HookRun):
     event_type = EventType.hook_started
     command: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class HookCompleted(_HookRun):
     event_type = EventType.hook_completed
     decision: str | None
@@ -362,7 +364,7 @@ class HookCompleted(_HookRun):
     """A ``deny`` of a non-blocking phase, which has no effect."""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class HookFailed(_HookRun):
     event_type = EventType.hook_failed
     error: JsonObject | None
@@ -372,7 +374,7 @@ class HookFailed(_HookRun):
     reason: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class HookDenied(EventPayload):
     event_type = EventType.hook_denied
     phase: str
@@ -381,7 +383,7 @@ class HookDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentCreated(EventPayload):
     event_type = EventType.child_agent_created
     child_agent_id: str
@@ -396,7 +398,7 @@ class ChildAgentCreated(EventPayload):
     worker_pool_id: str | Absent | None = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class WorkerDispatched(EventPayload):
     event_type = EventType.worker_dispatched
     worker_agent_id: str
@@ -409,7 +411,7 @@ class WorkerDispatched(EventPayload):
     tool_call_id: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class WorkerDispatchFailed(EventPayload):
     event_type = EventType.worker_dispatch_failed
     error: JsonObject
@@ -419,7 +421,7 @@ class WorkerDispatchFailed(EventPayload):
     tool_call_id: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class _ChildIds(EventPayload):
     """The child agent and run an event is about."""
 
@@ -427,44 +429,44 @@ class _ChildIds(EventPayload):
     child_run_id: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentCancelRequested(_ChildIds):
     event_type = EventType.child_agent_cancel_requested
     reason: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentCancelled(_ChildIds):
     event_type = EventType.child_agent_cancelled
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentCancelTimeout(_ChildIds):
     event_type = EventType.child_agent_cancel_timeout
     child_cancel_timeout_ms: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentCompleted(_ChildIds):
     event_type = EventType.child_agent_completed
     status: str
     summary: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildAgentFailed(_ChildIds):
     event_type = EventType.child_agent_failed
     error: JsonObject
     summary: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class ChildResultSchemaValidationFailed(_ChildIds):
     event_type = EventType.child_result_schema_validation_failed
     errors: list[dict[str, str]]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class CompactPending(EventPayload):
     event_type = EventType.compact_pending
     tokens_estimate: int
@@ -472,7 +474,7 @@ class CompactPending(EventPayload):
     target_agent_id: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class CompactStarted(EventPayload):
     event_type = EventType.compact_started
     mode: str
@@ -485,7 +487,7 @@ class CompactStarted(EventPayload):
     split_turn: bool
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class CompactCompleted(EventPayload):
     event_type = EventType.compact_completed
     stale: bool
@@ -497,7 +499,7 @@ class CompactCompleted(EventPayload):
     compaction_node_id: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class CompactFailed(EventPayload):
     event_type = EventType.compact_failed
     error: JsonObject | None
@@ -509,7 +511,7 @@ class CompactFailed(EventPayload):
     message: str | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class _Extraction(EventPayload):
     """Why an extraction ran and the node range it read."""
 
@@ -517,12 +519,12 @@ class _Extraction(EventPayload):
     source_range: JsonObject
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class MemoryExtractionStarted(_Extraction):
     event_type = EventType.memory_extraction_started
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class MemoryExtractionCompleted(_Extraction):
     event_type = EventType.memory_extraction_completed
     created_memory_ids: list[str]
@@ -535,13 +537,13 @@ class MemoryExtractionCompleted(_Extraction):
     scan_cursor: JsonObject
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class MemoryExtractionFailed(_Extraction):
     event_type = EventType.memory_extraction_failed
     error: JsonObject
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class McpServerFailed(EventPayload):
     event_type = EventType.mcp_server_failed
     server_id: str
@@ -549,7 +551,7 @@ class McpServerFailed(EventPayload):
     error: JsonObject
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class JobStarted(EventPayload):
     event_type = EventType.job_started
     job_id: str
@@ -557,7 +559,7 @@ class JobStarted(EventPayload):
     offload_after_ms: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class JobCompleted(EventPayload):
     event_type = EventType.job_completed
     job_id: str
@@ -566,7 +568,7 @@ class JobCompleted(EventPayload):
     artifact_id: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class JobFailed(EventPayload):
     event_type = EventType.job_failed
     job_id: str
@@ -577,7 +579,7 @@ class JobFailed(EventPayload):
     reason: str | Absent = ABSENT
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class TaskWalMirror(EventPayload):
     """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
     ``wal_path`` and its payload fields at the top level. One subclass per WAL record type."""
@@ -591,14 +593,14 @@ class TaskWalMirror(EventPayload):
 def _wal_mirror(event_type: EventType) -> type[TaskWalMirror]:
     name = "".join(part.title() for part in event_type.value.split("_"))
     cls = type(name, (TaskWalMirror,), {"event_type": event_type, "__module__": __name__})
-    return dataclass(frozen=True, eq=False, repr=False)(cls)
+    return frozen_dataclass(cls)
 
 
 _WAL_MIRROR_CLASSES = tuple(_wal_mirror(EventType(t)) for t in WAL_EVENT_TYPES)
 """``TaskCreated`` … ``TaskStepLeaseExpired``: one class per WAL record type (contract.md §7.2)."""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class TaskStepClaimSkipped(EventPayload):
     event_type = EventType.task_step_claim_skipped
     task_id: str
@@ -608,7 +610,7 @@ class TaskStepClaimSkipped(EventPayload):
     worker_run_id: str | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class TaskWalReplayed(EventPayload):
     event_type = EventType.task_wal_replayed
     task_id: str
@@ -618,7 +620,7 @@ class TaskWalReplayed(EventPayload):
     torn_tail_truncated: bool
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@frozen_dataclass
 class TaskWalFailed(EventPayload):
     event_type = EventType.task_wal_failed
     wal_path: str
