@@ -1,9 +1,10 @@
 """soong-agent: an async SDK that runs LLM agents on a real project, safely and durably.
 
 Only the stable SDK names of contract.md §2 are exported. The ``if TYPE_CHECKING:`` block below is the
-one list of them: type checkers read it (``X as X`` marks an explicit re-export), and at run time
-``__all__`` and the name → module map are derived from it on first use, so ``import agent_core`` (and the
-CLI's cold start) imports nothing else and each name's module is imported on first attribute access.
+list of them type checkers read (``X as X`` marks an explicit re-export); at run time ``_EXPORTS`` maps
+each name to its module (the same list as data, checked by a test, so nothing parses this file), so
+``import agent_core`` (and the CLI's cold start) imports nothing else and each name's module is imported on
+first attribute access. ``__all__`` is derived from the map.
 """
 
 from __future__ import annotations
@@ -55,33 +56,53 @@ if TYPE_CHECKING:
     from agent_core.types.tools import ToolResult as ToolResult
 
 
-_EXPORTS: dict[str, str] = {}
-
-
-def _exports() -> dict[str, str]:
-    """Exported name → defining module, read once from the ``if TYPE_CHECKING:`` block of this file."""
-    if _EXPORTS:
-        return _EXPORTS
-    import ast  # only on first use: keeps ``import agent_core`` cheap
-
-    with open(__file__, encoding="utf-8") as source:
-        tree = ast.parse(source.read())
-    block = next(
-        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-    )
-    _EXPORTS.update(
-        (alias.asname or alias.name, str(node.module))
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    )
-    return _EXPORTS
+_EXPORTS: dict[str, str] = {
+    "RunHandle": "agent_core._api.handles",
+    "AgentRuntime": "agent_core._api.runtime",
+    "AgentCoreError": "agent_core.errors",
+    "ConfigError": "agent_core.errors",
+    "ErrorCode": "agent_core.errors",
+    "PermissionDeniedError": "agent_core.errors",
+    "ProviderError": "agent_core.errors",
+    "SchemaError": "agent_core.errors",
+    "StorageError": "agent_core.errors",
+    "ToolError": "agent_core.errors",
+    "ProviderRegistry": "agent_core.providers.registry",
+    "ToolRegistry": "agent_core.tools.registry",
+    "ArtifactRefBlock": "agent_core.types.content",
+    "ContentBlock": "agent_core.types.content",
+    "ErrorPayload": "agent_core.types.content",
+    "JsonBlock": "agent_core.types.content",
+    "TextBlock": "agent_core.types.content",
+    "ToolCallBlock": "agent_core.types.content",
+    "ToolResultBlock": "agent_core.types.content",
+    "EndReason": "agent_core.types.enums",
+    "EventType": "agent_core.types.enums",
+    "PermissionDecisionKind": "agent_core.types.enums",
+    "RunMode": "agent_core.types.enums",
+    "RunStatus": "agent_core.types.enums",
+    "PermissionDecision": "agent_core.types.permissions",
+    "PermissionRequest": "agent_core.types.permissions",
+    "AgentDefinition": "agent_core.types.runtime",
+    "CancelResult": "agent_core.types.runtime",
+    "CleanupResult": "agent_core.types.runtime",
+    "ContextBuildReport": "agent_core.types.runtime",
+    "DeleteSessionResult": "agent_core.types.runtime",
+    "InspectResult": "agent_core.types.runtime",
+    "Node": "agent_core.types.runtime",
+    "ReplayResult": "agent_core.types.runtime",
+    "RuntimeEvent": "agent_core.types.runtime",
+    "UserMessage": "agent_core.types.runtime",
+    "ToolDefinition": "agent_core.types.tools",
+    "ToolResult": "agent_core.types.tools",
+}
+"""Exported name → defining module: the ``if TYPE_CHECKING:`` block above as data (a test checks they agree)."""
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":
-        return sorted(_exports())
-    module = _exports().get(name)
+        return sorted(_EXPORTS)
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agent_core' has no attribute {name!r}")
     from agent_core._gc_pause import gc_paused
@@ -93,4 +114,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_exports()))
+    return sorted(set(globals()) | set(_EXPORTS))

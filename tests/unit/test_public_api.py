@@ -84,3 +84,24 @@ def test_public_modules_export_only_names_they_define_or_re_export(module: str) 
     mod = importlib.import_module(module)
     for name in getattr(mod, "__all__", ()):
         assert hasattr(mod, name), f"{module}.__all__ names {name!r}, which it does not have"
+
+
+def test_export_map_is_the_type_checking_block() -> None:
+    """``agent_core._EXPORTS`` (what the run time imports) names exactly the re-exports type checkers see."""
+    import ast
+
+    tree = ast.parse((SRC / "__init__.py").read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    assert all(node.__class__ is ast.ImportFrom for node in block.body)
+    imports = [
+        (alias, str(node.module))
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert all(alias.asname == alias.name for alias, _ in imports)  # every one an explicit `X as X` re-export
+    assert dict((alias.name, module) for alias, module in imports) == agent_core._EXPORTS
+    assert len(imports) == len(agent_core._EXPORTS)
+    assert agent_core.__all__ == sorted(agent_core._EXPORTS)
+    for name, module in agent_core._EXPORTS.items():
+        assert getattr(agent_core, name) is getattr(importlib.import_module(module), name)
