@@ -203,16 +203,15 @@ def decode_json_object(text: str) -> dict[str, Any]:
     return value
 
 
-async def sse_events(response: httpx.Response) -> AsyncGenerator[tuple[str, str], None]:
-    """``(event name, data)`` pairs of a ``text/event-stream`` body (parsed by httpx-sse)."""
-    from httpx_sse import EventSource, SSEError
+def sse_events(response: httpx.Response) -> AsyncGenerator[tuple[str, str], None]:
+    """``(event name, data)`` pairs of a ``text/event-stream`` body (:mod:`agent_core.providers._sse`);
+    ``StreamProtocolError`` when the response is not an event stream."""
+    from agent_core.providers._sse import content_type_problem, read_events
 
-    try:
-        async with aclosing(EventSource(response).aiter_sse()) as events:
-            async for sse in events:
-                yield sse.event, sse.data
-    except SSEError as exc:
-        raise StreamProtocolError(str(exc)) from exc
+    problem = content_type_problem(response)
+    if problem is not None:
+        raise StreamProtocolError(problem)
+    return read_events(response, response.encoding or "utf-8")
 
 
 async def ndjson_objects(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
