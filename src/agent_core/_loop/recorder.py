@@ -5,6 +5,11 @@ a new node is the agent's current tip, assigned under the run lock, so parallel 
 completion order. For the session's root agent each user-visible node also moves
 ``sessions.active_node_id`` in the same transaction (storage.md §9). Events are persisted (unless transient)
 and then pushed to the run's channel in seq order.
+
+A lifecycle event may be *deferred* (:meth:`RunRecorder.defer_event`, e.g. ``loop_started``): it is committed
+in the run's next write transaction, ahead of that write's own events, and delivered after that commit like
+any other persisted event, so the live stream never carries an uncommitted event and order is unchanged (a
+transient event flushes it first). :meth:`RunRecorder.flush` writes it alone.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
 from agent_core._redaction import Redactor
-from agent_core._storage.drafts import UNSET, EventDraft, NodeDraft
+from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Unset
 from agent_core._storage.protocol import SessionStore
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
@@ -70,6 +75,8 @@ class RunRecorder:
         """Delivers a child run's events to its ancestors' streams (``events(include_children=True)``)."""
         self._lock = asyncio.Lock()
         self._pending_context: list[tuple[str, ContextNodeDraft]] = []
+        self._deferred: list[EventDraft] = []
+        self._deferred_update: dict[str, Any] = {}
         self.written_node_ids: list[str] = []
 
     # ---- events -------------------------------------------------------------------------------
@@ -89,6 +96,51 @@ class RunRecorder:
             tool_call_id=tool_call_id,
             created_at=utc_now(),
         )
+
+    def defer_event(self, event: EventPayload, *, run_update: dict[str, Any] | None = None) -> None:
+        """Queues ``event`` (and its ``runs`` update) for the run's next write transaction (module docstring)."""
+        self._deferred.append(self._draft(event, None, None))
+        if run_update:
+            self._deferred_update.update(run_update)
+
+    async def flush(self) -> None:
+        """Commits and delivers the deferred events (nothing to do when none are queued)."""
+        if self._deferred:
+            async with self._lock:
+                if self._deferred:
+                    await self._append([])
+
+    async def _append(
+        self,
+        events: list[EventDraft],
+        *,
+        nodes: Sequence[NodeDraft] = (),
+        run_update: dict[str, Any] | None = None,
+        active_node_id: str | Unset | None = UNSET,
+    ) -> tuple[AppendResult, int]:
+        """One storage transaction (under the lock) with the deferred events first; returns the result
+        and how many of its events were deferred ones. On failure the deferred events stay queued."""
+        deferred, update = self._deferred, self._deferred_update
+        if deferred:
+            self._deferred, self._deferred_update = [], {}
+            events = deferred + events
+            run_update = {**update, **run_update} if run_update else update
+        try:
+            result = await self.storage.append(
+                self.session_id,
+                nodes=nodes,
+                events=events,
+                active_node_id=active_node_id,
+                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+            )
+        except BaseException:
+            if deferred:
+                self._deferred = deferred + self._deferred
+                self._deferred_update = {**update, **self._deferred_update}
+            raise
+        if deferred:
+            await self._deliver(result.events[: len(deferred)])
+        return result, len(deferred)
 
     async def emit(
         self, event: EventPayload, *, tool_call_id: str | None = None, level: EventLevel | None = None
@@ -119,38 +171,32 @@ class RunRecorder:
                 payload=self.redactor.value(event.to_payload()),
                 created_at=utc_now(),
             )
+            if self._deferred:
+                await self.flush()
             await self._deliver([live])
             return live
         async with self._lock:
-            result = await self.storage.append(
-                self.session_id,
-                events=[self._draft(event, tool_call_id, level)],
-                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
-            )
-            await self._deliver(result.events)
-            return result.events[0]
+            result, k = await self._append([self._draft(event, tool_call_id, level)], run_update=run_update)
+            await self._deliver(result.events[k:])
+            return result.events[k]
 
     async def emit_events(
         self, events: Sequence[EventPayload], *, run_update: dict[str, Any] | None = None
     ) -> list[RuntimeEvent]:
         """Persists several consecutive events (and a run update) in one transaction, then delivers them."""
         async with self._lock:
-            result = await self.storage.append(
-                self.session_id,
-                events=[self._draft(e, None, None) for e in events],
-                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+            result, k = await self._append(
+                [self._draft(e, None, None) for e in events], run_update=run_update
             )
-            await self._deliver(result.events)
-            return result.events
+            await self._deliver(result.events[k:])
+            return result.events[k:]
 
     async def persist_event(self, event: EventPayload, *, tool_call_id: str | None = None) -> RuntimeEvent:
         """Persists an event without delivering it live (also a normally transient type: debug-mode
         aggregated text deltas, whose text the live stream already carried)."""
         async with self._lock:
-            result = await self.storage.append(
-                self.session_id, events=[self._draft(event, tool_call_id, None)]
-            )
-            return result.events[0]
+            result, k = await self._append([self._draft(event, tool_call_id, None)])
+            return result.events[k]
 
     async def _deliver(self, events: Sequence[RuntimeEvent]) -> None:
         for event in events:
@@ -194,18 +240,17 @@ class RunRecorder:
                 metadata.get("partial") or metadata.get("failed") or metadata.get("aborted")
             )
             drafts = [self._draft(e, call_id, None, node_id) for e, call_id in events]
-            result = await self.storage.append(
-                self.session_id,
+            result, k = await self._append(
+                drafts,
                 nodes=[draft],
-                events=drafts,
                 active_node_id=node_id if (self.root_agent and visible) else UNSET,
-                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+                run_update=run_update,
             )
             node = result.nodes[0]
             if parent_id is UNSET or parent == self.cursor.tip:
                 self.cursor.append(node)
             self.written_node_ids.append(node.node_id)
-            await self._deliver(result.events)
+            await self._deliver(result.events[k:])
             return node
 
     async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:

@@ -8,9 +8,9 @@ httpx's text decoder, line decoder and httpx-sse's two generators per chunk (iss
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     import httpx
@@ -83,8 +83,7 @@ async def read_events(
     """``(event name, data)`` pairs of an event-stream body (check :func:`content_type_problem` first)."""
     decoder = EventStreamDecoder()
     pending = b""
-    pieces: AsyncIterator[bytes]
-    async with aclosing(response.aiter_bytes()) as pieces:
+    async with aclosing(cast(AsyncGenerator[bytes, None], response.aiter_bytes())) as pieces:
         async for piece in pieces:
             lines, pending = split_lines(pending + piece if pending else piece)
             for raw in lines:
