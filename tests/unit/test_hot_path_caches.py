@@ -344,3 +344,33 @@ def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
         names = ToolNameMap([*entry.names])
         body = encoder.encode(request, names, (entry, shared))
         assert body == _plain_body(request, ToolNameMap.for_request(request))
+
+
+async def test_loop_started_commits_with_the_user_message(
+    soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``loop_started`` and the run's ``running`` status ride in the user message's transaction; the
+    stream still delivers it first, committed (it has a seq), and the run row ends up consistent."""
+    fake = FakeProvider(text("one"))
+    async with open_runtime(soong_env, fake) as runtime:
+        manager = await runtime._open()
+        storage = manager.services.storage
+        appends: list[tuple[list[str], list[str]]] = []
+        original = storage.append
+
+        async def spy(session_id: str, **kwargs: Any) -> Any:
+            events = [str(d.event_type) for d in kwargs.get("events", ())]
+            update = kwargs.get("run_update")
+            appends.append((events, sorted(update[1]) if update else []))
+            return await original(session_id, **kwargs)
+
+        monkeypatch.setattr(storage, "append", spy)
+        run = await runtime.start("hello")
+        events = await collect(run, debug=True)
+        assert appends[0] == (["loop_started", "message_created"], ["start_node_id", "status"])
+        assert not any("loop_started" in e for e, _ in appends[1:])
+        assert [e.event_type for e in events[:2]] == [EventType.loop_started, EventType.message_created]
+        assert events[0].seq is not None and events[1].seq == events[0].seq + 1
+        assert events[0].run_seq == 1 and events[1].run_seq == 2
+        record = await storage.get_run(run.run_id)
+        assert record is not None and record.status == RunStatus.completed
