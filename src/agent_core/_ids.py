@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
+import time
 from datetime import UTC, datetime
 
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -28,10 +29,17 @@ PREFIXES = {
 }
 
 
+_stamp: tuple[int, str] = (-1, "")
+"""``(unix second, its YYYYMMDD_HHMMSS)``: ids of the same second share one formatted stamp."""
+
+
 def new_id(prefix: str) -> str:
     """Returns a fresh id such as ``run_20260612_153022_a1b2c3d4e5f6`` (UTC time, 48 random bits)."""
-    now = datetime.now(UTC)
-    return f"{prefix}{now:%Y%m%d_%H%M%S}_{secrets.token_hex(6)}"
+    global _stamp
+    second = int(time.time())
+    if second != _stamp[0]:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y%m%d_%H%M%S"))
+    return f"{prefix}{_stamp[1]}_{os.urandom(6).hex()}"
 
 
 def validate_id(value: object, prefix: str = "") -> str:

@@ -17,9 +17,11 @@ cancel it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -136,7 +138,9 @@ class TxnQueue(ABC):
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieve)
         self._queue.put_nowait((op, future))
-        return await asyncio.shield(future)
+        # no shield: cancelling the caller cancels only this future; the queued write still runs (and a
+        # shield costs an extra future and event-loop iteration per transaction)
+        return await future
 
     async def drain_and_stop(self) -> None:
         """Refuses new writes, finishes every queued one, then stops the writer task."""
@@ -177,11 +181,100 @@ class TxnQueue(ABC):
 
 
 class WriterQueue(TxnQueue):
-    """The SQLite writer: each transaction is one hop onto the aiosqlite connection thread."""
+    """The SQLite writer: each transaction is one hop onto the aiosqlite connection thread.
+
+    No writer task: a transaction is handed to the connection thread when it is submitted to an idle queue,
+    and the thread's completion callback (on the event loop) runs the ``after_commit`` callbacks, resolves
+    the caller's future and hands over the next queued transaction — two event-loop iterations per
+    transaction instead of four (issue 16). FIFO order, callbacks-before-the-next-operation and "an enqueued
+    write always runs" are unchanged.
+    """
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         super().__init__()
         self._conn = conn
+        self._items: deque[_Item] = deque()
+        self._busy = False
+        self._started = False
+        self._idle: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._started = True
+
+    async def submit(self, op: WriteOp[T]) -> T:
+        """Enqueues ``op`` and waits for its committed result (or its error)."""
+        if self._closing or not self._started or self._loop is None:
+            raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
+        future: asyncio.Future[T] = self._loop.create_future()
+        future.add_done_callback(_retrieve)
+        self._items.append((op, future))
+        if not self._busy:
+            self._next()
+        return await future
+
+    async def drain_and_stop(self) -> None:
+        """Refuses new writes, finishes every queued one."""
+        self._closing = True
+        if not self._started:
+            return
+        if self._busy and self._loop is not None:
+            if self._idle is None:
+                self._idle = self._loop.create_future()
+            await asyncio.shield(self._idle)
+        self._started = False
 
     async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
         return await run_on_connection_thread(self._conn, _transaction(op))
+
+    def _next(self) -> None:
+        """Hands the oldest queued transaction to the connection thread (on the event loop)."""
+        loop = self._loop
+        assert loop is not None
+        while self._items:
+            op, future = self._items.popleft()
+            try:
+                raw: sqlite3.Connection = self._conn._conn
+                tx: Any = self._conn._tx
+            except Exception as exc:  # the connection is closed
+                if not future.done():
+                    future.set_exception(wrap_storage_error(exc, "write transaction"))
+                continue
+            transaction = _transaction(op)
+
+            def work(
+                transaction: Callable[[sqlite3.Connection], Any] = transaction,
+                raw: sqlite3.Connection = raw,
+                future: asyncio.Future[Any] = future,
+            ) -> None:
+                try:
+                    outcome: tuple[Any, BaseException | None] = (transaction(raw), None)
+                except BaseException as exc:
+                    outcome = (None, exc)
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                    loop.call_soon_threadsafe(self._done, future, outcome)
+
+            self._busy = True
+            # aiosqlite's worker resolves its own future too; a fresh one nobody awaits
+            tx.put_nowait((loop.create_future(), work))
+            return
+        self._busy = False
+        if self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    def _done(self, future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+        value, error = outcome
+        if error is not None:
+            if not future.done():
+                future.set_exception(wrap_storage_error(error, "write transaction"))
+        else:
+            result, callbacks = value
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:  # a cache callback must never break the writer
+                    log.exception("after_commit callback failed")
+            if not future.done():
+                future.set_result(result)
+        self._next()

@@ -29,7 +29,11 @@ def utc_now() -> datetime:
 
 def format_ts(value: datetime | None = None) -> str:
     """SQLite timestamp format: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (storage.md §4)."""
-    value = (value or utc_now()).astimezone(UTC)
+    value = value or utc_now()
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    if value.year >= 1000:  # isoformat pads the year to 4 digits, strftime's %Y does not
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
