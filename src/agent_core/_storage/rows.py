@@ -52,9 +52,18 @@ def jsonable(value: Any, what: str, secrets: tuple[str, ...]) -> Any:
     return redact_with(plain, secrets)
 
 
+_needles: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+"""``(secrets, their raw and JSON-escaped forms)`` of the last :func:`_mentions` call (the redactor returns
+the same tuple until a secret changes)."""
+
+
 def _mentions(text: str, secrets: tuple[str, ...]) -> bool:
     """Whether JSON ``text`` contains a secret, raw or JSON-escaped."""
-    return any(s in text or json.dumps(s, ensure_ascii=False)[1:-1] in text for s in secrets)
+    global _needles
+    if _needles[0] != secrets:
+        forms = dict.fromkeys(f for s in secrets for f in (s, json.dumps(s, ensure_ascii=False)[1:-1]))
+        _needles = (secrets, tuple(forms))
+    return any(needle in text for needle in _needles[1])
 
 
 def redacted_payload(value: Any, what: str, secrets: tuple[str, ...]) -> tuple[Any, str]:
