@@ -374,3 +374,19 @@ async def test_loop_started_commits_with_the_user_message(
         assert events[0].run_seq == 1 and events[1].run_seq == 2
         record = await storage.get_run(run.run_id)
         assert record is not None and record.status == RunStatus.completed
+
+
+def test_system_entry_from_kept_pieces_equals_json_dumps() -> None:
+    """The system message is joined from each text's kept JSON body: byte-equal to dumping the joined text."""
+    from agent_core.providers._openai_wire import SYSTEM_PIECES_CAPACITY, BodyEncoder
+
+    encoder = BodyEncoder()
+    cases = [
+        ["plain"],
+        ['quote " backslash \\ slash /', "caf\u00e9\n\ttab \x01 \u2028 \U0001f600", "tail"],
+        ["plain", "again"],  # a kept piece next to a new one
+        [f"block {i}" for i in range(SYSTEM_PIECES_CAPACITY + 3)],  # past the capacity: cleared, still right
+    ]
+    for texts in cases:
+        expected = json.dumps({"role": "system", "content": "\n\n".join(texts)}, ensure_ascii=False)
+        assert encoder._system_entry(texts) == expected.encode("utf-8")

@@ -35,6 +35,8 @@ from agent_core.types.tools import ToolDefinition
 OPTION_KEYS = frozenset({"top_p", "seed", "parallel_tool_calls", "user", "response_format"})
 MEMO_CAPACITY = 2048
 """Entries the encoder's memo keeps (the latest messages and the tool definitions in use)."""
+SYSTEM_PIECES_CAPACITY = 64
+"""System texts whose encoding the encoder keeps (static blocks, catalogs, per-run state blocks)."""
 _MEMO_KEY = "openai"
 """Key of this encoder's state in ``PrefixEntry.extra``."""
 
@@ -245,11 +247,13 @@ class BodyEncoder:
     used only while the request's name map still gives them.
     """
 
-    __slots__ = ("memo",)
+    __slots__ = ("_system_pieces", "memo")
 
     def __init__(self, memo: WireMemo | None = None) -> None:
         # the conversations' encoded histories keep their entries: the memo only needs the recent ones
         self.memo = memo if memo is not None else WireMemo(capacity=MEMO_CAPACITY)
+        self._system_pieces: dict[str, bytes] = {}
+        """System texts → their JSON-escaped UTF-8 bodies (cleared when it reaches its capacity)."""
 
     def encode(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
@@ -284,7 +288,7 @@ class BodyEncoder:
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None
     ) -> list[bytes]:
         system = prefix[0].system_texts(request) if prefix is not None else system_texts(request)
-        head = [_dumps({"role": "system", "content": "\n\n".join(system)})] if system else []
+        head = [self._system_entry(system)] if system else []
         source = request.messages
         emit = self._emitter(name_map)
         chain = _encoded_chain(name_map)
@@ -306,6 +310,21 @@ class BodyEncoder:
         out += wire_messages(source[start:], emit, chain, checkpoints, start, base)
         entry.extra[_MEMO_KEY] = (names, checkpoints, out)
         return head + out
+
+    def _system_entry(self, texts: list[str]) -> bytes:
+        """``_dumps({"role": "system", "content": "\\n\\n".join(texts)})`` from each text's JSON string
+        body, kept between requests (JSON escapes character by character, so escaped pieces concatenate
+        to the escaped whole; the system prompt is re-sent, mostly unchanged, with every request)."""
+        pieces = self._system_pieces
+        parts: list[bytes] = []
+        for text in texts:
+            body = pieces.get(text)
+            if body is None:
+                if len(pieces) >= SYSTEM_PIECES_CAPACITY:
+                    pieces.clear()
+                body = pieces[text] = _dumps(text)[1:-1]
+            parts.append(body)
+        return b'{"role": "system", "content": "' + b"\\n\\n".join(parts) + b'"}'
 
     def _emitter(self, name_map: ToolNameMap) -> Emit:
         memo = self.memo
