@@ -15,7 +15,7 @@ from agent_core.providers._streaming import StreamProtocolError, sse_events
 
 BODIES = [
     b'data: {"a": 1}\n\ndata: [DONE]\n\n',
-    b"event: message_start\ndata: {\"type\": \"x\"}\n\nevent: ping\ndata: {}\n\n",
+    b'event: message_start\ndata: {"type": "x"}\n\nevent: ping\ndata: {}\n\n',
     b"data: one\r\ndata: two\r\n\r\n: comment\r\ndata:three\r\rdata: 4\r\n\r\n",
     b"id: 7\n\n\ndata: after id\n\nid:\n\n\n",
     b"retry: 100\n\nretry: x\n\nretry: -5\n\nfield\ndata\n\ndata: x\n\r",
