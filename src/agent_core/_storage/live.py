@@ -7,7 +7,8 @@ follower reads the store at once instead of on its next poll. Nothing here is du
 
 A message is one JSON object ``{"a": <seq>, "e": [<event json>, …]}``: the events that followed the
 run's stored event ``a`` (the follower delivers them after it delivered that one), or, without ``e``, a
-wake-up saying the run stored events up to ``a``.
+wake-up saying the run stored events up to ``a``; ``"p": 1`` in a wake-up says the run is asking for
+permission (the follower reads the request where the engine keeps it).
 
 Backends: ``postgres`` — ``NOTIFY`` on the channel ``soong_live_<run id>`` (a follower ``LISTEN``\\ s on one
 connection per runtime; a message stays under PostgreSQL's 8000-byte payload limit, larger batches are
@@ -47,6 +48,8 @@ class LiveFeed:
     batches: list[tuple[int, list[str]]] = field(default_factory=list)
     stored_seq: int = 0
     woken: asyncio.Event = field(default_factory=asyncio.Event)
+    permission: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a message said the run is asking for permission."""
 
     def receive(self, text: str) -> None:
         try:
@@ -58,6 +61,8 @@ class LiveFeed:
         if isinstance(events, list) and events:
             self.batches.append((after, [json.dumps(e) if not isinstance(e, str) else e for e in events]))
         self.stored_seq = max(self.stored_seq, after)
+        if data.get("p"):
+            self.permission.set()
         self.woken.set()
 
     async def wait(self, timeout: float) -> None:
@@ -75,9 +80,11 @@ class LiveFeed:
 
 
 class LiveChannel(Protocol):
-    async def publish(self, run_id: str, after_seq: int, events: Sequence[str]) -> None:
+    async def publish(
+        self, run_id: str, after_seq: int, events: Sequence[str], *, permission: bool = False
+    ) -> None:
         """Sends ``events`` (JSON texts) of ``run_id`` that followed its stored event ``after_seq`` (none:
-        a wake-up); never raises."""
+        a wake-up; with ``permission``: the run is asking for permission); never raises."""
 
     def follow(self, run_id: str) -> contextlib.AbstractAsyncContextManager[LiveFeed]:
         """Receives ``run_id``'s messages while the context is open."""
@@ -85,10 +92,11 @@ class LiveChannel(Protocol):
     async def close(self) -> None: ...
 
 
-def messages(after_seq: int, events: Sequence[str], limit: int) -> list[str]:
-    """``events`` as messages of at most ``limit`` bytes each (a larger single event is dropped)."""
+def messages(after_seq: int, events: Sequence[str], limit: int, *, permission: bool = False) -> list[str]:
+    """``events`` as messages of at most ``limit`` bytes each (a larger single event is dropped); none:
+    a wake-up (``permission``: saying the run asks for permission)."""
     if not events:
-        return [json.dumps({"a": after_seq})]
+        return [json.dumps({"a": after_seq, "p": 1} if permission else {"a": after_seq})]
     out: list[str] = []
     head = f'{{"a": {after_seq}, "e": ['
     batch: list[str] = []
@@ -119,7 +127,9 @@ class LoopbackLive:
     def _port_file(self, run_id: str) -> Path:
         return self.directory / f"{run_id}.port"
 
-    async def publish(self, run_id: str, after_seq: int, events: Sequence[str]) -> None:
+    async def publish(
+        self, run_id: str, after_seq: int, events: Sequence[str], *, permission: bool = False
+    ) -> None:
         port = self._ports.get(run_id)
         if port is None:
             try:
@@ -130,7 +140,7 @@ class LoopbackLive:
         if self._sock is None:
             self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self._sock.setblocking(False)
-        for message in messages(after_seq, events, UDP_PAYLOAD_LIMIT):
+        for message in messages(after_seq, events, UDP_PAYLOAD_LIMIT, permission=permission):
             try:
                 self._sock.sendto(message.encode(), ("127.0.0.1", port))
             except OSError:  # full buffer, or the follower is gone: best effort
@@ -189,7 +199,9 @@ class PostgresLive:
         self._publish_lock = asyncio.Lock()
         self._listen_lock = asyncio.Lock()
 
-    async def publish(self, run_id: str, after_seq: int, events: Sequence[str]) -> None:
+    async def publish(
+        self, run_id: str, after_seq: int, events: Sequence[str], *, permission: bool = False
+    ) -> None:
         try:
             async with self._publish_lock:
                 if self._publisher is None:
@@ -197,7 +209,7 @@ class PostgresLive:
 
                     self._publisher = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
                 channel = pg_channel(run_id)
-                for message in messages(after_seq, events, PG_PAYLOAD_LIMIT):
+                for message in messages(after_seq, events, PG_PAYLOAD_LIMIT, permission=permission):
                     await self._publisher.execute("SELECT pg_notify(%s, %s)", (channel, message))
         except Exception as exc:  # best effort: a lost connection is opened again next time
             log.debug("live publish of %s failed: %s", run_id, type(exc).__name__)

@@ -56,16 +56,13 @@ from agent_core.engine.temporal._contexts import (
 )
 from agent_core.engine.temporal._payloads import (
     AFTER,
-    BEGIN,
     FINISH,
     MODEL,
     TOOL_CALL,
     TOOLS_END,
     CallInput,
     CallResult,
-    Checkpoint,
     PlannedCall,
-    RunInput,
     RunResult,
     Step,
     StepInput,
@@ -106,7 +103,6 @@ class RunActivities:
 
     def all(self) -> list[Any]:
         return [
-            self.begin_run,
             self.model_step,
             self.after_model_step,
             self.tool_call,
@@ -115,20 +111,29 @@ class RunActivities:
         ]
 
     # ---- activities -----------------------------------------------------------------------------
-    @activity.defn(name=BEGIN)
-    async def begin_run(self, inp: RunInput) -> Step:
-        """``loop_started`` and the first nodes (hooks, the user message), unless already stored."""
-        message = UserMessage.model_validate_json(inp.message_json)
-        ctx = await self.contexts.open(
-            inp.run_id, inp.session_id, Checkpoint(), message, session_start=inp.session_start
-        )
-        return Step("model", checkpoint(ctx))
-
     @activity.defn(name=MODEL)
     async def model_step(self, inp: StepInput) -> Step:
-        """One model call (limits, request, stream, the stored answer)."""
-        ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
-        stored = stored_answer(ctx, inp.step.checkpoint)
+        """One model call (limits, request, stream, the stored answer) and what follows it in the same
+        activity: the answer's tool calls staged on this worker (a ``tools`` step), or the end-of-turn
+        checks and, when they end the run, its terminal events (``Step.finished``).
+
+        With ``inp.begin`` (the run's first step) ``loop_started`` and the first nodes (hooks, the user
+        message) are written first, unless a previous attempt stored them. A retried attempt continues
+        from the store: a stored answer is not requested again, a finished run is not finished again."""
+        cp = inp.step.checkpoint
+        if self.contexts.cached(inp.run_id) is None:
+            run = await self.contexts.manager.services.storage.get_run(inp.run_id)
+            if run is not None and run.status.terminal:  # a previous attempt finished the run
+                end = run.end_reason.value if run.end_reason else None
+                return Step("end", cp, finished=RunResult(inp.run_id, run.status.value, end))
+        if inp.begin is not None:
+            message = UserMessage.model_validate_json(inp.begin.message_json)
+            ctx = await self.contexts.open(
+                inp.run_id, inp.session_id, cp, message, session_start=inp.begin.session_start
+            )
+        else:
+            ctx = await self.contexts.open(inp.run_id, inp.session_id, cp)
+        stored = stored_answer(ctx, cp)
         if stored is not None:  # a previous attempt stored the answer: it is not requested again
             ctx.loop_state.turns += 1
             turn = turn_from_node(stored)
@@ -137,26 +142,18 @@ class RunActivities:
         else:
             result = await self._step(ctx, model_step(ctx.loop, ctx.loop_state))
         if isinstance(result, ModelTurn):
-            ctx.turn = result
-            return Step("after", checkpoint(ctx), assistant_node_id=result.assistant_node_id)
-        return await self._next(ctx, result)
+            return await self._after(ctx, result, finish=True)
+        return await self._next(ctx, result, finish=True)
 
     @activity.defn(name=AFTER)
     async def after_model_step(self, inp: StepInput) -> Step:
-        """The answer's tool calls staged on this worker (a ``tools`` step), or the end-of-turn checks."""
+        """A tool turn whose worker is gone (``replan``), continued from the store: the answer's calls
+        without a stored result staged on this worker (a ``tools`` step), or the end-of-turn checks."""
         if inp.step.replan:  # the worker holding the staged calls is gone: continue from the store
             await self._settle_lost_calls(inp.run_id)
             self.contexts.drop(inp.run_id)
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
-        turn = ctx.turn
-        if turn is None or turn.assistant_node_id != inp.step.assistant_node_id:
-            turn = _stored_turn(ctx, inp.step.assistant_node_id)
-        ctx.turn = None
-        result = await self._step(ctx, self._decide(ctx, turn))
-        if isinstance(result, StagedTools):
-            plan = ToolPlan(result.plan_id, self.own_queue, _groups(result))
-            return Step("tools", checkpoint(ctx), assistant_node_id=turn.assistant_node_id, tools=plan)
-        return await self._next(ctx, result)
+        return await self._after(ctx, _stored_turn(ctx, inp.step.assistant_node_id))
 
     @activity.defn(name=TOOL_CALL)
     async def tool_call(self, inp: CallInput) -> CallResult:
@@ -289,10 +286,29 @@ class RunActivities:
             return False
         return True
 
-    async def _next(self, ctx: RunContext, result: LoopOutcome | None) -> Step:
+    async def _after(self, ctx: RunContext, turn: ModelTurn, *, finish: bool = False) -> Step:
+        """The step after the model answer ``turn``: its calls staged here, or the end-of-turn checks."""
+        result = await self._step(ctx, self._decide(ctx, turn))
+        if isinstance(result, StagedTools):
+            plan = ToolPlan(result.plan_id, self.own_queue, _groups(result))
+            return Step("tools", checkpoint(ctx), assistant_node_id=turn.assistant_node_id, tools=plan)
+        return await self._next(ctx, result, finish=finish)
+
+    async def _next(self, ctx: RunContext, result: LoopOutcome | None, *, finish: bool = False) -> Step:
+        """The next step; with ``finish`` the run's end is written here (no ``finish`` step follows)."""
         if result is None:
             return Step("model", checkpoint(ctx))
-        return Step("end", checkpoint(ctx), outcome=_outcome_dump(result))
+        cp = checkpoint(ctx)
+        if not finish:
+            return Step("end", cp, outcome=_outcome_dump(result))
+        task = asyncio.ensure_future(self._finish(ctx, result))
+        try:
+            finished = await asyncio.shield(task)
+        except asyncio.CancelledError:  # the terminal events are written whole before this attempt ends
+            with contextlib.suppress(BaseException):
+                await task
+            raise
+        return Step("end", cp, outcome=_outcome_dump(result), finished=finished)
 
     async def _finish(self, ctx: RunContext, outcome: LoopOutcome) -> RunResult:
         """The terminal events and the runs row in one transaction, as the local loop writes them."""

@@ -13,6 +13,7 @@ signals) with this runtime's permission callback, and ends the run state with th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,13 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core._storage.live import LiveChannel, LiveFeed, live_channel
 from agent_core.engine.temporal._live import deliver_live
-from agent_core.engine.temporal._payloads import MAX_MESSAGE_BYTES, WORKFLOW_NAME, RunInput, RunResult
+from agent_core.engine.temporal._payloads import (
+    MAX_MESSAGE_BYTES,
+    WORKFLOW_ID_PREFIX,
+    WORKFLOW_NAME,
+    RunInput,
+    RunResult,
+)
 from agent_core.engine.temporal._permissions import Answer, answer_pending
 from agent_core.engine.temporal._structured import record_output_schema, stored_output
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
@@ -39,21 +46,30 @@ log = logging.getLogger("agent_core.engine.temporal")
 POLL_S = 0.1
 """How often the store is read for the run's new events."""
 PERMISSION_POLL_S = 0.5
-"""How often the workflow is asked for new permission requests."""
+"""How often the workflow is asked for new permission requests after the worker said one waits (until
+it was found, at most ``PERMISSION_HOT_S``)."""
+PERMISSION_HOT_S = 3.0
+PERMISSION_FALLBACK_S = 5.0
+"""How often the workflow is asked while the run is in a tool turn and no worker said a request waits
+(the live channel is best effort). Each query is a task for a worker: they are not sent every turn."""
 LIVE_GRACE_S = 1.0
 """How long a stored event the worker did not announce live waits for the live events before it."""
 
 
 def workflow_id(run_id: str) -> str:
-    return f"soong-run-{run_id}"
+    return f"{WORKFLOW_ID_PREFIX}{run_id}"
 
 
 async def connect(settings: TemporalSection) -> Client:
     """A client of ``[engine.temporal]``; ``config_error`` naming the keys when the service is unreachable."""
     from temporalio.client import Client
 
+    from agent_core.engine.temporal._converter import DATA_CONVERTER
+
     try:
-        return await Client.connect(settings.address, namespace=settings.namespace)
+        return await Client.connect(
+            settings.address, namespace=settings.namespace, data_converter=DATA_CONVERTER
+        )
     except Exception as exc:
         raise ConfigError(
             ErrorCode.config_error,
@@ -131,7 +147,7 @@ class TemporalEngine:
         state.status = RunStatus.running
         result = asyncio.ensure_future(handle.result())
         phase = _Phase()
-        permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase))
+        permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase, feed))
         cancel_sent = refreshed = False
         held: list[RuntimeEvent] = []
         """Stored events read before the worker announced them live: the live events before them may
@@ -189,20 +205,33 @@ class TemporalEngine:
             if not refreshed:
                 await _refresh_cursor(self.manager, session)
 
-    async def _answer_permissions(self, handle: Any, result: asyncio.Future[Any], phase: _Phase) -> None:
+    async def _answer_permissions(
+        self, handle: Any, result: asyncio.Future[Any], phase: _Phase, feed: LiveFeed
+    ) -> None:
         """The run's permission requests (workflow signals) go to this runtime's permission callback.
 
-        The workflow is queried (a query is a task for a worker) only while the run is in a tool turn."""
+        The workflow is queried (a query is a task for a worker) when the worker said on the live
+        channel that a request waits (every ``PERMISSION_POLL_S`` until one is found, at most
+        ``PERMISSION_HOT_S``), else every ``PERMISSION_FALLBACK_S`` of a tool turn."""
         asked: set[str] = set()
+        clock = asyncio.get_running_loop().time
+        last = hot_until = 0.0
         while not result.done():
-            if not phase.in_tools:
-                await asyncio.sleep(POLL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(feed.permission.wait(), PERMISSION_POLL_S)
+            now = clock()
+            if feed.permission.is_set():
+                feed.permission.clear()
+                hot_until = now + PERMISSION_HOT_S
+            if now >= hot_until and (not phase.in_tools or now - last < PERMISSION_FALLBACK_S):
+                last = last if phase.in_tools else now  # the fallback counts from the turn's start
                 continue
+            last = now
             try:
-                await answer_pending(handle, asked, self._ask)
+                if await answer_pending(handle, asked, self._ask):
+                    hot_until = 0.0
             except Exception:  # the workflow is finishing, or the service is briefly unreachable
                 log.debug("could not read the permission requests of %s", handle.id, exc_info=True)
-            await asyncio.sleep(PERMISSION_POLL_S)
 
     async def _ask(self, request: PermissionRequest) -> Answer:
         return await self.manager.services.gate.ask_callback(request)

@@ -53,8 +53,6 @@ class RunContext:
     state: RunState
     loop: LoopSpec
     loop_state: LoopState
-    turn: ModelTurn | None = None
-    """The model answer the next ``after`` step continues from (kept in memory between the two steps)."""
     tools: StagedTools | None = None
     """The answer's tool calls while their activities run on this worker."""
 

@@ -8,6 +8,8 @@ from datetime import timedelta
 from typing import Any, Literal
 
 WORKFLOW_NAME = "soong.run"
+WORKFLOW_ID_PREFIX = "soong-run-"
+"""A root run's workflow id is this prefix and the run id."""
 BEGIN = "soong.begin_run"
 MODEL = "soong.model_step"
 AFTER = "soong.after_model_step"
@@ -107,6 +109,8 @@ class Step:
     replan: bool = False
     """An ``after`` step run again because the worker holding the staged calls is gone: the run's context
     is rebuilt from the store (stored results are not executed again)."""
+    finished: RunResult | None = None
+    """The run's terminal events and row, when the step that ended the run also wrote them (``end``)."""
 
 
 @dataclass
@@ -114,6 +118,9 @@ class StepInput:
     run_id: str
     session_id: str
     step: Step
+    begin: RunInput | None = None
+    """The run's first model step: its ``loop_started`` and first nodes are written first (unless a
+    previous attempt stored them)."""
 
 
 @dataclass

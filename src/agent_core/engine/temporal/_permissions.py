@@ -1,9 +1,10 @@
 """Permission requests of the temporal engine: signals to the run's workflow (surfaces.md §3).
 
 On a worker, the gate's callback is :class:`WorkflowPermissions`: it signals the request to the workflow
-of the run whose tool step is asking, then waits (the step keeps heartbeating) until the workflow holds
-an answer. The runtime that started the run finds the request with a query, asks its own permission
-callback and signals the answer (:func:`answer_pending`). The request id is derived from the run and the
+of the run whose tool step is asking, tells the runtime following the run on the live channel (a
+wake-up, best effort), then waits (the step keeps heartbeating) until the workflow holds an answer. The
+runtime that started the run finds the request with a query (when told, else on a slow poll while the
+run is in a tool turn), asks its own permission callback and signals the answer (:func:`answer_pending`). The request id is derived from the run and the
 tool call, so a tool step retried on another worker finds the same request — and its answer, if the user
 already gave it — instead of asking again.
 
@@ -20,11 +21,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, get_args
 
+from agent_core._storage.live import LiveChannel
 from agent_core.engine.temporal._payloads import (
     PENDING_PERMISSIONS,
     PERMISSION_ANSWER,
     PERMISSION_ANSWERED,
     PERMISSION_REQUESTED,
+    WORKFLOW_ID_PREFIX,
     PermissionSignal,
 )
 from agent_core.permissions._gate import CallbackFailure, FailureKind
@@ -45,10 +48,12 @@ def stable_request_id(request: PermissionRequest) -> str:
 
 
 class WorkflowPermissions:
-    """A worker gate's permission callback (installed by ``run_worker``)."""
+    """A worker gate's permission callback (installed by ``run_worker``); ``live`` tells the runtime
+    following the run that a request waits."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, live: LiveChannel | None = None) -> None:
         self.client = client
+        self.live = live
 
     async def __call__(self, request: PermissionRequest) -> PermissionDecision:
         from temporalio import activity
@@ -60,6 +65,8 @@ class WorkflowPermissions:
         request_id = stable_request_id(request)
         request = request.model_copy(update={"request_id": request_id})
         await handle.signal(PERMISSION_REQUESTED, PermissionSignal(request_id, request.model_dump_json()))
+        if self.live is not None and workflow_id.startswith(WORKFLOW_ID_PREFIX):
+            await self.live.publish(workflow_id.removeprefix(WORKFLOW_ID_PREFIX), 0, [], permission=True)
         while True:
             answer = await handle.query(PERMISSION_ANSWER, request_id, result_type=str)
             if answer is not None:
@@ -91,12 +98,16 @@ def read_answer(body: str) -> PermissionDecision:
     return PermissionDecision(decision="deny", reason=str(data.get("message") or "no permission callback"))
 
 
-async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str], ask: Ask) -> None:
-    """Asks ``ask`` about each request of the workflow not asked yet and signals the answers."""
+async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str], ask: Ask) -> int:
+    """Asks ``ask`` about each request of the workflow not asked yet and signals the answers; how many
+    requests were new."""
     pending = await handle.query(PENDING_PERMISSIONS, result_type=list[PermissionSignal])
+    new = 0
     for item in pending:
         if item.request_id in asked:
             continue
         asked.add(item.request_id)
+        new += 1
         answer = await ask(PermissionRequest.model_validate_json(item.body_json))
         await handle.signal(PERMISSION_ANSWERED, PermissionSignal(item.request_id, answer_json(answer)))
+    return new

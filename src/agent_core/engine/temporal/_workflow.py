@@ -1,11 +1,14 @@
 """The run workflow: the deterministic turn sequence of one root run (surfaces.md §3).
 
-Begin → (model step → after step [→ one activity per tool call → tools end])* → finish. Each step is an
-activity that reads the run's context from the shared store and writes its nodes and events there; the
-workflow only passes ids and a small checkpoint, so its history stays small however long the
-conversation is.
+(model step [→ one activity per tool call → tools end])* → finish. Each step is an activity that reads
+the run's context from the shared store and writes its nodes and events there; the workflow only passes
+ids and a small checkpoint, so its history stays small however long the conversation is. The first model
+step also begins the run (``loop_started``, the first nodes), and a model step continues with what
+follows the answer (the checks that end the turn, or staging its tool calls); the model step that ends
+the run writes its end too (``Step.finished``), else a ``finish`` step does. Fewer steps mean fewer
+workflow tasks and activities per turn, the engine's main CPU cost.
 
-Tool calls: the ``after`` step stages the answer's calls on its worker and returns their groups
+Tool calls: the model step stages the answer's calls on its worker and returns their groups
 (``tools.md`` §17: a ``parallel`` or ``agent`` group's calls run concurrently, a ``serial`` call alone,
 groups one after another; a failed ``serial`` call skips the rest). Each call is an activity on that
 worker's own task queue, then ``tools_end`` there ends the turn. If that worker dies, its activities fail
@@ -36,7 +39,6 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from agent_core.engine.temporal._payloads import (
         AFTER,
-        BEGIN,
         FINISH,
         MODEL,
         PENDING_PERMISSIONS,
@@ -48,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
         CallInput,
         CallResult,
+        Checkpoint,
         PermissionSignal,
         PlannedCall,
         RunInput,
@@ -110,7 +113,8 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
         self._heartbeat = timedelta(milliseconds=inp.heartbeat_timeout_ms)
         step: Step | None = None
         try:
-            step = await self._activity(BEGIN, inp, Step)
+            first = StepInput(inp.run_id, inp.session_id, Step("model", Checkpoint()), begin=inp)
+            step = await self._activity(MODEL, first, Step)
             while step.kind != "end":
                 _raise_if_cancelled()  # a step that completed although the workflow was cancelled
                 if step.kind == "tools":
@@ -130,6 +134,8 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
             if end is not None:  # a step that ended the run already left FINISH nothing to do
                 await self._activity(FINISH, StepInput(inp.run_id, inp.session_id, end), RunResult)
             raise
+        if step.finished is not None:  # the step that ended the run wrote its end
+            return step.finished
         return await self._activity(FINISH, StepInput(inp.run_id, inp.session_id, step), RunResult)
 
     # ---- a tool turn: one activity per call on the worker that staged them -------------------------

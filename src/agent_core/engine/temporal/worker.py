@@ -57,8 +57,9 @@ async def run_worker(
     settings = engine.temporal
     manager.features.engine = None  # a worker executes steps; it starts no workflow of its own
     client = await connect(settings)
+    live = live_channel(manager.services.storage, manager.services.settings)
     # permission requests go to the runtime that started the run, through the run's workflow
-    manager.services.gate.use_callback(WorkflowPermissions(client), forwarding=True)
+    manager.services.gate.use_callback(WorkflowPermissions(client, live), forwarding=True)
     # a dispatched worker run is a child workflow on its pool's queue, which this worker polls too
     install_dispatch(manager, client)
     own_queue = f"{settings.task_queue}@{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -67,7 +68,7 @@ async def run_worker(
         own_queue=own_queue,
         heartbeat_s=min(1.0, settings.heartbeat_timeout_ms / 4000),
         arrival_timeout_s=own_queue_timeout(settings.heartbeat_timeout_ms).total_seconds(),
-        live=live_channel(manager.services.storage, manager.services.settings),
+        live=live,
     )
     throttle = timedelta(milliseconds=settings.heartbeat_timeout_ms // 4)
     workers = [
