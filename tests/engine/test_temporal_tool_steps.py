@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from agent_core import AgentRuntime, RunStatus, ToolDefinition
 from agent_core.engine.temporal._client import workflow_id
-from agent_core.engine.temporal._payloads import TOOL_CALL
+from agent_core.engine.temporal._payloads import MODEL, TOOL_CALL, TOOLS_END
 from tests.engine.test_temporal_engine import _env, engine_config, stored, worker
 from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
 from tests.fixtures.runtime import open_runtime
@@ -100,17 +100,21 @@ def skip_script() -> FakeProvider:
     )
 
 
-async def tool_call_activities(server: TemporalServer, run_id: str) -> list[str]:
-    """The ``soong.tool_call`` activities the run's workflow scheduled (their inputs' call index)."""
+async def scheduled_activities(server: TemporalServer, run_id: str) -> list[tuple[str, str]]:
+    """The activities the run's workflow scheduled, in order: (activity type, activity id)."""
     client = await Client.connect(server.address)
     history = await client.get_workflow_handle(workflow_id(run_id)).fetch_history()
     found = []
     for event in history.events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
-            if attrs.activity_type.name == TOOL_CALL:
-                found.append(attrs.activity_id)
+            found.append((attrs.activity_type.name, attrs.activity_id))
     return found
+
+
+async def tool_call_activities(server: TemporalServer, run_id: str) -> list[str]:
+    """The ``soong.tool_call`` activities the run's workflow scheduled (their activity ids)."""
+    return [aid for kind, aid in await scheduled_activities(server, run_id) if kind == TOOL_CALL]
 
 
 async def test_each_call_is_an_activity_and_a_failed_serial_call_skips_the_rest_as_locally(
@@ -139,6 +143,9 @@ async def test_each_call_is_an_activity_and_a_failed_serial_call_skips_the_rest_
     assert events.count("tool_failed") == 2  # the failed serial call and the skipped call after it
     # one activity per executed call; the skipped call ran none
     assert len(await tool_call_activities(temporal_server, run.run_id)) == 5
+    # each model step also begins the run, stages the answer's calls or ends the run (no other steps)
+    kinds = [kind for kind, _ in await scheduled_activities(temporal_server, run.run_id)]
+    assert kinds == [MODEL, *[TOOL_CALL] * 3, TOOLS_END, MODEL, *[TOOL_CALL] * 2, TOOLS_END, MODEL]
 
 
 def wait_script() -> FakeProvider:

@@ -37,6 +37,15 @@ def test_the_feed_releases_live_events_after_the_stored_event_they_followed() ->
     assert [json.loads(t)["n"] for t in feed.take(5)] == [2]
 
 
+def test_a_permission_wake_up_sets_the_feed_s_permission_event_only() -> None:
+    assert [json.loads(m) for m in messages(0, [], 100, permission=True)] == [{"a": 0, "p": 1}]
+    feed = LiveFeed()
+    feed.receive(messages(3, [], 100)[0])
+    assert feed.stored_seq == 3 and not feed.permission.is_set()
+    feed.receive(messages(0, [], 100, permission=True)[0])
+    assert feed.permission.is_set() and feed.stored_seq == 3  # the stored seq it announced stays
+
+
 async def test_loopback_delivers_in_order_while_followed_and_drops_otherwise(tmp_path: Path) -> None:
     publisher, follower = LoopbackLive(tmp_path / "live"), LoopbackLive(tmp_path / "live")
     await publisher.publish("run_1", 0, [json.dumps({"n": 0})])  # nobody follows yet: dropped
