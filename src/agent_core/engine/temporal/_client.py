@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agent_core.engine.temporal")
 POLL_S = 0.1
-"""How often the store is read for the run's new events."""
+"""How often the store is read for the run's new events until the worker's announcements arrive."""
+LIVE_POLL_S = 1.0
+"""How often the store is read anyway once they arrive (an announcement of stored events, the run's
+cancellation and the workflow's end wake the follower at once; a lost announcement delays events at most
+this long). Each read is two queries per followed run."""
 PERMISSION_POLL_S = 0.5
 """How often the workflow is asked for new permission requests after the worker said one waits (until
 it was found, at most ``PERMISSION_HOT_S``)."""
@@ -148,6 +153,8 @@ class TemporalEngine:
         result = asyncio.ensure_future(handle.result())
         phase = _Phase()
         permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase, feed))
+        waker = asyncio.ensure_future(_wake_on(state.cancel_event, feed))
+        result.add_done_callback(lambda _: feed.woken.set())
         cancel_sent = refreshed = False
         held: list[RuntimeEvent] = []
         """Stored events read before the worker announced them live: the live events before them may
@@ -197,9 +204,12 @@ class TemporalEngine:
                     cancel_sent = True
                     await handle.cancel()
                 target = (held[0].seq or next_seq) if held else fetch_seq
-                await _until_stored(feed, target, next_seq - 1, state, observers)
+                poll = POLL_S if held or not feed.stored_seq else LIVE_POLL_S
+                interrupted = functools.partial(_interrupted, result, state, cancel_sent)
+                await _until_stored(feed, target, next_seq - 1, state, observers, poll, interrupted)
         finally:
             permissions.cancel()
+            waker.cancel()
             if not result.done():
                 result.cancel()
             if not refreshed:
@@ -215,7 +225,7 @@ class TemporalEngine:
         ``PERMISSION_HOT_S``), else every ``PERMISSION_FALLBACK_S`` of a tool turn."""
         asked: set[str] = set()
         clock = asyncio.get_running_loop().time
-        last = hot_until = 0.0
+        last, hot_until = clock(), 0.0
         while not result.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(feed.permission.wait(), PERMISSION_POLL_S)
@@ -249,18 +259,32 @@ MODEL_PHASE = frozenset(
 """Stored events after which the run is building its prompt or streaming (it cannot be asking)."""
 
 
+def _interrupted(result: asyncio.Future[Any], state: RunState, cancel_sent: bool) -> bool:
+    """The follower has more to do than wait for events: the workflow ended or the run was cancelled."""
+    return result.done() or (not cancel_sent and state.cancel_event.is_set())
+
+
+async def _wake_on(event: asyncio.Event, feed: LiveFeed) -> None:
+    """Wakes the follower when ``event`` is set (the run is cancelled)."""
+    await event.wait()
+    feed.woken.set()
+
+
 async def _until_stored(
     feed: LiveFeed,
     seq: int,
     delivered_seq: int,
     state: RunState,
     observers: list[Callable[[RuntimeEvent], None]],
+    poll: float,
+    interrupted: Callable[[], bool],
 ) -> None:
     """Delivers the live events after stored events up to ``delivered_seq`` until the worker announces
-    the stored event ``seq``, or ``POLL_S`` passed (the store is read then anyway)."""
+    the stored event ``seq``, ``interrupted()`` (checked when woken), or ``poll`` seconds passed (the
+    store is read then anyway)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + POLL_S
-    while feed.stored_seq < seq:
+    deadline = loop.time() + poll
+    while feed.stored_seq < seq and not interrupted():
         left = deadline - loop.time()
         if left <= 0:
             return
