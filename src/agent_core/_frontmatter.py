@@ -7,9 +7,11 @@ block (cold start: a run whose files have none never loads it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import date, datetime
 from typing import Any
+
+from agent_core._dataclass import dataclass
 
 
 @dataclass(frozen=True)

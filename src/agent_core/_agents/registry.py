@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from agent_core._assets.loader import BUILTIN_AGENT_ASSETS, Asset, AssetLoader
+from agent_core._dataclass import dataclass
 from agent_core._frontmatter import split_frontmatter
 from agent_core.config._profiles import ProfileError, resolve_model
 from agent_core.config.loader import LoadedConfig

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._agents.feature import Agents
@@ -20,6 +19,7 @@ from agent_core._context.instructions import (
     scan_instruction_catalog,
 )
 from agent_core._context.prompt import DynamicSource
+from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks

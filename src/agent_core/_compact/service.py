@@ -22,11 +22,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from agent_core._compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core._context.composer import Composition
+from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor

@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent_core._context.tokens import TokenCounter
+from agent_core._dataclass import dataclass
 from agent_core._memo import WireMemo
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import SystemBlockReport

@@ -16,7 +16,7 @@ current user message (``_budget.degrade_static``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent_core._context._budget import (
@@ -38,6 +38,7 @@ from agent_core._context.conversation import (
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
 from agent_core._context.trim import DegradableBlock, degradable_blocks, shrink_previews
+from agent_core._dataclass import dataclass
 from agent_core.types.content import (
     ContentBlock,
     TextBlock,

@@ -23,11 +23,12 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_core._dataclass import dataclass
 from agent_core._frontmatter import Frontmatter, split_frontmatter
 from agent_core._jsontext import compact_json
 from agent_core.tools._instruction_files import INSTRUCTION_NAMES, PROJECT_PRIVATE_DIR, match_instruction_file

@@ -6,10 +6,9 @@ the large protected blocks the caller may artifactise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent_core._context.conversation import ConversationItem, block_key
 from agent_core._context.tokens import TokenCounter
+from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.runtime import ArtifactDegradation

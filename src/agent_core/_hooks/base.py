@@ -6,9 +6,10 @@ The pipeline and the loop call a :class:`HookDispatcher`; the hooks package impl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol
 
+from agent_core._dataclass import dataclass
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall

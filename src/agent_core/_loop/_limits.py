@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload

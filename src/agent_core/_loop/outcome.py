@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from agent_core._dataclass import dataclass
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ModelCompleted, ProviderErrorPayload, Usage

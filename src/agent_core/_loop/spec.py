@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from agent_core._context.composer import Composition
+from agent_core._dataclass import dataclass
 from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits

@@ -7,8 +7,7 @@ Stop hooks (they complete the run or ask for another turn) and :class:`Finish` e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from agent_core._dataclass import dataclass
 from agent_core._loop.outcome import LoopOutcome
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ModelCompleted, ToolCall

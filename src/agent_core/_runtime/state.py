@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from agent_core._dataclass import dataclass
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Budget
 from agent_core._loop.cursor import AgentCursor

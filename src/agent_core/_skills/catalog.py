@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from agent_core._dataclass import dataclass
 from agent_core._frontmatter import split_frontmatter
 from agent_core._jsontext import compact_json
 from agent_core.types.model import SystemBlock

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 import aiosqlite
 
+from agent_core._dataclass import dataclass
 from agent_core._storage.schema import (
     APPROVALS_V2,
     BACKGROUND_JOBS_V3,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from agent_core._dataclass import dataclass
 from agent_core.config.schema import Settings
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_core._dataclass import dataclass
 from agent_core.config.model import ModelProfile, ModelSection
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.types.base import StrictModel

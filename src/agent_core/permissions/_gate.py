@@ -19,12 +19,12 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from agent_core._dataclass import dataclass
 from agent_core._ids import new_id
 from agent_core._jsontext import compact_json
 from agent_core._redaction import Redactor, default_redactor, redact_sensitive_keys

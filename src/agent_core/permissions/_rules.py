@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from agent_core._dataclass import dataclass
 from agent_core.config.schema import PermissionRule, Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions._policy import (

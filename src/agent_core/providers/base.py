@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
+from agent_core._dataclass import dataclass
 from agent_core._ids import is_printable_id, new_id
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ErrorCode

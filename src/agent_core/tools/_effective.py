@@ -10,9 +10,9 @@ sub, fork, worker and compact rows never contain the blacklisted tools.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_core._dataclass import dataclass
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import AgentRole

@@ -8,9 +8,10 @@ ran (unavailable, skipped after a failed write, aborted by cancellation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._redaction import Redactor
 from agent_core.errors import ErrorCode

@@ -24,10 +24,10 @@ import stat
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from agent_core._dataclass import dataclass
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._safe_fs import open_dir
 

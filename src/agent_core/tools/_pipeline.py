@@ -24,9 +24,10 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, TypeVar
 
+from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._hooks.base import HookDispatcher, HookOutcome
 from agent_core._redaction import Redactor

@@ -23,9 +23,9 @@ import errno
 import os
 import secrets
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
+from agent_core._dataclass import dataclass
 from agent_core.errors import AgentCoreError, ErrorCode
 
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from agent_core._dataclass import dataclass
 from agent_core.types.tools import ToolDefinition
 
 CallClass = Literal["parallel", "serial", "agent"]

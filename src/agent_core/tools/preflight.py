@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_core._dataclass import dataclass
 from agent_core.tools._safe_fs import FileIdentity
 
 if TYPE_CHECKING:
