@@ -4,9 +4,9 @@
 ``exec`` when the class is created: ~2-3 M instructions per class, for ~80 classes the runtime imports
 before its first model request, most of which a run never compares or prints. :func:`dataclass` here takes
 the same arguments for the forms this package uses (``frozen``, ``eq``, ``repr``, ``kw_only``, ``slots``)
-and gives the same class: ``dataclasses.dataclass`` processes it (fields, ``__match_args__``, frozen
-``__setattr__``/``__delattr__``, the frozen/non-frozen inheritance checks) with those four methods left
-out; each is a stub that, on its first call, installs the method ``dataclasses.dataclass`` generates for
+and gives the same class: ``dataclasses.dataclass`` processes it (fields, ``__match_args__``, the
+frozen/non-frozen inheritance checks) with those four methods left out (and, for a frozen class without
+dataclass bases, ``__setattr__``/``__delattr__``: closures doing the generated methods' checks); each is a stub that, on its first call, installs the method ``dataclasses.dataclass`` generates for
 the same fields and parameters (taken from a twin class) and calls it. ``__hash__``
 is ``None`` where ``dataclasses`` sets it to ``None`` (``eq`` without ``frozen``). Differences: a class
 without a docstring gets its name as ``__doc__`` (``dataclasses`` would compute its signature), and
@@ -55,7 +55,16 @@ def dataclass(
         explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
         if not own.get("__doc__"):
             type.__setattr__(cls, "__doc__", cls.__name__)
-        dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen, kw_only=kw_only)
+        # A frozen class with no dataclass base gets ``__setattr__``/``__delattr__`` from closures (the same
+        # checks as the generated ones) instead of two more compiled functions; other frozen classes are
+        # processed as frozen, so ``dataclasses``' inheritance and overwrite checks apply unchanged.
+        closures = frozen and getattr(cls, "__dataclass_fields__", None) is None
+        closures = closures and "__setattr__" not in own and "__delattr__" not in own
+        dataclasses.dataclass(
+            cls, init=False, repr=False, eq=False, frozen=frozen and not closures, kw_only=kw_only
+        )
+        if closures:
+            _freeze(cls)
         lazy = ["__init__"] if "__init__" not in own else []
         if repr and "__repr__" not in own:
             lazy.append("__repr__")
@@ -71,6 +80,25 @@ def dataclass(
         return cls
 
     return wrap if cls is None else wrap(cls)
+
+
+def _freeze(cls: type) -> None:
+    names = tuple(f.name for f in dataclasses.fields(cls))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+    for method in (__setattr__, __delattr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        type.__setattr__(cls, method.__name__, method)
+    cls.__dataclass_params__.frozen = True  # type: ignore[attr-defined]  # what dataclass(frozen=True) records
 
 
 def _stub(cls: type, name: str, frozen: bool) -> Callable[..., Any]:

@@ -75,6 +75,13 @@ def test_same_behaviour_as_dataclasses(params: dict[str, bool]) -> None:
     assert (one == ours(a=2)) == (other == ref(a=2))
     assert _outcome(lambda: hash(one) == hash(ours(a=1))) == _outcome(lambda: hash(other) == hash(ref(a=1)))
     assert _outcome(lambda: setattr(one, "a", 5)) == _outcome(lambda: setattr(other, "a", 5))
+    assert _outcome(lambda: setattr(one, "zz", 5)) == _outcome(lambda: setattr(other, "zz", 5))
+    assert _outcome(lambda: delattr(one, "b")) == _outcome(lambda: delattr(other, "b"))
+    sub_ours, sub_ref = type("Sub", (ours,), {})(a=1), type("Sub", (ref,), {})(a=1)  # not dataclasses
+    for attribute in ("a", "zz"):
+        assert _outcome(lambda n=attribute: setattr(sub_ours, n, 5)) == _outcome(
+            lambda n=attribute: setattr(sub_ref, n, 5)
+        )
     assert _outcome(lambda: ours(1, "y"))[0] == _outcome(lambda: ref(1, "y"))[0]
     for args, kwargs in [((), {}), ((), {"a": 1, "e": 2}), ((), {"a": 1, "d": 3})]:
         mine = _outcome(lambda a=args, k=kwargs: ours(*a, **k))
@@ -113,8 +120,25 @@ def test_explicit_methods_are_kept_and_subclasses_work() -> None:
     assert Child(1, 2) == Child(1, 2) and hash(Child(1, 2)) == hash(Child(1, 2))
     assert Child(1) != Base(1)
     assert pickle.loads(pickle.dumps(Pickled(1, 2))) == Pickled(1, 2)
+    assert Base.__dataclass_params__.frozen and Child.__dataclass_params__.frozen  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match="non-frozen"):
 
         @dataclasses.dataclass
         class Thawed(Child):  # type: ignore[misc]
             c: int = 0
+
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @_dataclass.dataclass
+        class Thawed2(Child):  # type: ignore[misc]
+            c: int = 0
+
+    @_dataclass.dataclass
+    class Plain:
+        a: int
+
+    with pytest.raises(TypeError, match="frozen dataclass from a non-frozen"):
+
+        @_dataclass.dataclass(frozen=True)
+        class Frozen(Plain):  # type: ignore[misc]
+            b: int = 0
