@@ -10,7 +10,7 @@ import httpx
 import pytest
 from httpx_sse import EventSource
 
-from agent_core.providers._sse import content_type_problem, read_events
+from agent_core.providers._sse import body_encoding, content_type_problem, read_events
 from agent_core.providers._streaming import StreamProtocolError, sse_events
 
 BODIES = [
@@ -59,7 +59,16 @@ def test_same_events_as_httpx_sse_for_every_chunking(body: bytes) -> None:
 
 def test_not_an_event_stream_is_a_protocol_error() -> None:
     response = _response(b"{}", [], content_type="application/json")
-    assert content_type_problem(response) is not None
+    assert content_type_problem("application/json") is not None
     with pytest.raises(StreamProtocolError, match="text/event-stream"):
         sse_events(response)
-    assert content_type_problem(_response(b"", [], "text/event-stream; charset=utf-8")) is None
+    assert content_type_problem("text/event-stream; charset=utf-8") is None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [("text/event-stream", "utf-8"), ("text/event-stream; charset=latin-1", "latin-1")],
+)
+def test_body_encoding_is_utf8_unless_a_charset_is_named(content_type: str, expected: str) -> None:
+    response = _response(b"", [], content_type)
+    assert body_encoding(response, content_type) == expected == (response.encoding or "utf-8")

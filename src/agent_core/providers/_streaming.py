@@ -206,12 +206,13 @@ def decode_json_object(text: str) -> dict[str, Any]:
 def sse_events(response: httpx.Response) -> AsyncGenerator[tuple[str, str], None]:
     """``(event name, data)`` pairs of a ``text/event-stream`` body (:mod:`agent_core.providers._sse`);
     ``StreamProtocolError`` when the response is not an event stream."""
-    from agent_core.providers._sse import content_type_problem, read_events
+    from agent_core.providers._sse import body_encoding, content_type_problem, read_events
 
-    problem = content_type_problem(response)
+    content_type = response.headers.get("content-type", "")
+    problem = content_type_problem(content_type)
     if problem is not None:
         raise StreamProtocolError(problem)
-    return read_events(response, response.encoding or "utf-8")
+    return read_events(response, body_encoding(response, content_type))
 
 
 async def ndjson_objects(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:

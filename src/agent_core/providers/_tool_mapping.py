@@ -41,35 +41,50 @@ def hashed_form(canonical: str, hex_len: int = _HASH_LEN) -> str:
     return f"{prefix}_{digest}"
 
 
+def _build_maps(names: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(canonical -> provider, provider -> canonical)`` of de-duplicated ``names`` in first-seen order."""
+    bases: dict[str, list[str]] = {}
+    for name in names:
+        bases.setdefault(base_form(name), []).append(name)
+    to_provider: dict[str, str] = {}
+    for name in names:
+        base = base_form(name)
+        if PROVIDER_NAME.match(base) and len(bases[base]) == 1:
+            to_provider[name] = base
+    taken = set(to_provider.values())
+    for name in names:
+        if name in to_provider:
+            continue
+        hex_len = _HASH_LEN
+        candidate = hashed_form(name, hex_len)
+        # A hashed form may (pathologically) equal another name's form; lengthen the digest.
+        while candidate in taken:
+            hex_len += 2
+            candidate = hashed_form(name, hex_len)[-64:]
+        to_provider[name] = candidate
+        taken.add(candidate)
+    return to_provider, {v: k for k, v in to_provider.items()}
+
+
+_BUILT: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {}
+"""Maps already built, by their name tuple (a pure function of it; every request of a run, and every run
+of a session, sends the same tools). The maps are never changed after they are built."""
+_BUILT_CAPACITY = 256
+
+
 class ToolNameMap:
     """Bidirectional, per-request canonical <-> provider tool-name map."""
 
     __slots__ = ("_to_canonical", "_to_provider")
 
     def __init__(self, canonical_names: Iterable[str] = ()) -> None:
-        names = list(dict.fromkeys(canonical_names))
-        bases: dict[str, list[str]] = {}
-        for name in names:
-            bases.setdefault(base_form(name), []).append(name)
-        to_provider: dict[str, str] = {}
-        for name in names:
-            base = base_form(name)
-            if PROVIDER_NAME.match(base) and len(bases[base]) == 1:
-                to_provider[name] = base
-        taken = set(to_provider.values())
-        for name in names:
-            if name in to_provider:
-                continue
-            hex_len = _HASH_LEN
-            candidate = hashed_form(name, hex_len)
-            # A hashed form may (pathologically) equal another name's form; lengthen the digest.
-            while candidate in taken:
-                hex_len += 2
-                candidate = hashed_form(name, hex_len)[-64:]
-            to_provider[name] = candidate
-            taken.add(candidate)
-        self._to_provider = to_provider
-        self._to_canonical = {v: k for k, v in to_provider.items()}
+        names = tuple(dict.fromkeys(canonical_names))
+        maps = _BUILT.get(names)
+        if maps is None:
+            if len(_BUILT) >= _BUILT_CAPACITY:
+                _BUILT.clear()
+            maps = _BUILT[names] = _build_maps(names)
+        self._to_provider, self._to_canonical = maps
 
     @classmethod
     def for_request(cls, request: ModelRequest) -> ToolNameMap:
