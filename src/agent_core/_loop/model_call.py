@@ -7,6 +7,7 @@ import contextlib
 import time
 from typing import Any
 
+from agent_core._cancel import first_of
 from agent_core._events import payloads as ev
 from agent_core._ids import is_printable_id, new_id
 from agent_core._loop._call_ids import CallIdGuard
@@ -129,15 +130,12 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         )
 
     task = asyncio.create_task(consume())
-    waiter = asyncio.create_task(spec.cancel_event.wait())
     try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        await first_of(task, spec.cancel_event)
     except asyncio.CancelledError:
         task.cancel()
-        waiter.cancel()
         raise
-    if task in done:
-        waiter.cancel()
+    if task.done():
         try:
             return task.result()
         except (AgentCoreError, StorageError):

@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from agent_core._cancel import CancelEvent
 from agent_core._dataclass import dataclass
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Budget
@@ -41,7 +42,7 @@ class RunState:
     error: ErrorPayload | None = None
     parent: RunState | None = None
     children: dict[str, RunState] = field(default_factory=dict)
-    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_event: asyncio.Event = field(default_factory=CancelEvent)
     cancel_reason: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[Any] | None = None

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, TypeVar
 
+from agent_core._cancel import first_of
 from agent_core._dataclass import dataclass
 from agent_core.types.tools import ToolDefinition
 
@@ -91,12 +92,8 @@ async def race_cancel(awaitable: Awaitable[T], cancel_event: asyncio.Event) -> T
             awaitable.close()
         raise Aborted(started=False)
     task = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(cancel_event.wait())
-    try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if task in done:
+    await first_of(task, cancel_event)
+    if task.done():
         return task.result()
     task.cancel()
     await settle(task)
@@ -111,13 +108,8 @@ async def run_handler(
     partial output), then its task is cancelled; raises ``Aborted(started=True, partial=<late value>)``.
     A handler returning after the cancel event fired counts as aborted."""
     task = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(cancel_event.wait())
-    timeout = timeout_ms / 1000 if timeout_ms is not None else None
-    try:
-        done, _ = await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if task in done and not cancel_event.is_set():
+    await first_of(task, cancel_event, timeout_ms / 1000 if timeout_ms is not None else None)
+    if task.done() and not cancel_event.is_set():
         return task.result()
     if cancel_event.is_set() and not task.done() and grace_s > 0:
         await asyncio.wait({task}, timeout=grace_s)
