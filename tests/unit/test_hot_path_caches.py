@@ -390,3 +390,31 @@ def test_system_entry_from_kept_pieces_equals_json_dumps() -> None:
     for texts in cases:
         expected = json.dumps({"role": "system", "content": "\n\n".join(texts)}, ensure_ascii=False)
         assert encoder._system_entry(texts) == expected.encode("utf-8")
+
+
+def test_effective_tools_memo_recomputes_when_an_input_changes() -> None:
+    """Reused only while the definitions and settings are the same objects and role / failed MCP match."""
+    from agent_core.config.schema import Settings
+    from agent_core.tools._effective import EffectiveToolsMemo, compute_effective_tools
+    from agent_core.types.enums import AgentRole
+
+    def tool(name: str) -> ToolDefinition:
+        return ToolDefinition(
+            name=name, description="d", input_schema={"type": "object"}, permission="readonly"
+        )
+
+    settings = Settings.model_validate({"model": {"provider": "fake", "name": "m"}})
+    defs = [tool("code.read_file"), tool("code.grep")]
+    memo = EffectiveToolsMemo()
+    first = memo.get(defs, settings, AgentRole.main)
+    assert memo.get(list(defs), settings, AgentRole.main) is first  # same objects, new list
+    assert first == compute_effective_tools(defs, settings, AgentRole.main)
+    other_settings = Settings.model_validate(
+        {"model": {"provider": "fake", "name": "m"}, "tools": {"disabled": ["code.grep"]}}
+    )
+    changed = memo.get(defs, other_settings, AgentRole.main)
+    assert changed is not first and "code.grep" not in changed.names
+    assert memo.get([defs[0], tool("code.grep")], other_settings, AgentRole.main) is not changed
+    assert memo.get(defs, other_settings, AgentRole.main, ["srv"]) is not memo.get(
+        defs, other_settings, AgentRole.worker
+    )

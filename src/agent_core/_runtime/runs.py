@@ -31,7 +31,7 @@ from agent_core._runtime.state import RunState, SessionState
 from agent_core.config._profiles import resolve_purpose_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
-from agent_core.tools._effective import compute_effective_tools
+from agent_core.tools._effective import EffectiveToolsMemo
 from agent_core.tools.context import RunScope
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
@@ -67,6 +67,7 @@ class RunManager:
         self.runs: dict[str, RunState] = {}
         self.closing = False
         self._session_load_lock = asyncio.Lock()
+        self._effective = EffectiveToolsMemo()
 
     # ---- sessions ---------------------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionState:
@@ -318,11 +319,8 @@ class RunManager:
         model = state.model
         assert model is not None
         failed_mcp = await self.connect_mcp(state, needed=True)
-        effective = compute_effective_tools(
-            self.services.tools.definitions(),
-            self.services.settings,
-            state.role,
-            failed_mcp_servers=failed_mcp,
+        effective = self._effective.get(
+            self.services.tools.definitions(), self.services.settings, state.role, failed_mcp
         )
         cursor = session.cursor
         if not cursor.truncate_to(session.active_node_id):

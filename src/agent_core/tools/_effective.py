@@ -9,6 +9,7 @@ sub, fork, worker and compact rows never contain the blacklisted tools.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
@@ -221,6 +222,42 @@ def compute_effective_tools(
         wanted = {n for n in all_names if role_default(n, role)}
     names = frozenset(n for n in wanted if n in candidates)
     return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
+
+
+class EffectiveToolsMemo:
+    """The last :func:`compute_effective_tools` result of a root run, reused while its inputs are the very
+    same objects (the registry's definitions, the settings object) with the same role and failed MCP
+    servers: every turn of a session asks again (issue 16). A re-registered tool or reloaded config is a
+    new object, so it recomputes."""
+
+    __slots__ = ("_key", "_value")
+
+    def __init__(self) -> None:
+        self._key: tuple[tuple[ToolDefinition, ...], Settings, AgentRole, frozenset[str]] | None = None
+        self._value: EffectiveTools | None = None
+
+    def get(
+        self,
+        definitions: Sequence[ToolDefinition],
+        settings: Settings,
+        role: AgentRole,
+        failed_mcp_servers: Collection[str] = (),
+    ) -> EffectiveTools:
+        failed = frozenset(failed_mcp_servers)
+        key = self._key
+        if (
+            key is not None
+            and self._value is not None
+            and key[1] is settings
+            and key[2] == role
+            and key[3] == failed
+            and len(key[0]) == len(definitions)
+            and all(map(operator.is_, key[0], definitions))
+        ):
+            return self._value
+        value = compute_effective_tools(definitions, settings, role, failed_mcp_servers=failed)
+        self._key, self._value = (tuple(definitions), settings, role, failed), value
+        return value
 
 
 def validate_allowed_tools(
