@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import pytest
 
 from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import AgentStatus, EndReason, RunStatus
+from tests.conformance.conftest import make_store
 from tests.conformance.helpers import new_agent, new_run, new_session
+from tests.fixtures.storage_env import make_redactor
 
 
 async def test_sessions_are_created_read_and_listed_newest_first(store: SessionStore) -> None:
@@ -59,3 +65,31 @@ async def test_invalid_writes_are_validation_errors_and_store_nothing(store: Ses
     assert info.value.code == ErrorCode.validation_error
     assert await store.list_runs(sid) == []
     assert [a.agent_id for a in await store.list_agents(sid)] == [aid]
+
+
+async def test_concurrent_run_metadata_merges_of_different_keys_all_survive(
+    store: SessionStore, backend: str, tmp_path: Path
+) -> None:
+    """Two stores on one database (two processes) merge different keys into one run's metadata at once
+    (the two sides of a dispatched worker run): no merge is lost, the keys stored before stay."""
+    sid, aid = await new_session(store)
+    run_id = await new_run(store, sid, aid)
+    await store.update_run(run_id, metadata_json={"mode": "normal"})
+    other = make_store(backend, tmp_path, make_redactor())
+    await other.open()
+    try:
+        merges = [
+            (store if i % 2 else other).merge_run_metadata(run_id, f"k{i}", {"i": i}) for i in range(16)
+        ]
+        await asyncio.gather(*merges)
+    finally:
+        await other.close()
+    run = await store.get_run(run_id)
+    assert run is not None and run.metadata_json is not None
+    assert json.loads(run.metadata_json) == {"mode": "normal", **{f"k{i}": {"i": i} for i in range(16)}}
+    await store.merge_run_metadata(run_id, "mode", "orchestrator")  # a key merged again is replaced
+    run = await store.get_run(run_id)
+    assert run is not None and json.loads(run.metadata_json or "{}")["mode"] == "orchestrator"
+    with pytest.raises(AgentCoreError) as info:
+        await store.merge_run_metadata("run_missing", "k", 1)
+    assert info.value.code == ErrorCode.validation_error

@@ -88,6 +88,9 @@ class SessionStore(Protocol):
 
     async def update_run(self, run_id: str, /, **fields: Any) -> None: ...
 
+    async def merge_run_metadata(self, run_id: str, key: str, value: Any) -> None:
+        """Sets one key of a run's metadata object atomically (concurrent merges of other keys survive)."""
+
     async def delete_artifact_row(self, artifact_id: str) -> bool: ...
 
     async def delete_session_rows(self, session_id: str) -> DeleteCounts: ...

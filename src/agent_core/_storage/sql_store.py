@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -227,6 +228,32 @@ class SqlSessionStore(ABC):
     async def update_run(self, run_id: str, /, **fields: Any) -> None:
         """Updates run columns (``*_json`` accept dicts/models/JSON text); ``updated_at`` is set."""
         await self._update("runs", "run_id", run_id, fields)
+
+    async def merge_run_metadata(self, run_id: str, key: str, value: Any) -> None:
+        """Sets ``key`` of a run's ``metadata_json`` object to ``value`` and leaves its other keys as
+        stored: read, merged and written in one transaction holding the run's row, so concurrent merges
+        of different keys (by several processes) all survive; ``updated_at`` is set."""
+
+        def op(txn: Txn) -> None:
+            self._merge_run_metadata(txn, run_id, key, value)
+
+        await self._queue().submit(op)
+
+    ROW_LOCK = ""
+    """Appended to the ``SELECT`` of a row its transaction then updates (postgres: ``FOR UPDATE``; a
+    SQLite write transaction is ``BEGIN IMMEDIATE``, which serialises the writers already)."""
+
+    def _merge_run_metadata(self, txn: Txn, run_id: str, key: str, value: Any) -> None:
+        found = txn.fetchall(f"SELECT metadata_json FROM runs WHERE run_id = ?{self.ROW_LOCK}", (run_id,))
+        if not found:
+            raise invalid(f"unknown run {run_id!r}")
+        meta = json.loads(found[0][0] or "{}")
+        meta[key] = value
+        fields = {"metadata_json": meta}
+        statement, params = update_statement(
+            "runs", "run_id", run_id, fields, S.UPDATABLE_RUN_COLUMNS, self._redactor
+        )
+        txn.execute(statement, params)
 
     async def delete_artifact_row(self, artifact_id: str) -> bool:
         def op(txn: Txn) -> bool:

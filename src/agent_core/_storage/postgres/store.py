@@ -117,6 +117,7 @@ class PostgresStorage(SqlSessionStore):
 
     BACKEND = "postgres"
     SHARED = True
+    ROW_LOCK = " FOR UPDATE"
 
     def __init__(
         self,
@@ -300,6 +301,19 @@ class PostgresStorage(SqlSessionStore):
                 self._leases.fence(str(session_id), _first_row(txn), ending_run=ending_run)
             if txn.execute(statement, params) == 0:
                 raise invalid(f"unknown run {run_id!r}")
+
+        await self._queue().submit(op)
+
+    async def merge_run_metadata(self, run_id: str, key: str, value: Any) -> None:
+        """As on SQLite, the run's row locked (``FOR UPDATE``); fenced as :meth:`update_run`."""
+        if not self._leases:
+            return await super().merge_run_metadata(run_id, key, value)
+
+        def op(txn: Txn) -> None:
+            session_id = txn.scalar("SELECT session_id FROM runs WHERE run_id = ?", (run_id,))
+            if session_id is not None:
+                self._leases.fence(str(session_id), _first_row(txn), ending_run=False)
+            self._merge_run_metadata(txn, run_id, key, value)
 
         await self._queue().submit(op)
 

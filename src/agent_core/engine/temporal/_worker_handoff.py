@@ -15,6 +15,9 @@ travels in ``runs.metadata_json``:
 * ``budget_end`` — the worker run's budget when it ended (its sub-agents included), written before the
   run's terminal row update; the dispatching side charges the difference to the Orchestrator's budget.
 
+Both sides merge their key into the row's metadata atomically (``SessionStore.merge_run_metadata``), so
+a ``dispatch_cancel`` written while the worker run writes ``budget_end`` loses neither.
+
 Parallel worker runs each start from the consumption at their own dispatch and see each other's only
 once they ended (locally they share one object live); their sum is charged all the same.
 """
@@ -25,7 +28,6 @@ import json
 import time
 from typing import Any
 
-from agent_core._jsontext import compact_json
 from agent_core._loop._limits import Budget
 from agent_core._runtime.state import RunState
 from agent_core._storage.protocol import SessionStore as Storage
@@ -38,10 +40,10 @@ END_KEY = "budget_end"
 
 
 async def _update_meta(storage: Storage, run_id: str, **values: Any) -> None:
-    row = await storage.get_run(run_id)
-    meta = json.loads(row.metadata_json or "{}") if row is not None else {}
-    meta.update(values)
-    await storage.update_run(run_id, metadata_json=compact_json(meta))
+    """Each key merged into the run's metadata on its own (the other side may merge another one at the
+    same moment: a read-modify-write here would lose its write)."""
+    for key, value in values.items():
+        await storage.merge_run_metadata(run_id, key, value)
 
 
 def _figures(budget: Budget) -> dict[str, Any]:
@@ -120,6 +122,5 @@ async def note_end(storage: Storage, state: RunState) -> None:
         return
     row = await storage.get_run(state.run_id)
     meta = json.loads(row.metadata_json or "{}") if row is not None else {}
-    if BASE_KEY in meta:
-        meta[END_KEY] = _figures(state.budget)
-        await storage.update_run(state.run_id, metadata_json=compact_json(meta))
+    if BASE_KEY in meta:  # written before the child workflow started
+        await storage.merge_run_metadata(state.run_id, END_KEY, _figures(state.budget))
