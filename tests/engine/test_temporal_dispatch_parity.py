@@ -169,3 +169,53 @@ async def test_a_dispatch_timing_out_at_once_ends_its_worker_run_aborted(
 
 def events_of(env: SoongEnv, session_id: str, event_type: str) -> list[dict[str, Any]]:
     return rows(env, f'SELECT * FROM "events_{session_id}" WHERE event_type = ?', event_type)
+
+
+def crashing_worker(fake: FakeProvider) -> None:
+    """w1 claims s1, then its model call hangs (until its child workflow is terminated)."""
+    claim = tool_calls(("agent.task_claim_step", {"task_id": "t1", "step_id": "s1"}, "a_claim"))
+    Router(fake).orch(
+        tool_calls(("agent.task_create", create_args("t1", step("s1")), "c_create")),
+        tool_calls(dispatch("c_d1", instruction="job:a take s1", worker_agent_id="w1")),
+        text("the worker crashed"),
+    ).job("a", claim, hang(asyncio.Event(), lead_text="working"))
+
+
+@pytest.mark.timeout(600)
+async def test_a_terminated_worker_workflow_ends_its_run_failed_and_the_dispatch_goes_on(
+    tmp_path: Any, temporal_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker run's child workflow terminated at the Temporal level (it never ends its run itself): the
+    dispatching step ends the run ``failed`` with ``internal_error``, as a local worker run that crashed,
+    and the worker-run-end fallback fails its claimed step; the Orchestrator run goes on (before, the
+    dispatch waited for the run until its timeout)."""
+    from temporalio.client import Client
+
+    env = _env(tmp_path, monkeypatch)
+    config = {**CONFIG, "agents": {**CONFIG.get("agents", {}), "default_child_timeout_ms": 600_000}}
+    env.write_config(**config, **engine_config(temporal_server))
+    fake = FakeProvider()
+    crashing_worker(fake)
+    child_sql = "SELECT run_id, status, end_reason, error_json FROM runs WHERE run_id != ?"
+    async with worker(env, fake, lambda _rt: None):
+        async with open_runtime(env, FakeProvider(), write_config=False) as rt:
+            run = await rt.start("go", mode="orchestrator")
+            for _ in range(2400):  # until the worker run hangs in its model call after its claim
+                if fake.hanging:
+                    break
+                await asyncio.sleep(0.1)
+            assert fake.hanging, "the worker run never reached its model call"
+            child_id = rows(env, child_sql, run.run_id)[0]["run_id"]
+            client = await Client.connect(temporal_server.address)
+            await client.get_workflow_handle(f"soong-run-{child_id}").terminate("test: worker lost")
+            await asyncio.wait_for(run.wait(), 240)
+    assert run.status == RunStatus.completed, run.error
+    child = rows(env, child_sql, run.run_id)[0]
+    assert (child["status"], child["end_reason"]) == ("failed", "failed"), dict(child)
+    error = json.loads(child["error_json"])
+    assert (error["code"], error["details"]["workflow_status"]) == ("internal_error", "TERMINATED"), error
+    wal = session_record(env, run.session_id)["wal"]
+    last = wal[-1]
+    assert last["event_type"] == "task_step_failed", [w["event_type"] for w in wal]
+    assert last["payload"]["result_summary"] == "worker_finished_without_terminal_step_status", last
+    assert events_of(env, run.session_id, "child_agent_failed"), "the dispatch saw the run fail"

@@ -9,7 +9,9 @@ it asks its own run workflow to start the worker run as a child workflow on the 
 run state with the stored outcome — the dispatch result, the worker-run-end fallback and the Task WAL
 records then follow exactly as locally. A cancel request of the run (parent cancelled, Task-level cancel,
 dispatch timeout) cancels the child workflow, after noting why in the run's row (a timed-out run ends
-``aborted`` with error code ``timeout``, as locally). The worker run's ``[limits]`` budget starts from the
+``aborted`` with error code ``timeout``, as locally). A child workflow that closes without ending its run
+(terminated, failed or timed out at the Temporal level) ends it here ``failed``, as a local worker run that
+crashed: a run never stays without a terminal status. The worker run's ``[limits]`` budget starts from the
 Orchestrator tree's consumption at dispatch and what it consumed is charged back to the Orchestrator's
 budget when it ended (:mod:`._worker_handoff`).
 """
@@ -32,6 +34,7 @@ from agent_core.engine.temporal._payloads import RunInput
 from agent_core.engine.temporal._queues import pool_task_queue
 from agent_core.engine.temporal._worker_handoff import charge_back, note_cancel, note_dispatch
 from agent_core.engine.temporal._worker_workflow import DISPATCH_WORKER, DispatchRequest
+from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload, text_of
 from agent_core.types.enums import AgentRole, MessageRole, RunStatus
 from agent_core.types.model import Usage
@@ -45,9 +48,11 @@ log = logging.getLogger("agent_core.engine.temporal")
 POLL_S = 0.1
 """How often the worker run's row is read."""
 CLOSED_EVERY = 20
-"""Every how many reads of a cancelled worker run's row its child workflow is asked whether it closed
-(cancelled before its first step began, it never ends its run: it ends here, as a local child run
-cancelled before its loop)."""
+"""Every how many reads of the worker run's row its child workflow is asked whether it closed. One that
+closed without ending its run ends it here: cancelled before its first step began, as a local child run
+cancelled before its loop; failed, terminated or timed out (at the Temporal level), ``failed`` with
+``internal_error``, as a local worker run that crashed outside its loop (its claimed step then fails or is
+retried by the worker-run-end fallback, as locally)."""
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -105,11 +110,14 @@ class TemporalWorkerRuns:
                     noted = True
                 cancelled = await _cancel(client, child_id)
             polls += 1
-            if cancelled and polls % CLOSED_EVERY == 0 and await _closed(client, child_id):
+            closed = await _closed(client, child_id) if polls % CLOSED_EVERY == 0 else None
+            if closed is not None:
                 row = await storage.get_run(state.run_id)
-                if row is None or not row.status.terminal:  # cancelled before its first step began
-                    await lifecycle.cancel_before_loop(state, child_interruption(state))
-                    return
+                if row is None or not row.status.terminal:
+                    if closed == "CANCELED":  # cancelled before its first step began
+                        await lifecycle.cancel_before_loop(state, child_interruption(state))
+                        return
+                    raise _ended_unfinished(child_id, closed)  # the launcher ends the run failed
                 break
             await asyncio.sleep(POLL_S)
         assert row is not None
@@ -134,8 +142,9 @@ class TemporalWorkerRuns:
         )
 
 
-async def _closed(client: Client, workflow_id: str) -> bool:
-    """Whether the (cancelled) child workflow has closed."""
+async def _closed(client: Client, workflow_id: str) -> str | None:
+    """How the child workflow closed (``CANCELED``, ``FAILED``, ``TERMINATED``, ``TIMED_OUT``, …);
+    ``None`` while it runs or does not exist yet."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
@@ -143,8 +152,20 @@ async def _closed(client: Client, workflow_id: str) -> bool:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as exc:
         log.debug("cannot describe %s: %s", workflow_id, exc)
-        return False
-    return described.status not in (None, WorkflowExecutionStatus.RUNNING)
+        return None
+    if described.status in (None, WorkflowExecutionStatus.RUNNING):
+        return None
+    return described.status.name
+
+
+def _ended_unfinished(workflow_id: str, status: str) -> AgentCoreError:
+    """A child workflow that closed (failed, terminated, timed out) without ending its run: the run ends
+    ``failed`` with ``internal_error``, as a local worker run whose task crashed outside its loop."""
+    return AgentCoreError(
+        ErrorCode.internal_error,
+        f"the worker run's workflow {workflow_id} ended {status} before the run ended",
+        details={"workflow_id": workflow_id, "workflow_status": status},
+    )
 
 
 async def _cancel(client: Client, workflow_id: str) -> bool:
