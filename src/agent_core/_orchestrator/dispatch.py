@@ -10,9 +10,10 @@ same worker.
 
 A started run is one child run of :class:`~agent_core._agents.children.ChildLauncher` (role ``worker``,
 purpose ``worker``): the worker's agent row and its never-rendered root ``system_note`` node are created
-lazily at its first dispatch in the session (``child_agent_created``), each dispatch writes its
-``<worker_dispatch>`` start node as a new child of that root (``runs.start_node_id``), and the run's Task
-scope travels in ``RunScope.extras["task_scope"]``. After the run ended, the worker-run-end fallback
+lazily at its first dispatch in the session (:mod:`.worker_agents`; ``child_agent_created``); a tool step
+the temporal engine retried attaches to the run its first attempt started (:mod:`.redispatch`). Each
+dispatch writes its ``<worker_dispatch>`` start node as a new child of that root (``runs.start_node_id``),
+and the run's Task scope travels in ``RunScope.extras["task_scope"]``. After the run ended, the worker-run-end fallback
 (:meth:`TaskService.on_worker_run_end`) runs before the result is assembled; a run abandoned after a
 cancel timeout gets its fallback when it really ends. ``no_step_claimed`` is a successful result.
 """
@@ -32,39 +33,28 @@ from agent_core._agents.children import ChildLauncher, ChildSpec
 from agent_core._agents.registry import AgentDefinitionRegistry
 from agent_core._agents.tools import delegation_text
 from agent_core._events import payloads as ev
-from agent_core._ids import new_id
-from agent_core._jsontext import compact_json
 from agent_core._orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
+from agent_core._orchestrator.redispatch import EarlierDispatch, started_before
+from agent_core._orchestrator.worker_agents import ensure_worker_agent
 from agent_core._orchestrator.worktrees import (
     GitError,
     Worktree,
     create_worktree,
     discard_worktree,
     finish_worktree,
-    reopen_worktree,
     worktree_record,
 )
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
-from agent_core._storage.drafts import NodeDraft
 from agent_core._tasks import TaskCaller, TaskRegistry, TaskService, WorkerTaskScope
 from agent_core._tasks.inputs import parse_input
-from agent_core._tasks.worker_runs import DispatchCheck, WorkerRunEnding
+from agent_core._tasks.worker_runs import WorkerRunEnding
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._effective import validate_allowed_tools
 from agent_core.tools.context import ToolContext
-from agent_core.types.base import StrictModel, format_ts
-from agent_core.types.content import TextBlock
-from agent_core.types.enums import (
-    AgentRole,
-    AgentStatus,
-    AgentType,
-    MessageRole,
-    NodeType,
-    RunStatus,
-)
+from agent_core.types.base import StrictModel
+from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import ToolCall
-from agent_core.types.storage import AgentRecord
 from agent_core.types.tools import ToolResult
 
 log = logging.getLogger("agent_core._orchestrator")
@@ -175,13 +165,15 @@ class WorkerDispatcher:
         }
         slot: WorkerSlot | None = None
         worktree: Worktree | None = None
-        attached: tuple[DispatchCheck, PoolWorker, str, Worktree | None] | None = None
+        attached: EarlierDispatch | None = None
         try:
             inp = parse_input(DispatchInput, args)
             if not inp.instruction.strip():
                 raise AgentCoreError(ErrorCode.validation_error, "instruction must not be empty")
             service = await self.tasks.get(ctx.session_id)
-            attached = await self._started_before(ctx)
+            attached = await started_before(
+                self.manager.services, self.launcher.remote, self.pools, self.definitions, ctx
+            )
             if attached is None:
                 check = await service.check_dispatchable(
                     inp.task_id, worker_pool_id=inp.worker_pool_id, allowed_step_ids=inp.allowed_step_ids
@@ -190,7 +182,8 @@ class WorkerDispatcher:
                 worker, reason = self._select(ctx.session_id, check.worker_pool_id, inp)
                 reason = selection_reason or reason
             else:
-                check, worker, reason, worktree = attached
+                check, worker = attached.check, attached.worker
+                reason, worktree = attached.selection_reason, attached.worktree
             failure["worker_agent_id"] = worker.worker_id
             slot = self.slots.get(ctx.session_id, worker)
             slot.reserved = True
@@ -274,42 +267,6 @@ class WorkerDispatcher:
         if worktree is not None:
             body["worktree"] = worktree.facts()
         return outcome.tool_result(ctx.tool_call_id, call.name, body)
-
-    async def _started_before(
-        self, ctx: ToolContext
-    ) -> tuple[DispatchCheck, PoolWorker, str, Worktree | None] | None:
-        """The dispatch a previous attempt of this tool step started (a step the temporal engine retried
-        after its worker died): its checks, worker, selection reason and worktree (committed when the
-        run ended, as the first attempt would have), from the worker run's row."""
-        remote = self.launcher.remote
-        if remote is None:
-            return None
-        row = await self.manager.services.storage.get_run(remote.run_id(ctx.run_id, ctx.tool_call_id))
-        if row is None:
-            return None
-        meta = json.loads(row.metadata_json or "{}")
-        pool_id, worker_id = str(meta.get("worker_pool_id")), str(meta.get("worker_id"))
-        if not self.pools.validated:  # a fresh process: nothing validated the pools yet
-            services = self.manager.services
-            servers = set(services.mcp.catalog.servers) if services.mcp is not None else set()
-            self.pools.validate(self.definitions, services.tools.definitions(), mcp_servers=servers)
-        worker = next((w for w in self.pools.workers(pool_id) if w.worker_id == worker_id), None)
-        if worker is None:
-            raise AgentCoreError(
-                ErrorCode.worker_not_available,
-                f"worker {worker_id!r} of pool {pool_id!r}, dispatched before this step was retried, is "
-                "no longer configured",
-                details={"worker_agent_id": worker_id, "worker_pool_id": pool_id},
-            )
-        allowed = meta.get("allowed_step_ids")
-        check = DispatchCheck(
-            task_id=str(meta.get("task_id")),
-            worker_pool_id=pool_id,
-            allowed_step_ids=tuple(allowed) if allowed is not None else None,
-        )
-        record = meta.get("worktree")
-        worktree = await reopen_worktree(check.task_id, record) if isinstance(record, dict) else None
-        return check, worker, str(meta.get("selection_reason")), worktree
 
     async def _worktree(self, task_id: str, allowed_step_ids: Sequence[str] | None) -> Worktree | None:
         """The dispatch's own git worktree when ``agents.worker_isolation = "worktree"``."""
@@ -426,7 +383,7 @@ class WorkerDispatcher:
         )
 
         async def on_admitted(state: RunState) -> None:
-            created = await self._ensure_agent(slot, parent)
+            created = await ensure_worker_agent(self.manager.services.storage, slot, parent)
             assert slot.root is not None
             cursor = state.cursor
             assert cursor is not None
@@ -516,76 +473,6 @@ class WorkerDispatcher:
             recent_window_minutes=context.task_recent_changes_window_minutes,
             estimate_tokens=self.manager.services.counter.text,
         )
-
-    async def _ensure_agent(self, slot: WorkerSlot, parent: RunState) -> bool:
-        """Loads or creates the worker's agent row and tree root; True when it was created now."""
-        if slot.root is not None:
-            return False
-        storage = self.manager.services.storage
-        record = await storage.get_agent(slot.agent_id)
-        if record is not None:
-            meta = json.loads(record.metadata_json or "{}")
-            root_id = meta.get("root_node_id")
-            node = await storage.get_node(slot.session_id, root_id) if isinstance(root_id, str) else None
-            if record.session_id != slot.session_id or node is None:
-                raise AgentCoreError(
-                    ErrorCode.internal_error, f"worker agent {slot.agent_id} has no context tree root"
-                )
-            slot.root = node
-            return False
-        worker = slot.worker
-        definition = worker.definition
-        now = format_ts()
-        root_id = new_id("node_")
-        meta = {
-            "name": definition.name,
-            "purpose": "worker",
-            "agent_definition_id": definition.agent_definition_id,
-            "definition_source": definition.source,
-            "mode": parent.mode.value,
-            "worker_pool_id": worker.pool_id,
-            "worker_id": worker.worker_id,
-            "root_node_id": root_id,
-        }
-        await storage.insert_agent(
-            AgentRecord(
-                agent_id=slot.agent_id,
-                session_id=slot.session_id,
-                parent_agent_id=parent.agent_id,
-                agent_type=AgentType.sub,
-                created_by_run_id=parent.run_id,
-                status=AgentStatus.idle,
-                metadata_json=compact_json(meta),
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        text = (
-            f"Context tree of worker {worker.worker_id} (pool {worker.pool_id}, agent definition "
-            f"{definition.agent_definition_id}). Each dispatch starts a new branch below this note."
-        )
-        result = await storage.append(
-            slot.session_id,
-            nodes=[
-                NodeDraft(
-                    node_id=root_id,
-                    agent_id=slot.agent_id,
-                    role=MessageRole.user,
-                    node_type=NodeType.system_note,
-                    content=[TextBlock(text=text)],
-                    metadata={
-                        "never_render": True,
-                        "synthetic": True,
-                        "source": "worker_root",
-                        "worker_pool_id": worker.pool_id,
-                        "worker_id": worker.worker_id,
-                    },
-                    parent_id=None,
-                )
-            ],
-        )
-        slot.root = result.nodes[0]
-        return True
 
     async def _emit(self, parent: RunState, event: ev.EventPayload, tool_call_id: str | None) -> None:
         try:
