@@ -1,6 +1,7 @@
 """Model configuration types: the ``[model]`` table, partial profiles and the resolved model config."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from pydantic import Field, model_validator
 
@@ -13,7 +14,7 @@ class RetryConfig(FrozenModel):
     max_backoff_ms: int = Field(default=8000, ge=1)
 
     @model_validator(mode="after")
-    def _ordered(self) -> RetryConfig:
+    def _ordered(self) -> "RetryConfig":
         if self.initial_backoff_ms > self.max_backoff_ms:
             raise ValueError("retry.initial_backoff_ms must be <= retry.max_backoff_ms")
         return self

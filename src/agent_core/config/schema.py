@@ -13,7 +13,8 @@ Without a context (direct construction in unit tests) values are taken literally
 absolute, and omitted path keys keep their documented placeholder templates.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 import os
 import re
@@ -199,7 +200,7 @@ class StorageSection(StrictModel):
     postgres: StoragePostgres = Field(default_factory=StoragePostgres)
 
     @model_validator(mode="after")
-    def _postgres_needs_dsn_env(self) -> StorageSection:
+    def _postgres_needs_dsn_env(self) -> "StorageSection":
         if self.backend == "postgres" and not self.postgres.dsn_env:
             raise ValueError('storage.postgres.dsn_env: required when storage.backend = "postgres"')
         return self
@@ -363,7 +364,7 @@ class PermissionRule(StrictModel):
     decision: Literal["allow", "deny", "confirm"]
 
     @model_validator(mode="after")
-    def _one_matcher(self) -> PermissionRule:
+    def _one_matcher(self) -> "PermissionRule":
         if self.argv_prefix is not None and self.path is not None:
             raise ValueError("a permission rule takes argv_prefix or path, not both")
         if self.argv_prefix is not None and any(not a or "\x00" in a for a in self.argv_prefix):
@@ -448,7 +449,7 @@ class ToolsSection(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _timeouts(self) -> ToolsSection:
+    def _timeouts(self) -> "ToolsSection":
         if self.default_timeout_ms > self.max_timeout_ms:
             raise ValueError("tools.default_timeout_ms: must be <= tools.max_timeout_ms")
         return self
@@ -478,7 +479,7 @@ class Settings(StrictModel):
     engine: EngineSection = Field(default_factory=EngineSection)
 
     @model_validator(mode="after")
-    def _legacy_max_turns(self) -> Settings:
+    def _legacy_max_turns(self) -> "Settings":
         """``limits.max_turns`` falls back to the legacy ``runtime.max_turns`` (default 50)."""
         if self.limits.max_turns is None:
             self.limits.max_turns = self.runtime.max_turns
@@ -503,14 +504,14 @@ class Settings(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _required_model_values(self) -> Settings:
+    def _required_model_values(self) -> "Settings":
         for key in ("provider", "name"):
             if not getattr(self.model, key):
                 raise ValueError(f"model.{key}: must be a non-empty string")
         return self
 
     @model_validator(mode="after")
-    def _profile_refs(self) -> Settings:
+    def _profile_refs(self) -> "Settings":
         for key, ref in (
             ("compact.model_profile", self.compact.model_profile),
             ("memory.extract_model_profile", self.memory.extract_model_profile),

@@ -5,7 +5,8 @@ without importing ``types/``; ``types.content`` and ``types.model`` re-export th
 paths.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from typing import Any
 
@@ -27,12 +28,12 @@ class ErrorPayload(StrictModel):
     redacted: bool = False
 
     @model_validator(mode="after")
-    def _default_type(self) -> ErrorPayload:
+    def _default_type(self) -> "ErrorPayload":
         if not self.type:
             self.type = self.code.value
         return self
 
-    def redacted_copy(self, redactor: Redactor | None = None) -> ErrorPayload:
+    def redacted_copy(self, redactor: Redactor | None = None) -> "ErrorPayload":
         """Copy with secret values replaced in message and details, flagged ``redacted=True``."""
         r = redactor or default_redactor
         return self.model_copy(

@@ -1,6 +1,7 @@
 """Content blocks (contract.md §3.1); re-exports :class:`ErrorPayload` (§3.5, defined in ``errors.payloads``)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from typing import Annotated, Any, Literal
 
@@ -34,7 +35,7 @@ class ToolResultBlock(StrictModel):
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: str
     is_error: bool = False
-    content: list[ContentBlock]
+    content: "list[ContentBlock]"
     error: ErrorPayload | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -1,6 +1,7 @@
 """Provider-neutral model protocol (providers.md §2): requests, tool calls, usage and stream events."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from typing import Annotated, Any, Literal
 

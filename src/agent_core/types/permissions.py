@@ -1,6 +1,7 @@
 """Permission protocol types (contract.md §3.7–§3.8)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from typing import Any, Literal
 

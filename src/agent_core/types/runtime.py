@@ -1,6 +1,7 @@
 """Runtime/domain layer types used by SDK callers, the loop and the event stream (runtime.md)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -146,7 +147,7 @@ class UsageTotals(StrictModel):
     cost_usd: float | None = None
 
     @classmethod
-    def from_records(cls, records: Sequence[Mapping[str, Any] | None]) -> UsageTotals:
+    def from_records(cls, records: Sequence[Mapping[str, Any] | None]) -> "UsageTotals":
         """Sums run usage records (``runs.usage_json`` objects); ``None`` records are skipped."""
         totals = cls()
         for record in records:

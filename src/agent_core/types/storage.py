@@ -7,7 +7,8 @@ ISO 8601 UTC input (``Z`` or ``+00:00``) is normalised to that format. Enum colu
 adapters; conversion to runtime types lives in :mod:`agent_core.types.mappers`.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from datetime import datetime
 

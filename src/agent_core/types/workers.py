@@ -1,6 +1,7 @@
 """Worker pool views for UIs and embedders (``AgentRuntime.list_worker_pools``; multi-agent.md §9–§10)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile every field's annotation string when
+# the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
 from typing import Literal
 
