@@ -4,6 +4,7 @@ acceptance 9–11 end to end)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -269,4 +270,35 @@ async def test_openai_in_stream_error_chunk_after_text(
     assert isinstance(failed, ModelFailed)
     assert failed.error.type == "server" and "upstream exploded" in failed.error.message
     assert len(scripted_openai.requests) == 1  # a delta was yielded: never retried
+    await adapter.close()
+
+
+async def test_openai_finished_responses_are_freed_without_the_cyclic_collector(
+    scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A response (and through it the request body: the encoded history) is freed when its stream ends,
+    not when the cyclic collector next runs: httpx's response and its bound stream refer to each other
+    (issue 16 target 4: waiting bodies fragmented a long session's heap). Covers a retried error status."""
+    import gc
+    import weakref
+
+    import httpx
+
+    made: list[weakref.ref[httpx.Response]] = []
+    init = httpx.Response.__init__
+
+    def recording_init(self: httpx.Response, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(httpx.Response, "__init__", recording_init)
+    scripted_openai.enqueue(error(500), stream(OpenAIWire.text_stream("hello")))
+    gc.collect()
+    gc.disable()
+    try:
+        events = await collect(adapter, make_request())
+        assert isinstance(events[-1], ModelCompleted)
+        assert len(made) == 2 and [r() for r in made] == [None, None]
+    finally:
+        gc.enable()
     await adapter.close()
