@@ -299,3 +299,31 @@ def test_incremental_composition_equals_a_full_build_as_the_path_grows() -> None
     path[:] = path[:7]  # a rewritten path falls back to a full build
     path.append(node("user", "after a switch"))
     both()
+
+
+def test_rendered_messages_equal_validated_messages() -> None:
+    """The render cache builds its messages without validation (issue 16 target 4): each equals the
+    validated ``ModelMessage`` of the same values, field by field, fields set and dumps included, and a
+    node's ``MessageRole`` member becomes the plain role string."""
+    from agent_core._context.render import render_node
+    from agent_core.types.enums import MessageRole
+    from agent_core.types.model import ModelMessage
+
+    nodes = [
+        node(MessageRole.user, "hello"),
+        node("assistant", [TextBlock(text="look"), call("c1")]),
+        node("tool", [result("c1")]),
+        node("system", "odd role"),
+        node("user", "kept in memory", node_type="memory_context", metadata={"recalled_memory_ids": ["m1"]}),
+    ]
+    for n in nodes:
+        message = render_node(n)
+        assert message is not None
+        expected = ModelMessage(role=message.role, content=list(message.content), metadata=message.metadata)
+        assert type(message.role) is str and message.role in ("user", "assistant", "tool")
+        assert message == expected and message.model_fields_set == expected.model_fields_set
+        assert message.model_dump() == expected.model_dump()
+        assert message.model_dump_json() == expected.model_dump_json()
+        assert message.model_copy(update={"content": []}).content == []
+        assert ModelMessage.model_validate(message.model_dump()) == message
+    assert [render_node(n).role for n in nodes] == ["user", "assistant", "tool", "user", "user"]  # type: ignore[union-attr]

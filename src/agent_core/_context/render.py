@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core._storage.decode import trusted
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
@@ -131,12 +132,12 @@ def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessa
     if node.node_type == NodeType.instruction_context or node.metadata.get(NEVER_RENDER):
         return None
     if node.node_type in SYNTHETIC_TYPES:
-        return ModelMessage(
-            role="user",
-            content=[TextBlock(text=wrap_synthetic(node))],
-            metadata={"synthetic": True, "source_node_type": node.node_type, "source_node_id": node.node_id},
+        return _message(
+            "user",
+            [TextBlock(text=wrap_synthetic(node))],
+            {"synthetic": True, "source_node_type": node.node_type, "source_node_id": node.node_id},
         )
-    role = node.role if node.role in ("user", "assistant", "tool") else "user"
+    role = _ROLES.get(node.role, "user")
     content: list[ContentBlock]
     if role == "user":
         content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ArtifactRefBlock)]
@@ -149,7 +150,20 @@ def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessa
         return None
     if deleted and referenced_in(content, deleted):
         content = _mark_deleted(content, deleted)
-    return ModelMessage(role=role, content=content, metadata={"source_node_id": node.node_id})
+    return _message(role, content, {"source_node_id": node.node_id})
+
+
+_ROLES = {"user": "user", "assistant": "assistant", "tool": "tool"}
+"""A node's role → its message role as the plain string (nodes may hold :class:`MessageRole` members)."""
+_MESSAGE_FIELDS = set(ModelMessage.model_fields)
+"""Every field of a rendered message is set; shared by all of them (pydantic only ever adds names)."""
+
+
+def _message(role: str, content: list[ContentBlock], metadata: dict[str, Any]) -> ModelMessage:
+    """``ModelMessage(role=role, content=content, metadata=metadata)`` without validation (the values
+    already have the field types) and without a fields set per message: the render cache keeps each
+    message for the rest of the session (issue 16 target 4)."""
+    return trusted(ModelMessage, {"role": role, "content": content, "metadata": metadata}, _MESSAGE_FIELDS)
 
 
 class Rendered:
