@@ -317,3 +317,32 @@ async def test_e8_round_trip_through_sqlite(tmp_path: Path) -> None:
         assert agent is not None and agent.created_at == format_ts(
             datetime.fromisoformat(agent.created_at[:-1] + "+00:00")
         )
+
+
+def test_committed_node_metadata_shares_its_key_strings() -> None:
+    """A committed node's metadata (held by the cursor for the whole session) has interned keys and short
+    string values, so nodes share one copy of each (issue 16 target 4); the value, its JSON and its
+    container types are unchanged, and the draft's containers are not reused."""
+    import sys
+
+    model = "".join(["bench", "-model"])  # a fresh, non-interned string
+    usage = {"input_tokens": 100, "raw_usage": {"prompt_tokens": 100}}
+    metadata = {
+        "model": model,
+        "usage": usage,
+        "retry": {"attempts": 1, "retries": [], "last_error": None},
+        "tags": ["a" * 40, "short"],
+        "request_id": "r" * 33,
+    }
+    expected_json = json.dumps(metadata, separators=(",", ":"))
+    first = prepare_node(NodeDraft(agent_id="agent_1", role="assistant", content=[], metadata=metadata), ())
+    second = prepare_node(NodeDraft(agent_id="agent_1", role="assistant", content=[], metadata=metadata), ())
+    assert first.metadata == metadata and json.loads(first.metadata_json or "") == metadata
+    assert json.loads(expected_json) == json.loads(first.metadata_json or "")
+    assert first.metadata is not metadata and first.metadata["usage"] is not usage
+    for a, b in zip(first.metadata, second.metadata, strict=True):
+        assert a is b and a is sys.intern(a)
+    assert first.metadata["model"] is second.metadata["model"] is sys.intern(model)
+    assert next(iter(first.metadata["usage"]["raw_usage"])) is sys.intern("prompt_tokens")
+    assert first.metadata["tags"][1] is second.metadata["tags"][1]
+    assert first.metadata["tags"][0] == "a" * 40 and first.metadata["request_id"] == "r" * 33

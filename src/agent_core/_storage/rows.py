@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
+from sys import intern
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -115,6 +116,32 @@ def redact_json_text(text: str | None, secrets: tuple[str, ...], redactor: Redac
     return text if redacted == value else dump_json(redacted)
 
 
+SHARED_STRING_MAX = 32
+"""String values up to this length are interned by :func:`shared_strings` (names, reasons, model ids)."""
+
+
+def shared_strings(value: Any) -> Any:
+    """JSON-compatible ``value`` with its mapping keys and short string values interned.
+
+    A committed node's metadata stays in memory for the rest of the session (the agent's cursor), and
+    ``to_jsonable_python`` gives every mapping key a string of its own: ~28 key copies per assistant node
+    (usage counters, stop reason, retry log), ~1.7 KiB. Interned, every node shares one copy of each key
+    and of repeated short values such as the model name (issue 16 target 4). Equal value, fresh containers.
+    """
+    if type(value) is dict:
+        return {
+            (intern(k) if type(k) is str else k): (
+                intern(v) if type(v) is str and len(v) <= SHARED_STRING_MAX else shared_strings(v)
+            )
+            for k, v in value.items()
+        }
+    if type(value) is list:
+        return [
+            intern(v) if type(v) is str and len(v) <= SHARED_STRING_MAX else shared_strings(v) for v in value
+        ]
+    return value
+
+
 _LIVE_NODE_FIELDS = set(Node.model_fields)
 """Every field is set on a committed node; pydantic only ever adds names to a fields set."""
 
@@ -181,6 +208,8 @@ def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
         metadata, metadata_json = redacted_payload(draft.metadata, "node metadata", secrets)
     if not isinstance(metadata, dict):
         raise _invalid("node metadata must be a mapping")
+    if metadata:
+        metadata = shared_strings(metadata)
     created = draft.created_at or utc_now()
     return PreparedNode(
         draft=draft,
