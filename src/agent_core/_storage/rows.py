@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from sys import intern
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -117,28 +116,38 @@ def redact_json_text(text: str | None, secrets: tuple[str, ...], redactor: Redac
 
 
 SHARED_STRING_MAX = 32
-"""String values up to this length are interned by :func:`shared_strings` (names, reasons, model ids)."""
+"""String values up to this length are shared by :func:`shared_strings` (names, reasons, model ids)."""
+SHARED_STRINGS_CAPACITY = 8192
+"""Distinct strings :func:`shared_strings` keeps (cleared when full: bounded, unlike ``sys.intern``,
+whose strings are immortal on some Python versions)."""
+_shared: dict[str, str] = {}
 
 
 def shared_strings(value: Any) -> Any:
-    """JSON-compatible ``value`` with its mapping keys and short string values interned.
+    """JSON-compatible ``value`` with its mapping keys and short string values replaced by one shared
+    copy of each.
 
     A committed node's metadata stays in memory for the rest of the session (the agent's cursor), and
     ``to_jsonable_python`` gives every mapping key a string of its own: ~28 key copies per assistant node
-    (usage counters, stop reason, retry log), ~1.7 KiB. Interned, every node shares one copy of each key
-    and of repeated short values such as the model name (issue 16 target 4). Equal value, fresh containers.
+    (usage counters, stop reason, retry log), ~1.7 KiB. Shared, nodes hold one copy of each key and of
+    repeated short values such as the model name (issue 16 target 4). Equal value, fresh containers.
     """
+    if len(_shared) >= SHARED_STRINGS_CAPACITY:
+        _shared.clear()
+    return _share(value)
+
+
+def _share(value: Any) -> Any:
+    share = _shared.setdefault
     if type(value) is dict:
         return {
-            (intern(k) if type(k) is str else k): (
-                intern(v) if type(v) is str and len(v) <= SHARED_STRING_MAX else shared_strings(v)
+            (share(k, k) if type(k) is str else k): (
+                share(v, v) if type(v) is str and len(v) <= SHARED_STRING_MAX else _share(v)
             )
             for k, v in value.items()
         }
     if type(value) is list:
-        return [
-            intern(v) if type(v) is str and len(v) <= SHARED_STRING_MAX else shared_strings(v) for v in value
-        ]
+        return [share(v, v) if type(v) is str and len(v) <= SHARED_STRING_MAX else _share(v) for v in value]
     return value
 
 
