@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from agent_core._dataclass import dataclass
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
+from agent_core.types.enums import HookPhase
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -148,5 +149,16 @@ class NoHooks:
     async def close(self) -> None:
         return None
 
+    def handles(self, phase: HookPhase) -> bool:
+        return False
+
 
 NO_HOOKS: HookDispatcher = NoHooks()
+
+
+def may_run(dispatcher: HookDispatcher, phase: HookPhase) -> bool:
+    """False when ``dispatcher`` certainly runs no hook of ``phase`` (so calling it may be skipped: it
+    would return :data:`NO_OUTCOME` and emit nothing). A dispatcher tells with an optional
+    ``handles(phase) -> bool`` method (:data:`NO_HOOKS` and the ``hooks.json`` dispatcher have one)."""
+    handles = getattr(dispatcher, "handles", None)
+    return True if handles is None else bool(handles(phase))

@@ -110,6 +110,10 @@ class HooksDispatcher:
     def config(self) -> HooksConfig:
         return self._config
 
+    def handles(self, phase: HookPhase) -> bool:
+        """Whether ``hooks.json`` has a rule for ``phase`` (False: the phase runs no hook, emits nothing)."""
+        return bool(self._config.rules_for(phase))
+
     # -- phases -------------------------------------------------------------------------------------
 
     async def session_start(

@@ -31,7 +31,7 @@ from agent_core._redaction import Redactor, default_redactor, redact_sensitive_k
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions._deferred import DeferredAnswers, PermissionDeferral
-from agent_core.permissions._policy import CallFacts, PermissionPolicy
+from agent_core.permissions._policy import CallFacts, PermissionPolicy, PolicyDecision
 from agent_core.permissions._rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
@@ -132,6 +132,21 @@ class GateOutcome:
             "reasons": list(self.reasons),
             "request_id": self.request.request_id if self.request is not None else None,
         }
+
+
+@dataclass(frozen=True)
+class PendingAsk:
+    """A call :meth:`PermissionGate.decide` left to the callback: what :meth:`PermissionGate.ask` needs."""
+
+    tool: ToolDefinition
+    arguments: Mapping[str, Any]
+    requester: Requester
+    facts: CallFacts
+    decision: PolicyDecision
+    rule: dict[str, Any] | None
+    argv: list[str] | None
+    grant_prefix: list[str] | None
+    cached: GateOutcome
 
 
 def coerce_decision(value: Any) -> PermissionDecision | None:
@@ -295,6 +310,16 @@ class PermissionGate:
 
         A request shown to the callback carries ``metadata.tool_call_id`` (when given): the call it is for,
         which identifies the request again when the call is retried elsewhere (``agent_core.engine``)."""
+        decided = self.decide(tool=tool, arguments=arguments, requester=requester, facts=facts)
+        if isinstance(decided, GateOutcome):
+            return decided
+        return await self.ask(decided, hook_summary=hook_summary, tool_call_id=tool_call_id)
+
+    def decide(
+        self, *, tool: ToolDefinition, arguments: Mapping[str, Any], requester: Requester, facts: CallFacts
+    ) -> GateOutcome | PendingAsk:
+        """The part of :meth:`check` that never waits: the outcome when policy, rules or a session grant
+        decide, else the :class:`PendingAsk` to finish with :meth:`ask` (same outcome as :meth:`check`)."""
         decision = self._policy.decide(tool, facts, has_callback=True)
         match = self._rules.match(tool, arguments, facts, requester.project_dir)
         decision = apply_rule(decision, match, tool=tool.name, has_callback=self.has_callback)
@@ -331,6 +356,26 @@ class PermissionGate:
         )
         if self._granted(requester.session_id, tool.name, scope, argv):
             return cached
+        return PendingAsk(tool, arguments, requester, facts, decision, rule, argv, grant_prefix, cached)
+
+    async def ask(
+        self,
+        pending: PendingAsk,
+        *,
+        hook_summary: dict[str, Any] | None = None,
+        tool_call_id: str | None = None,
+    ) -> GateOutcome:
+        """Finishes :meth:`check` for a call :meth:`decide` could not decide: asks the callback (serialised;
+        a session grant made meanwhile answers without asking)."""
+        tool, arguments, requester, facts = pending.tool, pending.arguments, pending.requester, pending.facts
+        decision, rule, argv, grant_prefix, cached = (
+            pending.decision,
+            pending.rule,
+            pending.argv,
+            pending.grant_prefix,
+            pending.cached,
+        )
+        scope = decision.target_scope
         async with self._lock:
             if self._granted(requester.session_id, tool.name, scope, argv):
                 return cached

@@ -19,7 +19,6 @@ Storage failures while committing are re-raised after the in-flight calls settle
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 import traceback
@@ -29,11 +28,11 @@ from typing import Any, Protocol, TypeVar
 
 from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
-from agent_core._hooks.base import HookDispatcher, HookOutcome
+from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.permissions._gate import GateOutcome, PermissionGate, summarize_arguments
+from agent_core.permissions._gate import GateOutcome, PendingAsk, PermissionGate, summarize_arguments
 from agent_core.tools import _outcome as outcome
 from agent_core.tools._effective import apply_overrides
 from agent_core.tools._normalize import (
@@ -61,6 +60,7 @@ from agent_core.tools.adapter import adapter_preflight
 from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import RegisteredTool, ToolRegistry
+from agent_core.types.enums import HookPhase
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -311,7 +311,7 @@ class ToolExecutor:
     ) -> None:
         try:
             try:
-                if previous is not None:
+                if previous is not None and not previous.is_set():
                     await self._race(previous.wait(), turn)
                 staged = await self._gates(turn, prep)
             finally:
@@ -350,18 +350,22 @@ class ToolExecutor:
         call = call.model_copy(update={"arguments": arguments})
         ctx = ToolContext(tool_call_id=call.tool_call_id, tool_name=call.name, scope=scope, sink=turn.sink)
         try:
-            preflight = await self._race(self._preflight(entry, call, ctx), turn)
+            preflight = await self._preflight(entry, call, ctx, turn)
         except Aborted:
             raise
         except Exception as exc:
             result = exception_result(exc, call.tool_call_id, call.name)
             return CallOutcome(result, "failed", {"aborted": False, "reason": "preflight_failed"})
         try:
-            hook = await self._race(
-                self._hooks.pre_tool_use(
-                    scope=scope, sink=turn.sink, tool=definition, call=call, preflight=preflight
-                ),
-                turn,
+            hook = (
+                await self._race(
+                    self._hooks.pre_tool_use(
+                        scope=scope, sink=turn.sink, tool=definition, call=call, preflight=preflight
+                    ),
+                    turn,
+                )
+                if may_run(self._hooks, HookPhase.PreToolUse)
+                else NO_OUTCOME
             )
         except Aborted:
             raise
@@ -371,25 +375,32 @@ class ToolExecutor:
             return outcome.failed(call, ErrorCode.internal_error, message, "hook_error")
         if hook.denied:
             return await self._hook_denied(turn, prep, hook)
-        gate = await self._race(
-            self._gate.check(
-                tool=definition,
-                arguments=arguments,
-                requester=scope,
-                facts=preflight,
-                hook_summary=hook.summary(),
-                tool_call_id=call.tool_call_id,
-            ),
-            turn,
-        )
+        if turn.cancelled:
+            raise Aborted(started=False)
+        gate = self._gate.decide(tool=definition, arguments=arguments, requester=scope, facts=preflight)
+        if isinstance(gate, PendingAsk):  # only asking the callback waits
+            gate = await self._race(
+                self._gate.ask(gate, hook_summary=hook.summary(), tool_call_id=call.tool_call_id), turn
+            )
         if not gate.allowed:
             return await self._permission_denied(turn, prep, gate, hook)
         ctx.allowed_outside_roots = preflight.outside_write_roots
         ctx.preflight = preflight
         return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
 
-    async def _preflight(self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext) -> Preflight:
-        return await adapter_preflight(entry.adapter, call, ctx)
+    async def _preflight(
+        self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext, turn: _Turn
+    ) -> Preflight:
+        """The adapter's pre-flight, raced against cancellation unless it never waits (``preflight_now``)."""
+        if turn.cancelled:
+            raise Aborted(started=False)
+        now = getattr(entry.adapter, "preflight_now", None)
+        if now is None:
+            return await self._race(adapter_preflight(entry.adapter, call, ctx), turn)
+        value = now(call, ctx)
+        if not isinstance(value, Preflight):
+            raise AgentCoreError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
+        return value
 
     async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> CallOutcome:
         reason = "; ".join(r for r in hook.reasons if r) or "denied by a PreToolUse hook"
@@ -566,6 +577,9 @@ class ToolExecutor:
     ) -> None:
         call = final.call
         assert call is not None
+        # a dispatcher with PreToolUse hooks remembers each call's pre-flight until its PostToolUse
+        if not may_run(self._hooks, HookPhase.PostToolUse) and not may_run(self._hooks, HookPhase.PreToolUse):
+            return
         try:
             await self._race(
                 self._hooks.post_tool_use(
@@ -583,7 +597,3 @@ class ToolExecutor:
             return
         except Exception:
             logger.warning("PostToolUse dispatch failed for %s", call.name, exc_info=True)
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value

@@ -103,6 +103,10 @@ class CodeToolsAdapter:
 
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
         """Facts for hooks and permissions; raises :class:`AgentCoreError` for hard errors."""
+        return self.preflight_now(call, ctx)
+
+    def preflight_now(self, call: ToolCall, ctx: ToolContext) -> Preflight:
+        """:meth:`preflight` without a coroutine (it never waits: the tool pipeline calls it directly)."""
         tool = self._tool(call)
         return tool.preflight(self._arguments(call), self._env(ctx))
 
