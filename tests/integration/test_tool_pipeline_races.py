@@ -16,12 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_core._hooks import HooksDispatcher, load_hooks
 from agent_core._hooks.base import NO_HOOKS, may_run
 from agent_core._hooks.config import HOOKS_FILENAME
 from agent_core.config.loader import load_config
 from agent_core.permissions._gate import GateOutcome, PendingAsk
 from agent_core.tools._builtin import CODE_TOOL_NAMES, CodeToolsAdapter
+from agent_core.tools._lazy import LazyToolAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import HookPhase
 from tests.fixtures.env import SoongEnv
@@ -52,33 +55,39 @@ def task_names() -> Iterator[list[str]]:
         loop.set_task_factory(None)
 
 
-def code_tools(project: Path, callback: Any = None, hooks: Any = None) -> Any:
+def code_tools(project: Path, callback: Any = None, hooks: Any = None, lazy: bool = False) -> Any:
     cfg = make_settings()
     reg = ToolRegistry()
-    reg.register_adapter(CodeToolsAdapter(cfg), internal=True)
+    adapter = CodeToolsAdapter(cfg)
+    if lazy:  # as the runtime registers them
+        reg.register_adapter(LazyToolAdapter(adapter.definitions(), lambda: adapter), internal=True)
+    else:
+        reg.register_adapter(adapter, internal=True)
     executor, gate = make_executor(reg, cfg, callback=callback, hooks=hooks)
     scope = make_scope(project, project.parent / "home", effective_tools=frozenset(CODE_TOOL_NAMES))
     return executor, gate, scope
 
 
-async def test_a_call_nothing_waits_for_creates_no_stage_task(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lazy", [False, True])
+async def test_a_call_nothing_waits_for_creates_no_stage_task(tmp_path: Path, lazy: bool) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "a.txt").write_text("alpha\n")
-    executor, _, scope = code_tools(project, PermissionRecorder.never())
+    executor, _, scope = code_tools(project, PermissionRecorder.never(), lazy=lazy)
     sink = RecordingSink(tmp_path / "artifacts")
     with task_names() as names:
         outcome = await executor.execute_turn([tool_call("code.read_file", path="a.txt")], scope, sink)
     assert not outcome.results[0].is_error
     stages = {
         "CodeToolsAdapter.preflight",
+        "LazyToolAdapter.preflight",
         "adapter_preflight",
         "NoHooks.pre_tool_use",
         "NoHooks.post_tool_use",
         "PermissionGate.check",
         "PermissionGate.ask",
     }
-    assert "CodeToolsAdapter.execute" in names and not stages & set(names), names
+    assert any(n.endswith("Adapter.execute") for n in names) and not stages & set(names), names
 
 
 async def test_a_permission_prompt_and_configured_hooks_still_race(tmp_path: Path) -> None:

@@ -40,6 +40,15 @@ class LazyToolAdapter:
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
         return await adapter_preflight(self.adapter(), call, ctx)
 
+    @property
+    def preflight_now(self) -> Callable[[ToolCall, ToolContext], Preflight] | None:
+        """The loaded adapter's ``preflight_now`` (a pre-flight that never waits; loads the adapter, as
+        :meth:`preflight` does), ``None`` when it has none."""
+        now: Callable[[ToolCall, ToolContext], Preflight] | None = getattr(
+            self.adapter(), "preflight_now", None
+        )
+        return now
+
     async def execute(self, call: ToolCall, ctx: ToolContext) -> Any:
         return await self.adapter().execute(call, ctx)
 
