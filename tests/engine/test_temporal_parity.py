@@ -145,3 +145,32 @@ async def test_a_failing_permission_callback_gives_the_local_engine_s_events(
     local_payload = next(e.payload for e in local_events if e.event_type.value == "permission_failed")
     assert payload["error"] == local_payload["error"] and payload["tool_name"] == local_payload["tool_name"]
     assert payload["error"]["details"] == {"permission_failure": failure}
+
+
+async def test_without_a_permission_callback_a_call_is_denied_as_by_the_local_engine(
+    tmp_path: Any, temporal_server: TemporalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The starting runtime has no callback: the worker's gate denies with the policy's reason and code
+    (not a generic "no permission callback" denial)."""
+
+    async def run_once(env: SoongEnv, fake: FakeProvider) -> tuple[str, Any]:
+        async with open_runtime(env, fake, write_config=False) as rt:
+            write_tool(rt)
+            run = await rt.start("write")
+            assert await asyncio.wait_for(run.wait(), 60) == RunStatus.completed, run.error
+            return run.session_id, (await rt.replay_run(run.run_id)).events
+
+    local_env = _env(tmp_path / "local", monkeypatch)
+    local_env.write_config()
+    local_session, local_events = await run_once(local_env, write_script())
+    local_stored = stored(local_env, local_session)
+
+    env = _env(tmp_path / "temporal", monkeypatch)
+    env.write_config(**engine_config(temporal_server))
+    async with worker(env, write_script(), write_tool):
+        session, events = await run_once(env, FakeProvider())
+    assert without_request_ids(stored(env, session)) == without_request_ids(local_stored)
+    denied = [e.payload for e in events if e.event_type.value == "tool_denied"]
+    local_denied = [e.payload for e in local_events if e.event_type.value == "tool_denied"]
+    assert len(denied) == 1 and without_request_ids(denied) == without_request_ids(local_denied)
+    assert "requires permission" in json.dumps(denied[0]), denied

@@ -51,6 +51,12 @@ class CallbackFailure(Exception):
         self.message = message
 
 
+class NoCallback(Exception):
+    """Raised by a callback that forwards requests to another runtime's callback (``agent_core.engine``)
+    when that runtime has none: the gate decides the call as it decides without a callback of its own
+    (the policy's or the rule's denial, with its code and message)."""
+
+
 DecidedBy = Literal["policy", "rule", "session_grant", "callback"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
@@ -316,14 +322,22 @@ class PermissionGate:
         return await self.ask(decided, hook_summary=hook_summary, tool_call_id=tool_call_id)
 
     def decide(
-        self, *, tool: ToolDefinition, arguments: Mapping[str, Any], requester: Requester, facts: CallFacts
+        self,
+        *,
+        tool: ToolDefinition,
+        arguments: Mapping[str, Any],
+        requester: Requester,
+        facts: CallFacts,
+        has_callback: bool | None = None,
     ) -> GateOutcome | PendingAsk:
         """The part of :meth:`check` that never waits: the outcome when policy, rules or a session grant
-        decide, else the :class:`PendingAsk` to finish with :meth:`ask` (same outcome as :meth:`check`)."""
+        decide, else the :class:`PendingAsk` to finish with :meth:`ask` (same outcome as :meth:`check`).
+        ``has_callback=False``: decided as without a callback (an ``ask`` becomes the denial)."""
+        has_callback = self.has_callback if has_callback is None else has_callback
         decision = self._policy.decide(tool, facts, has_callback=True)
         match = self._rules.match(tool, arguments, facts, requester.project_dir)
-        decision = apply_rule(decision, match, tool=tool.name, has_callback=self.has_callback)
-        if decision.action == "ask" and not self.has_callback and REASON_RULE_CONFIRM not in decision.reasons:
+        decision = apply_rule(decision, match, tool=tool.name, has_callback=has_callback)
+        if decision.action == "ask" and not has_callback and REASON_RULE_CONFIRM not in decision.reasons:
             decision = self._policy.decide(tool, facts, has_callback=False)
         by_rule: DecidedBy = "rule" if match is not None else "policy"
         rule = match.describe() if match is not None else None
@@ -394,7 +408,15 @@ class PermissionGate:
                 request.metadata["tool_call_id"] = tool_call_id
             if grant_prefix is not None:  # shown in the prompt: what "allow for session" would remember
                 request.metadata["session_argv_prefix"] = [self._redactor.text(a) for a in grant_prefix]
-            answer, failure, failure_message = await self._ask(request)
+            try:
+                answer, failure, failure_message = await self._ask(request)
+            except NoCallback as exc:  # the runtime asked has none: decided as without one here
+                outcome = self.decide(
+                    tool=tool, arguments=arguments, requester=requester, facts=facts, has_callback=False
+                )
+                if isinstance(outcome, GateOutcome):
+                    return outcome
+                answer, failure, failure_message = None, None, str(exc)
             if answer is None or answer.decision == "deny":
                 if answer is not None:
                     reason = (
@@ -461,6 +483,8 @@ class PermissionGate:
                 return None, "timeout", f"the permission callback did not answer within {self._timeout_s:g} s"
             except CallbackFailure as failure:  # the runtime a forwarding callback asked failed
                 return None, failure.kind, failure.message
+            except NoCallback:
+                raise
             except Exception as exc:
                 message = self._redactor.text(f"the permission callback raised {type(exc).__name__}: {exc}")
                 return None, "exception", message

@@ -10,7 +10,8 @@ already gave it — instead of asking again.
 
 The starting runtime's gate applies the callback timeout; when its callback fails (timeout, exception,
 invalid decision) the answer carries the failure, and the worker's gate reports it as a failure of its own
-callback (``permission_failed``, ``details.permission_failure``), as the local engine does.
+callback (``permission_failed``, ``details.permission_failure``), as the local engine does. When that
+runtime has no callback, the worker's gate denies the call as the local engine's gate does without one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agent_core.engine.temporal._payloads import (
     WORKFLOW_ID_PREFIX,
     PermissionSignal,
 )
-from agent_core.permissions._gate import CallbackFailure, FailureKind
+from agent_core.permissions._gate import CallbackFailure, FailureKind, NoCallback
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
@@ -87,15 +88,16 @@ def answer_json(answer: Answer) -> str:
 
 
 def read_answer(body: str) -> PermissionDecision:
-    """The decision of an answer; :class:`CallbackFailure` when the starting runtime's callback failed.
-    An answer without decision nor failure (that runtime has no callback) is a denial."""
+    """The decision of an answer; :class:`CallbackFailure` when the starting runtime's callback failed,
+    :class:`NoCallback` when it has none (the worker's gate then denies as the local engine does: the
+    policy's or the rule's reason and code)."""
     data = json.loads(body)
     if data.get("decision") is not None:
         return PermissionDecision.model_validate(data["decision"])
     failure = data.get("failure")
     if failure in get_args(FailureKind):
         raise CallbackFailure(failure, str(data.get("message", "")))
-    return PermissionDecision(decision="deny", reason=str(data.get("message") or "no permission callback"))
+    raise NoCallback(str(data.get("message") or "no permission callback"))
 
 
 async def answer_pending(handle: WorkflowHandle[object, object], asked: set[str], ask: Ask) -> int:
