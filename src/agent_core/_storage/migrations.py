@@ -20,6 +20,7 @@ from agent_core._storage.schema import (
     GLOBAL_TABLES_V1,
     SCHEDULES_V4,
     SCHEMA_MIGRATIONS_DDL,
+    TOOL_CLAIMS_V5,
 )
 from agent_core.errors import ErrorCode, StorageError
 from agent_core.types.base import format_ts
@@ -44,6 +45,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "pending_approvals table (durable permission requests of soong-agent serve)", APPROVALS_V2),
     Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
+    Migration(5, "tool call claims, tool plans and stopped step attempts (temporal engine)", TOOL_CLAIMS_V5),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 

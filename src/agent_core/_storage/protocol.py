@@ -73,6 +73,14 @@ class SessionStore(Protocol):
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` another live process runs (crash recovery must leave them alone)."""
 
+    @property
+    def claim_owner(self) -> str:
+        """This open store's process as the owner of the claims it takes (``tool_call_claims``)."""
+
+    async def live_owners(self, owners: Sequence[str]) -> set[str]:
+        """Which of the claim ``owners`` are alive: a frozen process is, a killed one is not (SQLite: the
+        process exists; PostgreSQL: its store's owner lock is held)."""
+
     def task_wal_writer(self) -> WalWriter | None:
         """Where this backend keeps Task WALs (``None``: JSONL files under ``task.wal_dir``)."""
 

@@ -126,6 +126,40 @@ SCHEDULES_V4: tuple[str, ...] = (
 )
 """Migration 4: cron schedules that produce user messages (surfaces.md §6)."""
 
+TOOL_CLAIMS_V5: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS tool_turns (
+  run_id     TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  plan_id    TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_tool_turns_session ON tool_turns(session_id)",
+    """CREATE TABLE IF NOT EXISTS tool_call_claims (
+  claim_key    TEXT PRIMARY KEY,
+  run_id       TEXT NOT NULL,
+  session_id   TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  owner        TEXT NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('running', 'done', 'released')),
+  attempts     INTEGER NOT NULL,
+  claimed_at   TEXT NOT NULL,
+  updated_at   TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_tool_call_claims_run ON tool_call_claims(run_id, status)",
+    "CREATE INDEX IF NOT EXISTS idx_tool_call_claims_session ON tool_call_claims(session_id)",
+    """CREATE TABLE IF NOT EXISTS stopped_attempts (
+  attempt_key TEXT PRIMARY KEY,
+  run_id      TEXT NOT NULL,
+  session_id  TEXT NOT NULL,
+  stopped_at  TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_stopped_attempts_session ON stopped_attempts(session_id)",
+)
+"""Migration 5: the temporal engine's claims (surfaces.md §3 crash semantics): each run's current tool
+plan (``tool_turns``: a call of an older plan claims nothing), one claim per tool call by the process that
+executes it (``tool_call_claims``) and the step attempts that stopped after being superseded
+(``stopped_attempts``)."""
+
 APPROVALS_V2: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS pending_approvals (
   request_id   TEXT PRIMARY KEY,

@@ -136,6 +136,15 @@ class SqlSessionStore(ABC):
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` belong to another live process (crash recovery leaves them alone)."""
 
+    @property
+    @abstractmethod
+    def claim_owner(self) -> str:
+        """This open store's process as the owner of the claims it takes (``tool_call_claims``)."""
+
+    @abstractmethod
+    async def live_owners(self, owners: Sequence[str]) -> set[str]:
+        """Which of the claim ``owners`` are alive (see :mod:`agent_core._storage.owners`)."""
+
     @abstractmethod
     def task_wal_writer(self) -> WalWriter | None:
         """The Task WAL medium of this backend; ``None`` means JSONL files (the default writer)."""
@@ -278,6 +287,8 @@ class SqlSessionStore(ABC):
                 artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
             )
             txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            for table in ("tool_turns", "tool_call_claims", "stopped_attempts"):
+                txn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             for statement in sql.drop:
                 txn.execute(statement)
 

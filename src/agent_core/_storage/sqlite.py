@@ -24,6 +24,7 @@ import aiosqlite
 from agent_core._redaction import Redactor
 from agent_core._storage.caches import StoreCaches
 from agent_core._storage.migrations import MIGRATIONS, Migration, apply_migrations
+from agent_core._storage.owners import local_alive, process_owner
 from agent_core._storage.sql_store import NON_TERMINAL_RUN_STATUSES, SqlSessionStore
 from agent_core._storage.writer import WriterQueue, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
@@ -126,6 +127,15 @@ class StorageManager(SqlSessionStore):
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` belong to another live process (never true: one process per file)."""
         return set()
+
+    @property
+    def claim_owner(self) -> str:
+        """This process (pid, start time): one machine per SQLite file."""
+        return process_owner()
+
+    async def live_owners(self, owners: Sequence[str]) -> set[str]:
+        """Which of ``owners`` still run (a frozen process does; a killed one does not)."""
+        return {o for o in owners if local_alive(o)}
 
     def task_wal_writer(self) -> WalWriter | None:
         """The Task WAL medium of this backend; ``None`` means JSONL files (the default writer)."""

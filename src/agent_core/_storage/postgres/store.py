@@ -34,6 +34,7 @@ from agent_core._storage import schema as S
 from agent_core._storage.caches import SESSION_SQL_CACHE, StoreCaches
 from agent_core._storage.columns import invalid, redact_record, update_statement
 from agent_core._storage.migrations import MIGRATIONS, Migration
+from agent_core._storage.owners import local_alive, pg_owner, pg_owner_keys
 from agent_core._storage.postgres.connection import (
     DEFAULT_RECONNECT_TIMEOUT_MS,
     PgConnection,
@@ -240,6 +241,27 @@ class PostgresStorage(SqlSessionStore):
             (self._owner_key, *run_ids),
         )
         return {str(r[0]) for r in rows}
+
+    @property
+    def claim_owner(self) -> str:
+        """This store's owner lock (held while it is open, also while its process is frozen)."""
+        return pg_owner(self._owner_key)
+
+    async def live_owners(self, owners: Sequence[str]) -> set[str]:
+        """Which of ``owners`` hold their owner lock (another process's store is open)."""
+        keys = pg_owner_keys(owners)
+        live = {o for o in owners if o not in keys and local_alive(o)}
+        if keys:
+            marks = ", ".join("?" for _ in keys)
+            rows = await self._read(
+                "SELECT l.objid::bigint FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+                f" AND l.classid::bigint = {OWNER_NAMESPACE} AND l.objsubid = 2"
+                f" AND l.objid::bigint IN ({marks})",
+                tuple(keys.values()),
+            )
+            held = {int(r[0]) for r in rows}
+            live |= {o for o, k in keys.items() if k in held}
+        return live
 
     def session_lease(self, session_id: str) -> SessionLease:
         """The session's cluster-wide lease (an advisory lock on a connection of its own)."""
