@@ -68,6 +68,8 @@ class StagedTools:
     staged: StagedTurn
     arrived: list[asyncio.Event]
     running: dict[int, asyncio.Future[CallResult]] = field(default_factory=dict)
+    assistant_node_id: str = ""
+    """The answer whose calls these are (with the call id, the key of a call's claim in the store)."""
 
 
 class RunContexts:
