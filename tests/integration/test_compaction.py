@@ -410,7 +410,8 @@ async def test_runtime_close_cancels_in_flight_compaction_and_startup_clears_lef
         fake.script(text("third"))
         third = await rt.start("third question", session_id=sid)
         await collect(third)
-        await wait_for(lambda: any(is_compact(r) for r in fake.requests))
+        # the fork's model call is inside its held wait (a close before that ends its stream, not the wait)
+        await wait_for(lambda: any(is_compact(r) for r in fake.requests) and fake.hanging == 1)
     assert fake.cancelled == 1
     (failed,) = _events(soong_env, sid, "compact_failed")
     assert failed["payload"]["reason"] == "cancelled" and failed["payload"]["stale"] is False  # type: ignore[index]

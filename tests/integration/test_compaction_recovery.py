@@ -179,7 +179,8 @@ async def test_m02_recovery_is_cancelled_with_its_run(soong_env: SoongEnv) -> No
         fake.script(*blob_calls())
         run = await rt.start("collect the blobs")
         collector = asyncio.create_task(collect(run, debug=True))
-        await wait_for(lambda: any(is_compact(r) for r in fake.requests))
+        # the fork's model call is inside its held wait (a cancel before that ends its stream, not the wait)
+        await wait_for(lambda: any(is_compact(r) for r in fake.requests) and fake.hanging == 1)
         result = await run.cancel()
         events = await collector
     assert result.cancelled and run.status == RunStatus.cancelled

@@ -143,7 +143,7 @@ async def test_close_cancels_queued_and_active_runs(soong_env: SoongEnv) -> None
     async with open_runtime(soong_env, fake) as rt:
         run1 = await rt.start("one")
         run2 = await rt.start("two", session_id=run1.session_id)
-        await until(lambda: len(fake.requests) == 1)
+        await until(lambda: len(fake.requests) == 1 and fake.hanging == 1)  # inside the held wait
     assert run1.status == RunStatus.cancelled and run1.end_reason == EndReason.aborted_streaming
     assert run2.status == RunStatus.cancelled and run2.end_reason is None
     assert fake.cancelled == 1 and fake.closed == 1
