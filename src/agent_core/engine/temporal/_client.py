@@ -170,7 +170,9 @@ class TemporalEngine:
                     held.extend(fresh)
                 ended = run is not None and run.status.terminal
                 overdue = clock() - held_since >= LIVE_GRACE_S
-                while held and (ended or overdue or (held[0].seq or 0) <= feed.stored_seq):
+                # also after the run ended: its last live events (coalesced by the worker) may still be
+                # on their way, announced with the stored events they precede
+                while held and (overdue or (held[0].seq or 0) <= feed.stored_seq):
                     event = held.pop(0)
                     held_since = clock()
                     await deliver_live(feed, (event.seq or next_seq) - 1, state.channel, observers)
@@ -183,7 +185,7 @@ class TemporalEngine:
                         except Exception:
                             log.exception("event observer failed")
                 await deliver_live(feed, next_seq - 1, state.channel, observers)
-                if run is not None and run.status.terminal:
+                if ended and not held and run is not None:
                     error = ErrorPayload.model_validate_json(run.error_json) if run.error_json else None
                     if state.output_schema is not None and run.status == RunStatus.completed:
                         nodes = await storage.list_nodes(state.session_id, run_id=state.run_id)
@@ -200,12 +202,12 @@ class TemporalEngine:
                         f"the workflow of run {state.run_id} ended without finishing the run: "
                         f"{type(exc).__name__ if exc else 'no error'}: {exc}",
                     )
-                if state.cancel_event.is_set() and not cancel_sent:
+                if state.cancel_event.is_set() and not cancel_sent and not ended:
                     cancel_sent = True
                     await handle.cancel()
                 target = (held[0].seq or next_seq) if held else fetch_seq
                 poll = POLL_S if held or not feed.stored_seq else LIVE_POLL_S
-                interrupted = functools.partial(_interrupted, result, state, cancel_sent)
+                interrupted = _never if ended else functools.partial(_interrupted, result, state, cancel_sent)
                 await _until_stored(feed, target, next_seq - 1, state, observers, poll, interrupted)
         finally:
             permissions.cancel()
@@ -262,6 +264,11 @@ MODEL_PHASE = frozenset(
 def _interrupted(result: asyncio.Future[Any], state: RunState, cancel_sent: bool) -> bool:
     """The follower has more to do than wait for events: the workflow ended or the run was cancelled."""
     return result.done() or (not cancel_sent and state.cancel_event.is_set())
+
+
+def _never() -> bool:
+    """An ended run's follower only waits for the announcement of its held events (or the grace)."""
+    return False
 
 
 async def _wake_on(event: asyncio.Event, feed: LiveFeed) -> None:
