@@ -227,7 +227,16 @@ def texts_may_hold_keys(texts: Sequence[str | None], chunk: int = 256) -> list[b
     mask (``None`` holds none). A read-time prefilter checked a chunk of texts at a time (joined, one
     C-speed substring scan per word): a chunk with a sensitive word, a ``\\u`` escape (which can spell a
     key) or a non-ASCII character (the regex folds some onto ASCII letters) flags all its texts, whose
-    decoded values the caller then walks with :func:`has_sensitive_keys`."""
+    decoded values the caller then walks with :func:`has_sensitive_keys`. A text that occurs several
+    times (payloads of one kind often repeat verbatim) is scanned once and gets one verdict."""
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return _scan_texts(distinct, chunk)
+    verdict = dict(zip(distinct, _scan_texts(distinct, chunk), strict=True))
+    return [verdict[t] for t in texts]
+
+
+def _scan_texts(texts: Sequence[str | None], chunk: int) -> list[bool]:
     out: list[bool] = []
     for start in range(0, len(texts), chunk):
         part = [t or "" for t in texts[start : start + chunk]]

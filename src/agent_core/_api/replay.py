@@ -11,11 +11,11 @@ from pydantic_core import from_json
 
 from agent_core._context.conversation import is_skipped_assistant
 from agent_core._context.render import render_node
-from agent_core._gc_pause import gc_paused
 from agent_core._ids import validate_session_id
 from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
+from agent_core._storage.decode import collector_paused
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
@@ -93,9 +93,10 @@ async def replay_session(
 ) -> ReplayResult:
     """The session's root-agent history (runtime.md §10), built with the cyclic GC paused: a replay
     creates hundreds of thousands of long-lived acyclic objects, and the collections they trigger on the
-    way walk the growing heap again and again (full passes at every ~25 % of growth)."""
+    way walk the growing heap again and again (full passes at every ~25 % of growth); the result is
+    tenured at once (:func:`~agent_core._storage.decode.collector_paused`)."""
     validate_session_id(session_id)
-    with gc_paused():
+    with collector_paused():
         return await _replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
 
 
