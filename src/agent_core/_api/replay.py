@@ -15,7 +15,7 @@ from agent_core._ids import validate_session_id
 from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
-from agent_core._storage.decode import collector_paused
+from agent_core._storage.decode import collector_paused, run_infos
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
@@ -112,18 +112,19 @@ async def _replay_session(
     reads = await asyncio.gather(
         storage.list_runs(session_id),
         storage.list_nodes(session_id, agent_id=root_id, redact_keys=masked),
-        storage.list_events(session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked),
+        storage.list_events(
+            session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked, agent_ids=(root_id, None)
+        ),
         storage.list_artifacts(session_id=session_id),
         return_exceptions=True,
     )
     for outcome in reads:
         if isinstance(outcome, BaseException):
             raise outcome
-    runs, nodes, all_events, artifact_records = cast(
+    runs, nodes, events, artifact_records = cast(
         tuple[list[RunRecord], list[Node], list[RuntimeEvent], list[ArtifactRecord]], tuple(reads)
     )
     root_runs = [r for r in runs if r.agent_id == root_id]
-    events = [e for e in all_events if e.agent_id in (root_id, None)]
     artifacts = [artifact_from_record(a) for a in artifact_records if a.agent_id in (root_id, None)]
     children = []
     for run in runs:
@@ -150,7 +151,7 @@ async def _replay_session(
     root_meta = load_json_object(root.metadata_json, "agents.metadata_json") if root else None
     result = ReplayResult(
         session_id=session_id,
-        runs=[run_info_from_record(r, root, root_meta) for r in root_runs],
+        runs=run_infos(root_runs, root, root_meta or {}),
         nodes=nodes,
         events=events,
         artifacts=artifacts,

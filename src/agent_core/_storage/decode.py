@@ -37,8 +37,11 @@ from agent_core.types.content import (
     ToolResultBlock,
     content_list_adapter,
 )
-from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
-from agent_core.types.runtime import Node, RuntimeEvent
+from agent_core.types.enums import EndReason, EventLevel, EventType, MessageRole, NodeType, RunStatus
+from agent_core.types.mappers import record_from_row, run_info_from_record
+from agent_core.types.runtime import Node, RunInfo, RuntimeEvent
+from agent_core.types.storage import AgentRecord, RunRecord
+from agent_core.types.storage import _is_stored_form as is_stored_ts
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -269,4 +272,93 @@ def events_from_rows(
                 out.append(event)
     except (ValueError, TypeError, KeyError) as exc:
         raise read_error("event record", exc) from exc
+    return out
+
+
+# ---- runs -----------------------------------------------------------------------------------------
+
+_RUN_COLUMNS = RunRecord.columns()
+_RUN_STATUSES = {e.value: e for e in RunStatus}
+_END_REASONS: dict[str | None, EndReason | None] = {e.value: e for e in EndReason} | {None: None}
+_OPTIONAL_STR = frozenset({str, type(None)})
+
+
+def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[RunRecord]:
+    """Many ``runs`` rows (``RunRecord.columns()`` order) at once. A row whose values are already what
+    validation keeps (known enum values, strings, an int turn count, stored-form timestamps) is built
+    directly; any other row is validated (``record_from_row``: bad data → ``schema_error``)."""
+    out: list[RunRecord] = []
+    fields = set(_RUN_COLUMNS)
+    for row in rows:
+        status = _RUN_STATUSES.get(row[3]) if type(row[3]) is str else None
+        reason = _END_REASONS.get(row[6], False) if type(row[6]) in _OPTIONAL_STR else False
+        turns = row[7]
+        if (
+            status is None
+            or reason is False
+            or (turns is not None and type(turns) is not int)
+            or len(row) != len(_RUN_COLUMNS)
+            or type(row[0]) is not str
+            or type(row[1]) is not str
+            or type(row[2]) is not str
+            or not _OPTIONAL_STR.issuperset(map(type, row[4:6]))
+            or not _OPTIONAL_STR.issuperset(map(type, row[8:11]))
+            or type(row[11]) is not str
+            or type(row[12]) is not str
+            or not is_stored_ts(row[11])
+            or not is_stored_ts(row[12])
+        ):
+            out.append(record_from_row(RunRecord, _RUN_COLUMNS, row))
+            continue
+        values = dict(zip(_RUN_COLUMNS, row, strict=True))
+        values["status"], values["end_reason"] = status, reason
+        out.append(trusted(RunRecord, values, fields))
+    return out
+
+
+_RUN_INFO_FIELDS = frozenset(RunInfo.model_fields)
+
+
+def run_infos(
+    runs: Sequence[RunRecord], agent: AgentRecord | None, agent_meta: dict[str, Any]
+) -> list[RunInfo]:
+    """``run_info_from_record(run, agent, agent_meta)`` for many runs of one agent (replay); a run with an
+    error payload or a usage text that is not a JSON object goes through it, others are built directly
+    from their validated record."""
+    purpose = agent_meta.get("purpose")
+    common = {
+        "agent_type": agent.agent_type.value if agent else None,
+        "purpose": purpose if isinstance(purpose, str) else None,
+        "parent_run_id": agent.created_by_run_id if agent else None,
+    }
+    fields = set(_RUN_INFO_FIELDS)
+    out: list[RunInfo] = []
+    for run in runs:
+        usage = None
+        if run.usage_json is not None:
+            try:
+                usage = from_json(run.usage_json)
+            except ValueError:
+                usage = None
+        if run.error_json is not None or (run.usage_json is not None and type(usage) is not dict):
+            out.append(run_info_from_record(run, agent, agent_meta))
+            continue
+        try:
+            created, updated = _ts(run.created_at), _ts(run.updated_at)
+        except ValueError as exc:
+            raise read_error("run record", exc) from exc
+        values = {
+            "run_id": run.run_id,
+            "session_id": run.session_id,
+            "agent_id": run.agent_id,
+            **common,
+            "status": run.status,
+            "end_reason": run.end_reason,
+            "turn_count": run.turn_count,
+            "usage": usage,
+            "error": None,
+            "created_at": created,
+            "updated_at": updated,
+        }
+        out.append(trusted(RunInfo, values, fields))
     return out

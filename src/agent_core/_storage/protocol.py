@@ -154,6 +154,7 @@ class SessionStore(Protocol):
         to_seq: int | None = None,
         run_id: str | None = None,
         redact_keys: bool = False,
+        agent_ids: Sequence[str | None] | None = None,
     ) -> list[RuntimeEvent]: ...
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None: ...

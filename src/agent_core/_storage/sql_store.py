@@ -42,7 +42,7 @@ from agent_core._storage.columns import (
     update_statement,
     where_equal,
 )
-from agent_core._storage.decode import events_from_rows, nodes_from_rows
+from agent_core._storage.decode import events_from_rows, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
@@ -473,8 +473,8 @@ class SqlSessionStore(ABC):
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """In creation order."""
-        return await self._records(
-            RunRecord, f"{S.SELECT_RUN} WHERE session_id = ? ORDER BY rowid", (session_id,)
+        return runs_from_rows(
+            await self._read(f"{S.SELECT_RUN} WHERE session_id = ? ORDER BY rowid", (session_id,))
         )
 
     async def list_non_terminal_runs(self, session_id: str) -> list[RunRecord]:
@@ -545,13 +545,22 @@ class SqlSessionStore(ABC):
         to_seq: int | None = None,
         run_id: str | None = None,
         redact_keys: bool = False,
+        agent_ids: Sequence[str | None] | None = None,
     ) -> list[RuntimeEvent]:
-        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds. Compact
+        """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds; ``agent_ids``
+        keeps the events of those agents only (``None`` in it: the events without an agent). Compact
         context reports come back with their full node-id lists; ``redact_keys`` as in :meth:`list_nodes`.
         """
         sql = await self._require_session(session_id)
         where, params = where_equal(run_id=run_id)
         clauses = [where] if where else []
+        if agent_ids is not None:
+            named = [a for a in agent_ids if a is not None]
+            tests = [f"agent_id IN ({', '.join('?' for _ in named)})"] if named else []
+            if None in agent_ids:
+                tests.append("agent_id IS NULL")
+            clauses.append(f"{' AND' if clauses else ' WHERE'} ({' OR '.join(tests) or 'FALSE'})")
+            params.extend(named)
         if from_seq is not None:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq >= ?")
             params.append(from_seq)
