@@ -332,3 +332,40 @@ def test_expand_placeholders_leaves_text_without_placeholders_unchanged(value: s
     if "${SOONG_AGENT_HOME}" in value or "<project>" in value or value == "~" or value.startswith("~/"):
         return
     assert expand_placeholders(value, HOME, PROJECT) == value
+
+
+def test_absent_tables_validate_to_their_models_defaults() -> None:
+    """Absent tables (and nested tables such as ``engine.temporal``, ``model.retry``) are validated from
+    an empty table by the ``Settings`` validator itself (cold start: no validator of their own is built);
+    the values equal the models' own defaults, and no two configs share a mutable default."""
+    from agent_core.config.model import ModelSection, RetryConfig
+    from agent_core.config.schema import (
+        AgentsSection,
+        EngineSection,
+        HooksSection,
+        LimitsSection,
+        PermissionsSection,
+        RuntimeSection,
+        StorageSection,
+        ToolsMcp,
+        ToolsNetwork,
+    )
+
+    data = {"model": {"provider": "openai", "name": "m"}}
+    one = Settings.model_validate(data, strict=True, context={"home": HOME, "project": PROJECT})
+    two = Settings.model_validate(data, strict=True, context={"home": HOME, "project": PROJECT})
+    assert one.runtime == RuntimeSection()
+    assert one.agents == AgentsSection()
+    assert one.permissions == PermissionsSection()
+    assert one.hooks == HooksSection()
+    assert one.storage == StorageSection()
+    assert one.engine == EngineSection()
+    assert one.limits.max_turns == RuntimeSection().max_turns  # the legacy fallback still applies
+    assert one.limits.model_copy(update={"max_turns": None}) == LimitsSection()
+    assert one.tools.network == ToolsNetwork() and one.tools.mcp == ToolsMcp()
+    assert one.model.retry == RetryConfig() == ModelSection(provider="p", name="n").retry
+    assert isinstance(one.engine.temporal, type(EngineSection().temporal))
+    one.permissions.network_policy.allowed_hosts.append("example.org")
+    one.tools.disabled.append("code.read_file")
+    assert two.permissions.network_policy.allowed_hosts == [] and two.tools.disabled == []
+    assert PermissionsSection().network_policy.allowed_hosts == []

@@ -3,9 +3,16 @@
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from agent_core.types.base import FrozenModel, StrictModel
+
+
+def section_default() -> Any:
+    """The default of a table-valued key: an empty table, validated like one given in the file."""
+    return {}
 
 
 class RetryConfig(FrozenModel):
@@ -37,7 +44,7 @@ class ModelSection(StrictModel):
     max_output_tokens: int = Field(default=4096, ge=1)
     temperature: float | None = 0.2
     timeout_ms: int = Field(default=60000, ge=1)
-    retry: RetryConfig = Field(default_factory=RetryConfig)
+    retry: RetryConfig = Field(default_factory=section_default, validate_default=True)
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     """USD per million input tokens (usage cost and ``limits.max_cost_usd``); unset: no cost."""
     price_output_per_mtok: float | None = Field(default=None, ge=0)

@@ -34,9 +34,9 @@ from pydantic import (
 )
 
 from agent_core._dataclass import dataclass
-from agent_core.config.model import ModelProfile, ModelSection
+from agent_core.config.model import ModelProfile, ModelSection, section_default
 from agent_core.errors import ConfigError, ErrorCode
-from agent_core.types.base import StrictModel
+from agent_core.types.base import StrictModel, empty_list
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 POOL_OR_WORKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -171,7 +171,7 @@ class EngineSection(StrictModel):
     """``[engine]`` (surfaces.md §3): where runs execute — ``local`` (this process) or ``temporal``."""
 
     kind: Literal["local", "temporal"] = "local"
-    temporal: TemporalSection = Field(default_factory=TemporalSection)
+    temporal: TemporalSection = Field(default_factory=section_default, validate_default=True)
 
 
 class TelemetrySection(StrictModel):
@@ -197,7 +197,7 @@ class StorageSection(StrictModel):
     """``[storage]`` (surfaces.md §3): the session-store backend."""
 
     backend: Literal["sqlite", "postgres"] = "sqlite"
-    postgres: StoragePostgres = Field(default_factory=StoragePostgres)
+    postgres: StoragePostgres = Field(default_factory=section_default, validate_default=True)
 
     @model_validator(mode="after")
     def _postgres_needs_dsn_env(self) -> "StorageSection":
@@ -272,7 +272,7 @@ class WorkerEntry(StrictModel):
 
 class WorkerPool(StrictModel):
     pool_id: str = Field(pattern=POOL_OR_WORKER_ID.pattern)
-    workers: list[WorkerEntry] = Field(default_factory=list)
+    workers: list[WorkerEntry] = Field(default_factory=empty_list)
     autonomous: bool = False
     """Idle workers of this pool claim ready steps of the session's active Task board themselves."""
 
@@ -301,7 +301,7 @@ class AgentsSection(StrictModel):
     default_fork_agent_definition: str = Field(default="default_fork_agent", min_length=1)
     default_child_timeout_ms: int = Field(default=600000, ge=1)
     child_cancel_timeout_ms: int = Field(default=30000, ge=1)
-    worker_pools: list[WorkerPool] = Field(default_factory=list)
+    worker_pools: list[WorkerPool] = Field(default_factory=empty_list)
     worker_isolation: Literal["shared", "worktree"] = "shared"
     """``worktree``: each dispatched worker runs in its own git worktree and branch (surfaces.md §6)."""
 
@@ -348,8 +348,8 @@ class TaskSection(StrictModel):
 
 class NetworkPolicy(StrictModel):
     default: Literal["allow", "confirm", "deny"] = "confirm"
-    allowed_hosts: list[str] = Field(default_factory=list)
-    allowed_domains: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=empty_list)
+    allowed_domains: list[str] = Field(default_factory=empty_list)
 
 
 class PermissionRule(StrictModel):
@@ -377,8 +377,8 @@ class PermissionsSection(StrictModel):
     write_without_callback: Literal["deny"] = "deny"
     remember_scope: Literal["session"] = "session"
     allow_for_session_enabled: bool = True
-    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
-    rules: list[PermissionRule] = Field(default_factory=list)
+    network_policy: NetworkPolicy = Field(default_factory=section_default, validate_default=True)
+    rules: list[PermissionRule] = Field(default_factory=empty_list)
     """Checked in front of the default policy; ``deny`` wins over ``confirm`` wins over ``allow``."""
 
 
@@ -393,13 +393,13 @@ class ToolOverride(StrictModel):
 
 
 class ToolsNetwork(StrictModel):
-    allowed_hosts: list[str] = Field(default_factory=list)
-    allowed_domains: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=empty_list)
+    allowed_domains: list[str] = Field(default_factory=empty_list)
 
 
 class ToolsMcp(StrictModel):
-    disabled_servers: list[str] = Field(default_factory=list)
-    disabled_tools: list[str] = Field(default_factory=list)
+    disabled_servers: list[str] = Field(default_factory=empty_list)
+    disabled_tools: list[str] = Field(default_factory=empty_list)
     tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     discovery_cache_ttl_ms: int = Field(default=300000, ge=1)
 
@@ -414,9 +414,9 @@ class ToolsMcp(StrictModel):
 
 class ToolsSection(StrictModel):
     declarative_enabled: bool = True
-    disabled: list[str] = Field(default_factory=list)
+    disabled: list[str] = Field(default_factory=empty_list)
     overrides: dict[str, ToolOverride] = Field(default_factory=dict)
-    allowed_write_roots: list[ConfigPath] = Field(default_factory=list)
+    allowed_write_roots: list[ConfigPath] = Field(default_factory=empty_list)
     allow_tmp_write: bool = False
     default_timeout_ms: int = Field(default=120000, ge=1)
     max_timeout_ms: int = Field(default=600000, ge=1)
@@ -432,8 +432,8 @@ class ToolsSection(StrictModel):
     sensitive_paths: list[SensitivePattern] = Field(
         default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS), validate_default=True
     )
-    network: ToolsNetwork = Field(default_factory=ToolsNetwork)
-    mcp: ToolsMcp = Field(default_factory=ToolsMcp)
+    network: ToolsNetwork = Field(default_factory=section_default, validate_default=True)
+    mcp: ToolsMcp = Field(default_factory=section_default, validate_default=True)
     sandbox: Literal["off", "bwrap"] = "off"
     """``bwrap``: ``code.run_command`` and declarative tools run inside bubblewrap (issue 14 §8)."""
 
@@ -461,22 +461,22 @@ _PATH_SECTIONS = ("context", "memory", "plan", "task", "tools", "telemetry")
 class Settings(StrictModel):
     """The whole validated ``config.toml``."""
 
-    runtime: RuntimeSection = Field(default_factory=RuntimeSection)
+    runtime: RuntimeSection = Field(default_factory=section_default, validate_default=True)
     model: ModelSection
     model_overrides: dict[str, ModelProfile] = Field(default_factory=dict)
-    context: ContextSection = Field(default_factory=ContextSection)
-    compact: CompactSection = Field(default_factory=CompactSection)
-    memory: MemorySection = Field(default_factory=MemorySection)
-    agents: AgentsSection = Field(default_factory=AgentsSection)
-    plan: PlanSection = Field(default_factory=PlanSection)
-    task: TaskSection = Field(default_factory=TaskSection)
-    permissions: PermissionsSection = Field(default_factory=PermissionsSection)
-    hooks: HooksSection = Field(default_factory=HooksSection)
-    tools: ToolsSection = Field(default_factory=ToolsSection)
-    limits: LimitsSection = Field(default_factory=LimitsSection)
-    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
-    storage: StorageSection = Field(default_factory=StorageSection)
-    engine: EngineSection = Field(default_factory=EngineSection)
+    context: ContextSection = Field(default_factory=section_default, validate_default=True)
+    compact: CompactSection = Field(default_factory=section_default, validate_default=True)
+    memory: MemorySection = Field(default_factory=section_default, validate_default=True)
+    agents: AgentsSection = Field(default_factory=section_default, validate_default=True)
+    plan: PlanSection = Field(default_factory=section_default, validate_default=True)
+    task: TaskSection = Field(default_factory=section_default, validate_default=True)
+    permissions: PermissionsSection = Field(default_factory=section_default, validate_default=True)
+    hooks: HooksSection = Field(default_factory=section_default, validate_default=True)
+    tools: ToolsSection = Field(default_factory=section_default, validate_default=True)
+    limits: LimitsSection = Field(default_factory=section_default, validate_default=True)
+    telemetry: TelemetrySection = Field(default_factory=section_default, validate_default=True)
+    storage: StorageSection = Field(default_factory=section_default, validate_default=True)
+    engine: EngineSection = Field(default_factory=section_default, validate_default=True)
 
     @model_validator(mode="after")
     def _legacy_max_turns(self) -> "Settings":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,16 @@ class FrozenModel(BaseModel):
     """Immutable, hashable boundary model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+def empty_list() -> list[Any]:
+    """``Field(default_factory=empty_list)``: a new empty list.
+
+    Pydantic reads a default factory's signature when it creates the model class and again when it builds
+    the validator; for the builtin ``list`` that means parsing its text signature (~50 us each time, cold
+    start), for a Python function it is a cheap lookup.
+    """
+    return []
 
 
 def utc_now() -> datetime:

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from agent_core.errors import ErrorCode, SchemaError
 from agent_core.errors.payloads import ProviderErrorPayload as ProviderErrorPayload
-from agent_core.types.base import StrictModel
+from agent_core.types.base import StrictModel, empty_list
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
@@ -48,13 +48,13 @@ class ToolChoiceNamed(StrictModel):
 
 class ModelRequest(StrictModel):
     model: str
-    system: list[SystemBlock] = Field(default_factory=list)
+    system: list[SystemBlock] = Field(default_factory=empty_list)
     messages: list[ModelMessage]
-    tools: list[ToolDefinition] = Field(default_factory=list)
+    tools: list[ToolDefinition] = Field(default_factory=empty_list)
     tool_choice: Literal["auto", "none", "required"] | ToolChoiceNamed = "auto"
     temperature: float | None = None
     max_output_tokens: int | None = None
-    stop_sequences: list[str] = Field(default_factory=list)
+    stop_sequences: list[str] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from agent_core.types.base import StrictModel, utc_now
+from agent_core.types.base import StrictModel, empty_list, utc_now
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
@@ -79,8 +79,8 @@ class AgentDefinition(StrictModel):
     description: str
     body: str = ""
     model_profile: str | dict[str, Any] | None = None
-    suggested_tools: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
+    suggested_tools: list[str] = Field(default_factory=empty_list)
+    tags: list[str] = Field(default_factory=empty_list)
     overrides: str | None = None
     source: Literal["builtin", "user", "code"]
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -170,10 +170,10 @@ class UsageTotals(StrictModel):
 class ChildAgentResult(StrictModel):
     status: str
     summary: str = ""
-    findings: list[Any] = Field(default_factory=list)
-    artifacts: list[Any] = Field(default_factory=list)
+    findings: list[Any] = Field(default_factory=empty_list)
+    artifacts: list[Any] = Field(default_factory=empty_list)
     step_id: str | None = None
-    proposed_actions: list[Any] = Field(default_factory=list)
+    proposed_actions: list[Any] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -191,19 +191,19 @@ class TaskInspectView(StrictModel):
     wal_path: str
     status: str | None = None
     task: dict[str, Any] | None = None
-    wal_events: list[dict[str, Any]] = Field(default_factory=list)
+    wal_events: list[dict[str, Any]] = Field(default_factory=empty_list)
     error: ErrorPayload | None = None
 
 
 class ReplayResult(StrictModel):
     session_id: str
     run_id: str | None = None
-    runs: list[RunInfo] = Field(default_factory=list)
-    nodes: list[Node] = Field(default_factory=list)
-    events: list[RuntimeEvent] = Field(default_factory=list)
-    artifacts: list[ArtifactRef] = Field(default_factory=list)
-    children: list[ChildSummary] = Field(default_factory=list)
-    tasks: list[TaskInspectView] = Field(default_factory=list)
+    runs: list[RunInfo] = Field(default_factory=empty_list)
+    nodes: list[Node] = Field(default_factory=empty_list)
+    events: list[RuntimeEvent] = Field(default_factory=empty_list)
+    artifacts: list[ArtifactRef] = Field(default_factory=empty_list)
+    children: list[ChildSummary] = Field(default_factory=empty_list)
+    tasks: list[TaskInspectView] = Field(default_factory=empty_list)
     usage: UsageTotals | None = None
     """The session's usage: every run of the session (children and compaction included)."""
     redacted: bool = True
@@ -237,9 +237,9 @@ class InspectAgent(StrictModel):
 class InspectResult(StrictModel):
     run: RunInfo
     agent: InspectAgent
-    nodes: list[Node] = Field(default_factory=list)
-    events: list[RuntimeEvent] = Field(default_factory=list)
-    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    nodes: list[Node] = Field(default_factory=empty_list)
+    events: list[RuntimeEvent] = Field(default_factory=empty_list)
+    artifacts: list[ArtifactRef] = Field(default_factory=empty_list)
     result: ChildAgentResult | None = None
     model_request: dict[str, Any] | None = None
     redacted: bool = True
@@ -272,7 +272,7 @@ class DeleteSessionResult(StrictModel):
     deleted: bool
     error: ErrorPayload | None = None
     counts: DeleteCounts = Field(default_factory=DeleteCounts)
-    failures: list[DeleteFailure] = Field(default_factory=list)
+    failures: list[DeleteFailure] = Field(default_factory=empty_list)
 
 
 class CleanupItem(StrictModel):
@@ -290,9 +290,9 @@ class CleanupFailure(StrictModel):
 
 class CleanupResult(StrictModel):
     dry_run: bool
-    candidates: list[CleanupItem] = Field(default_factory=list)
-    deleted: list[CleanupItem] = Field(default_factory=list)
-    failures: list[CleanupFailure] = Field(default_factory=list)
+    candidates: list[CleanupItem] = Field(default_factory=empty_list)
+    deleted: list[CleanupItem] = Field(default_factory=empty_list)
+    failures: list[CleanupFailure] = Field(default_factory=empty_list)
     freed_bytes: int = 0
     partial_failure: bool = False
 
@@ -337,16 +337,16 @@ class ContextBuildReport(StrictModel):
     provider: str
     model: str
     token_budget: TokenBudget
-    included_node_ids: list[str] = Field(default_factory=list)
-    excluded_node_ids: list[str] = Field(default_factory=list)
+    included_node_ids: list[str] = Field(default_factory=empty_list)
+    excluded_node_ids: list[str] = Field(default_factory=empty_list)
     excluded_reasons: dict[str, str] = Field(default_factory=dict)
     compaction_node_id: str | None = None
-    system_blocks: list[SystemBlockReport] = Field(default_factory=list)
-    synthetic_blocks: list[SyntheticBlockReport] = Field(default_factory=list)
-    artifact_degradations: list[ArtifactDegradation] = Field(default_factory=list)
+    system_blocks: list[SystemBlockReport] = Field(default_factory=empty_list)
+    synthetic_blocks: list[SyntheticBlockReport] = Field(default_factory=empty_list)
+    artifact_degradations: list[ArtifactDegradation] = Field(default_factory=empty_list)
     recovery_compact: bool = False
     detail_artifact_id: str | None = None
-    unpaired_tool_call_ids: list[str] = Field(default_factory=list)
+    unpaired_tool_call_ids: list[str] = Field(default_factory=empty_list)
     compact_triggered: Literal["none", "auto", "recovery"] = "none"
     """compact.md §9 extra payload key: which compact (if any) this build triggered."""
     task_board: str | None = None

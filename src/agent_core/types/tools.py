@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from agent_core.types.base import StrictModel
+from agent_core.types.base import StrictModel, empty_list
 from agent_core.types.content import ContentBlock, ErrorPayload
 
 
@@ -16,7 +16,7 @@ class ToolDefinition(StrictModel):
     description: str
     input_schema: dict[str, Any]
     permission: Literal["readonly", "write"]
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("tags")

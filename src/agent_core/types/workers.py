@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_core.types.base import StrictModel
+from agent_core.types.base import StrictModel, empty_list
 
 
 class WorkerView(StrictModel):
@@ -18,7 +18,7 @@ class WorkerView(StrictModel):
     agent_definition_id: str
     name: str
     description: str
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=empty_list)
     status: Literal["idle", "busy", "unavailable"]
     """As ``agent.list_workers``: ``busy`` with a live run, ``unavailable`` while a cancelled run winds down."""
     session_id: str | None = None
@@ -34,6 +34,6 @@ class WorkerPoolView(StrictModel):
     valid: bool
     default: bool = False
     """The pool used when a dispatch names none (multi-agent.md §9.1)."""
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
     """Why an invalid pool is excluded from listing and dispatch."""
-    workers: list[WorkerView] = Field(default_factory=list)
+    workers: list[WorkerView] = Field(default_factory=empty_list)
