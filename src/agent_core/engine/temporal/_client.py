@@ -151,6 +151,7 @@ class TemporalEngine:
         )
         state.status = RunStatus.running
         result = asyncio.ensure_future(handle.result())
+        result.add_done_callback(_retrieve)  # a cancelled or failed workflow's error: the stored outcome
         phase = _Phase()
         permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase, feed))
         waker = asyncio.ensure_future(_wake_on(state.cancel_event, feed))
@@ -213,7 +214,7 @@ class TemporalEngine:
             permissions.cancel()
             waker.cancel()
             if not result.done():
-                result.cancel()
+                result.cancel()  # its outcome, if it still ends with one, is retrieved (_retrieve)
             if not refreshed:
                 await _refresh_cursor(self.manager, session)
 
@@ -264,6 +265,13 @@ MODEL_PHASE = frozenset(
 def _interrupted(result: asyncio.Future[Any], state: RunState, cancel_sent: bool) -> bool:
     """The follower has more to do than wait for events: the workflow ended or the run was cancelled."""
     return result.done() or (not cancel_sent and state.cancel_event.is_set())
+
+
+def _retrieve(result: asyncio.Future[Any]) -> None:
+    """Marks the workflow's result as seen: the run's outcome is read from the store, and a cancelled
+    workflow's error would otherwise be logged as never retrieved when the future is collected."""
+    if not result.cancelled():
+        result.exception()
 
 
 def _never() -> bool:
