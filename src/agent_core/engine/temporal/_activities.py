@@ -17,23 +17,15 @@ engine runs — and persists its nodes and events itself; it returns only a :cla
   tasks share it (gate order, node chain in completion order, context nodes). A cancelled call activity
   answers its call ``aborted`` and leaves the run's end to ``tools_end``. When that worker is gone the
   workflow runs the ``after`` step again elsewhere (``replan``): stored results are not executed again.
-* A call executes only under its claim in the store (:mod:`agent_core._storage.tool_claims`), taken by
-  the worker's process before the call's gates: a replan makes the lost plan's calls claim nothing more,
-  waits while a live process (a worker frozen or starved past its heartbeat timeout) still executes one
-  of them, and then continues from the store. A call whose claimant died without a result is executed
-  again (the in-doubt case, as after a crash; logged, and counted in the claim's ``attempts``).
-* A step attempt that was lost (its heartbeat timed out) or whose worker shuts down is cancelled and
-  records that it stopped; its successor waits for that record (or for the old process's death) before
-  it reads the store, so a superseded attempt never writes after its successor started. The heartbeat
-  details (the process and the attempt) tell the successor which attempt it supersedes.
+* A call executes only under its claim in the store (``_claimed_calls``); a retried step attempt starts
+  only after the attempt it supersedes stopped (``_step_attempts``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -56,6 +48,7 @@ from agent_core._runtime.runs import RunManager
 from agent_core._storage.live import LiveChannel
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.tool_claims import CallKey, ToolCallClaims
+from agent_core.engine.temporal._claimed_calls import ClaimedCalls
 from agent_core.engine.temporal._contexts import (
     RunContext,
     RunContexts,
@@ -81,6 +74,7 @@ from agent_core.engine.temporal._payloads import (
     ToolPlan,
     ToolsEndInput,
 )
+from agent_core.engine.temporal._step_attempts import StepAttempts
 from agent_core.engine.temporal._worker_handoff import note_end, read_cancel
 from agent_core.tools._pipeline import ToolExecutor
 from agent_core.types.content import ErrorPayload
@@ -89,14 +83,6 @@ from agent_core.types.model import ToolCall
 from agent_core.types.runtime import UserMessage
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
-
-SUPERSEDED_WAIT_HEARTBEATS = 10
-"""How many heartbeat timeouts (at least 60 s) a retried step waits for the live process of the attempt
-it supersedes to stop that attempt."""
-_EXECUTING: set[str] = set()
-"""The claim keys of the tool calls executing in this process: a claim of this process's owner id that
-is not here was left by an ended task (it may be taken over)."""
 
 
 class RunActivities:
@@ -117,8 +103,8 @@ class RunActivities:
     ) -> None:
         self.contexts = RunContexts(manager, live)
         self.claims = ToolCallClaims(manager.services.storage)
-        self._steps: dict[str, asyncio.Future[Any]] = {}
-        """The loop step running under each step attempt of this worker (by attempt key)."""
+        self.attempts = StepAttempts(self.contexts, self.claims, heartbeat_s)
+        self.calls = ClaimedCalls(self.contexts, self.claims, self.attempts, heartbeat_s)
         self.own_queue = own_queue
         self.heartbeat_s = heartbeat_s
         self.arrival_timeout_s = arrival_timeout_s
@@ -142,7 +128,7 @@ class RunActivities:
         With ``inp.begin`` (the run's first step) ``loop_started`` and the first nodes (hooks, the user
         message) are written first, unless a previous attempt stored them. A retried attempt continues
         from the store: a stored answer is not requested again, a finished run is not finished again."""
-        return await self._attempt(inp, self._model_step)
+        return await self.attempts.run(inp, self._model_step)
 
     async def _model_step(self, inp: StepInput) -> Step:
         cp = inp.step.checkpoint
@@ -174,16 +160,16 @@ class RunActivities:
     async def after_model_step(self, inp: StepInput) -> Step:
         """A tool turn whose worker is gone (``replan``), continued from the store: the answer's calls
         without a stored result staged on this worker (a ``tools`` step), or the end-of-turn checks."""
-        return await self._attempt(inp, self._after_model_step)
+        return await self.attempts.run(inp, self._after_model_step)
 
     async def _after_model_step(self, inp: StepInput) -> Step:
         plan_id = new_id("plan_")
         if inp.step.replan:  # the worker holding the staged calls is gone: continue from the store
             await self.claims.stage(inp.run_id, inp.session_id, plan_id)  # the lost plan claims no more
-            await self._settle_lost_calls(inp.run_id)
+            await self.calls.settle_lost(inp.run_id)
             self.contexts.drop(inp.run_id)
             if inp.step.assistant_node_id is not None:
-                await self._settle_claimed_calls(inp.run_id, inp.step.assistant_node_id)
+                await self.calls.settle_claimed(inp.run_id, inp.step.assistant_node_id)
         ctx = await self.contexts.open(inp.run_id, inp.session_id, inp.step.checkpoint)
         turn = _stored_turn(ctx, inp.step.assistant_node_id)
         return await self._after(ctx, turn, plan_id=plan_id, fenced=inp.step.replan)
@@ -217,7 +203,7 @@ class RunActivities:
             if details is None or not details.cancel_requested:
                 # this attempt was lost (e.g. a heartbeat timed out on a loaded machine) while the call
                 # still runs here: the workflow stages the turn again, and a replan on this worker waits
-                # for the call to end first (``_settle_lost_calls``), so it is not executed twice
+                # for the call to end first (``ClaimedCalls.settle_lost``), so it is not executed twice
                 raise
             await self._cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
             with contextlib.suppress(BaseException):
@@ -266,65 +252,6 @@ class RunActivities:
     async def _cancel(self, ctx: RunContext) -> None:
         await _cancel(ctx, self.contexts.manager.services.storage)
 
-    async def _settle_lost_calls(self, run_id: str) -> None:
-        """Waits (heartbeating) until the calls of a lost tool turn that still run on this worker have
-        ended: their activities were lost (e.g. a heartbeat timed out on a loaded machine), not their
-        work, so their results are stored before the turn is staged again and no call runs twice."""
-        ctx = self.contexts.cached(run_id)
-        running = [t for t in ctx.tools.running.values() if not t.done()] if ctx and ctx.tools else []
-        while running:
-            _, pending = await asyncio.wait(running, timeout=self.heartbeat_s)
-            running = list(pending)
-            self._beat()
-
-    async def _settle_claimed_calls(self, run_id: str, assistant_node_id: str) -> None:
-        """Waits (heartbeating) while a live process executes one of the answer's calls under its claim
-        (a worker frozen or starved past its heartbeat timeout resumes and stores the call's result);
-        a dead claimant's call is taken over when it is claimed again."""
-        storage = self.contexts.manager.services.storage
-        me = storage.claim_owner
-        waited = False
-        while True:
-            running = await self.claims.running(run_id, assistant_node_id)
-            others = sorted({c.owner for c in running if c.owner != me})
-            live = await storage.live_owners(others) if others else set()
-            mine = [c for c in running if c.owner == me and c.claim_key in _EXECUTING]
-            if not live and not mine:
-                return
-            if not waited:
-                log.warning(
-                    "run %s: waiting for tool calls still executed by %s before staging them again",
-                    run_id,
-                    ", ".join(sorted(live)) or "this process",
-                )
-                waited = True
-            self._beat()
-            await asyncio.sleep(self.heartbeat_s)
-
-    async def _claim(self, key: CallKey, plan_id: str) -> bool:
-        """Claims the call for this process; ``False`` when it is not this attempt's to execute (its
-        plan was replaced, its result is stored, or a live process executes it)."""
-        storage = self.contexts.manager.services.storage
-        me = storage.claim_owner
-        claim = await self.claims.claim(key, plan_id, me)
-        while claim.state == "held" and claim.owner is not None:
-            holder = claim.owner
-            if holder == me and key.claim_key in _EXECUTING:
-                return False
-            if holder != me and await storage.live_owners([holder]):
-                return False
-            claim = await self.claims.claim(key, plan_id, me, dead=holder)
-            if claim.taken_over:
-                log.warning(
-                    "run %s: tool call %s was started by %s, which ended without its result; executing it"
-                    " again (execution %d)",
-                    key.run_id,
-                    key.tool_call_id,
-                    holder,
-                    claim.attempts,
-                )
-        return claim.state == "won"
-
     async def _decide(
         self, ctx: RunContext, turn: ModelTurn, plan_id: str
     ) -> LoopOutcome | StagedTools | None:
@@ -357,7 +284,7 @@ class RunActivities:
         try:
             if not await self._after_previous(tools, inp.index):  # past Temporal's schedule-to-start timeout
                 raise ApplicationError(f"tool plan {inp.plan_id} lost the call before call {inp.index}")
-            claimed = await self._claim(key, tools.plan_id)
+            claimed = await self.calls.claim(key, tools.plan_id)
             if not claimed:  # the workflow stages the turn again, from the store
                 raise ApplicationError(
                     f"tool call {call.tool_call_id} of plan {inp.plan_id} is not executed here: its plan"
@@ -366,14 +293,11 @@ class RunActivities:
         finally:
             if not claimed:  # the next call of its group does not wait for this one's gates
                 tools.staged.gates[inp.index].set()
-        _EXECUTING.add(key.claim_key)
-        try:
-            result = await _executor(ctx).run_staged_call(tools.staged, inp.index)
-        finally:
-            _EXECUTING.discard(key.claim_key)
-            done = tools.staged.results[inp.index] is not None
-            me = self.contexts.manager.services.storage.claim_owner
-            await asyncio.shield(self.claims.settle(key, me, done=done))
+        result = await self.calls.execute(
+            key,
+            lambda: _executor(ctx).run_staged_call(tools.staged, inp.index),
+            lambda: tools.staged.results[inp.index] is not None,
+        )
         return CallResult(is_error=result is None or result.is_error, stopped=tools.staged.stopped)
 
     async def _after_previous(self, tools: StagedTools, index: int) -> bool:
@@ -448,15 +372,13 @@ class RunActivities:
         """Runs one loop step while heartbeating; a cancelled activity cancels the run cooperatively,
         finishes it (terminal events) and then reports the cancellation."""
         task = asyncio.ensure_future(guarded_step(ctx.loop, ctx.loop_state, step))
-        attempt = _attempt_key()
-        self._steps[attempt] = task
-        task.add_done_callback(lambda _: self._steps.pop(attempt, None))
+        attempt = self.attempts.track(task)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.heartbeat_s)
                 if done:
                     return task.result()
-                self._beat()
+                self.attempts.beat()
         except asyncio.CancelledError:
             details = activity.cancellation_details()
             if details is None or not details.cancel_requested:
@@ -465,84 +387,14 @@ class RunActivities:
                 # that it stopped: its successor waits for that) and this worker forgets the run
                 task.cancel()
                 with contextlib.suppress(BaseException):
-                    await asyncio.shield(self._stop_attempt(ctx, task, attempt))
+                    stop = self.attempts.stop(task, attempt, ctx.state.run_id, ctx.state.session_id)
+                    await asyncio.shield(stop)
                 self.contexts.drop(ctx.state.run_id)
                 raise
             await self._cancel(ctx)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._finish_cancelled(ctx, await asyncio.shield(task)))
             raise
-
-    def _beat(self) -> None:
-        """Heartbeats with the details a retried attempt reads (``_after_superseded``): this process's
-        claim owner id and this attempt."""
-        activity.heartbeat(self.contexts.manager.services.storage.claim_owner, _attempt_key())
-
-    async def _attempt(self, inp: StepInput, body: Callable[[StepInput], Awaitable[Step]]) -> Step:
-        """One attempt of a retried step: after the attempt it supersedes stopped; when it fails, it
-        records that it stopped (a lost attempt records it once its step ended: ``_step``)."""
-        await self._after_superseded(inp.run_id)
-        try:
-            return await body(inp)
-        except BaseException:
-            attempt = _attempt_key()
-            if attempt not in self._steps:  # no step of this attempt runs on
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.claims.stopped(attempt, inp.run_id, inp.session_id))
-            raise
-
-    async def _stop_attempt(self, ctx: RunContext, task: asyncio.Future[Any], attempt: str) -> None:
-        """Waits until the superseded attempt's step ended, then records that it stopped."""
-        await asyncio.wait({task})
-        await self.claims.stopped(attempt, ctx.state.run_id, ctx.state.session_id)
-
-    async def _after_superseded(self, run_id: str) -> None:
-        """A retried step attempt: waits (heartbeating) until the attempt before it stopped — on this
-        worker its step is cancelled; on another one, until it recorded that it stopped or its process
-        died (a frozen worker stops once it resumes and learns its attempt was lost) — and forgets the
-        run's context (the store holds what that attempt wrote). Then heartbeats this attempt's details."""
-        info = activity.info()
-        previous = list(info.heartbeat_details)
-        if info.attempt > 1 and len(previous) >= 2:
-            owner, attempt = str(previous[0]), str(previous[1])
-            storage = self.contexts.manager.services.storage
-            if owner == storage.claim_owner:
-                task = self._steps.get(attempt)
-                if task is not None:
-                    task.cancel()
-                    while not task.done():
-                        await asyncio.wait({task}, timeout=self.heartbeat_s)
-                        self._beat()
-            else:
-                await self._wait_stopped(run_id, owner, attempt)
-            self.contexts.drop(run_id)
-        self._beat()
-
-    async def _wait_stopped(self, run_id: str, owner: str, attempt: str) -> None:
-        """Waits (heartbeating) until the attempt ``attempt`` of the live process ``owner`` recorded that
-        it stopped — at most ``SUPERSEDED_WAIT_HEARTBEATS`` heartbeat timeouts (a process frozen longer
-        is logged and its attempt may still write when it resumes)."""
-        storage = self.contexts.manager.services.storage
-        timeout = activity.info().heartbeat_timeout
-        bound = max(SUPERSEDED_WAIT_HEARTBEATS * (timeout.total_seconds() if timeout else 10.0), 60.0)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + bound
-        waited = False
-        while await storage.live_owners([owner]) and not await self.claims.has_stopped(attempt):
-            if loop.time() > deadline:
-                log.warning(
-                    "run %s: the superseded step attempt %s of %s did not stop within %.0f s; continuing",
-                    run_id,
-                    attempt,
-                    owner,
-                    bound,
-                )
-                return
-            if not waited:
-                log.warning("run %s: waiting for the superseded step attempt %s to stop", run_id, attempt)
-                waited = True
-            self._beat()
-            await asyncio.sleep(self.heartbeat_s)
 
     async def _finish_cancelled(self, ctx: RunContext, result: object) -> None:
         """Ends a run whose step was cancelled, as the local loop ends it."""
@@ -562,12 +414,6 @@ def _executor(ctx: RunContext) -> ToolExecutor:
             f"the temporal engine stages tool calls on a ToolExecutor, not {type(executor).__name__}"
         )
     return executor
-
-
-def _attempt_key() -> str:
-    """This activity attempt, as its successor reads it from the heartbeat details."""
-    info = activity.info()
-    return f"{info.workflow_id}:{info.workflow_run_id}:{info.activity_id}:{info.attempt}"
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
