@@ -11,10 +11,7 @@ step commits the worktree on the step's branch and reports it in the dispatch re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +22,16 @@ import pytest
 from agent_core import AgentRuntime, RunStatus
 from agent_core.testing import ScriptedOpenAIServer, ScriptedRequest
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
-from tests.engine.test_temporal_crash import TOOL, Worker, configure, tool_log, wait_for
-from tests.engine.test_temporal_orchestrator_crash import Script
+from tests.engine._temporal_harness import (
+    TOOL,
+    Script,
+    replace_worker,
+    scripted_server,
+    start_worker,
+    tool_log,
+    wait_for,
+    worker_env,
+)
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import rows
 from tests.fixtures.temporal_server import TemporalServer
@@ -66,13 +71,8 @@ class WritingScript(Script):
 @pytest.fixture
 def scripted() -> Iterator[tuple[ScriptedOpenAIServer, WritingScript]]:
     script = WritingScript()
-    server = ScriptedOpenAIServer(strict=False)
-    server.handler(script)
-    server.start()
-    try:
+    with scripted_server(script) as server:
         yield server, script
-    finally:
-        server.stop()
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -105,8 +105,8 @@ async def test_a_retried_dispatch_step_commits_the_workers_worktree(
     (project / "out.txt").write_text("original\n", encoding="utf-8")
     git(project, "add", "out.txt")
     git(project, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "base")
-    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
-    configure(soong_env, temporal_server, server.base_url)  # pool "default" has worker w1
+    # pool "default" has worker w1
+    extra_env = worker_env(soong_env, temporal_server, server.base_url, monkeypatch)
     config = dict(soong_env.config)
     config["model"] = {**config["model"], "context_window": 200_000}
     config["agents"] = {
@@ -116,28 +116,18 @@ async def test_a_retried_dispatch_step_commits_the_workers_worktree(
     }
     config["permissions"] = {"rules": [{"tool": "code.write_file", "decision": "allow"}]}
     soong_env.write_config(**config)
-    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
 
     async def allow(_request: PermissionRequest) -> PermissionDecision:
         return PermissionDecision(decision="allow_once")
 
-    worker = Worker(soong_env, extra_env)
-    worker.wait_ready()
+    worker = start_worker(soong_env, extra_env)
     try:
         async with AgentRuntime(project_dir=project, permission_callback=allow) as rt:
             hold = soong_env.home / "release.hold1"
             hold.touch()  # the worker run's first tool call waits here
             run = await rt.start("do the task", mode="orchestrator")
             await wait_for(lambda: "start 1" in " ".join(tool_log(soong_env)), 120, "the tool")
-            before_kill = tool_log(soong_env)
-            replacement = Worker(soong_env, extra_env)
-            replacement.wait_ready()
-            worker.kill()
-            for line in before_kill:  # the tool dies too, wherever its process group is
-                if line.startswith("start 1 "):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(line.split()[2]), signal.SIGKILL)
-            worker = replacement
+            worker, _before_kill = replace_worker(soong_env, worker, extra_env, interrupted=1)
             hold.unlink()
             status = await asyncio.wait_for(run.wait(), 240)
             assert status == RunStatus.completed, run.error

@@ -13,9 +13,6 @@ work in memory and resumes it when it is continued:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import time
 from typing import Any
 
@@ -24,15 +21,18 @@ import pytest
 from agent_core import AgentRuntime, RunStatus
 from agent_core.testing import ScriptedOpenAIServer, ScriptedRequest
 from agent_core.types.base import parse_ts
-from tests.engine.test_temporal_crash import (
+from tests.engine._temporal_harness import (
     CALLS,
     Model,
     Worker,
-    configure,
+    assert_each_call_ran_once,
     model_server,
     run_summary,
+    start_worker,
+    stop_workers,
     tool_log,
     wait_for,
+    worker_env,
 )
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import rows
@@ -40,7 +40,7 @@ from tests.fixtures.temporal_server import TemporalServer
 
 pytestmark = pytest.mark.temporal
 
-__all__ = ["model_server"]  # the fixture, shared with the crash tests
+__all__ = ["model_server"]  # the fixture, imported for pytest
 
 FROZEN_S = 4.0
 """How long the first worker stays frozen: past the heartbeat timeout (1.5 s), so its activity is lost."""
@@ -48,10 +48,6 @@ FROZEN_S = 4.0
 
 def starts(env: SoongEnv, n: int) -> int:
     return sum(1 for line in tool_log(env) if line.startswith(f"start {n} "))
-
-
-def output(worker: Worker) -> str:
-    return "".join(worker.lines)
 
 
 @pytest.mark.timeout(300)
@@ -62,11 +58,8 @@ async def test_a_tool_call_of_a_frozen_worker_retried_on_another_worker_is_execu
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server, _model = model_server
-    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
-    configure(soong_env, temporal_server, server.base_url)
-    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
-    first = Worker(soong_env, extra_env)
-    first.wait_ready()
+    extra_env = worker_env(soong_env, temporal_server, server.base_url, monkeypatch)
+    first = start_worker(soong_env, extra_env)
     second: Worker | None = None
     hold = soong_env.home / "release.hold2"
     hold.touch()
@@ -74,34 +67,23 @@ async def test_a_tool_call_of_a_frozen_worker_retried_on_another_worker_is_execu
         async with AgentRuntime(project_dir=soong_env.project) as rt:
             run = await rt.start("do the steps")
             await wait_for(lambda: starts(soong_env, 2) == 1, 60, "the second tool call")
-            second = Worker(soong_env, extra_env)
-            second.wait_ready()
-            os.kill(first.proc.pid, signal.SIGSTOP)  # the worker only: its tool process keeps running
+            second = start_worker(soong_env, extra_env)
+            first.freeze()  # the worker only: its tool process keeps running
             waiting = "waiting for tool calls still executed by"
             await wait_for(
-                lambda w=second: waiting in output(w) or starts(soong_env, 2) > 1,
+                lambda w=second: waiting in w.output() or starts(soong_env, 2) > 1,
                 60,
                 "the retry of the frozen worker's tool turn on the second worker",
             )
             await asyncio.sleep(FROZEN_S)  # without the claim, the second worker runs the call meanwhile
-            assert starts(soong_env, 2) == 1, (tool_log(soong_env), output(second)[-3000:])
-            os.kill(first.proc.pid, signal.SIGCONT)
+            assert starts(soong_env, 2) == 1, (tool_log(soong_env), second.output()[-3000:])
+            first.resume()
             hold.unlink()
             assert await asyncio.wait_for(run.wait(), 90) == RunStatus.completed, run.error
             summary = run_summary(soong_env, run.session_id, run.run_id)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(first.proc.pid, signal.SIGCONT)
-        first.stop()
-        if second is not None:
-            second.stop()
-    log = tool_log(soong_env)
-    assert [line.split()[0:2] for line in log if line.startswith("start")] == [
-        ["start", "1"],
-        ["start", "2"],
-        ["start", "3"],
-    ], (log, output(first)[-3000:])
-    assert summary["results"] == {f"call_{n}": 1 for n in range(1, CALLS + 1)} and not summary["errors"]
+        stop_workers(first, second)
+    assert_each_call_ran_once(soong_env, summary, first.output())
     claims = rows(
         soong_env, "SELECT tool_call_id, status, attempts FROM tool_call_claims WHERE run_id = ?", run.run_id
     )
@@ -130,37 +112,29 @@ async def test_a_superseded_model_step_of_a_frozen_worker_stops_before_its_retry
     server.handler(timed_reply)
     turn = 2
     model.hold_turns = {turn}  # its first request is held open mid-stream
-    monkeypatch.setenv("SOONG_TEST_API_KEY", "sk-test")
-    configure(soong_env, temporal_server, server.base_url)
-    extra_env = {"SOONG_AGENT_HOME": str(soong_env.home), "SOONG_TEST_API_KEY": "sk-test"}
-    first = Worker(soong_env, extra_env)
-    first.wait_ready()
+    extra_env = worker_env(soong_env, temporal_server, server.base_url, monkeypatch)
+    first = start_worker(soong_env, extra_env)
     second: Worker | None = None
     try:
         async with AgentRuntime(project_dir=soong_env.project) as rt:
             run = await rt.start("do the steps")
             await wait_for(model.held.is_set, 60, f"the held model stream of turn {turn}")
-            second = Worker(soong_env, extra_env)
-            second.wait_ready()
-            os.kill(first.proc.pid, signal.SIGSTOP)
+            second = start_worker(soong_env, extra_env)
+            first.freeze()
             waiting = "waiting for the superseded step attempt"
             await wait_for(
-                lambda w=second: waiting in output(w) or len(requested.get(turn, [])) > 1,
+                lambda w=second: waiting in w.output() or len(requested.get(turn, [])) > 1,
                 60,
                 "the retry of the frozen worker's model step on the second worker",
             )
             await asyncio.sleep(FROZEN_S)  # without the wait, the retry requests the model meanwhile
-            assert len(requested[turn]) == 1, output(second)[-3000:]
+            assert len(requested[turn]) == 1, second.output()[-3000:]
             continued = time.time()
-            os.kill(first.proc.pid, signal.SIGCONT)
+            first.resume()
             assert await asyncio.wait_for(run.wait(), 90) == RunStatus.completed, run.error
             summary = run_summary(soong_env, run.session_id, run.run_id)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(first.proc.pid, signal.SIGCONT)
-        first.stop()
-        if second is not None:
-            second.stop()
+        stop_workers(first, second)
     assert summary == {
         "status": "completed",
         "end_reason": "completed",
@@ -168,7 +142,7 @@ async def test_a_superseded_model_step_of_a_frozen_worker_stops_before_its_retry
         "errors": [],
     }
     stopped = rows(soong_env, "SELECT stopped_at FROM stopped_attempts WHERE run_id = ?", run.run_id)
-    assert len(stopped) >= 1, output(first)[-3000:]
+    assert len(stopped) >= 1, first.output()[-3000:]
     stopped_at = min(parse_ts(r["stopped_at"]).timestamp() for r in stopped)
     # the superseded attempt stopped once its worker was continued, and only then was the model asked again
     assert len(requested[turn]) == 2 and continued <= stopped_at <= requested[turn][1], (
