@@ -10,15 +10,15 @@ Contracts (those of httpcore's ``AsyncNetworkStream``/``AsyncNetworkBackend``, a
 them): ``read`` returns at most ``max_bytes``, ``b""`` at the end of the stream; timeouts raise
 ``ConnectTimeout``/``ReadTimeout``/``WriteTimeout`` and socket failures ``ConnectError``/``ReadError``/
 ``WriteError``, so httpx raises the same exception types; ``CancelledError`` propagates. HTTP itself stays
-httpcore's and h11's. :func:`use_asyncio_backend` installs it under an ``httpx.AsyncClient``'s direct
-connection pool only (proxied routes keep httpcore's default backend).
+httpcore's and h11's. Plain connections only (no TLS upgrade): :func:`use_asyncio_backend` installs it
+under the direct connection pool of a client that only talks to an ``http://`` origin (proxied routes keep
+httpcore's default backend).
 """
 
 from __future__ import annotations
 
 import asyncio
 import select
-import ssl
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -121,7 +121,7 @@ class _Connection(asyncio.Protocol):
 
 
 class AsyncioStream(httpcore.AsyncNetworkStream):
-    """One connection (TCP, Unix socket, or TLS over either)."""
+    """One plain connection (TCP or Unix socket)."""
 
     def __init__(self, connection: _Connection) -> None:
         self._connection = connection
@@ -170,31 +170,6 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         transport = self._connection.transport
         if transport is not None and not transport.is_closing():
             transport.close()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        conn = self._connection
-        assert conn.transport is not None
-        try:
-            async with asyncio.timeout(timeout):
-                upgraded = await conn.loop.start_tls(
-                    conn.transport, conn, ssl_context, server_hostname=server_hostname
-                )
-        except TimeoutError:
-            await self.aclose()
-            raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
-        except OSError as exc:  # ssl.SSLError included
-            await self.aclose()
-            raise httpcore.ConnectError(str(exc)) from exc
-        if upgraded is None:
-            raise httpcore.ConnectError("the connection closed during the TLS handshake")
-        assert isinstance(upgraded, asyncio.Transport)
-        conn.transport = upgraded
-        return AsyncioStream(conn)
 
     def get_extra_info(self, info: str) -> Any:
         conn = self._connection
@@ -269,9 +244,9 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
 
 def use_asyncio_backend(client: httpx.AsyncClient) -> bool:
-    """Puts an :class:`AsyncioBackend` under the client's direct connection pool (before its first
-    connection); ``False`` (nothing changed) when the client routes through a proxy or httpx/httpcore are
-    shaped differently than expected."""
+    """Puts an :class:`AsyncioBackend` under the client's default (direct) connection pool, before its first
+    connection (routes through a proxy mount keep their own pools); ``False`` (nothing changed) for a
+    custom transport or when httpx/httpcore are shaped differently than expected."""
     pool = getattr(client._transport, "_pool", None)
     if type(pool) is not httpcore.AsyncConnectionPool or not hasattr(pool, "_network_backend"):
         return False

@@ -33,6 +33,7 @@ from agent_core._redaction import Redactor
 from agent_core.config.model import ResolvedModelConfig, RetryConfig
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.providers._prefix import PrefixEntry, PrefixMemo
+from agent_core.providers._sse import body_encoding, content_type_problem, read_events
 from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.providers.base import error_payload
 from agent_core.types.model import (
@@ -206,8 +207,6 @@ def decode_json_object(text: str) -> dict[str, Any]:
 def sse_events(response: httpx.Response) -> AsyncGenerator[tuple[str, str], None]:
     """``(event name, data)`` pairs of a ``text/event-stream`` body (:mod:`agent_core.providers._sse`);
     ``StreamProtocolError`` when the response is not an event stream."""
-    from agent_core.providers._sse import body_encoding, content_type_problem, read_events
-
     content_type = response.headers.get("content-type", "")
     problem = content_type_problem(content_type)
     if problem is not None:
@@ -387,9 +386,10 @@ class HttpStreamAdapter(ABC):
                 follow_redirects=False,
                 verify=not plain_http,
             )
-            from agent_core.providers import _asyncio_net
+            if plain_http:  # sockets through asyncio itself, not anyio (per-request cost, issue 16)
+                from agent_core.providers import _asyncio_net
 
-            _asyncio_net.use_asyncio_backend(client)
+                _asyncio_net.use_asyncio_backend(client)
             self._client_obj = client
         return self._client_obj
 

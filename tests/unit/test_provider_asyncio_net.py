@@ -1,0 +1,148 @@
+"""The asyncio network backend under the adapters' HTTP client (providers/_asyncio_net.py): httpcore's
+stream contract over real loopback sockets, and where the adapters install it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpcore
+import httpx
+import pytest
+
+from agent_core.providers._asyncio_net import AsyncioBackend, use_asyncio_backend
+from agent_core.providers._openai_compatible import OpenAIAdapter
+from tests.fixtures.provider_requests import model_config
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _serve(handler: Handler) -> tuple[asyncio.Server, int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, limit=1 << 20)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.fixture
+async def echo_port() -> AsyncIterator[int]:
+    """Echoes each line back, then closes when the client sends ``bye``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            if line == b"bye\n":
+                break
+            writer.write(line)
+            await writer.drain()
+        writer.close()
+
+    server, port = await _serve(handle)
+    async with server:
+        yield port
+
+
+async def _read_exactly(stream: httpcore.AsyncNetworkStream, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        piece = await stream.read(size - len(data), timeout=5)
+        assert piece, "the stream ended early"
+        data += piece
+    return data
+
+
+async def test_reads_what_was_written_respecting_max_bytes_then_the_end(echo_port: int) -> None:
+    stream = await AsyncioBackend().connect_tcp("127.0.0.1", echo_port, timeout=5)
+    await stream.write(b"hello world\n", timeout=5)
+    assert await _read_exactly(stream, 5) == b"hello"  # at most max_bytes, the rest stays buffered
+    assert await _read_exactly(stream, 7) == b" world\n"
+    big = b"x" * 300_000 + b"\n"
+    await stream.write(big, timeout=5)
+    assert await _read_exactly(stream, len(big)) == big
+    await stream.write(b"bye\n", timeout=5)
+    assert await stream.read(100, timeout=5) == b""
+    assert stream.get_extra_info("is_readable") is True  # a closed peer reads as readable (not reusable)
+    await stream.aclose()
+
+
+async def test_idle_connection_is_not_readable_and_reports_its_addresses(echo_port: int) -> None:
+    stream = await AsyncioBackend().connect_tcp("127.0.0.1", echo_port, timeout=5)
+    assert stream.get_extra_info("is_readable") is False
+    assert stream.get_extra_info("server_addr") == ("127.0.0.1", echo_port)
+    assert stream.get_extra_info("client_addr")[0] == "127.0.0.1"
+    assert stream.get_extra_info("ssl_object") is None
+    assert stream.get_extra_info("socket") is not None
+    await stream.aclose()
+    with pytest.raises(httpcore.WriteError):
+        await stream.write(b"late\n", timeout=5)
+
+
+async def test_a_silent_server_gives_read_timeout() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # never answers
+        writer.close()
+
+    server, port = await _serve(handle)
+    async with server:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        with pytest.raises(httpcore.ReadTimeout):
+            await stream.read(10, timeout=0.05)
+        await stream.aclose()
+
+
+async def test_a_refused_connection_gives_connect_error() -> None:
+    server, port = await _serve(lambda r, w: asyncio.sleep(0))
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(httpcore.ConnectError):
+        await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+
+
+async def test_a_reset_connection_gives_read_error() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.transport.abort()  # RST, not FIN
+
+    server, port = await _serve(handle)
+    async with server:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        await stream.write(b"x" * 100_000, timeout=5)
+        with pytest.raises((httpcore.ReadError, httpcore.WriteError)):
+            for _ in range(100):  # the reset arrives as an error, never as data
+                assert await stream.read(10, timeout=5) == b""
+                await stream.write(b"more", timeout=5)
+        await stream.aclose()
+
+
+async def test_httpx_over_the_backend_keeps_the_connection_alive() -> None:
+    connections = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+            await writer.drain()
+
+    server, port = await _serve(handle)
+    async with server, httpx.AsyncClient() as client:
+        assert use_asyncio_backend(client) is True
+        for _ in range(3):
+            response = await client.get(f"http://127.0.0.1:{port}/")
+            assert (response.status_code, response.text) == (200, "ok")
+        assert connections == 1
+
+
+def test_installed_only_under_a_plain_http_adapter_and_a_direct_pool() -> None:
+    def backend(client: httpx.AsyncClient) -> object:
+        return backend_of(getattr(client._transport, "_pool", None))
+
+    def backend_of(pool: object) -> object:
+        return getattr(pool, "_network_backend", None)
+
+    plain = OpenAIAdapter(model_config("openai", "http://127.0.0.1:9/v1"))
+    assert isinstance(backend(plain._client()), AsyncioBackend)
+    tls = OpenAIAdapter(model_config("openai", "https://127.0.0.1:9/v1"))
+    assert not isinstance(backend(tls._client()), AsyncioBackend)
+    proxied = httpx.AsyncClient(proxy="http://127.0.0.1:9")
+    use_asyncio_backend(proxied)  # the proxy's own pool keeps httpcore's backend
+    proxy_pools = [getattr(t, "_pool", None) for t in proxied._mounts.values()]
+    assert proxy_pools and not any(isinstance(backend_of(p), AsyncioBackend) for p in proxy_pools)
+    custom = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+    assert use_asyncio_backend(custom) is False
