@@ -12,7 +12,9 @@ import pytest
 
 from agent_core.providers._asyncio_net import AsyncioBackend, use_asyncio_backend
 from agent_core.providers._openai_compatible import OpenAIAdapter
-from tests.fixtures.provider_requests import model_config
+from agent_core.types.model import ModelCompleted
+from tests.fixtures.provider_requests import collect, make_request, model_config
+from tests.fixtures.scripted_servers import OpenAIWire, ScriptedOpenAIServer, stream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -146,3 +148,32 @@ def test_installed_only_under_a_plain_http_adapter_and_a_direct_pool() -> None:
     assert proxy_pools and not any(isinstance(backend_of(p), AsyncioBackend) for p in proxy_pools)
     custom = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
     assert use_asyncio_backend(custom) is False
+
+
+async def test_the_prebuilt_post_sends_httpx_own_headers_and_cookies_round_trip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOONG_TEST_KEY", "sk-test")
+    with ScriptedOpenAIServer() as server:
+        cookie = {"Set-Cookie": "__cf_bm=abc; Path=/"}
+        server.enqueue(
+            stream(OpenAIWire.text_stream("one"), headers=cookie), stream(OpenAIWire.text_stream("two"))
+        )
+        adapter = OpenAIAdapter(model_config("openai", server.base_url, api_key_env="SOONG_TEST_KEY"))
+        try:
+            for _ in range(2):
+                assert isinstance((await collect(adapter, make_request()))[-1], ModelCompleted)
+            url = f"{server.base_url}/chat/completions"
+            expected = adapter._client().build_request(
+                "POST", url, content=b"{}", headers=adapter._headers("sk-test")
+            )
+        finally:
+            await adapter.close()
+        server.verify()
+    first, second = (request.headers for request in server.requests)
+    wanted = {
+        k.lower(): v for k, v in expected.headers.items() if k.lower() not in ("content-length", "cookie")
+    }
+    assert {k: first[k] for k in wanted} == wanted
+    assert "cookie" not in first
+    assert second["cookie"] == "__cf_bm=abc"  # httpx's cookie handling is kept
