@@ -123,6 +123,8 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
                     name = MODEL if step.kind == "model" else AFTER
                     step = await self._activity(name, StepInput(inp.run_id, inp.session_id, step), Step)
         except BaseException as exc:
+            if isinstance(exc, GeneratorExit) or not workflow.in_workflow():
+                raise  # the coroutine is being torn down (eviction, GC): nothing may run here
             if not is_cancelled_exception(exc) and workflow.cancellation_reason() is None:
                 raise
             end = Step("end", step.checkpoint) if step is not None else None
