@@ -109,6 +109,19 @@ class EventChannel:
         self._buffer.append(event)
         self._wake.set()
 
+    def push_nowait(self, event: RuntimeEvent) -> bool:
+        """:meth:`push` when it need not wait; ``False`` (nothing queued) when the producer would have
+        to wait for space: then :meth:`push` it."""
+        if self._closed or not self._accepting():
+            return True
+        if event.event_type in _TEXT_DELTAS and self._coalesce(event):
+            return True
+        if self._subscribed and len(self._buffer) >= QUEUE_CAPACITY:
+            return False
+        self._buffer.append(event)
+        self._wake.set()
+        return True
+
     def _coalesce(self, event: RuntimeEvent) -> bool:
         for queued in reversed(self._buffer):
             if queued.event_type not in _TEXT_DELTAS:

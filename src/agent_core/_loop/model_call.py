@@ -80,10 +80,11 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                 elif isinstance(event, ModelStarted):
                     started_event = ev.ModelStarted(event.provider, event.model, turn)
                     report, state.pending_report = state.pending_report, None
+                    # committed while the request goes out (delivered once committed, before the deltas)
                     if report is not None:
-                        await rec.emit_events([report, started_event])
+                        await rec.emit_early([(report, None), (started_event, None)])
                     else:
-                        await rec.emit(started_event)
+                        await rec.emit_early([(started_event, None)])
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
                     await rec.emit(

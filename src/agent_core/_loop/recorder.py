@@ -10,6 +10,12 @@ A lifecycle event may be *deferred* (:meth:`RunRecorder.defer_event`, e.g. ``loo
 in the run's next write transaction, ahead of that write's own events, and delivered after that commit like
 any other persisted event, so the live stream never carries an uncommitted event and order is unchanged (a
 transient event flushes it first). :meth:`RunRecorder.flush` writes it alone.
+
+Events may also be written *early* (:meth:`RunRecorder.emit_early`, e.g. ``model_started`` before the
+request is sent): their transaction is enqueued at once and the caller goes on without waiting for the
+commit; they are delivered right after it commits. Every later operation of the recorder first settles
+that write (:meth:`RunRecorder.settle`: waits for its commit, raises its error), so the FIFO writer keeps
+seq order, nothing is delivered before an earlier event and a failed write still fails the run.
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class RunRecorder:
         self._pending_context: list[tuple[str, ContextNodeDraft]] = []
         self._deferred: list[EventDraft] = []
         self._deferred_update: dict[str, Any] = {}
+        self._early: asyncio.Future[AppendResult] | None = None
+        self._undelivered: list[RuntimeEvent] = []
         self.written_node_ids: list[str] = []
 
     # ---- events -------------------------------------------------------------------------------
@@ -103,8 +111,55 @@ class RunRecorder:
         if run_update:
             self._deferred_update.update(run_update)
 
+    async def emit_early(self, events: Sequence[EventSpec]) -> None:
+        """Writes ``events`` in one transaction without waiting for its commit (module docstring); they
+        are delivered once committed. Writes and delivers them at once (like :meth:`emit_events`) when
+        another write holds the recorder, events wait to be deferred, or the run forwards its events."""
+        append_nowait = getattr(self.storage, "append_nowait", None)
+        if self._early is not None:
+            await self.settle()
+        if append_nowait is None or self._deferred or self.forward is not None or self._lock.locked():
+            async with self._lock:
+                result, k = await self._append([self._draft(e, call_id, None) for e, call_id in events])
+                await self._deliver(result.events[k:])
+            return
+        drafts = [self._draft(e, call_id, None) for e, call_id in events]
+        future: asyncio.Future[AppendResult] = append_nowait(self.session_id, events=drafts)
+        self._early = future
+        future.add_done_callback(self._committed_early)
+
+    def _committed_early(self, future: asyncio.Future[AppendResult]) -> None:
+        """Delivers an early write's events right after its commit (a failure waits for :meth:`settle`)."""
+        if self._early is not future or future.cancelled() or future.exception() is not None:
+            return
+        self._early = None
+        self._deliver_now(future.result().events)
+
+    def _deliver_now(self, events: Sequence[RuntimeEvent]) -> None:
+        for event in events:
+            for observer in self.observers:
+                observer(event)
+            if self._undelivered or not self.channel.push_nowait(event):
+                self._undelivered.append(event)  # the channel is full: :meth:`settle` pushes it
+
+    async def settle(self) -> None:
+        """Waits for the early write (if any) to commit and be delivered; raises its error."""
+        future = self._early
+        if future is not None:
+            if not future.done():
+                await asyncio.wait({future})  # never cancels the write's future
+            if self._early is future:  # committed, its callback has not run yet; or it failed
+                self._early = None
+                self._deliver_now(future.result().events)
+        if self._undelivered:
+            undelivered, self._undelivered = self._undelivered, []
+            for event in undelivered:
+                await self.channel.push(event)
+
     async def flush(self) -> None:
         """Commits and delivers the deferred events (nothing to do when none are queued)."""
+        if self._early is not None or self._undelivered:
+            await self.settle()
         if self._deferred:
             async with self._lock:
                 if self._deferred:
@@ -120,6 +175,8 @@ class RunRecorder:
     ) -> tuple[AppendResult, int]:
         """One storage transaction (under the lock) with the deferred events first; returns the result
         and how many of its events were deferred ones. On failure the deferred events stay queued."""
+        if self._early is not None or self._undelivered:
+            await self.settle()
         deferred, update = self._deferred, self._deferred_update
         if deferred:
             self._deferred, self._deferred_update = [], {}
@@ -171,6 +228,8 @@ class RunRecorder:
                 payload=self.redactor.value(event.to_payload()),
                 created_at=utc_now(),
             )
+            if self._early is not None or self._undelivered:
+                await self.settle()
             if self._deferred:
                 await self.flush()
             await self._deliver([live])

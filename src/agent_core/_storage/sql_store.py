@@ -333,6 +333,46 @@ class SqlSessionStore(ABC):
         merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
         same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
         """
+        return await self._queue().submit(
+            self._append_op(
+                session_id,
+                nodes=nodes,
+                events=events,
+                active_node_id=active_node_id,
+                run_update=run_update,
+                agent_update=agent_update,
+                tip=tip,
+                session_metadata=session_metadata,
+            )
+        )
+
+    def append_nowait(
+        self,
+        session_id: str,
+        *,
+        events: Sequence[EventDraft],
+        run_update: tuple[str, dict[str, Any]] | None = None,
+    ) -> asyncio.Future[AppendResult]:
+        """:meth:`append` of events (+ a run update) enqueued now, without waiting for the commit.
+
+        The transaction takes its place in the writer's FIFO before this returns (so every write
+        submitted afterwards commits after it, with later seqs); the returned future resolves with the
+        committed result or fails with the write's error. Invalid arguments raise here."""
+        return self._queue().enqueue(self._append_op(session_id, events=events, run_update=run_update))
+
+    def _append_op(
+        self,
+        session_id: str,
+        *,
+        nodes: Sequence[NodeDraft] = (),
+        events: Sequence[EventDraft] = (),
+        active_node_id: str | Unset | None = UNSET,
+        run_update: tuple[str, dict[str, Any]] | None = None,
+        agent_update: tuple[str, dict[str, Any]] | None = None,
+        tip: Tip | None = None,
+        session_metadata: dict[str, Any] | None = None,
+    ) -> Callable[[Txn], AppendResult]:
+        """The prepared write operation of :meth:`append` (drafts redacted and encoded here)."""
         sql = self._caches.session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
@@ -429,7 +469,7 @@ class SqlSessionStore(ABC):
             txn.after_commit(committed)
             return result
 
-        return await self._queue().submit(op)
+        return op
 
     # ---- reads ----------------------------------------------------------------------------------
 

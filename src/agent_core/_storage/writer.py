@@ -133,14 +133,18 @@ class TxnQueue(ABC):
 
     async def submit(self, op: WriteOp[T]) -> T:
         """Enqueues ``op`` and waits for its committed result (or its error)."""
+        # no shield: cancelling the caller cancels only this future; the queued write still runs (and a
+        # shield costs an extra future and event-loop iteration per transaction)
+        return await self.enqueue(op)
+
+    def enqueue(self, op: WriteOp[T]) -> asyncio.Future[T]:
+        """Enqueues ``op`` now (FIFO position fixed) and returns the future of its committed result."""
         if self._closing or self._task is None:
             raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieve)
         self._queue.put_nowait((op, future))
-        # no shield: cancelling the caller cancels only this future; the queued write still runs (and a
-        # shield costs an extra future and event-loop iteration per transaction)
-        return await future
+        return future
 
     async def drain_and_stop(self) -> None:
         """Refuses new writes, finishes every queued one, then stops the writer task."""
@@ -203,8 +207,8 @@ class WriterQueue(TxnQueue):
         self._loop = asyncio.get_running_loop()
         self._started = True
 
-    async def submit(self, op: WriteOp[T]) -> T:
-        """Enqueues ``op`` and waits for its committed result (or its error)."""
+    def enqueue(self, op: WriteOp[T]) -> asyncio.Future[T]:
+        """Enqueues ``op`` now (handed to the connection thread at once when idle); its result's future."""
         if self._closing or not self._started or self._loop is None:
             raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
         future: asyncio.Future[T] = self._loop.create_future()
@@ -212,7 +216,7 @@ class WriterQueue(TxnQueue):
         self._items.append((op, future))
         if not self._busy:
             self._next()
-        return await future
+        return future
 
     async def drain_and_stop(self) -> None:
         """Refuses new writes, finishes every queued one."""
