@@ -164,22 +164,40 @@ def _scan_user(home: Path, project: Path) -> list[InstructionEntry]:
 
 
 def _scan_project(home: Path, project: Path) -> list[InstructionEntry]:
+    """``os.walk(project)`` with the same pruning, on ``os.scandir`` entries: one directory read per
+    directory, the kind of each entry from the listing (no ``stat`` per name), only instruction names
+    checked further. Unreadable directories are skipped (as ``os.walk`` does)."""
     out: list[InstructionEntry] = []
     if not project.is_dir() or home == project:
         return out
-    for dirpath, dirnames, filenames in os.walk(project, followlinks=False):
-        here = Path(dirpath)
-        dirnames[:] = [
-            d
-            for d in dirnames
-            if d not in SKIP_DIRS
-            and not (here == project and d == PROJECT_PRIVATE_DIR)
-            and here / d != home
-            and not os.path.islink(os.path.join(dirpath, d))
-        ]
-        name = _pick_name(dirpath, filenames)
-        if name is not None and (entry := _entry(here / name, "project", home, project)):
-            out.append(entry)
+    home_text, top = str(home), str(project)
+    pending = [top]
+    while pending:
+        dirpath = pending.pop()
+        found: list[str] = []
+        try:
+            with os.scandir(dirpath) as listing:
+                for entry in listing:
+                    name = entry.name
+                    if name in INSTRUCTION_NAMES:
+                        found.append(name)
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)  # a symlinked directory is not entered
+                    except OSError:
+                        continue
+                    if (
+                        is_dir
+                        and name not in SKIP_DIRS
+                        and not (dirpath == top and name == PROJECT_PRIVATE_DIR)
+                        and entry.path != home_text
+                    ):
+                        pending.append(entry.path)
+        except OSError:
+            continue
+        if found:
+            name = _pick_name(dirpath, found)
+            if name is not None and (entry_ := _entry(Path(dirpath, name), "project", home, project)):
+                out.append(entry_)
     return out
 
 
