@@ -194,10 +194,9 @@ def _scan_project(home: Path, project: Path) -> list[InstructionEntry]:
                         pending.append(entry.path)
         except OSError:
             continue
-        if found:
-            name = _pick_name(dirpath, found)
-            if name is not None and (entry_ := _entry(Path(dirpath, name), "project", home, project)):
-                out.append(entry_)
+        picked = _pick_name(dirpath, found) if found else None
+        if picked is not None and (chosen := _entry(Path(dirpath, picked), "project", home, project)):
+            out.append(chosen)
     return out
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent_core._cancel import first_of
+from agent_core._cancel import CancelEvent, first_of
 from agent_core._events import payloads as ev
 from agent_core._ids import is_printable_id, new_id
 from agent_core._loop._call_ids import CallIdGuard
@@ -130,9 +131,13 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
             list(partial_calls.values()),
         )
 
+    cancel_event = spec.cancel_event
+    current = asyncio.current_task()
+    if isinstance(cancel_event, CancelEvent) and current is not None and not cancel_event.is_set():
+        return await _consume_here(consume, cancel_event, current, spec, text_parts, partial_calls)
     task = asyncio.create_task(consume())
     try:
-        await first_of(task, spec.cancel_event)
+        await first_of(task, cancel_event)
     except asyncio.CancelledError:
         task.cancel()
         raise
@@ -157,6 +162,63 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
     return StreamAborted("".join(text_parts), spec.interruption().reason)
+
+
+async def _consume_here(
+    consume: Callable[[], Awaitable[StreamResult]],
+    cancel_event: CancelEvent,
+    current: asyncio.Task[Any],
+    spec: LoopSpec,
+    text_parts: list[str],
+    partial_calls: dict[int, str],
+) -> StreamResult:
+    """:func:`stream_model`'s race of the stream against the run's cancel event without a task: the
+    event cancels this task, and that one cancellation is taken back here (a cancellation of the task
+    from elsewhere still propagates). The same outcomes as the task race: the stream's result when it
+    ended, :class:`StreamAborted` when the cancel event interrupted it."""
+    fired = False  # the event fires only while this task waits inside the stream
+
+    def interrupt() -> None:
+        nonlocal fired
+        fired = True
+        current.cancel()
+
+    remove = cancel_event.on_set(interrupt)
+    result: StreamResult
+    try:
+        result = await consume()
+    except asyncio.CancelledError:
+        remove()
+        if not fired or current.uncancel() > 0:
+            raise
+        return StreamAborted("".join(text_parts), spec.interruption().reason)
+    except (AgentCoreError, StorageError):
+        raise
+    except Exception as exc:
+        result = StreamFailed(
+            ProviderErrorPayload(
+                type="internal",
+                code="internal_error",
+                message=f"{type(exc).__name__}: {exc}",
+                retryable=False,
+            ),
+            "".join(text_parts),
+            list(partial_calls.values()),
+            exc=exc,
+        )
+    finally:
+        remove()
+    if fired:  # the cancellation reached the stream, which ended without raising it: still aborted
+        try:
+            await asyncio.sleep(0)  # a cancellation not delivered yet is delivered here
+        except asyncio.CancelledError:
+            if current.uncancel() > 0:
+                raise
+        else:
+            if current.cancelling():
+                current.uncancel()
+        return StreamAborted("".join(text_parts), spec.interruption().reason)
+    return result
 
 
 def validate_completed(event: ModelCompleted) -> str | None:

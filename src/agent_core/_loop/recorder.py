@@ -111,22 +111,24 @@ class RunRecorder:
         if run_update:
             self._deferred_update.update(run_update)
 
-    async def emit_early(self, events: Sequence[EventSpec]) -> None:
+    async def emit_early(self, events: Sequence[EventSpec]) -> asyncio.Future[AppendResult] | None:
         """Writes ``events`` in one transaction without waiting for its commit (module docstring); they
-        are delivered once committed. Writes and delivers them at once (like :meth:`emit_events`) when
-        another write holds the recorder, events wait to be deferred, or the run forwards its events."""
+        are delivered once committed. Returns the write (for :meth:`settle`), or ``None`` when it wrote
+        and delivered them at once (like :meth:`emit_events`): another write holds the recorder, events
+        wait to be deferred, or the run forwards its events."""
         append_nowait = getattr(self.storage, "append_nowait", None)
-        if self._early is not None:
+        while self._early is not None or self._undelivered:  # another call may start one meanwhile
             await self.settle()
         if append_nowait is None or self._deferred or self.forward is not None or self._lock.locked():
             async with self._lock:
                 result, k = await self._append([self._draft(e, call_id, None) for e, call_id in events])
                 await self._deliver(result.events[k:])
-            return
+            return None
         drafts = [self._draft(e, call_id, None) for e, call_id in events]
         future: asyncio.Future[AppendResult] = append_nowait(self.session_id, events=drafts)
         self._early = future
         future.add_done_callback(self._committed_early)
+        return future
 
     def _committed_early(self, future: asyncio.Future[AppendResult]) -> None:
         """Delivers an early write's events right after its commit (a failure waits for :meth:`settle`)."""
@@ -142,8 +144,15 @@ class RunRecorder:
             if self._undelivered or not self.channel.push_nowait(event):
                 self._undelivered.append(event)  # the channel is full: :meth:`settle` pushes it
 
-    async def settle(self) -> None:
-        """Waits for the early write (if any) to commit and be delivered; raises its error."""
+    async def settle(self, write: asyncio.Future[AppendResult] | None = None) -> None:
+        """Waits for the early write (if any) to commit and be delivered; raises its error (once).
+
+        ``write`` (from :meth:`emit_early`): waits for that write, raising its error even when another
+        operation raised it already (its caller learns that its own events were not stored)."""
+        if write is not None and write is not self._early:
+            if not write.done():
+                await asyncio.wait({write})
+            write.result()  # committed and delivered unless it failed
         future = self._early
         if future is not None:
             if not future.done():

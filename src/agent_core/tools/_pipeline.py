@@ -474,8 +474,9 @@ class ToolExecutor:
         # its result; a failed write fails the call below as it would have before the handler ran)
         early = getattr(turn.sink, "emit_early", None) if definition.permission == "readonly" else None
         settle_early = getattr(turn.sink, "settle", None)
+        started_write = None
         if early is not None and settle_early is not None:
-            await early([(started_event, call.tool_call_id)])
+            started_write = await early([(started_event, call.tool_call_id)])
         else:
             await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
         timeout_ms = self._timeout_ms(ready.entry, definition)
@@ -503,8 +504,8 @@ class ToolExecutor:
             await self._attach_traceback(turn, result, exc)
         else:
             result = normalize_return(value, call.tool_call_id, call.name)
-        if early is not None and settle_early is not None:
-            await settle_early()  # its error fails the call, as before the handler ran
+        if started_write is not None and settle_early is not None:
+            await settle_early(started_write)  # its error fails the call, as before the handler ran
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error:
             extra = {"aborted": False, "duration_ms": duration_ms}
