@@ -146,6 +146,11 @@ class StagedTurn:
         return self.turn.cancelled or bool(self.turn.commit_errors)
 
 
+def _answered(turn: _Turn) -> bool:
+    """Every call of the turn has its committed result and no call task is still running."""
+    return all(t.done() for t in turn.tasks) and all(r is not None for r in turn.results)
+
+
 def _internal(prep: _Prepared) -> bool | ev.Absent:
     """``internal: true`` on the events of an internal tool's call; the key is absent otherwise."""
     return True if prep.internal else ev.ABSENT
@@ -192,8 +197,9 @@ class ToolExecutor:
         except asyncio.CancelledError:
             externally_cancelled = True
             scope.cancel_event.set()
-        finish = asyncio.ensure_future(self._finish(turn))
-        _, error = await settle(finish)
+        error: BaseException | None = None
+        if externally_cancelled or not _answered(turn):  # else :meth:`_finish` has nothing to do
+            _, error = await settle(asyncio.ensure_future(self._finish(turn)))
         if externally_cancelled:
             task = asyncio.current_task()
             if task is not None:
