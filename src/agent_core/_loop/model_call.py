@@ -82,10 +82,11 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                     started_event = ev.ModelStarted(event.provider, event.model, turn)
                     report, state.pending_report = state.pending_report, None
                     # committed while the request goes out (delivered once committed, before the deltas)
-                    if report is not None:
-                        await rec.emit_early([(report, None), (started_event, None)])
+                    written = [report, started_event] if report is not None else [started_event]
+                    if state.start_early:
+                        await rec.emit_early([(e, None) for e in written])
                     else:
-                        await rec.emit_early([(started_event, None)])
+                        await rec.emit_events(written)
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
                     await rec.emit(
@@ -133,7 +134,12 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
 
     cancel_event = spec.cancel_event
     current = asyncio.current_task()
-    if isinstance(cancel_event, CancelEvent) and current is not None and not cancel_event.is_set():
+    if (
+        state.start_early
+        and isinstance(cancel_event, CancelEvent)
+        and current is not None
+        and not cancel_event.is_set()
+    ):
         return await _consume_here(consume, cancel_event, current, spec, text_parts, partial_calls)
     task = asyncio.create_task(consume())
     try:
