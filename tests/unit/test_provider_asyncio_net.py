@@ -89,6 +89,31 @@ async def test_a_silent_server_gives_read_timeout() -> None:
         await stream.aclose()
 
 
+async def test_a_peer_that_stops_reading_gives_write_timeout_and_close_releases_the_socket() -> None:
+    closed = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.transport.pause_reading()  # never reads the body
+        await closed.wait()
+        writer.transport.resume_reading()
+        while await reader.read(1 << 20):  # what was sent before the close, then the end
+            pass
+        writer.close()
+
+    server, port = await _serve(handle)
+    async with server:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        with pytest.raises(httpcore.WriteTimeout):
+            for _ in range(1000):
+                await stream.write(b"x" * (1 << 20), timeout=0.05)
+        await stream.aclose()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert stream.get_extra_info("is_readable") is True  # gone, although unsent bytes remained
+        closed.set()
+        assert await stream.read(10, timeout=5) == b""
+
+
 async def test_a_refused_connection_gives_connect_error() -> None:
     server, port = await _serve(lambda r, w: asyncio.sleep(0))
     server.close()

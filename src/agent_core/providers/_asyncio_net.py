@@ -170,6 +170,8 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         transport = self._connection.transport
         if transport is not None and not transport.is_closing():
             transport.close()
+            await asyncio.sleep(0)  # the close flushes what it can at once (as httpcore's anyio backend)
+            transport.abort()  # then the socket is released even when the peer stopped reading
 
     def get_extra_info(self, info: str) -> Any:
         conn = self._connection
