@@ -42,7 +42,7 @@ from agent_core._storage.columns import (
     update_statement,
     where_equal,
 )
-from agent_core._storage.decode import events_from_rows, nodes_from_rows, runs_from_rows
+from agent_core._storage.decode import events_from_rows, in_seq_order, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
@@ -548,9 +548,8 @@ class SqlSessionStore(ABC):
         values under sensitive-looking keys (read-time redaction, ``redact_sensitive_keys``)."""
         sql = await self._require_session(session_id)
         where, params = where_equal(run_id=run_id, agent_id=agent_id)
-        return await self._nodes(
-            session_id, f"{sql.select_nodes}{where} ORDER BY node_seq", params, redact_keys
-        )
+        rows = in_seq_order(await self._read(f"{sql.select_nodes}{where}", params))
+        return nodes_from_rows(rows, session_id, redact_keys=redact_keys)
 
     async def node_path(self, session_id: str, node_id: str) -> list[Node]:
         """Nodes from the root to ``node_id`` along ``parent_id``; unknown node → ``validation_error``."""
@@ -607,7 +606,7 @@ class SqlSessionStore(ABC):
         if to_seq is not None:
             clauses.append(f"{' AND' if clauses else ' WHERE'} seq <= ?")
             params.append(to_seq)
-        rows = await self._read(f"{sql.select_events}{''.join(clauses)} ORDER BY seq", params)
+        rows = in_seq_order(await self._read(f"{sql.select_events}{''.join(clauses)}", params))
         seqs = None
         if any(r[6] == "context_built" and r[9] is not None and MARKER in r[9] for r in rows):
             seqs = ids_by_seq(await self._read(f"SELECT node_seq, node_id FROM {sql.nodes}"))
