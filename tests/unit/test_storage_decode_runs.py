@@ -12,9 +12,16 @@ import pytest
 
 from agent_core._redaction import texts_may_hold_keys
 from agent_core._storage import decode
-from agent_core._storage.decode import collector_paused, run_infos, runs_from_rows
-from agent_core._storage.drafts import EventDraft
+from agent_core._storage.decode import (
+    collector_paused,
+    events_from_rows,
+    in_seq_order,
+    run_infos,
+    runs_from_rows,
+)
+from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.types.content import TextBlock
 from agent_core.types.enums import AgentStatus, AgentType, EventType
 from agent_core.types.mappers import record_from_row, run_info_from_record
 from agent_core.types.storage import AgentRecord, RunRecord
@@ -164,3 +171,33 @@ def test_repeated_texts_get_the_verdict_of_their_first_copy() -> None:
     assert texts_may_hold_keys(texts, chunk=1) == [False, True, False, False, True, False]
     assert texts_may_hold_keys(texts) == [True] * 6  # one chunk: flagged together
     assert texts_may_hold_keys(['{"a":1}'] * 600 + ['{"b":2}']) == [False] * 601
+
+
+def test_rows_are_put_in_seq_order_and_a_bad_seq_is_still_a_schema_error() -> None:
+    rows = [("e3", 3), ("e1", 1), ("e2", 2)]
+    assert in_seq_order(rows) == [("e1", 1), ("e2", 2), ("e3", 3)]
+    ts = "2026-01-02T03:04:05.000006Z"
+    bad = [
+        ("evt_2", 2, None, None, None, "info", "loop_started", None, None, None, ts),
+        ("evt_1", "one", None, None, None, "info", "loop_started", None, None, None, ts),
+    ]
+    with pytest.raises(AgentCoreError) as info:
+        events_from_rows(in_seq_order(bad), "sess_1")
+    assert info.value.code == ErrorCode.schema_error
+
+
+async def test_stored_rows_come_back_in_seq_order(tmp_path: Path) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, root = await env.new_session()
+        child = await env.new_agent(sid)
+        for agent in (root, child, root, child):
+            await env.storage.append(
+                sid,
+                nodes=[NodeDraft(agent_id=agent, role="user", content=[TextBlock(text="hi")])],
+                events=[EventDraft(event_type=EventType.loop_started, agent_id=agent)],
+            )
+        assert [n.node_seq for n in await env.storage.list_nodes(sid)] == [1, 2, 3, 4]
+        assert [n.node_seq for n in await env.storage.list_nodes(sid, agent_id=root)] == [1, 3]
+        events = await env.storage.list_events(sid)
+        assert [e.seq for e in events] == [1, 2, 3, 4]
+        assert [e.seq for e in await env.storage.list_events(sid, agent_ids=[child])] == [2, 4]
