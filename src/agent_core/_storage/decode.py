@@ -63,6 +63,11 @@ _EVENT_FIELDS = frozenset(RuntimeEvent.model_fields)
 _NODE_FIELDS = frozenset(Node.model_fields)
 
 
+_new = object.__new__
+_put = object.__setattr__
+"""``BaseModel`` defines neither: these are what :func:`trusted` and its inlined copies call."""
+
+
 def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     """An instance of ``cls`` holding ``values`` (every field, already of its field type) without
     validation: what :meth:`BaseModel.model_construct` does for a complete set of values, minus its
@@ -71,11 +76,11 @@ def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
 
     ``fields_set`` (every field name) may be shared by the instances of one batch: pydantic only ever
     adds names to it, and every name is in it already."""
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    obj = _new(cls)
+    _put(obj, "__dict__", values)
+    _put(obj, "__pydantic_fields_set__", fields_set)
+    _put(obj, "__pydantic_extra__", None)
+    _put(obj, "__pydantic_private__", None)
     return obj
 
 
@@ -160,42 +165,13 @@ def _block(data: Any, sets: dict[str, set[str]]) -> ContentBlock:
         if data["error"] is not None or type(data["content"]) is not list:
             return content_list_adapter.validate_python([data])[0]
         data["content"] = [_block(item, sets) for item in data["content"]]
-    block: ContentBlock = trusted(_BLOCKS[data["type"]], data, sets[data["type"]])  # type: ignore[assignment]
+    name: str = data["type"]
+    block: ContentBlock = _new(_BLOCKS[name])  # type: ignore[assignment]  # trusted(...), inlined
+    _put(block, "__dict__", data)
+    _put(block, "__pydantic_fields_set__", sets[name])
+    _put(block, "__pydantic_extra__", None)
+    _put(block, "__pydantic_private__", None)
     return block
-
-
-def _node(row: Sequence[Any], session_id: str, walk: bool, sets: dict[str, set[str]]) -> Node:
-    node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content, metadata, tokens, created = row
-    meta = from_json(metadata) if metadata is not None else {}
-    blocks = from_json(content)
-    if type(meta) is not dict or type(blocks) is not list:
-        raise ValueError("a node's content_json must be a JSON list and metadata_json a JSON object")
-    if walk and (has_sensitive_keys(meta) or has_sensitive_keys(blocks)):
-        meta, blocks = _masked(meta), _masked(blocks)
-    if (
-        role not in _ROLES
-        or node_type not in _NODE_TYPES
-        or type(node_seq) is not int
-        or (tokens is not None and type(tokens) is not int)
-        or type(node_id) is not str
-        or type(agent_id) is not str
-    ):
-        raise ValueError(f"invalid node row {node_id!r}")
-    values = {
-        "node_id": node_id,
-        "node_seq": node_seq,
-        "session_id": session_id,
-        "parent_id": parent_id,
-        "agent_id": agent_id,
-        "run_id": run_id,
-        "role": role,
-        "node_type": node_type,
-        "content": [_block(b, sets) for b in blocks],
-        "metadata": meta,
-        "token_count": tokens,
-        "created_at": _ts(created),
-    }
-    return trusted(Node, values, sets["node"])
 
 
 def nodes_from_rows(
@@ -204,17 +180,71 @@ def nodes_from_rows(
     """Many ``nodes_<sid>`` rows (``NodeRecord.columns()`` order) at once; bad data → ``schema_error``.
     ``redact_keys`` applies read-time redaction (values under sensitive-looking keys masked, as
     :func:`redact_sensitive_keys`)."""
+    out: list[Node] = []
+    sets = {kind: set(fields) for kind, fields in _BLOCK_FIELDS.items()}
+    fields = set(_NODE_FIELDS)
+    roles, node_types, block, ts, new, put = _ROLES, _NODE_TYPES, _block, _ts, _new, _put
     try:
-        sets = {kind: set(fields) for kind, fields in _BLOCK_FIELDS.items()} | {"node": set(_NODE_FIELDS)}
         if redact_keys:  # content and metadata apart: the metadata texts of a session mostly repeat
             content = texts_may_hold_keys([r[7] for r in rows])
             walk = [c or m for c, m in zip(content, texts_may_hold_keys([r[8] for r in rows]), strict=True)]
         else:
             walk = [False] * len(rows)
         with collector_paused():
-            return [_node(row, session_id, w, sets) for row, w in zip(rows, walk, strict=True)]
+            for row, walk_row in zip(rows, walk, strict=True):
+                (
+                    node_id,
+                    node_seq,
+                    parent_id,
+                    agent_id,
+                    run_id,
+                    role,
+                    node_type,
+                    text,
+                    meta_text,
+                    tokens,
+                    created,
+                ) = row
+                meta = from_json(meta_text) if meta_text is not None else {}
+                blocks = from_json(text)
+                if type(meta) is not dict or type(blocks) is not list:
+                    raise ValueError(
+                        "a node's content_json must be a JSON list and metadata_json a JSON object"
+                    )
+                if walk_row and (has_sensitive_keys(meta) or has_sensitive_keys(blocks)):
+                    meta, blocks = _masked(meta), _masked(blocks)
+                if (
+                    role not in roles
+                    or node_type not in node_types
+                    or type(node_seq) is not int
+                    or (tokens is not None and type(tokens) is not int)
+                    or type(node_id) is not str
+                    or type(agent_id) is not str
+                ):
+                    raise ValueError(f"invalid node row {node_id!r}")
+                values = {
+                    "node_id": node_id,
+                    "node_seq": node_seq,
+                    "session_id": session_id,
+                    "parent_id": parent_id,
+                    "agent_id": agent_id,
+                    "run_id": run_id,
+                    "role": role,
+                    "node_type": node_type,
+                    "content": [block(b, sets) for b in blocks],
+                    "metadata": meta,
+                    "token_count": tokens,
+                    "created_at": ts(created),
+                }
+                node = new(Node)  # trusted(Node, values, fields), inlined
+                put(node, "__dict__", values)
+                put(node, "__pydantic_fields_set__", fields)
+                put(node, "__pydantic_extra__", None)
+                put(node, "__pydantic_private__", None)
+                out.append(node)
     except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise read_error("node record", exc) from exc
+    return out
 
 
 # ---- events ---------------------------------------------------------------------------------------
@@ -235,7 +265,7 @@ def events_from_rows(
     complete = ids_by_seq is not None and None not in ids_by_seq[1:]
     out: list[RuntimeEvent] = []
     types, levels, fields, ts = _EVENT_TYPES, _LEVELS, set(_EVENT_FIELDS), _ts
-    cls, new, put = RuntimeEvent, RuntimeEvent.__new__, object.__setattr__
+    cls, new, put = RuntimeEvent, _new, _put
     walk = texts_may_hold_keys([r[9] for r in rows]) if redact_keys else [False] * len(rows)
     try:
         with collector_paused():
