@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
+from pydantic_core import SchemaValidator
 
 from agent_core.types.base import StrictModel
 from agent_core.types.enums import StepStatus, TaskStatus
@@ -514,6 +516,30 @@ AnyWalEvent = Annotated[
 
 wal_event_adapter: TypeAdapter[TaskWalEvent] = TypeAdapter(AnyWalEvent, config=ConfigDict(defer_build=True))
 """Validates one WAL record (dict or JSON) into its per-type subclass."""
+
+
+@cache
+def unchecked_actor_validator() -> SchemaValidator:
+    """:data:`wal_event_adapter`'s validator without the per-record Python actor rule (replay's fast path).
+
+    It accepts a superset of what the adapter accepts: exactly the records that also satisfy the actor rule
+    (``actor_run_id`` is null iff ``actor_agent_id`` is ``"core"``) are the ones the adapter accepts, as the same per-type subclass instances
+    (the model schemas are shared; only the ``function-after`` wrappers calling ``_common_rules`` are
+    dropped, which for subclasses checks only the actor rule). Built on first use.
+    """
+    rules = TaskWalEvent.__pydantic_decorators__.model_validators["_common_rules"].func
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("type") == "function-after" and node["function"].get("function") is rules:
+                return strip(node["schema"])
+            return {key: strip(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [strip(value) for value in node]
+        return node
+
+    wal_event_adapter.rebuild()  # a no-op once built; the deferred adapter has only a placeholder schema
+    return SchemaValidator(strip(wal_event_adapter.core_schema))
 
 
 def parse_wal_event(data: bytes | str | dict[str, Any]) -> TaskWalEvent:
