@@ -64,6 +64,33 @@ def _set(model: BaseModel, **values: Any) -> None:
     model.__dict__.update(values)
 
 
+_CREATED_STEP_FIELDS = frozenset(
+    {
+        "step_id",
+        "title",
+        "summary",
+        "depends_on_step_ids",
+        "required",
+        "worker_pool_id",
+        "updated_at",
+        "created_at",
+    }
+)
+
+
+def created_step(values: dict[str, Any]) -> TaskStep:
+    """The :class:`TaskStep` that ``TaskStep(**{k: values[k] for k in _CREATED_STEP_FIELDS})`` builds, without
+    re-validating: ``values`` holds every field, already of its type (from a validated ``task_created``
+    snapshot; the others at their defaults). What ``model_construct`` does, minus its per-field Python
+    work; ``tests/unit/test_task_dag.py`` checks the result equals the validated instance."""
+    step = TaskStep.__new__(TaskStep)
+    object.__setattr__(step, "__dict__", values)
+    object.__setattr__(step, "__pydantic_fields_set__", set(_CREATED_STEP_FIELDS))
+    object.__setattr__(step, "__pydantic_extra__", None)
+    object.__setattr__(step, "__pydantic_private__", None)
+    return step
+
+
 class IllegalTransition(AgentCoreError):
     """A record (or operation) that is not legal in the current DAG state."""
 
@@ -85,8 +112,11 @@ def find_cycle(steps: Iterable[TaskStep]) -> list[str] | None:
     """Returns one dependency cycle (``[a, b, ..., a]``) or ``None``; unknown ids are ignored."""
     graph = {s.step_id: s.depends_on_step_ids for s in steps}
     state: dict[str, int] = {}
-    for root in graph:
+    for root, root_deps in graph.items():
         if root in state:
+            continue
+        if not root_deps:  # nothing to walk: finished at once (most steps of wide DAGs)
+            state[root] = 2
             continue
         stack: list[tuple[str, int]] = [(root, 0)]
         path: list[str] = []
@@ -138,24 +168,36 @@ class TaskDag:
         snap = event.payload.task
         if snap.task_id != event.task_id:
             raise IllegalTransition(message="task_created snapshot task_id differs from the record")
-        if snap.status != TaskStatus.pending or any(s.status != StepStatus.pending for s in snap.steps):
+        snapshots = [s.__dict__ for s in snap.steps]  # see apply_fields: no per-field __getattr__ hook
+        if snap.status != TaskStatus.pending or any(s["status"] != StepStatus.pending for s in snapshots):
             raise IllegalTransition(message="a created Task and its steps must be pending")
-        if not snap.steps:
+        if not snapshots:
             raise IllegalTransition(message="a Task needs at least one step")
+        created_at = event.created_at
         steps = [
-            TaskStep(
-                step_id=s.step_id,
-                title=s.title,
-                summary=s.summary,
-                depends_on_step_ids=dedupe(s.depends_on_step_ids),
-                required=s.required,
-                worker_pool_id=s.worker_pool_id,
-                updated_at=s.updated_at,
-                created_at=event.created_at,
+            created_step(
+                {
+                    "step_id": s["step_id"],
+                    "title": s["title"],
+                    "summary": s["summary"],
+                    "status": StepStatus.pending,
+                    "depends_on_step_ids": dedupe(s["depends_on_step_ids"]),
+                    "required": s["required"],
+                    "worker_pool_id": s["worker_pool_id"],
+                    "claimed_by_agent_id": None,
+                    "claimed_by_run_id": None,
+                    "lease_expires_at": None,
+                    "result_summary": None,
+                    "artifact_ids": [],
+                    "updated_at": s["updated_at"],
+                    "created_at": created_at,
+                    "status_reason": None,
+                    "metadata": {},
+                }
             )
-            for s in snap.steps
+            for s in snapshots
         ]
-        if len({s.step_id for s in steps}) != len(steps):
+        if len({s["step_id"] for s in snapshots}) != len(steps):
             raise IllegalTransition(message="duplicate step_id in task_created")
         task = Task(
             task_id=snap.task_id,
@@ -254,9 +296,15 @@ class TaskDag:
 
     def apply(self, event: TaskWalEvent) -> None:
         """Applies one record; raises :class:`IllegalTransition` if it is not legal here."""
-        # Fields are read from the models' ``__dict__``: a pydantic model's attribute read goes through the
-        # ``__getattr__`` hook (~10x a dict lookup), which dominated the replay of long WALs. See also _set.
-        rec = event.__dict__
+        self.apply_fields(event, event.__dict__)
+
+    def apply_fields(self, event: TaskWalEvent, rec: dict[str, Any]) -> None:
+        """:meth:`apply` given ``event.__dict__`` (``rec``), for a caller that has already read it.
+
+        Fields are read from the models' ``__dict__``: every attribute read on a pydantic model (and its
+        ``__dict__`` read too) goes through the ``__getattr__`` hook, ~10x a dict lookup, which dominated
+        the replay of long WALs. Writes go to ``__dict__`` as well (see :func:`_set`).
+        """
         state = self.task.__dict__
         seq = rec["wal_seq"]
         if (
@@ -269,7 +317,7 @@ class TaskDag:
         handler = _HANDLERS.get(rec["event_type"])
         if handler is None:
             raise IllegalTransition(message=f"{event.event_type} may only be the first record")
-        handler(self, event)
+        handler(self, event, rec)
         self.last_wal_seq = seq
         state["updated_at"] = rec["created_at"]
 
@@ -289,15 +337,15 @@ class TaskDag:
 
     # ------------------------------------------------------------------ task-level handlers
 
-    def _on_task_running(self, ev: Any) -> None:
+    def _on_task_running(self, ev: Any, rec: dict[str, Any]) -> None:
         self._require_task(TaskStatus.pending, ev)
         self.task.status = TaskStatus.running
 
-    def _on_task_reopened(self, ev: Any) -> None:
+    def _on_task_reopened(self, ev: Any, rec: dict[str, Any]) -> None:
         self._require_task(TaskStatus.blocked, ev)
         self.task.status = TaskStatus.pending
 
-    def _on_task_terminal(self, ev: Any) -> None:
+    def _on_task_terminal(self, ev: Any, rec: dict[str, Any]) -> None:
         if ev.event_type == "task_completed":
             held = [s.step_id for s in self.task.steps if s.status in _HELD]
             missing = [s.step_id for s in self.task.steps if s.required and s.status != StepStatus.completed]
@@ -305,7 +353,7 @@ class TaskDag:
                 raise IllegalTransition(message="task_completed while steps are held or required steps open")
         self.task.status = TERMINAL_EVENT_STATUS[ev.event_type]
 
-    def _on_task_updated(self, ev: Any) -> None:
+    def _on_task_updated(self, ev: Any, rec: dict[str, Any]) -> None:
         touched: set[str] = set()
         for index, raw in enumerate(ev.payload.operations):
             try:
@@ -322,9 +370,8 @@ class TaskDag:
 
     # ------------------------------------------------------------------ step-level handlers
 
-    def _on_step_ready(self, ev: Any) -> None:
-        rec = ev.__dict__
-        step, values = self._step_values(ev, (StepStatus.pending,))
+    def _on_step_ready(self, ev: Any, rec: dict[str, Any]) -> None:
+        step, values = self._step_values(ev, rec, (StepStatus.pending,))
         if self.task.status == TaskStatus.blocked:
             raise IllegalTransition(message="no ready advance while the Task is blocked")
         if values["depends_on_step_ids"] and not self.deps_completed(step):
@@ -332,9 +379,8 @@ class TaskDag:
         values["status"] = StepStatus.ready
         values["updated_at"] = rec["created_at"]
 
-    def _on_step_claimed(self, ev: Any) -> None:
-        rec = ev.__dict__
-        step, values = self._step_values(ev, (StepStatus.ready,))
+    def _on_step_claimed(self, ev: Any, rec: dict[str, Any]) -> None:
+        step, values = self._step_values(ev, rec, (StepStatus.ready,))
         p = rec["payload"].__dict__
         run_id = p["claimed_by_run_id"]
         if self.task.status == TaskStatus.blocked:
@@ -358,16 +404,14 @@ class TaskDag:
         values["updated_at"] = rec["created_at"]
         self.run_claims[run_id] = values["step_id"]
 
-    def _on_step_started(self, ev: Any) -> None:
-        rec = ev.__dict__
-        values = self._step_values(ev, (StepStatus.claimed,))[1]
+    def _on_step_started(self, ev: Any, rec: dict[str, Any]) -> None:
+        values = self._step_values(ev, rec, (StepStatus.claimed,))[1]
         values["status"] = StepStatus.running
         values["lease_expires_at"] = rec["payload"].__dict__["lease_expires_at"]
         values["updated_at"] = rec["created_at"]
 
-    def _on_step_updated(self, ev: Any) -> None:
-        rec = ev.__dict__
-        values = self._step_values(ev, _UPDATABLE)[1]
+    def _on_step_updated(self, ev: Any, rec: dict[str, Any]) -> None:
+        values = self._step_values(ev, rec, _UPDATABLE)[1]
         p = rec["payload"].__dict__
         status, lease = values["status"], p["lease_expires_at"]
         if p["status"] != status:
@@ -379,7 +423,7 @@ class TaskDag:
         values["lease_expires_at"] = lease
         values["updated_at"] = rec["created_at"]
 
-    def _on_step_blocked(self, ev: Any) -> None:
+    def _on_step_blocked(self, ev: Any, rec: dict[str, Any]) -> None:
         step = self._require_step(
             ev, (StepStatus.claimed, StepStatus.running, StepStatus.pending, StepStatus.ready)
         )
@@ -397,10 +441,9 @@ class TaskDag:
             updated_at=ev.created_at,
         )
 
-    def _on_step_completed(self, ev: Any) -> None:
+    def _on_step_completed(self, ev: Any, rec: dict[str, Any]) -> None:
         # A held step keeps running even when its dependencies were edited after dispatch (§4.7).
-        rec = ev.__dict__
-        values = self._step_values(ev, (StepStatus.claimed, StepStatus.running, StepStatus.ready))[1]
+        values = self._step_values(ev, rec, (StepStatus.claimed, StepStatus.running, StepStatus.ready))[1]
         p = rec["payload"].__dict__
         values["status"] = StepStatus.completed
         values["lease_expires_at"] = None
@@ -409,21 +452,21 @@ class TaskDag:
         values["updated_at"] = rec["created_at"]
         values["artifact_ids"] = list(p["artifact_ids"])
 
-    def _on_step_failed(self, ev: Any) -> None:
+    def _on_step_failed(self, ev: Any, rec: dict[str, Any]) -> None:
         step = self._require_step(ev, _UNFINISHED)
         p = ev.payload
         self._close(step, StepStatus.failed, ev, artifact_ids=list(p.artifact_ids), status_reason=p.reason)
 
-    def _on_step_cancelled(self, ev: Any) -> None:
+    def _on_step_cancelled(self, ev: Any, rec: dict[str, Any]) -> None:
         step = self._require_step(ev, _UNFINISHED)
         self._close(step, StepStatus.cancelled, ev, status_reason=ev.payload.reason)
 
-    def _on_step_reopened(self, ev: Any) -> None:
+    def _on_step_reopened(self, ev: Any, rec: dict[str, Any]) -> None:
         step = self._require_step(ev, (StepStatus.blocked, StepStatus.failed))
         step.reset_execution()
         _set(step, status=StepStatus.pending, updated_at=ev.created_at)
 
-    def _on_step_lease_expired(self, ev: Any) -> None:
+    def _on_step_lease_expired(self, ev: Any, rec: dict[str, Any]) -> None:
         step = self._require_step(ev, (StepStatus.claimed, StepStatus.running))
         p = ev.payload
         if p.claimed_by_run_id != step.claimed_by_run_id or p.claimed_by_agent_id != step.claimed_by_agent_id:
@@ -460,9 +503,11 @@ class TaskDag:
             )
         return step
 
-    def _step_values(self, ev: Any, allowed: tuple[StepStatus, ...]) -> tuple[TaskStep, dict[str, Any]]:
-        """:meth:`_require_step` and the step's ``__dict__`` (read and written directly, see :meth:`apply`)."""
-        step = self._steps.get(ev.__dict__["step_id"])
+    def _step_values(
+        self, ev: Any, rec: dict[str, Any], allowed: tuple[StepStatus, ...]
+    ) -> tuple[TaskStep, dict[str, Any]]:
+        """:meth:`_require_step` and the step's ``__dict__`` (see :meth:`apply_fields`)."""
+        step = self._steps.get(rec["step_id"])
         if step is not None:
             values = step.__dict__
             if values["status"] in allowed:
@@ -583,7 +628,7 @@ class TaskDag:
         self.task.root_step_ids = [s.step_id for s in self.task.steps if not s.depends_on_step_ids]
 
 
-_HANDLERS: dict[str, Callable[[TaskDag, Any], None]] = {
+_HANDLERS: dict[str, Callable[[TaskDag, Any, dict[str, Any]], None]] = {
     "task_running": TaskDag._on_task_running,
     "task_updated": TaskDag._on_task_updated,
     "task_reopened": TaskDag._on_task_reopened,

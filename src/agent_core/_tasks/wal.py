@@ -412,12 +412,13 @@ def _replay_valid_lines(lines: list[bytes], path: Path, session_id: str, recent:
             return None
         dag = TaskDag.from_created(event, wal_path=str(path))
         append(event)
-        apply = dag.apply
+        apply = dag.apply_fields
         for line in records:
             event = validate_line(line)
-            if (event.actor_run_id is None) != (event.actor_agent_id == core):
+            rec = event.__dict__  # one read through pydantic's __getattr__ hook, not one per field
+            if (rec["actor_run_id"] is None) != (rec["actor_agent_id"] == core):
                 return None
-            apply(event)
+            apply(event, rec)
             append(event)
     except (ValidationError, AgentCoreError, ValueError):
         return None
