@@ -397,3 +397,25 @@ def test_make_wal_event_rejects_mismatched_payload() -> None:
             payload=payload,
             created_at="2026-06-12T15:30:00Z",
         )
+
+
+def test_created_step_equals_the_validated_step() -> None:
+    from agent_core._tasks.dag import created_step
+
+    kwargs = {
+        "step_id": "a",
+        "title": "A",
+        "summary": "Do A",
+        "depends_on_step_ids": ["b"],
+        "required": False,
+        "worker_pool_id": "pool_1",
+        "updated_at": "2026-06-12T15:30:00.000Z",
+        "created_at": "2026-06-12T15:31:00.000Z",
+    }
+    validated = TaskStep(**kwargs)  # type: ignore[arg-type]
+    built = created_step(validated.model_dump())
+    assert built == validated
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_fields_set == validated.model_fields_set == set(kwargs)
+    built.result_summary = "half"  # an ordinary, mutable model: the field set grows as it would
+    assert "result_summary" in built.model_fields_set and "result_summary" not in validated.model_fields_set

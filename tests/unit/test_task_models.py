@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import typing
 from typing import Any
 
@@ -342,3 +343,48 @@ def test_tool_schemas_follow_contract_json_types() -> None:
     validate_arguments(
         defs["agent.task_update"], {"task_id": "t1", "operations": [{"op": "delete_step", "step_id": "a"}]}
     )
+
+
+# ---- replay's validator without the per-record actor rule ---------------------------------------------
+
+
+def _record_line(actor_agent_id: str, actor_run_id: str | None) -> bytes:
+    return json.dumps(
+        {
+            "wal_seq": 3,
+            "session_id": "sess_1",
+            "event_id": "evt_3",
+            "event_type": "task_step_updated",
+            "actor_agent_id": actor_agent_id,
+            "actor_run_id": actor_run_id,
+            "task_id": "t1",
+            "step_id": "a",
+            "payload": {
+                "previous_status": "running",
+                "status": "running",
+                "result_summary": "half",
+                "artifact_ids": ["art_1"],
+                "lease_expires_at": "2026-06-12T15:30:00.000Z",
+            },
+            "created_at": "2026-06-12T15:30:00.000Z",
+        }
+    ).encode()
+
+
+def test_the_unchecked_actor_validator_differs_only_by_the_actor_rule() -> None:
+    from agent_core._tasks.models import unchecked_actor_validator, wal_event_adapter
+
+    fast = unchecked_actor_validator().validate_json
+    for agent, run in [("agent_w", "run_w"), ("core", None)]:
+        line = _record_line(agent, run)
+        checked = wal_event_adapter.validate_json(line)
+        unchecked = fast(line)
+        assert type(unchecked) is type(checked)
+        assert unchecked == checked and unchecked.to_line() == checked.to_line()
+    for agent, run in [("agent_w", None), ("core", "run_w")]:
+        line = _record_line(agent, run)
+        with pytest.raises(ValidationError, match="actor_run_id may be null only"):
+            wal_event_adapter.validate_json(line)
+        assert fast(line).actor_agent_id == agent  # the rule is the caller's (replay checks it per line)
+    with pytest.raises(ValidationError):
+        fast(_record_line("agent_w", "run_w").replace(b'"evt_3"', b'"evt-3"'))

@@ -218,3 +218,84 @@ def test_replay_restores_the_garbage_collector(tmp_path: Path, bad: bool) -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _data(rows: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+
+
+def test_a_good_wal_takes_the_fast_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checked loop runs only when some line is bad (so the fast path cannot silently fall back)."""
+    import agent_core._tasks.wal as wal
+
+    def checked(*args: Any) -> Any:
+        raise AssertionError("the checked loop ran for a good WAL")
+
+    monkeypatch.setattr(wal, "_replay_lines", checked)
+    data = _data(_wal())
+    outcome, tail, torn, add_newline = replay_bytes(data, tmp_path / "x.wal.jsonl", session_id="sess_1")
+    assert (outcome.records, tail, torn, add_newline) == (7, b"", False, False)
+
+
+@pytest.mark.parametrize("last", ["torn", "unterminated", "none"])
+def test_a_corrupt_middle_line_is_named_whatever_the_tail(tmp_path: Path, last: str) -> None:
+    rows = _wal()
+    rows[4] = rows[4] | {"created_at": "yesterday"}
+    data = _data(rows)
+    if last == "torn":
+        data += b'{"wal_seq": 8, "sess'
+    elif last == "unterminated":
+        data += json.dumps(rows[6] | {"wal_seq": 8}).encode()
+    path = tmp_path / "x.wal.jsonl"
+    with pytest.raises(WalReplayError) as expected:
+        reference_replay(data + (b"\n" if last == "unterminated" else b""), path, "sess_1")
+    with pytest.raises(WalReplayError) as actual:
+        replay_bytes(data, path, session_id="sess_1")
+    assert (actual.value.message, actual.value.details) == (expected.value.message, expected.value.details)
+    assert actual.value.details["line"] == 5
+
+
+@pytest.mark.parametrize("blank", [b"", b"   ", b"\r"])
+def test_a_blank_middle_line_is_rejected_as_before(tmp_path: Path, blank: bytes) -> None:
+    lines = _data(_wal()).split(b"\n")
+    data = b"\n".join([*lines[:3], blank, *lines[3:]])
+    path = tmp_path / "x.wal.jsonl"
+    with pytest.raises(WalReplayError) as expected:
+        reference_replay(data, path, "sess_1")
+    with pytest.raises(WalReplayError) as actual:
+        replay_bytes(data, path, session_id="sess_1")
+    assert (actual.value.message, actual.value.details) == (expected.value.message, expected.value.details)
+
+
+def test_a_torn_last_line_is_set_apart_and_the_rest_replays(tmp_path: Path) -> None:
+    good = _data(_wal())
+    data = good + b'{"wal_seq": 8, "session_id": "se'
+    path = tmp_path / "x.wal.jsonl"
+    outcome, tail, torn, add_newline = replay_bytes(data, path, session_id="sess_1", recent=2)
+    assert (tail, torn, add_newline) == (b'{"wal_seq": 8, "session_id": "se', True, False)
+    assert outcome.records == 7
+    assert outcome.dag.snapshot() == reference_replay(good, path, "sess_1").snapshot()
+    assert [r.wal_seq for r in outcome.recent] == [6, 7]
+
+
+def test_a_whole_unterminated_last_record_is_kept(tmp_path: Path) -> None:
+    rows = _wal()
+    data = _data(rows[:-1]) + json.dumps(rows[-1]).encode()
+    path = tmp_path / "x.wal.jsonl"
+    outcome, tail, torn, add_newline = replay_bytes(data, path, session_id="sess_1")
+    assert (torn, add_newline, outcome.records) == (False, True, 7)
+    assert tail == json.dumps(rows[-1]).encode()
+    assert outcome.dag.snapshot() == reference_replay(data + b"\n", path, "sess_1").snapshot()
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b'{"wal_seq": 1, "sess'])
+def test_no_complete_record_is_reported_as_before(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "x.wal.jsonl"
+    with pytest.raises(WalReplayError) as actual:
+        replay_bytes(data, path, session_id="sess_1")
+    if data == b"\n":
+        with pytest.raises(WalReplayError) as expected:
+            reference_replay(data, path, "sess_1")
+        assert actual.value.message == expected.value.message
+    else:
+        assert "no complete record" in actual.value.message
