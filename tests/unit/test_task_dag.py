@@ -401,21 +401,39 @@ def test_make_wal_event_rejects_mismatched_payload() -> None:
 
 def test_created_step_equals_the_validated_step() -> None:
     from agent_core._tasks.dag import created_step
+    from agent_core._tasks.models import StepSnapshot
 
-    kwargs = {
-        "step_id": "a",
-        "title": "A",
-        "summary": "Do A",
-        "depends_on_step_ids": ["b"],
-        "required": False,
-        "worker_pool_id": "pool_1",
-        "updated_at": "2026-06-12T15:30:00.000Z",
-        "created_at": "2026-06-12T15:31:00.000Z",
-    }
-    validated = TaskStep(**kwargs)  # type: ignore[arg-type]
-    built = created_step(validated.model_dump())
+    snapshot = StepSnapshot(
+        step_id="a",
+        title="A",
+        summary="Do A",
+        status=StepStatus.pending,
+        depends_on_step_ids=["b", "c", "b"],
+        required=False,
+        worker_pool_id="pool_1",
+        claimed_by_agent_id=None,
+        claimed_by_run_id=None,
+        lease_expires_at=None,
+        result_summary=None,
+        artifact_ids=[],
+        updated_at="2026-06-12T15:30:00.000Z",
+    )
+    validated = TaskStep(
+        step_id="a",
+        title="A",
+        summary="Do A",
+        depends_on_step_ids=["b", "c"],
+        required=False,
+        worker_pool_id="pool_1",
+        updated_at="2026-06-12T15:30:00.000Z",
+        created_at="2026-06-12T15:31:00.000Z",
+    )
+    built = created_step(snapshot.__dict__, "2026-06-12T15:31:00.000Z")
     assert built == validated
+    assert list(built.__dict__) == list(validated.__dict__)
     assert built.model_dump() == validated.model_dump()
-    assert built.model_fields_set == validated.model_fields_set == set(kwargs)
-    built.result_summary = "half"  # an ordinary, mutable model: the field set grows as it would
-    assert "result_summary" in built.model_fields_set and "result_summary" not in validated.model_fields_set
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.depends_on_step_ids is not snapshot.depends_on_step_ids
+    built.result_summary = "half"  # an ordinary, mutable model: its field set grows as the validated one's
+    assert "result_summary" in built.model_fields_set
+    assert "result_summary" not in validated.model_fields_set

@@ -9,12 +9,13 @@ the legality of the transition (task-board.md §2.5) — and raises :class:`Ille
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+from agent_core._tasks.cycles import find_cycle as find_cycle
 from agent_core._tasks.inputs import (
     AddDependencyOp,
     AddStepOp,
@@ -76,13 +77,25 @@ _CREATED_STEP_FIELDS = frozenset(
         "created_at",
     }
 )
+_STEP_FIELD_NAMES = tuple(TaskStep.model_fields)
+_COPIED_FIELDS = ("step_id", "title", "summary", "required", "worker_pool_id", "updated_at")
 
 
-def created_step(values: dict[str, Any]) -> TaskStep:
-    """The :class:`TaskStep` that ``TaskStep(**{k: values[k] for k in _CREATED_STEP_FIELDS})`` builds, without
-    re-validating: ``values`` holds every field, already of its type (from a validated ``task_created``
-    snapshot; the others at their defaults). What ``model_construct`` does, minus its per-field Python
-    work; ``tests/unit/test_task_dag.py`` checks the result equals the validated instance."""
+def created_step(snapshot: dict[str, Any], created_at: str) -> TaskStep:
+    """The :class:`TaskStep` that ``TaskStep(...)`` builds from a validated ``task_created`` snapshot step
+    (``snapshot``, its ``__dict__``), without re-validating values already of their types: what
+    ``model_construct`` does, minus its per-field Python work. The fields set is the constructor's;
+    ``tests/unit/test_task_dag.py`` checks the result equals the validated instance."""
+    values: dict[str, Any] = dict.fromkeys(_STEP_FIELD_NAMES)  # field order; None is every other default
+    for name in _COPIED_FIELDS:
+        values[name] = snapshot[name]
+    values.update(
+        status=StepStatus.pending,
+        depends_on_step_ids=dedupe(snapshot["depends_on_step_ids"]),
+        artifact_ids=[],
+        created_at=created_at,
+        metadata={},
+    )
     step = TaskStep.__new__(TaskStep)
     object.__setattr__(step, "__dict__", values)
     object.__setattr__(step, "__pydantic_fields_set__", set(_CREATED_STEP_FIELDS))
@@ -106,38 +119,6 @@ class Actor:
 
 
 CORE = Actor(agent_id=CORE_ACTOR, run_id=None)
-
-
-def find_cycle(steps: Iterable[TaskStep]) -> list[str] | None:
-    """Returns one dependency cycle (``[a, b, ..., a]``) or ``None``; unknown ids are ignored."""
-    graph = {s.step_id: s.depends_on_step_ids for s in steps}
-    state: dict[str, int] = {}
-    for root, root_deps in graph.items():
-        if root in state:
-            continue
-        if not root_deps:  # nothing to walk: finished at once (most steps of wide DAGs)
-            state[root] = 2
-            continue
-        stack: list[tuple[str, int]] = [(root, 0)]
-        path: list[str] = []
-        while stack:
-            node, idx = stack.pop()
-            if idx == 0:
-                state[node] = 1
-                path.append(node)
-            deps = graph[node]
-            while idx < len(deps) and (deps[idx] not in graph or state.get(deps[idx]) == 2):
-                idx += 1
-            if idx == len(deps):
-                state[node] = 2
-                path.pop()
-                continue
-            nxt = deps[idx]
-            stack.append((node, idx + 1))
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            stack.append((nxt, 0))
-    return None
 
 
 class TaskDag:
@@ -174,29 +155,7 @@ class TaskDag:
         if not snapshots:
             raise IllegalTransition(message="a Task needs at least one step")
         created_at = event.created_at
-        steps = [
-            created_step(
-                {
-                    "step_id": s["step_id"],
-                    "title": s["title"],
-                    "summary": s["summary"],
-                    "status": StepStatus.pending,
-                    "depends_on_step_ids": dedupe(s["depends_on_step_ids"]),
-                    "required": s["required"],
-                    "worker_pool_id": s["worker_pool_id"],
-                    "claimed_by_agent_id": None,
-                    "claimed_by_run_id": None,
-                    "lease_expires_at": None,
-                    "result_summary": None,
-                    "artifact_ids": [],
-                    "updated_at": s["updated_at"],
-                    "created_at": created_at,
-                    "status_reason": None,
-                    "metadata": {},
-                }
-            )
-            for s in snapshots
-        ]
+        steps = [created_step(s, created_at) for s in snapshots]
         if len({s["step_id"] for s in snapshots}) != len(steps):
             raise IllegalTransition(message="duplicate step_id in task_created")
         task = Task(
