@@ -21,6 +21,7 @@ seq order, nothing is delivered before an earlier event and a failed write still
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ from agent_core.types.content import ArtifactRefBlock, ContentBlock, ToolResultB
 from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.tools import ToolResult
+
+log = logging.getLogger("agent_core._loop")
 
 EventSpec = tuple[EventPayload, str | None]
 """``(event, tool_call_id)`` of an event written with a node."""
@@ -138,9 +141,14 @@ class RunRecorder:
         self._deliver_now(future.result().events)
 
     def _deliver_now(self, events: Sequence[RuntimeEvent]) -> None:
+        """Delivers committed early events (also from a future callback: an observer's error is logged,
+        it never keeps the rest of the write from the stream)."""
         for event in events:
             for observer in self.observers:
-                observer(event)
+                try:
+                    observer(event)
+                except Exception:
+                    log.exception("event observer failed on %s", event.event_type)
             if self._undelivered or not self.channel.push_nowait(event):
                 self._undelivered.append(event)  # the channel is full: :meth:`settle` pushes it
 
