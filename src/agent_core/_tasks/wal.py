@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -370,8 +370,8 @@ def replay_bytes(
     """Replays WAL ``data`` (named ``path``): the outcome, the unterminated tail, whether that tail is
     torn (not JSON) and whether it is a whole record lacking its newline. Bad records → ``WalReplayError``.
     """
-    lines = io.BytesIO(data).readlines()  # memchr per line; bytes.split compares byte by byte
-    tail = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+    end = data.rfind(b"\n") + 1  # what follows the last newline is the unterminated tail
+    tail = data[end:]
     torn = False
     add_newline = False
     if tail:
@@ -380,11 +380,12 @@ def replay_bytes(
         except ValueError:
             torn = True
         else:
-            lines.append(tail)
             add_newline = True
-    if not lines:
+    if not end and not add_newline:
         raise WalReplayError(path, "no complete record (expected task_created)", task_id=None)
     with gc_paused():  # records die young and build no cycles; collections would walk the whole heap
+        # lines one at a time (each freed once applied): memchr per line, no list of 100k copies
+        lines = io.BytesIO(memoryview(data)[:end] if torn else data)
         outcome = _replay_valid_lines(lines, path, session_id, recent)
         if outcome is None:  # some line is bad: the checked loop names it exactly
             exact = data.split(b"\n")
@@ -395,7 +396,9 @@ def replay_bytes(
     return outcome, tail, torn, add_newline
 
 
-def _replay_valid_lines(lines: list[bytes], path: Path, session_id: str, recent: int) -> ReplayOutcome | None:
+def _replay_valid_lines(
+    lines: Iterator[bytes], path: Path, session_id: str, recent: int
+) -> ReplayOutcome | None:
     """The fast path of a WAL whose every line is good: the outcome, or ``None`` at the first bad line.
 
     ``lines`` keep their ``\\n`` (JSON whitespace). Records are validated without the per-record Python
@@ -405,15 +408,15 @@ def _replay_valid_lines(lines: list[bytes], path: Path, session_id: str, recent:
     last: deque[TaskWalEvent] = deque(maxlen=max(recent, 1))
     append = last.append
     core = CORE_ACTOR
-    records = iter(lines)
+    count = 1
     try:
-        event = validate_line(next(records))
+        event = validate_line(next(lines))
         if ((event.actor_run_id is None) != (event.actor_agent_id == core)) or event.session_id != session_id:
             return None
         dag = TaskDag.from_created(event, wal_path=str(path))
         append(event)
         apply = dag.apply_fields
-        for line in records:
+        for count, line in enumerate(lines, start=2):  # noqa: B007 (the count is used after the loop)
             event = validate_line(line)
             rec = event.__dict__  # one read through pydantic's __getattr__ hook, not one per field
             if (rec["actor_run_id"] is None) != (rec["actor_agent_id"] == core):
@@ -422,7 +425,7 @@ def _replay_valid_lines(lines: list[bytes], path: Path, session_id: str, recent:
             append(event)
     except (ValidationError, AgentCoreError, ValueError):
         return None
-    return ReplayOutcome(dag=dag, records=len(lines), torn_tail_truncated=False, recent=list(last))
+    return ReplayOutcome(dag=dag, records=count, torn_tail_truncated=False, recent=list(last))
 
 
 def _replay_lines(lines: list[bytes], path: Path, session_id: str, recent: int) -> ReplayOutcome:
