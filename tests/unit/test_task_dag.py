@@ -22,7 +22,7 @@ from agent_core._tasks.inputs import StepInput, TaskUpdateInput, TaskUpdateStepI
 from agent_core._tasks.models import TaskStep, TaskWalEvent, make_wal_event, parse_wal_event
 from agent_core._tasks.patch import decide_update
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.types.enums import StepStatus
+from agent_core.types.enums import StepStatus, TaskStatus
 
 NOW = datetime(2026, 6, 12, 15, 30, tzinfo=UTC)
 ORCH = Actor(agent_id="agent_o", run_id="run_o")
@@ -437,3 +437,40 @@ def test_created_step_equals_the_validated_step() -> None:
     built.result_summary = "half"  # an ordinary, mutable model: its field set grows as the validated one's
     assert "result_summary" in built.model_fields_set
     assert "result_summary" not in validated.model_fields_set
+
+
+def test_a_status_set_by_attribute_is_seen_by_the_next_apply() -> None:
+    """apply_fields reads the Task's fields from its __dict__; attribute writes land there too."""
+    from agent_core._tasks.models import TaskCancelledPayload, TaskRunningPayload
+
+    dag = new_dag(("a", []))
+    seq = dag.last_wal_seq
+    common = {"session_id": "sess_u", "actor_agent_id": "agent_o", "actor_run_id": "run_o", "task_id": "t1"}
+    ts = "2026-06-12T15:30:00.000Z"
+    dag.task.status = TaskStatus.cancelled  # as _on_task_terminal does
+    running = make_wal_event(
+        "task_running",
+        wal_seq=seq + 1,
+        event_id="evt_r",
+        step_id=None,
+        payload=TaskRunningPayload(previous_status=TaskStatus.pending, status="running", reason=None),
+        created_at=ts,
+        **common,
+    )
+    with pytest.raises(IllegalTransition, match="already cancelled"):
+        dag.apply(running)
+    dag.task.status = TaskStatus.pending
+    dag.apply(running)
+    assert dag.status == TaskStatus.running and dag.task.updated_at == ts
+    cancelled = make_wal_event(
+        "task_cancelled",
+        wal_seq=seq + 2,
+        event_id="evt_c",
+        step_id=None,
+        payload=TaskCancelledPayload(reason=None, cancelled_step_ids=[]),
+        created_at=ts,
+        **common,
+    )
+    dag.apply(cancelled)
+    with pytest.raises(IllegalTransition, match="already cancelled"):
+        dag.apply(running.model_copy(update={"wal_seq": seq + 3}))

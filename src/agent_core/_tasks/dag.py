@@ -124,12 +124,14 @@ CORE = Actor(agent_id=CORE_ACTOR, run_id=None)
 class TaskDag:
     """One Task DAG rebuilt from (and kept in step with) its WAL."""
 
-    __slots__ = ("_steps", "last_wal_seq", "run_claims", "session_id", "task")
+    __slots__ = ("_steps", "_task_fields", "last_wal_seq", "run_claims", "session_id", "task")
 
     def __init__(
         self, task: Task, *, session_id: str, last_wal_seq: int, run_claims: dict[str, str] | None = None
     ) -> None:
         self.task = task
+        self._task_fields: dict[str, Any] = task.__dict__
+        """``task.__dict__`` (pydantic writes fields into it in place; see :meth:`apply_fields`)."""
         self.session_id = session_id
         self.last_wal_seq = last_wal_seq
         self.run_claims: dict[str, str] = dict(run_claims or {})
@@ -264,7 +266,7 @@ class TaskDag:
         ``__dict__`` read too) goes through the ``__getattr__`` hook, ~10x a dict lookup, which dominated
         the replay of long WALs. Writes go to ``__dict__`` as well (see :func:`_set`).
         """
-        state = self.task.__dict__
+        state = self._task_fields
         seq = rec["wal_seq"]
         if (
             seq != self.last_wal_seq + 1
@@ -370,7 +372,11 @@ class TaskDag:
         values["updated_at"] = rec["created_at"]
 
     def _on_step_updated(self, ev: Any, rec: dict[str, Any]) -> None:
-        values = self._step_values(ev, rec, _UPDATABLE)[1]
+        # the most frequent record of long WALs: _step_values inlined
+        step = self._steps.get(rec["step_id"])
+        values = step.__dict__ if step is not None else None
+        if values is None or values["status"] not in _UPDATABLE:
+            values = self._step_values(ev, rec, _UPDATABLE)[1]  # raises
         p = rec["payload"].__dict__
         status, lease = values["status"], p["lease_expires_at"]
         if p["status"] != status:
