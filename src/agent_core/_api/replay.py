@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+from operator import attrgetter
 from typing import Any
 
 from pydantic_core import from_json
@@ -36,6 +37,7 @@ from agent_core.types.storage import AgentRecord, RunRecord
 _DEBUG_ARTIFACT_KINDS = {"provider_raw", "hook_log"}
 _HOOK_EVENTS = frozenset({EventType.hook_failed, EventType.hook_completed})
 """Events whose captured output is replaced by a marker in a redacted replay."""
+_EVENT_TYPE = attrgetter("event_type")
 _CHILD_SUMMARY_EVENTS = {
     EventType.child_agent_created,
     EventType.worker_dispatched,
@@ -155,14 +157,17 @@ async def _replay_session(
 
 
 def _redacted(result: ReplayResult, keys_masked: bool = False) -> ReplayResult:
-    """``keys_masked``: nodes and events were read with ``redact_keys=True``."""
+    """``keys_masked``: nodes and events were read with ``redact_keys=True`` (then only hook events change:
+    found by a C-level scan of the event types, not an enum hash per event)."""
+    events = result.events
+    if not keys_masked:
+        events = [_redact_event(e) for e in events]
+    elif any(map(list(map(_EVENT_TYPE, events)).__contains__, _HOOK_EVENTS)):
+        events = [_redact_event(e, True) if e.event_type in _HOOK_EVENTS else e for e in events]
     return result.model_copy(
         update={
             "nodes": result.nodes if keys_masked else [_redact_node(n) for n in result.nodes],
-            "events": [
-                _redact_event(e, keys_masked) if not keys_masked or e.event_type in _HOOK_EVENTS else e
-                for e in result.events
-            ],
+            "events": events,
             "artifacts": [_redact_artifact(a) for a in result.artifacts],
             "runs": [
                 r if r.error is None else r.model_copy(update={"error": _redact_error(r.error)})

@@ -147,6 +147,54 @@ def _ts(text: str) -> datetime:
     return value if value.tzinfo is UTC else parse_ts(text)
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy_plan(value: Any) -> int:
+    """How a decoded JSON value can be copied into an equal, independent one: ``1`` an object of scalars
+    (``dict.copy``), ``2`` an object of scalars and objects of scalars (those copied too), ``0`` other
+    (decoded again). Strings, numbers, booleans and ``None`` are immutable, so sharing them is safe."""
+    if type(value) is not dict:
+        return 0
+    plan = 1
+    scalars = _SCALAR_TYPES
+    for item in value.values():
+        if type(item) in scalars:
+            continue
+        if type(item) is dict and scalars.issuperset(map(type, item.values())):
+            plan = 2
+            continue
+        return 0
+    return plan
+
+
+def _copied(value: dict[str, Any], plan: int) -> dict[str, Any]:
+    if plan == 1:
+        return value.copy()
+    return {k: v.copy() if type(v) is dict else v for k, v in value.items()}
+
+
+class _Decoded:
+    """Per batch: JSON texts decoded once when they occur again (payloads of one kind often repeat
+    verbatim); a repeat gets a copy of the first decoding (:func:`_copy_plan`), never a shared object,
+    since callers may change the values they get."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Any, int]] = {}
+
+    def __call__(self, text: str) -> Any:
+        seen = self._seen.get(text)
+        if seen is not None:
+            value, plan = seen
+            return _copied(value, plan) if plan else from_json(text)
+        value = from_json(text)
+        plan = _copy_plan(value)
+        self._seen[text] = (value, plan)
+        return _copied(value, plan) if plan else value
+
+
 def _masked(value: Any) -> Any:
     return redact_sensitive_keys(value) if has_sensitive_keys(value) else value
 
@@ -265,7 +313,7 @@ def events_from_rows(
     complete = ids_by_seq is not None and None not in ids_by_seq[1:]
     out: list[RuntimeEvent] = []
     types, levels, fields, ts = _EVENT_TYPES, _LEVELS, set(_EVENT_FIELDS), _ts
-    cls, new, put = RuntimeEvent, _new, _put
+    cls, new, put, decoded, isoformat, utc = RuntimeEvent, _new, _put, _Decoded(), datetime.fromisoformat, UTC
     walk = texts_may_hold_keys([r[9] for r in rows]) if redact_keys else [False] * len(rows)
     try:
         with collector_paused():
@@ -283,13 +331,19 @@ def events_from_rows(
                     text,
                     created,
                 ) = row
-                payload = from_json(text) if text is not None else {}
-                if type(payload) is not dict:
-                    raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
-                if event_type == "context_built" and text is not None and MARKER in text:
+                if text is None:
+                    payload = {}
+                elif event_type == "context_built" and MARKER in text:  # expanded in place: own copy
+                    payload = from_json(text)
+                    if type(payload) is not dict:
+                        raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
                     if ids_by_seq is None:
                         raise ValueError("a compact context report needs the session's node seqs")
                     expand_report(payload, ids_by_seq, complete=complete)
+                else:
+                    payload = decoded(text)
+                    if type(payload) is not dict:
+                        raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
                 if walk_row and has_sensitive_keys(payload):
                     payload = redact_sensitive_keys(payload)
                 if (
@@ -299,6 +353,13 @@ def events_from_rows(
                     or type(event_id) is not str
                 ):
                     raise ValueError(f"invalid event row {event_id!r}")
+                try:  # _ts(created), inlined
+                    when = isoformat(created)
+                except (ValueError, TypeError):
+                    when = ts(created)
+                else:
+                    if when.tzinfo is not utc:
+                        when = ts(created)
                 values = {
                     "event_id": event_id,
                     "seq": seq,
@@ -311,7 +372,7 @@ def events_from_rows(
                     "node_id": node_id,
                     "tool_call_id": call_id,
                     "payload": payload,
-                    "created_at": ts(created),
+                    "created_at": when,
                 }
                 event = new(cls)  # trusted(RuntimeEvent, values, fields), inlined: the hottest loop
                 put(event, "__dict__", values)
