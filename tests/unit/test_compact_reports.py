@@ -117,6 +117,45 @@ async def test_reports_are_stored_as_ranges_and_read_back_unchanged(tmp_path: Pa
         )
 
 
+async def test_reports_expand_from_the_session_nodes_the_caller_read_when_they_are_all_of_them(
+    tmp_path: Path,
+) -> None:
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        rid = await env.new_run(sid, aid)
+        first = _nodes(aid, 20)
+        await env.storage.append(sid, nodes=first)
+        ids = [n.node_id for n in first]
+        await env.storage.append(
+            sid, events=[EventDraft(event_type=EventType.context_built, payload=_report(rid, aid, ids))]
+        )
+        more = _nodes(aid, 10)
+        r2 = _report(rid, aid, [*ids[5:], *(n.node_id for n in more)])
+        await env.storage.append(
+            sid, nodes=more, events=[EventDraft(event_type=EventType.context_built, payload=r2)]
+        )
+        assert "node_seq_ranges" in _stored(env.db_path, sid)[1]
+        expected = [e.payload for e in await env.storage.list_events(sid)]
+        nodes = await env.storage.list_nodes(sid)
+        reads: list[str] = []
+        read = env.storage._read
+
+        async def counted(sql: str, params: Any = ()) -> list[Any]:
+            reads.append(sql)
+            return await read(sql, params)
+
+        env.storage._read = counted  # type: ignore[method-assign]
+        events = await env.storage.list_events(sid, session_nodes=nodes)
+        assert [e.payload for e in events] == expected
+        assert not any(sql.startswith("SELECT node_seq, node_id") for sql in reads)
+        # not all of the session's nodes (another agent wrote some): the ids are read
+        for partial in (nodes[:-1], nodes[1:], [*nodes[:3], *nodes[4:]]):
+            reads.clear()
+            events = await env.storage.list_events(sid, session_nodes=partial)
+            assert [e.payload for e in events] == expected
+            assert any(sql.startswith("SELECT node_seq, node_id") for sql in reads)
+
+
 async def test_old_verbatim_rows_and_unknown_ids_still_read(tmp_path: Path) -> None:
     async with opened_store(tmp_path) as env:
         sid, aid = await env.new_session()

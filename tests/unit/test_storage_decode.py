@@ -167,3 +167,37 @@ def test_read_time_key_redaction_applies_to_payloads_metadata_and_blocks() -> No
     assert isinstance(node.content[0], ToolCallBlock) and node.content[0].arguments == {
         "api_key": "[REDACTED]"
     }
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"tool_name": "x", "duration_ms": 3, "ok": True, "ratio": 0.5, "none": None},
+        {"stop_reason": "end", "usage": {"input_tokens": 1, "output_tokens": 2}},
+        {"ids": ["a", "b"], "nested": {"deeper": {"k": 1}}},
+    ],
+)
+def test_a_repeated_payload_text_gives_equal_independent_payloads(payload: dict[str, Any]) -> None:
+    text = json.dumps(payload, separators=(",", ":"))
+    events = events_from_rows([_event_row(text)] * 3, "sess_1")
+    assert [e.payload for e in events] == [payload] * 3
+    first, second, third = (e.payload for e in events)
+    assert first is not second and second is not third
+    for key, value in payload.items():
+        if isinstance(value, dict | list):  # containers are never shared between events
+            assert first[key] is not second[key] and second[key] is not third[key]
+    first["tool_name"] = "changed"
+    for value in second.values():
+        if isinstance(value, dict):
+            value["added"] = 1
+    assert third == payload
+
+
+def test_a_repeated_payload_masked_in_one_event_is_masked_in_each() -> None:
+    text = '{"tool_name":"x","api_key":"k","usage":{"total_tokens":3}}'
+    events = events_from_rows([_event_row(text)] * 2, "sess_1", redact_keys=True)
+    masked = {"tool_name": "x", "api_key": "[REDACTED]", "usage": {"total_tokens": 3}}
+    assert [e.payload for e in events] == [masked, masked]
+    assert [e.payload for e in events_from_rows([_event_row(text)] * 2, "sess_1")] == [
+        {"tool_name": "x", "api_key": "k", "usage": {"total_tokens": 3}}
+    ] * 2

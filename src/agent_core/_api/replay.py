@@ -114,7 +114,12 @@ async def _replay_session(
     runs = await storage.list_runs(session_id)
     nodes = await storage.list_nodes(session_id, agent_id=root_id, redact_keys=masked)
     events = await storage.list_events(
-        session_id, from_seq=from_seq, to_seq=to_seq, redact_keys=masked, agent_ids=(root_id, None)
+        session_id,
+        from_seq=from_seq,
+        to_seq=to_seq,
+        redact_keys=masked,
+        agent_ids=(root_id, None),
+        session_nodes=nodes,  # all of them when the root agent is the session's only writer
     )
     artifact_records = await storage.list_artifacts(session_id=session_id)
     root_runs = [r for r in runs if r.agent_id == root_id]

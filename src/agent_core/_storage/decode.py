@@ -232,6 +232,7 @@ def nodes_from_rows(
     sets = {kind: set(fields) for kind, fields in _BLOCK_FIELDS.items()}
     fields = set(_NODE_FIELDS)
     roles, node_types, block, ts, new, put = _ROLES, _NODE_TYPES, _block, _ts, _new, _put
+    decoded, isoformat, utc = _Decoded(), datetime.fromisoformat, UTC
     try:
         if redact_keys:  # content and metadata apart: the metadata texts of a session mostly repeat
             content = texts_may_hold_keys([r[7] for r in rows])
@@ -253,7 +254,7 @@ def nodes_from_rows(
                     tokens,
                     created,
                 ) = row
-                meta = from_json(meta_text) if meta_text is not None else {}
+                meta = decoded(meta_text) if meta_text is not None else {}  # metadata texts repeat
                 blocks = from_json(text)
                 if type(meta) is not dict or type(blocks) is not list:
                     raise ValueError(
@@ -270,6 +271,13 @@ def nodes_from_rows(
                     or type(agent_id) is not str
                 ):
                     raise ValueError(f"invalid node row {node_id!r}")
+                try:  # _ts(created), inlined
+                    when = isoformat(created)
+                except (ValueError, TypeError):
+                    when = ts(created)
+                else:
+                    if when.tzinfo is not utc:
+                        when = ts(created)
                 values = {
                     "node_id": node_id,
                     "node_seq": node_seq,
@@ -282,7 +290,7 @@ def nodes_from_rows(
                     "content": [block(b, sets) for b in blocks],
                     "metadata": meta,
                     "token_count": tokens,
-                    "created_at": ts(created),
+                    "created_at": when,
                 }
                 node = new(Node)  # trusted(Node, values, fields), inlined
                 put(node, "__dict__", values)

@@ -155,6 +155,7 @@ class SessionStore(Protocol):
         run_id: str | None = None,
         redact_keys: bool = False,
         agent_ids: Sequence[str | None] | None = None,
+        session_nodes: Sequence[Node] | None = None,
     ) -> list[RuntimeEvent]: ...
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None: ...

@@ -585,10 +585,13 @@ class SqlSessionStore(ABC):
         run_id: str | None = None,
         redact_keys: bool = False,
         agent_ids: Sequence[str | None] | None = None,
+        session_nodes: Sequence[Node] | None = None,
     ) -> list[RuntimeEvent]:
         """Persisted events ordered by ``seq``; ``from_seq``/``to_seq`` are inclusive bounds; ``agent_ids``
         keeps the events of those agents only (``None`` in it: the events without an agent). Compact
         context reports come back with their full node-id lists; ``redact_keys`` as in :meth:`list_nodes`.
+        ``session_nodes``: nodes of this session the caller read already (``list_nodes`` order); when
+        they are all of its nodes, the reports are expanded from them instead of reading the node ids.
         """
         sql = await self._require_session(session_id)
         where, params = where_equal(run_id=run_id)
@@ -609,8 +612,24 @@ class SqlSessionStore(ABC):
         rows = in_seq_order(await self._read(f"{sql.select_events}{''.join(clauses)}", params))
         seqs = None
         if any(r[6] == "context_built" and r[9] is not None and MARKER in r[9] for r in rows):
-            seqs = ids_by_seq(await self._read(f"SELECT node_seq, node_id FROM {sql.nodes}"))
+            seqs = await self._whole_ids_by_seq(sql, session_nodes) if session_nodes else None
+            if seqs is None:
+                seqs = ids_by_seq(await self._read(f"SELECT node_seq, node_id FROM {sql.nodes}"))
         return events_from_rows(rows, session_id, ids_by_seq=seqs, redact_keys=redact_keys)
+
+    async def _whole_ids_by_seq(self, sql: S.SessionSql, nodes: Sequence[Node]) -> list[str | None] | None:
+        """``ids_by_seq`` of the session from ``nodes`` when they are all of its nodes: their seqs are
+        1..N and the table holds N nodes between seq 1 and N (seqs are unique), else ``None``."""
+        count = len(nodes)
+        if [n.node_seq for n in nodes] != list(range(1, count + 1)):
+            return None
+        found = await self._read(
+            f"SELECT (SELECT COUNT(*) FROM {sql.nodes}), (SELECT MIN(node_seq) FROM {sql.nodes}),"
+            f" (SELECT MAX(node_seq) FROM {sql.nodes})"
+        )
+        if tuple(found[0]) != (count, 1, count):
+            return None
+        return [None, *(n.node_id for n in nodes)]
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord | None:
         rows = await self._records(
