@@ -117,3 +117,20 @@ async def test_unknown_session_append_is_a_validation_error(store: SessionStore)
     with pytest.raises(AgentCoreError) as info:
         await store.append("sess_missing", events=[event(event_type=EventType.loop_started)])
     assert info.value.code == ErrorCode.validation_error
+
+
+async def test_session_nodes_stand_for_the_node_ids_only_when_they_are_all_of_them(
+    store: SessionStore,
+) -> None:
+    from agent_core._storage.sql_store import SqlSessionStore
+
+    assert isinstance(store, SqlSessionStore)
+    sid, aid = await new_session(store)
+    nodes = [node(aid) for _ in range(4)]
+    await store.append(sid, nodes=nodes)
+    read = await store.list_nodes(sid)
+    sql = store._caches.session_sql(sid)
+    assert await store._whole_ids_by_seq(sql, read) == [None, *(n.node_id for n in nodes)]
+    assert await store._whole_ids_by_seq(sql, read[:-1]) is None  # the table holds one more
+    assert await store._whole_ids_by_seq(sql, read[1:]) is None
+    assert await store.list_events(sid, session_nodes=read) == await store.list_events(sid)
