@@ -78,10 +78,23 @@ def update_statement(
     columns = sorted(fields)
     params = [column_value(table, c, fields[c], redactor) for c in columns]
     if "updated_at" not in fields:
-        columns.append("updated_at")
         params.append(format_ts())
-    assignments = ", ".join(f"{c} = ?" for c in columns)
-    return f"UPDATE {table} SET {assignments} WHERE {key} = ?", [*params, key_value]
+    params.append(key_value)
+    shape = (table, key, *columns)
+    statement = _STATEMENTS.get(shape)
+    if statement is None:
+        names = columns if "updated_at" in fields else [*columns, "updated_at"]
+        assignments = ", ".join(f"{c} = ?" for c in names)
+        statement = f"UPDATE {table} SET {assignments} WHERE {key} = ?"
+        if len(_STATEMENTS) >= _STATEMENTS_CAPACITY:
+            _STATEMENTS.clear()
+        _STATEMENTS[shape] = statement
+    return statement, params
+
+
+_STATEMENTS: dict[tuple[str, ...], str] = {}
+"""``(table, key, *sorted columns)`` → its ``UPDATE`` statement (a run updates the same few column sets)."""
+_STATEMENTS_CAPACITY = 256
 
 
 def merge_session_metadata(txn: Txn, session_id: str, updates: dict[str, Any], now: str) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -151,6 +152,24 @@ def _share(value: Any) -> Any:
     return value
 
 
+_ROLES: dict[Any, MessageRole] = {m.value: m for m in MessageRole}
+_NODE_TYPES: dict[Any, NodeType] = {m.value: m for m in NodeType}
+_LEVELS: dict[Any, EventLevel] = {m.value: m for m in EventLevel}
+_EVENT_TYPES: dict[Any, EventType] = {m.value: m for m in EventType}
+"""Member by value (a member is found too: string enum members hash and compare as their values); the
+enum's own call (~1 us each through ``EnumMeta.__call__``) only for a value that is not one."""
+
+E = TypeVar("E", bound=Enum)
+
+
+def _member(members: dict[Any, E], enum: type[E], value: Any) -> E:
+    """``enum(value)`` (same result, same ``ValueError``), looked up in ``members`` first."""
+    try:
+        return members[value]
+    except (KeyError, TypeError):
+        return enum(value)
+
+
 _LIVE_NODE_FIELDS = set(Node.model_fields)
 """Every field is set on a committed node; pydantic only ever adds names to a fields set."""
 
@@ -197,7 +216,8 @@ class PreparedNode:
 
 def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
     try:
-        role, node_type = MessageRole(draft.role), NodeType(draft.node_type)
+        role = _member(_ROLES, MessageRole, draft.role)
+        node_type = _member(_NODE_TYPES, NodeType, draft.node_type)
     except ValueError as exc:
         raise _invalid(f"invalid node role/type: {exc}") from exc
     if draft.token_count is not None and not isinstance(draft.token_count, int):
@@ -316,7 +336,8 @@ def prepare_event(
     nodes of the same write → ``-(k + 1)``) let a ``context_built`` report be stored compactly; the live
     event keeps the full payload."""
     try:
-        level, event_type = EventLevel(draft.level), EventType(draft.event_type)
+        level = _member(_LEVELS, EventLevel, draft.level)
+        event_type = _member(_EVENT_TYPES, EventType, draft.event_type)
     except ValueError as exc:
         raise _invalid(f"invalid event level/type: {exc}") from exc
     payload: Any = {}
