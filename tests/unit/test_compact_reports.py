@@ -188,6 +188,28 @@ async def test_an_id_holding_a_secret_is_not_compacted(
         assert secret not in stored and "node_seq_ranges" not in stored
 
 
+async def test_a_secret_in_another_field_stores_the_report_redacted_and_verbatim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = set_test_secret(monkeypatch)
+    async with opened_store(tmp_path) as env:
+        sid, aid = await env.new_session()
+        rid = await env.new_run(sid, aid)
+        nodes = _nodes(aid, 12)
+        await env.storage.append(sid, nodes=nodes)
+        await env.storage.append(sid, events=[EventDraft(event_type=EventType.context_built, payload={})])
+        report = {**_report(rid, aid, [n.node_id for n in nodes]), "model": f"m-{secret}"}
+        result = await env.storage.append(
+            sid, events=[EventDraft(event_type=EventType.context_built, payload=report)]
+        )
+        stored = _stored(env.db_path, sid)[1]
+        assert secret not in stored and "node_seq_ranges" not in stored
+        redacted = {**report, "model": "m-[REDACTED]"}
+        assert json.loads(stored) == redacted
+        assert result.events[0].payload == redacted  # the live event carries the redacted report too
+        assert (await env.storage.list_events(sid))[1].payload == redacted
+
+
 def test_a_range_naming_no_node_is_a_schema_error() -> None:
     payload: dict[str, Any] = {"included_node_ids": {"node_seq_ranges": [[1, 3]]}}
     with pytest.raises(AgentCoreError) as info:

@@ -255,17 +255,23 @@ def prepare_node(draft: NodeDraft, secrets: tuple[str, ...]) -> PreparedNode:
 
 @dataclass(slots=True)
 class CompactReport:
-    """A context report to be stored with seq ranges; finished by the writer (``first_new_seq``)."""
+    """A context report to be stored with seq ranges; finished by the writer (``first_new_seq``).
+
+    The stored text is scanned for secrets once, when it is made: a report mentioning one (in a field
+    kept as is, or in digits spelling it) is stored fully redacted instead, and its live event then
+    carries that redacted payload (``redacted``)."""
 
     payload: dict[str, Any]
     seqs: dict[str, CompactIds]
     secrets: tuple[str, ...]
+    redacted: dict[str, Any] | None = None
 
     def text(self, first_new_seq: int) -> str:
         ranges = {f: s.ranges(first_new_seq) for f, s in self.seqs.items()}
         text = json_text(compact_payload(self.payload, ranges), "event payload")
-        if self.secrets and _mentions(text, self.secrets):  # digits only could still spell a secret
-            return redacted_payload(self.payload, "event payload", self.secrets)[1]
+        if self.secrets and _mentions(text, self.secrets):
+            plain, text = redacted_payload(self.payload, "event payload", self.secrets)
+            self.redacted = plain
         return text
 
 
@@ -290,7 +296,10 @@ class PreparedEvent:
         )  # fmt: skip
 
     def event(self, session_id: str, seq: int, run_seq: int | None) -> RuntimeEvent:
+        """The committed event (after :meth:`row`, which settles a compact report's redaction)."""
         d = self.draft
+        compact = self.compact
+        payload = compact.redacted if compact is not None and compact.redacted is not None else self.payload
         return RuntimeEvent.model_construct(
             event_id=d.event_id,
             seq=seq,
@@ -302,7 +311,7 @@ class PreparedEvent:
             event_type=self.event_type,
             node_id=d.node_id,
             tool_call_id=d.tool_call_id,
-            payload=self.payload,
+            payload=payload,
             created_at=self.created_at,
         )
 
@@ -311,7 +320,8 @@ def _compacted(
     draft: EventDraft, node_seqs: Mapping[str, int], new_nodes: Mapping[str, int], secrets: tuple[str, ...]
 ) -> CompactReport | None:
     """A context report whose node-id lists can be stored as seq ranges (``storage/_reports.py``);
-    ``None`` when none can or another field needs secret redaction (then the full path runs)."""
+    ``None`` when none can (then the full path runs). Its other fields are scanned for secrets with the
+    stored text (:meth:`CompactReport.text`)."""
     seqs = compact_seqs(draft.payload, node_seqs, new_nodes, secrets)
     if seqs is None:
         return None
@@ -319,10 +329,6 @@ def _compacted(
         live = to_jsonable_python(draft.payload)
     except (PydanticSerializationError, TypeError, ValueError):
         return None
-    if secrets:
-        rest = json_text(compact_payload(live, {f: [] for f in seqs}), "event payload")
-        if _mentions(rest, secrets):
-            return None
     return CompactReport(payload=live, seqs=seqs, secrets=secrets)
 
 
