@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_core._redaction import Redactor
+from agent_core._storage.rows import redact_json_text
 
 
 def test_secrets_follow_os_environ_changes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,3 +46,24 @@ def test_secrets_of_an_explicit_mapping() -> None:
     assert redactor.secrets() == ("abcd1234",)
     env["SOONG_T_NAMED"] = "efgh5678"
     assert redactor.secrets() == ("efgh5678",)
+
+
+def test_json_text_columns_are_redacted_however_a_secret_is_escaped() -> None:
+    secret = "sk-test/0123456789"
+    env = {"SOONG_T_NAMED": secret}
+    redactor = Redactor(["SOONG_T_NAMED"], environ=env)
+    secrets = redactor.secrets()
+    plain = '{"note":"x"}'
+    assert redact_json_text(plain, secrets, redactor) is plain  # nothing to redact: kept as is
+    escaped = "".join(f"\\u{ord(c):04x}" for c in secret)
+    for text in (
+        f'{{"note":"{secret}"}}',
+        f'{{"note":"{escaped}"}}',
+        '{"note":"' + secret[:2] + "\\u" + f"{ord(secret[2]):04x}" + secret[3:] + '"}',
+        '{"note":"' + secret.replace("/", "\\/") + '"}',  # JSON may escape a slash
+        f'{{"{secret}":1}}',
+        f"not json {secret}",
+    ):
+        out = redact_json_text(text, secrets, redactor)
+        assert out is not None and secret not in out and escaped not in out, text
+        assert "[REDACTED]" in out

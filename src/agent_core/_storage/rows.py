@@ -105,8 +105,14 @@ def json_column(value: Any, what: str, redactor: Redactor) -> str | None:
 
 
 def redact_json_text(text: str | None, secrets: tuple[str, ...], redactor: Redactor) -> str | None:
-    """Redacts secrets inside JSON text by value (so JSON-escaped secrets are found too)."""
+    """Redacts secrets inside JSON text by value (so JSON-escaped secrets are found too).
+
+    Text without a ``\\u`` or ``\\/`` escape spells every string the one way ``json.dumps`` does, so
+    when it holds no secret raw or JSON-escaped (:func:`_mentions`) no decoded string does: it is kept
+    without decoding it."""
     if text is None or not secrets:
+        return text
+    if "\\u" not in text and "\\/" not in text and not _mentions(text, secrets):
         return text
     try:
         value = json.loads(text)
