@@ -201,3 +201,17 @@ async def test_stored_rows_come_back_in_seq_order(tmp_path: Path) -> None:
         events = await env.storage.list_events(sid)
         assert [e.seq for e in events] == [1, 2, 3, 4]
         assert [e.seq for e in await env.storage.list_events(sid, agent_ids=[child])] == [2, 4]
+
+
+def test_runs_from_rows_unpacks_the_run_columns_in_their_order() -> None:
+    assert RunRecord.columns() == (
+        *("run_id", "session_id", "agent_id", "status", "start_node_id", "end_node_id", "end_reason"),
+        *("turn_count", "usage_json", "error_json", "metadata_json", "created_at", "updated_at"),
+    )
+    row = _run_row(start_node_id="node_s", end_node_id="node_e", error_json=None, usage_json=None)
+    (record,) = runs_from_rows([row])
+    assert record == _validated(row) and record.start_node_id == "node_s" and record.end_node_id == "node_e"
+    for short in (row[:-1], (*row, "extra")):  # another width: validated (a schema_error)
+        with pytest.raises(AgentCoreError) as info:
+            runs_from_rows([short])
+        assert info.value.code == ErrorCode.schema_error

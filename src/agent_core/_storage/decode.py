@@ -407,30 +407,70 @@ def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[RunRecord]:
     directly; any other row is validated (``record_from_row``: bad data → ``schema_error``)."""
     out: list[RunRecord] = []
     fields = set(_RUN_COLUMNS)
+    statuses, reasons, optional, stored = _RUN_STATUSES, _END_REASONS, _OPTIONAL_STR, is_stored_ts
+    width, new, put = len(_RUN_COLUMNS), _new, _put
     for row in rows:
-        status = _RUN_STATUSES.get(row[3]) if type(row[3]) is str else None
-        reason = _END_REASONS.get(row[6], False) if type(row[6]) in _OPTIONAL_STR else False
-        turns = row[7]
+        if len(row) != width:
+            out.append(record_from_row(RunRecord, _RUN_COLUMNS, row))
+            continue
+        # RunRecord.columns() order (tests/unit/test_storage_decode_runs.py checks it)
+        (
+            run_id,
+            session_id,
+            agent_id,
+            status,
+            start,
+            end,
+            reason,
+            turns,
+            usage,
+            error,
+            meta,
+            created,
+            updated,
+        ) = row
+        status = statuses.get(status) if type(status) is str else None
+        reason = reasons.get(reason, False) if type(reason) in optional else False
         if (
             status is None
             or reason is False
             or (turns is not None and type(turns) is not int)
-            or len(row) != len(_RUN_COLUMNS)
-            or type(row[0]) is not str
-            or type(row[1]) is not str
-            or type(row[2]) is not str
-            or not _OPTIONAL_STR.issuperset(map(type, row[4:6]))
-            or not _OPTIONAL_STR.issuperset(map(type, row[8:11]))
-            or type(row[11]) is not str
-            or type(row[12]) is not str
-            or not is_stored_ts(row[11])
-            or not is_stored_ts(row[12])
+            or type(run_id) is not str
+            or type(session_id) is not str
+            or type(agent_id) is not str
+            or type(start) not in optional
+            or type(end) not in optional
+            or type(usage) not in optional
+            or type(error) not in optional
+            or type(meta) not in optional
+            or type(created) is not str
+            or type(updated) is not str
+            or not stored(created)
+            or not stored(updated)
         ):
             out.append(record_from_row(RunRecord, _RUN_COLUMNS, row))
             continue
-        values = dict(zip(_RUN_COLUMNS, row, strict=True))
-        values["status"], values["end_reason"] = status, reason
-        out.append(trusted(RunRecord, values, fields))
+        values = {
+            "run_id": run_id,
+            "session_id": session_id,
+            "agent_id": agent_id,
+            "status": status,
+            "start_node_id": start,
+            "end_node_id": end,
+            "end_reason": reason,
+            "turn_count": turns,
+            "usage_json": usage,
+            "error_json": error,
+            "metadata_json": meta,
+            "created_at": created,
+            "updated_at": updated,
+        }
+        record = new(RunRecord)  # trusted(RunRecord, values, fields), inlined
+        put(record, "__dict__", values)
+        put(record, "__pydantic_fields_set__", fields)
+        put(record, "__pydantic_extra__", None)
+        put(record, "__pydantic_private__", None)
+        out.append(record)
     return out
 
 
@@ -450,33 +490,44 @@ def run_infos(
         "parent_run_id": agent.created_by_run_id if agent else None,
     }
     fields = set(_RUN_INFO_FIELDS)
+    agent_type, parent_run_id = common["agent_type"], common["parent_run_id"]
+    purpose = common["purpose"]
     out: list[RunInfo] = []
     for run in runs:
+        record = run.__dict__  # the record's fields (one lookup each instead of an attribute access)
+        usage_json = record["usage_json"]
         usage = None
-        if run.usage_json is not None:
+        if usage_json is not None:
             try:
-                usage = from_json(run.usage_json)
+                usage = from_json(usage_json)
             except ValueError:
                 usage = None
-        if run.error_json is not None or (run.usage_json is not None and type(usage) is not dict):
+        if record["error_json"] is not None or (usage_json is not None and type(usage) is not dict):
             out.append(run_info_from_record(run, agent, agent_meta))
             continue
         try:
-            created, updated = _ts(run.created_at), _ts(run.updated_at)
+            created, updated = _ts(record["created_at"]), _ts(record["updated_at"])
         except ValueError as exc:
             raise read_error("run record", exc) from exc
         values = {
-            "run_id": run.run_id,
-            "session_id": run.session_id,
-            "agent_id": run.agent_id,
-            **common,
-            "status": run.status,
-            "end_reason": run.end_reason,
-            "turn_count": run.turn_count,
+            "run_id": record["run_id"],
+            "session_id": record["session_id"],
+            "agent_id": record["agent_id"],
+            "agent_type": agent_type,
+            "purpose": purpose,
+            "parent_run_id": parent_run_id,
+            "status": record["status"],
+            "end_reason": record["end_reason"],
+            "turn_count": record["turn_count"],
             "usage": usage,
             "error": None,
             "created_at": created,
             "updated_at": updated,
         }
-        out.append(trusted(RunInfo, values, fields))
+        info = _new(RunInfo)  # trusted(RunInfo, values, fields), inlined
+        _put(info, "__dict__", values)
+        _put(info, "__pydantic_fields_set__", fields)
+        _put(info, "__pydantic_extra__", None)
+        _put(info, "__pydantic_private__", None)
+        out.append(info)
     return out
