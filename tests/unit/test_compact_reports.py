@@ -210,6 +210,20 @@ async def test_a_secret_in_another_field_stores_the_report_redacted_and_verbatim
         assert (await env.storage.list_events(sid))[1].payload == redacted
 
 
+@pytest.mark.parametrize(
+    "ranges",
+    [[[1, "2"]], [["1", 2]], [[True, 2]], [[1, 2.0]], [[1, 2, 2]], [[1]], [(1, 2)], [[2, 1]], [[0, 1]]],
+)
+def test_a_malformed_range_is_a_schema_error(ranges: list[Any]) -> None:
+    payload: dict[str, Any] = {"included_node_ids": {"node_seq_ranges": ranges}}
+    with pytest.raises(AgentCoreError) as info:
+        expand_report(payload, [None, "a", "b"], complete=True)
+    assert info.value.code == ErrorCode.schema_error
+    good: dict[str, Any] = {"included_node_ids": {"node_seq_ranges": [[1, 2], [2, 2]]}}
+    expand_report(good, [None, "a", "b"], complete=True)
+    assert good == {"included_node_ids": ["a", "b", "b"]}
+
+
 def test_a_range_naming_no_node_is_a_schema_error() -> None:
     payload: dict[str, Any] = {"included_node_ids": {"node_seq_ranges": [[1, 3]]}}
     with pytest.raises(AgentCoreError) as info:

@@ -161,7 +161,8 @@ def expand_report(
             if (
                 not isinstance(item, list)
                 or len(item) != 2
-                or not all(type(x) is int for x in item)
+                or type(item[0]) is not int
+                or type(item[1]) is not int
                 or not 1 <= item[0] <= item[1] < top
             ):
                 raise _bad(f"invalid node_seq range {item!r} in {field}")
