@@ -4,7 +4,8 @@ Session: 2,500 turns of the turn benchmark's shape (user message, assistant ``re
 final answer = 4 nodes; a run row and 13 persisted events per turn, as the runtime writes them) are
 written through the runtime's own :class:`StorageManager` (the single writer, one transaction per turn),
 then a fresh :class:`AgentRuntime` opens the database and ``replay_session`` is timed (first call = cold,
-then the median of ``--repeat`` calls). ``context_built`` reports list the last 200 included node ids (a
+then the median of ``--repeat`` calls, each made after the previous call's result was freed, so that
+freeing is not timed as part of the replay). ``context_built`` reports list the last 200 included node ids (a
 long session keeps its prompt inside the context window through compaction).
 
 Task WAL: a Task with 5,000 independent steps; each step is claimed, started, updated and completed by a
@@ -209,8 +210,9 @@ async def time_replay(dirs: BenchDirs, session_id: str, repeat: int, profile: st
             _write_profile(profiler, profile)
         samples = []
         for _ in range(repeat):
+            del result  # the previous result is freed before, not inside, the timed call
             started = time.perf_counter()
-            await runtime.replay_session(session_id)
+            result = await runtime.replay_session(session_id)
             samples.append(time.perf_counter() - started)
     return {
         "nodes": len(result.nodes),
