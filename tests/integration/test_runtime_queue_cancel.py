@@ -422,6 +422,8 @@ async def test_runtime17_provider_raising_mid_stream(
         run = await rt.start("hello")
         events = await collect(run)
     assert run.status == RunStatus.failed and run.error is not None and run.error.code == code
+    if code == "internal_error":  # the unexpected exception is named, the partial text kept (below)
+        assert run.error.message == "RuntimeError: adapter bug"
     assert types(events)[-2:] == ["error", "loop_failed"]
     ns = nodes(soong_env, run.session_id)
     partial = [n for n in ns if n["role"] == "assistant"]

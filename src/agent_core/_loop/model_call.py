@@ -153,21 +153,23 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         except (AgentCoreError, StorageError):
             raise
         except Exception as exc:
-            return StreamFailed(
-                ProviderErrorPayload(
-                    type="internal",
-                    code="internal_error",
-                    message=f"{type(exc).__name__}: {exc}",
-                    retryable=False,
-                ),
-                "".join(text_parts),
-                list(partial_calls.values()),
-                exc=exc,
-            )
+            return _internal_failure(exc, text_parts, partial_calls)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
     return StreamAborted("".join(text_parts), spec.interruption().reason)
+
+
+def _internal_failure(exc: Exception, text_parts: list[str], partial_calls: dict[int, str]) -> StreamFailed:
+    """An unexpected error inside the stream: an ``internal_error`` failure keeping the partial output."""
+    return StreamFailed(
+        ProviderErrorPayload(
+            type="internal", code="internal_error", message=f"{type(exc).__name__}: {exc}", retryable=False
+        ),
+        "".join(text_parts),
+        list(partial_calls.values()),
+        exc=exc,
+    )
 
 
 async def _consume_here(
@@ -201,17 +203,7 @@ async def _consume_here(
     except (AgentCoreError, StorageError):
         raise
     except Exception as exc:
-        result = StreamFailed(
-            ProviderErrorPayload(
-                type="internal",
-                code="internal_error",
-                message=f"{type(exc).__name__}: {exc}",
-                retryable=False,
-            ),
-            "".join(text_parts),
-            list(partial_calls.values()),
-            exc=exc,
-        )
+        result = _internal_failure(exc, text_parts, partial_calls)
     finally:
         remove()
     if fired:  # the cancellation reached the stream, which ended without raising it: still aborted
