@@ -170,18 +170,11 @@ class TxnQueue(ABC):
             try:
                 result, callbacks = await self._execute(op)
             except BaseException as exc:
-                if not future.done():
-                    future.set_exception(wrap_storage_error(exc, "write transaction"))
+                _fail(future, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
-            for callback in callbacks:
-                try:
-                    callback()
-                except Exception:  # a cache callback must never break the writer
-                    log.exception("after_commit callback failed")
-            if not future.done():
-                future.set_result(result)
+            _settle(future, result, callbacks)
 
 
 class WriterQueue(TxnQueue):
@@ -242,8 +235,7 @@ class WriterQueue(TxnQueue):
                 raw: sqlite3.Connection = self._conn._conn
                 tx: Any = self._conn._tx
             except Exception as exc:  # the connection is closed
-                if not future.done():
-                    future.set_exception(wrap_storage_error(exc, "write transaction"))
+                _fail(future, exc)
                 continue
             transaction = _transaction(op)
 
@@ -270,15 +262,25 @@ class WriterQueue(TxnQueue):
     def _done(self, future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
         value, error = outcome
         if error is not None:
-            if not future.done():
-                future.set_exception(wrap_storage_error(error, "write transaction"))
+            _fail(future, error)
         else:
-            result, callbacks = value
-            for callback in callbacks:
-                try:
-                    callback()
-                except Exception:  # a cache callback must never break the writer
-                    log.exception("after_commit callback failed")
-            if not future.done():
-                future.set_result(result)
+            _settle(future, *value)
         self._next()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, callbacks: Sequence[Callable[[], None]]) -> None:
+    """A committed transaction: its ``after_commit`` callbacks run (a failing one is logged, never breaks
+    the writer), then the caller's future resolves (unless it was cancelled)."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # a cache callback must never break the writer
+            log.exception("after_commit callback failed")
+    if not future.done():
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    """A failed transaction: the caller's future fails with the wrapped storage error."""
+    if not future.done():
+        future.set_exception(wrap_storage_error(exc, "write transaction"))
