@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpcore
 
+from agent_core.providers import _asyncio_sync
+
 if TYPE_CHECKING:
     import httpx
 
@@ -247,10 +249,12 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
 def use_asyncio_backend(client: httpx.AsyncClient) -> bool:
     """Puts an :class:`AsyncioBackend` under the client's default (direct) connection pool, before its first
-    connection (routes through a proxy mount keep their own pools); ``False`` (nothing changed) for a
-    custom transport or when httpx/httpcore are shaped differently than expected."""
+    connection (routes through a proxy mount keep their own pools), and httpcore's locks and events on
+    asyncio (:func:`agent_core.providers._asyncio_sync.install`); ``False`` (nothing changed) for a custom
+    transport or when httpx/httpcore are shaped differently than expected."""
     pool = getattr(client._transport, "_pool", None)
     if type(pool) is not httpcore.AsyncConnectionPool or not hasattr(pool, "_network_backend"):
         return False
     pool._network_backend = AsyncioBackend()
+    _asyncio_sync.install()  # httpcore's locks and events on asyncio too: anyio's backend stays unloaded
     return True
