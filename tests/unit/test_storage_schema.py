@@ -11,6 +11,7 @@ import aiosqlite
 import pytest
 
 from agent_core._ids import new_id
+from agent_core._storage import sqlite as sqlite_module
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
@@ -93,6 +94,38 @@ async def test_e1_pragmas_wal_and_busy_timeout(tmp_path: Path) -> None:
         assert writer is not None
         assert next(iter(await writer.execute_fetchall("PRAGMA synchronous")))[0] == 1  # NORMAL
         assert next(iter(await writer.execute_fetchall("PRAGMA foreign_keys")))[0] == 0
+
+
+class _FlakyWalSwitch:
+    """A connection whose ``PRAGMA journal_mode=WAL`` fails with ``errors`` first (SQLite reports a busy
+    WAL switch at once, without its busy handler, when another process opens or closes the fresh file)."""
+
+    def __init__(self, *errors: sqlite3.OperationalError) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    async def execute_fetchall(self, sql: str) -> list[tuple[str]]:
+        assert sql == "PRAGMA journal_mode=WAL"
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return [("wal",)]
+
+
+def _sqlite_error(message: str, code: int) -> sqlite3.OperationalError:
+    exc = sqlite3.OperationalError(message)
+    exc.sqlite_errorcode = code
+    return exc
+
+
+async def test_e1_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
+    locked = _FlakyWalSwitch(_sqlite_error("database is locked", 5), _sqlite_error("database is locked", 5))
+    assert await sqlite_module._enable_wal(locked) == "wal"  # type: ignore[arg-type]
+    assert locked.calls == 3
+    broken = _FlakyWalSwitch(_sqlite_error("disk I/O error", 10))
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        await sqlite_module._enable_wal(broken)  # type: ignore[arg-type]
+    assert broken.calls == 1
 
 
 async def test_e1_corrupt_database_fails_with_storage_error(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 A failing ``after_commit`` callback is logged and never breaks the writer (the other callbacks run, the
 caller gets its result, later transactions still run); a failing transaction fails only its own future,
-with a ``storage_error``, and runs none of its callbacks.
+with a ``storage_error``, and runs none of its callbacks — whether transactions run on the connection
+thread or inline on the event loop.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from agent_core._storage.writer import Txn, WriterQueue
 from agent_core.errors import ErrorCode, StorageError
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["connection-thread", "inline"])
 async def test_callbacks_run_before_the_result_and_a_failing_one_is_only_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, inline: bool
 ) -> None:
     ran: list[str] = []
-    async with aiosqlite.connect(tmp_path / "w.sqlite", isolation_level=None) as conn:
+    async with aiosqlite.connect(
+        tmp_path / "w.sqlite", isolation_level=None, check_same_thread=False
+    ) as conn:
         await conn.execute("CREATE TABLE t (v INTEGER)")
-        queue = WriterQueue(conn)
+        queue = WriterQueue(conn, inline=inline)
         queue.start()
 
         def broken() -> None:

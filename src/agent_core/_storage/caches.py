@@ -28,6 +28,9 @@ class StoreCaches:
     """Keep node id → ``node_seq`` indexes across writes (compact context reports). A database shared by
     several processes cannot (another process's nodes would be missing): its reports are stored whole."""
 
+    OTHER_WRITERS = False
+    """Other processes write the same file (so a write transaction may wait for their lock)."""
+
     def __init__(self) -> None:
         self.sql: dict[str, S.SessionSql] = {}
         self.known_sessions: set[str] = set()
@@ -101,6 +104,7 @@ class MultiProcessCaches(StoreCaches):
     node indexes are not kept."""
 
     KEEP_NODE_INDEX = False
+    OTHER_WRITERS = True
 
     @staticmethod
     def counter(txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:

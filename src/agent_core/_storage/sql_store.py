@@ -298,7 +298,7 @@ class SqlSessionStore(ABC):
             txn.after_commit(committed)
             return counts, run_ids
 
-        counts, _ = await self._queue().submit(op)
+        counts, _ = await self._queue().submit(op, offload=True)  # dropping big tables may take a while
         return counts
 
     def _ensure_session(self, txn: Txn, session_id: str, *, ending_run: bool = False) -> None:

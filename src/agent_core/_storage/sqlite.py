@@ -4,7 +4,8 @@ counters) is :class:`~agent_core._storage.sql_store.SqlSessionStore`, shared wit
 
 Contracts (besides the shared ones of ``sql_store``):
 
-- Every write is ``BEGIN IMMEDIATE`` … ``COMMIT`` on the writer connection's thread.
+- Every write is ``BEGIN IMMEDIATE`` … ``COMMIT`` on the writer connection, one at a time: on the event
+  loop when only this process writes the file, else on the connection's thread (``WriterQueue``).
 - Reads use the second connection (``query_only``) and never wait behind the writer queue.
 - One storage manager owns a database file (the runtime has exactly one), so the sequence counters are
   read once (``MAX(...)``) and then cached; with the ``temporal`` engine several processes write the
@@ -13,8 +14,11 @@ Contracts (besides the shared ones of ``sql_store``):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,13 +82,16 @@ class StorageManager(SqlSessionStore):
             try:
                 self._db_path.parent.mkdir(parents=True, exist_ok=True)
                 writer = await self._connect()
-                mode = next(iter(await writer.execute_fetchall("PRAGMA journal_mode=WAL")))[0]
+                mode = await _enable_wal(writer)
                 if str(mode).lower() != "wal":
                     raise StorageError(
                         ErrorCode.storage_error, f"cannot enable WAL journal mode (got {mode!r})"
                     )
                 await writer.execute_fetchall("PRAGMA synchronous=NORMAL")
                 await apply_migrations(writer, self._migrations)
+                inline = not self._caches.OTHER_WRITERS
+                if inline:  # the writer queue checkpoints on the connection thread
+                    await writer.execute_fetchall("PRAGMA wal_autocheckpoint=0")
                 reader = await self._connect()
                 await reader.execute_fetchall("PRAGMA query_only=ON")
             except BaseException as exc:
@@ -95,12 +102,17 @@ class StorageManager(SqlSessionStore):
                     raise wrap_storage_error(exc, f"opening {self._db_path}") from exc
                 raise
             self._writer_conn, self._reader = writer, reader
-            self._writer = WriterQueue(writer)
+            self._writer = WriterQueue(writer, inline=inline, busy_timeout_ms=BUSY_TIMEOUT_MS)
             self._writer.start()
 
     async def _connect(self) -> aiosqlite.Connection:
+        # check_same_thread=False: the writer queue may run transactions on the event loop's thread (one
+        # at a time, never while the connection thread runs one)
         conn = await aiosqlite.connect(
-            str(self._db_path), isolation_level=None, cached_statements=STATEMENT_CACHE
+            str(self._db_path),
+            isolation_level=None,
+            cached_statements=STATEMENT_CACHE,
+            check_same_thread=False,
         )
         try:
             await conn.execute_fetchall(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -150,6 +162,22 @@ class StorageManager(SqlSessionStore):
             raise
         except Exception as exc:
             raise wrap_storage_error(exc, "read") from exc
+
+
+async def _enable_wal(conn: aiosqlite.Connection) -> str:
+    """``PRAGMA journal_mode=WAL``; the journal mode it reports. Another process opening or closing a fresh
+    file at the same moment can make the switch fail with ``SQLITE_BUSY`` at once, without SQLite's busy
+    handler: retried (5 ms doubling to 100 ms) until the busy timeout has passed, like any other lock wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            return str(next(iter(await conn.execute_fetchall("PRAGMA journal_mode=WAL")))[0])
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 async def _close_quietly(conn: aiosqlite.Connection) -> None:

@@ -1,15 +1,15 @@
 """The single SQLite writer queue (storage.md §3).
 
-One asyncio task consumes a FIFO of ``(operation, future)`` pairs. An operation is a *synchronous*
-callable receiving a :class:`Txn`; the whole ``BEGIN IMMEDIATE`` … operation … ``COMMIT`` runs as one
-call on the writer connection's aiosqlite thread (one thread hop per transaction instead of one per
-statement — this keeps the hot path cheap). On any exception the transaction is rolled back, the
-operation's ``after_commit`` callbacks are discarded and the caller's future receives the error
-(:class:`AgentCoreError` unchanged, anything else wrapped as ``StorageError(storage_error)``). After a
+A FIFO of ``(operation, future)`` pairs. An operation is a *synchronous* callable receiving a
+:class:`Txn`; the whole ``BEGIN IMMEDIATE`` … operation … ``COMMIT`` runs as one call — on the event loop
+for a file only this process writes, else on the writer connection's aiosqlite thread (one thread hop per
+transaction instead of one per statement); see :class:`WriterQueue`. On any exception the transaction is
+rolled back, the operation's ``after_commit`` callbacks are discarded and the caller's future receives the
+error (:class:`AgentCoreError` unchanged, anything else wrapped as ``StorageError(storage_error)``). After a
 successful ``COMMIT`` the callbacks run on the event loop, before the next operation starts: this is
 where in-memory counters and caches are advanced.
 
-Operations run on another thread: they may read manager state but must only *change* it through
+Operations may run on another thread: they may read manager state but must only *change* it through
 ``after_commit``. A write that has been enqueued always runs; cancelling the awaiting task does not
 cancel it.
 """
@@ -84,12 +84,37 @@ async def run_on_connection_thread(conn: aiosqlite.Connection, fn: Callable[[sql
     return cast(T, await execute(fn, raw))
 
 
+CHECKPOINT_EVERY = 100
+"""Inline commits between two ``PASSIVE`` WAL checkpoints on the connection thread (a turn commits ~9)."""
+
+_LOCKED: Any = object()
+"""What an inline ``BEGIN IMMEDIATE`` that found the file locked returns (nothing ran)."""
+
+
 def _transaction(
-    op: Callable[[Txn], T],
+    op: Callable[[Txn], T], *, nowait_restore: str | None = None
 ) -> Callable[[sqlite3.Connection], tuple[T, list[Callable[[], None]]]]:
+    """``BEGIN IMMEDIATE`` … ``op`` … ``COMMIT`` (``ROLLBACK`` on any error); its result and callbacks.
+    ``nowait_restore`` (a ``PRAGMA busy_timeout=…`` statement): ``BEGIN`` does not wait for a lock held by
+    another process — it returns :data:`_LOCKED` (nothing ran) — and the statement then restores the
+    connection's busy timeout."""
+
     def run(conn: sqlite3.Connection) -> tuple[T, list[Callable[[], None]]]:
         txn = Txn(conn)
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if nowait_restore is None:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                conn.execute("PRAGMA busy_timeout=0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    conn.execute(nowait_restore)
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # SQLITE_BUSY or an extended code
+            if nowait_restore is not None and busy:
+                return cast(tuple[T, list[Callable[[], None]]], _LOCKED)
+            raise
         try:
             result = op(txn)
             conn.execute("COMMIT")
@@ -131,13 +156,14 @@ class TxnQueue(ABC):
     def closing(self) -> bool:
         return self._closing
 
-    async def submit(self, op: WriteOp[T]) -> T:
-        """Enqueues ``op`` and waits for its committed result (or its error)."""
+    async def submit(self, op: WriteOp[T], *, offload: bool = False) -> T:
+        """Enqueues ``op`` and waits for its committed result (or its error). ``offload``: ``op`` may take
+        long (a backend that runs transactions on the event loop runs this one on a thread)."""
         # no shield: cancelling the caller cancels only this future; the queued write still runs (and a
         # shield costs an extra future and event-loop iteration per transaction)
-        return await self.enqueue(op)
+        return await self.enqueue(op, offload=offload)
 
-    def enqueue(self, op: WriteOp[T]) -> asyncio.Future[T]:
+    def enqueue(self, op: WriteOp[T], *, offload: bool = False) -> asyncio.Future[T]:
         """Enqueues ``op`` now (FIFO position fixed) and returns the future of its committed result."""
         if self._closing or self._task is None:
             raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
@@ -178,21 +204,36 @@ class TxnQueue(ABC):
 
 
 class WriterQueue(TxnQueue):
-    """The SQLite writer: each transaction is one hop onto the aiosqlite connection thread.
+    """The SQLite writer: FIFO transactions on one connection, run inline on the event loop or handed to
+    the aiosqlite connection thread.
 
-    No writer task: a transaction is handed to the connection thread when it is submitted to an idle queue,
-    and the thread's completion callback (on the event loop) runs the ``after_commit`` callbacks, resolves
-    the caller's future and hands over the next queued transaction — two event-loop iterations per
-    transaction instead of four (issue 16). FIFO order, callbacks-before-the-next-operation and "an enqueued
-    write always runs" are unchanged.
+    ``inline=True`` (a file no other process writes): a transaction runs on the event loop, in the loop
+    callback after the one that enqueued it; queued ones run back to back. In WAL mode with
+    ``synchronous=NORMAL`` a commit writes WAL frames without an fsync, so a turn's transactions cost less
+    there than the thread hand-offs they replace (GIL and self-pipe wake-ups; issue 16). What may wait stays
+    off the loop, on the connection thread: a transaction that finds the file locked by another process
+    (its inline ``BEGIN`` does not wait; retried there with the connection's busy timeout), the WAL
+    checkpoint (the caller turns ``wal_autocheckpoint`` off; a ``PASSIVE`` checkpoint runs there every
+    :data:`CHECKPOINT_EVERY` inline commits), and writes enqueued with ``offload=True`` (deleting a session).
+
+    ``inline=False`` (other processes write the file, so any ``BEGIN IMMEDIATE`` may wait): every
+    transaction is handed to the connection thread when it reaches the head of the queue, and the thread's
+    completion callback (on the event loop) settles it and hands over the next one.
+
+    Either way: FIFO order, ``after_commit`` callbacks before the next operation, and "an enqueued write
+    always runs" (cancelling the awaiting task cancels only its wait). ``busy_timeout_ms`` is the
+    connection's busy timeout (storage.md §2), restored after each inline ``BEGIN``.
     """
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, *, inline: bool = False, busy_timeout_ms: int = 0) -> None:
         super().__init__()
         self._conn = conn
-        self._items: deque[_Item] = deque()
+        self._inline = inline
+        self._restore_busy_timeout = f"PRAGMA busy_timeout={int(busy_timeout_ms)}"
+        self._items: deque[tuple[Callable[[Txn], Any], asyncio.Future[Any], bool]] = deque()
         self._busy = False
         self._started = False
+        self._commits = 0
         self._idle: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -200,15 +241,20 @@ class WriterQueue(TxnQueue):
         self._loop = asyncio.get_running_loop()
         self._started = True
 
-    def enqueue(self, op: WriteOp[T]) -> asyncio.Future[T]:
-        """Enqueues ``op`` now (handed to the connection thread at once when idle); its result's future."""
+    def enqueue(self, op: WriteOp[T], *, offload: bool = False) -> asyncio.Future[T]:
+        """Enqueues ``op`` now; the future of its committed result. Inline, the queue starts in the next
+        loop callback; otherwise an idle queue hands ``op`` to the connection thread at once."""
         if self._closing or not self._started or self._loop is None:
             raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
         future: asyncio.Future[T] = self._loop.create_future()
         future.add_done_callback(_retrieve)
-        self._items.append((op, future))
+        self._items.append((op, future, offload))
         if not self._busy:
-            self._next()
+            self._busy = True
+            if self._inline:
+                self._loop.call_soon(self._next)
+            else:
+                self._next()
         return future
 
     async def drain_and_stop(self) -> None:
@@ -226,46 +272,72 @@ class WriterQueue(TxnQueue):
         return await run_on_connection_thread(self._conn, _transaction(op))
 
     def _next(self) -> None:
-        """Hands the oldest queued transaction to the connection thread (on the event loop)."""
-        loop = self._loop
-        assert loop is not None
+        """Runs the queue (on the event loop) until it is empty or a transaction went to the thread."""
         while self._items:
-            op, future = self._items.popleft()
-            try:
-                raw: sqlite3.Connection = self._conn._conn
-                tx: Any = self._conn._tx
-            except Exception as exc:  # the connection is closed
-                _fail(future, exc)
-                continue
-            transaction = _transaction(op)
-
-            def work(
-                transaction: Callable[[sqlite3.Connection], Any] = transaction,
-                raw: sqlite3.Connection = raw,
-                future: asyncio.Future[Any] = future,
-            ) -> None:
+            op, future, offload = self._items.popleft()
+            if self._inline and not offload:
                 try:
-                    outcome: tuple[Any, BaseException | None] = (transaction(raw), None)
+                    raw: sqlite3.Connection = self._conn._conn
+                    outcome = _transaction(op, nowait_restore=self._restore_busy_timeout)(raw)
                 except BaseException as exc:
-                    outcome = (None, exc)
-                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                    loop.call_soon_threadsafe(self._done, future, outcome)
-
-            self._busy = True
-            # aiosqlite's worker resolves its own future too; a fresh one nobody awaits
-            tx.put_nowait((loop.create_future(), work))
-            return
+                    _fail(future, exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                if outcome is not _LOCKED:
+                    _settle(future, *outcome)
+                    self._commits += 1
+                    if self._commits >= CHECKPOINT_EVERY:
+                        self._commits = 0
+                        if self._to_thread(_checkpoint, None):
+                            return
+                    continue
+            # on the thread a transaction may wait for another process's lock (the busy timeout)
+            if self._to_thread(_transaction(op), future):
+                return
         self._busy = False
         if self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
-    def _done(self, future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+    def _to_thread(self, fn: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any] | None) -> bool:
+        """Hands ``fn`` to the connection thread; ``False`` (and ``future`` failed) if the connection is
+        closed. Its completion settles ``future`` (``None``: a checkpoint) and runs the queue on."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            raw: sqlite3.Connection = self._conn._conn
+            tx: Any = self._conn._tx
+        except Exception as exc:  # the connection is closed
+            if future is not None:
+                _fail(future, exc)
+            return False
+
+        def work() -> None:
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(raw), None)
+            except BaseException as exc:
+                outcome = (None, exc)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(self._done, future, outcome)
+
+        # aiosqlite's worker resolves its own future too; a fresh one nobody awaits
+        tx.put_nowait((loop.create_future(), work))
+        return True
+
+    def _done(self, future: asyncio.Future[Any] | None, outcome: tuple[Any, BaseException | None]) -> None:
         value, error = outcome
-        if error is not None:
+        if future is None:
+            if error is not None:
+                log.warning("WAL checkpoint failed: %s", error)
+        elif error is not None:
             _fail(future, error)
         else:
             _settle(future, *value)
         self._next()
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _settle(future: asyncio.Future[Any], result: Any, callbacks: Sequence[Callable[[], None]]) -> None:
