@@ -107,7 +107,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'agent_core' has no attribute {name!r}")
     from agent_core._gc_pause import gc_paused
 
-    with gc_paused():  # cold start: the runtime's import makes no garbage worth collecting
+    with gc_paused(tenure=True):  # cold start: the import makes no garbage; what it creates is long-lived
         value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

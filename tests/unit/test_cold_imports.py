@@ -26,6 +26,8 @@ OPTIONAL_AT_FIRST_REQUEST = (
     "agent_core.tools._declarative",
     "agent_core._api.replay",
     "agent_core._api.maintenance",
+    "agent_core.types._results",  # the maintenance/inspection API results (cancel, replay, cleanup, ...)
+    "agent_core.types.workers",
     # only some runs: loaded on first use (static tool definitions are registered at open)
     "agent_core._tasks.dag",
     "agent_core._tasks.models",

@@ -105,3 +105,22 @@ def test_export_map_is_the_type_checking_block() -> None:
     assert agent_core.__all__ == sorted(agent_core._EXPORTS)
     for name, module in agent_core._EXPORTS.items():
         assert getattr(agent_core, name) is getattr(importlib.import_module(module), name)
+
+
+def test_runtime_types_re_export_the_api_results() -> None:
+    """The maintenance/inspection API results live in ``types._results`` (off a run's import path) and stay
+    importable from ``agent_core.types.runtime``, their public home."""
+    from agent_core.types import _results, runtime
+
+    assert {
+        name
+        for name, value in vars(_results).items()
+        if isinstance(value, type) and value.__module__ == _results.__name__
+    } == runtime._RESULTS
+    for name in sorted(runtime._RESULTS):
+        assert getattr(runtime, name) is getattr(_results, name)
+    from agent_core.types.runtime import CleanupResult
+
+    assert CleanupResult is _results.CleanupResult
+    with pytest.raises(AttributeError):
+        runtime.NoSuchResult  # noqa: B018

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from agent_core._gc_pause import TENURE_MIN_YOUNG
 from agent_core._redaction import texts_may_hold_keys
-from agent_core._storage import decode
 from agent_core._storage.decode import (
     collector_paused,
     events_from_rows,
@@ -140,9 +140,9 @@ def test_collector_paused_tenures_a_large_block_and_restores_the_collector() -> 
     gc.collect()
     with collector_paused():
         assert not gc.isenabled()
-        kept = [[i] for i in range(decode.TENURE_MIN_YOUNG + 100)]
+        kept = [[i] for i in range(TENURE_MIN_YOUNG + 100)]
     assert gc.isenabled() and gc.get_freeze_count() == 0
-    assert gc.get_count()[0] < decode.TENURE_MIN_YOUNG  # no young collection left to walk them
+    assert gc.get_count()[0] < TENURE_MIN_YOUNG  # no young collection left to walk them
     young = {id(o) for o in gc.get_objects(generation=0)}
     assert not any(id(x) in young for x in kept[:: len(kept) // 50])
     gc.disable()
@@ -160,8 +160,8 @@ def test_collector_paused_leaves_objects_the_application_froze() -> None:
     try:
         frozen = gc.get_freeze_count()
         with collector_paused():
-            kept = [[i] for i in range(decode.TENURE_MIN_YOUNG + 100)]
-        assert gc.get_freeze_count() == frozen and len(kept) > decode.TENURE_MIN_YOUNG
+            kept = [[i] for i in range(TENURE_MIN_YOUNG + 100)]
+        assert gc.get_freeze_count() == frozen and len(kept) > TENURE_MIN_YOUNG
     finally:
         gc.unfreeze()
 

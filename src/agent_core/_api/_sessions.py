@@ -25,9 +25,10 @@ from agent_core._ids import new_id, validate_session_id
 from agent_core._runtime.runs import RunManager
 from agent_core._storage.drafts import NodeDraft
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.types._results import SessionSummary
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
-from agent_core.types.runtime import Node, SessionSummary
+from agent_core.types.runtime import Node
 from agent_core.types.storage import AgentRecord, SessionRecord
 
 TITLE_LIMIT = 80

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._runtime.state import RunState
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunMode, RunStatus
-from agent_core.types.runtime import CancelResult, InspectResult, RuntimeEvent
+from agent_core.types.runtime import InspectResult, RuntimeEvent
+
+if TYPE_CHECKING:
+    from agent_core.types._results import CancelResult
 
 
 class RunOwner(Protocol):

@@ -13,7 +13,7 @@ from agent_core._runtime.runs import RunManager
 from agent_core._tasks.wal_cleanup import cleanup_task_wals
 from agent_core.config.loader import resolve_project
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.types.runtime import CleanupResult, DeleteFailure, DeleteSessionResult
+from agent_core.types._results import CleanupResult, DeleteFailure, DeleteSessionResult
 
 
 async def delete_session(manager: RunManager, session_id: str) -> DeleteSessionResult:

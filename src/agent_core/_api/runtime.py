@@ -28,24 +28,15 @@ from agent_core.providers.registry import ProviderRegistry
 from agent_core.tools.registry import ToolHandler, ToolRegistry
 from agent_core.types.enums import RunMode
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
-from agent_core.types.runtime import (
-    AgentDefinition,
-    CancelResult,
-    CleanupResult,
-    DeleteSessionResult,
-    InspectResult,
-    Node,
-    ReplayResult,
-    SessionSummary,
-    UserMessage,
-)
+from agent_core.types.runtime import AgentDefinition, InspectResult, Node, ReplayResult, UserMessage
 from agent_core.types.tools import ToolDefinition
-from agent_core.types.workers import WorkerPoolView
 
 if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 

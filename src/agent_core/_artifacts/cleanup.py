@@ -11,14 +11,16 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
-from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
 from agent_core.types.storage import ArtifactRecord
+
+if TYPE_CHECKING:
+    from agent_core.types._results import CleanupItem, CleanupResult
 
 DEBUG_KINDS: frozenset[str] = frozenset({"provider_raw", "hook_log", "traceback", "context_report", "debug"})
 """Debug/raw artifact kinds: the default cleanup candidates (storage.md §10.4)."""
@@ -61,6 +63,8 @@ def _artifact_size(record: ArtifactRecord) -> int:
 
 
 def _artifact_item(record: ArtifactRecord, reason: str) -> CleanupItem:
+    from agent_core.types._results import CleanupItem  # imported on first use (cold start)
+
     return CleanupItem(
         kind="artifact",
         id=record.artifact_id,
@@ -87,6 +91,8 @@ def remove_artifact_files(record: ArtifactRecord) -> None:
 
 async def delete_artifact_record(storage: SessionStore, record: ArtifactRecord, reason: str) -> CleanupResult:
     """Deletes one artifact's files, then its registry row; failures are reported, not raised."""
+    from agent_core.types._results import CleanupFailure, CleanupResult
+
     item = _artifact_item(record, reason)
     result = CleanupResult(dry_run=False, candidates=[item])
     try:
@@ -124,6 +130,8 @@ async def cleanup_artifacts(
 ) -> CleanupResult:
     """Selects debug artifacts (all kinds with ``include_all``) created before ``older_than``; with
     ``max_bytes`` the oldest are selected until the remaining eligible total is ≤ ``max_bytes``."""
+    from agent_core.types._results import CleanupResult  # imported on first use (cold start)
+
     if max_bytes is not None and max_bytes < 0:
         raise AgentCoreError(ErrorCode.validation_error, "max_bytes must be >= 0")
     cutoff = _as_utc(older_than) if older_than is not None else None

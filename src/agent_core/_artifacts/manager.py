@@ -22,7 +22,7 @@ import re
 import secrets as _secrets
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_core._artifacts.cleanup import ARTIFACT_KINDS, delete_artifact_record, unlink_path
 from agent_core._ids import new_id, validate_id, validate_session_id
@@ -33,8 +33,11 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
 from agent_core.types.mappers import artifact_from_record
-from agent_core.types.runtime import ArtifactRef, CleanupFailure, CleanupItem, CleanupResult, DeleteFailure
+from agent_core.types.runtime import ArtifactRef
 from agent_core.types.storage import ArtifactRecord
+
+if TYPE_CHECKING:
+    from agent_core.types._results import CleanupResult, DeleteFailure
 
 MAX_FILENAME = 128
 _UNSAFE_FILENAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -278,6 +281,8 @@ class ArtifactManager:
     async def delete(self, artifact_id: str) -> CleanupResult:
         """Deletes the file, its directory and the registry row (``dry_run=False``). An unknown id is
         reported in ``failures`` with ``file_not_found``; node content referencing it is untouched."""
+        from agent_core.types._results import CleanupFailure, CleanupItem, CleanupResult  # cold start
+
         record = await self._storage.get_artifact(artifact_id)
         if record is None:
             item = CleanupItem(
@@ -296,6 +301,8 @@ class ArtifactManager:
 
         Returns the failures (``target`` = path) instead of raising; a missing directory is fine.
         """
+        from agent_core.types._results import DeleteFailure  # imported on first use (cold start)
+
         folder = self.session_dir(session_id)
         failures: list[DeleteFailure] = []
 

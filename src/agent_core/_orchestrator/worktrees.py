@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools._paths import project_side_dir, resolve_dir
-from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
+from agent_core.types._results import CleanupFailure, CleanupItem, CleanupResult
 
 WORKTREES_DIR = Path(".soong-agent") / "worktrees"
 BRANCH_PREFIX = "soong"

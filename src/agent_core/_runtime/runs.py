@@ -45,11 +45,12 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
-from agent_core.types.runtime import CancelResult, UserMessage
+from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
 if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
+    from agent_core.types._results import CancelResult
 
 log = logging.getLogger("agent_core._runtime")
 
@@ -401,6 +402,8 @@ class RunManager:
 
     # ---- cancellation -------------------------------------------------------------------------
     async def cancel(self, state: RunState, *, reason: str = "cancel_requested") -> CancelResult:
+        from agent_core.types._results import CancelResult  # imported on first use (cold start)
+
         if state.terminal:
             return CancelResult(
                 run_id=state.run_id,

@@ -16,9 +16,8 @@ and only what that walk finds is masked.
 from __future__ import annotations
 
 import contextlib
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
+from agent_core._gc_pause import gc_paused
 from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys, texts_may_hold_keys
 from agent_core._storage._reports import MARKER, expand_report
 from agent_core.errors import ErrorCode, SchemaError
@@ -84,37 +84,17 @@ def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     return obj
 
 
-TENURE_MIN_YOUNG = 20_000
-"""Young objects left by a paused block from which :func:`collector_paused` tenures them at once."""
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused() -> AbstractContextManager[None]:
     """Pauses the cyclic garbage collector while a batch of rows is decoded, then tenures the result.
 
     A replay allocates hundreds of thousands of long-lived, acyclic objects (models, payload dicts) in
     one synchronous block; each allocation burst would otherwise trigger collections that walk the whole
     heap (about half the decode time of a 10,000-node session). Nothing collectable is created here.
-
-    When the collector was on and the block left at least :data:`TENURE_MIN_YOUNG` young objects, they
-    are moved to the oldest generation without a traversal (``gc.freeze()`` then ``gc.unfreeze()``):
-    otherwise the first allocation after the block starts a young collection that walks every one of
-    them (~12 % of a replay) only to promote them. Objects of others that were young at that moment are
-    promoted too: a reference cycle among them is then freed by the next full collection instead of a
-    young one. Skipped when the application froze objects itself (``gc.get_freeze_count()``), since
-    ``gc.unfreeze()`` would release those as well.
+    The young objects the block leaves are then moved to the oldest generation without a traversal
+    (:func:`agent_core._gc_pause.tenure_young`): otherwise the first allocation after the block starts a
+    young collection that walks every one of them (~12 % of a replay) only to promote them.
     """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_count()[0] >= TENURE_MIN_YOUNG and not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
+    return gc_paused(tenure=True)
 
 
 _SEQ = itemgetter(1)

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from agent_core._redaction import Redactor
 from agent_core._storage.drafts import AppendResult, EventDraft, NodeDraft, Tip, Unset
 from agent_core._storage.writer import Txn
-from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
+from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
 
 if TYPE_CHECKING:
     from agent_core._tasks.wal import WalWriter
+    from agent_core.types._results import DeleteCounts
 
 T = TypeVar("T")
 

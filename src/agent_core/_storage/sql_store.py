@@ -51,7 +51,7 @@ from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.base import format_ts
 from agent_core.types.enums import RunStatus
 from agent_core.types.mappers import record_from_row
-from agent_core.types.runtime import DeleteCounts, Node, RuntimeEvent
+from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import (
     AgentRecord,
     ArtifactRecord,
@@ -62,6 +62,7 @@ from agent_core.types.storage import (
 
 if TYPE_CHECKING:
     from agent_core._tasks.wal import WalWriter
+    from agent_core.types._results import DeleteCounts
 
 R = TypeVar("R", bound=StorageRecord)
 T = TypeVar("T")
@@ -272,6 +273,8 @@ class SqlSessionStore(ABC):
 
     async def delete_session_rows(self, session_id: str) -> DeleteCounts:
         """Drops ``nodes_<sid>``/``events_<sid>`` and deletes the session's rows in every global table."""
+        from agent_core.types._results import DeleteCounts  # imported on first use (cold start)
+
         sql = self._caches.session_sql(session_id)
 
         def op(txn: Txn) -> tuple[DeleteCounts, list[str]]:

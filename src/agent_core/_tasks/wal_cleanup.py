@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from agent_core._tasks.wal_files import WAL_SUFFIX
 from agent_core.errors import ErrorCode
+from agent_core.types._results import CleanupFailure, CleanupItem, CleanupResult
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
-from agent_core.types.runtime import CleanupFailure, CleanupItem, CleanupResult
 
 if TYPE_CHECKING:  # not imported at run time: cleanup never needs the WAL writer's module (cold start)
     from agent_core._tasks.wal import WalWriter

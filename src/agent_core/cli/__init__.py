@@ -32,7 +32,7 @@ import contextlib
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -239,7 +239,25 @@ def _add_task_wal(sub: Any) -> None:
     task_wal.set_defaults(handler="agent_core.cli._task_wal:task_wal_command")
 
 
-def build_parser() -> argparse.ArgumentParser:
+_COMMANDS: dict[str, Callable[[Any], None]] = {
+    "run": _add_run,
+    "chat": _add_chat,
+    "serve": _add_serve,
+    "schedule": _add_schedule,
+    "scheduler": _add_schedule,
+    "audit": _add_audit,
+    "worker": _add_worker,
+    "task-wal": _add_task_wal,
+}
+"""Command name → the function registering it (``schedule`` and ``scheduler`` share one), in the order
+``soong-agent --help`` lists them."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``soong-agent`` parser. Given ``command``, the name of a command (the first argument), only
+    that command's subparser is registered (cold start: all of them take ~5 ms to build): whatever that
+    command's arguments are, it parses, prints and rejects them as the full parser does (the top-level
+    usage names no command). Any other first argument (``--help``, a typo) gets the full parser."""
     parser = _Parser(
         prog="soong-agent",
         description="Run an LLM agent on a project. Configuration comes only from "
@@ -248,13 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     sub.required = True
-    _add_run(sub)
-    _add_chat(sub)
-    _add_serve(sub)
-    _add_schedule(sub)
-    _add_audit(sub)
-    _add_worker(sub)
-    _add_task_wal(sub)
+    adder = _COMMANDS.get(command or "")
+    for add in [adder] if adder is not None else dict.fromkeys(_COMMANDS.values()):
+        add(sub)
     return parser
 
 
@@ -269,8 +283,9 @@ def _configure_logging(debug: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (``soong-agent = "agent_core.cli:main"``); returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     debug = bool(getattr(args, "debug", False))

@@ -17,7 +17,7 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
-from agent_core.types.runtime import CancelResult
+from agent_core.types._results import CancelResult
 
 log = logging.getLogger("agent_core.server")
 

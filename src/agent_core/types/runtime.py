@@ -1,11 +1,17 @@
-"""Runtime/domain layer types used by SDK callers, the loop and the event stream (runtime.md)."""
+"""Runtime/domain layer types used by SDK callers, the loop and the event stream (runtime.md).
+
+The result types of the cancel, list-sessions, delete and cleanup APIs are defined in
+:mod:`agent_core.types._results` and importable from here too: they are loaded on first access (cold
+start: a run creates none of them before its first model request).
+"""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
+import importlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -18,6 +24,38 @@ from agent_core.types.content import (
     TextBlock,
 )
 from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+
+if TYPE_CHECKING:
+    from agent_core.types._results import CancelResult as CancelResult
+    from agent_core.types._results import CleanupFailure as CleanupFailure
+    from agent_core.types._results import CleanupItem as CleanupItem
+    from agent_core.types._results import CleanupResult as CleanupResult
+    from agent_core.types._results import DeleteCounts as DeleteCounts
+    from agent_core.types._results import DeleteFailure as DeleteFailure
+    from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
+    from agent_core.types._results import SessionSummary as SessionSummary
+
+_RESULTS = frozenset(
+    {
+        "CancelResult",
+        "CleanupFailure",
+        "CleanupItem",
+        "CleanupResult",
+        "DeleteCounts",
+        "DeleteFailure",
+        "DeleteSessionResult",
+        "SessionSummary",
+    }
+)
+"""The names :mod:`agent_core.types._results` defines and this module re-exports on first access."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RESULTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("agent_core.types._results"), name)
+    globals()[name] = value
+    return value
 
 
 class UserMessage(StrictModel):
@@ -209,23 +247,6 @@ class ReplayResult(StrictModel):
     redacted: bool = True
 
 
-class SessionSummary(StrictModel):
-    """One row of ``AgentRuntime.list_sessions()``: ``title`` is the first user message (cut)."""
-
-    session_id: str
-    title: str
-    mode: Literal["normal", "orchestrator"]
-    status: str | None = None
-    """Status of the root agent's latest run; ``None`` when the session has no run."""
-    run_count: int = 0
-    active_node_id: str | None = None
-    """The leaf of the active path (``AgentRuntime.get_node_path`` gives the path)."""
-    parent_session_id: str | None = None
-    """The session this one was forked from (``AgentRuntime.fork_session``)."""
-    created_at: datetime
-    updated_at: datetime
-
-
 class InspectAgent(StrictModel):
     agent_id: str
     agent_type: str | None = None
@@ -243,58 +264,6 @@ class InspectResult(StrictModel):
     result: ChildAgentResult | None = None
     model_request: dict[str, Any] | None = None
     redacted: bool = True
-
-
-class CancelResult(StrictModel):
-    run_id: str
-    status: RunStatus
-    cancelled: bool = False
-    was_queued: bool = False
-    already_terminal: bool = False
-    timed_out: bool = False
-
-
-class DeleteCounts(StrictModel):
-    nodes: int = 0
-    events: int = 0
-    runs: int = 0
-    agents: int = 0
-    artifacts: int = 0
-
-
-class DeleteFailure(StrictModel):
-    target: str
-    error: ErrorPayload
-
-
-class DeleteSessionResult(StrictModel):
-    session_id: str
-    deleted: bool
-    error: ErrorPayload | None = None
-    counts: DeleteCounts = Field(default_factory=DeleteCounts)
-    failures: list[DeleteFailure] = Field(default_factory=empty_list)
-
-
-class CleanupItem(StrictModel):
-    kind: Literal["task_wal", "artifact", "worktree"]
-    id: str | None = None
-    path: str
-    size_bytes: int = 0
-    reason: str
-
-
-class CleanupFailure(StrictModel):
-    item: CleanupItem
-    error: ErrorPayload
-
-
-class CleanupResult(StrictModel):
-    dry_run: bool
-    candidates: list[CleanupItem] = Field(default_factory=empty_list)
-    deleted: list[CleanupItem] = Field(default_factory=empty_list)
-    failures: list[CleanupFailure] = Field(default_factory=empty_list)
-    freed_bytes: int = 0
-    partial_failure: bool = False
 
 
 class TokenBudget(StrictModel):

@@ -50,7 +50,7 @@ from agent_core._storage.protocol import SessionStore
 from agent_core._storage.sql_store import SqlSessionStore, _ends_run
 from agent_core._storage.writer import Txn, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.types.runtime import DeleteCounts
+from agent_core.types._results import DeleteCounts
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
 
 MAX_TABLE_KEY = 40
