@@ -22,6 +22,7 @@ from agent_core._storage import writer as writer_module
 from agent_core._storage.caches import MultiProcessCaches
 from agent_core._storage.sqlite import StorageManager
 from agent_core._storage.writer import Txn
+from agent_core.errors import StorageError
 
 
 def _where(log: list[tuple[str, bool]], name: str) -> writer_module.WriteOp[str]:
@@ -121,3 +122,24 @@ async def test_the_wal_is_checkpointed_on_the_connection_thread(
         await storage.close()
     assert checkpoints == [(False, 0), (False, 0)]  # every frame copied back, off the loop
     assert all(on_loop for _, on_loop in log)
+
+
+def test_an_interrupt_inside_an_inline_write_fails_it_and_later_writes_still_run(tmp_path: Path) -> None:
+    loop = asyncio.new_event_loop()
+    log: list[tuple[str, bool]] = []
+
+    def interrupted(txn: Txn) -> str:
+        raise KeyboardInterrupt
+
+    try:
+        storage = loop.run_until_complete(_open(tmp_path))
+        queue = storage._queue()  # enqueued while the loop is stopped: it runs them once it runs again
+        first, second = queue.enqueue(interrupted), queue.enqueue(_where(log, "after"))
+        with pytest.raises(KeyboardInterrupt):  # the interrupt leaves the loop, as it does from any callback
+            loop.run_until_complete(asyncio.sleep(5))
+        assert loop.run_until_complete(asyncio.wait_for(second, 5)) == "after"
+        assert first.done() and isinstance(first.exception(), StorageError)
+        loop.run_until_complete(storage.close())
+    finally:
+        loop.close()
+    assert log == [("after", True)]

@@ -281,7 +281,9 @@ class WriterQueue(TxnQueue):
                     outcome = _transaction(op, nowait_restore=self._restore_busy_timeout)(raw)
                 except BaseException as exc:
                     _fail(future, exc)
-                    if not isinstance(exc, Exception):
+                    if not isinstance(exc, Exception):  # an interrupt leaves the loop: the queue resumes
+                        assert self._loop is not None  # after it (if the loop runs again)
+                        self._loop.call_soon(self._next)
                         raise
                     continue
                 if outcome is not _LOCKED:
