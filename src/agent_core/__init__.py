@@ -19,13 +19,38 @@ if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle as RunHandle
     from agent_core._api.runtime import AgentRuntime as AgentRuntime
     from agent_core.errors import AgentCoreError as AgentCoreError
+    from agent_core.errors import AgentDefinitionError as AgentDefinitionError
+    from agent_core.errors import ChildAgentLimitError as ChildAgentLimitError
     from agent_core.errors import ConfigError as ConfigError
     from agent_core.errors import ErrorCode as ErrorCode
+    from agent_core.errors import FileOperationError as FileOperationError
+    from agent_core.errors import InternalError as InternalError
+    from agent_core.errors import InvalidArgumentError as InvalidArgumentError
+    from agent_core.errors import InvalidArgumentTypeError as InvalidArgumentTypeError
+    from agent_core.errors import MemoryOperationError as MemoryOperationError
+    from agent_core.errors import MigrationError as MigrationError
+    from agent_core.errors import NotFoundError as NotFoundError
+    from agent_core.errors import OperationCancelledError as OperationCancelledError
+    from agent_core.errors import OperationTimeoutError as OperationTimeoutError
     from agent_core.errors import PermissionDeniedError as PermissionDeniedError
+    from agent_core.errors import ProviderAuthError as ProviderAuthError
     from agent_core.errors import ProviderError as ProviderError
+    from agent_core.errors import ProviderRateLimitError as ProviderRateLimitError
+    from agent_core.errors import ProviderTimeoutError as ProviderTimeoutError
     from agent_core.errors import SchemaError as SchemaError
+    from agent_core.errors import SessionBusyError as SessionBusyError
+    from agent_core.errors import SessionNotFoundError as SessionNotFoundError
+    from agent_core.errors import SkillError as SkillError
+    from agent_core.errors import StepError as StepError
+    from agent_core.errors import StepNotFoundError as StepNotFoundError
     from agent_core.errors import StorageError as StorageError
+    from agent_core.errors import TaskError as TaskError
+    from agent_core.errors import TaskNotFoundError as TaskNotFoundError
+    from agent_core.errors import TaskWalUnavailableError as TaskWalUnavailableError
     from agent_core.errors import ToolError as ToolError
+    from agent_core.errors import ToolNotAvailableError as ToolNotAvailableError
+    from agent_core.errors import UnsupportedCapabilityError as UnsupportedCapabilityError
+    from agent_core.errors import WorkerUnavailableError as WorkerUnavailableError
     from agent_core.providers.registry import ProviderRegistry as ProviderRegistry
     from agent_core.tools.registry import ToolRegistry as ToolRegistry
     from agent_core.types.content import ArtifactRefBlock as ArtifactRefBlock
@@ -60,13 +85,38 @@ _EXPORTS: dict[str, str] = {
     "RunHandle": "agent_core._api.handles",
     "AgentRuntime": "agent_core._api.runtime",
     "AgentCoreError": "agent_core.errors",
+    "AgentDefinitionError": "agent_core.errors",
+    "ChildAgentLimitError": "agent_core.errors",
     "ConfigError": "agent_core.errors",
     "ErrorCode": "agent_core.errors",
+    "FileOperationError": "agent_core.errors",
+    "InternalError": "agent_core.errors",
+    "InvalidArgumentError": "agent_core.errors",
+    "InvalidArgumentTypeError": "agent_core.errors",
+    "MemoryOperationError": "agent_core.errors",
+    "MigrationError": "agent_core.errors",
+    "NotFoundError": "agent_core.errors",
+    "OperationCancelledError": "agent_core.errors",
+    "OperationTimeoutError": "agent_core.errors",
     "PermissionDeniedError": "agent_core.errors",
+    "ProviderAuthError": "agent_core.errors",
     "ProviderError": "agent_core.errors",
+    "ProviderRateLimitError": "agent_core.errors",
+    "ProviderTimeoutError": "agent_core.errors",
     "SchemaError": "agent_core.errors",
+    "SessionBusyError": "agent_core.errors",
+    "SessionNotFoundError": "agent_core.errors",
+    "SkillError": "agent_core.errors",
+    "StepError": "agent_core.errors",
+    "StepNotFoundError": "agent_core.errors",
     "StorageError": "agent_core.errors",
+    "TaskError": "agent_core.errors",
+    "TaskNotFoundError": "agent_core.errors",
+    "TaskWalUnavailableError": "agent_core.errors",
     "ToolError": "agent_core.errors",
+    "ToolNotAvailableError": "agent_core.errors",
+    "UnsupportedCapabilityError": "agent_core.errors",
+    "WorkerUnavailableError": "agent_core.errors",
     "ProviderRegistry": "agent_core.providers.registry",
     "ToolRegistry": "agent_core.tools.registry",
     "ArtifactRefBlock": "agent_core.types.content",

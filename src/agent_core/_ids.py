@@ -7,7 +7,7 @@ import re
 import time
 from datetime import UTC, datetime
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError, InvalidArgumentTypeError
 
 MAX_ID_LENGTH = 128
 SAFE_ID = re.compile(r"^[A-Za-z0-9_]+$")
@@ -44,16 +44,22 @@ def new_id(prefix: str) -> str:
 
 def validate_id(value: object, prefix: str = "") -> str:
     """Returns ``value`` if it is a safe id with ``prefix``; raises ``validation_error`` otherwise."""
-    if not isinstance(value, str) or not value:
-        raise AgentCoreError(ErrorCode.validation_error, f"invalid id {value!r}: must be a non-empty string")
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(
+            ErrorCode.validation_error, f"invalid id {value!r}: must be a str, not {type(value).__name__}"
+        )
+    if not value:
+        raise InvalidArgumentError(ErrorCode.validation_error, "invalid id '': must be a non-empty string")
     if len(value) > MAX_ID_LENGTH:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, f"invalid id: longer than {MAX_ID_LENGTH} characters"
         )
     if prefix and not value.startswith(prefix):
-        raise AgentCoreError(ErrorCode.validation_error, f"invalid id {value!r}: expected prefix {prefix!r}")
+        raise InvalidArgumentError(
+            ErrorCode.validation_error, f"invalid id {value!r}: expected prefix {prefix!r}"
+        )
     if not SAFE_ID.match(value):
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, f"invalid id {value!r}: only [A-Za-z0-9_] characters are allowed"
         )
     return value

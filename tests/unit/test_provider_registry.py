@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 import agent_core
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.errors import ConfigError, ErrorCode
+from agent_core.errors import ConfigError, ErrorCode, InvalidArgumentError, InvalidArgumentTypeError
 from agent_core.providers import ProviderAdapter, ProviderRegistry
 from agent_core.providers._anthropic import AnthropicAdapter
 from agent_core.providers._ollama import OllamaAdapter
@@ -96,9 +96,11 @@ def test_c01_registries_are_independent_and_last_registration_wins() -> None:
 
 @pytest.mark.parametrize("key", ["", "Openai", "1abc", "a.b", "a b", "é", "_x"])
 def test_registry_rejects_bad_keys(key: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    """A malformed key is the caller's misuse: a ``ValueError`` (code ``validation_error``), not config."""
+    with pytest.raises(InvalidArgumentError) as info:
         ProviderRegistry().register(key, RecordingAdapter)
-    assert info.value.code == ErrorCode.config_error
+    assert isinstance(info.value, ValueError)
+    assert info.value.code == ErrorCode.validation_error
 
 
 def test_registry_accepts_valid_keys_and_rejects_non_callables() -> None:
@@ -106,8 +108,11 @@ def test_registry_accepts_valid_keys_and_rejects_non_callables() -> None:
     for key in ("a", "my-gw", "gw_2"):
         registry.register(key, RecordingAdapter)
     assert registry.keys() == ["a", "my-gw", "gw_2"]
-    with pytest.raises(ConfigError):
+    with pytest.raises(TypeError) as info:
         registry.register("b", "not callable")  # type: ignore[arg-type]
+    assert isinstance(info.value, InvalidArgumentTypeError) and info.value.code == ErrorCode.validation_error
+    with pytest.raises(InvalidArgumentTypeError):
+        registry.register(7, RecordingAdapter)  # type: ignore[arg-type]
 
 
 def test_registry_unknown_key_is_config_error() -> None:

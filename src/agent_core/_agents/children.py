@@ -58,7 +58,15 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
+from agent_core.errors import (
+    ChildAgentLimitError,
+    ConfigError,
+    ErrorCode,
+    InternalError,
+    InvalidArgumentError,
+    OperationCancelledError,
+    SchemaError,
+)
 from agent_core.tools._effective import EffectiveTools, compute_effective_tools, validate_allowed_tools
 from agent_core.tools._schema import check_schema
 from agent_core.tools.context import RunScope, ToolContext
@@ -132,13 +140,13 @@ class ChildLauncher:
             try:
                 check_schema(spec.expected_output_schema, where="expected_output_schema")
             except SchemaError as exc:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error, f"unsupported expected_output_schema: {exc.message}"
                 ) from exc
         agents = services.settings.agents
         requested = spec.timeout_ms
         if requested is not None and (isinstance(requested, bool) or requested < 1):
-            raise AgentCoreError(ErrorCode.validation_error, "timeout_ms must be an integer >= 1")
+            raise InvalidArgumentError(ErrorCode.validation_error, "timeout_ms must be an integer >= 1")
         timeout_ms = (
             min(requested, agents.default_child_timeout_ms) if requested else agents.default_child_timeout_ms
         )
@@ -169,7 +177,7 @@ class ChildLauncher:
         agents = self.settings.agents
         per_run = sum(1 for c in parent.children.values() if _counts(c))
         if per_run >= agents.max_children_per_run:
-            raise AgentCoreError(
+            raise ChildAgentLimitError(
                 ErrorCode.child_agent_limit_exceeded,
                 f"run {parent.run_id} already has {per_run} active child run(s) "
                 f"(agents.max_children_per_run = {agents.max_children_per_run})",
@@ -177,7 +185,7 @@ class ChildLauncher:
             )
         per_session = sum(1 for r in session.live_runs.values() if r.parent is not None and _counts(r))
         if per_session >= agents.max_concurrent_children_per_session:
-            raise AgentCoreError(
+            raise ChildAgentLimitError(
                 ErrorCode.child_agent_limit_exceeded,
                 f"session {session.session_id} already has {per_session} active child run(s) "
                 f"(agents.max_concurrent_children_per_session = {agents.max_concurrent_children_per_session})",
@@ -194,9 +202,11 @@ class ChildLauncher:
         parent = manager.runs.get(ctx.run_id)
         session = manager.sessions.get(ctx.session_id)
         if parent is None or session is None:
-            raise AgentCoreError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
+            raise InternalError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
         if parent.cancel_event.is_set() or manager.closing:
-            raise AgentCoreError(ErrorCode.cancelled, "the calling run is being cancelled; no child starts")
+            raise OperationCancelledError(
+                ErrorCode.cancelled, "the calling run is being cancelled; no child starts"
+            )
         prepared = self._prepare(spec)
         if spec.attach:
             return await self._attach(ctx, parent, session, spec, prepared)
@@ -238,7 +248,7 @@ class ChildLauncher:
         """Awaits the child a previous attempt of this tool step started (``ChildSpec.attach``)."""
         remote = self.remote
         if remote is None or not remote.handles(spec):
-            raise AgentCoreError(ErrorCode.internal_error, "only a remote child run can be attached to")
+            raise InternalError(ErrorCode.internal_error, "only a remote child run can be attached to")
         state = self._register(parent, session, spec, prepared)
         try:
             if spec.on_admitted is not None:

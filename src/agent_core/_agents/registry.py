@@ -37,7 +37,14 @@ from agent_core.config._profiles import ProfileError, resolve_model
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ModelProfile, ResolvedModelConfig
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    AgentDefinitionError,
+    ConfigError,
+    ErrorCode,
+    InternalError,
+    InvalidArgumentError,
+)
 from agent_core.tools._effective import (
     ROLE_MATRIX,
     UnavailableReason,
@@ -68,11 +75,11 @@ DEFINITION_BLOCK_PRIORITY = 100
 
 
 def invalid(message: str, **details: Any) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.invalid_agent_definition, message, details=details)
+    return AgentDefinitionError(ErrorCode.invalid_agent_definition, message, details=details)
 
 
 def _override_error(message: str, **details: Any) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.invalid_agent_override, message, details=details)
+    return AgentDefinitionError(ErrorCode.invalid_agent_override, message, details=details)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,7 +197,7 @@ def resolve_chain(agent_id: str, candidates: Sequence[Candidate]) -> ResolvedDef
     for source, group in by_source.items():
         if len(group) > 1:
             origins = ", ".join(c.origin for c in group)
-            raise AgentCoreError(
+            raise AgentDefinitionError(
                 ErrorCode.duplicate_agent_definition,
                 f"agent definition {agent_id!r} is defined more than once in source {source!r} ({origins})",
                 details={"agent_definition_id": agent_id, "source": source},
@@ -205,7 +212,7 @@ def resolve_chain(agent_id: str, candidates: Sequence[Candidate]) -> ResolvedDef
     for lower, higher in pairwise(ordered):
         declared = higher.definition.overrides
         if declared is None:
-            raise AgentCoreError(
+            raise AgentDefinitionError(
                 ErrorCode.duplicate_agent_definition,
                 f"{higher.where}: id {agent_id!r} already exists as a {lower.source} definition "
                 f"({lower.origin}); declare 'overrides: {lower.source}:{agent_id}' to replace it",
@@ -291,11 +298,11 @@ class AgentDefinitionRegistry:
             try:
                 definition = parse_definition_text(asset.text, source="builtin", where=asset.resource)
             except AgentCoreError as exc:
-                raise AgentCoreError(
+                raise InternalError(
                     ErrorCode.internal_error, f"broken built-in agent asset: {exc.message}", cause=exc
                 ) from exc
             if definition.agent_definition_id != agent_id or not definition.body.startswith("# "):
-                raise AgentCoreError(
+                raise InternalError(
                     ErrorCode.internal_error,
                     f"built-in agent asset {asset.resource} must declare id {agent_id!r} and a '# ' title",
                 )
@@ -406,7 +413,7 @@ class AgentDefinitionRegistry:
         """A definition an agent tool may use: unknown or internal ids → ``validation_error``."""
         entry = self._loaded().get(agent_definition_id)
         if entry is None or agent_definition_id in INTERNAL_DEFINITIONS:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"unknown agent_definition_id {agent_definition_id!r}",
                 details={"agent_definition_id": agent_definition_id},

@@ -25,7 +25,12 @@ from agent_core._agents.tool_definitions import (
     LIST_DEFINITIONS_TOOL,
     agent_tool_definitions,
 )
-from agent_core.errors import AgentCoreError, ErrorCode, ToolError
+from agent_core.errors import (
+    ErrorCode,
+    InternalError,
+    InvalidArgumentError,
+    ToolNotAvailableError,
+)
 from agent_core.tools.context import ToolContext
 from agent_core.types.content import ToolCallBlock
 from agent_core.types.enums import AgentRole
@@ -75,13 +80,15 @@ class AgentToolsAdapter:
             return await self._create(call, ctx, AgentRole.sub)
         if call.name == FORK_AGENT_TOOL and role == AgentRole.main:
             return await self._create(call, ctx, AgentRole.fork)
-        raise ToolError(ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run")
+        raise ToolNotAvailableError(
+            ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
+        )
 
     async def _create(self, call: ToolCall, ctx: ToolContext, role: AgentRole) -> Any:
         args = dict(call.arguments)
         task = args.get("task")
         if not isinstance(task, str) or not task.strip():
-            raise AgentCoreError(ErrorCode.validation_error, "task must be a non-empty string")
+            raise InvalidArgumentError(ErrorCode.validation_error, "task must be a non-empty string")
         agents = self.launcher.settings.agents
         default_id = (
             agents.default_fork_agent_definition
@@ -126,7 +133,7 @@ def _fork_path(path: Sequence[Node], tool_call_id: str) -> list[Node]:
             isinstance(b, ToolCallBlock) and b.tool_call_id == tool_call_id for b in node.content
         ):
             return list(path[: index + 1])
-    raise AgentCoreError(
+    raise InternalError(
         ErrorCode.internal_error,
         f"the assistant node that issued tool call {tool_call_id!r} is not on the path",
     )

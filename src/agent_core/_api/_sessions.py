@@ -20,11 +20,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent_core._api._args import check_type
 from agent_core._context.conversation import is_skipped_assistant
 from agent_core._ids import new_id, validate_session_id
 from agent_core._runtime.runs import RunManager
 from agent_core._storage.drafts import NodeDraft
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    ErrorCode,
+    InvalidArgumentError,
+    NotFoundError,
+    SessionNotFoundError,
+    StorageError,
+)
 from agent_core.types._results import SessionSummary
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
@@ -53,8 +60,11 @@ def _mode(record: SessionRecord) -> str:
 
 
 async def list_sessions(manager: RunManager, limit: int | None) -> list[SessionSummary]:
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise AgentCoreError(ErrorCode.validation_error, f"limit must be a positive integer, got {limit!r}")
+    check_type("limit", limit, int, optional=True)
+    if limit is not None and limit < 1:
+        raise InvalidArgumentError(
+            ErrorCode.validation_error, f"limit must be a positive integer, got {limit!r}"
+        )
     storage = manager.services.storage
     project = str(manager.services.config.project)
     out: list[SessionSummary] = []
@@ -96,22 +106,22 @@ async def fork_session(manager: RunManager, session_id: str, node_id: str) -> st
     storage = manager.services.storage
     source = await storage.get_session(session_id)
     if source is None:
-        raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        raise SessionNotFoundError(
+            ErrorCode.validation_error, f"unknown session {session_id!r}", details={"session_id": session_id}
+        )
     node = await storage.get_node(session_id, node_id) if isinstance(node_id, str) and node_id else None
     if node is None:
-        raise AgentCoreError(
-            ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}"
-        )
+        raise NotFoundError(ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}")
     if node.agent_id != source.root_agent_id:
-        raise AgentCoreError(ErrorCode.validation_error, f"node {node_id!r} belongs to a child agent")
+        raise InvalidArgumentError(ErrorCode.validation_error, f"node {node_id!r} belongs to a child agent")
     if is_skipped_assistant(node) is not None:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, f"node {node_id!r} is a partial or failed assistant node"
         )
     path = await storage.node_path(session_id, node_id)
     root = await storage.get_agent(source.root_agent_id)
     if root is None:
-        raise AgentCoreError(ErrorCode.storage_error, f"session {session_id!r} has no root agent row")
+        raise StorageError(ErrorCode.storage_error, f"session {session_id!r} has no root agent row")
     new_session = new_id("sess_")
     while await storage.get_session(new_session) is not None:
         new_session = new_id("sess_")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._runtime.state import RunState
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError, NotFoundError, error_for
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunMode, RunStatus
 from agent_core.types.runtime import InspectResult, RuntimeEvent
@@ -91,19 +91,16 @@ class RunHandle:
         await self._state.done.wait()
         state = self._state
         if state.output_schema is None:
-            raise AgentCoreError(ErrorCode.validation_error, "this run was started without output_schema")
+            raise InvalidArgumentError(
+                ErrorCode.validation_error, "this run was started without output_schema"
+            )
         if state.status == RunStatus.completed and state.output_accepted:
             return state.output_value
         if state.error is not None:
-            raise AgentCoreError(
-                state.error.code,
-                state.error.message,
-                retryable=state.error.retryable,
-                details=state.error.details,
-            )
+            raise AgentCoreError.from_payload(state.error)
         code = ErrorCode.cancelled if state.status == RunStatus.cancelled else ErrorCode.internal_error
         reason = state.end_reason.value if state.end_reason else "unknown"
-        raise AgentCoreError(code, f"the run ended {state.status.value} ({reason}) without an output")
+        raise error_for(code, f"the run ended {state.status.value} ({reason}) without an output")
 
     async def inspect_child(self, child_run_id: str, include_sensitive: bool = False) -> InspectResult:
         """Full detail of a child run created directly by this run."""
@@ -113,7 +110,7 @@ class RunHandle:
         """Live events of a direct child run (only events emitted after subscription)."""
         child = self._state.children.get(child_run_id)
         if child is None:
-            raise AgentCoreError(
+            raise NotFoundError(
                 ErrorCode.validation_error, f"run {child_run_id!r} is not a child run of {self.run_id!r}"
             )
         return child.channel.subscribe(debug=debug)

@@ -7,12 +7,19 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from agent_core._api._args import check_type
 from agent_core._artifacts.cleanup import cleanup_artifacts as _cleanup_artifacts
 from agent_core._ids import validate_session_id
 from agent_core._runtime.runs import RunManager
 from agent_core._tasks.wal_cleanup import cleanup_task_wals
 from agent_core.config.loader import resolve_project
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    SessionBusyError,
+    SessionNotFoundError,
+    StorageError,
+)
 from agent_core.types._results import CleanupResult, DeleteFailure, DeleteSessionResult
 
 
@@ -24,11 +31,13 @@ async def delete_session(manager: RunManager, session_id: str) -> DeleteSessionR
     storage = manager.services.storage
     record = await storage.get_session(session_id)
     if record is None:
-        error = AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}").to_payload()
+        error = SessionNotFoundError(
+            ErrorCode.validation_error, f"unknown session {session_id!r}", details={"session_id": session_id}
+        ).to_payload()
         return DeleteSessionResult(session_id=session_id, deleted=False, error=error)
     live = manager.sessions.get(session_id)
     if live is not None and (live.busy or any(not r.terminal for r in live.live_runs.values())):
-        error = AgentCoreError(
+        error = SessionBusyError(
             ErrorCode.session_active, f"session {session_id!r} has a queued, pending or running run"
         ).to_payload()
         return DeleteSessionResult(session_id=session_id, deleted=False, error=error)
@@ -44,7 +53,7 @@ async def delete_session(manager: RunManager, session_id: str) -> DeleteSessionR
             failures.append(
                 DeleteFailure(
                     target=str(directory),
-                    error=AgentCoreError(
+                    error=StorageError(
                         ErrorCode.storage_error, f"could not remove {directory}: {exc}"
                     ).to_payload(),
                 )
@@ -60,6 +69,8 @@ async def cleanup_project_tasks(
     include_cancelled: bool,
     older_than: datetime | None,
 ) -> CleanupResult:
+    check_type("project", project, (str, Path))
+    check_type("older_than", older_than, datetime, optional=True)
     resolved = resolve_project(project)
     config = manager.services.config
     wal_root = config.settings.task.wal_dir
@@ -91,6 +102,8 @@ async def cleanup_artifacts(
 ) -> CleanupResult:
     if session_id is not None:
         validate_session_id(session_id)
+    check_type("older_than", older_than, datetime, optional=True)
+    check_type("max_bytes", max_bytes, int, optional=True)
     return await _cleanup_artifacts(
         manager.services.storage,
         session_id=session_id,

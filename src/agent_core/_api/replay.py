@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from agent_core._api._args import check_type
 from agent_core._context.conversation import is_skipped_assistant
 from agent_core._context.render import render_node
 from agent_core._ids import validate_session_id
@@ -16,7 +17,13 @@ from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core._storage.decode import collector_paused, run_infos
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    ErrorCode,
+    InvalidArgumentError,
+    NotFoundError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, EventType
 from agent_core.types.mappers import artifact_from_record, load_json_object, run_info_from_record
@@ -84,7 +91,9 @@ def _redact_artifact(ref: ArtifactRef) -> ArtifactRef:
 async def _root_agent_ids(manager: RunManager, session_id: str) -> tuple[str, list[AgentRecord]]:
     record = await manager.services.storage.get_session(session_id)
     if record is None:
-        raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        raise SessionNotFoundError(
+            ErrorCode.validation_error, f"unknown session {session_id!r}", details={"session_id": session_id}
+        )
     agents = await manager.services.storage.list_agents(session_id)
     return record.root_agent_id, agents
 
@@ -97,6 +106,8 @@ async def replay_session(
     way walk the growing heap again and again (full passes at every ~25 % of growth); the result is
     tenured at once (:func:`~agent_core._storage.decode.collector_paused`)."""
     validate_session_id(session_id)
+    check_type("from_seq", from_seq, int, optional=True)
+    check_type("to_seq", to_seq, int, optional=True)
     with collector_paused():
         return await _replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
 
@@ -207,7 +218,7 @@ async def replay_run(manager: RunManager, run_id: str, include_sensitive: bool) 
     storage = manager.services.storage
     run = await storage.get_run(run_id)
     if run is None:
-        raise AgentCoreError(ErrorCode.validation_error, f"unknown run {run_id!r}")
+        raise NotFoundError(ErrorCode.validation_error, f"unknown run {run_id!r}")
     agent = await storage.get_agent(run.agent_id)
     masked = not include_sensitive
     nodes = await storage.list_nodes(run.session_id, run_id=run_id, redact_keys=masked)
@@ -244,10 +255,10 @@ def _run_tree(run_id: str, runs: list[RunRecord]) -> list[RunRecord]:
 async def get_node_path(manager: RunManager, node_id: str) -> list[Node]:
     storage = manager.services.storage
     if not isinstance(node_id, str) or not node_id:
-        raise AgentCoreError(ErrorCode.validation_error, "node_id must be a non-empty string")
+        raise InvalidArgumentError(ErrorCode.validation_error, "node_id must be a non-empty string")
     session_id = await storage.find_node_session(node_id)
     if session_id is None:
-        raise AgentCoreError(ErrorCode.validation_error, f"unknown node {node_id!r}")
+        raise NotFoundError(ErrorCode.validation_error, f"unknown node {node_id!r}")
     return await storage.node_path(session_id, node_id)
 
 
@@ -263,7 +274,7 @@ async def inspect_child(
         and _parent_run_of(run_meta=run.metadata_json) == parent.run_id
     )
     if run is None or agent is None or not is_child:
-        raise AgentCoreError(
+        raise NotFoundError(
             ErrorCode.validation_error, f"run {child_run_id!r} is not a child run of {parent.run_id!r}"
         )
     meta = _json_object(agent.metadata_json)
@@ -340,19 +351,19 @@ async def switch_node(manager: RunManager, session_id: str, node_id: str) -> Nod
     if session.busy or any(
         not r.terminal and r.role != AgentRole.compact for r in session.live_runs.values()
     ):
-        raise AgentCoreError(ErrorCode.session_active, f"session {session_id!r} has a queued or running run")
+        raise SessionBusyError(
+            ErrorCode.session_active, f"session {session_id!r} has a queued or running run"
+        )
     storage = manager.services.storage
     node = await storage.get_node(session_id, node_id)
     if node is None:
-        raise AgentCoreError(
-            ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}"
-        )
+        raise NotFoundError(ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}")
     if is_skipped_assistant(node) is not None:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, f"node {node_id!r} is a partial or failed assistant node"
         )
     if node.agent_id != session.root_agent_id:
-        raise AgentCoreError(ErrorCode.validation_error, f"node {node_id!r} belongs to a child agent")
+        raise InvalidArgumentError(ErrorCode.validation_error, f"node {node_id!r} belongs to a child agent")
     await storage.append(session_id, active_node_id=node_id)
     session.active_node_id = node_id
     session.cursor.reset(await storage.node_path(session_id, node_id))

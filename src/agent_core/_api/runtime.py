@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from agent_core._api._args import check_type
 from agent_core._api.handles import RunHandle
 from agent_core._api.wiring import OpenRuntime, open_services
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core.config.loader import LoadedConfig, load_config
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError, InvalidArgumentTypeError
 from agent_core.permissions._deferred import PermissionDeferral
 from agent_core.providers.base import ProviderFactory
 from agent_core.providers.registry import ProviderRegistry
@@ -93,7 +94,7 @@ class AgentRuntime:
 
     def _check_open_allowed(self) -> None:
         if self._closed:
-            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closed")
+            raise InvalidArgumentError(ErrorCode.validation_error, "this AgentRuntime is closed")
 
     async def _open(self) -> RunManager:
         self._check_open_allowed()
@@ -143,6 +144,7 @@ class AgentRuntime:
         self, definition: AgentDefinition, source: Literal["code"] = "code"
     ) -> None:
         self._check_open_allowed()
+        check_type("definition", definition, AgentDefinition)
         definition = definition.model_copy(update={"source": "code"})
         if self._opened is not None:
             self._opened.agents.registry.register(definition)
@@ -169,23 +171,26 @@ class AgentRuntime:
             try:
                 message = UserMessage(content=message)
             except ValidationError as exc:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error, f"invalid message: {exc.errors()[0]['msg']}"
                 ) from exc
         elif not isinstance(message, UserMessage):
-            raise AgentCoreError(ErrorCode.validation_error, "message must be a str or a UserMessage")
+            raise InvalidArgumentTypeError(
+                ErrorCode.validation_error,
+                f"message must be a str or a UserMessage, not {type(message).__name__}",
+            )
         try:
             run_mode = RunMode(mode)
         except ValueError as exc:
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+            raise InvalidArgumentError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
         if manager.closing:
-            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+            raise InvalidArgumentError(ErrorCode.validation_error, "this AgentRuntime is closing")
         schema: OutputSchema | None = None
         if output_schema is not None:
             from agent_core._loop._output import OutputSchema  # imported only when used
 
             if isinstance(output_retries, bool) or not isinstance(output_retries, int) or output_retries < 0:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"output_retries must be an integer >= 0, got {output_retries!r}",
                     details={"argument": "output_retries"},
@@ -202,7 +207,7 @@ class AgentRuntime:
 
     async def _cancel_run(self, state: RunState) -> CancelResult:
         if self._manager is None:
-            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+            raise InvalidArgumentError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return await self._manager.cancel(state)
 
     async def _inspect_child(
@@ -234,7 +239,9 @@ class AgentRuntime:
             try:
                 decision = PermissionDecision(decision=decision)
             except ValidationError as exc:
-                raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
+                raise InvalidArgumentError(
+                    ErrorCode.validation_error, f"invalid decision {decision!r}"
+                ) from exc
         manager.services.gate.deferred.answer(request_id, decision)
 
     async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
@@ -359,7 +366,7 @@ class AgentRuntime:
                 on_fired=on_fired,
             )
         elif clock is not None and clock is not self._scheduler.clock:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, "this runtime's scheduler already exists with another clock"
             )
         return self._scheduler
@@ -407,11 +414,11 @@ class AgentRuntime:
 
     def _manager_or_raise(self) -> RunManager:
         if self._manager is None:
-            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+            raise InvalidArgumentError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return self._manager
 
     def _features(self) -> OpenRuntime:
         """The open runtime's typed features (internal; tests and surfaces of this package)."""
         if self._opened is None:
-            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
+            raise InvalidArgumentError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return self._opened

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_core._storage.protocol import SessionStore
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError
 from agent_core.types.base import parse_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.storage import ArtifactRecord
@@ -133,7 +133,7 @@ async def cleanup_artifacts(
     from agent_core.types._results import CleanupResult  # imported on first use (cold start)
 
     if max_bytes is not None and max_bytes < 0:
-        raise AgentCoreError(ErrorCode.validation_error, "max_bytes must be >= 0")
+        raise InvalidArgumentError(ErrorCode.validation_error, "max_bytes must be >= 0")
     cutoff = _as_utc(older_than) if older_than is not None else None
     eligible: list[tuple[ArtifactRecord, str]] = []
     for record in await storage.list_artifacts(session_id=session_id):  # oldest first

@@ -29,7 +29,13 @@ from agent_core._ids import new_id, validate_id, validate_session_id
 from agent_core._redaction import Redactor, redact_with
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.rows import json_text, jsonable
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InvalidArgumentError,
+    StorageError,
+)
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
 from agent_core.types.mappers import artifact_from_record
@@ -123,7 +129,7 @@ class ArtifactManager:
         try:
             text = json_text(jsonable(data, "artifact data", secrets), "artifact data")
         except AgentCoreError as exc:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, f"artifact data is not JSON-serialisable: {exc.message}"
             ) from exc
         return text.encode("utf-8"), True, "application/json"
@@ -181,9 +187,11 @@ class ArtifactManager:
         try:
             data = await asyncio.to_thread(source.read_bytes)
         except FileNotFoundError as exc:
-            raise AgentCoreError(ErrorCode.file_not_found, f"file not found: {source}", cause=exc) from exc
+            raise FileOperationError(
+                ErrorCode.file_not_found, f"file not found: {source}", cause=exc
+            ) from exc
         except OSError as exc:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, f"cannot read {source}: {exc}", cause=exc
             ) from exc
         return await self.create(
@@ -218,7 +226,7 @@ class ArtifactManager:
         metadata: dict[str, Any] | None,
     ) -> ArtifactRefBlock:
         if kind not in ARTIFACT_KINDS:
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown artifact kind {kind!r}")
+            raise InvalidArgumentError(ErrorCode.validation_error, f"unknown artifact kind {kind!r}")
         artifact_id = new_id("artifact_")
         folder = self.artifact_dir(session_id, artifact_id)
         name = sanitize_filename(filename)
@@ -226,14 +234,14 @@ class ArtifactManager:
         secrets = self._redactor.secrets()
         meta = jsonable(metadata or {}, "artifact metadata", secrets)
         if not isinstance(meta, dict):
-            raise AgentCoreError(ErrorCode.validation_error, "artifact metadata must be a mapping")
+            raise InvalidArgumentError(ErrorCode.validation_error, "artifact metadata must be a mapping")
         meta.update(kind=kind, redacted=redacted)
         clean_summary = redact_with(summary, secrets) if summary is not None else None
         try:
             final = await asyncio.to_thread(_write_atomic, folder, name, payload)
         except OSError as exc:
             await asyncio.to_thread(_discard_folder, folder)
-            raise AgentCoreError(
+            raise StorageError(
                 ErrorCode.storage_error, f"cannot write artifact file: {exc}", cause=exc
             ) from exc
         record = ArtifactRecord(
@@ -262,7 +270,7 @@ class ArtifactManager:
         """The registry row; unknown id → ``AgentCoreError(file_not_found)``."""
         record = await self._storage.get_artifact(artifact_id)
         if record is None:
-            raise AgentCoreError(ErrorCode.file_not_found, f"unknown artifact {artifact_id!r}")
+            raise FileOperationError(ErrorCode.file_not_found, f"unknown artifact {artifact_id!r}")
         return record
 
     async def get_ref(self, artifact_id: str) -> ArtifactRef:
@@ -274,7 +282,7 @@ class ArtifactManager:
         try:
             return await asyncio.to_thread(Path(record.path).read_bytes)
         except OSError as exc:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.file_not_found, f"cannot read artifact {artifact_id!r}: {exc}", cause=exc
             ) from exc
 

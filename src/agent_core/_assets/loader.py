@@ -79,7 +79,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from agent_core._dataclass import dataclass
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, InternalError
 
 ASSET_PATHS: dict[str, str] = {
     "system.core": "prompts/system/core.md",
@@ -207,7 +207,7 @@ class AssetLoader:
             return cached
         resource = _resource_for(asset_id)
         if resource is None:
-            raise AgentCoreError(
+            raise InternalError(
                 ErrorCode.internal_error,
                 f"unknown built-in asset id {asset_id!r}",
                 details={"asset_id": asset_id},
@@ -253,7 +253,7 @@ class AssetLoader:
                     f"{asset_id} ({ASSET_PATHS[asset_id]}): {exc.details.get('problem', exc.message)}"
                 )
         if broken:
-            raise AgentCoreError(
+            raise InternalError(
                 ErrorCode.internal_error,
                 "broken built-in package assets: " + "; ".join(broken),
                 details={"assets": broken},
@@ -268,7 +268,7 @@ class AssetLoader:
 
     def _read(self, asset_id: str, resource: str) -> Asset:
         def broken(problem: str, cause: BaseException | None = None) -> AgentCoreError:
-            return AgentCoreError(
+            return InternalError(
                 ErrorCode.internal_error,
                 f"built-in asset {asset_id!r} ({resource}) is {problem}",
                 details={"asset_id": asset_id, "resource": resource, "problem": problem},

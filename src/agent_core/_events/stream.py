@@ -21,7 +21,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.types.enums import DEBUG_ONLY_EVENTS, EventType
 from agent_core.types.runtime import RuntimeEvent
 
@@ -144,7 +144,7 @@ class EventChannel:
         self, *, debug: bool = False, include_children: bool = False
     ) -> AsyncIterator[RuntimeEvent]:
         if self._consumer:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, "this run's event stream already has an active consumer"
             )
         self._consumer = True

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
-from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
+from agent_core.errors import ErrorCode, InvalidArgumentTypeError, SchemaError
 from agent_core.types.content import ErrorPayload, TextBlock, ToolResultBlock, text_of
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import ModelCompleted, ModelRequest, SystemBlock
@@ -64,7 +64,7 @@ class OutputSchema:
             self.json_schema = json.loads(json.dumps(dict(target)))
             check_schema(self.json_schema, where="output_schema")
         else:
-            raise AgentCoreError(
+            raise InvalidArgumentTypeError(
                 ErrorCode.validation_error,
                 f"output_schema must be a Pydantic model class or a JSON schema dict, "
                 f"got {type(target).__name__}",

@@ -44,7 +44,14 @@ from agent_core._mcp.mapping import build_definitions, map_result, unmatched_ove
 from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ConfigError,
+    ErrorCode,
+    FileOperationError,
+    OperationTimeoutError,
+    ToolNotAvailableError,
+)
 from agent_core.tools._command import build_env, resolve_executable
 from agent_core.tools._normalize import error_result
 from agent_core.tools.context import RunScope, ToolContext
@@ -102,7 +109,7 @@ class McpServerAdapter:
 
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
         if self.server.server_id in failed_for_run(ctx.scope):
-            raise AgentCoreError(
+            raise ToolNotAvailableError(
                 ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
             )
         return Preflight(target_scope=None, network_host=self.server.network_host)
@@ -113,7 +120,7 @@ class McpServerAdapter:
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         definition = self._definitions.get(call.name)
         if definition is None:
-            raise AgentCoreError(
+            raise ToolNotAvailableError(
                 ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
             )
         return await self._manager.call_tool(self.server.server_id, definition, call, ctx)
@@ -306,7 +313,9 @@ class McpManager:
             details = {**exc.details, "server_id": server.server_id, "source": str(self._catalog.path)}
             raise ConfigError(ErrorCode.config_error, exc.message, details=details) from exc
         if not server.cwd.is_dir():
-            raise AgentCoreError(ErrorCode.file_not_found, f"cwd {server.cwd} of {consumer} does not exist")
+            raise FileOperationError(
+                ErrorCode.file_not_found, f"cwd {server.cwd} of {consumer} does not exist"
+            )
         executable = resolve_executable(server.command, cwd=server.cwd, env=env)
         return McpClient(server.server_id, command=str(executable), args=server.args, cwd=server.cwd, env=env)
 
@@ -378,7 +387,7 @@ class McpManager:
             tool_name = str(definition.metadata.get("mcp_tool_name") or call.name.split(".", 2)[2])
             remote = await client.call_tool(tool_name, dict(call.arguments), timeout_ms / 1000, progress)
         except McpTimeoutError:
-            raise AgentCoreError(
+            raise OperationTimeoutError(
                 ErrorCode.timeout,
                 f"MCP tool {call.name} timed out after {timeout_ms} ms",
                 details={"timeout_ms": timeout_ms},

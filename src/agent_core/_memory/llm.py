@@ -67,7 +67,7 @@ async def complete(adapter: ProviderAdapter, request: ModelRequest) -> ModelComp
             if isinstance(event, ModelCompleted):
                 return event
             if isinstance(event, ModelFailed):
-                raise ProviderError(payload=event.error)
+                raise ProviderError.for_payload(event.error)
     except AgentCoreError:
         raise
     except Exception as exc:
@@ -81,8 +81,8 @@ async def complete(adapter: ProviderAdapter, request: ModelRequest) -> ModelComp
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()
-    raise ProviderError(
-        payload=ProviderErrorPayload(
+    raise ProviderError.for_payload(
+        ProviderErrorPayload(
             type="protocol",
             code=ErrorCode.provider_error.value,
             message="the model stream ended without a terminal event",

@@ -33,7 +33,7 @@ from agent_core._memory.files import (
     render_memory_file,
 )
 from agent_core._memory.writer import MemoryWriter
-from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
+from agent_core.errors import AgentCoreError, ErrorCode, MemoryOperationError, SchemaError
 from agent_core.types.base import StrictModel, format_ts
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.runtime import Node
@@ -140,7 +140,7 @@ class PlanContext:
 
 
 def _fail(message: str) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.memory_write_failed, message)
+    return MemoryOperationError(ErrorCode.memory_write_failed, message)
 
 
 def _check_text_fields(where: str, op: CreateOp | UpdateOp, ctx: PlanContext) -> None:

@@ -30,7 +30,13 @@ from agent_core._context.conversation import latest_valid_compaction
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._memory.files import MemoryRecord, MemoryStore, render_catalog
 from agent_core._memory.scan import is_assistant_message, is_user_message
-from agent_core.errors import AgentCoreError, ErrorCode, ToolError
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InvalidArgumentError,
+    MemoryOperationError,
+    ToolNotAvailableError,
+)
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import TextBlock, text_of
 from agent_core.types.enums import MessageRole, NodeType
@@ -181,7 +187,9 @@ class RecallToolAdapter:
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
         if call.name != RECALL_TOOL:
-            raise ToolError(ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run")
+            raise ToolNotAvailableError(
+                ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
+            )
         query, limit = self._arguments(call.arguments)
         records = self._store.records()
         by_id = {r.id: r for r in records}
@@ -195,7 +203,7 @@ class RecallToolAdapter:
             selected = [i for i in parse_selection(answer) if i in by_id][:limit]
         except (AgentCoreError, ValueError) as exc:
             reason = exc.message if isinstance(exc, AgentCoreError) else str(exc)
-            raise ToolError(
+            raise MemoryOperationError(
                 ErrorCode.memory_recall_failed,
                 f"memory recall selector failed: {reason}",
                 details={"query": query},
@@ -245,7 +253,7 @@ class RecallToolAdapter:
         limit = arguments.get("limit")
         bad = set(arguments) - {"query", "limit"}
         if not isinstance(query, str) or not query.strip() or bad:
-            raise ToolError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 "internal.recall_memory takes {query: non-empty string, limit?: integer}",
                 details={"errors": [{"path": "query", "message": "required non-empty string"}]},
@@ -254,7 +262,7 @@ class RecallToolAdapter:
         if limit is None:
             return query.strip(), top_k
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= top_k:
-            raise ToolError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"limit must be an integer between 1 and {top_k} (memory.recall_top_k)",
                 details={"errors": [{"path": "limit", "message": f"1 <= limit <= {top_k}"}]},

@@ -26,14 +26,14 @@ from pathlib import Path
 from agent_core._memory.files import CATALOG_FILE, CATEGORIES
 from agent_core._memory.sensitive import find_secret
 from agent_core._redaction import Redactor
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, MemoryOperationError
 
 _replace = os.replace
 """The rename step (a module attribute so tests can inject a failure)."""
 
 
 def _refuse(message: str, *, cause: BaseException | None = None) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.memory_write_failed, message, cause=cause)
+    return MemoryOperationError(ErrorCode.memory_write_failed, message, cause=cause)
 
 
 class MemoryWriter:

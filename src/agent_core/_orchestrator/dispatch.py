@@ -49,7 +49,13 @@ from agent_core._runtime.state import RunState
 from agent_core._tasks import TaskCaller, TaskRegistry, TaskService, WorkerTaskScope
 from agent_core._tasks.inputs import parse_input
 from agent_core._tasks.worker_runs import WorkerRunEnding
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InternalError,
+    InvalidArgumentError,
+    WorkerUnavailableError,
+)
 from agent_core.tools._effective import validate_allowed_tools
 from agent_core.tools.context import ToolContext
 from agent_core.types.base import StrictModel
@@ -152,7 +158,7 @@ class WorkerDispatcher:
         """``selection_reason`` overrides the reported reason (``"autonomous"`` for self-claiming workers)."""
         parent = self.manager.runs.get(ctx.run_id)
         if parent is None:
-            raise AgentCoreError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
+            raise InternalError(ErrorCode.internal_error, f"calling run {ctx.run_id!r} is not live")
         args = call.arguments
         failure: dict[str, Any] = {
             "task_id": args.get("task_id") if isinstance(args.get("task_id"), str) else None,
@@ -169,7 +175,7 @@ class WorkerDispatcher:
         try:
             inp = parse_input(DispatchInput, args)
             if not inp.instruction.strip():
-                raise AgentCoreError(ErrorCode.validation_error, "instruction must not be empty")
+                raise InvalidArgumentError(ErrorCode.validation_error, "instruction must not be empty")
             service = await self.tasks.get(ctx.session_id)
             attached = await started_before(
                 self.manager.services, self.launcher.remote, self.pools, self.definitions, ctx
@@ -288,20 +294,20 @@ class WorkerDispatcher:
         if inp.worker_agent_id is not None:
             worker = next((w for w in workers if w.worker_id == inp.worker_agent_id), None)
             if worker is None:
-                raise AgentCoreError(
+                raise WorkerUnavailableError(
                     ErrorCode.worker_not_available,
                     f"worker {inp.worker_agent_id!r} is not a worker of pool {pool_id!r}",
                     details={"worker_agent_id": inp.worker_agent_id, "worker_pool_id": pool_id},
                 )
             status = self.slots.get(session_id, worker).status()
             if status == "unavailable":
-                raise AgentCoreError(
+                raise WorkerUnavailableError(
                     ErrorCode.worker_not_available,
                     f"worker {worker.worker_id!r} is still winding down a cancelled run",
                     details={"worker_agent_id": worker.worker_id, "status": status},
                 )
             if status == "busy":
-                raise AgentCoreError(
+                raise WorkerUnavailableError(
                     ErrorCode.worker_busy,
                     f"worker {worker.worker_id!r} is busy with another run",
                     details={"worker_agent_id": worker.worker_id},
@@ -310,7 +316,7 @@ class WorkerDispatcher:
             return worker, "explicit"
         idle = [w for w in workers if self.slots.get(session_id, w).status() == "idle"]
         if not idle:
-            raise AgentCoreError(
+            raise WorkerUnavailableError(
                 ErrorCode.worker_pool_busy,
                 f"no idle worker in pool {pool_id!r}",
                 details={"worker_pool_id": pool_id},
@@ -323,7 +329,7 @@ class WorkerDispatcher:
                 reasons[worker.worker_id] = {"message": exc.message, **exc.details}
                 continue
             return worker, "fallback_first_idle"
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"no idle worker of pool {pool_id!r} accepts the requested allowed_tools",
             details={"workers": reasons},

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from agent_core._agents.registry import INTERNAL_DEFINITIONS, AgentDefinitionRegistry
 from agent_core._runtime.state import RunState
 from agent_core.config.schema import Settings, WorkerSpec, worker_entries
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, InvalidArgumentError
 from agent_core.tools._effective import role_permits
 from agent_core.types.enums import AgentRole
 from agent_core.types.runtime import AgentDefinition, Node
@@ -182,10 +182,10 @@ class WorkerPools:
         if pool_id is None:
             default = self.default_pool_id()
             if default is None:
-                raise AgentCoreError(ErrorCode.validation_error, "no valid worker pool is configured")
+                raise InvalidArgumentError(ErrorCode.validation_error, "no valid worker pool is configured")
             return default
         if pool_id not in self._valid:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"unknown or invalid worker_pool_id {pool_id!r}",
                 details={"worker_pool_id": pool_id, "valid_pool_ids": self.valid_ids()},

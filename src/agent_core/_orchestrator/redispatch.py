@@ -18,7 +18,7 @@ from agent_core._orchestrator.pools import PoolWorker, WorkerPools
 from agent_core._orchestrator.worktrees import Worktree, reopen_worktree
 from agent_core._runtime.services import Services
 from agent_core._tasks.worker_runs import DispatchCheck
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, WorkerUnavailableError
 from agent_core.tools.context import ToolContext
 
 
@@ -53,7 +53,7 @@ async def started_before(
         pools.validate(definitions, services.tools.definitions(), mcp_servers=servers)
     worker = next((w for w in pools.workers(pool_id) if w.worker_id == worker_id), None)
     if worker is None:
-        raise AgentCoreError(
+        raise WorkerUnavailableError(
             ErrorCode.worker_not_available,
             f"worker {worker_id!r} of pool {pool_id!r}, dispatched before this step was retried, is "
             "no longer configured",

@@ -32,7 +32,13 @@ from agent_core._orchestrator.tool_definitions import (
 )
 from agent_core._runtime.runs import RunManager
 from agent_core._tasks.inputs import parse_input
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError, ToolError
+from agent_core.errors import (
+    ErrorCode,
+    InvalidArgumentError,
+    StorageError,
+    ToolError,
+    ToolNotAvailableError,
+)
 from agent_core.tools._paths import project_side_dir
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.base import StrictModel
@@ -52,7 +58,7 @@ class _PlanTemplateInput(StrictModel):
 
 
 def _not_available(name: str) -> ToolError:
-    return ToolError(ErrorCode.tool_not_available, f"tool '{name}' is not available in this run")
+    return ToolNotAvailableError(ErrorCode.tool_not_available, f"tool '{name}' is not available in this run")
 
 
 class OrchestratorToolAdapter:
@@ -89,7 +95,7 @@ class OrchestratorToolAdapter:
             raw = Path(inp.suggested_dir).expanduser()
             candidate = Path(os.path.normpath(raw if raw.is_absolute() else project / raw))
             if candidate != project and project not in candidate.parents:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"suggested_dir must lie inside the project ({project})",
                     details={"suggested_dir": inp.suggested_dir},

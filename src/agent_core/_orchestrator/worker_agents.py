@@ -17,7 +17,7 @@ from agent_core._orchestrator.pools import WorkerSlot
 from agent_core._runtime.state import RunState
 from agent_core._storage.drafts import NodeDraft
 from agent_core._storage.protocol import SessionStore
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InternalError
 from agent_core.types.base import format_ts
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import AgentStatus, AgentType, MessageRole, NodeType
@@ -35,7 +35,7 @@ async def ensure_worker_agent(storage: SessionStore, slot: WorkerSlot, parent: R
         root_id = meta.get("root_node_id")
         node = await storage.get_node(slot.session_id, root_id) if isinstance(root_id, str) else None
         if record.session_id != slot.session_id or node is None:
-            raise AgentCoreError(
+            raise InternalError(
                 ErrorCode.internal_error, f"worker agent {slot.agent_id} has no context tree root"
             )
         slot.root = node

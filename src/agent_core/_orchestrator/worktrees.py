@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, InternalError, StorageError
 from agent_core.tools._paths import project_side_dir, resolve_dir
 from agent_core.types._results import CleanupFailure, CleanupItem, CleanupResult
 
@@ -164,7 +164,7 @@ async def create_worktree(project: Path, task_id: str, step_id: str | None) -> W
     try:
         await _git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), base)
     except GitError as exc:
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error, f"cannot create the worker worktree: {exc}", details={"path": str(path)}
         ) from exc
     rel = project.relative_to(repo)
@@ -261,7 +261,7 @@ async def cleanup_task_worktrees(project: Path, result: CleanupResult) -> Cleanu
         try:
             await remove_worktree(project, path)
         except (GitError, AgentCoreError) as exc:
-            payload = AgentCoreError(
+            payload = StorageError(
                 ErrorCode.storage_error, f"cannot remove worktree {path}: {exc}", details={"path": str(path)}
             ).to_payload()
             result.failures.append(CleanupFailure(item=item, error=payload))

@@ -30,7 +30,7 @@ from agent_core._runtime.session_lease import hold_session_lease
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.config._profiles import resolve_purpose_model
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import ConfigError, ErrorCode, InvalidArgumentError, SessionNotFoundError
 from agent_core.tools._effective import EffectiveToolsMemo
 from agent_core.tools.context import RunScope
 from agent_core.types.base import format_ts
@@ -86,9 +86,13 @@ class RunManager:
     async def _load_session(self, session_id: str) -> SessionState:
         record = await self.services.storage.get_session(session_id)
         if record is None:
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+            raise SessionNotFoundError(
+                ErrorCode.validation_error,
+                f"unknown session {session_id!r}",
+                details={"session_id": session_id},
+            )
         if record.status != SessionStatus.active:
-            raise AgentCoreError(ErrorCode.validation_error, f"session {session_id!r} is archived")
+            raise InvalidArgumentError(ErrorCode.validation_error, f"session {session_id!r} is archived")
         root = await self.services.storage.get_agent(record.root_agent_id)
         mode = RunMode.orchestrator if root and root.agent_type == AgentType.orchestrator else RunMode.normal
         path = (
@@ -170,7 +174,7 @@ class RunManager:
         if session_id is not None:
             session = await self.get_session(session_id)
             if session.mode != mode:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"session {session_id!r} runs in {session.mode.value!r} mode; cannot start a {mode.value!r} run",
                 )

@@ -25,7 +25,7 @@ from agent_core._context.conversation import latest_valid_compaction
 from agent_core._frontmatter import split_frontmatter
 from agent_core._skills.catalog import SkillCatalog, SkillEntry
 from agent_core._skills.tool_definition import LOAD_SKILL_TOOL, load_skill_definition
-from agent_core.errors import ErrorCode, ToolError
+from agent_core.errors import ErrorCode, InvalidArgumentError, SkillError, ToolNotAvailableError
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import MessageRole, NodeType
@@ -48,7 +48,7 @@ def read_skill_body(entry: SkillEntry) -> LoadedSkill:
         st = os.stat(entry.path)
         text = entry.path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ToolError(
+        raise SkillError(
             ErrorCode.skill_load_failed,
             f"skill '{entry.name}' could not be read: {type(exc).__name__}",
             details={"skill_name": entry.name, "skill_path": str(entry.path)},
@@ -56,7 +56,7 @@ def read_skill_body(entry: SkillEntry) -> LoadedSkill:
         ) from exc
     front = split_frontmatter(text)
     if front.error:
-        raise ToolError(
+        raise SkillError(
             ErrorCode.skill_load_failed,
             f"skill '{entry.name}' has unparsable frontmatter",
             details={"skill_name": entry.name, "skill_path": str(entry.path)},
@@ -99,17 +99,19 @@ class SkillToolAdapter:
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
         if call.name != LOAD_SKILL_TOOL:
-            raise ToolError(ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run")
+            raise ToolNotAvailableError(
+                ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
+            )
         name = call.arguments.get("name")
         if not isinstance(name, str) or set(call.arguments) != {"name"}:
-            raise ToolError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 "internal.load_skill takes exactly one string argument 'name'",
                 details={"errors": [{"path": "name", "message": "required string"}]},
             )
         entry = self._catalog.get(name)
         if entry is None:
-            raise ToolError(
+            raise SkillError(
                 ErrorCode.skill_not_found, f"skill '{name}' not found", details={"skill_name": name}
             )
         loaded = await asyncio.to_thread(read_skill_body, entry)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from agent_core._redaction import Redactor
 from agent_core._storage.rows import json_column, json_text, redact_json_text
 from agent_core._storage.writer import Txn
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError
 from agent_core.types.base import format_ts
 from agent_core.types.enums import AgentStatus, AgentType, EndReason, RunStatus
 from agent_core.types.storage import StorageRecord
@@ -28,7 +28,7 @@ _ENUM_COLUMNS: dict[str, dict[str, type[Enum]]] = {
 
 def invalid(message: str) -> AgentCoreError:
     """A ``validation_error`` for a bad storage argument."""
-    return AgentCoreError(ErrorCode.validation_error, message)
+    return InvalidArgumentError(ErrorCode.validation_error, message)
 
 
 def redact_record(record: R, redactor: Redactor) -> R:

@@ -22,7 +22,7 @@ from agent_core._storage.schema import (
     SCHEMA_MIGRATIONS_DDL,
     TOOL_CLAIMS_V5,
 )
-from agent_core.errors import ErrorCode, StorageError
+from agent_core.errors import ErrorCode, MigrationError
 from agent_core.types.base import format_ts
 
 log = logging.getLogger(__name__)
@@ -68,12 +68,12 @@ async def apply_migrations(
     """Applies the missing migrations on ``conn`` (autocommit mode); returns the versions applied."""
     versions = [m.version for m in migrations]
     if versions != sorted(set(versions)):
-        raise StorageError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
+        raise MigrationError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
     try:
         await conn.execute_fetchall(SCHEMA_MIGRATIONS_DDL)
         done = await applied_versions(conn)
     except Exception as exc:
-        raise StorageError(
+        raise MigrationError(
             ErrorCode.migration_failed, f"cannot read schema_migrations: {exc}", cause=exc
         ) from exc
     applied: list[int] = []
@@ -100,7 +100,7 @@ async def apply_migrations(
                     await conn.execute_fetchall("ROLLBACK")
                 except Exception:  # the original error is what matters
                     log.debug("rollback after failed migration %s failed", migration.version)
-            raise StorageError(
+            raise MigrationError(
                 ErrorCode.migration_failed,
                 f"migration {migration.version} ({migration.description}) failed: {exc}",
                 details={"version": migration.version},

@@ -28,7 +28,7 @@ from agent_core._storage._reports import (
 )
 from agent_core._storage.decode import trusted
 from agent_core._storage.drafts import EventDraft, NodeDraft
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError, StorageError
 from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ContentBlock, content_list_adapter
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
@@ -37,7 +37,7 @@ from agent_core.types.runtime import Node, RuntimeEvent
 
 
 def _invalid(message: str) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message)
+    return InvalidArgumentError(ErrorCode.validation_error, message)
 
 
 def _unserialisable(what: str, exc: BaseException) -> StorageError:

@@ -47,7 +47,7 @@ from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraf
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
 from agent_core._storage.writer import Txn, TxnQueue
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import AgentCoreError, ErrorCode, NotFoundError, SessionNotFoundError, StorageError
 from agent_core.types.base import format_ts
 from agent_core.types.enums import RunStatus
 from agent_core.types.mappers import record_from_row
@@ -256,7 +256,7 @@ class SqlSessionStore(ABC):
     def _merge_run_metadata(self, txn: Txn, run_id: str, key: str, value: Any) -> None:
         found = txn.fetchall(f"SELECT metadata_json FROM runs WHERE run_id = ?{self.ROW_LOCK}", (run_id,))
         if not found:
-            raise invalid(f"unknown run {run_id!r}")
+            raise NotFoundError(ErrorCode.validation_error, f"unknown run {run_id!r}")
         meta = json.loads(found[0][0] or "{}")
         meta[key] = value
         fields = {"metadata_json": meta}
@@ -310,7 +310,11 @@ class SqlSessionStore(ABC):
         if session_id in self._caches.known_sessions:
             return
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-            raise invalid(f"unknown session {session_id!r}")
+            raise SessionNotFoundError(
+                ErrorCode.validation_error,
+                f"unknown session {session_id!r}",
+                details={"session_id": session_id},
+            )
         sid = session_id
         txn.after_commit(lambda: self._caches.known_sessions.add(sid))
 
@@ -488,7 +492,11 @@ class SqlSessionStore(ABC):
         sql = self._caches.session_sql(session_id)
         if session_id not in self._caches.known_sessions:
             if not await self._read("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
-                raise invalid(f"unknown session {session_id!r}")
+                raise SessionNotFoundError(
+                    ErrorCode.validation_error,
+                    f"unknown session {session_id!r}",
+                    details={"session_id": session_id},
+                )
             self._caches.known_sessions.add(session_id)
         return sql
 
@@ -559,7 +567,9 @@ class SqlSessionStore(ABC):
         sql = await self._require_session(session_id)
         path = await self._nodes(session_id, sql.node_path, (node_id,))
         if not path:
-            raise invalid(f"unknown node {node_id!r} in session {session_id!r}")
+            raise NotFoundError(
+                ErrorCode.validation_error, f"unknown node {node_id!r} in session {session_id!r}"
+            )
         return path
 
     async def find_node_session(self, node_id: str) -> str | None:

@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 from agent_core._tasks.models import TaskStep
 from agent_core._tasks.scope import TaskCaller, WorkerTaskScope
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, PermissionDeniedError
 from agent_core.types.enums import AgentRole
 
 
 def require_orchestrator(caller: TaskCaller) -> None:
     if caller.role != AgentRole.orchestrator:
-        raise AgentCoreError(ErrorCode.permission_denied, "only the Orchestrator may do this")
+        raise PermissionDeniedError(ErrorCode.permission_denied, "only the Orchestrator may do this")
 
 
 def require_board_role(caller: TaskCaller) -> WorkerTaskScope | None:
@@ -25,13 +25,13 @@ def require_board_role(caller: TaskCaller) -> WorkerTaskScope | None:
         return None
     if caller.role == AgentRole.worker and caller.worker_scope is not None:
         return caller.worker_scope
-    raise AgentCoreError(ErrorCode.permission_denied, "this run has no Task scope")
+    raise PermissionDeniedError(ErrorCode.permission_denied, "this run has no Task scope")
 
 
 def require_dispatch_task(scope: WorkerTaskScope | None, task_id: str) -> None:
     """A worker run may only use the Task it was dispatched for."""
     if scope is not None and scope.task_id != task_id:
-        raise AgentCoreError(
+        raise PermissionDeniedError(
             ErrorCode.permission_denied, f"this worker run may only use Task {scope.task_id!r}"
         )
 

@@ -41,7 +41,7 @@ from agent_core._tasks.models import (
     TaskSummaryPayload,
     TaskWalEvent,
 )
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError, StepNotFoundError, TaskError
 from agent_core.types.enums import StepStatus, TaskStatus
 
 _UPDATABLE = (
@@ -104,10 +104,10 @@ def created_step(snapshot: dict[str, Any], created_at: str) -> TaskStep:
     return step
 
 
-class IllegalTransition(AgentCoreError):
-    """A record (or operation) that is not legal in the current DAG state."""
-
-    default_code = ErrorCode.validation_error
+class IllegalTransition(InvalidArgumentError):
+    """A record (or operation) that is not legal in the current DAG state (``validation_error``; an
+    unknown step is a :class:`~agent_core.errors.StepNotFoundError`, a cycle a ``dependency_cycle``
+    :class:`~agent_core.errors.TaskError`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -570,7 +570,7 @@ class TaskDag:
     def _op_step(self, step_id: str) -> TaskStep:
         step = self._steps.get(step_id)
         if step is None:
-            raise IllegalTransition(ErrorCode.step_not_found, f"unknown step {step_id!r}")
+            raise StepNotFoundError(ErrorCode.step_not_found, f"unknown step {step_id!r}")
         return step
 
     def _check_structure(self) -> None:
@@ -583,7 +583,7 @@ class TaskDag:
                     )
         cycle = find_cycle(self.task.steps)
         if cycle is not None:
-            raise IllegalTransition(
+            raise TaskError(
                 ErrorCode.dependency_cycle,
                 f"dependency cycle: {' -> '.join(cycle)}",
                 details={"cycle": cycle},

@@ -44,7 +44,7 @@ from agent_core._tasks.models import (
     TaskWalEvent,
     make_wal_event,
 )
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, error_for
 from agent_core.types.base import StrictModel, format_ts_ms, parse_ts
 from agent_core.types.enums import StepStatus, TaskStatus
 
@@ -59,7 +59,7 @@ WORKER_END_REASONS = (
 
 def error(code: ErrorCode, message: str, **details: Any) -> AgentCoreError:
     """A business error carrying ``details`` (the pipeline turns it into an error result)."""
-    return AgentCoreError(code, message, details=details)
+    return error_for(code, message, details=details)
 
 
 def lease_until(now: datetime, lease_ms: int) -> str:

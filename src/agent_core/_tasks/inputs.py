@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, Validati
 
 from agent_core._tasks.models import NonEmptyStr, TaskIdStr
 from agent_core._tasks.tool_definitions import MAX_OPERATIONS, MAX_PAGE
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.types.base import StrictModel
 from agent_core.types.enums import StepStatus, TaskStatus
 
@@ -206,7 +206,7 @@ class TaskUpdateInput(StrictModel):
             try:
                 parsed.append(operation_adapter.validate_python(raw))
             except ValidationError as exc:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"operation {index} is invalid: {_first_error(exc)}",
                     details={"op_index": index, "errors": validation_errors(exc)},
@@ -280,7 +280,7 @@ def parse_input(model: type[M], arguments: dict[str, Any]) -> M:
     try:
         return model.model_validate(cleaned)
     except ValidationError as exc:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"invalid arguments: {_first_error(exc)}",
             details={"errors": validation_errors(exc)},

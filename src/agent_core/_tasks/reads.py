@@ -32,7 +32,7 @@ from agent_core._tasks.scope import TaskCaller
 from agent_core._tasks.store import EmitFn, TaskEntry, TaskStore, TerminalTask
 from agent_core._tasks.views import inspect_task, step_view, task_summary, task_view, unavailable_view
 from agent_core._tasks.wal import WalReplayError
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError, PermissionDeniedError
 from agent_core.types.base import parse_ts
 from agent_core.types.enums import AgentRole, StepStatus, TaskStatus
 from agent_core.types.runtime import TaskInspectView
@@ -161,7 +161,7 @@ class TaskReads:
         if inp.statuses and not inp.include_terminal_steps:
             closed = [s.value for s in inp.statuses if s in CLOSED_STEP_STATUSES]
             if closed:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"statuses {closed} need include_terminal_steps=true",
                     details={"statuses": closed},
@@ -174,7 +174,7 @@ class TaskReads:
             and inp.worker_pool_id is not None
             and inp.worker_pool_id != scope.worker_pool_id
         ):
-            raise AgentCoreError(ErrorCode.permission_denied, "a worker may only query its own pool")
+            raise PermissionDeniedError(ErrorCode.permission_denied, "a worker may only query its own pool")
         dag, read_only = await self._readable(target, caller, emit)
         if inp.statuses is not None:
             wanted = set(inp.statuses)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_core._tasks.dag import Actor
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InternalError
 from agent_core.tools.context import RunScope
 from agent_core.types.enums import AgentRole
 
@@ -53,7 +53,7 @@ class WorkerTaskScope:
         if raw is None or isinstance(raw, WorkerTaskScope):
             return raw
         if not isinstance(raw, Mapping):
-            raise AgentCoreError(ErrorCode.internal_error, "malformed task_scope in the run scope")
+            raise InternalError(ErrorCode.internal_error, "malformed task_scope in the run scope")
         allowed = raw.get("allowed_step_ids")
         try:
             return cls(
@@ -63,7 +63,7 @@ class WorkerTaskScope:
                 allowed_step_ids=tuple(dict.fromkeys(allowed)) if allowed is not None else None,
             )
         except KeyError as exc:
-            raise AgentCoreError(ErrorCode.internal_error, f"task_scope lacks {exc.args[0]!r}") from exc
+            raise InternalError(ErrorCode.internal_error, f"task_scope lacks {exc.args[0]!r}") from exc
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,7 +55,16 @@ from agent_core._tasks.views import (
 )
 from agent_core._tasks.wal import WalAppendError, WalWriter
 from agent_core._tasks.worker_runs import WorkerRuns
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    StepNotFoundError,
+    StorageError,
+    TaskError,
+)
 from agent_core.tools._paths import project_side_dir
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole, TaskStatus
@@ -155,10 +164,12 @@ class TaskService:
         if inp.task_id in self.store.active or any(
             e.details.get("task_id") == inp.task_id for e in self.store.unavailable.values()
         ):
-            raise AgentCoreError(ErrorCode.validation_error, f"an active Task {inp.task_id!r} already exists")
+            raise InvalidArgumentError(
+                ErrorCode.validation_error, f"an active Task {inp.task_id!r} already exists"
+            )
         path = self.store.session_dir / file_name
         if await self.store.writer.offload(lambda: self.store.writer.exists(path)):
-            raise AgentCoreError(ErrorCode.path_conflict, f"a Task WAL named {file_name} already exists")
+            raise FileOperationError(ErrorCode.path_conflict, f"a Task WAL named {file_name} already exists")
         records = decide_create(
             session_id=self.store.session_id,
             task_id=inp.task_id,
@@ -284,7 +295,7 @@ class TaskService:
         """``agent.task_claim_step`` with the check order of task-board.md §5.8."""
         scope = caller.worker_scope
         if caller.role != AgentRole.worker or scope is None:
-            raise AgentCoreError(ErrorCode.permission_denied, "only worker runs claim steps")
+            raise PermissionDeniedError(ErrorCode.permission_denied, "only worker runs claim steps")
         require_dispatch_task(scope, inp.task_id)
         await self.store.load()
         entry = await self.store.mutable(inp.task_id)
@@ -292,7 +303,7 @@ class TaskService:
         async with entry.lock:
             await self.store.recheck(entry)
             if entry.terminating or entry.dag.status == TaskStatus.blocked:
-                raise AgentCoreError(
+                raise TaskError(
                     ErrorCode.task_not_dispatchable,
                     f"Task {inp.task_id} is {entry.dag.status}; no claims now",
                 )
@@ -340,7 +351,7 @@ class TaskService:
         entry = await self.store.mutable(inp.task_id)
         require_dispatch_task(scope, inp.task_id)
         if entry.dag.step(inp.step_id) is None:
-            raise AgentCoreError(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}")
+            raise StepNotFoundError(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}")
         await self._check_artifacts(inp.artifact_ids or [])
         async with entry.lock:
             await self.store.recheck(entry)
@@ -369,11 +380,11 @@ class TaskService:
             try:
                 validate_id(artifact_id, "artifact_")
             except AgentCoreError as exc:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error, f"invalid artifact id {artifact_id!r}"
                 ) from exc
             if self._artifact_exists is not None and not await self._artifact_exists(artifact_id):
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error,
                     f"artifact {artifact_id!r} does not exist in this session",
                     details={"artifact_id": artifact_id},

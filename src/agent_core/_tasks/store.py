@@ -29,7 +29,14 @@ from agent_core._tasks.inputs import dedupe
 from agent_core._tasks.models import HELD_STEP_STATUSES, TaskWalEvent
 from agent_core._tasks.views import inspect_task, mirror_event, unavailable_view
 from agent_core._tasks.wal import ReplayOutcome, WalAppendError, WalReplayError, WalWriter
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InternalError,
+    TaskError,
+    TaskNotFoundError,
+    TaskWalUnavailableError,
+)
 from agent_core.types.base import utc_now
 from agent_core.types.enums import TaskStatus
 from agent_core.types.runtime import TaskInspectView
@@ -197,7 +204,7 @@ class TaskStore:
         except WalAppendError as exc:
             if exc.unavailable:
                 self.active.pop(entry.dag.task_id, None)
-                self.unavailable[entry.path] = AgentCoreError(
+                self.unavailable[entry.path] = TaskWalUnavailableError(
                     ErrorCode.task_wal_unavailable,
                     f"Task {entry.dag.task_id} is unavailable: its WAL could not be restored after a failed append",
                     details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
@@ -209,14 +216,12 @@ class TaskStore:
                 entry.dag.apply(record)
         except AgentCoreError as exc:  # pragma: no cover - decisions validate on a copy first
             self.active.pop(entry.dag.task_id, None)
-            self.unavailable[entry.path] = AgentCoreError(
+            self.unavailable[entry.path] = TaskWalUnavailableError(
                 ErrorCode.task_wal_unavailable,
                 f"Task {entry.dag.task_id} is unavailable: a committed record could not be applied",
                 details={"task_id": entry.dag.task_id, "wal_path": str(entry.path)},
             )
-            raise AgentCoreError(
-                ErrorCode.internal_error, f"inconsistent Task commit: {exc.message}"
-            ) from exc
+            raise InternalError(ErrorCode.internal_error, f"inconsistent Task commit: {exc.message}") from exc
         self.remember(records)
         if entry.dag.task.terminal:
             self.active.pop(entry.dag.task_id, None)
@@ -296,7 +301,7 @@ class TaskStore:
             return entry
         for path, err in self.unavailable.items():
             if err.details.get("task_id") == task_id:
-                raise AgentCoreError(
+                raise TaskWalUnavailableError(
                     ErrorCode.task_wal_unavailable,
                     f"Task {task_id} is unavailable: {err.message}",
                     details={"task_id": task_id, "wal_path": str(path), "error": err.message},
@@ -313,7 +318,7 @@ class TaskStore:
             return entry
         if found is not None:
             return self.tombstones.setdefault(task_id, found)
-        raise AgentCoreError(ErrorCode.task_not_found, f"no Task {task_id!r} in this session")
+        raise TaskNotFoundError(ErrorCode.task_not_found, f"no Task {task_id!r} in this session")
 
     def _find_terminal(
         self, task_id: str, taken: set[Path], known: dict[Path, str | None]
@@ -355,7 +360,7 @@ class TaskStore:
     async def mutable(self, task_id: str) -> TaskEntry:
         target = await self.resolve(task_id)
         if isinstance(target, TerminalTask):
-            raise AgentCoreError(
+            raise TaskError(
                 ErrorCode.task_terminal, f"Task {task_id} is {target.status}; it accepts no further changes"
             )
         return target
@@ -368,7 +373,7 @@ class TaskStore:
             self._catch_up(entry, await self.writer.offload(lambda: self.writer.records_after(path, after)))
         if self.active.get(entry.dag.task_id) is not entry:
             await self.mutable(entry.dag.task_id)
-            raise AgentCoreError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
+            raise TaskError(ErrorCode.task_terminal, f"Task {entry.dag.task_id} is terminal")
 
     def _catch_up(self, entry: TaskEntry, records: list[TaskWalEvent]) -> None:
         """Applies ``records``, which other processes committed since this process last saw ``entry``'s
@@ -380,7 +385,7 @@ class TaskStore:
                 entry.dag.apply(record)
         except AgentCoreError as exc:
             self.active.pop(entry.dag.task_id, None)
-            self.unavailable[entry.path] = AgentCoreError(
+            self.unavailable[entry.path] = TaskWalUnavailableError(
                 ErrorCode.task_wal_unavailable,
                 f"Task {entry.dag.task_id} is unavailable: a record of another process does not apply: "
                 f"{exc.message}",

@@ -33,7 +33,13 @@ from agent_core._tasks.scope import TaskCaller
 from agent_core._tasks.service import TaskService
 from agent_core._tasks.store import EmitFn
 from agent_core._tasks.tool_definitions import task_tool_definitions
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InternalError,
+    PermissionDeniedError,
+    ToolNotAvailableError,
+)
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, MessageRole, NodeType
@@ -107,7 +113,7 @@ class TaskToolAdapter:
         else:
             handler = self._handlers.get(call.name)
             if handler is None:
-                raise AgentCoreError(
+                raise ToolNotAvailableError(
                     ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
                 )
             service = await self._services.get(ctx.session_id)
@@ -125,11 +131,11 @@ class TaskToolAdapter:
         """``agent.task_template``: a ``task_instruction`` context node; no Task, no WAL (context.md §12)."""
         inp = parse_input(TaskTemplateInput, call.arguments)
         if caller.role != AgentRole.orchestrator:
-            raise AgentCoreError(ErrorCode.permission_denied, "only the Orchestrator designs Tasks")
+            raise PermissionDeniedError(ErrorCode.permission_denied, "only the Orchestrator designs Tasks")
         try:
             asset = self._load_template(TASK_TEMPLATE_ASSET)
         except AgentCoreError as exc:
-            raise AgentCoreError(
+            raise InternalError(
                 ErrorCode.internal_error, f"cannot load {TASK_TEMPLATE_ASSET}: {exc.message}"
             ) from exc
         text = asset.text.rstrip("\n")

@@ -8,7 +8,7 @@ from typing import Any
 from agent_core._events import payloads as ev
 from agent_core._tasks.dag import TaskDag
 from agent_core._tasks.models import CLOSED_STEP_STATUSES, HELD_STEP_STATUSES, TaskStep, TaskWalEvent
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, TaskWalUnavailableError
 from agent_core.types.runtime import TaskInspectView
 
 
@@ -122,7 +122,7 @@ def unavailable_view(
     path: Path, err: AgentCoreError, events: list[dict[str, Any]] | None = None
 ) -> TaskInspectView:
     """The inspect view of a WAL that cannot be replayed (``error`` = ``task_wal_unavailable``)."""
-    payload = AgentCoreError(
+    payload = TaskWalUnavailableError(
         ErrorCode.task_wal_unavailable, err.message, details=dict(err.details)
     ).to_payload()
     task_id = err.details.get("task_id")

@@ -31,7 +31,13 @@ from agent_core._tasks.models import (
 )
 from agent_core._tasks.wal_files import WAL_SUFFIX
 from agent_core._tasks.wal_files import list_wal_files as list_wal_files
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InvalidArgumentError,
+    StorageError,
+)
 from agent_core.types.enums import TaskStatus
 
 T = TypeVar("T")
@@ -48,7 +54,7 @@ def normalize_wal_name(candidate: str) -> str:
     """
     name = candidate[: -len(WAL_SUFFIX)] if candidate.endswith(WAL_SUFFIX) else candidate
     if not name or len(name) > MAX_WAL_NAME or not set(name) <= _NAME_CHARS:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"invalid wal_name {candidate!r}: use 1-{MAX_WAL_NAME} characters of a-z, 0-9, '-', '_' "
             f"(an optional {WAL_SUFFIX} suffix is stripped)",
@@ -103,7 +109,7 @@ class WalWriter:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
             except FileExistsError as exc:
-                raise AgentCoreError(
+                raise FileOperationError(
                     ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists", cause=exc
                 ) from exc
             except OSError as exc:

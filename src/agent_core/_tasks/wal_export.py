@@ -13,7 +13,7 @@ from pathlib import Path
 from agent_core._ids import validate_session_id
 from agent_core._tasks.wal import WalWriter
 from agent_core._tasks.wal_files import WAL_SUFFIX
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import ErrorCode, StorageError, error_for
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def export_wal(
     names = [w.name for w in wals]
     if name is None:
         if len(wals) != 1:
-            raise AgentCoreError(
+            raise error_for(
                 ErrorCode.task_not_found if not wals else ErrorCode.validation_error,
                 f"session {session_id} has no Task WAL"
                 if not wals
@@ -68,7 +68,7 @@ def export_wal(
         wanted = name if name.endswith(WAL_SUFFIX) else name + WAL_SUFFIX
         matches = [w for w in wals if w.name == wanted] or [w for w in wals if w.task_id == name]
         if len(matches) != 1:
-            raise AgentCoreError(
+            raise error_for(
                 ErrorCode.task_not_found if not matches else ErrorCode.validation_error,
                 f"no Task WAL {name!r} in session {session_id} (its WALs: {', '.join(names) or 'none'})"
                 if not matches

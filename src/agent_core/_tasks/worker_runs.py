@@ -14,7 +14,13 @@ from agent_core._tasks.decide import decide_run_end
 from agent_core._tasks.inputs import dedupe
 from agent_core._tasks.models import TaskStep, TaskWalEvent
 from agent_core._tasks.store import EmitFn, TaskStore, TerminalTask
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    TaskError,
+)
 from agent_core.types.enums import TaskStatus
 
 logger = logging.getLogger("agent_core._tasks")
@@ -65,20 +71,20 @@ class WorkerRuns:
         target = await self._store.resolve(task_id)
         if isinstance(target, TerminalTask) or target.terminating or target.dag.status == TaskStatus.blocked:
             status = target.status if isinstance(target, TerminalTask) else target.dag.status
-            raise AgentCoreError(
-                ErrorCode.task_not_dispatchable, f"Task {task_id} is {status}; not dispatchable"
-            )
+            raise TaskError(ErrorCode.task_not_dispatchable, f"Task {task_id} is {status}; not dispatchable")
         pool = worker_pool_id or self._pools.default_pool_id()
         if worker_pool_id is not None and not self._pools.pool_ok(worker_pool_id):
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown worker_pool_id {worker_pool_id!r}")
+            raise InvalidArgumentError(
+                ErrorCode.validation_error, f"unknown worker_pool_id {worker_pool_id!r}"
+            )
         allowed: tuple[str, ...] | None = None
         if allowed_step_ids is not None:
             if not allowed_step_ids:
-                raise AgentCoreError(ErrorCode.validation_error, "allowed_step_ids must not be empty")
+                raise InvalidArgumentError(ErrorCode.validation_error, "allowed_step_ids must not be empty")
             allowed = tuple(dedupe(allowed_step_ids))
             unknown = [s for s in allowed if target.dag.step(s) is None]
             if unknown:
-                raise AgentCoreError(
+                raise InvalidArgumentError(
                     ErrorCode.validation_error, f"unknown step ids {unknown}", details={"step_ids": unknown}
                 )
             default_pool = self._pools.default_pool_id()
@@ -88,7 +94,7 @@ class WorkerRuns:
                 if step is not None and (step.worker_pool_id or default_pool) != pool:
                     foreign.append(step_id)
             if foreign:
-                raise AgentCoreError(
+                raise PermissionDeniedError(
                     ErrorCode.permission_denied,
                     f"steps {foreign} belong to another worker pool",
                     details={"step_ids": foreign},

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from agent_core.config.model import ModelProfile, ResolvedModelConfig, RetryConfig
 from agent_core.config.schema import PROFILE_NAME, Settings, format_validation_error
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import ConfigError, ErrorCode, InternalError
 
 if TYPE_CHECKING:
     from agent_core.config.loaded import LoadedConfig
@@ -121,7 +121,7 @@ def resolve_model(
     ``agent definition x: model_profile``); it appears in ``source`` and in error messages.
     """
     if purpose not in PURPOSES:
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error, f"unknown model purpose {purpose!r}; expected one of {sorted(PURPOSES)}"
         )
     settings, config_path = _unpack(config)
@@ -163,7 +163,7 @@ def resolve_purpose_model(config: LoadedConfig | Settings, purpose: str) -> Reso
         "memory_recall": settings.memory.recall_model_profile,
     }
     if purpose not in refs:
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error,
             f"purpose {purpose!r} has no config-level profile; resolve it with resolve_model(profile=...)",
         )

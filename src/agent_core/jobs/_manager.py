@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._storage.drafts import EventDraft
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, NotFoundError
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
 from agent_core.tools._normalize import exception_result, normalize_return
 from agent_core.tools.context import ToolContext
@@ -337,7 +337,7 @@ class JobManager:
         await self.recover()
         record = await self.store.get(job_id)
         if record is None or record.session_id != session_id:
-            raise AgentCoreError(
+            raise NotFoundError(
                 ErrorCode.validation_error, f"unknown background job {job_id!r}", details={"job_id": job_id}
             )
         out: dict[str, Any] = {

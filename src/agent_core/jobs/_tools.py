@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.jobs._manager import JobManager
 from agent_core.tools.context import ToolContext
 from agent_core.types.content import JsonBlock
@@ -51,7 +51,7 @@ class JobToolsAdapter:
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         job_id = call.arguments.get("job_id")
         if not isinstance(job_id, str) or not job_id:
-            raise AgentCoreError(ErrorCode.validation_error, "job_id must be a non-empty string")
+            raise InvalidArgumentError(ErrorCode.validation_error, "job_id must be a non-empty string")
         if call.name == JOB_STATUS.name:
             data = await self.jobs.status(job_id, ctx.session_id)
         else:

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Final
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, NotFoundError
 from agent_core.types.permissions import PermissionDecision
 
 
@@ -76,7 +76,7 @@ class DeferredAnswers:
         """Resolves a pending request; ``validation_error`` when it is not pending."""
         future = self._pending.get(request_id)
         if future is None or future.done():
-            raise AgentCoreError(
+            raise NotFoundError(
                 ErrorCode.validation_error,
                 f"permission request {request_id!r} is not pending (unknown, already answered or abandoned)",
                 details={"request_id": request_id},

@@ -12,7 +12,13 @@ import re
 from collections.abc import Mapping
 
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ConfigError,
+    ErrorCode,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+)
 from agent_core.providers.base import ProviderAdapter, ProviderFactory
 
 PROVIDER_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -57,14 +63,22 @@ class ProviderRegistry:
             self.register(key, factory)
 
     def register(self, key: str, factory: ProviderFactory) -> None:
-        """Adds or replaces ``key``; a bad key or a non-callable factory is a ``config_error``."""
-        if not isinstance(key, str) or not PROVIDER_KEY.match(key):
-            raise ConfigError(
-                ErrorCode.config_error,
+        """Adds or replaces ``key``. Misuse is a ``validation_error``: a key that is not a str or a
+        non-callable factory raises :class:`~agent_core.errors.InvalidArgumentTypeError` (a ``TypeError``),
+        a malformed key :class:`~agent_core.errors.InvalidArgumentError` (a ``ValueError``)."""
+        if not isinstance(key, str):
+            raise InvalidArgumentTypeError(
+                ErrorCode.validation_error, f"a provider key must be a str, not {type(key).__name__}"
+            )
+        if not PROVIDER_KEY.match(key):
+            raise InvalidArgumentError(
+                ErrorCode.validation_error,
                 f"invalid provider key {key!r}: must match {PROVIDER_KEY.pattern}",
             )
         if not callable(factory):
-            raise ConfigError(ErrorCode.config_error, f"provider factory for {key!r} is not callable")
+            raise InvalidArgumentTypeError(
+                ErrorCode.validation_error, f"provider factory for {key!r} is not callable"
+            )
         self._factories[key] = factory
 
     def ensure_builtins(self) -> None:

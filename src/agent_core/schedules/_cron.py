@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 
 
 def validate_cron(expr: str) -> str:
@@ -16,7 +16,7 @@ def validate_cron(expr: str) -> str:
 
     text = " ".join(expr.split())
     if not text or not croniter.is_valid(text):
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"invalid cron expression {expr!r} (five fields: minute hour day-of-month month day-of-week)",
             details={"cron": expr},

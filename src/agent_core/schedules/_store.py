@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_core._ids import new_id, validate_session_id
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.writer import Txn
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError, NotFoundError
 from agent_core.schedules._cron import next_after, validate_cron
 from agent_core.types.base import FrozenModel, format_ts, parse_ts
 
@@ -71,7 +71,7 @@ class ScheduleStore:
         expr = validate_cron(cron)
         storage = await self._get_storage()
         if not message.strip():
-            raise AgentCoreError(ErrorCode.validation_error, "the schedule message must not be empty")
+            raise InvalidArgumentError(ErrorCode.validation_error, "the schedule message must not be empty")
         if session_id is not None:
             validate_session_id(session_id)
         schedule = Schedule(
@@ -128,7 +128,7 @@ class ScheduleStore:
             return txn.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,))
 
         if await (await self._get_storage()).write(op) == 0:
-            raise AgentCoreError(
+            raise NotFoundError(
                 ErrorCode.validation_error,
                 f"unknown schedule {schedule_id!r}",
                 details={"schedule_id": schedule_id},

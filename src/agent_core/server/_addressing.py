@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.types.content import JsonBlock, TextBlock
 from agent_core.types.runtime import UserMessage
 from agent_core.types.workers import WorkerView
@@ -34,7 +34,7 @@ def addressed_workers(text: str, workers: list[WorkerView]) -> list[WorkerView]:
         candidates = [w for w in by_id.get(worker_id, []) if not pool_id or w.worker_pool_id == pool_id]
         if len(candidates) > 1:
             choices = [f"@{w.worker_pool_id}/{w.worker_agent_id}" for w in candidates]
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"@{worker_id} names a worker in several pools; write one of {', '.join(choices)}",
                 details={"mention": f"@{worker_id}", "choices": choices},

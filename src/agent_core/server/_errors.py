@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, error_for
 
 
 class ApiError(Exception):
@@ -17,7 +17,7 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.details = status, code, message, details or {}
 
     def response(self) -> JSONResponse:
-        payload = AgentCoreError(self.code, self.message, details=self.details).to_payload()
+        payload = error_for(self.code, self.message, details=self.details).to_payload()
         return JSONResponse({"error": payload.model_dump(mode="json")}, status_code=self.status)
 
 

@@ -13,7 +13,7 @@ from agent_core._api.runtime import AgentRuntime
 from agent_core._runtime.state import RunState
 from agent_core._storage.approvals import ApprovalStore
 from agent_core._storage.protocol import SessionStore
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InternalError
 from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
@@ -42,7 +42,7 @@ class ServerState:
     def storage(self) -> SessionStore:
         manager = self.runtime._manager
         if manager is None:
-            raise AgentCoreError(ErrorCode.internal_error, "the runtime is not open")
+            raise InternalError(ErrorCode.internal_error, "the runtime is not open")
         return manager.services.storage
 
     def live_runs(self) -> list[RunState]:

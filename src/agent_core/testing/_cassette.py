@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter, ValidationError
 
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError, InvalidArgumentTypeError
 from agent_core.providers.base import ProviderAdapter
 from agent_core.types.model import (
     ModelCompleted,
@@ -275,10 +275,12 @@ def record(
     elif callable(model):
         inner = model
     else:
-        raise AgentCoreError(ErrorCode.validation_error, "record() needs a test model or a provider factory")
+        raise InvalidArgumentTypeError(
+            ErrorCode.validation_error, "record() needs a test model or a provider factory"
+        )
     key = provider_key or getattr(model, "provider_key", None)
     if not isinstance(key, str) or not key:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, "record() needs provider_key= for a plain provider factory"
         )
     name = model_name or getattr(model, "model_name", None) or "test-model"
@@ -293,7 +295,7 @@ def replay(path: str | Path) -> Cassette:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"cannot read cassette {file}: {exc}",
             details={"path": str(file)},
@@ -313,7 +315,7 @@ def replay(path: str | Path) -> Cassette:
         except (ValidationError, KeyError, TypeError) as exc:
             problem = f"invalid interaction: {exc}"
     if problem is not None:
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error, f"invalid cassette {file}: {problem}", details={"path": str(file)}
         )
     return Cassette(

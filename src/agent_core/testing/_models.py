@@ -18,7 +18,7 @@ from typing import Any
 
 from agent_core._ids import new_id
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentTypeError
 from agent_core.testing._wire import split_text
 from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.model import (
@@ -151,7 +151,9 @@ class FunctionModel(InProcessModel):
     def __init__(self, fn: ReplyFunction, *, provider_key: str = DEFAULT_PROVIDER_KEY) -> None:
         super().__init__(provider_key=provider_key)
         if not callable(fn):
-            raise AgentCoreError(ErrorCode.validation_error, "FunctionModel needs a callable")
+            raise InvalidArgumentTypeError(
+                ErrorCode.validation_error, f"FunctionModel needs a callable, not {type(fn).__name__}"
+            )
         self.fn = fn
 
     async def reply(self, request: ModelRequest) -> ModelReply:
@@ -162,7 +164,7 @@ class FunctionModel(InProcessModel):
             return ModelReply(text=value)
         if isinstance(value, ModelReply):
             return value
-        raise AgentCoreError(
+        raise InvalidArgumentTypeError(
             ErrorCode.validation_error,
             f"FunctionModel function returned {type(value).__name__}; expected str or ModelReply",
         )

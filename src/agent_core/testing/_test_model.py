@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agent_core._loop._output import OUTPUT_TOOL_NAME
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.testing._models import DEFAULT_PROVIDER_KEY, CallTool, InProcessModel, ModelReply
 from agent_core.tools._schema import schema_errors
 from agent_core.types.model import ModelRequest
@@ -37,7 +37,7 @@ def example_value(schema: Mapping[str, Any]) -> Any:
         return [example_value(items) for _ in range(count)]
     if kind == "string":
         if "pattern" in schema:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 "TestModel cannot generate a string for a 'pattern' without 'examples' or 'default'",
                 details={"schema": dict(schema)},
@@ -51,7 +51,9 @@ def example_value(schema: Mapping[str, Any]) -> Any:
         return value if kind == "integer" else float(value)
     if kind == "boolean":
         return False
-    raise AgentCoreError(ErrorCode.validation_error, f"TestModel cannot generate a value of type {kind!r}")
+    raise InvalidArgumentError(
+        ErrorCode.validation_error, f"TestModel cannot generate a value of type {kind!r}"
+    )
 
 
 def tool_arguments(tool: ToolDefinition) -> dict[str, Any]:
@@ -59,7 +61,7 @@ def tool_arguments(tool: ToolDefinition) -> dict[str, Any]:
     value = example_value(tool.input_schema)
     errors = schema_errors(tool.input_schema, value)
     if errors or not isinstance(value, dict):
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"TestModel could not build valid arguments for {tool.name!r}: {errors}",
             details={"tool": tool.name, "errors": errors},

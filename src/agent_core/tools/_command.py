@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import (
+    ConfigError,
+    ErrorCode,
+    FileOperationError,
+    InternalError,
+    InvalidArgumentError,
+)
 
 KILL_GRACE_S = 2.0
 CAPTURE_CAP_BYTES = 64 * 1024 * 1024
@@ -151,7 +157,9 @@ def resolve_executable(name: str, *, cwd: Path, env: Mapping[str, str]) -> Path:
     """``argv[0]`` with a ``/`` resolves against ``cwd``; otherwise it is looked up in ``env["PATH"]``
     (``os.defpath`` when PATH is not passed). Not found / not an executable file → ``file_not_found``."""
     if not name or "\x00" in name:
-        raise AgentCoreError(ErrorCode.validation_error, "argv[0] must be a non-empty string without NUL")
+        raise InvalidArgumentError(
+            ErrorCode.validation_error, "argv[0] must be a non-empty string without NUL"
+        )
     if "/" in name:
         candidate = Path(os.path.normpath(os.path.join(os.fspath(cwd), name)))
         if candidate.is_file() and os.access(candidate, os.X_OK):
@@ -161,7 +169,7 @@ def resolve_executable(name: str, *, cwd: Path, env: Mapping[str, str]) -> Path:
         found = shutil.which(name, path=env.get("PATH", os.defpath))
         if found is not None:
             return Path(found)
-    raise AgentCoreError(
+    raise FileOperationError(
         ErrorCode.file_not_found,
         f"executable {name!r} not found" + ("" if "/" in name else " on the allowlisted PATH"),
         details={"executable": name},
@@ -355,9 +363,11 @@ async def run_process(
     given. Spawn failures raise ``file_not_found`` (missing executable/cwd) or ``internal_error``.
     """
     if (argv is None) == (shell_command is None):
-        raise AgentCoreError(ErrorCode.validation_error, "exactly one of argv and shell_command is required")
+        raise InvalidArgumentError(
+            ErrorCode.validation_error, "exactly one of argv and shell_command is required"
+        )
     if argv is not None and (not argv or any("\x00" in a for a in argv)):
-        raise AgentCoreError(ErrorCode.validation_error, "argv must be non-empty and free of NUL bytes")
+        raise InvalidArgumentError(ErrorCode.validation_error, "argv must be non-empty and free of NUL bytes")
     started = time.monotonic()
     if cancel_event is not None and cancel_event.is_set():
         return CommandOutcome(None, EMPTY_CAPTURE, EMPTY_CAPTURE, False, True, 0)
@@ -373,14 +383,14 @@ async def run_process(
             grace_s=kill_grace_s,
         )
     except FileNotFoundError as exc:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.file_not_found,
             f"cannot start command: {exc.strerror}: {exc.filename!r}",
             details={"executable": argv[0] if argv else None},
             cause=exc,
         ) from exc
     except OSError as exc:
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error, f"cannot start command: {exc.strerror or exc}", cause=exc
         ) from exc
 

@@ -44,7 +44,14 @@ from agent_core._redaction import Redactor
 from agent_core.config._json_file import read_json_file
 from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings, expand_placeholders, format_validation_error
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ConfigError,
+    ErrorCode,
+    FileOperationError,
+    InvalidArgumentError,
+    ToolNotAvailableError,
+)
 from agent_core.tools._command import (
     CommandOutcome,
     StreamCapture,
@@ -167,7 +174,9 @@ def render_args(templates: tuple[str, ...], arguments: dict[str, Any]) -> list[s
     rendered = [r for t in templates if (r := render_arg(t, arguments)) is not None]
     for index, value in enumerate(rendered):
         if "\x00" in value:
-            raise AgentCoreError(ErrorCode.validation_error, f"rendered argument {index} contains a NUL byte")
+            raise InvalidArgumentError(
+                ErrorCode.validation_error, f"rendered argument {index} contains a NUL byte"
+            )
     return rendered
 
 
@@ -369,7 +378,9 @@ class DeclarativeToolsAdapter:
     def tool(self, name: str) -> DeclarativeTool:
         found = self._tools.get(name)
         if found is None:
-            raise AgentCoreError(ErrorCode.tool_not_available, f"tool '{name}' is not a declarative tool")
+            raise ToolNotAvailableError(
+                ErrorCode.tool_not_available, f"tool '{name}' is not a declarative tool"
+            )
         return found
 
     def register(self, registry: ToolRegistry) -> None:
@@ -395,7 +406,7 @@ class DeclarativeToolsAdapter:
             required_by=f"declarative tool {tool.name} ({tool.source}, env_allowlist)",
         )
         if not tool.working_dir.is_dir():
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.file_not_found,
                 f"working_dir {tool.working_dir} of {tool.name} does not exist",
                 details={"working_dir": str(tool.working_dir)},

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from agent_core._dataclass import dataclass
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.types.enums import AgentRole
 from agent_core.types.tools import ToolDefinition
 
@@ -277,7 +277,7 @@ def validate_allowed_tools(
     names that are not registered.
     """
     if isinstance(allowed_tools, str) or not all(isinstance(n, str) for n in allowed_tools):
-        raise AgentCoreError(ErrorCode.validation_error, "allowed_tools must be a list of tool names")
+        raise InvalidArgumentError(ErrorCode.validation_error, "allowed_tools must be a list of tool names")
     names = list(dict.fromkeys(allowed_tools))
     registered = {d.name: apply_overrides(d, settings) for d in definitions}
     unknown = [n for n in names if n not in registered]
@@ -299,7 +299,7 @@ def validate_allowed_tools(
             parts.append(
                 "unavailable tool(s): " + ", ".join(f"{u['tool']} ({u['reason']})" for u in unavailable)
             )
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             "invalid allowed_tools: " + "; ".join(parts),
             details={"unavailable": unavailable, "unknown_tools": unknown},

@@ -28,7 +28,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from agent_core._dataclass import dataclass
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, FileOperationError, InvalidArgumentError
 from agent_core.tools._safe_fs import open_dir
 
 SKIP_DIRS: frozenset[str] = frozenset(
@@ -44,7 +44,7 @@ PROJECT_PLACEHOLDER = "<project>"
 
 
 def _invalid(message: str, raw: object) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message, details={"path": repr(raw)[:300]})
+    return InvalidArgumentError(ErrorCode.validation_error, message, details={"path": repr(raw)[:300]})
 
 
 def user_home() -> Path:
@@ -117,7 +117,7 @@ def _realpath(path: str) -> str:
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
                 raise _invalid("path name too long", path) from exc
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, f"cannot inspect path component {candidate!r}: {exc.strerror}"
             ) from exc
         if not stat.S_ISLNK(st.st_mode):
@@ -268,7 +268,7 @@ def project_side_dir(path: Path, project: Path, *, purpose: str, config_key: str
     inside = is_within(lexical, project_lexical) or is_within(lexical, project_resolved)
     if inside and not is_within(resolved, project_resolved):
         hint = f"; or set {config_key} to a directory of your choice" if config_key else ""
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.path_conflict,
             f"the {purpose} {lexical} resolves to {resolved}, outside the project {project_resolved} "
             f"(a symlink inside the project, e.g. .soong-agent, points elsewhere); remove the link{hint}",

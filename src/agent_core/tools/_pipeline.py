@@ -31,7 +31,7 @@ from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InternalError
 from agent_core.permissions._gate import GateOutcome, PendingAsk, PermissionGate, summarize_arguments
 from agent_core.tools import _outcome as outcome
 from agent_core.tools._effective import apply_overrides
@@ -405,7 +405,7 @@ class ToolExecutor:
             return await self._race(adapter_preflight(entry.adapter, call, ctx), turn)
         value = now(call, ctx)
         if not isinstance(value, Preflight):
-            raise AgentCoreError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
+            raise InternalError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
         return value
 
     async def _hook_denied(self, turn: _Turn, prep: _Prepared, hook: HookOutcome) -> CallOutcome:

@@ -26,7 +26,13 @@ import stat
 from pathlib import Path
 
 from agent_core._dataclass import dataclass
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InternalError,
+    InvalidArgumentError,
+)
 
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
 _DIR_FLAGS = _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -54,7 +60,7 @@ def identity(path: Path) -> FileIdentity | None:
 
 
 def changed(path: Path, what: str) -> AgentCoreError:
-    return AgentCoreError(
+    return FileOperationError(
         ErrorCode.path_conflict,
         f"{path} changed since it was checked ({what}); nothing was read or written, retry the call",
         details={"path": str(path), "reason": what},
@@ -62,12 +68,12 @@ def changed(path: Path, what: str) -> AgentCoreError:
 
 
 def _not_found(path: Path) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.file_not_found, f"not found: {path}", details={"path": str(path)})
+    return FileOperationError(ErrorCode.file_not_found, f"not found: {path}", details={"path": str(path)})
 
 
 def _components(path: Path) -> list[str]:
     if not path.is_absolute():
-        raise AgentCoreError(ErrorCode.internal_error, f"safe open needs an absolute path, got {path}")
+        raise InternalError(ErrorCode.internal_error, f"safe open needs an absolute path, got {path}")
     return [part for part in path.parts[1:] if part]
 
 
@@ -127,13 +133,13 @@ def open_file(path: Path, expect: FileIdentity | None) -> int:
         st = os.fstat(fd)
         _check_identity(path, st, expect)
         if stat.S_ISDIR(st.st_mode):
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"{path} is a directory (use code.list_dir)",
                 details={"path": str(path)},
             )
         if not stat.S_ISREG(st.st_mode):
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error, f"{path} is not a regular file", details={"path": str(path)}
             )
         os.set_blocking(fd, True)
@@ -208,7 +214,7 @@ def write_at(
         if stat.S_ISLNK(st.st_mode):
             raise changed(target, "it is now a symlink")
         if not stat.S_ISREG(st.st_mode):
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.path_conflict, f"{target} is not a regular file", details={"path": str(target)}
             )
         _check_identity(target, st, expect)

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
+from agent_core.errors import ErrorCode, InvalidArgumentError, SchemaError
 
 SUPPORTED_TYPES = frozenset({"object", "string", "number", "integer", "boolean", "array"})
 STRUCTURAL_KEYWORDS = frozenset({"type", "properties", "required", "items", "enum", "description"})
@@ -233,7 +233,7 @@ def strip_nulls(value: Any) -> Any:
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> dict[str, Any]:
     """Returns the null-stripped, validated arguments or raises ``validation_error`` with details.errors."""
     if not isinstance(arguments, dict):
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             "tool arguments must be a JSON object",
             details={"errors": [{"path": "$", "message": "expected an object"}]},
@@ -244,7 +244,7 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> dict[str, A
     if errors:
         shown = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
         more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise AgentCoreError(
+        raise InvalidArgumentError(
             ErrorCode.validation_error,
             f"invalid tool arguments: {shown}{more}",
             details={"errors": errors},

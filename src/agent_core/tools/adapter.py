@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Protocol, runtime_checkable
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, InternalError
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
@@ -42,7 +42,7 @@ async def adapter_preflight(adapter: Any, call: ToolCall, ctx: ToolContext) -> P
     if callable(hook):
         value = await _maybe_await(hook(call, ctx))
         if not isinstance(value, Preflight):
-            raise AgentCoreError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
+            raise InternalError(ErrorCode.internal_error, "adapter pre-flight returned no Preflight record")
         return value
     preflight = Preflight()
     for attr in ("target_scope", "target_paths", "network_host"):

@@ -30,7 +30,13 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent_core._dataclass import dataclass
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    ToolNotAvailableError,
+)
 from agent_core.tools._schema import check_schema, model_input_schema
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.context import ToolContext
@@ -116,7 +122,11 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 def _invalid(message: str, **details: Any) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message, details=details)
+    return InvalidArgumentError(ErrorCode.validation_error, message, details=details)
+
+
+def _wrong_type(message: str, **details: Any) -> AgentCoreError:
+    return InvalidArgumentTypeError(ErrorCode.validation_error, message, details=details)
 
 
 def pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:
@@ -199,7 +209,7 @@ def build_decorated_tool(
             parsed = model.model_validate(args)
         except ValidationError as exc:
             errors = pydantic_errors(exc)
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 "invalid tool arguments: " + "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5]),
                 details={"errors": errors},
@@ -244,7 +254,9 @@ class RegisteredTool:
 
 def check_canonical_name(name: Any, *, user: bool) -> str:
     """Validates a canonical name (and, for user registrations, the reserved namespaces)."""
-    if not isinstance(name, str) or not CANONICAL_NAME.fullmatch(name):
+    if not isinstance(name, str):
+        raise _wrong_type(f"a tool name must be a str, not {type(name).__name__}")
+    if not CANONICAL_NAME.fullmatch(name):
         raise _invalid(
             f"invalid tool name {name!r}: expected two or more dot-separated segments of [A-Za-z0-9_-]",
             tool=name,
@@ -269,9 +281,9 @@ class ToolRegistry:
     def register_tool(self, definition: ToolDefinition, handler: ToolHandler) -> None:
         """Registers one Python tool; ``handler(args, ctx)`` may be sync or async."""
         if not isinstance(definition, ToolDefinition):
-            raise _invalid("register_tool expects a ToolDefinition")
+            raise _wrong_type(f"register_tool expects a ToolDefinition, not {type(definition).__name__}")
         if not callable(handler):
-            raise _invalid(f"handler of tool {definition.name!r} is not callable", tool=definition.name)
+            raise _wrong_type(f"handler of tool {definition.name!r} is not callable", tool=definition.name)
         if "source" not in definition.metadata:
             definition = definition.model_copy(
                 update={"metadata": {**definition.metadata, "source": "python"}}
@@ -281,7 +293,7 @@ class ToolRegistry:
     def register_adapter(self, adapter: ToolAdapter, *, internal: bool = False) -> None:
         """Registers every definition of ``adapter``; ``internal=True`` is the runtime's privileged path."""
         if not isinstance(adapter, ToolAdapter):
-            raise _invalid(f"{type(adapter).__name__} does not implement the ToolAdapter protocol")
+            raise _wrong_type(f"{type(adapter).__name__} does not implement the ToolAdapter protocol")
         definitions = list(adapter.definitions())
         self._register(definitions, adapter, internal=internal, python=False)
 
@@ -331,7 +343,7 @@ class ToolRegistry:
         seen: set[str] = set()
         for definition in definitions:
             if not isinstance(definition, ToolDefinition):
-                raise _invalid(f"adapter {type(adapter).__name__} returned a non-ToolDefinition value")
+                raise _wrong_type(f"adapter {type(adapter).__name__} returned a non-ToolDefinition value")
             name = check_canonical_name(definition.name, user=not internal)
             if name in self._tools or name in seen:
                 raise _invalid(f"a tool named {name!r} is already registered", tool=name)
@@ -361,7 +373,7 @@ class ToolRegistry:
         """The registered definition; ``tool_not_available`` for an unknown name."""
         entry = self._tools.get(name)
         if entry is None:
-            raise AgentCoreError(ErrorCode.tool_not_available, f"tool '{name}' is not registered")
+            raise ToolNotAvailableError(ErrorCode.tool_not_available, f"tool '{name}' is not registered")
         return entry.definition
 
     def definitions(self) -> list[ToolDefinition]:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from agent_core._storage.writer import Txn, TxnQueue
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import ErrorCode, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -480,7 +480,7 @@ def dsn_from_env(environ: dict[str, str] | Any, dsn_env: str) -> str:
     """The DSN ``dsn_env`` holds; ``storage_error`` naming the config key when it is unset or empty."""
     dsn = environ.get(dsn_env)
     if not dsn:
-        raise AgentCoreError(
+        raise StorageError(
             ErrorCode.storage_error,
             f'storage.backend = "postgres" but the environment variable {dsn_env} ({DSN_CONFIG_KEY}) is not set',
             details={"config_key": DSN_CONFIG_KEY, "env": dsn_env},

@@ -38,7 +38,7 @@ from agent_core._storage.postgres.connection import (
     ReconnectPolicy,
     connect,
 )
-from agent_core.errors import ErrorCode, StorageError
+from agent_core.errors import ErrorCode, SessionBusyError
 from agent_core.types.base import format_ts
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class SessionLease:
     def owner(self) -> str:
         return self._owner
 
-    def lost_error(self, current: Sequence[Any] | None) -> StorageError:
+    def lost_error(self, current: Sequence[Any] | None) -> SessionBusyError:
         """``session_active`` for a write under this lost lease; ``current``: the lease row now, if read."""
         details: dict[str, Any] = {
             "session_id": self._session_id,
@@ -150,7 +150,7 @@ class SessionLease:
         if current is not None:
             details.update(current_owner=str(current[1]), current_epoch=int(current[0]))
             now = f" (now epoch {int(current[0])}, owner {current[1]})"
-        return StorageError(
+        return SessionBusyError(
             ErrorCode.session_active,
             f"session {self._session_id!r}: this process (owner {self._owner}) lost the session's lease "
             f"(epoch {self.epoch}) and another process took it over{now}; nothing was written, this run "

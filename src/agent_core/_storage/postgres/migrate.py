@@ -17,7 +17,7 @@ import psycopg
 
 from agent_core._storage.migrations import Migration
 from agent_core._storage.schema import SCHEMA_MIGRATIONS_DDL
-from agent_core.errors import ErrorCode, StorageError
+from agent_core.errors import ErrorCode, MigrationError, StorageError
 from agent_core.types.base import format_ts
 
 MIGRATION_LOCK = 0x50A6_0001
@@ -55,7 +55,7 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migr
     """Applies the missing migrations (runs on the connection thread); returns the versions applied."""
     versions = [m.version for m in migrations]
     if versions != sorted(set(versions)):
-        raise StorageError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
+        raise MigrationError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
     applied: list[int] = []
     with conn.cursor() as cur:
         try:
@@ -65,7 +65,7 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migr
             cur.execute("COMMIT")
         except psycopg.Error as exc:
             cur.execute("ROLLBACK")
-            raise StorageError(
+            raise MigrationError(
                 ErrorCode.migration_failed, f"cannot create schema_migrations: {exc}", cause=exc
             ) from exc
         for migration in migrations:
@@ -77,7 +77,7 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migr
                     cur.execute("COMMIT")
                     continue
                 if migration.step is not None:
-                    raise StorageError(
+                    raise MigrationError(
                         ErrorCode.migration_failed,
                         f"migration {migration.version} has a SQLite-only step; PostgreSQL cannot apply it",
                     )
@@ -95,7 +95,7 @@ def apply_pg_migrations(conn: psycopg.Connection[Any], migrations: Sequence[Migr
                     pass
                 if isinstance(exc, StorageError):
                     raise
-                raise StorageError(
+                raise MigrationError(
                     ErrorCode.migration_failed,
                     f"migration {migration.version} ({migration.description}) failed: {exc}",
                     details={"version": migration.version},

@@ -49,7 +49,13 @@ from agent_core._storage.postgres.task_wal import PgTaskWal
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.sql_store import SqlSessionStore, _ends_run
 from agent_core._storage.writer import Txn, wrap_storage_error
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    NotFoundError,
+    SessionNotFoundError,
+    StorageError,
+)
 from agent_core.types._results import DeleteCounts
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
 
@@ -322,7 +328,7 @@ class PostgresStorage(SqlSessionStore):
             if session_id is not None:
                 self._leases.fence(str(session_id), _first_row(txn), ending_run=ending_run)
             if txn.execute(statement, params) == 0:
-                raise invalid(f"unknown run {run_id!r}")
+                raise NotFoundError(ErrorCode.validation_error, f"unknown run {run_id!r}")
 
         await self._queue().submit(op)
 
@@ -342,7 +348,9 @@ class PostgresStorage(SqlSessionStore):
 
 def _lock_session(txn: Txn, session_id: str) -> None:
     if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE", (session_id,)):
-        raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+        raise SessionNotFoundError(
+            ErrorCode.validation_error, f"unknown session {session_id!r}", details={"session_id": session_id}
+        )
 
 
 def _first_row(txn: Txn) -> Callable[[str, Sequence[Any]], Sequence[Any] | None]:

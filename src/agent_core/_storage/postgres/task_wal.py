@@ -47,7 +47,13 @@ from agent_core._tasks.wal import (
     WalWriter,
     replay_bytes,
 )
-from agent_core.errors import AgentCoreError, ErrorCode, StorageError
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    SessionBusyError,
+    StorageError,
+)
 
 T = TypeVar("T")
 
@@ -91,7 +97,7 @@ class WalConflictError(WalAppendError):
         self.details.update({"conflict": True, "wal_path": str(path), "wal_seq": expected})
 
 
-class WalLeaseLostError(WalAppendError):
+class WalLeaseLostError(WalAppendError, SessionBusyError):
     """This process no longer holds the lease of the WAL's session (another process took it over);
     nothing was written. Code ``session_active``, with the lease's details."""
 
@@ -204,7 +210,7 @@ class PgTaskWal(WalWriter):
                 row = cur.fetchone()
                 found = int(row[0]) if row else 0
                 if creating and found:
-                    raise AgentCoreError(
+                    raise FileOperationError(
                         ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
                     )
                 if not creating and found != first - 1:
@@ -245,7 +251,7 @@ class PgTaskWal(WalWriter):
             pg.call_blocking(on_thread)
         except psycopg.errors.UniqueViolation as exc:
             if creating:
-                raise AgentCoreError(
+                raise FileOperationError(
                     ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists"
                 ) from exc
             raise WalConflictError(path, first, first) from exc

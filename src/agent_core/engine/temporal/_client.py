@@ -32,7 +32,7 @@ from agent_core.engine.temporal._payloads import (
 )
 from agent_core.engine.temporal._permissions import Answer, answer_pending
 from agent_core.engine.temporal._structured import record_output_schema, stored_output
-from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.errors import ConfigError, ErrorCode, InternalError, InvalidArgumentError
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EventType, RunStatus
 from agent_core.types.permissions import PermissionRequest
@@ -105,7 +105,7 @@ class TemporalEngine:
         assert state.message is not None
         message_json = state.message.model_dump_json()
         if len(message_json.encode()) > MAX_MESSAGE_BYTES:
-            raise AgentCoreError(
+            raise InvalidArgumentError(
                 ErrorCode.validation_error,
                 f"the message is {len(message_json.encode())} bytes; the temporal engine carries at most "
                 f"{MAX_MESSAGE_BYTES} bytes in a workflow input (store large content as an artifact)",
@@ -198,7 +198,7 @@ class TemporalEngine:
                     break
                 if result.done() and not await _terminal_soon(self.manager, state.run_id):
                     exc = result.exception()
-                    raise AgentCoreError(
+                    raise InternalError(
                         ErrorCode.internal_error,
                         f"the workflow of run {state.run_id} ended without finishing the run: "
                         f"{type(exc).__name__ if exc else 'no error'}: {exc}",

@@ -32,7 +32,12 @@ from agent_core.engine.temporal._live import LivePublisher
 from agent_core.engine.temporal._payloads import CallResult, Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    ErrorCode,
+    InternalError,
+    NotFoundError,
+    SessionNotFoundError,
+)
 from agent_core.tools._pipeline import StagedTurn
 from agent_core.types.content import ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.enums import AgentRole, AgentType, EndReason, MessageRole, RunMode, RunStatus
@@ -126,7 +131,7 @@ class RunContexts:
         storage = self.manager.services.storage
         run = await storage.get_run(run_id)
         if run is None or run.session_id != session_id:
-            raise AgentCoreError(
+            raise NotFoundError(
                 ErrorCode.validation_error, f"unknown run {run_id!r} in session {session_id!r}"
             )
         meta = json.loads(run.metadata_json or "{}")
@@ -137,7 +142,7 @@ class RunContexts:
         mode = RunMode(meta.get("mode", RunMode.normal.value))
         started = run.start_node_id is not None
         if message is None and not started:
-            raise AgentCoreError(
+            raise InternalError(
                 ErrorCode.internal_error, f"run {run_id!r} has no first nodes to continue from"
             )
         state = RunState(
@@ -194,7 +199,11 @@ class RunContexts:
         storage = self.manager.services.storage
         record = await storage.get_session(session_id)
         if record is None:
-            raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
+            raise SessionNotFoundError(
+                ErrorCode.validation_error,
+                f"unknown session {session_id!r}",
+                details={"session_id": session_id},
+            )
         root = await storage.get_agent(record.root_agent_id)
         mode = RunMode.orchestrator if root and root.agent_type == AgentType.orchestrator else RunMode.normal
         cursor = self._cursors.pop(session_id, None)

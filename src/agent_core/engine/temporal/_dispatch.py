@@ -34,7 +34,7 @@ from agent_core.engine.temporal._payloads import RunInput
 from agent_core.engine.temporal._queues import pool_task_queue
 from agent_core.engine.temporal._worker_handoff import charge_back, note_cancel, note_dispatch
 from agent_core.engine.temporal._worker_workflow import DISPATCH_WORKER, DispatchRequest
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InternalError
 from agent_core.types.content import ErrorPayload, text_of
 from agent_core.types.enums import AgentRole, MessageRole, RunStatus
 from agent_core.types.model import Usage
@@ -161,7 +161,7 @@ async def _closed(client: Client, workflow_id: str) -> str | None:
 def _ended_unfinished(workflow_id: str, status: str) -> AgentCoreError:
     """A child workflow that closed (failed, terminated, timed out) without ending its run: the run ends
     ``failed`` with ``internal_error``, as a local worker run whose task crashed outside its loop."""
-    return AgentCoreError(
+    return InternalError(
         ErrorCode.internal_error,
         f"the worker run's workflow {workflow_id} ended {status} before the run ended",
         details={"workflow_id": workflow_id, "workflow_status": status},

@@ -30,7 +30,7 @@ from agent_core._runtime.state import RunState, SessionState
 from agent_core._tasks import TaskCaller, WorkerTaskScope
 from agent_core.config.schema import worker_entries
 from agent_core.engine.temporal._worker_handoff import start_budget
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ConfigError, ErrorCode, InternalError
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
 from agent_core.types.content import TextBlock, text_of
@@ -57,10 +57,10 @@ async def worker_run_loop(
     agents = manager.features.children
     tasks = manager.features.tasks
     if not isinstance(agents, Agents) or not isinstance(tasks, TaskFeature):
-        raise AgentCoreError(ErrorCode.internal_error, "a worker run needs the multi-agent and Task features")
+        raise InternalError(ErrorCode.internal_error, "a worker run needs the multi-agent and Task features")
     definition = agents.registry.get(str(meta.get("agent_definition_id")))
     if definition is None:
-        raise AgentCoreError(
+        raise ConfigError(
             ErrorCode.config_error,
             f"worker run {run.run_id}: agent definition {meta.get('agent_definition_id')!r} is not known "
             "to this worker (its config and agent definitions must match the orchestrator's)",
@@ -71,7 +71,7 @@ async def worker_run_loop(
         None,
     )
     if entry is None:
-        raise AgentCoreError(
+        raise ConfigError(
             ErrorCode.config_error,
             f"worker {worker_id!r} of pool {pool_id!r} is not configured on this worker "
             "(agents.worker_pools must match the orchestrator's)",
@@ -178,7 +178,5 @@ async def _path(manager: RunManager, session: SessionState, run: RunRecord, star
     agent = await storage.get_agent(run.agent_id)
     root_id = json.loads(agent.metadata_json or "{}").get("root_node_id") if agent is not None else None
     if not isinstance(root_id, str):
-        raise AgentCoreError(
-            ErrorCode.internal_error, f"worker agent {run.agent_id} has no context tree root"
-        )
+        raise InternalError(ErrorCode.internal_error, f"worker agent {run.agent_id} has no context tree root")
     return await storage.node_path(session.session_id, root_id)

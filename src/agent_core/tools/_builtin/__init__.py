@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_core._redaction import Redactor, default_redactor
 from agent_core.config.schema import Settings
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InternalError, ToolNotAvailableError
 from agent_core.tools._builtin.base import CodeTool, ToolEnv, failure
 from agent_core.tools._builtin.edit_file import EditFileTool
 from agent_core.tools._builtin.list_dir import ListDirTool
@@ -80,7 +80,7 @@ class CodeToolsAdapter:
     def _tool(self, call: ToolCall) -> CodeTool:
         tool = self._tools.get(call.name)
         if tool is None:
-            raise AgentCoreError(
+            raise ToolNotAvailableError(
                 ErrorCode.tool_not_available, f"tool '{call.name}' is not served by the code tools adapter"
             )
         return tool
@@ -133,7 +133,7 @@ class CodeToolsAdapter:
         except AgentCoreError as exc:
             return failure(call, exc, self.redactor)
         except OSError as exc:
-            error = AgentCoreError(ErrorCode.internal_error, f"{call.name}: {exc.strerror or exc}", cause=exc)
+            error = InternalError(ErrorCode.internal_error, f"{call.name}: {exc.strerror or exc}", cause=exc)
             return failure(call, error, self.redactor)
 
     async def close(self) -> None:

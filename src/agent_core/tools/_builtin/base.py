@@ -19,7 +19,13 @@ from typing import Any, Protocol
 
 from agent_core._redaction import Redactor
 from agent_core.config.schema import ToolsSection
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+)
 from agent_core.tools._paths import (
     ResolvedTarget,
     SensitiveMatcher,
@@ -39,7 +45,7 @@ from agent_core.types.tools import ToolDefinition, ToolResult
 
 
 def invalid(message: str, **details: Any) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message, details=details)
+    return InvalidArgumentError(ErrorCode.validation_error, message, details=details)
 
 
 @dataclass(frozen=True)
@@ -229,14 +235,14 @@ def checked_target(raw: str, env: ToolEnv, ctx: ToolContext) -> ResolvedTarget:
         return target
     checked = pre.target_paths[0]
     if target.resolved != checked:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.path_conflict,
             f"{raw!r} resolved to {checked} when it was checked but now resolves to {target.resolved} "
             "(a path component was replaced by a symlink); nothing was done",
             details={"path": str(checked), "now": str(target.resolved)},
         )
     if env.is_sensitive(target) and not pre.sensitive:
-        raise AgentCoreError(
+        raise PermissionDeniedError(
             ErrorCode.permission_denied,
             f"{target.resolved} is a sensitive path now; it was not when permission was decided",
             details={"path": str(target.resolved)},
@@ -255,7 +261,7 @@ def ensure_write_allowed(path: Path, env: ToolEnv, ctx: ToolContext) -> None:
     after an explicit permission decision (tools.md §12.3)."""
     if env.in_roots(path) or ctx.allowed_outside_roots:
         return
-    raise AgentCoreError(
+    raise FileOperationError(
         ErrorCode.write_outside_allowed_roots,
         f"{path} is outside the allowed write roots",
         details={"path": str(path), "roots": [str(r) for r in env.roots]},
@@ -272,7 +278,7 @@ def prepare_parent(target: Path, *, create: bool, expect: FileIdentity | None = 
         fd = open_dir(parent, create=create)
     except AgentCoreError as exc:
         if exc.code == ErrorCode.file_not_found:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.file_not_found,
                 f"parent directory {parent} does not exist",
                 details={"path": str(target)},

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, FileOperationError
 from agent_core.tools._builtin.base import (
     Args,
     ToolEnv,
@@ -105,14 +105,14 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
             continue
         first = text.find(edit.old)
         if first < 0:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.text_not_found, f"edit {index + 1}: 'old' text not found", details=details
             )
         if edit.replace_all:
             text = text.replace(edit.old, edit.new)
             continue
         if text.find(edit.old, first + 1) >= 0:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.ambiguous_edit,
                 f"edit {index + 1}: 'old' occurs more than once; add context or set replace_all=true",
                 details={**details, "occurrences": text.count(edit.old)},
@@ -180,7 +180,7 @@ class EditFileTool:
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.path_conflict,
                 f"{target} appeared while editing; nothing written",
                 details={"path": str(target)},
@@ -194,7 +194,7 @@ def _current_text(target: Path, create: bool, expect: FileIdentity | None) -> tu
     except (FileNotFoundError, NotADirectoryError) as exc:
         if create:
             return "", False
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.file_not_found,
             f"file not found: {target} (set create_if_missing=true to create it)",
             details={"path": str(target)},

@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError
 
 
 def _bad(pattern: str, why: str) -> AgentCoreError:
-    return AgentCoreError(
+    return InvalidArgumentError(
         ErrorCode.validation_error, f"invalid glob {pattern!r}: {why}", details={"glob": pattern}
     )
 

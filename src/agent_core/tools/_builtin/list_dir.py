@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, FileOperationError
 from agent_core.tools._builtin.base import (
     Args,
     ToolEnv,
@@ -138,7 +138,7 @@ class ListDirTool:
         try:
             st = os.stat(directory)
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.file_not_found,
                 f"directory not found: {directory}",
                 details={"path": str(directory)},

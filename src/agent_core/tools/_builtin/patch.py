@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import AgentCoreError, ErrorCode, FileOperationError, InvalidArgumentError
 
 DEV_NULL = "/dev/null"
 _HEADERLESS = "__headerless__"
@@ -44,7 +44,7 @@ _UNSUPPORTED = (
 
 
 def _invalid(message: str, **details: object) -> AgentCoreError:
-    return AgentCoreError(ErrorCode.validation_error, message, details=dict(details))
+    return InvalidArgumentError(ErrorCode.validation_error, message, details=dict(details))
 
 
 @dataclass
@@ -199,7 +199,7 @@ def check_paths(patch: FilePatch, target: Path, resolve: Callable[[str], Path]) 
             if matched:
                 break
         if not matched:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.patch_path_mismatch,
                 f"diff header names {raw!r}, which is not {target}",
                 details={"header_path": raw, "path": str(target)},
@@ -207,7 +207,7 @@ def check_paths(patch: FilePatch, target: Path, resolve: Callable[[str], Path]) 
 
 
 def _failed(index: int, why: str) -> AgentCoreError:
-    return AgentCoreError(
+    return FileOperationError(
         ErrorCode.patch_apply_failed, f"hunk {index + 1} does not apply: {why}", details={"hunk": index + 1}
     )
 

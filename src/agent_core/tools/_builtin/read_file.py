@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core._frontmatter import split_frontmatter
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, FileOperationError
 from agent_core.tools._builtin.base import (
     Args,
     ToolEnv,
@@ -50,11 +50,11 @@ def existing_regular_file(path: Path) -> os.stat_result:
     try:
         st = os.stat(path)
     except FileNotFoundError as exc:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.file_not_found, f"file not found: {path}", details={"path": str(path)}
         ) from exc
     except NotADirectoryError as exc:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.file_not_found, f"file not found: {path}", details={"path": str(path)}
         ) from exc
     except OSError as exc:

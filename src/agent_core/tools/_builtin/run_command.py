@@ -18,7 +18,14 @@ from typing import Any
 
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings, ToolsSection
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InternalError,
+    OperationCancelledError,
+    OperationTimeoutError,
+)
 from agent_core.tools._builtin.base import Args, ToolEnv, failure, invalid, ok
 from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._command import (
@@ -90,7 +97,7 @@ def plan_command(arguments: dict[str, Any], env: ToolEnv) -> CommandPlan:
     raw_cwd = args.string("cwd")
     cwd = env.resolve(raw_cwd).resolved if raw_cwd is not None else env.project
     if not env.in_roots(cwd):
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.write_outside_allowed_roots,
             f"cwd {cwd} is outside <project> and the allowed write roots",
             details={"cwd": str(cwd), "roots": [str(r) for r in env.roots]},
@@ -98,7 +105,7 @@ def plan_command(arguments: dict[str, Any], env: ToolEnv) -> CommandPlan:
     try:
         st = os.stat(cwd)
     except (FileNotFoundError, NotADirectoryError) as exc:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.file_not_found, f"cwd {cwd} does not exist", details={"cwd": str(cwd)}
         ) from exc
     if not stat.S_ISDIR(st.st_mode):
@@ -196,7 +203,7 @@ class RunCommandTool:
         if out_meta.get("artifact_truncated") or err_meta.get("artifact_truncated"):
             meta["artifact_truncated"] = True
         if outcome.timed_out:
-            error = AgentCoreError(
+            error: AgentCoreError = OperationTimeoutError(
                 ErrorCode.timeout,
                 f"command timed out after {plan.timeout_ms} ms and was terminated",
                 details={"timeout_ms": plan.timeout_ms},
@@ -205,12 +212,14 @@ class RunCommandTool:
                 call, error, self.redactor, partial=data, metadata={**meta, "partial": outcome.partial}
             )
         if outcome.cancelled:
-            error = AgentCoreError(ErrorCode.cancelled, "command cancelled with the run and was terminated")
+            error = OperationCancelledError(
+                ErrorCode.cancelled, "command cancelled with the run and was terminated"
+            )
             abort = {"aborted": True, "partial": outcome.partial, "abort_reason": "run_cancelled"}
             return failure(call, error, self.redactor, partial=data, metadata={**meta, **abort})
         if outcome.exit_code != 0:
             summary = stderr.strip()[-STDERR_SUMMARY_CHARS:] or "(no stderr output)"
-            error = AgentCoreError(
+            error = InternalError(
                 ErrorCode.internal_error,
                 f"command exited with status {outcome.exit_code}: {summary}",
                 details={"exit_code": outcome.exit_code},

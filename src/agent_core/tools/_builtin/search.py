@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import (
+    AgentCoreError,
+    ErrorCode,
+    FileOperationError,
+    InternalError,
+    OperationCancelledError,
+    OperationTimeoutError,
+)
 from agent_core.tools._builtin.base import (
     Args,
     ToolEnv,
@@ -265,20 +272,20 @@ async def rg_search(
     finally:
         relay.cancel()
     if outcome.timed_out:
-        raise AgentCoreError(
+        raise OperationTimeoutError(
             ErrorCode.timeout, f"search timed out after {timeout_ms} ms", details={"timeout_ms": timeout_ms}
         )
     if outcome.cancelled and cancel.is_set():
-        raise AgentCoreError(ErrorCode.cancelled, "search cancelled")
+        raise OperationCancelledError(ErrorCode.cancelled, "search cancelled")
     if outcome.exit_code not in (0, 1, None) and not collector.items:
         summary = outcome.stderr.text().strip()[-500:]
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error,
             f"rg failed with status {outcome.exit_code}: {summary or '(no stderr)'}",
             details={"exit_code": outcome.exit_code},
         )
     if bad_output:
-        raise AgentCoreError(
+        raise InternalError(
             ErrorCode.internal_error, "rg produced unreadable output", details={"sample": bad_output[:3]}
         )
 
@@ -324,7 +331,7 @@ class SearchTool:
         try:
             st = os.stat(root)
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.file_not_found, f"search path not found: {root}", details={"path": str(root)}
             ) from exc
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):

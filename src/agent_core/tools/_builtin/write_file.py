@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.errors import ErrorCode, FileOperationError
 from agent_core.tools._builtin.base import (
     Args,
     ToolEnv,
@@ -46,15 +46,17 @@ def conflict_check(path: Path, overwrite: bool) -> bool:
     except (FileNotFoundError, NotADirectoryError):
         return False
     if stat.S_ISDIR(st.st_mode):
-        raise AgentCoreError(ErrorCode.path_conflict, f"{path} is a directory", details={"path": str(path)})
+        raise FileOperationError(
+            ErrorCode.path_conflict, f"{path} is a directory", details={"path": str(path)}
+        )
     if not overwrite:
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.path_conflict,
             f"{path} already exists; pass overwrite=true to replace it",
             details={"path": str(path)},
         )
     if not stat.S_ISREG(st.st_mode):
-        raise AgentCoreError(
+        raise FileOperationError(
             ErrorCode.path_conflict, f"{path} is not a regular file", details={"path": str(path)}
         )
     return True
@@ -110,7 +112,7 @@ class WriteFileTool:
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:
-            raise AgentCoreError(
+            raise FileOperationError(
                 ErrorCode.path_conflict,
                 f"{target} appeared while writing; nothing written",
                 details={"path": str(target)},
