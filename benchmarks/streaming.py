@@ -26,6 +26,7 @@ from benchmarks._common import BenchDirs, private_home, rss_mb, scripted_server,
 async def one_run(dirs: BenchDirs, deltas: int, slow_s: float) -> dict[str, Any]:
     from agent_core import AgentRuntime, RunStatus
     from agent_core.types.enums import EventType
+    from agent_core.types.events import MessageDelta
 
     async with AgentRuntime(project_dir=dirs.project) as runtime:
         run = await runtime.start(turn_message(0))
@@ -49,8 +50,8 @@ async def one_run(dirs: BenchDirs, deltas: int, slow_s: float) -> dict[str, Any]
                 turn += 1
                 if turn == 2:
                     started = time.perf_counter()
-            elif event.event_type == EventType.message_delta and turn == 2:
-                text.append(event.payload["text"])
+            elif turn == 2 and isinstance(payload := event.payload, MessageDelta):
+                text.append(payload.text)  # the typed payload, as a consumer reads it
                 delivered += 1
             if slow_s and turn == 2:
                 await asyncio.sleep(slow_s)

@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from agent_core.types.enums import PermissionDecisionKind as PermissionDecisionKind
     from agent_core.types.enums import RunMode as RunMode
     from agent_core.types.enums import RunStatus as RunStatus
+    from agent_core.types.events import EventPayload as EventPayload
+    from agent_core.types.events import RuntimeEventPayload as RuntimeEventPayload
     from agent_core.types.permissions import PermissionDecision as PermissionDecision
     from agent_core.types.permissions import PermissionRequest as PermissionRequest
     from agent_core.types.runtime import AgentDefinition as AgentDefinition
@@ -131,6 +133,8 @@ _EXPORTS: dict[str, str] = {
     "PermissionDecisionKind": "agent_core.types.enums",
     "RunMode": "agent_core.types.enums",
     "RunStatus": "agent_core.types.enums",
+    "EventPayload": "agent_core.types.events",
+    "RuntimeEventPayload": "agent_core.types.events",
     "PermissionDecision": "agent_core.types.permissions",
     "PermissionRequest": "agent_core.types.permissions",
     "AgentDefinition": "agent_core.types.runtime",

@@ -41,8 +41,8 @@ async def test_sensitive_keys_are_masked_at_read_time_only_when_asked(store: Ses
         events=[event(event_type=EventType.model_started, payload=payload)],
     )
     (masked,) = await store.list_events(sid, redact_keys=True)
-    assert masked.payload == {"usage": {"input_tokens": 3}, "headers": {"Authorization": "[REDACTED]"}}
-    assert (await store.list_events(sid))[0].payload == payload
+    assert masked.data == {"usage": {"input_tokens": 3}, "headers": {"Authorization": "[REDACTED]"}}
+    assert (await store.list_events(sid))[0].data == payload
     (n,) = await store.list_nodes(sid, redact_keys=True)
     assert n.metadata == {"token": "[REDACTED]"}
 

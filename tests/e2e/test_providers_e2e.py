@@ -123,7 +123,7 @@ async def test_e2e_plain_run(soong_env: SoongEnv, wire: Wire) -> None:
         run = await rt.start("say hello")
         events = await collect(run)
     assert run.status == RunStatus.completed and run.end_reason == EndReason.completed, run.error
-    deltas = "".join(str(e.payload["text"]) for e in events if e.event_type == EventType.message_delta)
+    deltas = "".join(str(e.data["text"]) for e in events if e.event_type == EventType.message_delta)
     assert deltas == f"Hello from {wire.name}"
     assert assistant_texts(soong_env, run.session_id) == [f"Hello from {wire.name}"]
     (sent,) = wire.chats()
@@ -146,7 +146,7 @@ async def test_e2e_tool_round_trip_with_code_read_file(soong_env: SoongEnv, wire
     assert run.status == RunStatus.completed, run.error
     assert types(events).count("tool_completed") == 1
     started = next(e for e in events if e.event_type == EventType.tool_started)
-    assert started.payload["tool_name"] == "code.read_file"
+    assert started.data["tool_name"] == "code.read_file"
     first, second = wire.chats()
     assert any("read_file" in json.dumps(t) for t in first.json["tools"])
     assert "pineapple" in json.dumps(second.json["messages"])

@@ -82,17 +82,12 @@ async def test_c03_openai_mapping_through_the_runtime(
     assert run.status == RunStatus.completed, run.error
     names = types(events)
     assert "model_text_delta" in names
-    phases = [e.payload["phase"] for e in events if e.event_type == EventType.tool_call_delta]
+    phases = [e.data["phase"] for e in events if e.event_type == EventType.tool_call_delta]
     assert {"start", "delta", "end"} <= set(phases) and phases.count("start") == 2
     completed = next(e for e in events if e.event_type == EventType.model_completed)
-    assert (
-        completed.payload["stop_reason"] == "tool_use"
-        and completed.payload["raw_stop_reason"] == "tool_calls"
-    )
-    assert completed.payload["tool_call_count"] == 2
-    assert (
-        completed.payload["usage"]["input_tokens"] == 10 and completed.payload["usage"]["total_tokens"] == 15
-    )
+    assert completed.data["stop_reason"] == "tool_use" and completed.data["raw_stop_reason"] == "tool_calls"
+    assert completed.data["tool_call_count"] == 2
+    assert completed.data["usage"]["input_tokens"] == 10 and completed.data["usage"]["total_tokens"] == 15
     assistant = node_rows(soong_env, run.session_id, "assistant")[0]
     calls = [b for b in assistant["content"] if b["type"] == "tool_call"]
     assert [(c["tool_call_id"], c["name"], c["arguments"]) for c in calls] == [
@@ -141,8 +136,8 @@ async def test_c04_anthropic_mapping_through_the_runtime(
         events = await collect(run, debug=True)
     assert run.status == RunStatus.completed, run.error
     completed = next(e for e in events if e.event_type == EventType.model_completed)
-    assert completed.payload["stop_reason"] == "tool_use"
-    usage = completed.payload["usage"]
+    assert completed.data["stop_reason"] == "tool_use"
+    usage = completed.data["usage"]
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (7, 2)
     assistant = node_rows(soong_env, run.session_id, "assistant")[0]
     call = next(b for b in assistant["content"] if b["type"] == "tool_call")
@@ -175,11 +170,11 @@ async def test_c05_providers30_ollama_streaming_plain_text(
         run = await rt.start("what is the answer?")
         events = await collect(run, debug=True)
     assert run.status == RunStatus.completed and run.end_reason == EndReason.completed, run.error
-    model_deltas = [str(e.payload["text"]) for e in events if e.event_type == EventType.model_text_delta]
-    message_deltas = [str(e.payload["text"]) for e in events if e.event_type == EventType.message_delta]
+    model_deltas = [str(e.data["text"]) for e in events if e.event_type == EventType.model_text_delta]
+    message_deltas = [str(e.data["text"]) for e in events if e.event_type == EventType.message_delta]
     assert "".join(model_deltas) == "".join(message_deltas) == "The answer is 42."
     started = next(e for e in events if e.event_type == EventType.model_started)
-    assert started.payload["provider"] == "ollama" and started.payload["model"] == "test-model"
+    assert started.data["provider"] == "ollama" and started.data["model"] == "test-model"
     assistant = node_rows(soong_env, run.session_id, "assistant")[0]
     assert assistant["content"] == [{"type": "text", "text": "The answer is 42."}]
     assert assistant["metadata"]["provider"] == "ollama"
@@ -210,7 +205,7 @@ async def test_c06_providers31_ollama_tool_call_round_trip(
         events = await collect(run)
     assert run.status == RunStatus.completed, run.error
     started = next(e for e in events if e.event_type == EventType.tool_started)
-    assert started.payload["tool_name"] == "code.list_dir"
+    assert started.data["tool_name"] == "code.list_dir"
     assert re.fullmatch(r"call_\w+", started.tool_call_id or "")
     _first, second = scripted_ollama.requests_to("/api/chat")
     assert scripted_ollama.requests_to("/api/show")  # capability pre-flight for a request with tools
@@ -250,10 +245,10 @@ async def test_c08_mid_stream_failure_writes_failed_partial_node(
     assert run.status == RunStatus.failed and run.end_reason == EndReason.failed
     assert len(server.requests_to(path)) == 1  # text was streamed: never retried
     failed = next(e for e in events if e.event_type == EventType.model_failed)
-    error = failed.payload["error"]
+    error = failed.data["error"]
     assert {"type", "code", "message", "retryable"} <= set(error) and error["code"] == "provider_error"
     partial = node_rows(soong_env, run.session_id, "assistant")
-    assert len(partial) == 1 and partial[0]["node_id"] == failed.payload["partial_node_id"]
+    assert len(partial) == 1 and partial[0]["node_id"] == failed.data["partial_node_id"]
     assert partial[0]["metadata"]["partial"] is True and partial[0]["metadata"]["failed"] is True
     assert partial[0]["metadata"]["error"]["type"] == error["type"]
     assert partial[0]["content"] == [{"type": "text", "text": "partial te"}]

@@ -66,7 +66,7 @@ async def test_function_model_drives_a_run_with_a_tool(project: Path) -> None:
     async with open_runtime(model, project_dir=project) as runtime:
         runtime.register_tool(WEATHER, weather)
         run = await runtime.start("weather in Paris")
-        texts = [e.payload["text"] async for e in run.events() if e.event_type == "message_delta"]
+        texts = [e.data["text"] async for e in run.events() if e.event_type == "message_delta"]
     assert run.status == RunStatus.completed, run.error
     assert "".join(texts) == "Checking.Report: sunny in Paris"
     assert len(model.requests) == 2
@@ -111,7 +111,7 @@ async def test_record_then_replay_round_trip(tmp_path: Path, project: Path) -> N
     async with open_runtime(cassette, project_dir=other) as runtime:
         runtime.register_tool(WEATHER, weather)
         again = await runtime.start("weather in Oslo")
-        texts = [e.payload["text"] async for e in again.events() if e.event_type == "message_delta"]
+        texts = [e.data["text"] async for e in again.events() if e.event_type == "message_delta"]
     assert again.status == RunStatus.completed, again.error
     assert "".join(texts) == "Checking.Report: sunny in Oslo"
     cassette.verify()

@@ -141,8 +141,8 @@ async def test_a_failing_permission_callback_gives_the_local_engine_s_events(
     async with worker(env, write_script(), write_tool):
         session, events = await run_once(env, FakeProvider())
     assert without_request_ids(stored(env, session)) == without_request_ids(local_stored)
-    payload = next(e.payload for e in events if e.event_type.value == "permission_failed")
-    local_payload = next(e.payload for e in local_events if e.event_type.value == "permission_failed")
+    payload = next(e.data for e in events if e.event_type.value == "permission_failed")
+    local_payload = next(e.data for e in local_events if e.event_type.value == "permission_failed")
     assert payload["error"] == local_payload["error"] and payload["tool_name"] == local_payload["tool_name"]
     assert payload["error"]["details"] == {"permission_failure": failure}
 
@@ -170,7 +170,7 @@ async def test_without_a_permission_callback_a_call_is_denied_as_by_the_local_en
     async with worker(env, write_script(), write_tool):
         session, events = await run_once(env, FakeProvider())
     assert without_request_ids(stored(env, session)) == without_request_ids(local_stored)
-    denied = [e.payload for e in events if e.event_type.value == "tool_denied"]
-    local_denied = [e.payload for e in local_events if e.event_type.value == "tool_denied"]
+    denied = [e.data for e in events if e.event_type.value == "tool_denied"]
+    local_denied = [e.data for e in local_events if e.event_type.value == "tool_denied"]
     assert len(denied) == 1 and without_request_ids(denied) == without_request_ids(local_denied)
     assert "requires permission" in json.dumps(denied[0]), denied

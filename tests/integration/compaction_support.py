@@ -125,7 +125,7 @@ async def base_tokens(
         events = await collect(run, debug=True)
         deleted = await rt.delete_session(run.session_id)
         assert deleted.deleted
-    report = next(e.payload for e in events if e.event_type == "context_built")
+    report = next(e.data for e in events if e.event_type == "context_built")
     return int(report["token_budget"]["total_tokens"])
 
 

@@ -69,13 +69,13 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
         assert "compact_pending" in names and "compact_started" in names
         assert names.index("compact_pending") < names.index("model_started")
         started = next(e for e in events if e.event_type == "compact_started")
-        assert started.payload["mode"] == "auto" and started.agent_id == third.agent_id
+        assert started.data["mode"] == "auto" and started.agent_id == third.agent_id
         assert started.run_id == third.run_id
         pending = next(e for e in events if e.event_type == "compact_pending")
         threshold = config["model"]["context_window"] - config["compact"]["reserve_tokens"]
-        assert pending.payload["tokens_estimate"] > pending.payload["threshold"] == threshold
+        assert pending.data["tokens_estimate"] > pending.data["threshold"] == threshold
         report = next(e for e in events if e.event_type == "context_built")
-        assert report.payload["compact_triggered"] == "auto"
+        assert report.data["compact_triggered"] == "auto"
         fork = rows(
             soong_env,
             "SELECT * FROM agents WHERE session_id = ? AND agent_type = 'fork'",
@@ -87,7 +87,7 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
         assert fork[0]["parent_agent_id"] == third.agent_id and fork[0]["created_by_run_id"] == third.run_id
         session_meta = json.loads(rows(soong_env, "SELECT metadata_json FROM sessions")[0]["metadata_json"])
         entry = session_meta["compact_pending"][third.agent_id]
-        assert entry["compact_run_id"] == started.payload["child_run_id"] and entry["mode"] == "auto"
+        assert entry["compact_run_id"] == started.data["child_run_id"] and entry["mode"] == "auto"
         tip_before = rows(soong_env, "SELECT active_node_id FROM sessions")[0]["active_node_id"]
         assert not _nodes(soong_env, sid, "compaction")
 
@@ -103,9 +103,9 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
             assert key in metadata
         assert (
             metadata["mode"] == "auto"
-            and metadata["covered_tip_node_id"] == started.payload["covered_tip_node_id"]
+            and metadata["covered_tip_node_id"] == started.data["covered_tip_node_id"]
         )
-        assert metadata["details"]["compact_run_id"] == started.payload["child_run_id"]
+        assert metadata["details"]["compact_run_id"] == started.data["child_run_id"]
         await wait_for(
             lambda: (
                 rows(soong_env, "SELECT active_node_id FROM sessions")[0]["active_node_id"] == comp["node_id"]
@@ -123,7 +123,7 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
                 )
             )
         )
-        fork_run = rows(soong_env, "SELECT * FROM runs WHERE run_id = ?", started.payload["child_run_id"])[0]
+        fork_run = rows(soong_env, "SELECT * FROM runs WHERE run_id = ?", started.data["child_run_id"])[0]
         assert fork_run["status"] == "completed"
         assert json.loads(fork_run["metadata_json"])["model"]["profile"] == "compact"
 
@@ -298,7 +298,7 @@ async def test_m05_stale_by_supersession_of_a_recovery_compaction_acceptance_13(
         third = await rt.start("third question", session_id=sid)
         events = await collect(third, debug=True)
         assert third.status == RunStatus.completed, third.error
-        modes = [e.payload["mode"] for e in events if e.event_type == "compact_started"]
+        modes = [e.data["mode"] for e in events if e.event_type == "compact_started"]
         assert modes == ["auto", "recovery"]
         (recovery_node,) = _nodes(soong_env, sid, "compaction")
         assert recovery_node["metadata"]["mode"] == "recovery"  # type: ignore[index]

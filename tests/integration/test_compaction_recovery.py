@@ -78,11 +78,11 @@ async def test_m02_recovery_blocks_the_main_request_then_continues_with_summary_
     assert last.messages[1].metadata["source_node_id"] == meta["first_kept_node_id"]
     roles = [m.role for m in last.messages]
     assert roles[1:] == ["assistant", "tool"] * (len(roles[1:]) // 2)
-    reports = [e.payload for e in events if e.event_type == "context_built"]
+    reports = [e.data for e in events if e.event_type == "context_built"]
     assert reports[-1]["recovery_compact"] is True and reports[-1]["compact_triggered"] == "recovery"
     assert reports[-1]["compaction_node_id"] == comp["node_id"]
     started = next(e for e in events if e.event_type == "compact_started")
-    assert started.payload["mode"] == "recovery" and started.payload["split_turn"] is True
+    assert started.data["mode"] == "recovery" and started.data["split_turn"] is True
     completed = next(e for e in events if e.event_type == "compact_completed")
     assert completed.node_id == comp["node_id"] and completed.run_id == run.run_id
 
@@ -115,7 +115,7 @@ async def test_m02_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv
     run, events = await _overflow(soong_env, fake, await recovery_config(soong_env))
     _assert_prompt_too_long(run, attempted=True)
     failed = next(e for e in events if e.event_type == "compact_failed")
-    assert failed.payload["reason"] == "error" and failed.payload["mode"] == "recovery"
+    assert failed.data["reason"] == "error" and failed.data["mode"] == "recovery"
     assert not _nodes(soong_env, run.session_id, "compaction")
     assert len(_compact_agents(soong_env)) == 1
     row = rows(soong_env, "SELECT status, end_reason, error_json FROM runs WHERE run_id = ?", run.run_id)[0]
@@ -139,7 +139,7 @@ async def test_m02_recovery_that_still_does_not_fit_ends_prompt_too_long(soong_e
     _assert_prompt_too_long(run, attempted=True)
     assert len(_nodes(soong_env, run.session_id, "compaction")) == 1  # written, but not enough
     assert sum(1 for e in events if e.event_type == "compact_completed") == 1
-    reports = [e.payload for e in events if e.event_type == "context_built"]
+    reports = [e.data for e in events if e.event_type == "context_built"]
     assert reports[-1]["recovery_compact"] is True
     assert reports[-1]["compaction_node_id"] is not None
 
@@ -186,7 +186,7 @@ async def test_m02_recovery_is_cancelled_with_its_run(soong_env: SoongEnv) -> No
     assert result.cancelled and run.status == RunStatus.cancelled
     assert fake.cancelled == 1
     failed = next(e for e in events if e.event_type == "compact_failed")
-    assert failed.payload["reason"] == "cancelled"
+    assert failed.data["reason"] == "cancelled"
     fork = _compact_agents(soong_env)[0]
     fork_run = rows(soong_env, "SELECT status FROM runs WHERE agent_id = ?", fork["agent_id"])[0]
     assert fork_run["status"] == "cancelled"

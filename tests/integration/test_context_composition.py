@@ -40,7 +40,7 @@ async def test_f14_dynamic_budget_trims_dynamic_blocks_only_and_reports_every_bu
     assert sum(b.token_count or 0 for b in request.system if b.dynamic) <= 40
     built = [e for e in events if e.event_type == EventType.context_built]
     assert len(built) == len(fake.requests) == 1
-    report = ContextBuildReport.model_validate(built[0].payload)
+    report = ContextBuildReport.model_validate(built[0].data)
     assert built[0].node_id is None and built[0].run_id == run.run_id and report.agent_id == run.agent_id
     trimmed = [b for b in report.system_blocks if b.dynamic and not b.selected]
     assert trimmed and all(b.selected for b in report.system_blocks if not b.dynamic)
@@ -94,7 +94,7 @@ async def test_f15_request_starts_from_the_latest_valid_compaction(soong_env: So
     assert got[0].startswith('<compaction_summary first_kept_node_id="') and "summary new" in got[0]
     assert got[1:] == ["q3", "a3", "q4"]
     assert not any(t in ("q1", "a1", "q2", "a2") or "summary old" in t for t in got)
-    report = next(e for e in events if e.event_type == EventType.context_built).payload
+    report = next(e for e in events if e.event_type == EventType.context_built).data
     assert report["compaction_node_id"] == ids["new"]
     assert report["excluded_reasons"][ids["old"]] == "compacted"
 

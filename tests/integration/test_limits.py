@@ -72,9 +72,9 @@ async def test_max_total_tokens_final_answer_without_tools(soong_env: SoongEnv) 
     assert run.error is not None and run.error.details["limit"] == "max_total_tokens"
     assert run.error.details["value"] == 30 and run.error.details["used"] == 30
     done = terminal(events)
-    assert done.event_type == EventType.run_completed and done.payload["end_reason"] == "limit_reached"
-    assert done.payload["error"]["details"]["limit"] == "max_total_tokens"
-    assert done.payload["usage"]["total_tokens"] == 30 + 22 and done.payload["usage"]["cost_usd"] is None
+    assert done.event_type == EventType.run_completed and done.data["end_reason"] == "limit_reached"
+    assert done.data["error"]["details"]["limit"] == "max_total_tokens"
+    assert done.data["usage"]["total_tokens"] == 30 + 22 and done.data["usage"]["cost_usd"] is None
     row = rows(soong_env, "SELECT status, end_reason, error_json FROM runs WHERE run_id = ?", run.run_id)[0]
     assert (row["status"], row["end_reason"]) == ("completed", "limit_reached")
     assert '"limit":"max_total_tokens"' in row["error_json"]
@@ -148,7 +148,7 @@ async def test_max_cost_usd_and_cost_in_usage(soong_env: SoongEnv) -> None:
     assert_final_call(fake.requests[2], "max_cost_usd")
     assert run.end_reason == EndReason.limit_reached and run.error is not None
     assert run.error.details["limit"] == "max_cost_usd"
-    usage = terminal(events).payload["usage"]
+    usage = terminal(events).data["usage"]
     assert abs(usage["cost_usd"] - 3.44) < 1e-9
     assert replay.runs[0].usage is not None and abs(replay.runs[0].usage["cost_usd"] - 3.44) < 1e-9
     assert replay.usage is not None and abs((replay.usage.cost_usd or 0) - 3.44) < 1e-9
@@ -197,7 +197,7 @@ async def test_limits_max_turns_and_legacy_runtime_key(soong_env: SoongEnv) -> N
         echo_tool(rt, [])
         run = await rt.start("work")
         started = (await collect(run))[0]
-    assert started.payload["max_turns"] == 2
+    assert started.data["max_turns"] == 2
     assert run.end_reason == EndReason.max_turns and len(fake.requests) == 2
     legacy = FakeProvider(tool_calls(("demo.echo", {"x": "a"})))
     async with open_runtime(soong_env, legacy, config={"runtime": {"max_turns": 1}}) as rt:

@@ -87,7 +87,7 @@ async def test_limit_reached_final_call_without_tools(
     assert "Runtime note" in final_messages and limit in final_messages
     assert run.status == RunStatus.completed and run.end_reason == EndReason.limit_reached
     assert run.error is not None and run.error.details["limit"] == limit
-    usage = events[-1].payload["usage"]
+    usage = events[-1].data["usage"]
     assert usage["input_tokens"] >= 20 and usage["cost_usd"] == pytest.approx(usage["input_tokens"] / 1e6)
 
 

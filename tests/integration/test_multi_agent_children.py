@@ -96,15 +96,15 @@ async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(
     )
     created = next(e for e in events if e.event_type == EventType.child_agent_created)
     assert created.run_id == run.run_id and created.agent_id == run.agent_id
-    assert created.payload["agent_definition_id"] == "default_sub_agent"
-    assert created.payload["definition_source"] == "builtin"
-    assert (created.payload["agent_type"], created.payload["purpose"]) == ("sub", "sub")
-    assert created.payload["tool_call_id"] == "call_sub"
+    assert created.data["agent_definition_id"] == "default_sub_agent"
+    assert created.data["definition_source"] == "builtin"
+    assert (created.data["agent_type"], created.data["purpose"]) == ("sub", "sub")
+    assert created.data["tool_call_id"] == "call_sub"
     # the parent's next request: the structured result only
     is_error, data, _ = result_data(fake.requests[-1], "call_sub")
     assert not is_error
     assert set(data) == {"child_agent_id", "child_run_id", "stream_id", "agent_definition_id", "result"}
-    assert data["stream_id"] == data["child_run_id"] == created.payload["child_run_id"]
+    assert data["stream_id"] == data["child_run_id"] == created.data["child_run_id"]
     assert data["agent_definition_id"] == "default_sub_agent"
     result = data["result"]
     assert set(result) == {
@@ -313,7 +313,7 @@ async def test_i10_tools78_check49_child_permission_request_context(soong_env: S
     async with open_runtime(soong_env, fake, permission_callback=recorder) as rt:
         run = await rt.start("go")
         events = await collect(run)
-    created = next(e for e in events if e.event_type == EventType.child_agent_created).payload
+    created = next(e for e in events if e.event_type == EventType.child_agent_created).data
     (request,) = recorder.requests
     assert request.tool_name == "code.write_file" and request.agent_role == "sub"
     assert (request.agent_id, request.run_id) == (created["child_agent_id"], created["child_run_id"])
@@ -509,7 +509,7 @@ async def _child_stream(
     async for event in run.events():
         parent_events.append(event)
         if event.event_type == EventType.child_agent_created:
-            tasks.append(asyncio.ensure_future(drain(run.child_events(event.payload["child_run_id"]))))
+            tasks.append(asyncio.ensure_future(drain(run.child_events(event.data["child_run_id"]))))
     await asyncio.wait_for(asyncio.gather(*tasks), 5)
     return parent_events, child_events
 
@@ -536,9 +536,9 @@ async def test_i26_check45_rt34_rt40_child_stream_and_inspect(soong_env: SoongEn
         run = await rt.start("go")
         parent_events, child_events = await _child_stream(run)
         assert run.status == RunStatus.completed
-        child_run_id = next(
-            e for e in parent_events if e.event_type == EventType.child_agent_created
-        ).payload["child_run_id"]
+        child_run_id = next(e for e in parent_events if e.event_type == EventType.child_agent_created).data[
+            "child_run_id"
+        ]
         # the child stream: its own loop from loop_started to run_completed, with deltas
         child_names = types(child_events)
         assert child_names[0] == "loop_started" and child_names[-1] == "run_completed"
@@ -553,7 +553,7 @@ async def test_i26_check45_rt34_rt40_child_stream_and_inspect(soong_env: SoongEn
         # the parent stream: only summary events of the child
         parent_child_types = {e.event_type.value for e in parent_events if e.run_id != run.run_id}
         assert parent_child_types == set()
-        assert not any("CHILD-THINKING" in json.dumps(e.payload) for e in parent_events)
+        assert not any("CHILD-THINKING" in json.dumps(e.data) for e in parent_events)
         assert "child_agent_created" in types(parent_events) and "child_agent_completed" in types(
             parent_events
         )

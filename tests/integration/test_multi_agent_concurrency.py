@@ -203,19 +203,17 @@ async def test_check43_i29_check44_result_schema_validation(soong_env: SoongEnv)
     assert results["c5"][2].code == ErrorCode.validation_error and "MARK-UNSUPPORTED" not in router.requests
     schema_events = [e for e in events if e.event_type == EventType.child_result_schema_validation_failed]
     assert len(schema_events) == 2
-    assert {e.payload["child_run_id"] for e in schema_events} == {
+    assert {e.data["child_run_id"] for e in schema_events} == {
         results["c1"][1]["child_run_id"],
         results["c3"][1]["child_run_id"],
     }
-    assert all(e.payload["errors"] for e in schema_events)
+    assert all(e.data["errors"] for e in schema_events)
     completed = {
-        e.payload["child_run_id"]: e.payload
-        for e in events
-        if e.event_type == EventType.child_agent_completed
+        e.data["child_run_id"]: e.data for e in events if e.event_type == EventType.child_agent_completed
     }
     assert completed[self_failed[1]["child_run_id"]]["status"] == "failed"
-    failed_runs = {e.payload["child_run_id"] for e in events if e.event_type == EventType.child_agent_failed}
-    assert failed_runs == {e.payload["child_run_id"] for e in schema_events}
+    failed_runs = {e.data["child_run_id"] for e in events if e.event_type == EventType.child_agent_failed}
+    assert failed_runs == {e.data["child_run_id"] for e in schema_events}
 
 
 async def test_check48_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -> None:
@@ -245,14 +243,14 @@ async def test_check48_child_timeout_aborts_with_timeout_code(soong_env: SoongEn
     agent = rows(soong_env, "SELECT status FROM agents WHERE agent_id = ?", data["child_agent_id"])[0]
     assert agent["status"] == "failed"
     ids = data["child_run_id"]
-    mine = [e for e in events if e.payload.get("child_run_id") == ids]
+    mine = [e for e in events if e.data.get("child_run_id") == ids]
     assert types(mine) == [
         "child_agent_created",
         "child_agent_cancel_requested",
         "child_agent_cancelled",
         "child_agent_failed",
     ]
-    assert mine[1].payload["reason"] == "timeout" and mine[3].payload["error"]["code"] == "timeout"
+    assert mine[1].data["reason"] == "timeout" and mine[3].data["error"]["code"] == "timeout"
     assert fake.cancelled == 1
     clamped = rows(
         soong_env, "SELECT metadata_json FROM runs WHERE run_id = ?", results["c2"][1]["child_run_id"]
@@ -284,13 +282,13 @@ async def test_check47_parent_cancel_reaches_children(soong_env: SoongEnv) -> No
     order = ["child_agent_created", "child_agent_cancel_requested", "child_agent_cancelled", "run_cancelled"]
     assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
     requested = next(e for e in events if e.event_type == EventType.child_agent_cancel_requested)
-    assert requested.payload["reason"] == "parent_cancelled"
-    child_run = requested.payload["child_run_id"]
+    assert requested.data["reason"] == "parent_cancelled"
+    child_run = requested.data["child_run_id"]
     assert rows(soong_env, "SELECT status FROM runs WHERE run_id = ?", child_run)[0]["status"] == "cancelled"
     assert (
-        rows(soong_env, "SELECT status FROM agents WHERE agent_id = ?", requested.payload["child_agent_id"])[
+        rows(soong_env, "SELECT status FROM agents WHERE agent_id = ?", requested.data["child_agent_id"])[0][
             0
-        ][0]
+        ]
         == "cancelled"
     )
     tool_node = rows(soong_env, f"SELECT content_json FROM \"nodes_{run.session_id}\" WHERE role = 'tool'")[0]
@@ -340,8 +338,8 @@ async def test_check47_d10_cancel_timeout_keeps_the_child_running(soong_env: Soo
         assert names.index("child_agent_cancel_requested") < names.index("child_agent_cancel_timeout")
         assert "child_agent_cancelled" not in names
         timeout_event = next(e for e in events1 if e.event_type == EventType.child_agent_cancel_timeout)
-        assert timeout_event.payload["child_cancel_timeout_ms"] == 200
-        stuck_run = timeout_event.payload["child_run_id"]
+        assert timeout_event.data["child_cancel_timeout_ms"] == 200
+        stuck_run = timeout_event.data["child_run_id"]
         # the lingering child still counts toward the session limit
         run2 = await rt.start("two", session_id=run1.session_id)
         await collect(run2)
@@ -431,7 +429,7 @@ async def test_check47_slow_child_outlives_the_tool_grace_but_not_the_cancel_tim
     assert "child_agent_cancel_timeout" not in names
     order = ["child_agent_cancel_requested", "child_agent_cancelled", "run_cancelled"]
     assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
-    child = next(e for e in events if e.event_type == EventType.child_agent_cancelled).payload
+    child = next(e for e in events if e.event_type == EventType.child_agent_cancelled).data
     assert (
         rows(soong_env, "SELECT status FROM agents WHERE agent_id = ?", child["child_agent_id"])[0][0]
         == "cancelled"

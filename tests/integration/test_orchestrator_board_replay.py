@@ -120,11 +120,11 @@ async def test_k47_task_events_are_debug_only(soong_env: SoongEnv) -> None:
         debug_events = await collect(debug, debug=True)
         replay = await rt.replay_session(plain.session_id)
     assert not [e for e in plain_events if e.event_type.value.startswith("task_")]
-    assert not [e for e in plain_events if str(e.payload.get("tool_name", "")).startswith("agent.task_")]
+    assert not [e for e in plain_events if str(e.data.get("tool_name", "")).startswith("agent.task_")]
     debug_task = [e for e in debug_events if e.event_type.value.startswith("task_")]
     assert [e.event_type.value for e in debug_task] == ["task_created", "task_step_ready", "task_running"]
     for event in debug_task:
-        assert event.payload["wal_event_id"].startswith("evt_") and event.payload["wal_seq"] >= 1
+        assert event.data["wal_event_id"].startswith("evt_") and event.data["wal_seq"] >= 1
     replayed = [e.event_type.value for e in replay.events if e.event_type.value.startswith("task_")]
     assert replayed.count("task_created") == 2
 
@@ -175,7 +175,7 @@ async def test_k48_check43_check44_board_in_orchestrator_requests(soong_env: Soo
         run = await rt.start("go", mode="orchestrator")
 
         def cancel_requested(event: Any) -> bool:
-            return event.payload.get("reason") == "task_cancelled"
+            return event.data.get("reason") == "task_cancelled"
 
         try:
             await asyncio.wait_for(watch(run, cancel_requested, stubborn.release.set), 20)

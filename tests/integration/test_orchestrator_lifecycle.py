@@ -182,7 +182,7 @@ async def test_k15_k34_tb55_tb56_tb58_task_cancel_stops_live_workers(
             if release_on == "task_cancel_request":
                 return (
                     event.event_type.value == "child_agent_cancel_requested"
-                    and event.payload.get("reason") == "task_cancelled"
+                    and event.data.get("reason") == "task_cancelled"
                 )
             return event.event_type.value == "task_cancelled"
 

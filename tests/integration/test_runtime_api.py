@@ -99,6 +99,9 @@ CONTRACT_EXPORTS = {
     "ToolNotAvailableError",
     "UnsupportedCapabilityError",
     "WorkerUnavailableError",
+    # issue 35: RuntimeEvent.payload's types (the classes live in agent_core.types.events)
+    "EventPayload",
+    "RuntimeEventPayload",
     "TextBlock",
     "JsonBlock",
     "ToolCallBlock",

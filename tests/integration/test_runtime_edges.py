@@ -71,7 +71,7 @@ def check_catalogue(events: list[RuntimeEvent]) -> set[str]:
             continue
         seen.add(name)
         visibility, persisted, level, keys = CATALOGUE[name]
-        assert keys <= set(event.payload), (name, keys - set(event.payload))
+        assert keys <= set(event.data), (name, keys - set(event.data))
         assert event.level == level, (name, event.level)
         assert (event.event_type in DEBUG_ONLY_EVENTS) == (visibility == "D"), name
         assert (event.seq is None) == (persisted == "T"), name
@@ -142,7 +142,7 @@ async def test_event_catalogue_payload_keys_levels_and_persistence(soong_env: So
             payload = json.loads(row["payload_json"] or "{}")
             compact += "node_seq_ranges" in (row["payload_json"] or "")
             expand_report(payload, seqs)
-            assert payload == event.payload
+            assert payload == event.data
     assert compact, "long context reports are stored compactly"
     assert {t.value for t in TRANSIENT_EVENTS} == {
         "message_delta",
@@ -169,7 +169,7 @@ async def test_max_tokens_continuations(soong_env: SoongEnv) -> None:
     assert too_long.status == RunStatus.failed and too_long.end_reason == EndReason.max_output_tokens_recovery
     assert len(fake.requests) == 2 + 4  # the first answer and at most 3 continuations
     assert events[-1].event_type == EventType.loop_failed
-    assert events[-1].payload["end_reason"] == "max_output_tokens_recovery"
+    assert events[-1].data["end_reason"] == "max_output_tokens_recovery"
 
 
 async def test_resume_session_in_a_new_runtime(soong_env: SoongEnv) -> None:
@@ -249,7 +249,7 @@ async def test_context_report_never_includes_partial_or_failed_nodes(soong_env: 
         await r2.cancel()
         r3 = await rt.start("three", session_id=r1.session_id)
         events = await collect(r3, debug=True)
-    report = next(e for e in events if e.event_type == EventType.context_built).payload
+    report = next(e for e in events if e.event_type == EventType.context_built).data
     nodes = rows(soong_env, f'SELECT node_id, metadata_json FROM "nodes_{r1.session_id}" ORDER BY node_seq')
     failed = next(n["node_id"] for n in nodes if '"failed":true' in (n["metadata_json"] or ""))
     aborted = next(n["node_id"] for n in nodes if '"aborted":true' in (n["metadata_json"] or ""))
@@ -278,7 +278,7 @@ async def test_message_preview_and_finished_stream(soong_env: SoongEnv) -> None:
         events = await collect(run)
         assert [e async for e in run.events()] == []  # the stream already ended; nothing is replayed
     created = next(e for e in events if e.event_type == EventType.message_created)
-    assert created.payload["text_preview"] == "x" * 200
+    assert created.data["text_preview"] == "x" * 200
 
 
 async def test_session_argument_checks(soong_env: SoongEnv) -> None:
@@ -312,7 +312,7 @@ async def test_prompt_too_long_when_the_static_prompt_cannot_fit(soong_env: Soon
     assert fake.requests == []  # nothing was sent
     names = types(events)
     assert "context_built" in names and names[-1] == "loop_failed"
-    assert events[-1].payload["end_reason"] == "prompt_too_long"
+    assert events[-1].data["end_reason"] == "prompt_too_long"
     row = rows(soong_env, "SELECT status, end_reason, error_json FROM runs WHERE run_id = ?", run.run_id)[0]
     assert (row["status"], row["end_reason"]) == ("failed", "prompt_too_long")
     assert json.loads(row["error_json"])["details"]["estimated_tokens"] > 3000 - 1024
@@ -324,7 +324,7 @@ async def test_huge_user_message_is_degraded_not_failed(soong_env: SoongEnv) -> 
         run = await rt.start("start " + "word " * 20000)
         events = await collect(run, debug=True)
     assert run.status == RunStatus.completed, run.error
-    report = next(e for e in events if e.event_type == EventType.context_built).payload
+    report = next(e for e in events if e.event_type == EventType.context_built).data
     assert report["artifact_degradations"] and report["artifact_degradations"][0]["action"] == "artifact_ref"
     sent = json.dumps([m.model_dump(mode="json") for m in fake.requests[0].messages])
     assert len(sent) < 20000 and "artifact_" in sent

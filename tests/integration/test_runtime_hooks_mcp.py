@@ -102,7 +102,7 @@ async def test_n01_n02_mcp_tools_reach_the_model_and_a_broken_server_is_isolated
     tools = {t.name for t in fake.requests[0].tools}
     assert "mcp.docs.echo" in tools and not any(name.startswith("mcp.broken.") for name in tools)
     failed = [e for e in events if e.event_type == EventType.mcp_server_failed]
-    assert [e.payload["server_id"] for e in failed] == ["broken"]
+    assert [e.data["server_id"] for e in failed] == ["broken"]
     results = [m for m in fake.requests[1].messages if m.role == "tool"]
     assert results and results[0].content[0].is_error is False  # type: ignore[union-attr]
 

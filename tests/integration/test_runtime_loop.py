@@ -23,7 +23,7 @@ async def test_d01_normal_run_event_order_and_persistence(soong_env: SoongEnv) -
         positions = [names.index(n) for n in order]
         assert positions == sorted(positions)
         assert (
-            "".join(e.payload["text"] for e in events if e.event_type == EventType.message_delta)
+            "".join(e.data["text"] for e in events if e.event_type == EventType.message_delta)
             == "Hello world"
         )
         assert not {"context_built", "model_text_delta", "model_started"} & set(names)
@@ -93,7 +93,7 @@ async def test_d03_queue_fifo(soong_env: SoongEnv) -> None:
         gate.set()
         e1, e2, e3 = await asyncio.gather(collect(run1), collect(run2), collect(run3))
         assert types(e2)[:3] == ["run_queued", "run_dequeued", "loop_started"]
-        assert e2[1].payload["reason"] == "started"
+        assert e2[1].data["reason"] == "started"
         assert types(e3)[0] == "run_queued"
         assert e2[2].seq > e1[-1].seq and e3[2].seq > e2[-1].seq
         assert [r.status for r in (run1, run2, run3)] == [RunStatus.completed] * 3

@@ -61,7 +61,7 @@ async def test_c01_providers04_registry_passed_to_runtime(soong_env: SoongEnv) -
     assert fake.requests[0].model == "custom-model" and fake.requests[0].temperature == 0.3
     assert fake.requests[0].max_output_tokens == 700
     started = next(e for e in events if e.event_type == EventType.model_started)
-    assert started.payload["provider"] == "custom"
+    assert started.data["provider"] == "custom"
     # built-in keys stay available next to the caller's factories
     assert {"openai", "anthropic", "ollama", "custom"} <= set(registry.keys())
     assert fake.closed == 1
@@ -146,7 +146,7 @@ async def test_providers22_failure_without_text_writes_no_assistant_node(soong_e
         events = await collect(run)
     assert run.status == RunStatus.failed and run.error is not None and run.error.code == "provider_timeout"
     failed = next(e for e in events if e.event_type == EventType.model_failed)
-    assert failed.payload["partial_node_id"] is None
+    assert failed.data["partial_node_id"] is None
     assert [r["role"] for r in rows(soong_env, f'SELECT role FROM "nodes_{run.session_id}"')] == ["user"]
 
 
@@ -167,7 +167,7 @@ async def test_providers23_28_assistant_node_usage_and_token_counts(soong_env: S
     for node, event in zip(assistants, completed, strict=True):
         assert event.node_id == node["node_id"]  # written in the same transaction as its node
         metadata = json.loads(node["metadata_json"])
-        assert metadata["usage"] == event.payload["usage"]
+        assert metadata["usage"] == event.data["usage"]
         assert metadata["provider"] == "fake" and metadata["model"] == "test-model"
         assert node["token_count"] is not None and node["token_count"] != metadata["usage"]["output_tokens"]
     first_content = json.loads(assistants[0]["content_json"])
@@ -178,7 +178,7 @@ async def test_providers23_28_assistant_node_usage_and_token_counts(soong_env: S
     )
     assert usage["input_tokens"] == 20 and usage["output_tokens"] == 5 + len("All done.")
     assert usage["total_tokens"] == 15 + 10 + len("All done.")
-    assert events[-1].payload["usage"]["input_tokens"] == 20
+    assert events[-1].data["usage"]["input_tokens"] == 20
 
 
 def _turn(*events: Any) -> Any:

@@ -87,8 +87,8 @@ async def test_d03_runtime13_14_queue_fifo(soong_env: SoongEnv) -> None:
         all_events = [await collect(run1), *[await s for s in streams]]
     for events in all_events[1:]:
         assert types(events)[:3] == ["run_queued", "run_dequeued", "loop_started"]
-        assert events[0].payload["mode"] == "normal" and events[1].payload["reason"] == "started"
-    positions = [e[0].payload["queue_position"] for e in all_events[1:]]
+        assert events[0].data["mode"] == "normal" and events[1].data["reason"] == "started"
+    positions = [e[0].data["queue_position"] for e in all_events[1:]]
     assert positions == [1, 2, 3]
     # each queued run starts only after the previous one is terminal (by seq)
     for previous, current in itertools.pairwise(all_events):
@@ -121,8 +121,8 @@ async def test_d04_runtime15_cancel_queued_run(soong_env: SoongEnv) -> None:
         assert run2.end_reason is None
         events2 = await collect(run2)
         assert types(events2) == ["run_queued", "run_dequeued", "run_cancelled"]
-        assert events2[1].payload["reason"] == "cancelled"
-        assert events2[2].payload["was_queued"] is True and events2[2].payload["end_reason"] is None
+        assert events2[1].data["reason"] == "cancelled"
+        assert events2[2].data["was_queued"] is True and events2[2].data["end_reason"] is None
         again = await run2.cancel()
         assert again.already_terminal and again.cancelled
         assert run1.status == RunStatus.running
@@ -174,9 +174,9 @@ async def test_d05_runtime16_cancel_streaming_run(soong_env: SoongEnv) -> None:
         assert run.status == RunStatus.cancelled and run.end_reason == EndReason.aborted_streaming
         assert fake.cancelled == 1 and len(fake.requests) == 1
         aborted = seen[-3]
-        partial_id = aborted.payload["partial_node_id"]
-        assert seen[-1].payload == {
-            "reason": seen[-1].payload["reason"],
+        partial_id = aborted.data["partial_node_id"]
+        assert seen[-1].data == {
+            "reason": seen[-1].data["reason"],
             "was_queued": False,
             "end_reason": "aborted_streaming",
         }
@@ -213,7 +213,7 @@ async def test_runtime16_cancel_before_any_text_writes_no_partial_node(soong_env
         events = await collect(run)
     assert result.cancelled and run.end_reason == EndReason.aborted_streaming
     aborted = next(e for e in events if e.event_type == EventType.aborted_streaming)
-    assert aborted.payload["partial_node_id"] is None
+    assert aborted.data["partial_node_id"] is None
     assert [n["role"] for n in nodes(soong_env, run.session_id)] == ["user"]
     assert active_node(soong_env, run.session_id) == nodes(soong_env, run.session_id)[0]["node_id"]
 
@@ -313,8 +313,8 @@ async def test_d14_runtime20_cancel_during_tool(soong_env: SoongEnv) -> None:
     names = types(events)
     assert names[-3:] == ["aborted_tools", "loop_aborted", "run_cancelled"]
     failed = next(e for e in events if e.event_type == EventType.tool_failed)
-    assert failed.tool_call_id == "call_sleep" and failed.payload["aborted"] is True
-    assert events[-3].payload["tool_call_ids"] == ["call_sleep"]
+    assert failed.tool_call_id == "call_sleep" and failed.data["aborted"] is True
+    assert events[-3].data["tool_call_ids"] == ["call_sleep"]
     assert len(fake.requests) == 1 and cancelled_seen
     ns = nodes(soong_env, run.session_id)
     tool_node = next(n for n in ns if n["role"] == "tool")
@@ -373,8 +373,8 @@ async def test_d07a_runtime17_provider_failure_after_partial_text(soong_env: Soo
         names = types(events)
         assert names[-2:] == ["error", "loop_failed"] and "model_failed" in names
         model_failed = next(e for e in events if e.event_type == EventType.model_failed)
-        partial_id = model_failed.payload["partial_node_id"]
-        assert partial_id and model_failed.payload["error"]["code"] == "provider_error"
+        partial_id = model_failed.data["partial_node_id"]
+        assert partial_id and model_failed.data["error"]["code"] == "provider_error"
         nxt = await rt.start("try again", session_id=run.session_id)
         await collect(nxt)
         replay = await rt.replay_session(run.session_id)

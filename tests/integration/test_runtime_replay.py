@@ -491,12 +491,12 @@ async def test_runtime48_debug_boundary_error_stores_traceback_artifact(soong_en
         run = await rt.start("hello")
         events = await collect(run, debug=True)
     error = next(e for e in events if e.event_type.value == "error")
-    artifact_id = error.payload["details"]["traceback_artifact_id"]
+    artifact_id = error.data["details"]["traceback_artifact_id"]
     row = dict(rows(soong_env, "SELECT * FROM artifacts WHERE artifact_id = ?", artifact_id)[0])
     assert json.loads(row["metadata_json"])["kind"] == "traceback"
     body = Path(row["path"]).read_text()
     assert "Traceback" in body and "adapter exploded" in body
-    assert "Traceback" not in json.dumps(error.payload)
+    assert "Traceback" not in json.dumps(error.data)
     assert run.error is not None and run.error.details["traceback_artifact_id"] == artifact_id
 
 
@@ -532,9 +532,7 @@ async def test_e02_runtime36_replay_keeps_child_summaries_not_transcripts(soong_
         run = await rt.start("delegate")
         events = await collect(run)
         replay = await rt.replay_session(run.session_id)
-        (child_id,) = [
-            e.payload["child_run_id"] for e in events if e.event_type.value == "child_agent_created"
-        ]
+        (child_id,) = [e.data["child_run_id"] for e in events if e.event_type.value == "child_agent_created"]
         child_replay = await rt.replay_run(child_id)
         inspected = await run.inspect_child(child_id)
     assert run.status == RunStatus.completed, run.error
@@ -581,12 +579,12 @@ async def test_e02_default_replay_keeps_token_counters_readable(soong_env: Soong
         await collect(run)
         replay = await rt.replay_session(run.session_id)
     completed = [e for e in replay.events if e.event_type.value == "model_completed"]
-    assert completed and all(e.payload["usage"]["input_tokens"] == 10 for e in completed)
+    assert completed and all(e.data["usage"]["input_tokens"] == 10 for e in completed)
     done = next(e for e in replay.events if e.event_type.value == "run_completed")
-    assert done.payload["usage"]["total_tokens"] == 15 + 12
+    assert done.data["usage"]["total_tokens"] == 15 + 12
     for event in replay.events:
         if event.event_type.value == "context_built":
-            ContextBuildReport.model_validate(event.payload)  # still a valid report after redaction
+            ContextBuildReport.model_validate(event.data)  # still a valid report after redaction
     assistant = next(n for n in replay.nodes if n.role == "assistant")
     assert assistant.metadata["usage"]["output_tokens"] == 5
     data = next(n for n in replay.nodes if n.role == "tool").content[0].content[0].data  # type: ignore[union-attr]

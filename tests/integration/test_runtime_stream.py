@@ -48,16 +48,16 @@ async def test_d01_runtime10_normal_run_default_stream(soong_env: SoongEnv) -> N
     assert names.count("message_completed") == 1
     deltas = [e for e in events if e.event_type == EventType.message_delta]
     assert deltas and all(e.seq is None and e.run_seq is None for e in deltas)
-    assert "".join(str(e.payload["text"]) for e in deltas) == "Hello there world"
+    assert "".join(str(e.data["text"]) for e in deltas) == "Hello there world"
     assert not set(names) & {t.value for t in DEBUG_ONLY_EVENTS}
     assert run.status == RunStatus.completed and run.end_reason == EndReason.completed
     created = next(e for e in events if e.event_type == EventType.message_created)
-    assert created.payload == {"role": "user", "text_preview": "hello"} and created.node_id
+    assert created.data == {"role": "user", "text_preview": "hello"} and created.node_id
     completed = next(e for e in events if e.event_type == EventType.message_completed)
-    assert completed.payload["text"] == "Hello there world" and completed.payload["has_tool_calls"] is False
+    assert completed.data["text"] == "Hello there world" and completed.data["has_tool_calls"] is False
     done = events[-1]
-    assert done.payload["end_reason"] == "completed" and done.payload["turn_count"] == 1
-    assert done.payload["final_node_id"] == completed.node_id
+    assert done.data["end_reason"] == "completed" and done.data["turn_count"] == 1
+    assert done.data["final_node_id"] == completed.node_id
     stored = persisted_events(soong_env, run.session_id)
     assert {str(r["event_type"]) for r in stored}.isdisjoint({"message_delta", "model_text_delta"})
     assert [r["event_id"] for r in stored if r["event_type"] in names] == [
@@ -176,8 +176,8 @@ async def test_d16_runtime32_slow_consumer_loses_nothing(soong_env: SoongEnv) ->
     assert types(delivered).count("tool_completed") == 6
     final = [e for e in events if e.event_type == EventType.message_completed][-1]
     last_turn = events[events.index([e for e in events if e.event_type == EventType.tool_completed][-1]) :]
-    text_deltas = [str(e.payload["text"]) for e in last_turn if e.event_type == EventType.message_delta]
-    assert "".join(text_deltas) == final.payload["text"] == reply
+    text_deltas = [str(e.data["text"]) for e in last_turn if e.event_type == EventType.message_delta]
+    assert "".join(text_deltas) == final.data["text"] == reply
 
 
 async def test_backpressure_bounded_queue_keeps_every_structural_event(soong_env: SoongEnv) -> None:
@@ -220,7 +220,7 @@ async def test_runtime33_unconsumed_stream_still_terminates(soong_env: SoongEnv)
         events = await collect(run)
         assert types(events)[0] == "loop_started" and types(events)[-1] == "run_completed"
         deltas = [e for e in events if e.event_type == EventType.message_delta]
-        assert "".join(str(e.payload["text"]) for e in deltas) == "x" * 50
+        assert "".join(str(e.data["text"]) for e in deltas) == "x" * 50
         assert len(deltas) < 50
 
 
@@ -236,12 +236,12 @@ async def test_runtime35_context_built_precedes_every_request(soong_env: SoongEn
     for index, (report_event, model_event) in enumerate(zip(built, started, strict=True), start=1):
         assert report_event.seq is not None and report_event.seq < (model_event.seq or 0)
         assert report_event.node_id is None and report_event.run_id == run.run_id
-        report = ContextBuildReport.model_validate(report_event.payload)
+        report = ContextBuildReport.model_validate(report_event.data)
         assert report.turn == index and report.run_id == run.run_id and report.agent_id == run.agent_id
         assert report.provider == "fake" and report.model == "test-model"
         assert report.token_budget.context_window == 8192
         assert report.system_blocks and all(b.selected for b in report.system_blocks if not b.dynamic)
-    second = ContextBuildReport.model_validate(built[1].payload)
+    second = ContextBuildReport.model_validate(built[1].data)
     node_ids = [
         r["node_id"]
         for r in rows(soong_env, f'SELECT node_id FROM "nodes_{run.session_id}" ORDER BY node_seq')
@@ -275,9 +275,9 @@ async def test_secret_split_across_deltas_is_never_delivered(
     for events in (live_events, buffered):
         assert all(secret not in e.model_dump_json() for e in events)
         for kind in (EventType.message_delta, EventType.model_text_delta):
-            assert "".join(str(e.payload["text"]) for e in events if e.event_type == kind) == expected
+            assert "".join(str(e.data["text"]) for e in events if e.event_type == kind) == expected
         final = next(e for e in events if e.event_type == EventType.message_completed)
-        assert final.payload["text"] == expected
+        assert final.data["text"] == expected
 
 
 async def test_debug_runtime_persists_aggregated_text_deltas(soong_env: SoongEnv) -> None:

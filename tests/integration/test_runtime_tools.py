@@ -95,7 +95,7 @@ async def test_d08_runtime22_parallel_readonly_tools(soong_env: SoongEnv) -> Non
         for kind in (EventType.tool_started, EventType.tool_progress, EventType.tool_completed):
             assert any(e.event_type == kind and e.tool_call_id == call_id for e in events), (kind, call_id)
     progress = [e for e in events if e.event_type == EventType.tool_progress]
-    assert all(e.seq is None and e.payload["progress"] == {"step": "passed barrier"} for e in progress)
+    assert all(e.seq is None and e.data["progress"] == {"step": "passed barrier"} for e in progress)
     assert db_state_at_second_request == {"tool_nodes": 2, "completed": 2}
     results = tool_results(fake.requests[1])
     assert {k: [b.text for b in v.content if isinstance(b, TextBlock)] for k, v in results.items()} == {
@@ -267,7 +267,7 @@ async def test_d12_runtime25_tool_not_available(soong_env: SoongEnv) -> None:
         assert results[call_id].error is not None and results[call_id].error.code == "tool_not_available"
     failed = [e for e in events if e.event_type == EventType.tool_failed]
     assert {e.tool_call_id for e in failed} == {"call_nope", "call_disabled"}
-    assert all(e.payload["error"]["code"] == "tool_not_available" for e in failed)
+    assert all(e.data["error"]["code"] == "tool_not_available" for e in failed)
 
 
 # ---- check 26: max_turns --------------------------------------------------------------------------------
@@ -280,8 +280,8 @@ async def test_runtime26_max_turns(soong_env: SoongEnv) -> None:
         events = await collect(run)
     assert len(fake.requests) == 3
     assert run.status == RunStatus.failed and run.end_reason == "max_turns"
-    assert types(events)[-1] == "loop_failed" and events[-1].payload["end_reason"] == "max_turns"
-    assert events[0].payload["max_turns"] == 3
+    assert types(events)[-1] == "loop_failed" and events[-1].data["end_reason"] == "max_turns"
+    assert events[0].data["max_turns"] == 3
     row = rows(soong_env, "SELECT status, end_reason, turn_count FROM runs WHERE run_id = ?", run.run_id)[0]
     assert (row["status"], row["end_reason"], row["turn_count"]) == ("failed", "max_turns", 3)
     # every call got its result before the run ended
@@ -400,7 +400,7 @@ async def test_runtime47_failing_hook_is_recorded_and_tool_runs(soong_env: Soong
         events = await collect(run, debug=True)
     assert run.status == RunStatus.completed and ran == ["yes"]
     failed = [e for e in events if e.event_type == EventType.hook_failed]
-    assert len(failed) == 1 and failed[0].payload["phase"] == "PreToolUse"
+    assert len(failed) == 1 and failed[0].data["phase"] == "PreToolUse"
     names = types(events)
     assert names.index("hook_failed") < names.index("tool_completed")
     assert "tool_denied" not in names

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agent_core._events.payloads import ToolResultEvent
 from agent_core._redaction import Redactor
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.tools.context import ToolContext
@@ -17,6 +16,7 @@ from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, EventType
+from agent_core.types.events import ToolResultEvent
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 from tests.fixtures.tool_pipeline import (

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from agent_core._events.payloads import ToolResultEvent
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._scheduler import CallGroup, call_class, plan_groups
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import EventType
+from agent_core.types.events import ToolResultEvent
 from agent_core.types.model import ToolCall
 from agent_core.types.permissions import PermissionRequest
 from agent_core.types.tools import ToolDefinition, ToolResult

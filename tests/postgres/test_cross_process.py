@@ -58,11 +58,11 @@ async def test_processes_appending_to_one_session_keep_sequences_contiguous(post
             assert [e.run_seq for e in await store.list_events(sid, run_id=rid)] == list(
                 range(1, procs // 2 * appends + 1)
             )
-        tags = Counter(e.payload["tag"] for e in events if "tag" in e.payload)
+        tags = Counter(e.data["tag"] for e in events if "tag" in e.data)
         assert tags == {f"p{k}": appends for k in range(procs)}
         # each process's own appends keep their order
         for k in range(procs):
-            mine = [e.payload["k"] for e in events if e.payload.get("tag") == f"p{k}"]
+            mine = [e.data["k"] for e in events if e.data.get("tag") == f"p{k}"]
             assert mine == list(range(appends))
         session = await store.get_session(sid)
         assert session is not None and session.active_node_id in {n.node_id for n in nodes}

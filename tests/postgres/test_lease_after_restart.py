@@ -102,7 +102,7 @@ async def test_a_lease_taken_by_another_store_refuses_all_but_the_runs_end(
                 )
                 await b.append(sid, events=[_event(rid, 2)])
         events = await a.list_events(sid)
-        assert [(e.seq, e.payload["k"]) for e in events] == [(1, 1), (2, 2)], "nothing half-written"
+        assert [(e.seq, e.data["k"]) for e in events] == [(1, 1), (2, 2)], "nothing half-written"
         run = await a.get_run(rid)
         assert run is not None and run.status == RunStatus.failed
         async with a.session_lease(sid):  # a new lease of the same session writes again

@@ -65,7 +65,7 @@ async def test_a_store_recovers_after_a_server_restart(
             runs = await store.list_runs(sid)  # the reader reconnects
         assert [r.run_id for r in runs] == [rid]
         events = await store.list_events(sid)
-        assert [e.payload.get("k") for e in events] == [0, 1], "nothing lost or duplicated"
+        assert [e.data.get("k") for e in events] == [0, 1], "nothing lost or duplicated"
         assert [e.seq for e in events] == [1, 2]
         assert any("re-established" in r.getMessage() for r in caplog.records)
         assert PASSWORD not in caplog.text

@@ -303,8 +303,8 @@ def check_wals(
             continue
         if wal.path.read_bytes() != wal.committed:
             stats.failures.append(f"{wal.path.name}: the torn tail was not truncated exactly")
-        noted = [e for e in replayed if e.payload.get("wal_path") == str(wal.path)]
-        if len(noted) != 1 or noted[0].payload["last_wal_seq"] != wal.last_wal_seq:
+        noted = [e for e in replayed if e.data.get("wal_path") == str(wal.path)]
+        if len(noted) != 1 or noted[0].data["last_wal_seq"] != wal.last_wal_seq:
             stats.failures.append(f"{wal.path.name}: task_wal_replayed missing or wrong: {noted}")
         task_id = expected["task"]["task_id"]
         if task_id in snapshot:

@@ -77,9 +77,9 @@ async def test_wal_states_left_by_a_kill_resume_cleanly(soong_env: SoongEnv) -> 
     assert run.status == RunStatus.completed, run.error
     assert real.read_bytes() == committed
     failed = [e for e in after.events if e.event_type == EventType.task_wal_failed]
-    assert failed == [], [e.payload for e in failed]
+    assert failed == [], [e.data for e in failed]
     [replayed] = [e for e in after.events if e.event_type == EventType.task_wal_replayed]
-    assert replayed.payload["torn_tail_truncated"] is True and replayed.payload["task_id"] == "real"
+    assert replayed.data["torn_tail_truncated"] is True and replayed.data["task_id"] == "real"
     # both names are free again: the model's retries of the cut creates succeed
     assert outcome(script.requests, "call_again") is None and outcome(script.requests, "call_more") is None
     views = {v.task_id: v for v in after.tasks}

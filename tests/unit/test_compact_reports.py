@@ -102,7 +102,7 @@ async def test_reports_are_stored_as_ranges_and_read_back_unchanged(tmp_path: Pa
                 EventDraft(event_type=EventType.context_built, payload=short),
             ],
         )
-        assert result.events[0].payload == r2  # the live event carries the full report
+        assert result.events[0].data == r2  # the live event carries the full report
         stored = _stored(env.db_path, sid)
         assert "node_seq_ranges" not in stored[0]
         compact = json.loads(stored[1])
@@ -111,10 +111,8 @@ async def test_reports_are_stored_as_ranges_and_read_back_unchanged(tmp_path: Pa
         assert list(compact) == list(r2)  # key order kept
         assert json.loads(stored[2]) == short  # short lists stay verbatim
         events = await env.storage.list_events(sid)
-        assert [e.payload for e in events] == [r1, r2, short]
-        assert (
-            ContextBuildReport.model_validate(events[1].payload).included_node_ids == r2["included_node_ids"]
-        )
+        assert [e.data for e in events] == [r1, r2, short]
+        assert ContextBuildReport.model_validate(events[1].data).included_node_ids == r2["included_node_ids"]
 
 
 async def test_reports_expand_from_the_session_nodes_the_caller_read_when_they_are_all_of_them(
@@ -135,7 +133,7 @@ async def test_reports_expand_from_the_session_nodes_the_caller_read_when_they_a
             sid, nodes=more, events=[EventDraft(event_type=EventType.context_built, payload=r2)]
         )
         assert "node_seq_ranges" in _stored(env.db_path, sid)[1]
-        expected = [e.payload for e in await env.storage.list_events(sid)]
+        expected = [e.data for e in await env.storage.list_events(sid)]
         nodes = await env.storage.list_nodes(sid)
         reads: list[str] = []
         read = env.storage._read
@@ -146,13 +144,13 @@ async def test_reports_expand_from_the_session_nodes_the_caller_read_when_they_a
 
         env.storage._read = counted  # type: ignore[method-assign]
         events = await env.storage.list_events(sid, session_nodes=nodes)
-        assert [e.payload for e in events] == expected
+        assert [e.data for e in events] == expected
         assert not any(sql.startswith("SELECT node_seq, node_id") for sql in reads)
         # not all of the session's nodes (another agent wrote some): the ids are read
         for partial in (nodes[:-1], nodes[1:], [*nodes[:3], *nodes[4:]]):
             reads.clear()
             events = await env.storage.list_events(sid, session_nodes=partial)
-            assert [e.payload for e in events] == expected
+            assert [e.data for e in events] == expected
             assert any(sql.startswith("SELECT node_seq, node_id") for sql in reads)
 
 
@@ -168,7 +166,7 @@ async def test_old_verbatim_rows_and_unknown_ids_still_read(tmp_path: Path) -> N
             sid, events=[EventDraft(event_type=EventType.context_built, payload=foreign)]
         )
         assert "node_seq_ranges" not in _stored(env.db_path, sid)[1]
-        assert (await env.storage.list_events(sid))[1].payload == foreign
+        assert (await env.storage.list_events(sid))[1].data == foreign
 
 
 async def test_an_id_holding_a_secret_is_not_compacted(
@@ -206,8 +204,8 @@ async def test_a_secret_in_another_field_stores_the_report_redacted_and_verbatim
         assert secret not in stored and "node_seq_ranges" not in stored
         redacted = {**report, "model": "m-[REDACTED]"}
         assert json.loads(stored) == redacted
-        assert result.events[0].payload == redacted  # the live event carries the redacted report too
-        assert (await env.storage.list_events(sid))[1].payload == redacted
+        assert result.events[0].data == redacted  # the live event carries the redacted report too
+        assert (await env.storage.list_events(sid))[1].data == redacted
 
 
 @pytest.mark.parametrize(
@@ -280,7 +278,7 @@ async def test_list_events_masks_sensitive_keys_when_asked(tmp_path: Path) -> No
             events=[EventDraft(event_type=EventType.model_started, payload=payload)],
         )
         (event,) = await env.storage.list_events(sid, redact_keys=True)
-        assert event.payload == {"usage": {"input_tokens": 3}, "headers": {"Authorization": "[REDACTED]"}}
-        assert (await env.storage.list_events(sid))[0].payload == payload
+        assert event.data == {"usage": {"input_tokens": 3}, "headers": {"Authorization": "[REDACTED]"}}
+        assert (await env.storage.list_events(sid))[0].data == payload
         (node,) = await env.storage.list_nodes(sid, redact_keys=True)
         assert node.metadata == {"token": "[REDACTED]"}

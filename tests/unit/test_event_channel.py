@@ -54,8 +54,8 @@ async def test_text_deltas_coalesce_without_losing_text() -> None:
     got = await drain(ch, debug=True)
     deltas = [e for e in got if e.event_type == EventType.message_delta]
     model_deltas = [e for e in got if e.event_type == EventType.model_text_delta]
-    assert "".join(e.payload["text"] for e in deltas) == text
-    assert "".join(e.payload["text"] for e in model_deltas) == text
+    assert "".join(e.data["text"] for e in deltas) == text
+    assert "".join(e.data["text"] for e in model_deltas) == text
     assert len(deltas) == 1 and len(got) == 4  # merged, never across structural events
     assert got[-1].event_type == EventType.message_completed
 
@@ -67,7 +67,7 @@ async def test_deltas_never_merge_across_structural_events() -> None:
     await ch.push(ev(EventType.message_delta, "b"))
     ch.close()
     got = await drain(ch)
-    assert [(e.event_type, e.payload.get("text")) for e in got] == [
+    assert [(e.event_type, e.data.get("text")) for e in got] == [
         (EventType.message_delta, "a"),
         (EventType.tool_started, None),
         (EventType.message_delta, "b"),
@@ -134,7 +134,7 @@ async def test_memory_bounded_with_slow_consumer_and_many_deltas() -> None:
 
     async def consume() -> None:
         async for e in it:
-            got.append(e.payload.get("text", ""))
+            got.append(e.data.get("text", ""))
             await asyncio.sleep(0.001)
 
     consumer = asyncio.create_task(consume())

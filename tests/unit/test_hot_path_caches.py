@@ -245,7 +245,7 @@ def test_row_readers_build_the_runtime_types_and_reject_bad_rows() -> None:
         "sess_1",
     )
     assert isinstance(event, RuntimeEvent) and event.event_type == EventType.loop_started
-    assert event.payload == {"mode": "normal"} and event.seq == 5 and event.run_seq == 2
+    assert event.data == {"mode": "normal"} and event.seq == 5 and event.run_seq == 2
     from agent_core.errors import AgentCoreError, ErrorCode
 
     for bad in (
@@ -282,8 +282,8 @@ async def test_d16_many_coalesced_deltas_keep_their_text_in_order() -> None:
         EventType.loop_completed,
         EventType.message_delta,
     ]
-    assert delivered[0].payload["text"] == expected and delivered[1].payload["text"] == expected
-    assert delivered[3].payload["text"] == "tail"
+    assert delivered[0].data["text"] == expected and delivered[1].data["text"] == expected
+    assert delivered[3].data["text"] == "tail"
 
 
 async def test_finished_root_runs_leave_the_live_run_table(soong_env: SoongEnv) -> None:

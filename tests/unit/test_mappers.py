@@ -134,7 +134,7 @@ def event_to_record(event: RuntimeEvent) -> EventRecord:
         event_type=event.event_type,
         node_id=event.node_id,
         tool_call_id=event.tool_call_id,
-        payload=event.payload,
+        payload=event.data,
         created_at=event.created_at,
     )
     row = prepare_event(draft, ()).row(event.seq, event.run_seq)
@@ -178,7 +178,7 @@ def test_e8_event_round_trip_is_lossless() -> None:
     assert (
         event.level == "warning"
         and event.event_type == EventType.tool_failed
-        and event.payload["tool_name"] == "code.x"
+        and event.data["tool_name"] == "code.x"
     )
     assert event_to_record(event) == record
     bare = record.model_copy(update={"run_seq": None, "agent_id": None, "run_id": None, "payload_json": None})

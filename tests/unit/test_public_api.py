@@ -22,6 +22,7 @@ PUBLIC_MODULES = frozenset(
         # the contract's types and errors (runtime.md §12 names agent_core.types.enums / .protocol)
         *(f"agent_core.types.{m}" for m in ("base", "content", "enums", "mappers", "model", "permissions")),
         *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
+        "agent_core.types.events",  # RuntimeEvent.payload: one typed payload class per event type
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",

@@ -21,11 +21,11 @@ def test_hook_output_is_masked_and_other_events_are_kept() -> None:
     completed = _event(EventType.hook_completed, stdout_summary="out", reason="fine")
     result = ReplayResult(session_id="sess_1", events=[plain, failed, completed])
     events = _redacted(result, keys_masked=True).events
-    assert events[0] is plain and plain.payload["stderr_summary"] == "kept"
-    assert events[1].payload == {"phase": "PreToolUse", "stderr_summary": REDACTED, "logs": REDACTED}
-    assert events[2].payload == {"stdout_summary": REDACTED, "reason": "fine"}
+    assert events[0] is plain and plain.data["stderr_summary"] == "kept"
+    assert events[1].data == {"phase": "PreToolUse", "stderr_summary": REDACTED, "logs": REDACTED}
+    assert events[2].data == {"stdout_summary": REDACTED, "reason": "fine"}
     unmasked = _redacted(ReplayResult(session_id="sess_1", events=[plain, failed]), keys_masked=False)
-    assert unmasked.events[1].payload["stderr_summary"] == REDACTED
+    assert unmasked.events[1].data["stderr_summary"] == REDACTED
 
 
 def test_without_hook_events_the_events_are_unchanged() -> None:

@@ -41,7 +41,7 @@ async def test_append_allocates_seqs_and_returns_filled_objects(tmp_path: Path) 
         res = await env.storage.append(sid, nodes=[n1], events=[_event(n1, payload={"role": "user"})])
         assert [n.node_seq for n in res.nodes] == [1] and res.nodes[0].session_id == sid
         assert [(e.seq, e.run_seq) for e in res.events] == [(1, 1)]
-        assert res.events[0].payload == {"role": "user"} and res.events[0].node_id == n1.node_id
+        assert res.events[0].data == {"role": "user"} and res.events[0].node_id == n1.node_id
         res2 = await env.storage.append(
             sid,
             events=[

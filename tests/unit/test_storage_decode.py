@@ -147,10 +147,10 @@ def test_read_time_key_redaction_applies_to_payloads_metadata_and_blocks() -> No
     escaped = '{"tok\\u0065n":"t"}'  # a key spelled with an escape
     rows = [_event_row('{"tool_name":"x"}')] * 300 + [_event_row(secret_payload), _event_row(escaped)]
     events = events_from_rows(rows, "sess_1", redact_keys=True)
-    assert events[0].payload == {"tool_name": "x"}
-    assert events[300].payload == {"headers": {"Authorization": "[REDACTED]"}, "usage": {"input_tokens": 3}}
-    assert events[301].payload == {"token": "[REDACTED]"}
-    assert events_from_rows(rows, "sess_1")[300].payload["headers"] == {"Authorization": "Bearer x"}
+    assert events[0].data == {"tool_name": "x"}
+    assert events[300].data == {"headers": {"Authorization": "[REDACTED]"}, "usage": {"input_tokens": 3}}
+    assert events[301].data == {"token": "[REDACTED]"}
+    assert events_from_rows(rows, "sess_1")[300].data["headers"] == {"Authorization": "Bearer x"}
     content = json.dumps(
         [
             {
@@ -180,8 +180,8 @@ def test_read_time_key_redaction_applies_to_payloads_metadata_and_blocks() -> No
 def test_a_repeated_payload_text_gives_equal_independent_payloads(payload: dict[str, Any]) -> None:
     text = json.dumps(payload, separators=(",", ":"))
     events = events_from_rows([_event_row(text)] * 3, "sess_1")
-    assert [e.payload for e in events] == [payload] * 3
-    first, second, third = (e.payload for e in events)
+    assert [e.data for e in events] == [payload] * 3
+    first, second, third = (e.data for e in events)
     assert first is not second and second is not third
     for key, value in payload.items():
         if isinstance(value, dict | list):  # containers are never shared between events
@@ -197,7 +197,7 @@ def test_a_repeated_payload_masked_in_one_event_is_masked_in_each() -> None:
     text = '{"tool_name":"x","api_key":"k","usage":{"total_tokens":3}}'
     events = events_from_rows([_event_row(text)] * 2, "sess_1", redact_keys=True)
     masked = {"tool_name": "x", "api_key": "[REDACTED]", "usage": {"total_tokens": 3}}
-    assert [e.payload for e in events] == [masked, masked]
-    assert [e.payload for e in events_from_rows([_event_row(text)] * 2, "sess_1")] == [
+    assert [e.data for e in events] == [masked, masked]
+    assert [e.data for e in events_from_rows([_event_row(text)] * 2, "sess_1")] == [
         {"tool_name": "x", "api_key": "k", "usage": {"total_tokens": 3}}
     ] * 2

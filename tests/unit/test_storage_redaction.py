@@ -77,14 +77,14 @@ async def test_secret_never_reaches_the_database_file(
         # what the writer returns is what it stored: already redacted
         assert secret not in result.nodes[0].model_dump_json()
         assert secret not in result.events[0].model_dump_json()
-        assert "[REDACTED]" in result.events[0].payload["raw"]
+        assert "[REDACTED]" in result.events[0].data["raw"]
         stored = await env.storage.list_nodes(sid)
         block = stored[0].content[0]
         assert isinstance(block, ToolResultBlock) and block.error is not None
         assert block.error.message == "failed with [REDACTED]"
         assert stored[0].metadata["env"] == {"KEY": "[REDACTED]"}
         events = await env.storage.list_events(sid)
-        assert events[0].payload["error"]["message"] == "failed with [REDACTED]"
+        assert events[0].data["error"]["message"] == "failed with [REDACTED]"
         run = await env.storage.get_run(rid)
         assert run is not None and run.error_json is not None and "[REDACTED]" in run.error_json
     raw = db_bytes(env.db_path)

@@ -46,7 +46,6 @@ from agent_core._agents.results import (
     structured_output,
 )
 from agent_core._agents.spec import ChildOutcome, ChildSpec, RemoteChildRuns
-from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._jsontext import compact_json
@@ -70,6 +69,7 @@ from agent_core.errors import (
 from agent_core.tools._effective import EffectiveTools, compute_effective_tools, validate_allowed_tools
 from agent_core.tools._schema import check_schema
 from agent_core.tools.context import RunScope, ToolContext
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import (

@@ -71,14 +71,14 @@ def _redact_node(node: Node) -> Node:
 def _redact_event(event: RuntimeEvent, keys_masked: bool = False) -> RuntimeEvent:
     """``keys_masked``: storage already masked sensitive keys (``list_events(redact_keys=True)``)."""
     hook = event.event_type in _HOOK_EVENTS
-    if not hook and (keys_masked or not has_sensitive_keys(event.payload)):
+    if not hook and (keys_masked or not has_sensitive_keys(event.data)):
         return event  # nothing to mask: no copy (replay of long sessions)
-    payload = event.payload if keys_masked else redact_sensitive_keys(event.payload)
+    payload = event.data if keys_masked else redact_sensitive_keys(event.data)
     if hook:
         for key in ("stderr_summary", "stdout_summary", "logs"):
             if key in payload:
                 payload[key] = REDACTED
-    return event.model_copy(update={"payload": payload})
+    return event.model_copy(update={"data": payload})
 
 
 def _redact_artifact(ref: ArtifactRef) -> ArtifactRef:
@@ -323,7 +323,7 @@ def _parent_run_of(*, run_meta: str | None) -> str | None:
 
 def _latest_request_view(events: list[RuntimeEvent], nodes: list[Node]) -> dict[str, Any] | None:
     """Provider-neutral view of the latest turn rebuilt from its ``context_built`` report and the nodes."""
-    report = next((e.payload for e in reversed(events) if e.event_type == EventType.context_built), None)
+    report = next((e.data for e in reversed(events) if e.event_type == EventType.context_built), None)
     if report is None:
         return None
     by_id = {n.node_id: n for n in nodes}

@@ -26,7 +26,6 @@ from agent_core._compact.payload import ValidatedSummary, validate_payload
 from agent_core._compact.policy import CutPlan
 from agent_core._context.prompt import runtime_state_block, static_blocks
 from agent_core._context.tokens import TokenCounter
-from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._frontmatter import split_frontmatter
 from agent_core._ids import new_id
@@ -44,6 +43,7 @@ from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, SchemaError
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import (

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from agent_core._compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
-from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.spec import CompactionHooks, NoCompaction
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core.errors import ErrorCode
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import AgentRole, AgentStatus, MessageRole, NodeType, RunStatus

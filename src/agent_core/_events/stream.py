@@ -45,7 +45,7 @@ def user_visible(event: RuntimeEvent) -> bool:
     if event.event_type in DEBUG_ONLY_EVENTS:
         return False
     if event.event_type in _TOOL_EVENTS:
-        name = event.payload.get("tool_name")
+        name = event.data.get("tool_name")
         return not (isinstance(name, str) and name.startswith(TASK_TOOL_PREFIX))
     return True
 
@@ -129,8 +129,8 @@ class EventChannel:
             if queued.event_type == event.event_type and queued.run_id == event.run_id:
                 parts = self._merged.get(id(queued))
                 if parts is None:
-                    parts = self._merged[id(queued)] = [queued.payload.get("text", "")]
-                parts.append(event.payload.get("text", ""))
+                    parts = self._merged[id(queued)] = [queued.data.get("text", "")]
+                parts.append(event.data.get("text", ""))
                 return True
         return False
 
@@ -159,7 +159,7 @@ class EventChannel:
                     event = self._buffer.popleft()
                     parts = self._merged.pop(id(event), None) if self._merged else None
                     if parts is not None:
-                        event.payload["text"] = "".join(parts)
+                        event.data["text"] = "".join(parts)
                     if len(self._buffer) < QUEUE_CAPACITY:
                         self._space.set()
                     if debug or user_visible(event):

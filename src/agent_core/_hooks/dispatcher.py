@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_HOOKS, NO_OUTCOME, HookDispatcher, HookOutcome, SessionSource
 from agent_core._hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
 from agent_core._hooks.runner import HookRun, run_hook
@@ -40,6 +39,7 @@ from agent_core.config.loader import LoadedConfig
 from agent_core.config.schema import Settings
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, HookPhase

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_core._events import payloads as ev
 from agent_core._loop._limits import Breach
 from agent_core._loop.recorder import RunRecorder
 from agent_core.errors import ErrorCode
 from agent_core.tools._normalize import error_result
+from agent_core.types import events as ev
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall

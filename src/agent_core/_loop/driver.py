@@ -22,7 +22,6 @@ from typing import TypeVar
 from agent_core._context._budget import short_tools
 from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
-from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
 from agent_core._loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
@@ -38,6 +37,7 @@ from agent_core._loop.spec import (
 from agent_core._loop.steps import Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._pipeline import TurnOutcome
+from agent_core.types import events as ev
 from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (

@@ -9,13 +9,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent_core._cancel import CancelEvent, first_of
-from agent_core._events import payloads as ev
 from agent_core._ids import is_printable_id, new_id
 from agent_core._loop._call_ids import CallIdGuard
 from agent_core._loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core._loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core._loop.spec import LoopSpec, LoopState
 from agent_core.errors import AgentCoreError, ProviderError, StorageError
+from agent_core.types import events as ev
 from agent_core.types.content import TextBlock, ToolCallBlock, text_of
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import (

@@ -30,7 +30,6 @@ from agent_core._artifacts.manager import ArtifactManager
 from agent_core._context.conversation import is_skipped_assistant
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._events.catalog import level_of
-from agent_core._events.payloads import EventPayload, ToolResultEvent
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
@@ -41,6 +40,7 @@ from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, ToolResultBlock
 from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, MessageRole, NodeType
+from agent_core.types.events import EventPayload, ToolResultEvent
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.tools import ToolResult
 
@@ -242,7 +242,7 @@ class RunRecorder:
                 event_type=event_type,
                 node_id=None,
                 tool_call_id=tool_call_id,
-                payload=self.redactor.value(event.to_payload()),
+                data=self.redactor.value(event.to_payload()),
                 created_at=utc_now(),
             )
             if self._early is not None or self._undelivered:

@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
-from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits
 from agent_core._loop._output import OutputPolicy
@@ -20,6 +19,7 @@ from agent_core.tools._pipeline import TurnOutcome
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.types.content import ContentBlock, ErrorPayload
 from agent_core.types.enums import RunStatus
+from agent_core.types.events import ContextBuilt
 from agent_core.types.model import ModelRequest, ToolCall, Usage
 from agent_core.types.tools import ToolDefinition
 

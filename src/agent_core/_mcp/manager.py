@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent_core._events import payloads as ev
 from agent_core._mcp.catalog import McpCatalog, McpServerConfig
 from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
 from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError
@@ -57,6 +56,7 @@ from agent_core.tools._normalize import error_result
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
+from agent_core.types import events as ev
 from agent_core.types.content import ArtifactRefBlock, ErrorPayload
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult

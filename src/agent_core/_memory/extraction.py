@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_core._assets.loader import AssetLoader
-from agent_core._events import payloads as ev
 from agent_core._memory.files import MemoryRecord, MemoryStore
 from agent_core._memory.llm import complete, job_request
 from agent_core._memory.operations import (
@@ -50,6 +49,7 @@ from agent_core.config.loader import LoadedConfig
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode, SchemaError
 from agent_core.providers.base import ProviderAdapter
+from agent_core.types import events as ev
 from agent_core.types.base import utc_now
 from agent_core.types.content import (
     ContentBlock,

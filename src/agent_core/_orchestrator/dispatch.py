@@ -32,7 +32,6 @@ from pydantic import Field
 from agent_core._agents.children import ChildLauncher, ChildSpec
 from agent_core._agents.registry import AgentDefinitionRegistry
 from agent_core._agents.tools import delegation_text
-from agent_core._events import payloads as ev
 from agent_core._orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
 from agent_core._orchestrator.redispatch import EarlierDispatch, started_before
 from agent_core._orchestrator.worker_agents import ensure_worker_agent
@@ -58,6 +57,7 @@ from agent_core.errors import (
 )
 from agent_core.tools._effective import validate_allowed_tools
 from agent_core.tools.context import ToolContext
+from agent_core.types import events as ev
 from agent_core.types.base import StrictModel
 from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import ToolCall

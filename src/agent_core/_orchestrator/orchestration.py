@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from agent_core._agents.feature import Agents
-from agent_core._events import payloads as ev
 from agent_core._orchestrator.dispatch import WorkerDispatcher
 from agent_core._orchestrator.pools import WorkerPools
 from agent_core._orchestrator.tools import OrchestratorToolAdapter
@@ -29,6 +28,7 @@ from agent_core._runtime.state import RunState
 from agent_core._storage.drafts import EventDraft
 from agent_core._tasks import CORE, Actor, TaskCaller, TaskRegistry, TaskToolAdapter
 from agent_core.tools.adapter import ToolAdapter
+from agent_core.types import events as ev
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole
 from agent_core.types.runtime import TaskInspectView

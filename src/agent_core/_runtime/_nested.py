@@ -28,7 +28,7 @@ def child_forwarder(state: RunState) -> Callable[[RuntimeEvent], Awaitable[None]
             if channel.wants_children and not channel.closed:
                 if tagged is None:
                     values = {name: getattr(event, name) for name in _FIELDS}
-                    values["payload"] = dict(event.payload)
+                    values["data"] = dict(event.data)
                     tagged = NestedRuntimeEvent.model_construct(
                         **values,
                         parent_run_id=parent.run_id,

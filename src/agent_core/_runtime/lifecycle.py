@@ -21,7 +21,6 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_core._events import payloads as ev
 from agent_core._jsontext import compact_json
 from agent_core._loop._limits import Prices, cost_usd, usage_record
 from agent_core._loop.cursor import AgentCursor
@@ -35,6 +34,7 @@ from agent_core._runtime.state import RunState
 from agent_core._storage.protocol import SessionStore
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentType, EndReason, RunStatus

@@ -23,12 +23,12 @@ import logging
 import time
 from collections.abc import Set as AbstractSet
 
-from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import SessionState
 from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.errors import ErrorCode
+from agent_core.types import events as ev
 from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.storage import RunRecord

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id, validate_session_id
 from agent_core._jsontext import compact_json
@@ -33,6 +32,7 @@ from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ConfigError, ErrorCode, InvalidArgumentError, SessionNotFoundError
 from agent_core.tools._effective import EffectiveToolsMemo
 from agent_core.tools.context import RunScope
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts
 from agent_core.types.content import text_of
 from agent_core.types.enums import (

@@ -359,7 +359,7 @@ def events_from_rows(
                     "event_type": types[event_type],
                     "node_id": node_id,
                     "tool_call_id": call_id,
-                    "payload": payload,
+                    "data": payload,
                     "created_at": when,
                 }
                 event = new(cls)  # trusted(RuntimeEvent, values, fields), inlined: the hottest loop

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from agent_core._dataclass import dataclass
 from agent_core._events.catalog import level_of
-from agent_core._events.payloads import EventPayload
 from agent_core._ids import new_id
 from agent_core.types.content import ContentBlock
 from agent_core.types.enums import EventLevel, EventType, MessageRole, NodeType
+from agent_core.types.events import EventPayload
 from agent_core.types.runtime import Node, RuntimeEvent
 
 

@@ -317,7 +317,7 @@ class PreparedEvent:
             event_type=self.event_type,
             node_id=d.node_id,
             tool_call_id=d.tool_call_id,
-            payload=payload,
+            data=payload,
             created_at=self.created_at,
         )
 

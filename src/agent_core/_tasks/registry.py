@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from agent_core._events import payloads as ev
 from agent_core._tasks.dag import Actor
 from agent_core._tasks.service import TaskService
 from agent_core._tasks.store import CancelWorkerRuns
 from agent_core._tasks.wal import WalWriter
+from agent_core.types import events as ev
 from agent_core.types.base import utc_now
 
 SessionEmit = Callable[[str, ev.EventPayload, Actor], Awaitable[None]]

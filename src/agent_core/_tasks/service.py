@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_core._events import payloads as ev
 from agent_core._ids import validate_id
 from agent_core._tasks import wal as wal_mod
 from agent_core._tasks.access import (
@@ -66,6 +65,7 @@ from agent_core.errors import (
     TaskError,
 )
 from agent_core.tools._paths import project_side_dir
+from agent_core.types import events as ev
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole, TaskStatus
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent_core._events import payloads as ev
 from agent_core._ids import validate_id
 from agent_core._tasks.board import RecentChange
 from agent_core._tasks.dag import CORE, Actor, TaskDag
@@ -37,6 +36,7 @@ from agent_core.errors import (
     TaskNotFoundError,
     TaskWalUnavailableError,
 )
+from agent_core.types import events as ev
 from agent_core.types.base import utc_now
 from agent_core.types.enums import TaskStatus
 from agent_core.types.runtime import TaskInspectView

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from agent_core._assets.loader import Asset, AssetLoader
-from agent_core._events import payloads as ev
 from agent_core._redaction import Redactor, default_redactor
 from agent_core._tasks.dag import Actor
 from agent_core._tasks.inputs import (
@@ -41,6 +40,7 @@ from agent_core.errors import (
     ToolNotAvailableError,
 )
 from agent_core.tools.context import ContextNodeDraft, ToolContext
+from agent_core.types import events as ev
 from agent_core.types.content import JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole, MessageRole, NodeType
 from agent_core.types.model import ToolCall

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent_core._events import payloads as ev
 from agent_core._tasks.dag import TaskDag
 from agent_core._tasks.models import CLOSED_STEP_STATUSES, HELD_STEP_STATUSES, TaskStep, TaskWalEvent
 from agent_core.errors import AgentCoreError, ErrorCode, TaskWalUnavailableError
+from agent_core.types import events as ev
 from agent_core.types.runtime import TaskInspectView
 
 

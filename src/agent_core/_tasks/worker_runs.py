@@ -7,7 +7,6 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_core._events import payloads as ev
 from agent_core._tasks.access import WorkerPools
 from agent_core._tasks.dag import Actor, TaskDag
 from agent_core._tasks.decide import decide_run_end
@@ -21,6 +20,7 @@ from agent_core.errors import (
     PermissionDeniedError,
     TaskError,
 )
+from agent_core.types import events as ev
 from agent_core.types.enums import TaskStatus
 
 logger = logging.getLogger("agent_core._tasks")

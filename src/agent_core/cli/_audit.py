@@ -70,21 +70,23 @@ def describe(replay: ReplayResult) -> list[str]:
         if event.tool_call_id and event.event_type.value in _GATE_EVENTS:
             calls.setdefault(event.tool_call_id, []).append(event)
     lines: list[str] = []
+    from agent_core.types.events import ABSENT, ToolDenied, ToolFailed, ToolStarted
+
     for call_id, events in calls.items():
-        by_type = {e.event_type.value: e.payload for e in events}
-        first = events[0].payload
-        tool = str(first.get("tool_name") or "?")
-        args = str(by_type.get("tool_started", {}).get("args_summary") or "")
+        payloads = [e.payload for e in events]
+        started = next((p for p in payloads if isinstance(p, ToolStarted)), None)
+        denied = next((p for p in payloads if isinstance(p, ToolDenied)), None)
+        failed = next((p for p in payloads if isinstance(p, ToolFailed)), None)
+        tool = str(getattr(payloads[0], "tool_name", None) or "?")
+        args = str(started.args_summary or "") if started is not None else ""
         lines.append(f"{call_id}  {tool}  {args}".rstrip())
-        if "tool_started" in by_type:
-            started = by_type["tool_started"]
-            lines.append("    " + explain(started.get("permission_audit"), allowed=True))
-        elif "tool_denied" in by_type:
-            denied = by_type["tool_denied"]
-            audit = denied.get("permission_audit")
-            lines.append("    " + explain(audit, allowed=False, reason=str(denied.get("reason") or "")))
+        if started is not None:
+            lines.append("    " + explain(started.permission_audit, allowed=True))
+        elif denied is not None:
+            audit = None if denied.permission_audit is ABSENT else denied.permission_audit
+            lines.append("    " + explain(audit, allowed=False, reason=str(denied.reason or "")))
         else:
-            error = by_type.get("tool_failed", {}).get("error") or {}
+            error = (failed.error if failed is not None else None) or {}
             lines.append(f"    not checked: failed before the permission gate ({error.get('code', 'error')})")
     return [escape_terminal(line) for line in lines]
 

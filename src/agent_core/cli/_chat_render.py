@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.live import Live
 
+    from agent_core.types.events import RuntimeEventPayload
     from agent_core.types.runtime import RuntimeEvent
 
 ARGS_LIMIT = 120
@@ -37,6 +38,14 @@ def safe(text: str, *, multiline: bool = False) -> str:
 def cut(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _name(tool_name: str | None) -> str:
+    return safe(str(tool_name or "tool"))
+
+
+def _run(run_id: str | None) -> str:
+    return safe(str(run_id or "-"))
 
 
 def _split_point(text: str) -> int:
@@ -156,96 +165,109 @@ class ChatPrinter:
 
     # ---- events -------------------------------------------------------------------------------
     def handle(self, event: RuntimeEvent, depth: int = 0) -> None:
-        kind = event.event_type.value
+        from agent_core.types import events as ev  # loaded with the runtime; not before the first prompt
+
         p = event.payload
-        if kind == "loop_failed":
-            error = p.get("error") or self._error or {}
+        if isinstance(p, ev.LoopFailed):
+            error = p.error or self._error or {}
             self._error = None
-            detail = _error_text(error) if error else str(p.get("end_reason") or "failed")
+            detail = _error_text(error) if error else str(p.end_reason or "failed")
             self.line(f"[failed] {safe(detail)}", depth=depth)
             return
-        if self._error is not None and kind != "error":
-            error, self._error = self._error, None
-            self.line(f"[error] {safe(_error_text(error))}", depth=depth)
+        if self._error is not None and not isinstance(p, ev.Error):
+            pending, self._error = self._error, None
+            self.line(f"[error] {safe(_error_text(pending))}", depth=depth)
         if depth:
-            self._child(kind, p, depth)
-        elif kind == "message_delta":
-            delta = str(p.get("text", ""))
-            self._streamed += delta
-            self.reply(delta)
-        elif kind == "message_completed":
-            if p.get("role", "assistant") == "assistant":
-                full = str(p.get("text", ""))
-                if full.startswith(self._streamed):
+            self._child(p, depth)
+            return
+        match p:
+            case ev.MessageDelta(text=delta):
+                self._streamed += delta
+                self.reply(delta)
+            case ev.MessageCompleted(role=role, text=full):
+                if role == "assistant" and full.startswith(self._streamed):
                     self.reply(full[len(self._streamed) :])
-            self._streamed = ""
-        elif kind == "error":
-            self._error = dict(p)
-        elif kind.startswith("tool_"):
-            self._tool(kind, p, depth)
-        elif kind.startswith(("child_agent_", "worker_dispatch")):
-            self._agent(kind, p, depth)
-        elif kind == "run_queued":
-            self.line(
-                f"[queued behind another run of this session (position {p.get('queue_position')})]", dim=True
-            )
-        elif kind == "loop_aborted" and not self.cancel_requested:
-            self.line(f"[aborted: {safe(str(p.get('abort_reason') or p.get('end_reason')))}]")
-        elif kind == "stop_hook_prevented":
-            self.line(
-                f"[a Stop hook asked the agent to continue: {safe(str(p.get('reason') or ''))}]", dim=True
-            )
+                self._streamed = ""
+            case ev.Error(error=details):
+                self._error = dict(details)
+            case ev.RunQueued(queue_position=position):
+                self.line(f"[queued behind another run of this session (position {position})]", dim=True)
+            case ev.LoopAborted(abort_reason=why, end_reason=end) if not self.cancel_requested:
+                self.line(f"[aborted: {safe(str(why or end))}]")
+            case ev.StopHookPrevented(reason=reason):
+                self.line(f"[a Stop hook asked the agent to continue: {safe(str(reason or ''))}]", dim=True)
+            case _:
+                self._tool(p, depth) or self._agent(p, depth)
 
-    def _tool(self, kind: str, p: dict[str, Any], depth: int) -> None:
-        name = safe(str(p.get("tool_name") or "tool"))
-        if kind == "tool_started":
-            args = safe(cut(str(p.get("args_summary") or ""), ARGS_LIMIT))
-            self.line(f"• {name} {args}".rstrip(), dim=True, depth=depth)
-        elif kind == "tool_completed":
-            self.line(f"  └ {name} ok ({p.get('duration_ms', '?')} ms)", dim=True, depth=depth)
-        elif kind == "tool_failed":
-            self.line(f"  └ {name} failed: {safe(_error_text(p.get('error') or {}))}", dim=True, depth=depth)
-        elif kind == "tool_denied":
-            why = safe(str(p.get("reason") or "denied"))
-            self.line(f"  └ {name} denied ({safe(str(p.get('denied_by')))}): {why}", dim=True, depth=depth)
+    def _tool(self, p: RuntimeEventPayload, depth: int) -> bool:
+        """Prints a tool call's start or end; ``False`` when ``p`` is not one."""
+        from agent_core.types import events as ev
 
-    def _agent(self, kind: str, p: dict[str, Any], depth: int) -> None:
-        run = safe(str(p.get("child_run_id") or "-"))
+        match p:
+            case ev.ToolStarted(tool_name=name, args_summary=args):
+                self.line(
+                    f"• {_name(name)} {safe(cut(str(args or ''), ARGS_LIMIT))}".rstrip(),
+                    dim=True,
+                    depth=depth,
+                )
+            case ev.ToolCompleted(tool_name=name, duration_ms=ms):
+                self.line(f"  └ {_name(name)} ok ({'?' if ms is None else ms} ms)", dim=True, depth=depth)
+            case ev.ToolFailed(tool_name=name, error=error):
+                self.line(
+                    f"  └ {_name(name)} failed: {safe(_error_text(error or {}))}", dim=True, depth=depth
+                )
+            case ev.ToolDenied(tool_name=name, denied_by=by, reason=reason):
+                why = safe(str(reason or "denied"))
+                self.line(f"  └ {_name(name)} denied ({safe(str(by))}): {why}", dim=True, depth=depth)
+            case _:
+                return False
+        return True
+
+    def _agent(self, p: RuntimeEventPayload, depth: int) -> bool:
+        """Prints a child agent's or a worker dispatch's progress; ``False`` when ``p`` is not one."""
+        from agent_core.types import events as ev
+
         indent = depth + 1
-        if kind == "child_agent_created":
-            definition = safe(str(p.get("agent_definition_id") or "child"))
-            self.line(
-                f"[agent {definition} ({safe(str(p.get('agent_type')))}) started, run {run}]",
-                dim=True,
-                depth=indent,
-            )
-        elif kind == "worker_dispatched":
-            worker = safe(str(p.get("worker_agent_id")))
-            self.line(
-                f"[worker {worker} dispatched on task {safe(str(p.get('task_id')))}]", dim=True, depth=indent
-            )
-        elif kind == "worker_dispatch_failed":
-            self.line(
-                f"[worker dispatch failed: {safe(_error_text(p.get('error') or {}))}]", dim=True, depth=indent
-            )
-        elif kind == "child_agent_completed":
-            self.line(
-                f"[agent run {run} {safe(str(p.get('status') or 'completed'))}]", dim=True, depth=indent
-            )
-        elif kind == "child_agent_failed":
-            self.line(
-                f"[agent run {run} failed: {safe(_error_text(p.get('error') or {}))}]", dim=True, depth=indent
-            )
-        elif kind == "child_agent_cancelled":
-            self.line(f"[agent run {run} cancelled]", dim=True, depth=indent)
+        match p:
+            case ev.ChildAgentCreated(child_run_id=run, agent_definition_id=definition, agent_type=kind):
+                self.line(
+                    f"[agent {safe(str(definition or 'child'))} ({safe(str(kind))}) started, run {_run(run)}]",
+                    dim=True,
+                    depth=indent,
+                )
+            case ev.WorkerDispatched(worker_agent_id=worker, task_id=task):
+                self.line(
+                    f"[worker {safe(str(worker))} dispatched on task {safe(str(task))}]",
+                    dim=True,
+                    depth=indent,
+                )
+            case ev.WorkerDispatchFailed(error=error):
+                self.line(
+                    f"[worker dispatch failed: {safe(_error_text(error or {}))}]", dim=True, depth=indent
+                )
+            case ev.ChildAgentCompleted(child_run_id=run, status=status):
+                self.line(
+                    f"[agent run {_run(run)} {safe(str(status or 'completed'))}]", dim=True, depth=indent
+                )
+            case ev.ChildAgentFailed(child_run_id=run, error=failure):
+                self.line(
+                    f"[agent run {_run(run)} failed: {safe(_error_text(failure or {}))}]",
+                    dim=True,
+                    depth=indent,
+                )
+            case ev.ChildAgentCancelled(child_run_id=run):
+                self.line(f"[agent run {_run(run)} cancelled]", dim=True, depth=indent)
+            case _:
+                return False
+        return True
 
-    def _child(self, kind: str, p: dict[str, Any], depth: int) -> None:
-        if kind.startswith("tool_"):
-            self._tool(kind, p, depth)
-        elif kind.startswith(("child_agent_", "worker_dispatch")):
-            self._agent(kind, p, depth)
-        elif kind == "message_completed" and p.get("role", "assistant") == "assistant":
-            text = safe(cut(str(p.get("text") or ""), CHILD_TEXT_LIMIT))
+    def _child(self, p: RuntimeEventPayload, depth: int) -> None:
+        from agent_core.types import events as ev
+
+        if self._tool(p, depth) or self._agent(p, depth):
+            return
+        if isinstance(p, ev.MessageCompleted) and p.role == "assistant":
+            text = safe(cut(str(p.text or ""), CHILD_TEXT_LIMIT))
             if text:
                 self.line(text, dim=True, depth=depth)
 

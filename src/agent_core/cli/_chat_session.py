@@ -161,16 +161,18 @@ class ChatSession:
     async def _consume(self, run: RunHandle) -> None:
         """The run's events and, indented under the tool call that started them, its descendants'."""
         depth: dict[str, int] = {run.run_id: 0}
+        from agent_core.types.events import MessageDelta, RunCompleted
+
         async for event in run.events(include_children=True):
             level = 0
             if event.run_id is not None and event.run_id != run.run_id:
                 parent = getattr(event, "parent_run_id", None)
                 level = depth.setdefault(event.run_id, depth.get(parent or "", 0) + 2)
-                if event.event_type.value.startswith("message_delta"):
+                if event.event_type == MessageDelta.event_type:
                     continue  # a child's reply is shown once, when its message completes
             self.printer.handle(event, depth=level)
-            if level == 0 and event.event_type.value == "run_completed":
-                self.last_usage = dict(event.payload.get("usage") or {}) or None
+            if level == 0 and isinstance(payload := event.payload, RunCompleted):
+                self.last_usage = dict(payload.usage or {}) or None
 
     def plain_sigint(self, loop: asyncio.AbstractEventLoop) -> None:
         """Without a terminal, Ctrl-C at the prompt arrives as SIGINT: route it to the line reader."""

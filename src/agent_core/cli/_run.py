@@ -15,6 +15,7 @@ from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
+    from agent_core.types.events import RuntimeEventPayload
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
@@ -53,70 +54,67 @@ class _Printer:
             self.notice(f"[error] {_error_text(error)}")
 
     def handle(self, event: RuntimeEvent) -> None:
-        kind = event.event_type.value
+        from agent_core.types import events as ev  # loaded with the runtime; not at CLI start
+
         p = event.payload
-        if kind == "loop_failed":
-            error = p.get("error") or self._pending_error or {}
+        if isinstance(p, ev.LoopFailed):
+            error = p.error or self._pending_error or {}
             self._pending_error = None
-            detail = _error_text(error) if error else str(p.get("end_reason") or "failed")
+            detail = _error_text(error) if error else str(p.end_reason or "failed")
             self.notice(f"[run] failed: {detail}")
             return
         self._flush_error()
-        if kind == "message_delta":
-            delta = str(p.get("text", ""))
-            self.text(delta)
-            self._streamed += delta
-        elif kind == "message_completed":
-            if p.get("role", "assistant") == "assistant":
-                full = str(p.get("text", ""))
-                if full.startswith(self._streamed):
+        match p:
+            case ev.MessageDelta(text=delta):
+                self.text(delta)
+                self._streamed += delta
+            case ev.MessageCompleted(role=role, text=full):
+                if role == "assistant" and full.startswith(self._streamed):
                     self.text(full[len(self._streamed) :])
-            # the line stays open: a max_tokens continuation goes on with the same text; the next
-            # notice or the end of the run ends it
-            self._streamed = ""
-        elif kind == "error":
-            self._pending_error = dict(p)
-        elif kind == "tool_started":
-            self.notice(f"[tool] {p.get('tool_name')} {p.get('args_summary', '')}".rstrip())
-        elif kind == "tool_completed":
-            self.notice(f"[tool] {p.get('tool_name')} done ({p.get('duration_ms', '?')} ms)")
-        elif kind == "tool_failed":
-            self.notice(f"[tool] {p.get('tool_name')} failed: {_error_text(p.get('error') or {})}")
-        elif kind == "tool_denied":
-            reason = p.get("reason") or "denied"
-            self.notice(f"[tool] {p.get('tool_name')} denied ({p.get('denied_by')}): {reason}")
-        elif kind == "run_queued":
-            self.notice(
-                f"[run] queued behind another run of this session (position {p.get('queue_position')})"
-            )
-        elif kind.startswith(("child_agent_", "worker_dispatch")):
-            self._agent_notice(kind, p)
-        elif kind == "loop_aborted" and not self.cancel_requested:
-            self.notice(f"[run] aborted: {p.get('abort_reason') or p.get('end_reason')}")
-        elif kind == "stop_hook_prevented":
-            self.notice(f"[hook] Stop hook asked the agent to continue: {p.get('reason') or ''}".rstrip(": "))
-        elif kind == "run_cancelled":
-            self.notice("[run] cancelled")
+                # the line stays open: a max_tokens continuation goes on with the same text; the next
+                # notice or the end of the run ends it
+                self._streamed = ""
+            case ev.Error(error=details):
+                self._pending_error = dict(details)
+            case ev.ToolStarted(tool_name=name, args_summary=args):
+                self.notice(f"[tool] {name} {args or ''}".rstrip())
+            case ev.ToolCompleted(tool_name=name, duration_ms=ms):
+                self.notice(f"[tool] {name} done ({'?' if ms is None else ms} ms)")
+            case ev.ToolFailed(tool_name=name, error=failure):
+                self.notice(f"[tool] {name} failed: {_error_text(failure or {})}")
+            case ev.ToolDenied(tool_name=name, denied_by=by, reason=reason):
+                self.notice(f"[tool] {name} denied ({by}): {reason or 'denied'}")
+            case ev.RunQueued(queue_position=position):
+                self.notice(f"[run] queued behind another run of this session (position {position})")
+            case ev.LoopAborted(abort_reason=why, end_reason=end) if not self.cancel_requested:
+                self.notice(f"[run] aborted: {why or end}")
+            case ev.StopHookPrevented(reason=reason):
+                self.notice(f"[hook] Stop hook asked the agent to continue: {reason or ''}".rstrip(": "))
+            case ev.RunCancelled():
+                self.notice("[run] cancelled")
+            case _:
+                self._agent_notice(p)
 
-    def _agent_notice(self, kind: str, p: dict[str, Any]) -> None:
-        run = p.get("child_run_id") or "-"
-        if kind == "child_agent_created":
-            definition = p.get("agent_definition_id") or "child"
-            self.notice(
-                f"[agent] created {definition} ({p.get('agent_type')}) agent {p.get('child_agent_id')}"
-            )
-        elif kind == "worker_dispatched":
-            self.notice(
-                f"[agent] dispatched worker {p.get('worker_agent_id')} on task {p.get('task_id')} (run {run})"
-            )
-        elif kind == "worker_dispatch_failed":
-            self.notice(f"[agent] worker dispatch failed: {_error_text(p.get('error') or {})}")
-        elif kind == "child_agent_completed":
-            self.notice(f"[agent] child run {run} {p.get('status') or 'completed'}")
-        elif kind == "child_agent_failed":
-            self.notice(f"[agent] child run {run} failed: {_error_text(p.get('error') or {})}")
-        elif kind == "child_agent_cancelled":
-            self.notice(f"[agent] child run {run} cancelled")
+    def _agent_notice(self, p: RuntimeEventPayload) -> None:
+        from agent_core.types import events as ev
+
+        match p:
+            case ev.ChildAgentCreated():
+                definition = p.agent_definition_id or "child"
+                self.notice(f"[agent] created {definition} ({p.agent_type}) agent {p.child_agent_id}")
+            case ev.WorkerDispatched():
+                self.notice(
+                    f"[agent] dispatched worker {p.worker_agent_id} on task {p.task_id} "
+                    f"(run {p.child_run_id or '-'})"
+                )
+            case ev.WorkerDispatchFailed(error=error):
+                self.notice(f"[agent] worker dispatch failed: {_error_text(error or {})}")
+            case ev.ChildAgentCompleted(child_run_id=run, status=status):
+                self.notice(f"[agent] child run {run or '-'} {status or 'completed'}")
+            case ev.ChildAgentFailed(child_run_id=run, error=error):
+                self.notice(f"[agent] child run {run or '-'} failed: {_error_text(error or {})}")
+            case ev.ChildAgentCancelled(child_run_id=run):
+                self.notice(f"[agent] child run {run or '-'} cancelled")
 
     def finish(self) -> None:
         self._flush_error()

@@ -27,13 +27,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._storage.drafts import EventDraft
 from agent_core.errors import AgentCoreError, ErrorCode, NotFoundError
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
 from agent_core.tools._normalize import exception_result, normalize_return
 from agent_core.tools.context import ToolContext
+from agent_core.types import events as ev
 from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
 from agent_core.types.enums import RunMode

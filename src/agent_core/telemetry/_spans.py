@@ -135,7 +135,7 @@ class SpanBuilder:
     def _loop_started(self, event: RuntimeEvent) -> None:
         run_id = event.run_id or ""
         state = self._lookup(run_id)
-        agent_type = str(event.payload.get("agent_type") or "agent")
+        agent_type = str(event.data.get("agent_type") or "agent")
         name = (state.purpose if state is not None else None) or agent_type
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -171,12 +171,12 @@ class SpanBuilder:
         self._runs[run_id] = _RunSpans(span)
 
     def _message_created(self, event: RuntimeEvent, spans: _RunSpans) -> None:
-        if self._capture and event.payload.get("role") == "user":
-            text = str(event.payload.get("text_preview") or "")
+        if self._capture and event.data.get("role") == "user":
+            text = str(event.data.get("text_preview") or "")
             spans.span.set_attribute("gen_ai.input.messages", self._messages("user", text))
 
     def _loop_completed(self, event: RuntimeEvent, spans: _RunSpans) -> None:
-        spans.end_reason = str(event.payload.get("end_reason") or "")
+        spans.end_reason = str(event.data.get("end_reason") or "")
 
     def _run_ended(self, event: RuntimeEvent, spans: _RunSpans) -> None:
         if event.event_type == EventType.loop_completed:
@@ -184,7 +184,7 @@ class SpanBuilder:
         self._runs.pop(event.run_id or "", None)
         when = _ns(event.created_at)
         self._end_children(spans, when)
-        payload = event.payload
+        payload = event.data
         span = spans.span
         end_reason = str(payload.get("end_reason") or spans.end_reason or "")
         span.set_attribute("soong.end_reason", end_reason)
@@ -211,14 +211,14 @@ class SpanBuilder:
 
     # ---- model calls --------------------------------------------------------------------------------
     def _model_started(self, event: RuntimeEvent, spans: _RunSpans) -> None:
-        model = str(event.payload.get("model") or "")
+        model = str(event.data.get("model") or "")
         spans.chat = self._tracer.start_span(
             f"chat {model}",
             context=trace.set_span_in_context(spans.span),
             kind=SpanKind.CLIENT,
             attributes={
                 "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": str(event.payload.get("provider") or ""),
+                "gen_ai.provider.name": str(event.data.get("provider") or ""),
                 "gen_ai.request.model": model,
             },
             start_time=_ns(event.created_at),
@@ -226,7 +226,7 @@ class SpanBuilder:
 
     def _model_completed(self, event: RuntimeEvent, spans: _RunSpans) -> None:
         chat = spans.chat
-        usage = event.payload.get("usage") or {}
+        usage = event.data.get("usage") or {}
         input_tokens = int(usage.get("input_tokens") or 0)
         output_tokens = int(usage.get("output_tokens") or 0)
         spans.input_tokens += input_tokens
@@ -241,15 +241,15 @@ class SpanBuilder:
         ):
             if isinstance(usage.get(key), int):
                 chat.set_attribute(attr, usage[key])
-        chat.set_attribute("gen_ai.response.finish_reasons", [str(event.payload.get("stop_reason") or "")])
+        chat.set_attribute("gen_ai.response.finish_reasons", [str(event.data.get("stop_reason") or "")])
 
     def _message_completed(self, event: RuntimeEvent, spans: _RunSpans) -> None:
         chat = spans.chat
-        if chat is None or event.payload.get("role") != "assistant":
+        if chat is None or event.data.get("role") != "assistant":
             return
         if self._capture:
             chat.set_attribute(
-                "gen_ai.output.messages", self._messages("assistant", str(event.payload.get("text") or ""))
+                "gen_ai.output.messages", self._messages("assistant", str(event.data.get("text") or ""))
             )
         chat.end(end_time=_ns(event.created_at))
         spans.chat = None
@@ -258,7 +258,7 @@ class SpanBuilder:
         chat = spans.chat
         if chat is None:
             return
-        error = event.payload.get("error") or {}
+        error = event.data.get("error") or {}
         chat.set_attribute("error.type", str(error.get("code") or "provider_error"))
         chat.set_status(Status(StatusCode.ERROR, self._redactor.text(str(error.get("message") or ""))))
         chat.end(end_time=_ns(event.created_at))
@@ -269,12 +269,12 @@ class SpanBuilder:
         call_id = event.tool_call_id or ""
         span = self._start_tool(event, spans)
         if self._capture:
-            summary = event.payload.get("args_summary")
+            summary = event.data.get("args_summary")
             span.set_attribute("gen_ai.tool.call.arguments", self._content(summary))
         spans.tools[call_id] = span
 
     def _start_tool(self, event: RuntimeEvent, spans: _RunSpans) -> Span:
-        name = str(event.payload.get("tool_name") or "")
+        name = str(event.data.get("tool_name") or "")
         return self._tracer.start_span(
             f"execute_tool {name}",
             context=trace.set_span_in_context(spans.span),
@@ -297,15 +297,15 @@ class SpanBuilder:
         span.set_attribute("soong.tool.outcome", outcome)
         if outcome == "completed":
             if self._capture:
-                span.set_attribute("gen_ai.tool.call.result", self._content(event.payload.get("summary")))
+                span.set_attribute("gen_ai.tool.call.result", self._content(event.data.get("summary")))
         else:
-            error = event.payload.get("error") or {}
+            error = event.data.get("error") or {}
             span.set_attribute("error.type", str(error.get("code") or outcome))
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=_ns(event.created_at))
 
     def _aborted_tools(self, event: RuntimeEvent, spans: _RunSpans) -> None:
-        for call_id in event.payload.get("tool_call_ids") or []:
+        for call_id in event.data.get("tool_call_ids") or []:
             span = spans.tools.pop(str(call_id), None)
             if span is not None:
                 span.set_attribute("soong.tool.outcome", "aborted")

@@ -12,12 +12,12 @@ from dataclasses import field
 from typing import Any, Literal
 
 from agent_core._dataclass import dataclass
-from agent_core._events import payloads as ev
 from agent_core._redaction import Redactor
 from agent_core.errors import ErrorCode
 from agent_core.tools._effective import TASK_MUTATORS
 from agent_core.tools._normalize import artifact_ids, error_result, normalize_return, result_summary
 from agent_core.tools.preflight import Preflight
+from agent_core.types import events as ev
 from agent_core.types.content import ContentBlock, TextBlock
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import ToolCall

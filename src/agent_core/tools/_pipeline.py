@@ -27,7 +27,6 @@ from dataclasses import field
 from typing import Any, Protocol, TypeVar
 
 from agent_core._dataclass import dataclass
-from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
@@ -60,6 +59,7 @@ from agent_core.tools.adapter import adapter_preflight
 from agent_core.tools.context import RunScope, ToolContext, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import RegisteredTool, ToolRegistry
+from agent_core.types import events as ev
 from agent_core.types.enums import HookPhase
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult

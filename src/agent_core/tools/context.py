@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._dataclass import dataclass
-from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
+from agent_core.types.events import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from agent_core.types.base import StrictModel, empty_list, utc_now
 from agent_core.types.content import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteFailure as DeleteFailure
     from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
     from agent_core.types._results import SessionSummary as SessionSummary
+    from agent_core.types.events import RuntimeEventPayload
 
 _RESULTS = frozenset(
     {
@@ -89,6 +90,22 @@ class UserMessage(StrictModel):
 
 
 class RuntimeEvent(StrictModel):
+    """One event of a run: live on ``run.events()``, stored (``seq`` set) unless transient.
+
+    ``payload`` is the typed payload of the event's type (:data:`agent_core.types.events.RuntimeEventPayload`:
+    ``MessageDelta``, ``ToolStarted`` ...), built from ``data`` when read. ``data`` is the payload in its JSON
+    form: the ``payload`` object of the event's JSON (``model_dump``, SSE frames, the stored event), and the
+    name to construct an event with (``RuntimeEvent(..., payload={...})`` and ``data={...}`` both work).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        defer_build=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
     event_id: str
     seq: int | None = None
     run_seq: int | None = None
@@ -99,8 +116,16 @@ class RuntimeEvent(StrictModel):
     event_type: EventType
     node_id: str | None = None
     tool_call_id: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict, alias="payload")
+    """The payload as a JSON object (``payload`` in the JSON form)."""
     created_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def payload(self) -> "RuntimeEventPayload":
+        """The typed payload (a new object on each access, read from ``data``)."""
+        from agent_core.types.events import payload_from_data  # off the import path of this module
+
+        return payload_from_data(self.event_type, self.data)
 
 
 class NestedRuntimeEvent(RuntimeEvent):

@@ -18,7 +18,6 @@ from typing import Any
 
 from agent_core._agents.children import _interruption as child_interruption
 from agent_core._agents.feature import Agents
-from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
@@ -33,6 +32,7 @@ from agent_core.engine.temporal._worker_handoff import start_budget
 from agent_core.errors import ConfigError, ErrorCode, InternalError
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
+from agent_core.types import events as ev
 from agent_core.types.content import TextBlock, text_of
 from agent_core.types.enums import AgentRole, AgentType, MessageRole, NodeType, RunMode, RunStatus
 from agent_core.types.runtime import UserMessage

@@ -1,20 +1,37 @@
-"""One typed payload per :class:`EventType` (runtime.md §9.7): the only way events are built.
+"""The typed payload of every :class:`~agent_core.types.enums.EventType`: ``RuntimeEvent.payload``.
 
-Each class is a frozen dataclass naming its ``event_type``; :meth:`EventPayload.to_payload` gives the
-``RuntimeEvent.payload`` mapping, with the keys in field order. A field whose value is :data:`ABSENT` is
-left out of the mapping (a key some emitters add and others do not); ``None`` is written as ``null``.
-Values are already JSON-shaped (dumped errors, usage records): building a payload validates nothing, so the
-per-delta path costs one small object. :data:`PAYLOAD_MODELS` maps every event type to its class.
+``RuntimeEvent.payload`` is the event's payload as one of these classes (:data:`RuntimeEventPayload`, a
+union discriminated by the class attribute ``event_type``, which equals the event's ``event_type``), so a
+consumer reads typed fields instead of dict keys::
+
+    async for event in run.events():
+        match event.payload:
+            case MessageDelta(text=text):
+                print(text, end="")
+            case ToolStarted(tool_name=name, args_summary=args):
+                print(f"[{name} {args}]")
+
+``RuntimeEvent.data`` keeps the JSON form (the ``payload`` object of the event's JSON, of SSE frames and of
+the stored event): :meth:`EventPayload.to_payload` of the payload, with keys in field order. A field whose
+value is :data:`ABSENT` is left out of that mapping (a key some emitters add and others do not); ``None``
+is written as ``null``. Nested values stay JSON-shaped (an error is the ``ErrorPayload`` object as a dict,
+usage the usage record) so building a payload validates nothing: the per-delta path costs one small object.
+
+The runtime builds every event from one of these classes. Reading an event back from its JSON form
+(:meth:`EventPayload.from_data`) is lenient: a key the class does not declare is ignored (``data`` still has
+it), a missing key of a field without a default reads ``None``.
+
+Every class is a stdlib ``dataclass(slots=True, frozen=True)``: immutable, comparable, usable with
+``match`` and ``dataclasses.fields``. :data:`PAYLOAD_MODELS` maps every event type to its class.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
-from agent_core._events._frozen import Frozen, frozen_dataclass
 from agent_core.types.enums import WAL_EVENT_TYPES, EventType
 
 if TYPE_CHECKING:
@@ -26,6 +43,9 @@ class Absent(enum.Enum):
 
     ABSENT = "absent"
 
+    def __repr__(self) -> str:
+        return "ABSENT"
+
 
 ABSENT: Final = Absent.ABSENT
 """A field left out of the payload mapping."""
@@ -33,65 +53,168 @@ ABSENT: Final = Absent.ABSENT
 JsonObject = dict[str, Any]
 """A JSON object already in its serialised shape (e.g. ``ErrorPayload.model_dump(mode="json")``)."""
 
+__all__ = [
+    "ABSENT",
+    "PAYLOAD_MODELS",
+    "AbortedStreaming",
+    "AbortedTools",
+    "Absent",
+    "CancelTimeout",
+    "ChildAgentCancelRequested",
+    "ChildAgentCancelTimeout",
+    "ChildAgentCancelled",
+    "ChildAgentCompleted",
+    "ChildAgentCreated",
+    "ChildAgentFailed",
+    "ChildResultSchemaValidationFailed",
+    "CompactCompleted",
+    "CompactFailed",
+    "CompactPending",
+    "CompactStarted",
+    "ContextBuilt",
+    "Error",
+    "EventPayload",
+    "HookCompleted",
+    "HookDenied",
+    "HookFailed",
+    "HookStarted",
+    "JobCompleted",
+    "JobFailed",
+    "JobStarted",
+    "JsonObject",
+    "LoopAborted",
+    "LoopCompleted",
+    "LoopFailed",
+    "LoopStarted",
+    "McpServerFailed",
+    "MemoryExtractionCompleted",
+    "MemoryExtractionFailed",
+    "MemoryExtractionStarted",
+    "MessageCompleted",
+    "MessageCreated",
+    "MessageDelta",
+    "ModelCompleted",
+    "ModelFailed",
+    "ModelStarted",
+    "ModelTextDelta",
+    "PermissionFailed",
+    "ProviderDebug",
+    "RunCancelled",
+    "RunCompleted",
+    "RunDequeued",
+    "RunQueued",
+    "RuntimeEventPayload",
+    "StopHookPrevented",
+    "TaskStepClaimSkipped",
+    "TaskWalFailed",
+    "TaskWalMirror",
+    "TaskWalReplayed",
+    "ToolCallDelta",
+    "ToolCompleted",
+    "ToolDenied",
+    "ToolFailed",
+    "ToolProgress",
+    "ToolStarted",
+    "WorkerDispatchFailed",
+    "WorkerDispatched",
+    "payload_class",
+    "payload_from_data",
+]
+
 P = TypeVar("P", bound="EventPayload")
 
+_FIELDS: dict[type[EventPayload], tuple[tuple[str, bool], ...]] = {}
+"""Per class: its fields in order, each with whether it has a default (filled on first use)."""
 
-@frozen_dataclass
-class EventPayload(Frozen):
-    """Base of the payload classes; ``event_type`` names the event a payload is for.
 
-    Equality, hash and repr are the dataclass ones (fields in order), written once here instead of being
-    generated for each of the ~80 classes (``eq=False, repr=False`` on them): creating the classes is part
-    of every cold start (issue 16), as is compiling their ``__init__``: :func:`frozen_dataclass` compiles it
-    when a class is first instantiated. A class without a docstring gets one naming its event type (else
-    ``dataclass`` would compute one from its signature).
+def _fields_of(cls: type[EventPayload]) -> tuple[tuple[str, bool], ...]:
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = tuple(
+            (f.name, f.default is not MISSING or f.default_factory is not MISSING)
+            for f in fields(cls)  # type: ignore[arg-type]  # every concrete payload class is a dataclass
+        )
+    return known
+
+
+class EventPayload:
+    """Base of the payload classes; the class attribute ``event_type`` names the event a payload is for.
+
+    A plain class with empty slots: the records are its ``dataclass(slots=True, frozen=True)`` subclasses.
+    Equality, hash and repr are the dataclass ones (same class, fields in order), written once here instead
+    of being generated for each of the ~70 classes (``eq=False, repr=False`` on them): creating the classes
+    is part of every cold start. A class without a docstring gets one naming its event type (``dataclass``
+    would compute one from its signature, which is slow).
     """
 
+    __slots__ = ()
     event_type: ClassVar[EventType]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("__doc__") is None:
-            kind = cls.__dict__.get("event_type")
-            cls.__doc__ = f"Payload of ``{kind.value}`` events." if kind is not None else cls.__name__
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name, _ in _fields_of(type(self)))
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.__dict__ == other.__dict__
+        assert isinstance(other, EventPayload)
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
-        return hash(tuple(self.__dict__.values()))
+        return hash(self._values())
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
-        return f"{type(self).__qualname__}({fields})"
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name, _ in _fields_of(type(self)))
+        return f"{type(self).__qualname__}({values})"
+
+    def __init_subclass__(cls) -> None:
+        if cls.__dict__.get("__doc__") is None:
+            kind = cls.__dict__.get("event_type")
+            cls.__doc__ = f"Payload of ``{kind.value}`` events." if kind is not None else cls.__name__
 
     def to_payload(self) -> dict[str, Any]:
-        """The event's payload mapping (fields in order, :data:`ABSENT` ones left out)."""
-        return {k: v for k, v in self.__dict__.items() if v is not ABSENT}
+        """The event's JSON payload mapping (fields in order, :data:`ABSENT` ones left out)."""
+        out: dict[str, Any] = {}
+        for name, _ in _fields_of(type(self)):
+            value = getattr(self, name)
+            if value is not ABSENT:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_data(cls: type[P], data: Mapping[str, Any]) -> P:
+        """The payload of a JSON payload mapping (the inverse of :meth:`to_payload`; lenient: undeclared
+        keys are ignored, a missing key of a field without a default reads ``None``)."""
+        values: dict[str, Any] = {}
+        for name, has_default in _fields_of(cls):
+            if name in data:
+                values[name] = data[name]
+            elif not has_default:
+                values[name] = None
+        return cls(**values)
 
     def redacted(self: P, redactor: Redactor) -> P:
         """A copy whose strings have the secrets replaced (``Redactor.value`` over the fields)."""
-        copy = object.__new__(type(self))
-        copy.__dict__.update(redactor.value(self.__dict__))
+        cls = type(self)
+        copy = object.__new__(cls)
+        for name, _ in _fields_of(cls):
+            object.__setattr__(copy, name, redactor.value(getattr(self, name)))
         return copy
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class RunQueued(EventPayload):
     event_type = EventType.run_queued
     queue_position: int
     mode: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class RunDequeued(EventPayload):
     event_type = EventType.run_dequeued
     reason: Literal["started", "cancelled"]
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class RunCancelled(EventPayload):
     event_type = EventType.run_cancelled
     reason: str
@@ -99,7 +222,7 @@ class RunCancelled(EventPayload):
     end_reason: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class RunCompleted(EventPayload):
     event_type = EventType.run_completed
     end_reason: str
@@ -110,13 +233,13 @@ class RunCompleted(EventPayload):
     """Set when a limit or a loop ended the run with a final answer."""
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class CancelTimeout(EventPayload):
     event_type = EventType.cancel_timeout
     cancel_timeout_ms: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class LoopStarted(EventPayload):
     event_type = EventType.loop_started
     mode: str
@@ -124,49 +247,49 @@ class LoopStarted(EventPayload):
     max_turns: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class LoopCompleted(EventPayload):
     event_type = EventType.loop_completed
     end_reason: str
     turn_count: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class LoopAborted(EventPayload):
     event_type = EventType.loop_aborted
     end_reason: str
     abort_reason: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class LoopFailed(EventPayload):
     event_type = EventType.loop_failed
     end_reason: str | None
     error: JsonObject | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class AbortedStreaming(EventPayload):
     event_type = EventType.aborted_streaming
     abort_reason: str
     partial_node_id: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class AbortedTools(EventPayload):
     event_type = EventType.aborted_tools
     abort_reason: str
     tool_call_ids: list[str]
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class StopHookPrevented(EventPayload):
     event_type = EventType.stop_hook_prevented
     reason: str
     hook_summary: JsonObject | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class Error(EventPayload):
     """The ``error`` event: the fields of an ``ErrorPayload`` at the top level."""
 
@@ -176,10 +299,15 @@ class Error(EventPayload):
     def to_payload(self) -> dict[str, Any]:
         return self.error
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Error:
+        return cls(dict(data))
 
-@frozen_dataclass
+
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ContextBuilt(EventPayload):
-    """The ``ContextBuildReport`` fields at the top level (runtime.md §9.8)."""
+    """The ``ContextBuildReport`` fields at the top level (``ContextBuildReport.model_validate(report)``
+    reads them)."""
 
     event_type = EventType.context_built
     report: JsonObject
@@ -187,15 +315,19 @@ class ContextBuilt(EventPayload):
     def to_payload(self) -> dict[str, Any]:
         return self.report
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ContextBuilt:
+        return cls(dict(data))
 
-@frozen_dataclass(kw_only=True)
+
+@dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"
     text_preview: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class MessageDelta(EventPayload):
     event_type = EventType.message_delta
     text: str
@@ -204,7 +336,7 @@ class MessageDelta(EventPayload):
         return {"text": self.text}
 
 
-@frozen_dataclass(kw_only=True)
+@dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCompleted(EventPayload):
     event_type = EventType.message_completed
     role: str = "assistant"
@@ -212,7 +344,7 @@ class MessageCompleted(EventPayload):
     has_tool_calls: bool
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ModelStarted(EventPayload):
     event_type = EventType.model_started
     provider: str
@@ -220,7 +352,7 @@ class ModelStarted(EventPayload):
     turn: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ModelTextDelta(EventPayload):
     event_type = EventType.model_text_delta
     text: str
@@ -229,7 +361,7 @@ class ModelTextDelta(EventPayload):
         return {"text": self.text}
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolCallDelta(EventPayload):
     event_type = EventType.tool_call_delta
     index: int
@@ -239,7 +371,7 @@ class ToolCallDelta(EventPayload):
     arguments_delta: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ModelCompleted(EventPayload):
     event_type = EventType.model_completed
     stop_reason: str
@@ -251,14 +383,14 @@ class ModelCompleted(EventPayload):
     retries: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ModelFailed(EventPayload):
     event_type = EventType.model_failed
     error: JsonObject
     partial_node_id: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ProviderDebug(EventPayload):
     event_type = EventType.provider_debug
     provider: str
@@ -270,8 +402,13 @@ class ProviderDebug(EventPayload):
     def to_payload(self) -> dict[str, Any]:
         return {"provider": self.provider, "kind": self.kind, "data": self.data, **self.extra}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ProviderDebug:
+        extra = {k: v for k, v in data.items() if k not in ("provider", "kind", "data")}
+        return cls(data.get("provider"), data.get("kind"), data.get("data"), extra)  # type: ignore[arg-type]
 
-@frozen_dataclass
+
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolStarted(EventPayload):
     event_type = EventType.tool_started
     tool_name: str
@@ -283,14 +420,14 @@ class ToolStarted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolProgress(EventPayload):
     event_type = EventType.tool_progress
     tool_name: str
     progress: JsonObject
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolCompleted(EventPayload):
     event_type = EventType.tool_completed
     tool_name: str
@@ -300,7 +437,7 @@ class ToolCompleted(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolFailed(EventPayload):
     event_type = EventType.tool_failed
     tool_name: str
@@ -313,7 +450,7 @@ class ToolFailed(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ToolDenied(EventPayload):
     event_type = EventType.tool_denied
     tool_name: str
@@ -324,7 +461,7 @@ class ToolDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class PermissionFailed(EventPayload):
     event_type = EventType.permission_failed
     tool_name: str
@@ -337,7 +474,7 @@ ToolResultEvent = ToolCompleted | ToolFailed | ToolDenied
 """The event committed with a tool result node."""
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class _HookRun(EventPayload):
     """Which hook of which rule ran, for which phase."""
 
@@ -346,13 +483,13 @@ class _HookRun(EventPayload):
     rule_index: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class HookStarted(_HookRun):
     event_type = EventType.hook_started
     command: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class HookCompleted(_HookRun):
     event_type = EventType.hook_completed
     decision: str | None
@@ -364,7 +501,7 @@ class HookCompleted(_HookRun):
     """A ``deny`` of a non-blocking phase, which has no effect."""
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class HookFailed(_HookRun):
     event_type = EventType.hook_failed
     error: JsonObject | None
@@ -374,7 +511,7 @@ class HookFailed(_HookRun):
     reason: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class HookDenied(EventPayload):
     event_type = EventType.hook_denied
     phase: str
@@ -383,7 +520,7 @@ class HookDenied(EventPayload):
     internal: bool | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentCreated(EventPayload):
     event_type = EventType.child_agent_created
     child_agent_id: str
@@ -398,7 +535,7 @@ class ChildAgentCreated(EventPayload):
     worker_pool_id: str | Absent | None = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class WorkerDispatched(EventPayload):
     event_type = EventType.worker_dispatched
     worker_agent_id: str
@@ -411,7 +548,7 @@ class WorkerDispatched(EventPayload):
     tool_call_id: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class WorkerDispatchFailed(EventPayload):
     event_type = EventType.worker_dispatch_failed
     error: JsonObject
@@ -421,7 +558,7 @@ class WorkerDispatchFailed(EventPayload):
     tool_call_id: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class _ChildIds(EventPayload):
     """The child agent and run an event is about."""
 
@@ -429,44 +566,44 @@ class _ChildIds(EventPayload):
     child_run_id: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentCancelRequested(_ChildIds):
     event_type = EventType.child_agent_cancel_requested
     reason: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentCancelled(_ChildIds):
     event_type = EventType.child_agent_cancelled
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentCancelTimeout(_ChildIds):
     event_type = EventType.child_agent_cancel_timeout
     child_cancel_timeout_ms: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentCompleted(_ChildIds):
     event_type = EventType.child_agent_completed
     status: str
     summary: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildAgentFailed(_ChildIds):
     event_type = EventType.child_agent_failed
     error: JsonObject
     summary: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ChildResultSchemaValidationFailed(_ChildIds):
     event_type = EventType.child_result_schema_validation_failed
     errors: list[dict[str, str]]
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class CompactPending(EventPayload):
     event_type = EventType.compact_pending
     tokens_estimate: int
@@ -474,7 +611,7 @@ class CompactPending(EventPayload):
     target_agent_id: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class CompactStarted(EventPayload):
     event_type = EventType.compact_started
     mode: str
@@ -487,7 +624,7 @@ class CompactStarted(EventPayload):
     split_turn: bool
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class CompactCompleted(EventPayload):
     event_type = EventType.compact_completed
     stale: bool
@@ -499,7 +636,7 @@ class CompactCompleted(EventPayload):
     compaction_node_id: str
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class CompactFailed(EventPayload):
     event_type = EventType.compact_failed
     error: JsonObject | None
@@ -511,7 +648,7 @@ class CompactFailed(EventPayload):
     message: str | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class _Extraction(EventPayload):
     """Why an extraction ran and the node range it read."""
 
@@ -519,12 +656,12 @@ class _Extraction(EventPayload):
     source_range: JsonObject
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class MemoryExtractionStarted(_Extraction):
     event_type = EventType.memory_extraction_started
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class MemoryExtractionCompleted(_Extraction):
     event_type = EventType.memory_extraction_completed
     created_memory_ids: list[str]
@@ -537,13 +674,13 @@ class MemoryExtractionCompleted(_Extraction):
     scan_cursor: JsonObject
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class MemoryExtractionFailed(_Extraction):
     event_type = EventType.memory_extraction_failed
     error: JsonObject
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class McpServerFailed(EventPayload):
     event_type = EventType.mcp_server_failed
     server_id: str
@@ -551,7 +688,7 @@ class McpServerFailed(EventPayload):
     error: JsonObject
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class JobStarted(EventPayload):
     event_type = EventType.job_started
     job_id: str
@@ -559,7 +696,7 @@ class JobStarted(EventPayload):
     offload_after_ms: int
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class JobCompleted(EventPayload):
     event_type = EventType.job_completed
     job_id: str
@@ -568,7 +705,7 @@ class JobCompleted(EventPayload):
     artifact_id: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class JobFailed(EventPayload):
     event_type = EventType.job_failed
     job_id: str
@@ -579,7 +716,7 @@ class JobFailed(EventPayload):
     reason: str | Absent = ABSENT
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class TaskWalMirror(EventPayload):
     """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
     ``wal_path`` and its payload fields at the top level. One subclass per WAL record type."""
@@ -589,18 +726,24 @@ class TaskWalMirror(EventPayload):
     def to_payload(self) -> dict[str, Any]:
         return self.fields
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> TaskWalMirror:
+        return cls(dict(data))
+
 
 def _wal_mirror(event_type: EventType) -> type[TaskWalMirror]:
     name = "".join(part.title() for part in event_type.value.split("_"))
     cls = type(name, (TaskWalMirror,), {"event_type": event_type, "__module__": __name__})
-    return frozen_dataclass(cls)
+    return dataclass(slots=True, frozen=True, eq=False, repr=False)(cls)
 
 
 _WAL_MIRROR_CLASSES = tuple(_wal_mirror(EventType(t)) for t in WAL_EVENT_TYPES)
-"""``TaskCreated`` … ``TaskStepLeaseExpired``: one class per WAL record type (contract.md §7.2)."""
+"""``TaskCreated`` … ``TaskStepLeaseExpired``: one class per WAL record type (``types.enums.WAL_EVENT_TYPES``),
+bound in this module under their names (so they pickle like the others)."""
+globals().update((cls.__name__, cls) for cls in _WAL_MIRROR_CLASSES)
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class TaskStepClaimSkipped(EventPayload):
     event_type = EventType.task_step_claim_skipped
     task_id: str
@@ -610,7 +753,7 @@ class TaskStepClaimSkipped(EventPayload):
     worker_run_id: str | None
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class TaskWalReplayed(EventPayload):
     event_type = EventType.task_wal_replayed
     task_id: str
@@ -620,7 +763,7 @@ class TaskWalReplayed(EventPayload):
     torn_tail_truncated: bool
 
 
-@frozen_dataclass
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
 class TaskWalFailed(EventPayload):
     event_type = EventType.task_wal_failed
     wal_path: str
@@ -632,11 +775,33 @@ class TaskWalFailed(EventPayload):
 def _concrete(cls: type[EventPayload]) -> list[type[EventPayload]]:
     found: list[type[EventPayload]] = []
     for sub in cls.__subclasses__():
+        if "__slots__" not in sub.__dict__:
+            continue  # the class a ``dataclass(slots=True)`` replaced (until the collector frees it)
         if "event_type" in sub.__dict__:
             found.append(sub)
         found.extend(_concrete(sub))
     return found
 
+
+RuntimeEventPayload = (
+    RunQueued | RunDequeued | RunCancelled | RunCompleted | CancelTimeout
+    | LoopStarted | LoopCompleted | LoopAborted | LoopFailed | AbortedStreaming | AbortedTools
+    | StopHookPrevented | Error | ContextBuilt
+    | MessageCreated | MessageDelta | MessageCompleted
+    | ModelStarted | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug
+    | ToolStarted | ToolProgress | ToolCompleted | ToolFailed | ToolDenied | PermissionFailed
+    | HookStarted | HookCompleted | HookFailed | HookDenied
+    | ChildAgentCreated | WorkerDispatched | WorkerDispatchFailed | ChildAgentCancelRequested
+    | ChildAgentCancelled | ChildAgentCancelTimeout | ChildAgentCompleted | ChildAgentFailed
+    | ChildResultSchemaValidationFailed
+    | CompactPending | CompactStarted | CompactCompleted | CompactFailed
+    | MemoryExtractionStarted | MemoryExtractionCompleted | MemoryExtractionFailed | McpServerFailed
+    | JobStarted | JobCompleted | JobFailed
+    | TaskWalMirror | TaskStepClaimSkipped | TaskWalReplayed | TaskWalFailed
+)  # fmt: skip
+"""``RuntimeEvent.payload``: one class per event type, told apart by the class attribute ``event_type``
+(``isinstance`` / ``match`` narrow it). The 17 Task WAL events share :class:`TaskWalMirror` (one subclass
+each, e.g. ``TaskCreated``, named after the event type)."""
 
 PAYLOAD_CLASSES: Sequence[type[EventPayload]] = tuple(_concrete(EventPayload))
 """Every payload class (a test checks there is exactly one per event type)."""
@@ -646,3 +811,14 @@ WAL_MIRRORS: Mapping[str, type[TaskWalMirror]] = {
     c.event_type.value: c for c in PAYLOAD_CLASSES if issubclass(c, TaskWalMirror)
 }
 """WAL record type → the class of the runtime event mirroring it."""
+
+
+def payload_class(event_type: EventType | str) -> type[EventPayload]:
+    """The payload class of ``event_type``."""
+    return PAYLOAD_MODELS[EventType(event_type)]
+
+
+def payload_from_data(event_type: EventType | str, data: Mapping[str, Any]) -> RuntimeEventPayload:
+    """The typed payload of an event of ``event_type`` whose JSON payload is ``data``."""
+    payload: RuntimeEventPayload = PAYLOAD_MODELS[EventType(event_type)].from_data(data)  # type: ignore[assignment]
+    return payload  # every payload class is a member of the union
