@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from agent_core.errors import ErrorCode
 from agent_core.tools._schema import schema_errors
@@ -48,7 +48,9 @@ def structured_output(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def result_status(run_status: RunStatus, output: Mapping[str, Any] | None) -> str:
+def result_status(
+    run_status: RunStatus, output: Mapping[str, Any] | None
+) -> Literal["completed", "failed", "cancelled"]:
     if run_status == RunStatus.cancelled:
         return "cancelled"
     if run_status != RunStatus.completed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from agent_core._runtime.state import RunState
 from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError, NotFoundError, error_for
@@ -12,7 +12,16 @@ from agent_core.types.enums import EndReason, RunMode, RunStatus
 from agent_core.types.runtime import InspectResult, RuntimeEvent
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
     from agent_core.types._results import CancelResult
+
+    OutputT = TypeVar("OutputT", default=Any)
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+    """The run's structured output type (``Any`` unless ``start(output_schema=SomeModel)``)."""
 
 
 class RunOwner(Protocol):
@@ -25,8 +34,12 @@ class RunOwner(Protocol):
     ) -> InspectResult: ...
 
 
-class RunHandle:
-    """A started (or queued) run. ``events()`` is a single-consumer live stream; history comes from replay."""
+class RunHandle(Generic[OutputT]):
+    """A started (or queued) run. ``events()`` is a single-consumer live stream; history comes from replay.
+
+    ``RunHandle[M]`` (what ``start(..., output_schema=M)`` returns for a Pydantic class ``M``) types
+    ``await run.output()`` as ``M``; other runs are ``RunHandle[Any]``.
+    """
 
     __slots__ = ("_runtime", "_state")
 
@@ -80,7 +93,7 @@ class RunHandle:
         await self._state.done.wait()
         return self._state.status
 
-    async def output(self) -> Any:
+    async def output(self) -> OutputT:
         """Waits for the run and returns its validated structured output.
 
         The value is a model instance when ``output_schema`` was a Pydantic class, else the JSON value.
@@ -95,7 +108,8 @@ class RunHandle:
                 ErrorCode.validation_error, "this run was started without output_schema"
             )
         if state.status == RunStatus.completed and state.output_accepted:
-            return state.output_value
+            value: OutputT = state.output_value
+            return value
         if state.error is not None:
             raise AgentCoreError.from_payload(state.error)
         code = ErrorCode.cancelled if state.status == RunStatus.cancelled else ErrorCode.internal_error

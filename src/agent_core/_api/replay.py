@@ -151,7 +151,7 @@ async def _replay_session(
                 child_agent_id=run.agent_id,
                 agent_type=agent.agent_type.value if agent else None,
                 purpose=meta.get("purpose"),
-                status=run.status.value,
+                status=run.status,
                 result_summary=child_result.get("summary"),
             )
         )

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
     from agent_core.types.workers import WorkerPoolView
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
 
@@ -152,6 +153,33 @@ class AgentRuntime:
         self._code_definitions.append(definition)
 
     # ---- runs ------------------------------------------------------------------------------------
+    @overload
+    async def start(
+        self,
+        message: str | UserMessage,
+        session_id: str | None = None,
+        mode: Literal["normal", "orchestrator"] = "normal",
+        output_schema: None = None,
+        output_retries: int = 2,
+    ) -> RunHandle[Any]: ...
+    @overload
+    async def start(
+        self,
+        message: str | UserMessage,
+        session_id: str | None = None,
+        mode: Literal["normal", "orchestrator"] = "normal",
+        output_schema: type[ModelT] = ...,
+        output_retries: int = 2,
+    ) -> RunHandle[ModelT]: ...
+    @overload
+    async def start(
+        self,
+        message: str | UserMessage,
+        session_id: str | None = None,
+        mode: Literal["normal", "orchestrator"] = "normal",
+        output_schema: Mapping[str, Any] = ...,
+        output_retries: int = 2,
+    ) -> RunHandle[Any]: ...
     async def start(
         self,
         message: str | UserMessage,
@@ -159,12 +187,14 @@ class AgentRuntime:
         mode: Literal["normal", "orchestrator"] = "normal",
         output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
-    ) -> RunHandle:
+    ) -> RunHandle[Any]:
         """Starts (or queues) a run and returns its handle without waiting for completion.
 
         With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
         against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
-        run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+        run fails with ``validation_error``. ``await run.output()`` returns the validated value: an
+        instance of the class (the handle is a ``RunHandle[ThatClass]``), or the JSON value for a schema
+        dict.
         """
         manager = await self._open()
         if isinstance(message, str):

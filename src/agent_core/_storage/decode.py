@@ -49,8 +49,8 @@ M = TypeVar("M", bound=BaseModel)
 
 _EVENT_TYPES = {e.value: e for e in EventType}
 _LEVELS = frozenset(e.value for e in EventLevel)
-_ROLES = frozenset(e.value for e in MessageRole)
-_NODE_TYPES = frozenset(e.value for e in NodeType)
+_ROLES: dict[str, MessageRole] = {e.value: e for e in MessageRole}
+_NODE_TYPES: dict[str, NodeType] = {e.value: e for e in NodeType}
 _BLOCKS: dict[str, type[BaseModel]] = {
     "text": TextBlock,
     "json": JsonBlock,
@@ -265,8 +265,8 @@ def nodes_from_rows(
                     "parent_id": parent_id,
                     "agent_id": agent_id,
                     "run_id": run_id,
-                    "role": role,
-                    "node_type": node_type,
+                    "role": roles[role],
+                    "node_type": node_types[node_type],
                     "content": [block(b, sets) for b in blocks],
                     "metadata": meta,
                     "token_count": tokens,

@@ -23,7 +23,15 @@ from agent_core.types.content import (
     JsonBlock,
     TextBlock,
 )
-from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+from agent_core.types.enums import (
+    EndReason,
+    EventLevel,
+    EventType,
+    MessageRole,
+    NodeType,
+    RunStatus,
+    TaskStatus,
+)
 
 if TYPE_CHECKING:
     from agent_core.types._results import CancelResult as CancelResult
@@ -156,8 +164,8 @@ class Node(StrictModel):
     parent_id: str | None = None
     agent_id: str
     run_id: str | None = None
-    role: str
-    node_type: str
+    role: MessageRole
+    node_type: NodeType
     content: list[ContentBlock]
     metadata: dict[str, Any] = Field(default_factory=dict)
     token_count: int | None = None
@@ -231,7 +239,7 @@ class UsageTotals(StrictModel):
 
 
 class ChildAgentResult(StrictModel):
-    status: str
+    status: Literal["completed", "failed", "cancelled"]
     summary: str = ""
     findings: list[Any] = Field(default_factory=empty_list)
     artifacts: list[Any] = Field(default_factory=empty_list)
@@ -245,14 +253,14 @@ class ChildSummary(StrictModel):
     child_agent_id: str
     agent_type: str | None = None
     purpose: str | None = None
-    status: str
+    status: RunStatus
     result_summary: str | None = None
 
 
 class TaskInspectView(StrictModel):
     task_id: str | None = None
     wal_path: str
-    status: str | None = None
+    status: TaskStatus | None = None
     task: dict[str, Any] | None = None
     wal_events: list[dict[str, Any]] = Field(default_factory=empty_list)
     error: ErrorPayload | None = None
