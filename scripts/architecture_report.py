@@ -9,6 +9,11 @@
 - A **room** is a top-level subpackage (``agent_core/<room>/``) or top-level module; its share is its
   lines over all lines of the package.
 - ``Any`` counts the name ``Any`` used in annotations and expressions of ``loop/`` and ``runtime/``.
+- **Runtime internals outside ``_api/``** (issue 35): accesses of a private attribute of ``AgentRuntime`` or
+  ``RunHandle`` (``runtime._manager``, ``._config``, ``._open()`` ...) on anything but ``self``, outside
+  ``_api/``; the surfaces (``server/``, ``cli/``, ``engine/``) reading any private attribute of another
+  object (a detector's ``._last`` ...); ``server/`` and ``cli/`` importing a private module of another
+  room (they are clients of the public API; ``engine/`` is a runtime backend, counted apart).
 
 ``--strict`` exits 1 when any file-level cycle exists; ``tests/unit/test_import_cycles.py`` runs the same
 check (with TYPE_CHECKING imports) in the test suite.
@@ -129,6 +134,88 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return result
 
 
+SURFACES = ("server", "cli", "engine")
+CLIENTS = ("server", "cli")
+"""The surfaces that use only the public API (``engine/`` executes the loop's steps: a runtime backend)."""
+
+
+def _runtime_private_names(src: Path) -> set[str]:
+    """Private attributes and methods of ``AgentRuntime`` and ``RunHandle`` (from ``_api/``'s source)."""
+    names: set[str] = set()
+    for module in ("runtime.py", "handles.py"):
+        path = src / PACKAGE / "_api" / module
+        if not path.is_file():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private(node.name):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and _is_self(node.value) and _private(node.attr):
+                names.add(node.attr)
+    return names
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _is_self(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def _private_accesses(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """``(line, attribute, expression)`` of every private attribute read on something other than self."""
+    return [
+        (node.lineno, node.attr, ast.unparse(node))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and _private(node.attr) and not _is_self(node.value)
+    ]
+
+
+def _private_imports(tree: ast.Module, room: str) -> list[tuple[int, str]]:
+    """Modules of another room with a private segment (``agent_core._x``, ``agent_core.y._z``)."""
+    found = []
+    for node in ast.walk(tree):
+        modules = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != PACKAGE or (len(parts) > 1 and parts[1] == room):
+                continue
+            if any(_private(part) for part in parts[1:]):
+                found.append((node.lineno, module))
+    return found
+
+
+def boundary(trees: dict[Path, ast.Module], src: Path) -> dict[str, list[str]]:
+    """Where the surfaces and rooms reach past the public API (see the module docstring)."""
+    runtime_names = _runtime_private_names(src)
+    out: dict[str, list[str]] = {
+        "runtime_private": [],
+        "surface_private": [],
+        "client_imports": [],
+        "engine_imports": [],
+    }
+    for path, tree in trees.items():
+        rel = path.relative_to(src / PACKAGE)
+        room = rel.parts[0].removesuffix(".py")
+        if room == "_api":
+            continue
+        for line, attr, expr in _private_accesses(tree):
+            if attr in runtime_names:
+                out["runtime_private"].append(f"{rel}:{line} {expr}")
+            if room in SURFACES:
+                out["surface_private"].append(f"{rel}:{line} {expr}")
+        if room in SURFACES:
+            key = "client_imports" if room in CLIENTS else "engine_imports"
+            out[key].extend(f"{rel}:{line} {module}" for line, module in _private_imports(tree, room))
+    return out
+
+
 def _count_any(tree: ast.Module) -> int:
     return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any")
 
@@ -160,6 +247,7 @@ def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
         for room in ("loop", "runtime")
     }
     cycles = strongly_connected(graph)
+    reach = boundary(trees, src)
     return {
         "files": len(files),
         "lines": total,
@@ -168,6 +256,7 @@ def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
         "largest_room": (largest_room[0], largest_room[1], round(100 * largest_room[1] / total, 1)),
         "largest_file": (str(largest_file[0].relative_to(src)), largest_file[1]),
         "any": any_count,
+        **reach,
     }
 
 
@@ -190,6 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     path, file_lines = figures["largest_file"]  # type: ignore[misc]
     print(f"largest file: {path} ({file_lines} lines)")
     print(f"Any in loop/ and runtime/: {figures['any']}")
+    for key, label in (
+        ("runtime_private", "AgentRuntime/RunHandle private attributes read outside _api/"),
+        ("surface_private", "private attributes of other objects read in server/, cli/, engine/"),
+        ("client_imports", "private modules of other rooms imported by server/ and cli/"),
+        ("engine_imports", "private modules of other rooms imported by engine/ (a runtime backend)"),
+    ):
+        sites = figures[key]
+        assert isinstance(sites, list)
+        print(f"{label}: {len(sites)}")
+        for site in sites if key != "engine_imports" else ():
+            print(f"  {site}")
     return 1 if args.strict and cycles else 0
 
 

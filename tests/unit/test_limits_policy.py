@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from agent_core._loop._limits import (
@@ -9,6 +12,7 @@ from agent_core._loop._limits import (
     LimitConfig,
     Prices,
     RepeatDetector,
+    RepeatState,
     RunLimits,
     cost_usd,
     usage_record,
@@ -103,6 +107,19 @@ def test_repeat_detector_needs_same_tool_args_and_result_in_a_row() -> None:
     assert detector.observe(call("u", x=3), result("b", error=True)) == "ok"  # the streak breaks
     assert detector.observe(call("u", x=2), result("b", error=True)) == "ok"
     assert detector.observe(call("u", x=2), result("b", error=True)) == "loop"  # warned once already
+
+
+def test_a_repeat_detector_continues_from_its_snapshot() -> None:
+    """The temporal engine carries the detector across steps through snapshot/restore (JSON-shaped)."""
+    first = RepeatDetector(3)
+    for _ in range(3):
+        first.observe(call(x=1), result("same"))  # ok, ok, warn
+    state = first.snapshot()
+    assert state == RepeatState(last=state.last, streak=3, warned=(state.last,)) and state.last
+    second = RepeatDetector(3)
+    second.restore(RepeatState(**json.loads(json.dumps(dataclasses.asdict(state)))))
+    assert second.observe(call(x=1), result("same")) == "loop"  # already warned: the next repeat ends it
+    assert RepeatDetector(3).observe(call(x=1), result("same")) == "ok"
 
 
 def test_after_tools_matches_results_by_call_id_in_call_order() -> None:

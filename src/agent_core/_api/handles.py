@@ -9,7 +9,7 @@ from agent_core._runtime.state import RunState
 from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError, NotFoundError, error_for
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunMode, RunStatus
-from agent_core.types.runtime import InspectResult, RuntimeEvent
+from agent_core.types.runtime import InspectResult, RuntimeEvent, UserMessage
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -74,6 +74,17 @@ class RunHandle(Generic[OutputT]):
     @property
     def error(self) -> ErrorPayload | None:
         return self._state.error
+
+    @property
+    def parent_run_id(self) -> str | None:
+        """The run that started this one (a child agent's, worker's or compaction run), else ``None``."""
+        parent = self._state.parent
+        return parent.run_id if parent is not None else None
+
+    @property
+    def message(self) -> UserMessage | None:
+        """The user message the run was started with (``None`` for runs started without one)."""
+        return self._state.message
 
     def events(self, debug: bool = False, include_children: bool = False) -> AsyncIterator[RuntimeEvent]:
         """The run's live events (user-visible only unless ``debug``); ends after the terminal event.

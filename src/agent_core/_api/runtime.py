@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
-    from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types._results import (
+        CancelResult,
+        CleanupResult,
+        DeleteSessionResult,
+        SessionSummary,
+        SkillSummary,
+        TaskWalSummary,
+    )
     from agent_core.types.workers import WorkerPoolView
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -83,6 +90,34 @@ class AgentRuntime:
     @property
     def home_dir(self) -> Path:
         return self._config.home
+
+    @property
+    def config(self) -> LoadedConfig:
+        """The loaded configuration: ``home``, ``project``, ``config_path`` and the validated ``settings``."""
+        return self._config
+
+    @property
+    def skills_dir(self) -> Path:
+        """Where the user's skills live (``<home>/skills``, one ``<name>.md`` each)."""
+        from agent_core._skills.catalog import SKILLS_DIR
+
+        return self._config.home / SKILLS_DIR
+
+    def list_skills(self) -> list[SkillSummary]:
+        """The user's valid skills, by name (read from :attr:`skills_dir` now)."""
+        from agent_core._skills.catalog import SkillCatalog
+        from agent_core.types._results import SkillSummary
+
+        catalog = SkillCatalog(self._config.home)
+        catalog.refresh()
+        return [
+            SkillSummary(name=e.name, description=e.description, path=str(e.path)) for e in catalog.entries()
+        ]
+
+    async def open(self) -> None:
+        """Opens the runtime now: storage, packaged assets, registries (``async with`` does it; so does the
+        first awaited call). Idempotent; a closed runtime raises ``validation_error``."""
+        await self._open()
 
     async def __aenter__(self) -> AgentRuntime:
         await self._open()
@@ -441,6 +476,55 @@ class AgentRuntime:
             mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
         message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
         return await self.start(message, session_id=schedule.session_id, mode=mode)
+
+    # ---- what the process runs and stores (serve, chat, workers) -----------------------------------
+    @property
+    def store(self) -> SessionStore:
+        """The open runtime's session store (:mod:`agent_core.store`): sessions, runs, nodes and events as
+        stored, for readers that need more than replay (``soong-agent serve`` follows runs through it).
+        Writes bypass the runtime's bookkeeping: use the runtime's methods to change state. Raises
+        ``validation_error`` before the runtime is open."""
+        return self._manager_or_raise().services.storage
+
+    def live_runs(self) -> list[RunHandle[Any]]:
+        """Handles of the runs this runtime is running now (queued, pending or running; roots and their
+        child runs), oldest first. Empty before the runtime is open."""
+        manager = self._manager
+        return [RunHandle(self, state) for state in manager.runs.values()] if manager is not None else []
+
+    def live_run(self, run_id: str) -> RunHandle[Any] | None:
+        """The handle of a live run of this runtime (root or child), ``None`` when it is not live here."""
+        manager = self._manager
+        state = manager.runs.get(run_id) if manager is not None else None
+        return RunHandle(self, state) if state is not None else None
+
+    def pending_permission_requests(self) -> list[str]:
+        """Ids of the permission requests a callback deferred (``agent_core.permissions.DEFER``) that still
+        wait for :meth:`answer_permission` (a request is dropped when its run stops waiting)."""
+        manager = self._manager
+        return manager.services.gate.deferred.pending_ids() if manager is not None else []
+
+    def watch_permission_request(self, request_id: str, callback: Callable[[bool], None]) -> bool:
+        """Calls ``callback(answered)`` once a deferred request settles: ``True`` when answered, ``False``
+        when abandoned (its run stopped waiting). Returns ``False`` (and never calls) when the request is
+        not pending."""
+        manager = self._manager
+        return manager.services.gate.deferred.watch(request_id, callback) if manager is not None else False
+
+    async def list_task_wals(self, session_id: str) -> list[TaskWalSummary]:
+        """The Task WALs of a session, by name (a session without Tasks has none)."""
+        from agent_core._api import task_wals  # imported on first use: not needed to run agents
+
+        return await task_wals.list_wals(await self._open(), session_id)
+
+    async def export_task_wal(self, session_id: str, name: str | None = None) -> tuple[TaskWalSummary, bytes]:
+        """One Task WAL of a session in its JSONL file form: ``name`` (the file name, with or without
+        ``.wal.jsonl``, or a Task id), or the session's only WAL. ``task_not_found`` when there is no such
+        WAL (``details["wals"]`` lists the names), ``validation_error`` when ``name`` is omitted and the
+        session has several."""
+        from agent_core._api import task_wals  # imported on first use: not needed to run agents
+
+        return await task_wals.export(await self._open(), session_id, name)
 
     def _manager_or_raise(self) -> RunManager:
         if self._manager is None:

@@ -2,6 +2,7 @@
 
 Rules implemented here:
 
+- Visibility: ``events(debug=False)`` delivers the events whose ``RuntimeEvent.user_visible`` is true.
 - Single consumer: a second concurrent :meth:`EventChannel.subscribe` raises ``validation_error``.
 - Attachment: the channel exists from ``start()``; events emitted before the first subscription are
   buffered (never blocking the producer) so the first iterator sees them. After an iterator closes early,
@@ -22,32 +23,11 @@ from collections import deque
 from collections.abc import AsyncIterator
 
 from agent_core.errors import ErrorCode, InvalidArgumentError
-from agent_core.types.enums import DEBUG_ONLY_EVENTS, EventType
+from agent_core.types.enums import EventType
 from agent_core.types.runtime import RuntimeEvent
 
 QUEUE_CAPACITY = 256
 _TEXT_DELTAS = frozenset({EventType.message_delta, EventType.model_text_delta})
-_TOOL_EVENTS = frozenset(
-    {
-        EventType.tool_started,
-        EventType.tool_progress,
-        EventType.tool_completed,
-        EventType.tool_failed,
-        EventType.tool_denied,
-    }
-)
-TASK_TOOL_PREFIX = "agent.task_"
-
-
-def user_visible(event: RuntimeEvent) -> bool:
-    """Whether ``events(debug=False)`` delivers ``event`` (runtime.md §9.7): not a debug-only type and not a
-    tool event of an ``agent.task_*`` tool (Task internals are debug-only)."""
-    if event.event_type in DEBUG_ONLY_EVENTS:
-        return False
-    if event.event_type in _TOOL_EVENTS:
-        name = event.data.get("tool_name")
-        return not (isinstance(name, str) and name.startswith(TASK_TOOL_PREFIX))
-    return True
 
 
 class EventChannel:
@@ -162,7 +142,7 @@ class EventChannel:
                         event.data["text"] = "".join(parts)
                     if len(self._buffer) < QUEUE_CAPACITY:
                         self._space.set()
-                    if debug or user_visible(event):
+                    if debug or event.user_visible:
                         yield event
                 if self._closed:
                     return

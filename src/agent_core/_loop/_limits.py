@@ -215,6 +215,24 @@ class RepeatDetector:
     def streak(self) -> int:
         return self._streak
 
+    def snapshot(self) -> RepeatState:
+        """The detector's state (JSON-shaped), to carry it across processes (the temporal engine's steps)."""
+        return RepeatState(last=self._last, streak=self._streak, warned=tuple(sorted(self._warned)))
+
+    def restore(self, state: RepeatState) -> None:
+        """Continues from a :meth:`snapshot` (the same ``limit``)."""
+        self._last, self._streak, self._warned = state.last, state.streak, set(state.warned)
+
+
+@dataclass(slots=True, frozen=True)
+class RepeatState:
+    """What :class:`RepeatDetector` remembers: the last call's signature, how many times in a row it came,
+    and the signatures it already warned about."""
+
+    last: str | None = None
+    streak: int = 0
+    warned: tuple[str, ...] = ()
+
 
 @dataclass
 class TurnVerdict:

@@ -202,7 +202,7 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
             if isinstance(v, int | float)
         )
         lines.append(f"last run: {last}")
-    limits = getattr(runtime._config.settings, "limits", None)
+    limits = getattr(runtime.config.settings, "limits", None)
     if limits is not None:
         shown = ", ".join(f"{k}={v}" for k, v in limits.model_dump().items() if v not in (None, 0, False))
         lines.append(f"limits (per root run): {shown or 'none'}")
@@ -210,23 +210,19 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _skills(chat: ChatSession, args: list[str]) -> None:
-    from agent_core._skills.catalog import SkillCatalog
-
     runtime = await chat.ready()
-    catalog = SkillCatalog(runtime.home_dir)
-    catalog.refresh()
-    entries = catalog.entries()
+    entries = runtime.list_skills()
     if not entries:
-        chat.note(f"no skills (add *.md files under {safe(str(catalog.skills_dir))})")
+        chat.note(f"no skills (add *.md files under {safe(str(runtime.skills_dir))})")
         return
     chat.printer.block([f"{safe(e.name)}: {safe(cut(e.description, 100))}" for e in entries])
 
 
 async def _config(chat: ChatSession, args: list[str]) -> None:
-    from agent_core.config._profiles import resolve_purpose_model
+    from agent_core.config import resolve_purpose_model
 
     runtime = await chat.ready()
-    config = runtime._config
+    config = runtime.config
     model = resolve_purpose_model(config, "orchestrator" if chat.mode == "orchestrator" else "main")
     chat.printer.block(
         [

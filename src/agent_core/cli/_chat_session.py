@@ -16,8 +16,7 @@ from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_perm
 from agent_core.cli._terminal import Output
 
 if TYPE_CHECKING:
-    from agent_core._api.handles import RunHandle
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime, RunHandle
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 Mode = Literal["normal", "orchestrator"]
@@ -56,13 +55,13 @@ class ChatSession:
 
     async def _open(self, path: str | None) -> None:
         def construct() -> AgentRuntime:  # the imports and config loading run off the event loop
-            from agent_core._api.runtime import AgentRuntime
+            from agent_core import AgentRuntime
 
             return AgentRuntime(project_dir=path, permission_callback=self.ask)
 
         try:
             self.runtime = await asyncio.to_thread(construct)
-            await self.runtime.__aenter__()  # opens storage, hooks, MCP catalog, ...
+            await self.runtime.open()  # storage, hooks, MCP catalog, ...
         except BaseException:
             if self.input is not None:
                 self.input.abort()  # the prompt ends; chat_command reports the error

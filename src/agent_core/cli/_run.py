@@ -14,7 +14,7 @@ from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_perm
 from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
-    from agent_core._api.handles import RunHandle
+    from agent_core import RunHandle
     from agent_core.types.events import RuntimeEventPayload
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import RuntimeEvent, UsageTotals

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, TextIO
 from agent_core.cli._terminal import Output, escape_terminal
 
 if TYPE_CHECKING:
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
     from agent_core.schedules import Firing
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def _runtime(args: argparse.Namespace) -> AgentRuntime:
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
 
     return AgentRuntime(project_dir=args.path)
 

@@ -61,11 +61,9 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
 
     import uvicorn
 
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
     from agent_core.errors import AgentCoreError
-    from agent_core.server._app import create_app
-    from agent_core.server._approvals import ApprovalBroker
-    from agent_core.server._state import close_state, open_state
+    from agent_core.server import ApprovalBroker, close_state, create_app, open_state
 
     broker = ApprovalBroker()
     try:

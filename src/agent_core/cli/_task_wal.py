@@ -23,30 +23,18 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 async def task_wal_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent task-wal <action>``; returns the exit status."""
-    from agent_core._api.runtime import AgentRuntime
-    from agent_core._tasks.wal import WalWriter
-    from agent_core._tasks.wal_export import export_wal, session_wals
+    from agent_core import AgentRuntime
     from agent_core.errors import AgentCoreError
 
     try:
         async with AgentRuntime(project_dir=args.path) as runtime:
-            manager = await runtime._open()
-            writer = manager.services.storage.task_wal_writer() or WalWriter()
-            wal_root = Path(manager.services.settings.task.wal_dir).resolve()
             session_id = str(args.session_id)
             if args.task_wal_action == "list":
-                wals = await writer.offload(lambda: session_wals(writer, wal_root, session_id))
-                for w in wals:
-                    fields = (
-                        w.name,
-                        f"task={w.task_id or '?'}",
-                        f"last={w.last_event_type or '?'}",
-                        str(w.path),
-                    )
+                for w in await runtime.list_task_wals(session_id):
+                    fields = (w.name, f"task={w.task_id or '?'}", f"last={w.last_event_type or '?'}", w.path)
                     out.write("\t".join(escape_terminal(f) for f in fields) + "\n")
                 return EXIT_OK
-            name = args.name
-            _, data = await writer.offload(lambda: export_wal(writer, wal_root, session_id, name))
+            _, data = await runtime.export_task_wal(session_id, args.name)
     except AgentCoreError as exc:
         err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
         return EXIT_FAILED

@@ -21,7 +21,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 async def worker_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
     from agent_core.engine.temporal.worker import run_worker
     from agent_core.errors import AgentCoreError
 

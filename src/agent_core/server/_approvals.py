@@ -19,13 +19,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_core._storage.approvals import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
 from agent_core.errors import AgentCoreError
-from agent_core.permissions._deferred import DEFER, DeferredAnswers, PermissionDeferral
+from agent_core.permissions import DEFER, PermissionDeferral
+from agent_core.store import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 
 if TYPE_CHECKING:
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
 
 log = logging.getLogger("agent_core.server")
 
@@ -61,14 +61,9 @@ class ApprovalBroker:
             raise RuntimeError("the approval broker is not attached to an open runtime")
         return self._store
 
-    def _deferred(self) -> DeferredAnswers | None:
-        runtime = self._runtime
-        manager = runtime._manager if runtime is not None else None
-        return manager.services.gate.deferred if manager is not None else None
-
     def _waiting(self) -> set[str]:
-        deferred = self._deferred()
-        return set(deferred.pending_ids()) if deferred is not None else set()
+        runtime = self._runtime
+        return set(runtime.pending_permission_requests()) if runtime is not None else set()
 
     # ---- push ----------------------------------------------------------------------------------------
 
@@ -133,9 +128,8 @@ class ApprovalBroker:
     async def callback(self, request: PermissionRequest) -> PermissionDecision | PermissionDeferral:
         """The runtime's permission callback: persisted first, then shown (pushed) to clients."""
         await self.store.insert(request)
-        deferred = self._deferred()
-        if deferred is not None:
-            deferred.watch(
+        if self._runtime is not None:
+            self._runtime.watch_permission_request(
                 request.request_id, lambda answered: self._on_settled(request.request_id, answered)
             )
         await self._publish(request.request_id)

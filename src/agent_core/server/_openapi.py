@@ -18,10 +18,16 @@ from agent_core.server._models import (
     RunCreated,
     RunRequest,
 )
-from agent_core.types._results import CancelResult, DeleteSessionResult, SessionSummary
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest
-from agent_core.types.runtime import NestedRuntimeEvent, Node, ReplayResult
+from agent_core.types.runtime import (
+    CancelResult,
+    DeleteSessionResult,
+    NestedRuntimeEvent,
+    Node,
+    ReplayResult,
+    SessionSummary,
+)
 
 _REF = "#/components/schemas/{model}"
 _INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)

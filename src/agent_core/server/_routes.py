@@ -17,8 +17,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent_core._ids import validate_session_id
-from agent_core._storage.approvals import ApprovalStatus, request_json
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.server._addressing import NOTE_TAG, addressed_message, addressed_workers
 from agent_core.server._errors import ApiError
@@ -35,6 +33,7 @@ from agent_core.server._models import (
     WorkerRef,
 )
 from agent_core.server._sse import Cursor, run_stream
+from agent_core.store import ApprovalStatus, request_json
 from agent_core.types.enums import RunStatus
 from agent_core.types.permissions import PermissionDecision
 from agent_core.types.runtime import UserMessage
@@ -72,11 +71,8 @@ def _json(model: BaseModel | dict[str, Any] | list[Any], status: int = 200) -> R
 
 
 async def _known_session(state: ServerState, session_id: str) -> Any:
-    """The session's record; 404 when there is none."""
-    try:
-        validate_session_id(session_id)
-    except AgentCoreError as exc:
-        raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}") from exc
+    """The session's record; 404 when there is none (a malformed id names none: the lookup is a query
+    parameter)."""
     record = await state.storage.get_session(session_id)
     if record is None:
         raise ApiError(404, ErrorCode.validation_error, f"unknown session {session_id!r}")
@@ -284,7 +280,7 @@ async def session_tasks(request: Request) -> Response:
 def _queued_runs(state: ServerState, session_id: str | None) -> list[QueuedRun]:
     out: list[QueuedRun] = []
     for run in state.live_runs():
-        if run.parent is not None or run.status != RunStatus.queued:
+        if run.parent_run_id is not None or run.status != RunStatus.queued:
             continue
         if session_id is not None and run.session_id != session_id:
             continue

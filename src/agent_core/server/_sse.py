@@ -34,9 +34,8 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from agent_core._api.handles import RunHandle
-from agent_core._events.stream import user_visible
-from agent_core._storage.protocol import SessionStore
+from agent_core import RunHandle
+from agent_core.store import SessionStore
 from agent_core.types.runtime import NestedRuntimeEvent, RuntimeEvent
 
 log = logging.getLogger("agent_core.server")
@@ -239,7 +238,7 @@ async def run_stream(
     for event in stored:
         if event.run_id in tree.members and event.run_seq is not None and not ids.seen(event):
             stored_id = ids.assign(event)
-            if debug or user_visible(event):
+            if debug or event.user_visible:
                 yield StreamItem(tree.tagged(event), stored_id)
     # live: persisted feed events the read missed (seq beyond it), and the transient events after the last
     # persisted feed event the read covered
@@ -261,7 +260,7 @@ async def run_stream(
                 continue
             else:
                 event_id = None
-            if debug or user_visible(event):
+            if debug or event.user_visible:
                 yield StreamItem(event, event_id)
         if feed.closed and index >= len(feed.events):
             return
@@ -292,7 +291,7 @@ async def _follow_storage(
                 continue
             if event.run_id in tree.members and event.run_seq is not None and not ids.seen(event):
                 event_id = ids.assign(event)
-                if debug or user_visible(event):
+                if debug or event.user_visible:
                     yield StreamItem(tree.tagged(event), event_id)
         if terminal:
             return

@@ -8,16 +8,13 @@ import logging
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from agent_core._api.handles import RunHandle
-from agent_core._api.runtime import AgentRuntime
-from agent_core._runtime.state import RunState
-from agent_core._storage.approvals import ApprovalStore
-from agent_core._storage.protocol import SessionStore
-from agent_core.errors import AgentCoreError, ErrorCode, InternalError
+from agent_core import AgentRuntime, RunHandle
+from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.server._approvals import ApprovalBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
-from agent_core.types._results import CancelResult
+from agent_core.store import ApprovalStore, SessionStore
+from agent_core.types.runtime import CancelResult
 
 log = logging.getLogger("agent_core.server")
 
@@ -40,22 +37,15 @@ class ServerState:
 
     @property
     def storage(self) -> SessionStore:
-        manager = self.runtime._manager
-        if manager is None:
-            raise InternalError(ErrorCode.internal_error, "the runtime is not open")
-        return manager.services.storage
+        return self.runtime.store
 
-    def live_runs(self) -> list[RunState]:
+    def live_runs(self) -> list[RunHandle]:
         """The runtime's live runs (queued, pending, running), roots and children."""
-        manager = self.runtime._manager
-        return list(manager.runs.values()) if manager is not None else []
+        return self.runtime.live_runs()
 
     async def cancel(self, run_id: str) -> CancelResult:
         """Cancels a run of this process (root or child); a run not live here is reported as it stands."""
-        handle = self.feeds.handles.get(run_id)
-        manager = self.runtime._manager
-        if handle is None and manager is not None and run_id in manager.runs:
-            handle = RunHandle(self.runtime, manager.runs[run_id])
+        handle = self.feeds.handles.get(run_id) or self.runtime.live_run(run_id)
         if handle is not None:
             return await handle.cancel()
         record = await self.storage.get_run(run_id)
@@ -66,7 +56,7 @@ class ServerState:
 
 async def open_state(runtime: AgentRuntime, approvals: ApprovalBroker) -> ServerState:
     """Opens ``runtime`` and expires pending approvals left by an earlier process (never allowed)."""
-    await runtime.__aenter__()
+    await runtime.open()
     state = ServerState(runtime=runtime, approvals=approvals)
     approvals.attach(runtime, ApprovalStore(state.storage))
     expired = await approvals.expire_all()

@@ -24,7 +24,7 @@ class SessionSummary(StrictModel):
     session_id: str
     title: str
     mode: Literal["normal", "orchestrator"]
-    status: str | None = None
+    status: RunStatus | None = None
     """Status of the root agent's latest run; ``None`` when the session has no run."""
     run_count: int = 0
     active_node_id: str | None = None
@@ -85,3 +85,21 @@ class CleanupResult(StrictModel):
     failures: list[CleanupFailure] = Field(default_factory=empty_list)
     freed_bytes: int = 0
     partial_failure: bool = False
+
+
+class TaskWalSummary(StrictModel):
+    """One Task WAL of a session (``AgentRuntime.list_task_wals``): its file name (``<name>.wal.jsonl``),
+    path, the Task it records and the type of its last record."""
+
+    name: str
+    path: str
+    task_id: str | None = None
+    last_event_type: str | None = None
+
+
+class SkillSummary(StrictModel):
+    """One skill of the user's catalog (``AgentRuntime.list_skills``): ``<home>/skills/<name>.md``."""
+
+    name: str
+    description: str
+    path: str

@@ -53,74 +53,6 @@ ABSENT: Final = Absent.ABSENT
 JsonObject = dict[str, Any]
 """A JSON object already in its serialised shape (e.g. ``ErrorPayload.model_dump(mode="json")``)."""
 
-__all__ = [
-    "ABSENT",
-    "PAYLOAD_MODELS",
-    "AbortedStreaming",
-    "AbortedTools",
-    "Absent",
-    "CancelTimeout",
-    "ChildAgentCancelRequested",
-    "ChildAgentCancelTimeout",
-    "ChildAgentCancelled",
-    "ChildAgentCompleted",
-    "ChildAgentCreated",
-    "ChildAgentFailed",
-    "ChildResultSchemaValidationFailed",
-    "CompactCompleted",
-    "CompactFailed",
-    "CompactPending",
-    "CompactStarted",
-    "ContextBuilt",
-    "Error",
-    "EventPayload",
-    "HookCompleted",
-    "HookDenied",
-    "HookFailed",
-    "HookStarted",
-    "JobCompleted",
-    "JobFailed",
-    "JobStarted",
-    "JsonObject",
-    "LoopAborted",
-    "LoopCompleted",
-    "LoopFailed",
-    "LoopStarted",
-    "McpServerFailed",
-    "MemoryExtractionCompleted",
-    "MemoryExtractionFailed",
-    "MemoryExtractionStarted",
-    "MessageCompleted",
-    "MessageCreated",
-    "MessageDelta",
-    "ModelCompleted",
-    "ModelFailed",
-    "ModelStarted",
-    "ModelTextDelta",
-    "PermissionFailed",
-    "ProviderDebug",
-    "RunCancelled",
-    "RunCompleted",
-    "RunDequeued",
-    "RunQueued",
-    "RuntimeEventPayload",
-    "StopHookPrevented",
-    "TaskStepClaimSkipped",
-    "TaskWalFailed",
-    "TaskWalMirror",
-    "TaskWalReplayed",
-    "ToolCallDelta",
-    "ToolCompleted",
-    "ToolDenied",
-    "ToolFailed",
-    "ToolProgress",
-    "ToolStarted",
-    "WorkerDispatchFailed",
-    "WorkerDispatched",
-    "payload_class",
-    "payload_from_data",
-]
-
 P = TypeVar("P", bound="EventPayload")
 
 _FIELDS: dict[type[EventPayload], tuple[tuple[str, bool], ...]] = {}
@@ -822,3 +754,18 @@ def payload_from_data(event_type: EventType | str, data: Mapping[str, Any]) -> R
     """The typed payload of an event of ``event_type`` whose JSON payload is ``data``."""
     payload: RuntimeEventPayload = PAYLOAD_MODELS[EventType(event_type)].from_data(data)  # type: ignore[assignment]
     return payload  # every payload class is a member of the union
+
+
+__all__ = [
+    *(cls.__name__ for cls in PAYLOAD_CLASSES),
+    *(
+        "ABSENT",
+        "Absent",
+        "EventPayload",
+        "JsonObject",
+        "PAYLOAD_MODELS",
+        "RuntimeEventPayload",
+        "TaskWalMirror",
+    ),
+    *("payload_class", "payload_from_data"),
+]

@@ -24,6 +24,7 @@ from agent_core.types.content import (
     TextBlock,
 )
 from agent_core.types.enums import (
+    DEBUG_ONLY_EVENTS,
     EndReason,
     EventLevel,
     EventType,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteFailure as DeleteFailure
     from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
     from agent_core.types._results import SessionSummary as SessionSummary
+    from agent_core.types._results import SkillSummary as SkillSummary
+    from agent_core.types._results import TaskWalSummary as TaskWalSummary
     from agent_core.types.events import RuntimeEventPayload
 
 _RESULTS = frozenset(
@@ -54,6 +57,8 @@ _RESULTS = frozenset(
         "DeleteFailure",
         "DeleteSessionResult",
         "SessionSummary",
+        "SkillSummary",
+        "TaskWalSummary",
     }
 )
 """The names :mod:`agent_core.types._results` defines and this module re-exports on first access."""
@@ -97,6 +102,19 @@ class UserMessage(StrictModel):
         return blocks
 
 
+TASK_TOOL_PREFIX = "agent.task_"
+"""The Task board tools' name prefix: their tool events are debug-only."""
+_TOOL_EVENTS = frozenset(
+    {
+        EventType.tool_started,
+        EventType.tool_progress,
+        EventType.tool_completed,
+        EventType.tool_failed,
+        EventType.tool_denied,
+    }
+)
+
+
 class RuntimeEvent(StrictModel):
     """One event of a run: live on ``run.events()``, stored (``seq`` set) unless transient.
 
@@ -127,6 +145,18 @@ class RuntimeEvent(StrictModel):
     data: dict[str, Any] = Field(default_factory=dict, alias="payload")
     """The payload as a JSON object (``payload`` in the JSON form)."""
     created_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def user_visible(self) -> bool:
+        """Whether ``run.events(debug=False)`` (and a non-debug SSE stream) delivers this event: not a
+        debug-only type, and not a tool event of an ``agent.task_*`` tool (Task internals are debug-only)."""
+        event_type = self.event_type
+        if event_type in DEBUG_ONLY_EVENTS:
+            return False
+        if event_type in _TOOL_EVENTS:
+            name = self.data.get("tool_name")
+            return not (isinstance(name, str) and name.startswith(TASK_TOOL_PREFIX))
+        return True
 
     @property
     def payload(self) -> "RuntimeEventPayload":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core._events.stream import EventChannel
-from agent_core._loop._limits import Breach
+from agent_core._loop._limits import Breach, RepeatState
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.driver import ModelTurn
 from agent_core._loop.spec import LoopSpec, LoopState
@@ -246,8 +246,8 @@ def checkpoint(ctx: RunContext) -> Checkpoint:
             "elapsed_ms": b.elapsed_ms(),
         }
         if limits.repeat is not None:
-            r = limits.repeat
-            repeat = {"last": r._last, "streak": r._streak, "warned": sorted(r._warned)}
+            state = limits.repeat.snapshot()
+            repeat = {"last": state.last, "streak": state.streak, "warned": list(state.warned)}
     return Checkpoint(
         turns=st.turns,
         continuations=st.continuations,
@@ -276,8 +276,11 @@ def restore(loop: LoopSpec, st: LoopState, cp: Checkpoint) -> None:
         b.cost_usd = float(cp.budget["cost_usd"])
         b.started = time.monotonic() - int(cp.budget["elapsed_ms"]) / 1000
     if limits is not None and limits.repeat is not None and cp.repeat:
-        r = limits.repeat
-        r._last, r._streak, r._warned = cp.repeat["last"], int(cp.repeat["streak"]), set(cp.repeat["warned"])
+        limits.repeat.restore(
+            RepeatState(
+                last=cp.repeat["last"], streak=int(cp.repeat["streak"]), warned=tuple(cp.repeat["warned"])
+            )
+        )
     if cp.final_node_id is not None:
         for node in reversed(loop.recorder.cursor.path):
             if node.node_id == cp.final_node_id:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from agent_core._api.hosting import run_manager
 from agent_core._storage.live import live_channel
 from agent_core.engine.temporal._activities import RunActivities
 from agent_core.engine.temporal._client import connect
@@ -21,7 +22,7 @@ from agent_core.engine.temporal._queues import task_queues
 from agent_core.errors import ConfigError, ErrorCode
 
 if TYPE_CHECKING:
-    from agent_core._api.runtime import AgentRuntime
+    from agent_core import AgentRuntime
 
 SHUTDOWN_GRACE = timedelta(seconds=15)
 
@@ -45,7 +46,7 @@ async def run_worker(
 
     from agent_core.engine.temporal._workflow import RunWorkflow
 
-    manager = await runtime._open()
+    manager = await run_manager(runtime)
     engine = manager.services.settings.engine
     if engine.kind != "temporal":
         raise ConfigError(
