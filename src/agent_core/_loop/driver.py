@@ -25,7 +25,13 @@ from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
-from agent_core._loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
+from agent_core._loop.model_call import (
+    done_progress,
+    normalise_calls,
+    persist_assistant,
+    record_failure,
+    stream_model,
+)
 from agent_core._loop.outcome import (
     LoopOutcome,
     StreamAborted,
@@ -186,6 +192,7 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
     completed = normalise_calls(result.event)
     assistant = await persist_assistant(spec, completed, result.latency_ms)
+    await rec.emit(done_progress(spec, state.turns, completed, result.latency_ms, result.first_token_ms))
     return await answer_step(spec, state, completed, assistant)
 
 

@@ -39,7 +39,7 @@ class ChatSession:
         self.opening: asyncio.Future[Any] | None = None
         self.terminal = wants_color(out.stream)
         self.prompt_out = out if _isatty(out.stream) else err
-        self.printer = ChatPrinter(out, rich=self.terminal)
+        self.printer = ChatPrinter(out, rich=self.terminal, err=err)
         self.input: LineInput | None = None
         self.run: RunHandle | None = None
         self.last_usage: dict[str, Any] | None = None

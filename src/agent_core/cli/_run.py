@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ class _Printer:
         self._streamed = ""
         self._out_at_line_start = True
         self._pending_error: dict[str, Any] | None = None
+        self.status = ModelStatus(err)
+        self.status.before_line = self.end_text_line
+        self.status.line_open = lambda: not self._out_at_line_start
 
     def text(self, text: str) -> None:
         if text:
@@ -53,6 +57,8 @@ class _Printer:
             self.notice(f"[error] {_error_text(error)}")
 
     def handle(self, event: RuntimeEvent) -> None:
+        if self.status.handle(event):
+            return
         kind = event.event_type.value
         p = event.payload
         if kind == "loop_failed":
@@ -119,6 +125,7 @@ class _Printer:
             self.notice(f"[agent] child run {run} cancelled")
 
     def finish(self) -> None:
+        self.status.clear()
         self._flush_error()
         self.end_text_line()
 
