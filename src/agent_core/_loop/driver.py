@@ -244,12 +244,20 @@ async def decide_after_model(
     """What follows a model answer: :class:`RunTools` (the calls the limits admitted, to execute and then
     end with :func:`end_tools`), the run's outcome, or ``None`` (the loop asks the model again: a
     continuation, a Stop hook's denial, or calls the limits refused — answered here)."""
-    step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
+    step = next_step(
+        turn.completed,
+        turn.assistant_node_id,
+        continuations=state.continuations,
+        earlier_text=state.continued_text,
+        max_output_tokens=spec.max_output_tokens,
+    )
     if isinstance(step, RunTools):
         state.continuations = 0
+        state.continued_text = ""
         return step if await _admit_tools(spec, state, list(step.calls)) else None
     if isinstance(step, Continue):
         state.continuations += 1
+        state.continued_text += text_of(turn.completed.content)
         return None
     if isinstance(step, Finish):
         return step.outcome
