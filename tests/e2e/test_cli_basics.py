@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -119,10 +120,17 @@ def test_o01_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None
     result = run_cli(["run", "--plain", "hi"], cwd=soong_env.project)
     assert result.exit_code == 1, result
     assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result
-    assert str(soong_env.config_path) in lines[0]
-    assert "config" in lines[0] and "not found" in lines[0]
+    first, *rest = result.stderr.strip().splitlines()
+    assert str(soong_env.config_path) in first
+    assert "config" in first and "not found" in first
+    # issue 32: the line names the packaged template, and the minimal config follows it (and parses)
+    from agent_core._assets.loader import CONFIG_TEMPLATE_ID, packaged_location
+
+    template = packaged_location(CONFIG_TEMPLATE_ID)
+    assert template in first and Path(template).is_file()
+    assert rest[0] == "minimal config.toml:" and "    [model]" in rest
+    minimal = tomllib.loads("\n".join(line.removeprefix("    ") for line in rest[1:]))
+    assert minimal["model"]["provider"] == "ollama" and minimal["model"]["name"]
     assert "Traceback" not in result.stderr
     assert not soong_env.config_path.exists()
     assert list(soong_env.home.iterdir()) == []

@@ -309,10 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
+        from agent_core.cli._terminal import error_text
         from agent_core.errors import AgentCoreError
 
         if isinstance(exc, AgentCoreError):
-            err.write(f"soong-agent: error: {exc.message}\n")
+            err.write(error_text(exc))
             return EXIT_FAILED
         err.write(
             f"soong-agent: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n"

@@ -26,7 +26,7 @@ from agent_core.cli._chat_commands import run_command
 from agent_core.cli._chat_input import Interrupted, chat_home, open_input
 from agent_core.cli._chat_render import safe
 from agent_core.cli._chat_session import ChatSession
-from agent_core.cli._terminal import Output
+from agent_core.cli._terminal import Output, error_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -72,7 +72,7 @@ async def _resume(chat: ChatSession, args: argparse.Namespace) -> bool:
     try:
         sessions = await runtime.list_sessions()
     except AgentCoreError as exc:
-        chat.err.write(f"soong-agent: error: {exc.message}\n")
+        chat.err.write(error_text(exc))
         return False
     if args.session_id:
         found = next((s for s in sessions if s.session_id == args.session_id), None)
@@ -128,5 +128,5 @@ def _report(err: Output, exc: Exception) -> bool:
 
     if not isinstance(exc, AgentCoreError):
         raise exc
-    err.write(f"soong-agent: error: {exc.message}\n")
+    err.write(error_text(exc))
     return True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
 from agent_core.cli._status import ModelStatus
-from agent_core.cli._terminal import Output, StdinLines, escape_terminal
+from agent_core.cli._terminal import Output, StdinLines, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
@@ -209,7 +209,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     try:
         runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
@@ -222,7 +222,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 output_schema=schema,
             )
         except AgentCoreError as exc:
-            err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+            err.write(error_text(exc))
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
         consumer = asyncio.ensure_future(_consume(run, printer))
@@ -255,7 +255,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             try:
                 value = await run.output()
             except AgentCoreError as exc:
-                err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+                err.write(error_text(exc))
                 return EXIT_FAILED
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")

@@ -17,7 +17,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, TextIO
 
-from agent_core.cli._terminal import Output, escape_terminal
+from agent_core.cli._terminal import Output, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.runtime import AgentRuntime
@@ -53,7 +53,7 @@ async def schedule_command(args: argparse.Namespace, out: Output, err: Output, s
             else:
                 await runtime.remove_schedule(args.schedule_id)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     return EXIT_OK
 
@@ -119,7 +119,7 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
                 for watcher in watchers:
                     watcher.cancel()
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     err.write("scheduler: stopped\n")
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

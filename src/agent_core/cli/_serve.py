@@ -19,7 +19,7 @@ import signal
 import socket
 from typing import TextIO
 
-from agent_core.cli._terminal import Output
+from agent_core.cli._terminal import Output, error_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TOKEN_ENV = "SOONG_AGENT_SERVE_TOKEN"
@@ -72,7 +72,7 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         runtime = AgentRuntime(project_dir=args.path, permission_callback=broker.callback)
         state = await open_state(runtime, broker)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     try:
         try:

@@ -15,7 +15,7 @@ import contextlib
 import signal
 from typing import TextIO
 
-from agent_core.cli._terminal import Output
+from agent_core.cli._terminal import Output, error_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -38,7 +38,7 @@ async def worker_command(args: argparse.Namespace, out: Output, err: Output, std
     try:
         runtime = AgentRuntime(project_dir=args.path)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     async with runtime:
         task = asyncio.ensure_future(run_worker(runtime, stop, polling))
@@ -48,7 +48,7 @@ async def worker_command(args: argparse.Namespace, out: Output, err: Output, std
         if task.done():
             failure = task.exception()
             if isinstance(failure, AgentCoreError):
-                err.write(f"soong-agent: error: {failure.message}\n")
+                err.write(error_text(failure))
                 return EXIT_FAILED
             task.result()
         await task
