@@ -14,7 +14,7 @@ Contract of ``run``:
   go to stderr. Output is plain text; there is no JSON event stream (``--plain`` is an accepted no-op).
 - Permission prompts are answered on stdin: ``1``/``allow once``, ``2``/``allow for session``,
   ``3``/``deny`` (trimmed, case-insensitive); EOF, unavailable stdin, anything else or 120 s without an
-  answer → ``deny``. There is no re-prompt.
+  answer → ``deny``. There is no re-prompt; a denial for an unrecognised answer names the valid ones.
 - Exit status: 0 when the run ends ``completed``; 1 for startup/config errors and runs ending otherwise;
   2 for usage errors; 130 after Ctrl-C (which calls ``run.cancel()``; a second Ctrl-C stops waiting).
 - Cold start: only argparse/asyncio/logging are imported before the arguments are parsed; the command's

@@ -10,7 +10,13 @@ import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core.cli._diff import wants_color
-from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._prompt import (
+    STDIN_TIMEOUT_S,
+    VALID_ANSWERS,
+    describe_request,
+    parse_permission_answer,
+    recognised_answer,
+)
 from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, StdinLines, error_text, escape_terminal
 
@@ -190,8 +196,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             why = f"no answer within {STDIN_TIMEOUT_S:.0f} s"
         elif line is None:
             why = "end of input"
-        elif decision == "deny" and line.strip().lower() not in ("3", "deny"):
-            why = f"unrecognised answer {line.strip()!r}"
+        elif recognised_answer(line) is None:
+            why = f"unrecognised answer {escape_terminal(line.strip())!r}; valid answers: {VALID_ANSWERS}"
         else:
             why = ""
         echo = "" if answers.interactive and answered and line is not None else "\n"
