@@ -21,9 +21,9 @@ Contracts:
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TextIO
 
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_commands import run_command
 from agent_core.cli._chat_input import Interrupted, chat_home, open_input
 from agent_core.cli._chat_render import safe
@@ -31,7 +31,7 @@ from agent_core.cli._chat_session import ChatSession
 from agent_core.cli._prompt import recognised_answer
 from agent_core.cli._terminal import Output, error_text
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 async def prompt_loop(chat: ChatSession) -> None:
@@ -40,10 +40,17 @@ async def prompt_loop(chat: ChatSession) -> None:
     Slash commands typed at a permission prompt run when the turn ends. A line that is only a permission
     answer (``2``, ``yes``, ...) right after a turn that asked for permission is not sent: the prompt it
     was meant for has closed; typing it again sends it."""
+
+    assert chat.input is not None
+    # without a terminal, Ctrl-C at the prompt arrives as SIGINT: it goes to the line reader
+    with interrupts.on_interrupt(chat.input.interrupt):
+        await _read_lines(chat)
+
+
+async def _read_lines(chat: ChatSession) -> None:
     from agent_core.errors import AgentCoreError
 
     assert chat.input is not None
-    chat.plain_sigint(asyncio.get_running_loop())
     interrupted = False
     held: str | None = None
     while not chat.quit:
@@ -129,6 +136,8 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
     except AgentCoreError as exc:
         err.write(error_text(exc))
         return EXIT_FAILED
+    if interrupts.pending():  # Ctrl-C during startup: nothing was opened
+        return EXIT_INTERRUPTED
     chat.input = open_input(chat_home(), stdin, chat.prompt_out)
     reported: AgentCoreError | None = None
     try:
@@ -136,6 +145,8 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
             await chat.ready()
             if not await _resume(chat, args):
                 return EXIT_FAILED
+        if interrupts.pending():
+            return EXIT_INTERRUPTED
         chat.note(chat.banner())
 
         def open_runtime() -> None:

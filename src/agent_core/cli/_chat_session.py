@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
@@ -195,36 +195,30 @@ class ChatSession:
         self.run = run
         self.permission_asked = False
         self.printer.cancel_requested = False
-        interrupts = 0
-        loop = asyncio.get_running_loop()
+        presses = 0
         consumer = asyncio.ensure_future(self._consume(run))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
-            nonlocal interrupts
-            interrupts += 1
-            if interrupts == 1:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
                 self.printer.cancel_requested = True
                 cancelling.append(asyncio.ensure_future(run.cancel()))
             else:
                 consumer.cancel()
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
         assert self.input is not None
         try:
-            with self.input.quiet(), contextlib.suppress(asyncio.CancelledError):
-                await consumer
-            if interrupts < 2:
-                await run.wait()
-                for future in [*cancelling, *self.cancels]:
-                    with contextlib.suppress(AgentCoreError):
-                        await future
+            with interrupts.on_interrupt(on_sigint), self.input.quiet():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await consumer
+                if presses < 2:
+                    await run.wait()
+                    for future in [*cancelling, *self.cancels]:
+                        with contextlib.suppress(AgentCoreError):
+                            await future
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
-            if self.input is not None and not self.input.interactive:
-                self.plain_sigint(loop)
             self.run = None
             self.cancels.clear()
         self.printer.finish()
@@ -244,12 +238,6 @@ class ChatSession:
             self.printer.handle(event, depth=level)
             if level == 0 and event.event_type.value == "run_completed":
                 self.last_usage = dict(event.payload.get("usage") or {}) or None
-
-    def plain_sigint(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Without a terminal, Ctrl-C at the prompt arrives as SIGINT: route it to the line reader."""
-        if self.input is not None:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signal.SIGINT, self.input.interrupt)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -6,9 +6,9 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
@@ -221,6 +221,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     async with contextlib.AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(runtime)  # opens storage, hooks, MCP catalog, ...
+            if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
+                return EXIT_INTERRUPTED
             run = await runtime.start(
                 args.message,
                 session_id=args.session_id,
@@ -230,13 +232,13 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         except AgentCoreError as exc:
             err.write(error_text(exc))
             return EXIT_FAILED
-        loop = asyncio.get_running_loop()
         consumer = asyncio.ensure_future(_consume(run, printer))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
             nonlocal interrupted
             interrupted += 1
+            interrupts.mark_reported()
             if interrupted == 1:
                 printer.cancel_requested = True
                 printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
@@ -244,18 +246,13 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             else:
                 consumer.cancel()
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        try:
+        with interrupts.on_interrupt(on_sigint):
             with contextlib.suppress(asyncio.CancelledError):
                 await consumer
             if interrupted < 2:
                 await run.wait()
                 for future in cancelling:
                     await future
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
         printer.finish()
         if schema is not None and run.status.value == "completed":
             try:
