@@ -163,7 +163,7 @@ def test_ctrl_c_while_a_run_streams_is_one_cancel_line_and_130(
     first = proc.stdout.read(5)  # the reply streams
     assert first == "word0"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert err.count("[run] cancelling") == 1 and "[run] cancelled" in err
     assert "Traceback" not in err and "soong-agent: interrupted" not in err  # the run's line says it
