@@ -89,6 +89,14 @@ async def _history(chat: ChatSession, args: list[str]) -> None:
     if not path:
         chat.note("no messages yet in this session")
         return
+    if chat.session_id is not None:  # a reply cancelled after the active leaf hangs off it, kept
+        runtime = await chat.ready()
+        leaf = path[-1].node_id
+        path += [
+            node
+            for node in (await runtime.replay_session(chat.session_id)).nodes
+            if node.parent_id == leaf and node.role == "assistant" and node.metadata.get("partial")
+        ]
     lines = []
     for node in path:
         if node.node_type != "message" or node.role not in ("user", "assistant"):
