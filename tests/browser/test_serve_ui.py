@@ -93,7 +93,9 @@ def test_the_run_shows_the_model_waiting_then_the_output_rate(page: Any, served:
     page.wait_for_selector(".msg.assistant:has-text('Waited well.')")
     wait_run_finished(page)
     seen = page.evaluate("() => window.seenStatus")
-    assert any(re.fullmatch(r"\d+ tokens at [\d.]+ tokens/s · first token after [\d.]+ s", t) for t in seen), seen
+    assert any(
+        re.fullmatch(r"\d+ tokens at [\d.]+ tokens/s · first token after [\d.]+ s", t) for t in seen
+    ), seen
     assert page.js_errors == []
 
 
