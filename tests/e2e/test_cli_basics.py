@@ -110,7 +110,11 @@ def test_a2_cli_import_is_lazy() -> None:
         "('agent_core', 'pydantic', 'httpx', 'aiosqlite', 'yaml', 'mcp')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "['agent_core', 'agent_core.cli']"
+    # _interrupts: the Ctrl-C handling installed before anything else (issue 32; stdlib only)
+    assert (
+        done.stdout.strip().splitlines()[-1]
+        == "['agent_core', 'agent_core.cli', 'agent_core.cli._interrupts']"
+    )
 
 
 # -- O1 and startup failures -------------------------------------------------------------------------
