@@ -5,11 +5,17 @@ Contracts:
 - Each entered line that is not a slash command is one ``runtime.start(line, session_id=current,
   mode=current)``; the reply streams to stdout (Markdown on a terminal, plain text when piped). The
   prompt line ends with ``> `` and is shown on stdout when it is a terminal, else on stderr.
-- Permission prompts are inline: the request (with the diff of a write/edit) and ``Answer [1/2/3]:``,
-  answered like ``run`` (contract.md §10); Ctrl-C at that prompt denies and cancels the run; no answer
-  within 120 s denies.
+- Permission prompts are inline: the request (with the diff of a write/edit) and ``Answer [1/2/3]:``.
+  On a terminal an unrecognised answer re-prompts with the valid choices (``1``/``allow once``,
+  ``2``/``allow for session``, ``3``/``deny``, also ``y``/``yes``, ``a``/``always``, ``n``/``no``) at most
+  three times, then denies; a slash command typed there runs when the turn ends; piped input is answered
+  like ``run`` (anything unrecognised denies at once, naming the valid answers). Ctrl-C at that prompt
+  denies and cancels the run; no answer within 120 s denies. No answer becomes a chat message: a line
+  that is only an answer, typed right after a turn that asked, is held back until typed again.
 - Ctrl-C during a run calls ``run.cancel()``, prints ``[cancelled]`` and returns to the prompt (a second
-  Ctrl-C stops waiting for the cancellation). Ctrl-C twice in a row at an empty prompt, Ctrl-D, ``/exit``
+  Ctrl-C stops waiting for the cancellation); the partial reply stays on screen once and in the session
+  (``/history`` marks it). While a reply streams, the terminal does not echo typed keys: they wait for
+  the next prompt, which shows and runs them. Ctrl-C while the chat starts or shuts down: status 130. Ctrl-C twice in a row at an empty prompt, Ctrl-D, ``/exit``
   or ``/quit`` leave with status 0. Startup errors (config, unknown ``--session-id``) → status 1.
 - ``--continue`` resumes the most recently updated session of the project, ``--session-id`` a given one.
 - Startup: the config is read and the API-key variables it names are checked before anything is shown
