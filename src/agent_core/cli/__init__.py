@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _interrupts.install()
         status = _main(argv)
-    except (_interrupts.Interrupt, KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError):  # a 2nd Ctrl-C cancelled a hung startup
         status = EXIT_INTERRUPTED
     if status != EXIT_INTERRUPTED and _interrupts.missed():
         status = EXIT_INTERRUPTED  # Ctrl-C while nothing could take it (startup, shutdown)
@@ -325,7 +325,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
         return int(asyncio.run(_interrupts.run_main(handler(args, out, err, sys.stdin))))
-    except (_interrupts.Interrupt, KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError):
         return EXIT_INTERRUPTED
     except Exception as exc:
         if debug:

@@ -55,9 +55,9 @@ class ChatSession:
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
         self.permission_asked = False
+        """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
         """Slash commands typed at a permission prompt, run when the turn ends."""
-        """A permission prompt was shown during the current turn (its answers never become messages)."""
 
     # ---- runtime ------------------------------------------------------------------------------
     async def load(self, path: str | None) -> AgentRuntime:

@@ -32,10 +32,6 @@ EXIT_INTERRUPTED = 130
 INTERRUPTED_LINE = "soong-agent: interrupted\n"
 
 
-class Interrupt(BaseException):
-    """Ctrl-C before the event loop runs (a ``BaseException``, like ``KeyboardInterrupt``)."""
-
-
 class _State:
     count = 0
     delivered = 0
@@ -66,7 +62,8 @@ def _record(signum: int, frame: FrameType | None) -> None:
 
 
 def install() -> None:
-    """SIGINT raises :class:`Interrupt` until :func:`run_main` takes it over (main thread only)."""
+    """Until :func:`run_main` takes SIGINT over, Ctrl-C prints the line and exits 130 at once (main thread
+    only)."""
     try:
         signal.signal(signal.SIGINT, _raise)
     except ValueError:  # not the main thread (an embedding test): leave it alone
