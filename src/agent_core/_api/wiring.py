@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core._agents.feature import Agents
 from agent_core._agents.feature import install as install_agents
 from agent_core._artifacts.manager import ArtifactManager
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._compact.service import CompactionService
 from agent_core._compact.service import install as install_compaction
 from agent_core._context.instructions import (
