@@ -59,9 +59,7 @@ def marker_command(marker: Path) -> str:
 
 
 def write(path: str, content: str, call_id: str) -> Any:
-    return tool_calls(
-        ("code.write_file", {"path": path, "content": content, "overwrite": True}, call_id)
-    )
+    return tool_calls(("code.write_file", {"path": path, "content": content, "overwrite": True}, call_id))
 
 
 def worker_job(*writes: tuple[str, str]) -> list[Any]:

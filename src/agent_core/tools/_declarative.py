@@ -56,7 +56,7 @@ from agent_core.tools._command import (
 from agent_core.tools._executables import trusted_which
 from agent_core.tools._normalize import error_result
 from agent_core.tools._paths import resolve_dir, resolve_path, within_roots, write_roots
-from agent_core.tools._sandbox import sandboxed_argv
+from agent_core.tools._sandbox import sandboxed_command
 from agent_core.tools._schema import check_schema
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
@@ -439,22 +439,24 @@ class DeclarativeToolsAdapter:
             "run_id": ctx.run_id,
             "project_dir": str(ctx.project_dir),
         }
-        argv = sandboxed_argv(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
+        with sandboxed_command(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
             plan.argv,
             cwd=plan.cwd,
             settings=self._settings,
             project=resolve_dir(ctx.project_dir),
             soong_home=resolve_dir(ctx.home_dir),
-        )
-        outcome = await run_process(
-            argv,
-            cwd=plan.cwd,
             env=plan.env,
-            stdin_data=_compact(request).encode("utf-8"),
-            timeout_ms=tool.timeout_ms,
-            cancel_event=ctx.cancel_event,
-            tail_keep=max(tool.stdout_limit, tool.stderr_limit),
-        )
+        ) as command:
+            outcome = await run_process(
+                command.argv,
+                cwd=plan.cwd,
+                env=plan.env,
+                stdin_data=_compact(request).encode("utf-8"),
+                timeout_ms=tool.timeout_ms,
+                cancel_event=ctx.cancel_event,
+                tail_keep=max(tool.stdout_limit, tool.stderr_limit),
+                pass_fds=command.pass_fds,
+            )
         return await self._result(tool, call, ctx, outcome)
 
     async def _stream(

@@ -30,7 +30,7 @@ from agent_core.tools._command import (
     resolve_executable,
     run_process,
 )
-from agent_core.tools._sandbox import sandboxed_argv
+from agent_core.tools._sandbox import SandboxedCommand, sandboxed_command
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
@@ -163,18 +163,26 @@ class RunCommandTool:
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         plan = plan_command(call.arguments, env)
         argv = [str(plan.executable), *plan.argv[1:]]
+        command = SandboxedCommand(argv)
         if self.settings is not None:  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
-            argv = sandboxed_argv(
-                argv, cwd=plan.cwd, settings=self.settings, project=env.project, soong_home=env.soong_home
+            command = sandboxed_command(
+                argv,
+                cwd=plan.cwd,
+                settings=self.settings,
+                project=env.project,
+                soong_home=env.soong_home,
+                env=plan.env,
             )
-        outcome = await run_process(
-            argv,
-            cwd=plan.cwd,
-            env=plan.env,
-            timeout_ms=plan.timeout_ms,
-            cancel_event=ctx.cancel_event,
-            tail_keep=max(self.tools.stdout_limit_bytes, self.tools.stderr_limit_bytes),
-        )
+        with command:
+            outcome = await run_process(
+                command.argv,
+                cwd=plan.cwd,
+                env=plan.env,
+                timeout_ms=plan.timeout_ms,
+                cancel_event=ctx.cancel_event,
+                tail_keep=max(self.tools.stdout_limit_bytes, self.tools.stderr_limit_bytes),
+                pass_fds=command.pass_fds,
+            )
         stdout, out_id, out_cut, out_meta = await self._stream(
             ctx, outcome.stdout, self.tools.stdout_limit_bytes, "stdout", plan
         )
