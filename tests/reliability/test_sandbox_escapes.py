@@ -102,6 +102,7 @@ async def test_s02_project_and_credential_secrets_are_masked(soong_env: SoongEnv
         soong_env.write_project(rel, f"TOKEN={SECRET}\n")
     (project / "notes.txt").symlink_to(project / ".env")
     soong_env.write_project("readme.txt", "public\n")
+    soong_env.write_project(".venv/lib/site-packages/certifi/cacert.pem", "PUBLIC CA BUNDLE\n")
     for rel in (".netrc", ".docker/config.json", ".config/gh/hosts.yml", ".git-credentials"):
         (home / rel).parent.mkdir(parents=True, exist_ok=True)
         (home / rel).write_text(f"password {SECRET}\n")
@@ -113,10 +114,12 @@ async def test_s02_project_and_credential_secrets_are_masked(soong_env: SoongEnv
         ["cat", "deploy/id_rsa"],
         ["cat", str(home / ".netrc"), str(home / ".docker/config.json"), str(home / ".git-credentials")],
         ["cat", str(home / ".config/gh/hosts.yml")],
+        ["cat", ".venv/lib/site-packages/certifi/cacert.pem"],
         ["cat", "readme.txt"],
     ]
     results, fake = await run_commands(soong_env, argvs)
     assert results[-1]["stdout"] == "public\n", "ordinary files stay readable"
+    assert results[-2]["stdout"] == "PUBLIC CA BUNDLE\n", "dependency directories are not masked"
     assert all(SECRET not in json.dumps(r) for r in results), results
     assert SECRET not in json.dumps([r.model_dump(mode="json") for r in fake.requests])
     assert SECRET.encode() not in db_bytes(soong_env)

@@ -13,7 +13,8 @@ plus the built-in credential class) and the user's home:
   whose name matches one (a symlink is masked at its target; so is a symlink whose target's name matches).
   Files are covered by an empty read-only file, directories by an empty read-only tmpfs.
 
-The walk does not descend into ``.git`` directories, masked directories or symlinked directories; entries
+The walk does not descend into ``.git`` directories, dependency directories (:data:`DEPENDENCY_DIRS`),
+masked directories or symlinked directories; entries
 that vanish or cannot be resolved meanwhile are skipped. A file created or renamed by the command itself
 after the sandbox started is not masked (it was not a secret of the project before), and a ``.git`` that
 does not exist yet cannot be re-bound (nothing to protect).
@@ -21,7 +22,10 @@ does not exist yet cannot be re-bound (nothing to protect).
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +34,9 @@ from agent_core.errors import AgentCoreError
 from agent_core.tools._paths import SensitiveMatcher, is_within, resolve_dir
 
 GUARDED_NAMES = (".git", ".soong-agent")
+DEPENDENCY_DIRS = frozenset({"node_modules", ".venv", "venv", "site-packages", ".tox", ".nox", "__pycache__"})
+"""Installed third-party code, not walked for secrets: their certificate bundles (``certifi``'s
+``cacert.pem``) and test keys are public, and masking them would break TLS inside the sandbox."""
 
 
 @dataclass
@@ -74,7 +81,21 @@ def _home_entries(matcher: SensitiveMatcher, home: Path, view: SandboxView) -> N
                 view.mask(found)
 
 
-def _walk_root(root: Path, matcher: SensitiveMatcher, view: SandboxView) -> None:
+class _NameMatcher:
+    """:meth:`SensitiveMatcher.name_matches` as one compiled pattern (the walk checks every name)."""
+
+    def __init__(self, globs: Sequence[str]) -> None:
+        self._pattern = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)) if globs else None
+
+    def __call__(self, name: str) -> bool:
+        if self._pattern is None or not name:
+            return False
+        if self._pattern.match(name):
+            return True
+        return not name.isascii() and bool(self._pattern.match(unicodedata.normalize("NFKC", name)))
+
+
+def _walk_root(root: Path, matches: _NameMatcher, view: SandboxView) -> None:
     stack = [os.fspath(root)]
     while stack:
         directory = stack.pop()
@@ -96,12 +117,12 @@ def _walk_root(root: Path, matcher: SensitiveMatcher, view: SandboxView) -> None
                 if entry.name == ".git":
                     continue  # git's own objects and config: never walked
             target = _resolved(entry.path) if is_link else None
-            if matcher.name_matches(entry.name) or (target is not None and matcher.name_matches(target.name)):
+            if matches(entry.name) or (target is not None and matches(target.name)):
                 found = target if is_link else Path(entry.path)
                 if found is not None:
                     view.mask(found)
                 continue
-            if is_dir:
+            if is_dir and entry.name not in DEPENDENCY_DIRS:
                 stack.append(entry.path)
 
 
@@ -111,9 +132,10 @@ def sandbox_view(
     """The read-only re-binds and masks of one sandboxed command (see the module docstring)."""
     view = SandboxView()
     _home_entries(matcher, home, view)
+    matches = _NameMatcher(matcher.globs)
     for root in _outermost(roots):
         if root.is_dir():
-            _walk_root(root, matcher, view)
+            _walk_root(root, matches, view)
     if soong_home is not None and any(is_within(soong_home, r) for r in roots) and soong_home.is_dir():
         view.keep_read_only(soong_home)
     view.read_only = [p for p in view.read_only if not view._covered(p)]
