@@ -1,9 +1,9 @@
 """Git-driven code execution (issue 31 §1): a worker confined to its worktree must not make the runtime run
 code on the host through the git commands that commit its work.
 
-g01: the worker writes a git directory ``evil/`` whose config defines a clean filter, fsmonitor and hooks,
+git01: the worker writes a git directory ``evil/`` whose config defines a clean filter, fsmonitor and hooks,
 a ``.gitattributes`` selecting the filter, and replaces the worktree's ``.git`` file with ``gitdir: evil``.
-g02: the repository's own config (as if written earlier) defines a clean filter, ``core.fsmonitor``,
+git02: the repository's own config (as if written earlier) defines a clean filter, ``core.fsmonitor``,
 ``core.hooksPath`` with a post-commit hook and a textconv driver; the worker only adds a ``.gitattributes``.
 Both through the public runtime (an Orchestrator dispatching a worker with ``worker_isolation =
 "worktree"``, every permission answered ``allow_once``); nothing may run, the worker's work is committed.
@@ -104,10 +104,10 @@ async def run_worker(env: SoongEnv, writes: list[tuple[str, str]]) -> tuple[Rout
     return router, result_json(result_of(router, "d1"))
 
 
-async def test_g01_worker_swaps_the_worktree_gitdir_for_its_own(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_git01_worker_swaps_the_worktree_gitdir_for_its_own(soong_env: SoongEnv, tmp_path: Path) -> None:
     init_repo(soong_env.project)
-    marker = tmp_path / "PWNED-g01"
-    hook_marker = tmp_path / "PWNED-g01-hook"
+    marker = tmp_path / "PWNED-git01"
+    hook_marker = tmp_path / "PWNED-git01-hook"
     evil_config = (
         "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
         f"\tfsmonitor = {tmp_path}/fsmonitor.sh\n\thooksPath = hooks\n"
@@ -139,12 +139,12 @@ async def test_g01_worker_swaps_the_worktree_gitdir_for_its_own(soong_env: Soong
     assert not marker.exists()
 
 
-async def test_g02_repository_config_cannot_run_code_at_finish(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_git02_repository_config_cannot_run_code_at_finish(soong_env: SoongEnv, tmp_path: Path) -> None:
     init_repo(soong_env.project)
     (soong_env.project / ".gitattributes").write_text("*.txt filter=x diff=t\n*.dat filter=y\n")
     git(soong_env.project, "add", ".gitattributes")
     git(soong_env.project, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "attrs")
-    marker = tmp_path / "PWNED-g02"
+    marker = tmp_path / "PWNED-git02"
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     for name in ("post-commit", "pre-commit", "prepare-commit-msg", "post-checkout", "post-index-change"):
