@@ -104,7 +104,9 @@ async def run_worker(env: SoongEnv, writes: list[tuple[str, str]]) -> tuple[Rout
     return router, result_json(result_of(router, "d1"))
 
 
-async def test_git01_worker_swaps_the_worktree_gitdir_for_its_own(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_git01_worker_swaps_the_worktree_gitdir_for_its_own(
+    soong_env: SoongEnv, tmp_path: Path
+) -> None:
     init_repo(soong_env.project)
     marker = tmp_path / "PWNED-git01"
     hook_marker = tmp_path / "PWNED-git01-hook"
