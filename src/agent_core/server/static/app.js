@@ -524,6 +524,7 @@ function argvView(argv, cls) {
 
 // What "allow for session" will remember for this request.
 function sessionGrantView(a, meta) {
+  if (Array.isArray(meta.protected) && meta.protected.length) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (protected path: never remembered).");
   if (meta.allow_for_session_available === false) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (nothing to remember).");
   if (Array.isArray(meta.session_argv_prefix)) {
     const what = meta.session_argv_exact ? "exactly this command, nothing added:" : "commands starting with:";
