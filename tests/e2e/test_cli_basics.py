@@ -128,7 +128,7 @@ def test_o01_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None
     assert str(soong_env.config_path) in first
     assert "config" in first and "not found" in first
     # issue 32: the line names the packaged template, and the minimal config follows it (and parses)
-    from agent_core._assets.loader import CONFIG_TEMPLATE_ID, packaged_location
+    from agent_core._asset_loader import CONFIG_TEMPLATE_ID, packaged_location
 
     template = packaged_location(CONFIG_TEMPLATE_ID)
     assert template in first and Path(template).is_file()

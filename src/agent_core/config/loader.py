@@ -83,7 +83,7 @@ context_window = 8192
 def _missing_config(config_path: Path, cause: BaseException) -> ConfigError:
     """The missing-config error: one line naming the file and the packaged template; ``details`` carry the
     template's path and :data:`MINIMAL_CONFIG` (the CLI prints it under the line). Nothing is created."""
-    from agent_core._assets.loader import CONFIG_TEMPLATE_ID, packaged_location
+    from agent_core._asset_loader import CONFIG_TEMPLATE_ID, packaged_location
 
     template = packaged_location(CONFIG_TEMPLATE_ID)
     return ConfigError(
