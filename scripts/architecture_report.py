@@ -164,12 +164,19 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
 
+PUBLIC_UNDERSCORED = frozenset({"os._exit", "sys._getframe"})
+"""Documented stdlib functions whose names start with ``_``."""
+
+
 def _private_accesses(tree: ast.Module) -> list[tuple[int, str, str]]:
     """``(line, attribute, expression)`` of every private attribute read on something other than self."""
     return [
         (node.lineno, node.attr, ast.unparse(node))
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and _private(node.attr) and not _is_self(node.value)
+        if isinstance(node, ast.Attribute)
+        and _private(node.attr)
+        and not _is_self(node.value)
+        and ast.unparse(node) not in PUBLIC_UNDERSCORED
     ]
 
 

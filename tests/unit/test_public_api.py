@@ -47,6 +47,7 @@ PUBLIC_MODULES = frozenset(
         "agent_core.cli.__main__",
         "agent_core.server",
         "agent_core.telemetry",
+        "agent_core.redaction",  # register_secret / redact_text for code that prints or logs
         "agent_core.store",  # AgentRuntime.store: the session store protocol and serve's approvals table
         "agent_core.jobs",
         "agent_core.schedules",

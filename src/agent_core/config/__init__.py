@@ -4,6 +4,7 @@ The runtime calls :func:`load_config` in its constructor and hands the :class:`L
 it wires; model users call :func:`resolve_model` / :func:`resolve_purpose_model`.
 """
 
+from agent_core.config._credentials import check_credentials
 from agent_core.config._profiles import ProfileError, ProfileNotFound, resolve_model, resolve_purpose_model
 from agent_core.config.loader import LoadedConfig, load_config, resolve_home, resolve_project
 from agent_core.config.model import ModelProfile, ResolvedModelConfig, RetryConfig
@@ -18,6 +19,7 @@ __all__ = [
     "RetryConfig",
     "Settings",
     "WorkerSpec",
+    "check_credentials",
     "expand_placeholders",
     "load_config",
     "resolve_home",

@@ -284,6 +284,29 @@ class ModelStarted(EventPayload):
     turn: int
 
 
+@dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
+class ModelProgress(EventPayload):
+    """Where one model call stands, for a status line (live only, never stored).
+
+    ``waiting``: the request is sent (``prompt_tokens`` is the composer's estimate); ``streaming``: the first
+    token arrived after ``waited_ms``; ``done``: the answer is complete (``prompt_tokens`` and
+    ``output_tokens`` as the provider reported them, ``tokens_per_second`` over the generation time, and the
+    answer's ``stop_reason``: ``max_tokens`` means a continuation follows).
+    """
+
+    event_type = EventType.model_progress
+    phase: Literal["waiting", "streaming", "done"]
+    provider: str
+    model: str
+    turn: int
+    prompt_tokens: int | None = None
+    context_window: int | Absent | None = ABSENT
+    waited_ms: int | Absent = ABSENT
+    output_tokens: int | Absent = ABSENT
+    tokens_per_second: float | Absent | None = ABSENT
+    stop_reason: str | Absent = ABSENT
+
+
 @dataclass(slots=True, frozen=True, eq=False, repr=False)
 class ModelTextDelta(EventPayload):
     event_type = EventType.model_text_delta
@@ -720,7 +743,7 @@ RuntimeEventPayload = (
     | LoopStarted | LoopCompleted | LoopAborted | LoopFailed | AbortedStreaming | AbortedTools
     | StopHookPrevented | Error | ContextBuilt
     | MessageCreated | MessageDelta | MessageCompleted
-    | ModelStarted | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug
+    | ModelStarted | ModelProgress | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug
     | ToolStarted | ToolProgress | ToolCompleted | ToolFailed | ToolDenied | PermissionFailed
     | HookStarted | HookCompleted | HookFailed | HookDenied
     | ChildAgentCreated | WorkerDispatched | WorkerDispatchFailed | ChildAgentCancelRequested
