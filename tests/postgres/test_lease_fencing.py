@@ -91,7 +91,7 @@ async def test_a_store_whose_lease_was_taken_over_cannot_write_the_task_wal_or_i
         assert exc.details["current_epoch"] == lease_b.epoch  # type: ignore[attr-defined]
         assert _wal_rows(postgres_dsn) == stored, "nothing of the refused Task WAL commit is stored"
         failed = harness.events(worker, EventType.task_wal_failed)
-        assert failed and failed[-1].data["error"]["code"] == "session_active"
+        assert failed and failed[-1].payload["error"]["code"] == "session_active"
         dag = next(d for d in harness.service.active_dags() if d.task_id == "t1")
         held_step = dag.step("a")
         assert held_step is not None and held_step.status.value == "ready", "memory is unchanged"
