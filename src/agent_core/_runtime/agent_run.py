@@ -82,7 +82,7 @@ def run_limits(
         else Budget(LimitConfig.from_section(settings.limits))
     )
     state.budget = budget
-    prices = Prices(model.price_input_per_mtok, model.price_output_per_mtok)
+    prices = Prices.for_model(model)
     return RunLimits(budget=budget, prices=prices, enforce=enforce)
 
 
