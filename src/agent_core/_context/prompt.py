@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
 from agent_core._context.composer import ComposeInput, ComposeLimits, Composition, compose
 from agent_core._context.conversation import ComposeMemo
+from agent_core._context.prefix import PrefixState
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._dataclass import dataclass
@@ -45,6 +46,9 @@ class PathView(Protocol):
 
     @property
     def memo(self) -> ComposeMemo: ...
+
+    @property
+    def prefix(self) -> PrefixState: ...
 
 
 def tool_catalog_text(tools: Sequence[ToolDefinition]) -> str:
@@ -88,9 +92,9 @@ def tool_schema_tokens(tools: Sequence[ToolDefinition], counter: TokenCounter = 
     return total
 
 
-def runtime_state_block(
-    *, project: str, mode: str, role: str, session_id: str, agent_id: str, run_id: str
-) -> SystemBlock:
+def runtime_state_block(*, project: str, mode: str, role: str, session_id: str, agent_id: str) -> SystemBlock:
+    """The ``runtime_state`` block: what stays true for the agent, and the UTC date. No run id: a value
+    that changes per run would change the prompt prefix at every user turn (``prefix.py``)."""
     now = utc_now()
     body = "\n".join(
         [
@@ -100,7 +104,6 @@ def runtime_state_block(
             f"agent_role: {role}",
             f"session_id: {session_id}",
             f"agent_id: {agent_id}",
-            f"run_id: {run_id}",
             f"current_date_utc: {now:%Y-%m-%d}",
             "</runtime_state>",
         ]
@@ -185,6 +188,7 @@ class RunPrompt:
             tool_tokens=self.tool_tokens,
             tool_tokens_short=self.tool_tokens_short,
             memo=self.cursor.memo,
+            prefix=self.cursor.prefix,
         )
         result = compose(inp, self.cursor.cache, self.counter)
         result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)

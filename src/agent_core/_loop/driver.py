@@ -397,6 +397,10 @@ async def _build_request(
         request = spec.output.prepare(request)
     if spec.on_model_request is not None:
         spec.on_model_request(request)
+    if spec.cache_watch is not None:
+        found = spec.cache_watch.check(request, composition.prefix_restart)
+        if found is not None:
+            await spec.recorder.emit(ev.PromptCacheBreak(**found.payload(), turn=state.turns + 1))
     return request
 
 

@@ -6,6 +6,7 @@ everything that differs between them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import field
 from pathlib import Path
@@ -67,6 +68,16 @@ class AgentRunSpec:
     purpose: str | None = None
     agent_type: AgentType = AgentType.main
     interruption: Callable[[], Interruption] | None = None
+    prefix_owner: str | None = None
+    """The agent whose prompt prefix this run's requests start with (a fork: its parent); its id keys
+    the provider's prompt cache (``prompt_cache_key``). ``None``: the run's own agent."""
+
+
+def prompt_cache_key(session_id: str, agent_id: str) -> str:
+    """A stable, opaque key per agent of a session (OpenAI's ``prompt_cache_key``): the provider routes
+    requests with one key to where their common prefix is cached. Ids are hashed, not sent."""
+    digest = hashlib.sha256(f"{session_id}/{agent_id}".encode()).hexdigest()
+    return f"soong-{digest[:32]}"
 
 
 def run_limits(
@@ -160,7 +171,6 @@ async def prepare_agent_loop(
                 role=spec.role.value,
                 session_id=state.session_id,
                 agent_id=state.agent_id,
-                run_id=state.run_id,
             )
         ]
 
@@ -222,6 +232,7 @@ async def prepare_agent_loop(
         "agent_id": state.agent_id,
         "run_id": state.run_id,
         "agent_type": spec.agent_type.value,
+        "prompt_cache_key": prompt_cache_key(state.session_id, spec.prefix_owner or state.agent_id),
     }
     if spec.purpose:
         metadata["purpose"] = spec.purpose
@@ -250,6 +261,7 @@ async def prepare_agent_loop(
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
+        cache_watch=spec.cursor.cache_watch,
     )
 
 

@@ -285,5 +285,7 @@ class OpenAIAdapter(HttpStreamAdapter):
                 request_feature="tools",
             )
         if client_error and ("prompt_cache_key" in message or "cache_prompt" in message):
-            message += " (this server rejects the prompt-cache fields: set [model] openai_cache_fields = false)"
+            message += (
+                " (this server rejects the prompt-cache fields: set [model] openai_cache_fields = false)"
+            )
         return self._error(status_error_type(status), f"openai HTTP {status}: {message}", request, raw=raw)
