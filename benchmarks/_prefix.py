@@ -6,7 +6,10 @@ body is reduced to that text (each tool and message as sorted-key JSON, in order
 ``prompt_cache_key`` and the other request options are not part of the prompt). Then:
 
 * ``cacheable`` = sum over requests of the longest common prefix with the previous request, divided by
-  the sum of the request sizes (characters);
+  the sum of the request sizes (characters), over the requests that have a previous request (the first
+  request of a session has nothing to reuse, whoever sends it; ``cacheable_all`` counts it too);
+* ``lost`` = the characters of previous requests that the next request did not repeat (0: every request
+  reused the whole previous one, so the rest of each request is new content no cache could hold);
 * ``reuse at a new user turn`` = for each request whose last message is a user message (the first
   request of a turn, after the first turn), the common prefix with the previous request divided by the
   previous request's size: 1.00 means the whole previous request is reused.
@@ -44,6 +47,8 @@ def common_prefix(a: str, b: str) -> int:
 class Reuse:
     requests: int
     cacheable: float
+    cacheable_all: float
+    lost: int
     turn_reuse: list[float]
     last_chars: int
     breaks: list[tuple[int, int, int]]
@@ -61,24 +66,28 @@ class Reuse:
 
 def measure(bodies: Sequence[dict[str, Any]]) -> Reuse:
     texts = [prompt_text(b) for b in bodies]
-    shared = total = 0
+    shared = total = lost = 0
     turn_reuse: list[float] = []
     breaks: list[tuple[int, int, int]] = []
     for index, text in enumerate(texts):
-        total += len(text)
         if not index:
             continue
+        total += len(text)
         previous = texts[index - 1]
         lcp = common_prefix(previous, text)
         shared += lcp
+        lost += len(previous) - lcp
         if lcp < len(previous):
             breaks.append((index, lcp, len(previous)))
         messages = bodies[index].get("messages") or []
         if messages and messages[-1].get("role") == "user":
             turn_reuse.append(lcp / len(previous) if previous else 1.0)
+    first = len(texts[0]) if texts else 0
     return Reuse(
         requests=len(texts),
         cacheable=shared / total if total else 0.0,
+        cacheable_all=shared / (total + first) if total + first else 0.0,
+        lost=lost,
         turn_reuse=turn_reuse,
         last_chars=len(texts[-1]) if texts else 0,
         breaks=breaks,
