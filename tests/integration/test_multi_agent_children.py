@@ -24,6 +24,7 @@ from tests.fixtures.multi_agent import (
     ChildRouter,
     child_done,
     child_json,
+    message_text,
     request_text,
     routed_fake,
     system_text,
@@ -347,13 +348,29 @@ async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_too
         await collect(run)
     parent_tools = {t.name for t in fake.requests[0].tools}
     assert {"agent.create_sub_agent", "agent.fork_agent", "agent.list_agent_definitions"} <= parent_tools
-    for marker in ("MARK-SUB", "MARK-FORK"):
-        child_tools = {t.name for t in router.first(marker).tools}
-        assert not child_tools & CHILD_BLACKLIST
-        assert not {n for n in child_tools if n.startswith("agent.")}
-        assert {"code.read_file", "code.write_file", "demo.echo"} <= child_tools
-        expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
-        assert child_tools == expected
+    expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
+    child_tools = {t.name for t in router.first("MARK-SUB").tools}
+    assert not child_tools & CHILD_BLACKLIST
+    assert not {n for n in child_tools if n.startswith("agent.")}
+    assert {"code.read_file", "code.write_file", "demo.echo"} <= child_tools
+    assert child_tools == expected
+    # a fork sends its parent's tool definitions (the parent's prompt prefix, issue 33); what it may call
+    # is its own effective set, which its tool catalog names and the pipeline enforces
+    fork = router.first("MARK-FORK")
+    assert {t.name for t in fork.tools} == parent_tools
+    effective = {
+        row["agent_id"]: set(json.loads(row["metadata_json"])["effective_tools"])
+        for row in rows(
+            soong_env,
+            "SELECT agent_id, metadata_json FROM runs WHERE json_extract(metadata_json, '$.agent_type') = 'fork'",
+        )
+    }
+    (fork_effective,) = effective.values()
+    assert fork_effective == expected
+    catalog = next(
+        message_text(m) for m in fork.messages if m.metadata.get("block_id") == "runtime.tool_catalog"
+    )
+    assert "agent.fork_agent" not in catalog and "demo.echo" in catalog
 
 
 async def test_i15_i27_check22_check26_child_calls_to_parent_only_tools_are_not_available(
@@ -658,14 +675,24 @@ async def test_i27_check25_fork_inherits_the_active_path_only(soong_env: SoongEn
         for b in m.content
         if isinstance(b, ToolCallBlock) and b.tool_call_id in ("call_f", "l1")
     ]
-    assert (
-        fork_req.messages[-1].role == "user" and "<delegated_task>" in fork_req.messages[-1].content[0].text
-    )  # type: ignore[union-attr]
-    system = system_text(fork_req)
-    assert (
-        "# Default Fork Agent" in system and "agent_role: fork" in system and "agent_role: main" not in system
-    )
-    assert "agent.fork_agent" not in {t.name for t in fork_req.tools}
+    # the fork's request starts with its parent's last request (tools, system prompt, conversation) and
+    # gets its own role, tools, definition and runtime state as system updates after its delegated task
+    parent_req = fake.requests[-3]
+    assert fork_req.tools == parent_req.tools and fork_req.system == parent_req.system
+    assert fork_req.messages[: len(parent_req.messages)] == parent_req.messages
+    delegated = next(i for i, m in enumerate(fork_req.messages) if "<delegated_task>" in message_text(m))
+    updates = fork_req.messages[delegated + 1 :]
+    assert {m.metadata["block_id"] for m in updates} >= {
+        "runtime.role",
+        "runtime.tool_catalog",
+        "agent_definition:default_fork_agent",
+        "runtime_state",
+    }
+    assert all(m.role == "user" and m.metadata["source"] == "system_update" for m in updates)
+    noted = "\n".join(message_text(m) for m in updates)
+    assert "# Default Fork Agent" in noted and "agent_role: fork" in noted
+    assert "agent_role: main" in system_text(fork_req)  # the parent's block, replaced by the update
+    assert fork_req.metadata["prompt_cache_key"] == parent_req.metadata["prompt_cache_key"]
     # fork_from_node_id is the assistant node that issued the call; the first fork node hangs below it
     (agent,) = child_rows(soong_env, sid)
     assert agent["agent_type"] == "fork" and json.loads(agent["metadata_json"])["purpose"] == "fork"
@@ -711,8 +738,12 @@ async def test_i05_i19_check09_fork_override_body_and_empty_body_fallback(soong_
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("go")
         await collect(run)
-    fork_system = system_text(router.first("MARK-FORK"))
-    assert "FORK-OVERRIDE" in fork_system and "# Default Fork Agent" not in fork_system
+    fork_req = router.first("MARK-FORK")
+    fork_definition = "\n".join(
+        message_text(m) for m in fork_req.messages if m.metadata.get("source") == "system_update"
+    )  # a fork gets its definition after its parent's prompt (issue 33)
+    assert "FORK-OVERRIDE" in fork_definition and "# Default Fork Agent" not in fork_definition
+    assert "FORK-OVERRIDE" not in system_text(fork_req)
     empty_blocks = {b.block_id: b for b in router.first("MARK-EMPTY").system}
     block = empty_blocks["agent_definition:empty-body"]
     assert (

@@ -269,3 +269,48 @@ async def test_ollama_reports_its_own_prefix_reuse_and_the_cost_splits(soong_env
         1100,
     )
     assert usage["cost_usd"] == pytest.approx((100 * 1.0 + 1100 * 0.25 + 9 * 2.0) / 1e6, abs=1e-12)
+
+
+def delegated(body: dict[str, Any]) -> bool:
+    """A child's request: a user message holds its ``<delegated_task>``."""
+    texts = [b.get("text", "") for m in body["messages"] if m["role"] == "user" for b in m["content"]]
+    return any(t.startswith("<delegated_task>") for t in texts)
+
+
+def fork_turns(request: ScriptedRequest) -> Response:
+    """``fork``: the main agent forks (``narrow``: with allowed_tools); the fork answers at once."""
+    messages = request.json["messages"]
+    if delegated(request.json):
+        return stream(AnthropicWire.text_stream(child_json("fork looked")))
+    last = messages[-1]["content"]
+    if any(b.get("type") == "tool_result" for b in last):
+        return stream(AnthropicWire.text_stream("Forked."))
+    said = " ".join(b.get("text", "") for b in last if b.get("type") == "text")
+    if said.startswith("fork"):
+        args: dict[str, Any] = {"task": "look at the notes"}
+        if "narrow" in said:
+            args["allowed_tools"] = ["code.read_file"]
+        name = advertised_tool_name(request, "fork_agent")
+        return stream(AnthropicWire.tool_stream([(f"toolu_{len(messages)}", name, args)]))
+    return anthropic_turns(request)
+
+
+async def test_a_fork_starts_with_its_parents_cached_prefix(notes: SoongEnv) -> None:
+    server = ScriptedAnthropicServer(prompt_cache=AnthropicPromptCache())
+    server.handler(fork_turns)
+    with server:
+        model = {"provider": "anthropic", "base_url": server.base_url, "api_key_env": KEY_ENV}
+        await run_turns(notes, model, ["read notes/n0.txt", "fork please", "fork narrow please"])
+    sent = server.requests
+    forks = [i for i, r in enumerate(sent) if delegated(r.json)]
+    assert len(forks) == 2, forks
+    first, narrow = forks
+    parent = sent[first - 1]  # the parent's request that asked for the fork
+    fork = sent[first]
+    assert fork.json["tools"] == parent.json["tools"] and fork.json["system"] == parent.json["system"]
+    whole_parent = sum(parent.cache_usage.values())  # type: ignore[union-attr]
+    assert fork.cache_usage is not None and fork.cache_usage["cache_read_input_tokens"] == whole_parent
+    # a fork narrowed by allowed_tools is shown only its tools: its own prompt, nothing read beyond tools
+    narrowed = sent[narrow]
+    assert [t["name"] for t in narrowed.json["tools"]] == ["code__read_file"]
+    assert narrowed.cache_usage is not None and narrowed.cache_usage["cache_read_input_tokens"] == 0

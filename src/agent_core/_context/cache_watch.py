@@ -18,7 +18,7 @@ from itertools import compress, count
 from typing import Any
 
 from agent_core._dataclass import dataclass
-from agent_core.types.model import ModelMessage, ModelRequest
+from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock
 from agent_core.types.tools import ToolDefinition
 
 
@@ -76,11 +76,14 @@ def _named(kind: str, names: Sequence[str], index: int) -> str:
 class CacheWatch:
     """The parts of an agent's last request (see the module docstring)."""
 
-    __slots__ = ("messages", "system", "tools")
+    __slots__ = ("messages", "system", "system_blocks", "tools")
 
     def __init__(self) -> None:
         self.tools: list[ToolDefinition] | None = None
+        """The tool definitions of the last request (``None``: no request yet)."""
         self.system: list[tuple[str, str]] = []
+        self.system_blocks: list[SystemBlock] = []
+        """The system blocks of the last request (a fork starts its own requests with them)."""
         self.messages: list[ModelMessage] = []
 
     def check(self, request: ModelRequest, cause: str | None = None) -> CacheBreak | None:
@@ -89,6 +92,7 @@ class CacheWatch:
         previous_tools, previous_system, previous = self.tools, self.system, self.messages
         system = [(b.block_id, b.content) for b in request.system]
         self.tools, self.system, self.messages = list(request.tools), system, list(request.messages)
+        self.system_blocks = list(request.system)
         if previous_tools is None:
             return None
         index = _whole(previous_tools, request.tools)

@@ -52,6 +52,7 @@ from agent_core.types.runtime import (
     SystemBlockReport,
     TokenBudget,
 )
+from agent_core.types.tools import ToolDefinition
 
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
@@ -92,6 +93,9 @@ class ComposeInput:
     prefix: PrefixState | None = None
     """The agent's prefix state (the stable-prefix rule, ``prefix.py``); ``None``: a one-off build (the
     dynamic blocks in the system prompt, the task board as the last message)."""
+    noted: Sequence[SystemBlock] = ()
+    """An inheriting agent's own static blocks (``static_blocks`` are its parent's): noted when they
+    differ from what the parent's requests carry (``prefix.settle``)."""
 
 
 @dataclass(kw_only=True)
@@ -120,6 +124,8 @@ class Composition:
     """The smallest prompt this build could be degraded to (static at its deepest + the user message)."""
     prefix_restart: str | None = None
     """Why this build started a new prompt-prefix epoch (``prefix.py``), if it did."""
+    tools: list[ToolDefinition] | None = None
+    """The tool definitions to send instead of the run's own (a fork sends its parent's)."""
 
     def report_fields(self) -> dict[str, Any]:
         return {
@@ -247,6 +253,7 @@ def _budgeted(
             included=included,
             counter=counter,
             rebuild=rebuild,
+            noted=inp.noted,
         )
         if settled.system_tokens > dyn_budget and not rebuild:  # the window shrank: render them again
             settled = settle(

@@ -34,7 +34,7 @@ agent keeps between builds (on its cursor, across its runs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import field, replace
 from html import escape
 
 from agent_core._context.tokens import TokenCounter
@@ -81,9 +81,11 @@ class TailNote:
 class PrefixState:
     """One agent's prompt prefix in the current epoch (see the module docstring)."""
 
-    __slots__ = ("epoch", "notes", "shown", "started", "system")
+    __slots__ = ("epoch", "inherited", "notes", "shown", "started", "system")
 
     def __init__(self) -> None:
+        self.inherited = False
+        """The agent's requests start with its parent's prompt (a fork; see :meth:`inherit`)."""
         self.started = False
         self.epoch: str | None = None
         """The compaction node id the epoch was built on."""
@@ -92,6 +94,17 @@ class PrefixState:
         self.shown: dict[str, str | None] = {}
         """Block key → the content the model last received for it (``None``: told it went away)."""
         self.notes: list[TailNote] = []
+
+    def inherit(self, parent: PrefixState, sent: Sequence[SystemBlock]) -> None:
+        """Starts this (fresh) state where ``parent``'s last request left off: a fork sends its parent's
+        tools, system prompt (``sent``, the parent's last system blocks) and conversation, and gets what
+        differs for itself (its role, tools, agent definition, runtime state) as tail notes after them."""
+        self.inherited = True
+        self.started = True
+        self.epoch = parent.epoch
+        self.system = []
+        self.shown = {**{b.block_id: b.content for b in sent}, **parent.shown}
+        self.notes = [replace(note) for note in parent.notes]
 
 
 @dataclass(kw_only=True)
@@ -127,6 +140,7 @@ def settle(
     included: Sequence[str],
     counter: TokenCounter,
     rebuild: bool = False,
+    noted: Sequence[SystemBlock] = (),
 ) -> Settled:
     """Applies the rule to one build without changing ``state`` (:func:`commit` records it).
 
@@ -134,7 +148,8 @@ def settle(
     (prompt order); ``board``: the task board block, if one is shown; ``included``: the node ids of the
     conversation's messages; ``rebuild``: the conversation was trimmed or degraded for this build. A fresh
     state puts ``blocks`` in the system prompt and the board in a note; a rebuild puts both in the system
-    prompt.
+    prompt. ``noted``: blocks sent in the system prompt of an agent's own requests that an inheriting
+    agent's requests do not carry (they are compared like dynamic blocks, and noted when they differ).
     """
     cause = _restart_cause(state, epoch, included, rebuild)
     if cause is not None:
@@ -145,7 +160,7 @@ def settle(
             settled.new_notes = [_make(TASK_BOARD_KEY, board.content, included, counter)]
             settled.notes = list(settled.new_notes)
         return settled
-    current: dict[str, str] = {b.block_id: b.content for b in blocks}
+    current: dict[str, str] = {b.block_id: b.content for b in [*noted, *blocks]}
     if board is not None:
         current[TASK_BOARD_KEY] = board.content
     new = [_make(k, c, included, counter) for k, c in current.items() if state.shown.get(k) != c]

@@ -8,7 +8,7 @@ come from pluggable sources evaluated at every build (context.md §4).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
+from dataclasses import field, replace
 from typing import Any, Protocol
 
 from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
@@ -153,6 +153,16 @@ def static_blocks(
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class InheritedPrefix:
+    """The parent's last request a fork's requests start with: its tool definitions and system blocks
+    (the conversation and its tail notes come with the inherited prefix state, ``prefix.py``)."""
+
+    tools: list[ToolDefinition]
+    system: list[SystemBlock]
+    tool_tokens: int
+
+
 @dataclass(kw_only=True, eq=False)
 class RunPrompt:
     """The :class:`~agent_core._loop.driver.PromptSource` of one run."""
@@ -168,6 +178,8 @@ class RunPrompt:
     counter: TokenCounter = DEFAULT_COUNTER
     tool_tokens: int = 0
     tool_tokens_short: int | None = None
+    inherited: InheritedPrefix | None = None
+    """A fork's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
@@ -190,6 +202,22 @@ class RunPrompt:
             memo=self.cursor.memo,
             prefix=self.cursor.prefix,
         )
+        inherited = self.inherited if self.cursor.prefix.inherited else None
+        if inherited is not None:
+            shared = replace(
+                inp,
+                static_blocks=inherited.system,
+                noted=self.static,
+                tool_tokens=inherited.tool_tokens,
+                tool_tokens_short=None,
+            )
+            result = compose(shared, self.cursor.cache, self.counter)
+            if result.prefix_restart is None and not result.short_tool_descriptions:
+                result.tools = list(inherited.tools)
+                result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)
+                return result
+            # the context was rebuilt, or the parent's prompt does not fit: the agent's own prompt from here
+            self.cursor.prefix.inherited = False
         result = compose(inp, self.cursor.cache, self.counter)
         result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)
         return result

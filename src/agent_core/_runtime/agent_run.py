@@ -16,6 +16,7 @@ from agent_core._context._budget import short_tools
 from agent_core._context.composer import ComposeLimits
 from agent_core._context.prompt import (
     DynamicSource,
+    InheritedPrefix,
     RunPrompt,
     runtime_state_block,
     static_blocks,
@@ -68,9 +69,10 @@ class AgentRunSpec:
     purpose: str | None = None
     agent_type: AgentType = AgentType.main
     interruption: Callable[[], Interruption] | None = None
-    prefix_owner: str | None = None
-    """The agent whose prompt prefix this run's requests start with (a fork: its parent); its id keys
-    the provider's prompt cache (``prompt_cache_key``). ``None``: the run's own agent."""
+    inherit_from: AgentCursor | None = None
+    """A fork's parent: the fork's requests start with the parent's last request (its tools, system
+    prompt and conversation) and add the fork's own instructions after it, so a provider's prompt cache
+    serves the shared part (``_context/prefix.py``). ``None``: the run's own prompt."""
 
 
 def prompt_cache_key(session_id: str, agent_id: str) -> str:
@@ -214,6 +216,18 @@ async def prepare_agent_loop(
         result_limit_tokens=settings.tools.result_limit_tokens,
         task_board_token_budget=settings.context.task_board_token_budget,
     )
+    prefix_owner = state.agent_id
+    inherited: InheritedPrefix | None = None
+    parent = spec.inherit_from
+    if parent is not None and parent.cache_watch.tools is not None and not spec.cursor.prefix.started:
+        sent_tools = parent.cache_watch.tools
+        inherited = InheritedPrefix(
+            tools=sent_tools,
+            system=parent.cache_watch.system_blocks,
+            tool_tokens=tool_schema_tokens(sent_tools, services.counter),
+        )
+        spec.cursor.prefix.inherit(parent.prefix, inherited.system)
+        prefix_owner = parent.agent_id
     prompt = RunPrompt(
         cursor=spec.cursor,
         static=static,
@@ -226,13 +240,14 @@ async def prepare_agent_loop(
         counter=services.counter,
         tool_tokens=tool_schema_tokens(tools, services.counter),
         tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
+        inherited=inherited,
     )
     metadata: dict[str, Any] = {
         "session_id": state.session_id,
         "agent_id": state.agent_id,
         "run_id": state.run_id,
         "agent_type": spec.agent_type.value,
-        "prompt_cache_key": prompt_cache_key(state.session_id, spec.prefix_owner or state.agent_id),
+        "prompt_cache_key": prompt_cache_key(state.session_id, prefix_owner),
     }
     if spec.purpose:
         metadata["purpose"] = spec.purpose
