@@ -54,6 +54,8 @@ def _first_difference(previous: Sequence[Any], current: Sequence[Any]) -> int | 
     then equality for the items that are not the same objects); ``None`` when ``previous`` is a prefix
     of ``current``."""
     limit = min(len(previous), len(current))
+    if limit == len(previous) and current[:limit] == previous:  # the usual case, compared in C
+        return None
     start = next(compress(count(), map(operator.is_not, previous, current)), limit)
     for index in range(start, limit):
         if previous[index] is not current[index] and previous[index] != current[index]:
