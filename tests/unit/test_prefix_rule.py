@@ -111,7 +111,7 @@ def test_an_inheriting_state_notes_what_differs_from_the_parents_prompt() -> Non
     build(parent, [block("memory_catalog", "m"), block("runtime_state", "main")], ["n1", "n2"], board="b")
     sent = [block("system.core", "core"), block("runtime.role", "role main"), *parent.system]
     child = PrefixState()
-    child.inherit(parent, sent)
+    child.inherit(parent, sent, conversation=True)
     assert child.inherited and [n.anchor for n in child.notes] == ["n2"]
     own_static = [block("system.core", "core"), block("runtime.role", "role fork")]
     settled = build(child, [block("runtime_state", "fork")], ["n1", "n2", "n3"], noted=own_static)

@@ -631,10 +631,11 @@ def _counts(run: RunState) -> bool:
 def _prefix_parent(
     parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
 ) -> AgentCursor | None:
-    """The cursor whose last request a fork's requests start with: its parent's, for a fork with its
-    default tools (a fork narrowed by ``allowed_tools`` is shown only those) on the parent's model (a
-    provider's cache is per model). Sub-agents and workers have prompts of their own."""
-    if spec.role != AgentRole.fork or prepared.allowed_tools is not None:
+    """The cursor whose last request a sub-agent's or fork's requests start with: its parent's, for a child
+    with its default tools (one narrowed by ``allowed_tools`` is shown only those) on the parent's model
+    (a provider's cache is per model). Workers keep prompts of their own (their agents outlive a
+    dispatch)."""
+    if spec.role not in (AgentRole.fork, AgentRole.sub) or prepared.allowed_tools is not None:
         return None
     cursor = parent.cursor or (session.cursor if parent.agent_id == session.root_agent_id else None)
     if parent.model is None or cursor is None:

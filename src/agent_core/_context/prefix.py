@@ -95,16 +95,20 @@ class PrefixState:
         """Block key → the content the model last received for it (``None``: told it went away)."""
         self.notes: list[TailNote] = []
 
-    def inherit(self, parent: PrefixState, sent: Sequence[SystemBlock]) -> None:
-        """Starts this (fresh) state where ``parent``'s last request left off: a fork sends its parent's
-        tools, system prompt (``sent``, the parent's last system blocks) and conversation, and gets what
-        differs for itself (its role, tools, agent definition, runtime state) as tail notes after them."""
+    def inherit(self, parent: PrefixState, sent: Sequence[SystemBlock], *, conversation: bool) -> None:
+        """Starts this (fresh) state where ``parent``'s last request left off: a child sends its parent's
+        tools and system prompt (``sent``, the parent's last system blocks) — a fork also the parent's
+        conversation (``conversation``) — and gets what differs for itself (its role, tools, agent
+        definition, runtime state) as tail notes after them."""
         self.inherited = True
         self.started = True
-        self.epoch = parent.epoch
+        self.epoch = parent.epoch if conversation else None
         self.system = []
-        self.shown = {**{b.block_id: b.content for b in sent}, **parent.shown}
-        self.notes = [replace(note) for note in parent.notes]
+        self.shown = {b.block_id: b.content for b in sent}
+        self.notes = []
+        if conversation:
+            self.shown.update(parent.shown)
+            self.notes = [replace(note) for note in parent.notes]
 
 
 @dataclass(kw_only=True)

@@ -70,9 +70,9 @@ class AgentRunSpec:
     agent_type: AgentType = AgentType.main
     interruption: Callable[[], Interruption] | None = None
     inherit_from: AgentCursor | None = None
-    """A fork's parent: the fork's requests start with the parent's last request (its tools, system
-    prompt and conversation) and add the fork's own instructions after it, so a provider's prompt cache
-    serves the shared part (``_context/prefix.py``). ``None``: the run's own prompt."""
+    """A child's parent: the child's requests start with the parent's last request — its tools and
+    system prompt, and for a fork its conversation — and add the child's own instructions after it, so a
+    provider's prompt cache serves the shared part (``_context/prefix.py``). ``None``: its own prompt."""
 
 
 def prompt_cache_key(session_id: str, agent_id: str) -> str:
@@ -226,7 +226,7 @@ async def prepare_agent_loop(
             system=parent.cache_watch.system_blocks,
             tool_tokens=tool_schema_tokens(sent_tools, services.counter),
         )
-        spec.cursor.prefix.inherit(parent.prefix, inherited.system)
+        spec.cursor.prefix.inherit(parent.prefix, inherited.system, conversation=spec.role == AgentRole.fork)
         prefix_owner = parent.agent_id
     prompt = RunPrompt(
         cursor=spec.cursor,
