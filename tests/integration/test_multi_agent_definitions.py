@@ -16,7 +16,7 @@ from agent_core import AgentCoreError, AgentDefinition, AgentRuntime, ErrorCode
 from agent_core.types.content import JsonBlock
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
-from tests.fixtures.multi_agent import ChildRouter, child_done, routed_fake, instructions_text, tool_results
+from tests.fixtures.multi_agent import ChildRouter, child_done, instructions_text, routed_fake, tool_results
 from tests.fixtures.runtime import collect, open_runtime
 from tests.fixtures.tool_pipeline import PermissionRecorder
 

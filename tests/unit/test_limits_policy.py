@@ -11,6 +11,7 @@ from agent_core._loop._limits import (
     RepeatDetector,
     RunLimits,
     cost_usd,
+    usage_of_record,
     usage_record,
 )
 from agent_core.config.loader import load_config
@@ -159,6 +160,7 @@ def test_cost_prices_each_part_of_the_input_and_the_cost_limit_counts_it() -> No
         8_000,
         1_000,
     )
+    assert usage_of_record(record) == usage  # the derived fields are left out when read back
     # max_cost_usd counts the split cost: 0.0105 spent, so a 0.011 limit is not reached and 0.0104 is
     for limit, reached in ((0.011, False), (0.0104, True)):
         limits = RunLimits(budget=Budget(LimitConfig(max_cost_usd=limit)), prices=split)

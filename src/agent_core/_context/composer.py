@@ -125,7 +125,7 @@ class Composition:
     prefix_restart: str | None = None
     """Why this build started a new prompt-prefix epoch (``prefix.py``), if it did."""
     tools: list[ToolDefinition] | None = None
-    """The tool definitions to send instead of the run's own (a fork sends its parent's)."""
+    """The tool definitions to send instead of the run's own (a child sends its parent's)."""
 
     def report_fields(self) -> dict[str, Any]:
         return {

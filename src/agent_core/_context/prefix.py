@@ -16,15 +16,19 @@ kept **append-only between two context rebuilds** (an *epoch*):
   model gets the new content in a *tail note* appended after the conversation at that point:
   ``<system_update block="<block_id>">…</system_update>`` (the core prompt says the latest update of a
   block replaces it). The note then keeps its place, so later requests still repeat the earlier ones.
-* The task board (orchestrator, workers; context.md §13) changes often: it is never in the system prompt
-  when an epoch starts fresh, only in tail notes — a ``<task_board>`` note each time its text changes, so
-  an unchanged board costs nothing. A tail note is a synthetic ``user`` message (``synthetic``,
-  ``source``) like the other runtime messages.
+* The task board (orchestrator and worker runs) changes often: it is a ``<task_board>`` tail note each
+  time its text changes, so an unchanged board costs nothing. A tail note is a synthetic ``user``
+  message (``synthetic``, ``source``) like the other runtime messages.
 * A new epoch starts when the context is rebuilt: a compaction (its summary replaces the history), a
-  build that had to trim or degrade the conversation to fit, a path that no longer holds a note's place
-  (a rewind), or a new cursor for the agent (another process). Then every block, the task board
-  included, is rendered into the system prompt as it is now and the notes are dropped. These are the
-  only points where the prefix may break; ``prompt_cache_break`` events (debug) name any other break.
+  build that had to trim or degrade the conversation to fit, or a path that no longer holds a note's
+  place (a rewind). Then every block, the task board included, is rendered into the system prompt as it
+  is now and the notes are dropped. A new cursor for the agent (another process) starts an epoch too,
+  with the board in a note. These are the only points where the prefix may break; ``prompt_cache_break``
+  events (debug) name any other break.
+* A sub-agent or fork with its default tools, on its parent's model, starts where its parent's last
+  request left off (:meth:`PrefixState.inherit`): the same tool definitions and system prompt (a fork:
+  and conversation), then its delegated task, then its own role, tool catalog, agent definition and
+  runtime state as ``<system_update>`` notes; a later rebuild gives it its own prompt.
 
 The model therefore sees every dynamic block in the turn it applies to: in the system prompt, or in the
 latest note for the block. :func:`settle` applies the rule for one build; :class:`PrefixState` is what an
@@ -85,7 +89,7 @@ class PrefixState:
 
     def __init__(self) -> None:
         self.inherited = False
-        """The agent's requests start with its parent's prompt (a fork; see :meth:`inherit`)."""
+        """The agent's requests start with its parent's prompt (a child; see :meth:`inherit`)."""
         self.started = False
         self.epoch: str | None = None
         """The compaction node id the epoch was built on."""

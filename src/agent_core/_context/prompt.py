@@ -155,8 +155,8 @@ def static_blocks(
 
 @dataclass(frozen=True, kw_only=True)
 class InheritedPrefix:
-    """The parent's last request a fork's requests start with: its tool definitions and system blocks
-    (the conversation and its tail notes come with the inherited prefix state, ``prefix.py``)."""
+    """The parent's last request a child's requests start with: its tool definitions and system blocks
+    (a fork's inherited conversation and tail notes come with its prefix state, ``prefix.py``)."""
 
     tools: list[ToolDefinition]
     system: list[SystemBlock]
@@ -179,7 +179,7 @@ class RunPrompt:
     tool_tokens: int = 0
     tool_tokens_short: int | None = None
     inherited: InheritedPrefix | None = None
-    """A fork's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
+    """A child's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:

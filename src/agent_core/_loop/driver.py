@@ -379,8 +379,8 @@ async def _build_request(
     if composition.short_tool_descriptions:
         tools = short_tools(tools)
     if composition.tools is not None and not final:
-        # a fork sends its parent's tool definitions (its prompt prefix); the tool pipeline still runs
-        # only the fork's effective tools (any other call is answered tool_not_available)
+        # a sub-agent or fork sends its parent's tool definitions (its prompt prefix); the tool pipeline
+        # still runs only the child's effective tools (any other call is answered tool_not_available)
         tools = composition.tools
     max_output = spec.max_output_tokens
     if max_output is not None:  # never ask for more output than the window leaves (issue 13)
