@@ -37,12 +37,14 @@ agent keeps between builds (on its cursor, across its runs).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import field, replace
 from html import escape
 
 from agent_core._context.tokens import TokenCounter
 from agent_core._dataclass import dataclass
+from agent_core._notes import escape_note_text
 from agent_core.types.content import TextBlock
 from agent_core.types.model import ModelMessage, SystemBlock
 
@@ -52,8 +54,22 @@ TASK_BOARD_PRIORITY = 150
 NO_ACTIVE_TASKS = "no active Tasks"
 
 
+_UPDATE_TAG = re.compile(r"<(?=\s*/?\s*system_update\b)", re.IGNORECASE)
+
+
 def board_text(board: str | None) -> str:
-    return f"<task_board>{board if board else NO_ACTIVE_TASKS}</task_board>"
+    """The board wrapped in its tag; Task titles and summaries (model-written) cannot close it."""
+    return f"<task_board>{escape_note_text(board) if board else NO_ACTIVE_TASKS}</task_board>"
+
+
+def update_text(key: str, content: str | None) -> str:
+    """A block's ``<system_update>`` note. The block keeps its own tags (as in the system prompt); only
+    this note's tag is escaped in it, so file or memory text cannot end the update and start another."""
+    attribute = escape(key, quote=True)
+    if content is None:
+        return f'<system_update block="{attribute}" removed="true"></system_update>'
+    body = _UPDATE_TAG.sub("&lt;", content)
+    return f'<system_update block="{attribute}">\n{body}\n</system_update>'
 
 
 def board_block(board: str, counter: TokenCounter) -> SystemBlock:
@@ -215,14 +231,9 @@ def _note_message(key: str, content: str | None) -> ModelMessage:
             content=[TextBlock(text=content if content is not None else board_text(None))],
             metadata={"synthetic": True, "source": "task_board"},
         )
-    attribute = escape(key, quote=True)
-    if content is None:
-        text = f'<system_update block="{attribute}" removed="true"></system_update>'
-    else:
-        text = f'<system_update block="{attribute}">\n{content}\n</system_update>'
     return ModelMessage(
         role="user",
-        content=[TextBlock(text=text)],
+        content=[TextBlock(text=update_text(key, content))],
         metadata={"synthetic": True, "source": "system_update", "block_id": key},
     )
 

@@ -122,6 +122,8 @@ class LoopState:
 
     turns: int = 0
     continuations: int = 0
+    continued_text: str = ""
+    """The text of the answers cut off at ``max_tokens`` that the current continuation chain continues."""
     usages: list[Usage] = field(default_factory=list)
     final_text: str = ""
     final_node_id: str | None = None
@@ -133,5 +135,7 @@ class LoopState:
     ``compact_started`` on this run meanwhile: that request keeps the former interleaving (an awaited
     write, the stream in its own task), so the fork still writes it while the run streams."""
     stop_denials: int = 0
+    call_ids: set[str] = field(default_factory=set)
+    """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""
