@@ -253,6 +253,21 @@ class ContextBuilt(EventPayload):
 
 
 @dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
+class PromptCacheBreak(EventPayload):
+    """A request whose prompt prefix diverges from the agent's previous request (issue 33): the part
+    (``tools``, ``system``, ``messages``), the first item that changed, the messages both share, and
+    why the context was rebuilt when it was (``compaction``, ``rebuild``, ``rewind``; else ``null``)."""
+
+    event_type = EventType.prompt_cache_break
+    part: str
+    first_changed: str
+    reused_messages: int
+    previous_messages: int
+    cause: str | None
+    turn: int
+
+
+@dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"
@@ -741,7 +756,7 @@ def _concrete(cls: type[EventPayload]) -> list[type[EventPayload]]:
 RuntimeEventPayload = (
     RunQueued | RunDequeued | RunCancelled | RunCompleted | CancelTimeout
     | LoopStarted | LoopCompleted | LoopAborted | LoopFailed | AbortedStreaming | AbortedTools
-    | StopHookPrevented | Error | ContextBuilt
+    | StopHookPrevented | Error | ContextBuilt | PromptCacheBreak
     | MessageCreated | MessageDelta | MessageCompleted
     | ModelStarted | ModelProgress | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug
     | ToolStarted | ToolProgress | ToolCompleted | ToolFailed | ToolDenied | PermissionFailed
