@@ -282,6 +282,10 @@ class MessageDelta(EventPayload):
     def to_payload(self) -> dict[str, Any]:
         return {"text": self.text}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> MessageDelta:
+        return cls(data.get("text"))  # type: ignore[arg-type]  # per streamed delta: no field walk
+
 
 @dataclass(slots=True, frozen=True, kw_only=True, eq=False, repr=False)
 class MessageCompleted(EventPayload):
@@ -790,7 +794,9 @@ def payload_class(event_type: EventType | str) -> type[EventPayload]:
 
 def payload_from_data(event_type: EventType | str, data: Mapping[str, Any]) -> RuntimeEventPayload:
     """The typed payload of an event of ``event_type`` whose JSON payload is ``data``."""
-    payload: RuntimeEventPayload = PAYLOAD_MODELS[EventType(event_type)].from_data(data)  # type: ignore[assignment]
+    known = PAYLOAD_MODELS.get(event_type)  # type: ignore[arg-type]  # a member, or its value (same hash)
+    cls = known if known is not None else PAYLOAD_MODELS[EventType(event_type)]
+    payload: RuntimeEventPayload = cls.from_data(data)  # type: ignore[assignment]
     return payload  # every payload class is a member of the union
 
 
