@@ -10,10 +10,13 @@ without results on the session's active path. Before the session is used again:
   ``cancelled``, type ``interrupted``) and a ``tool_failed`` event, so no provider request ever contains a
   tool call without its result.
 
-On a store shared by several processes (postgres) a session may be loaded while another process runs it;
-that process may die later. :func:`recover_before_root_run` therefore runs the same recovery again when
-a root run of this process holds the session's lease and finds runs of dead owners (``run_owners``
-liveness), before the run's first model request.
+Several processes (and runtimes) may open one store (issue 40): a session may be loaded while another
+process runs it, so a run whose owner is alive (``runs_live_elsewhere``: another live process or open
+store) is not an orphan, and while one is, the dangling tool calls are left alone too (that run may be
+between a tool call and its result). That process may die later: :func:`recover_before_root_run` runs the
+same recovery again when a root run of this process holds the session's lease, another process wrote the
+store since this one last read the session, and runs of dead owners are found, before the run's first
+model request.
 """
 
 from __future__ import annotations
@@ -51,10 +54,8 @@ async def recover_session(
     runs = [
         r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
     ]
-    # a store shared by several processes: runs another live process owns are not orphans
-    elsewhere = (
-        await storage.runs_live_elsewhere([r.run_id for r in runs]) if storage.SHARED and runs else set()
-    )
+    # runs another live process (or open store) owns are not orphans
+    elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs]) if runs else set()
     await _close_orphans(services, session, [r for r in runs if r.run_id not in elsewhere])
     if not elsewhere:  # a run of another process may be between a tool call and its result
         await _close_dangling_calls(services, session)
@@ -63,7 +64,8 @@ async def recover_session(
 async def recover_before_root_run(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> bool:
-    """Run-start recovery on a shared store, called while this process holds the session's lease.
+    """Run-start recovery, called while this process holds the session's lease after another process
+    wrote the store.
 
     Finds non-terminal runs of the session that this process does not run and whose owners are dead,
     closes them and the dangling tool calls of the (re-read) active path, exactly as

@@ -84,6 +84,7 @@ class RunManager:
             return await self._load_session(session_id)
 
     async def _load_session(self, session_id: str) -> SessionState:
+        seen = await self.services.storage.writes_elsewhere()  # before reading: later writes count
         record = await self.services.storage.get_session(session_id)
         if record is None:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
@@ -103,6 +104,7 @@ class RunManager:
             cwd=record.cwd,
             cursor=AgentCursor(record.root_agent_id, path),
             active_node_id=record.active_node_id,
+            store_seen=seen,
         )
         await recover_session(self.services, state, live_run_ids=set(self.runs))
         self.sessions[session_id] = state
@@ -110,6 +112,7 @@ class RunManager:
 
     async def _new_session(self, mode: RunMode) -> SessionState:
         storage = self.services.storage
+        seen = await storage.writes_elsewhere()
         now = format_ts()
         while True:
             session_id = new_id("sess_")
@@ -145,6 +148,7 @@ class RunManager:
             root_agent_id=agent_id,
             cwd=project,
             cursor=AgentCursor(agent_id),
+            store_seen=seen,
         )
         self.sessions[session_id] = state
         return state
@@ -264,13 +268,30 @@ class RunManager:
         rec = state.recorder
         storage = self.services.storage
         lease = contextlib.AsyncExitStack()
+        waited_elsewhere = False
+
+        async def wait_elsewhere(position: int) -> None:
+            nonlocal waited_elsewhere
+            waited_elsewhere = state.was_queued = True
+            state.status = RunStatus.queued
+            await rec.emit_event(
+                ev.RunQueued(queue_position=position, mode=state.mode.value),
+                run_update={"status": RunStatus.queued.value},
+            )
+
         try:
             # one running root run per session across every process sharing the database (FIFO)
-            await hold_session_lease(lease, storage, session.session_id, state.cancel_event)
-            if storage.SHARED:  # another process may have moved the session on meanwhile
+            await hold_session_lease(lease, storage, session.session_id, state.cancel_event, wait_elsewhere)
+            seen = await storage.writes_elsewhere()
+            moved = seen != session.store_seen
+            session.store_seen = seen
+            if moved:  # another process may have moved the session on meanwhile
                 record = await storage.get_session(session.session_id)
                 session.active_node_id = record.active_node_id if record else None
-            if state.was_queued:
+            if waited_elsewhere and state.cancel_event.is_set():
+                await rec.emit(ev.RunDequeued(reason="cancelled"))
+            elif state.was_queued:
+                state.status = RunStatus.pending
                 await rec.emit_event(
                     ev.RunDequeued(reason="started"),
                     run_update={"status": RunStatus.pending.value},
@@ -278,7 +299,7 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
-            if storage.SHARED and self.features.engine is None:
+            if moved and self.features.engine is None:
                 # holding the lease: a process that ran the session may have died since it was loaded
                 await recover_before_root_run(self.services, session, live_run_ids=set(self.runs))
             if self.features.engine is not None:

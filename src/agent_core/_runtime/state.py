@@ -102,6 +102,9 @@ class SessionState:
     live_runs: dict[str, RunState] = field(default_factory=dict)
     """Every non-terminal run of the session in this runtime (root, children, compact forks)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    store_seen: int = -1
+    """The store's ``writes_elsewhere()`` when this state last matched the store: another value at a run's
+    start means another process may have moved the session on (it is read again)."""
 
     @property
     def busy(self) -> bool:
