@@ -56,6 +56,7 @@ async def recover_session(
     ]
     # runs another live process (or open store) owns are not orphans
     elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs]) if runs else set()
+    session.live_elsewhere = bool(elsewhere)
     await _close_orphans(services, session, [r for r in runs if r.run_id not in elsewhere])
     if not elsewhere:  # a run of another process may be between a tool call and its result
         await _close_dangling_calls(services, session)
@@ -64,8 +65,9 @@ async def recover_session(
 async def recover_before_root_run(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> bool:
-    """Run-start recovery, called while this process holds the session's lease after another process
-    wrote the store.
+    """Run-start recovery, called while this process holds the session's lease, when another process
+    wrote the store since the session was read or ran a run of the session then (it may have died since,
+    without writing).
 
     Finds non-terminal runs of the session that this process does not run and whose owners are dead,
     closes them and the dangling tool calls of the (re-read) active path, exactly as
@@ -77,6 +79,7 @@ async def recover_before_root_run(
     runs = [
         r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
     ]
+    session.live_elsewhere = False
     if not runs:
         return False
     deadline = time.monotonic() + OWNER_EXIT_WAIT_S
@@ -86,6 +89,7 @@ async def recover_before_root_run(
         if not busy or time.monotonic() >= deadline:
             break
         await asyncio.sleep(_OWNER_POLL_S)
+    session.live_elsewhere = bool(elsewhere)
     orphans = [r for r in runs if r.run_id not in elsewhere]
     if not orphans:
         return False

@@ -161,8 +161,12 @@ class RunManager:
         mode: RunMode,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        *,
+        wait_if_busy: bool = True,
     ) -> RunState:
-        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``)."""
+        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``).
+        ``wait_if_busy=False``: ``session_active`` instead when a run of the session runs or waits, in this
+        runtime or in another process sharing the store."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         model = resolve_purpose_model(self.services.config, purpose)
         if model.provider not in self.services.providers:
@@ -180,12 +184,30 @@ class RunManager:
                 )
             if mode == RunMode.orchestrator and self.features.tasks is not None:
                 await self.features.tasks.check()
+            if not wait_if_busy:
+                await self._refuse_if_busy(session)
         else:
             if mode == RunMode.orchestrator and self.features.tasks is not None:
                 await self.features.tasks.check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
             return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
+
+    async def _refuse_if_busy(self, session: SessionState) -> None:
+        sid = session.session_id
+        if session.busy:
+            raise AgentCoreError(
+                ErrorCode.session_active,
+                f"session {sid} is busy: a run of this runtime is running it",
+                details={"session_id": sid},
+            )
+        holder = await self.services.storage.session_busy(sid)
+        if holder is not None:
+            raise AgentCoreError(
+                ErrorCode.session_active,
+                f"session {sid} is busy: a run of another process ({holder}) is running it",
+                details={"session_id": sid, "holder": holder},
+            )
 
     async def _register_root_run(
         self,
@@ -299,7 +321,7 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
-            if moved and self.features.engine is None:
+            if (moved or session.live_elsewhere) and self.features.engine is None:
                 # holding the lease: a process that ran the session may have died since it was loaded
                 await recover_before_root_run(self.services, session, live_run_ids=set(self.runs))
             if self.features.engine is not None:

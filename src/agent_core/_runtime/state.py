@@ -105,6 +105,9 @@ class SessionState:
     store_seen: int = -1
     """The store's ``writes_elsewhere()`` when this state last matched the store: another value at a run's
     start means another process may have moved the session on (it is read again)."""
+    live_elsewhere: bool = False
+    """Crash recovery last found runs of the session that another live process (or store) runs: the next
+    root run looks again (that process may have died without writing)."""
 
     @property
     def busy(self) -> bool:
