@@ -14,7 +14,8 @@ Contract:
 - ``internal.job_cancel``, cancelling the job's run and closing the runtime cancel the handler (the
   command runner kills the process tree); such jobs end ``cancelled`` and no note is sent.
 - Jobs a previous process left ``running`` (a crash) are marked ``failed`` at the first use of this
-  manager; the next run of their session is told with a note.
+  manager; the next run of their session is told with a note. Jobs of another live process on the same
+  home (its store owns their runs) are left to it.
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ class JobManager:
         )
 
     async def recover(self) -> None:
-        """Once per process: jobs left ``running`` by a previous process are marked failed."""
+        """Once per process: jobs left ``running`` by a process that is gone are marked failed."""
         if self._recovered:
             return
         async with self._recover_lock:
