@@ -71,8 +71,9 @@ async def recover_before_root_run(
 
     Finds non-terminal runs of the session that this process does not run and whose owners are dead,
     closes them and the dangling tool calls of the (re-read) active path, exactly as
-    :func:`recover_session`. A ``running`` run whose owner still looks alive cannot be running (this
-    process holds the lease): its owner is dying, so it is waited for up to :data:`OWNER_EXIT_WAIT_S`.
+    :func:`recover_session`. A ``running`` root run whose owner still looks alive cannot be running (this
+    process holds the lease): its owner is dying, so it is waited for up to :data:`OWNER_EXIT_WAIT_S`
+    (child runs and compaction forks of a live process hold no lease: they are left alone).
     Returns whether anything was recovered (the cursor then holds the stored active path).
     """
     storage = services.storage
@@ -85,7 +86,11 @@ async def recover_before_root_run(
     deadline = time.monotonic() + OWNER_EXIT_WAIT_S
     while True:
         elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs])
-        busy = [r for r in runs if r.run_id in elsewhere and r.status == RunStatus.running]
+        busy = [  # root runs hold the lease; child runs and compaction forks do not
+            r
+            for r in runs
+            if r.run_id in elsewhere and r.status == RunStatus.running and r.agent_id == session.root_agent_id
+        ]
         if not busy or time.monotonic() >= deadline:
             break
         await asyncio.sleep(_OWNER_POLL_S)
