@@ -478,13 +478,17 @@ async def test_a_second_runtime_opening_the_home_leaves_a_live_background_compac
         await collect(await rt.start("third question", session_id=sid))
         await wait_for(lambda: any(is_compact(r) for r in fake.requests) and fake.hanging == 1)
         async with open_runtime(soong_env, FakeProvider(), write_config=False) as other:  # clears leftovers
-            await other.replay_session(sid)
+            started = [
+                e for e in (await other.replay_session(sid)).events if str(e.event_type) == "compact_started"
+            ]
+            during = await other.replay_run(started[0].payload["child_run_id"])
         gate.set()
         await wait_for_async(lambda: _has_compaction(rt, sid))
         replay = await rt.replay_session(sid)
     kinds = [str(e.event_type) for e in replay.events if str(e.event_type).startswith("compact_")]
     assert kinds == ["compact_pending", "compact_started", "compact_completed"]  # neither aborted nor failed
     assert [str(n.node_type) for n in replay.nodes].count("compaction") == 1
+    assert [str(r.status) for r in during.runs] == ["running"]  # the live fork was left alone
 
 
 async def test_a_finished_background_compaction_waits_while_another_runtime_runs_the_session(
