@@ -1,4 +1,4 @@
-"""The SQLite session store (storage.md §2–§6): one writer connection behind the FIFO writer queue, one
+"""The SQLite session store: one writer connection behind the FIFO writer queue, one
 read connection, built-in migrations; the portable logic (writes, the append hot path, reads, sequence
 counters) is :class:`~agent_core._storage.sql_store.SqlSessionStore`, shared with the postgres backend.
 
