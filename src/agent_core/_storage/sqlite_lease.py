@@ -4,7 +4,7 @@ runtimes) that open one database file, waiting runs in arrival order (issue 40).
 A lease is an exclusive ``flock`` on ``<database>.locks/<session>.lock``, held for as long as the root run
 runs. The kernel releases it when the holder's process dies (SIGKILL included) and keeps it while the
 process is frozen, so the lease is never taken from a run that may still write. The file holds the
-holder's pid (for "the session is busy" messages).
+holder's pid (for "the session is busy" messages), written in place at a fixed width.
 
 ``flock`` grants a freed lock to whichever waiter asks next, so the waiting order is kept beside it: a run
 that cannot take the lease at once queues a *ticket* in ``<session>.queue/`` — a file named by the
@@ -32,6 +32,7 @@ from types import TracebackType
 POLL_S = 0.02
 """How often a waiting run looks whether its turn has come."""
 MAX_NAME = 100
+PID_WIDTH = 12
 
 
 def lock_key(session_id: str) -> str:
@@ -80,16 +81,18 @@ class FileSessionLease:
         return False
 
     def _lock_now(self) -> bool:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        try:
+            fd = os.open(self._lock_path, flags, 0o600)
+        except FileNotFoundError:  # the first lease of this database
+            self._dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._lock_path, flags, 0o600)
         if not _try_lock(fd, fcntl.LOCK_EX):
             os.close(fd)
             return False
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:  # the pid is only for messages
-            pass
+        # overwritten in place at a fixed width: truncating first would make ext4 flush the file on close
+        with contextlib.suppress(OSError):  # the pid is only for messages
+            os.pwrite(fd, f"{os.getpid():>{PID_WIDTH}}\n".encode(), 0)
         self._fd = fd
         return True
 
