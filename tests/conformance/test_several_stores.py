@@ -3,6 +3,7 @@ names its holder, another store's writes are noticed, run owners tell live runs 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agent_core._storage.protocol import SessionStore
@@ -38,4 +39,8 @@ async def test_another_stores_writes_are_noticed_and_its_runs_are_live_until_it_
         assert await second.runs_live_elsewhere([mine, theirs]) == {mine}
     finally:
         await second.close()
+    for _ in range(100):  # PostgreSQL drops a closed store's owner lock when its server process ends
+        if await store.runs_live_elsewhere([mine, theirs]) == set():
+            break
+        await asyncio.sleep(0.05)
     assert await store.runs_live_elsewhere([mine, theirs]) == set()
