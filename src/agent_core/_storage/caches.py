@@ -59,8 +59,13 @@ class StoreCaches:
 
     def forget_foreign(self) -> None:
         """Another process wrote the database (or a write failed): forgets what it may have changed —
-        counters, known sessions, node indexes and node → session (the per-session SQL stays valid)."""
-        self.clear()
+        counters, known sessions and node → session. The per-session SQL stays valid, and so do the node
+        indexes' entries (committed nodes keep their seqs); an index that misses another process's nodes
+        is dropped by the next write of its session (:attr:`NodeIndex.upto`)."""
+        self.known_sessions.clear()
+        self.node_seq.clear()
+        self.seq.clear()
+        self.run_seq.clear()
         self.node_sessions.clear()
 
     @staticmethod
@@ -92,6 +97,9 @@ class StoreCaches:
         if index is not None:
             self.node_index[session_id] = index  # most recently used last
         return index
+
+    def drop_node_index(self, session_id: str) -> None:
+        self.node_index.pop(session_id, None)
 
     def keep_node_index(self, session_id: str, index: dict[str, int]) -> None:
         self.node_index.pop(session_id, None)

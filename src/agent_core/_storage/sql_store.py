@@ -430,6 +430,11 @@ class SqlSessionStore(ABC):
 
         def op(txn: Txn) -> AppendResult:
             self._ensure_session(txn, session_id, ending_run=ending_run)
+            index = self._caches.node_index.get(session_id) if txn.stale else None
+            if index is not None and int(txn.scalar(sql.max_node_seq) or 0) != index.upto:
+                txn.after_commit(
+                    lambda: self._caches.drop_node_index(session_id)
+                )  # misses nodes of elsewhere
             result = AppendResult()
             node_seq = seq = 0
             if prepared_nodes:
@@ -485,6 +490,8 @@ class SqlSessionStore(ABC):
                         self._caches.remember_node(node.node_id, session_id)
                         if index is not None:
                             index[node.node_id] = node.node_seq
+                    if index is not None:
+                        index.upto = node_seq
                     if tip is not None:
                         tip.node_id = result.nodes[-1].node_id
                 if prepared_events:

@@ -118,7 +118,7 @@ def open_error(exc: BaseException, path: Path) -> AgentCoreError:
     such (the driver only says ``unable to open database file`` or ``attempt to write a readonly
     database``)."""
     blocked = not_writable(path)
-    if blocked is not None:
+    if blocked is not None and not (isinstance(exc, AgentCoreError) and "not_writable" in exc.details):
         return read_only_error(path, blocked, exc)
     if isinstance(exc, AgentCoreError):
         return exc
@@ -181,8 +181,9 @@ class SqliteWriterConnection:
         except BaseException as exc:
             if conn is not None:
                 _close_quietly(conn)
-            if isinstance(exc, Exception):
-                raise open_error(exc, self._path) from exc
+            error = open_error(exc, self._path) if isinstance(exc, Exception) else exc
+            if error is not exc:
+                raise error from exc
             raise
         self._conn = conn
 
