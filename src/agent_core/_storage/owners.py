@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-import secrets
 import socket
 from collections.abc import Iterable
 
@@ -38,7 +37,7 @@ _OPEN_STORES: set[str] = set()
 
 def open_store_owner() -> str:
     """A new owner id for a store this process opens (alive until :func:`close_store_owner`)."""
-    owner = f"{process_owner()}/{secrets.token_hex(6)}"
+    owner = f"{process_owner()}/{os.urandom(6).hex()}"
     _OPEN_STORES.add(owner)
     return owner
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
-import secrets
 import time
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +37,8 @@ def lock_key(session_id: str) -> str:
     """The session's file-name stem: its (validated, ``[A-Za-z0-9_]``) id, or a hash of a long one."""
     if len(session_id) <= MAX_NAME:
         return session_id
+    import hashlib  # only for ids too long for a file name
+
     return "h" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
 
 
@@ -125,7 +125,7 @@ class FileSessionLease:
     def _queue_ticket(self) -> tuple[str, int]:
         """A new ticket, locked by this waiter: its name and descriptor."""
         self._queue_dir.mkdir(parents=True, exist_ok=True)
-        name = f"{time.monotonic_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{time.monotonic_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
         hidden = self._queue_dir / f".{name}"
         fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
