@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_core._private_fs import create_private_file, make_private_dirs
 from agent_core._storage.migrations import MIGRATIONS, Migration, apply_migrations
 from agent_core._storage.writer import Committed, Txn
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
@@ -167,7 +168,8 @@ class SqliteWriterConnection:
             blocked = not_writable(self._path)
             if blocked is not None:  # SQLite would open it read-only and fail on the first write
                 raise read_only_error(self._path, blocked)
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self._path.parent)  # a home the runtime creates is 0700
+            create_private_file(self._path)  # SQLite gives -wal/-shm the same mode (0600)
             conn = connect(self._path)
             mode = enable_wal(conn)
             if mode.lower() != "wal":

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from agent_core._private_fs import make_private_dirs
+
 POLL_S = 0.02
 """How often a waiting run looks whether its turn has come."""
 MAX_NAME = 100
@@ -85,7 +87,7 @@ class FileSessionLease:
         try:
             fd = os.open(self._lock_path, flags, 0o600)
         except FileNotFoundError:  # the first lease of this database
-            self._dir.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self._dir)
             fd = os.open(self._lock_path, flags, 0o600)
         if not _try_lock(fd, fcntl.LOCK_EX):
             os.close(fd)
@@ -124,7 +126,7 @@ class FileSessionLease:
 
     def _queue_ticket(self) -> tuple[str, int]:
         """A new ticket, locked by this waiter: its name and descriptor."""
-        self._queue_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self._queue_dir)
         name = f"{time.monotonic_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
         hidden = self._queue_dir / f".{name}"
         fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
