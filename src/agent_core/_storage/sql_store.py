@@ -44,12 +44,26 @@ from agent_core._storage.columns import (
 )
 from agent_core._storage.decode import events_from_rows, in_seq_order, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
+from agent_core._storage.inbox import (
+    DEPTHS_SQL,
+    InboxAck,
+    StoredEntry,
+    ack_entries,
+    entry_row,
+    insert_entries,
+    pending_sql,
+    stored_entry,
+)
+from agent_core._storage.inbox import (
+    SELECT as SELECT_INBOX,
+)
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
 from agent_core._storage.writer import Txn, TxnQueue
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.base import format_ts
 from agent_core.types.enums import RunStatus
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.mappers import record_from_row
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import (
@@ -290,7 +304,7 @@ class SqlSessionStore(ABC):
                 artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
             )
             txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            for table in ("tool_turns", "tool_call_claims", "stopped_attempts"):
+            for table in ("tool_turns", "tool_call_claims", "stopped_attempts", "inbox_entries", "teammates"):
                 txn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             for statement in sql.drop:
                 txn.execute(statement)
@@ -327,6 +341,7 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> AppendResult:
         """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
 
@@ -335,6 +350,8 @@ class SqlSessionStore(ABC):
         last node written. On failure nothing is stored and no counter moves. ``session_metadata``
         merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
         same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
+        ``inbox_ack`` acknowledges inbox entries carried by one of ``nodes`` in the same transaction
+        (:func:`agent_core._storage.inbox.ack_entries`: an entry no longer pending fails the whole write).
         """
         return await self._queue().submit(
             self._append_op(
@@ -346,6 +363,7 @@ class SqlSessionStore(ABC):
                 agent_update=agent_update,
                 tip=tip,
                 session_metadata=session_metadata,
+                inbox_ack=inbox_ack,
             )
         )
 
@@ -374,8 +392,11 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> Callable[[Txn], AppendResult]:
         """The prepared write operation of :meth:`append` (drafts redacted and encoded here)."""
+        if inbox_ack is not None and inbox_ack.node_id not in {d.node_id for d in nodes}:
+            raise invalid("inbox_ack must name a node written by the same append")
         sql = self._caches.session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
@@ -451,6 +472,8 @@ class SqlSessionStore(ABC):
                     raise invalid(f"unknown {what}")
             if meta_updates:
                 merge_session_metadata(txn, session_id, meta_updates, now)
+            if inbox_ack is not None:
+                ack_entries(txn, session_id, inbox_ack)
             loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:
@@ -473,6 +496,60 @@ class SqlSessionStore(ABC):
             return result
 
         return op
+
+    # ---- the inbox (migration 6) -----------------------------------------------------------------
+
+    async def deliver_inbox(
+        self,
+        session_id: str,
+        agent_id: str,
+        entries: Sequence[InboxEntry],
+        *,
+        max_entries: int,
+        guard: Callable[[Txn], bool] | None = None,
+    ) -> int | None:
+        """Stores complete ``entries`` (ids and times set) for one agent in ONE transaction; returns the
+        agent's unread count afterwards. ``guard`` runs first in the same transaction: ``False`` stores
+        nothing and returns ``None`` (a job result delivered once). Over ``max_entries`` unread entries:
+        ``validation_error`` and nothing is stored (:func:`agent_core._storage.inbox.insert_entries`)."""
+        rows = [
+            entry_row(
+                session_id,
+                agent_id,
+                e.model_copy(
+                    update={
+                        "content": self._redactor.text(e.content),
+                        "from_": self._redactor.text(e.from_),
+                        "metadata": self._redactor.value(e.metadata),
+                    }
+                ),
+            )
+            for e in entries
+        ]
+        lock = self.ROW_LOCK
+
+        def op(txn: Txn) -> int | None:
+            if guard is not None and not guard(txn):
+                return None
+            return insert_entries(txn, session_id, agent_id, rows, max_entries=max_entries, row_lock=lock)
+
+        return await self._queue().submit(op)
+
+    async def pending_inbox(
+        self, session_id: str, agent_id: str, limit: int | None = None
+    ) -> list[StoredEntry]:
+        """Unread entries of one agent, oldest first."""
+        rows = await self._read(pending_sql(limit=limit), (session_id, agent_id))
+        return [stored_entry(r) for r in rows]
+
+    async def inbox_depths(self, session_id: str) -> dict[str, int]:
+        """Unread entry count per agent of the session (agents without unread entries are absent)."""
+        return {str(a): int(n) for a, n in await self._read(DEPTHS_SQL, (session_id,))}
+
+    async def list_inbox(self, session_id: str, agent_id: str | None = None) -> list[StoredEntry]:
+        """Every entry (read or not) of the session, or of one of its agents, oldest first."""
+        where, params = where_equal(session_id=session_id, agent_id=agent_id)
+        return [stored_entry(r) for r in await self._read(f"{SELECT_INBOX}{where} ORDER BY rowid", params)]
 
     # ---- reads ----------------------------------------------------------------------------------
 
