@@ -34,8 +34,9 @@ from agent_core.types.tools import ToolDefinition
 if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
-    from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types.inbox import InboxDelivery, InboxEntry
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -237,6 +238,43 @@ class AgentRuntime:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
 
+    # ---- the inbox (docs/teams.md) --------------------------------------------------------------
+    async def deliver(
+        self,
+        session_id: str,
+        agent_id: str | None,
+        entry: InboxEntry | Mapping[str, Any],
+        *,
+        wake: bool = True,
+    ) -> InboxDelivery:
+        """Delivers ``entry`` to the inbox of ``agent_id`` (``None``: the session's root agent).
+
+        ``entry`` is an :class:`~agent_core.types.inbox.InboxEntry` or a mapping with ``kind``
+        (``message``, ``request``, ``response``, ``job_result``, ``schedule``, ``channel``), ``from``,
+        ``content`` and optionally ``request_id`` and ``metadata``. A live run of the agent reads it before
+        its next model step as part of one ``<inbox>`` note; an idle session root agent is woken with a
+        run for it (``wake=False``: it waits for the next run). Overflow of ``[agents]
+        inbox_max_entries`` is a ``validation_error`` and nothing is stored.
+        """
+        manager = await self._open()
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        delivery = await self._features().inbox.deliver(session_id, agent_id, entry, wake=wake)
+        assert delivery is not None  # no guard: always delivered or raised
+        return delivery
+
+    def run_handle(self, run_id: str) -> RunHandle:
+        """The handle of a root run this runtime started (a wake-up run of a delivery, a teammate's run)
+        that is live or ended recently; ``validation_error`` when it is not known here."""
+        state = self._manager_or_raise().root_run(run_id)
+        if state is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"run {run_id!r} is not a live or recent root run of this runtime",
+                details={"run_id": run_id},
+            )
+        return RunHandle(self, state)
+
     async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
         """Every configured worker pool (config order) with its validity and its workers' state: in
         ``session_id`` when given, else in any session (``agent_core._orchestrator.views``)."""
@@ -347,8 +385,8 @@ class AgentRuntime:
 
             runtime = self
 
-            async def start_run(schedule: Schedule) -> RunHandle:
-                return await runtime._start_scheduled(schedule)
+            async def start_run(schedule: Schedule) -> Delivered:
+                return await runtime._deliver_scheduled(schedule)
 
             self._scheduler = SchedulerService(
                 ScheduleStore(self._storage),
@@ -397,13 +435,26 @@ class AgentRuntime:
         store = await self._schedule_store()
         await store.remove(schedule_id)
 
-    async def _start_scheduled(self, schedule: Schedule) -> RunHandle:
-        mode: Literal["normal", "orchestrator"] = "normal"
+    async def _deliver_scheduled(self, schedule: Schedule) -> Delivered:
+        """A firing: the schedule's message as a ``schedule`` inbox entry of its session (a new session
+        when it names none), which wakes it."""
+        from agent_core.schedules import Delivered
+
+        manager = await self._open()
         if schedule.session_id is not None:
-            session = await self._manager_or_raise().get_session(schedule.session_id)
-            mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
-        message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
-        return await self.start(message, session_id=schedule.session_id, mode=mode)
+            session_id = (await manager.get_session(schedule.session_id)).session_id
+        else:
+            session_id = (await manager.new_session(RunMode.normal)).session_id
+        entry = {
+            "kind": "schedule",
+            "from": f"schedule:{schedule.schedule_id}",
+            "content": schedule.message,
+            "metadata": {"schedule_id": schedule.schedule_id},
+        }
+        delivery = await self.deliver(session_id, None, entry)
+        state = manager.root_run(delivery.run_id) if delivery.run_id else None
+        run = RunHandle(self, state) if state is not None else None
+        return Delivered(session_id=session_id, entry_id=delivery.entry.entry_id or "", run=run)
 
     def _manager_or_raise(self) -> RunManager:
         if self._manager is None:

@@ -21,6 +21,7 @@ from agent_core._context.instructions import (
 from agent_core._context.prompt import DynamicSource
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._inbox.service import Inbox
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._redaction import Redactor
@@ -66,6 +67,7 @@ class OpenRuntime:
     compaction: CompactionService
     memory: MemoryService | None
     jobs: JobManager | None
+    inbox: Inbox
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
@@ -146,6 +148,7 @@ async def open_services(
             mcp=mcp,
         )
         manager = RunManager(services)
+        inbox = Inbox(manager)  # the one delivery path of teammates, background jobs and schedules
         # the install order is this code: the agents before the orchestrator that dispatches workers
         agents = install_agents(manager, code_definitions)
         tasks = install_tasks(manager, agents)
@@ -159,7 +162,7 @@ async def open_services(
         if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
             from agent_core.jobs import install as install_jobs
 
-            jobs = install_jobs(manager)
+            jobs = install_jobs(manager, inbox)
         engine = None
         if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
             from agent_core.engine.temporal._client import install as install_temporal
@@ -179,6 +182,7 @@ async def open_services(
             jobs=jobs,
             telemetry=telemetry,
             engine=engine,
+            inbox=inbox,
         )
         return OpenRuntime(
             manager=manager,
@@ -187,6 +191,7 @@ async def open_services(
             compaction=compaction,
             memory=memory,
             jobs=jobs,
+            inbox=inbox,
         )
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry

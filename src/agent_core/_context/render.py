@@ -67,6 +67,8 @@ def wrap_synthetic(node: Node) -> str:
         )
     if kind == NodeType.task_board:
         return f"<task_board>{body}</task_board>"
+    if kind == NodeType.system_note and meta.get("source") == "inbox":
+        return body  # the ``<inbox>`` note is its own wrapper (``agent_core._inbox.note``)
     return f"<{kind}>{body}</{kind}>"
 
 

@@ -224,6 +224,24 @@ def compute_effective_tools(
     return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
 
 
+def adjust_effective(
+    effective: EffectiveTools,
+    definitions: Iterable[ToolDefinition],
+    settings: Settings,
+    *,
+    remove: Collection[str] = (),
+    add: Collection[str] = (),
+) -> EffectiveTools:
+    """``effective`` without ``remove`` and with the registered, not config-disabled tools of ``add`` (a
+    teammate's root runs: no ``agent.team_spawn``; the Task step tools of a step it claimed)."""
+    if not remove and not add:
+        return effective
+    defs = [apply_overrides(d, settings) for d in definitions]
+    added = {d.name for d in defs if d.name in add and not disabled_by_config(d, settings)}
+    names = frozenset((effective.names - set(remove)) | added)
+    return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
+
+
 class EffectiveToolsMemo:
     """The last :func:`compute_effective_tools` result of a root run, reused while its inputs are the very
     same objects (the registry's definitions, the settings object) with the same role and failed MCP
