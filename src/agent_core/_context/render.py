@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core._notes import escape_note_text
 from agent_core._storage.decode import trusted
 from agent_core.types.content import (
     ArtifactRefBlock,
@@ -48,8 +49,9 @@ def attr(value: Any) -> str:
 
 
 def wrap_synthetic(node: Node) -> str:
-    """The tagged text of an internal node (context.md §5.2 wrappers)."""
-    body = text_of(node.content) or "".join(_block_text(b) for b in node.content)
+    """The tagged text of an internal node (context.md §5.2 wrappers); the body is escaped
+    (:func:`~agent_core._notes.escape_note_text`), so it cannot close its wrapper."""
+    body = escape_note_text(text_of(node.content) or "".join(_block_text(b) for b in node.content))
     meta = node.metadata
     kind = node.node_type
     if kind == NodeType.skill_context:
@@ -68,7 +70,9 @@ def wrap_synthetic(node: Node) -> str:
     if kind == NodeType.task_board:
         return f"<task_board>{body}</task_board>"
     if kind == NodeType.system_note and meta.get("source") == "inbox":
-        return body  # the ``<inbox>`` note is its own wrapper (``agent_core._inbox.note``)
+        return text_of(
+            node.content
+        )  # its own wrapper, its entries escaped already (``agent_core._inbox.note``)
     return f"<{kind}>{body}</{kind}>"
 
 

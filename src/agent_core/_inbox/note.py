@@ -8,21 +8,15 @@ as a ``system_note`` node at the tail of the conversation (never into the system
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from html import escape
 
+from agent_core._notes import escape_note_text
 from agent_core.types.inbox import InboxEntry
 
 NOTE_SOURCE = "inbox"
 """``metadata.source`` of the note node (its rendering is the note text itself)."""
-_TAG_OPENER = re.compile(r"<(?=\s*/|\s*[A-Za-z_!?])")
 _ATTRIBUTES = ("request_kind", "approve", "job_id", "schedule_id", "status", "channel")
-
-
-def escape_text(text: str) -> str:
-    """``text`` with every tag opener escaped (``</inbox>`` -> ``&lt;/inbox>``); the rest unchanged."""
-    return _TAG_OPENER.sub("&lt;", text) if "<" in text else text
 
 
 def _attr(value: object) -> str:
@@ -40,7 +34,7 @@ def entry_text(entry: InboxEntry) -> str:
             attrs.append(f'{key}="{_attr(entry.metadata[key])}"')
     if entry.created_at is not None:
         attrs.append(f'at="{entry.created_at:%Y-%m-%dT%H:%M:%SZ}"')
-    return f"<entry {' '.join(attrs)}>\n{escape_text(entry.content)}\n</entry>"
+    return f"<entry {' '.join(attrs)}>\n{escape_note_text(entry.content)}\n</entry>"
 
 
 def inbox_note(entries: Sequence[InboxEntry], *, can_respond: bool = False) -> str:

@@ -274,7 +274,7 @@ class JobManager:
         ]
         if record.error is not None and record.status != "completed":
             lines.append(f"Error: {record.error.get('code')}: {record.error.get('message')}")
-        if record.summary:
+        if record.summary:  # tool output: the inbox note escapes it, so it cannot close the note (issue 31)
             lines.append("Result:")
             lines.append(record.summary)
         if record.artifact_id:
