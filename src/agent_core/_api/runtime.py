@@ -8,7 +8,7 @@ wires the registries. The runtime facade only assembles parts; their logic lives
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
     from agent_core.types.inbox import InboxDelivery, InboxEntry
+    from agent_core.types.team import TeamEvent, TeammateView
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -262,6 +263,29 @@ class AgentRuntime:
         delivery = await self._features().inbox.deliver(session_id, agent_id, entry, wake=wake)
         assert delivery is not None  # no guard: always delivered or raised
         return delivery
+
+    async def team(self, session_id: str) -> list[TeammateView]:
+        """The teammates of the team ``session_id`` belongs to (as its lead, or as a teammate), oldest
+        first: name, ids, state (``working`` / ``idle`` / ``stopped``) and unread inbox entries. Empty when
+        teams are off (``[agents] max_teammates_per_session = 0``)."""
+        manager = await self._open()
+        await manager.get_session(session_id)  # unknown -> validation_error
+        team = self._features().team
+        return await team.views(session_id) if team is not None else []
+
+    async def watch_team(self, session_id: str) -> AsyncIterator[TeamEvent]:
+        """The live events of the runs of ``session_id``'s teammates in this runtime, each tagged with the
+        teammate's name, from now on (a surface shows their activity under their names)."""
+        await self._open()
+        team = self._features().team
+        if team is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                "teams are off: set [agents] max_teammates_per_session to a positive number",
+                details={"config_key": "agents.max_teammates_per_session"},
+            )
+        async for item in team.watch(session_id):
+            yield item
 
     def run_handle(self, run_id: str) -> RunHandle:
         """The handle of a root run this runtime started (a wake-up run of a delivery, a teammate's run)

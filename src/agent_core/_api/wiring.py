@@ -51,6 +51,7 @@ from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import AgentDefinition, Node
 
 if TYPE_CHECKING:
+    from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
 
@@ -69,6 +70,7 @@ class OpenRuntime:
     memory: MemoryService | None
     jobs: JobManager | None
     inbox: Inbox
+    team: Team | None
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
@@ -164,6 +166,11 @@ async def open_services(
         # the install order is this code: the agents before the orchestrator that dispatches workers
         agents = install_agents(manager, code_definitions)
         tasks = install_tasks(manager, agents)
+        team = None
+        if settings.agents.max_teammates_per_session > 0:  # teams (docs/teams.md): off by default
+            from agent_core._agents.team_tools import install as install_team
+
+            team = install_team(manager, inbox, agents, tasks)
         memory = None
         if settings.memory.enabled:
             from agent_core._memory import install as install_memory
@@ -195,6 +202,7 @@ async def open_services(
             telemetry=telemetry,
             engine=engine,
             inbox=inbox,
+            team=team,
         )
         return OpenRuntime(
             manager=manager,
@@ -204,6 +212,7 @@ async def open_services(
             memory=memory,
             jobs=jobs,
             inbox=inbox,
+            team=team,
         )
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry

@@ -122,6 +122,12 @@ class TeamRuns(Protocol):
         """Sets ``session.profile`` when the session is a teammate's."""
         ...
 
+    def observe(self, event: RuntimeEvent) -> None:
+        """Every delivered event (teammates' events feed their lead's watchers; must not raise)."""
+        ...
+
+    async def close(self) -> None: ...
+
     async def after_root_run(self, session: SessionState, state: RunState) -> None:
         """A root run of a session ended (a teammate goes idle or stops; autonomous ones claim)."""
         ...
@@ -159,7 +165,12 @@ class RunFeatures:
     @property
     def event_observers(self) -> list[Callable[[RuntimeEvent], None]]:
         """What a run's recorder hands every delivered event to."""
-        return [self.telemetry] if self.telemetry is not None else []
+        observers: list[Callable[[RuntimeEvent], None]] = []
+        if self.telemetry is not None:
+            observers.append(self.telemetry)
+        if self.team is not None:
+            observers.append(self.team.observe)
+        return observers
 
     def instruction_catalog(self, role: AgentRole) -> SystemBlock | None:
         if self.context is None or role == AgentRole.compact:

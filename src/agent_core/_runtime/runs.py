@@ -251,7 +251,7 @@ class RunManager:
         """Registers a root run: of a user ``message``, or (``message=None``) a wake-up run that reads the
         root agent's inbox, or a run of ``root_options``."""
         queued = session.busy
-        run_id = new_id("run_")
+        run_id = root_options.run_id if root_options is not None and root_options.run_id else new_id("run_")
         agent_type = AgentType.orchestrator if mode == RunMode.orchestrator else AgentType.main
         metadata: dict[str, object] = {
             "mode": mode.value,
@@ -348,7 +348,7 @@ class RunManager:
                 return
             await self.prepare_root_run(state)
             spec, first_nodes = await self.root_run_spec(session, state)
-            await self.execute_agent_run(spec, first_nodes)
+            state.outcome = await self.execute_agent_run(spec, first_nodes)
         except Exception as exc:
             await lifecycle.fail_before_loop(self.services, state, exc)
         finally:
@@ -602,7 +602,7 @@ class RunManager:
             if pending:
                 await asyncio.wait(pending, timeout=2)
         features = self.features
-        for feature in (features.memory, features.compaction, features.telemetry):
+        for feature in (features.team, features.memory, features.compaction, features.telemetry):
             if feature is None:
                 continue
             try:

@@ -34,6 +34,8 @@ class RootRunOptions:
 
     trigger: str
     """Why the run started without a user message (``runs.metadata_json.trigger``)."""
+    run_id: str | None = None
+    """The run's id when its starter fixed it beforehand (a step claimed for it)."""
     first_note: str | None = None
     """A synthetic ``system_note`` written as the run's first node."""
     first_note_metadata: dict[str, Any] = field(default_factory=dict)

@@ -306,6 +306,7 @@ class SqlSessionStore(ABC):
             txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             for table in ("tool_turns", "tool_call_claims", "stopped_attempts", "inbox_entries", "teammates"):
                 txn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            txn.execute("DELETE FROM team_requests WHERE lead_session_id = ?", (session_id,))
             for statement in sql.drop:
                 txn.execute(statement)
 

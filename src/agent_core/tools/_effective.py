@@ -62,6 +62,16 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
         for n in ("agent.task_get", "agent.task_query_steps", "agent.task_update_step")
     },
     "agent.task_claim_step": _row(worker="D"),
+    **{  # teams (docs/teams.md): a lead and its teammates (root agents); registered only when teams are on
+        n: _row(main="D", orchestrator="D")
+        for n in (
+            "agent.team_spawn",
+            "agent.team_send",
+            "agent.team_request",
+            "agent.team_respond",
+            "agent.team_list",
+        )
+    },
 }
 """§11.3 rows of the core tools."""
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Literal
 
 from agent_core.types.base import FrozenModel
+from agent_core.types.runtime import RuntimeEvent
 
 TeammateState = Literal["working", "idle", "stopped"]
 """``working``: a run of it is in progress (or queued); ``idle``: a resident teammate waiting on its inbox;
@@ -35,3 +36,12 @@ class TeammateView(FrozenModel):
     stopped_reason: str | None = None
     lead_session_id: str
     created_at: datetime
+
+
+class TeamEvent(FrozenModel):
+    """One live event of a teammate's run (``AgentRuntime.watch_team``)."""
+
+    name: str
+    agent_id: str
+    session_id: str
+    event: RuntimeEvent
