@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import inspect
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path

@@ -6,7 +6,6 @@ non-resident teammates and sessions of their own."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_core import AgentCoreError, ErrorCode, RunStatus
-from agent_core.testing import CallTool, ModelReply, ModelRequest, tool_results
+from agent_core.testing import CallTool, ModelReply, ModelRequest
 from agent_core.types.content import JsonBlock, TextBlock, ToolResultBlock
 from tests.fixtures.clock import FakeClock
 from tests.integration.team_support import (
