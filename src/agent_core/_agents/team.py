@@ -433,14 +433,21 @@ class Team:
 
     # ---- the live feed of teammates' events (chat, serve) -----------------------------------------
     def observe(self, event: RuntimeEvent) -> None:
-        """An event observer: events of teammates' runs go to the feeds of their lead's session."""
+        """An event observer: events of teammates' runs go to the feeds of their lead's session, and so
+        do the lead's own runs its inbox woke (as ``"lead"``: nobody else shows them)."""
         mate = self._members.get(event.session_id)
-        if mate is None:
-            return
-        feeds = self._feeds.get(mate.lead_session_id)
+        if mate is not None:
+            lead, name, agent_id = mate.lead_session_id, mate.name, mate.agent_id
+        else:
+            state = self.manager.runs.get(event.run_id) if event.run_id else None
+            woken = state is not None and state.parent is None and state.message is None
+            if not woken or not self._feeds.get(event.session_id):
+                return
+            lead, name, agent_id = event.session_id, LEAD, event.agent_id or ""
+        feeds = self._feeds.get(lead)
         if not feeds:
             return
-        item = TeamEvent(name=mate.name, agent_id=mate.agent_id, session_id=mate.session_id, event=event)
+        item = TeamEvent(name=name, agent_id=agent_id, session_id=event.session_id, event=event)
         for queue in feeds:
             if queue.qsize() < FEED_CAPACITY:
                 queue.put_nowait(item)

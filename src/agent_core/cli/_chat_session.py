@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
+from agent_core.cli._chat_team import TeamWatcher
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
 from agent_core.cli._terminal import Output
@@ -46,6 +47,8 @@ class ChatSession:
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
+        self.team = TeamWatcher(self)
+        """The current session's teammates' activity (``/team`` lists them)."""
 
     # ---- runtime ------------------------------------------------------------------------------
     def start_opening(self, path: str | None) -> asyncio.Future[Any]:
@@ -122,6 +125,7 @@ class ChatSession:
             return
         self.session_id = run.session_id
         self.run = run
+        self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
         interrupts = 0
         loop = asyncio.get_running_loop()
@@ -157,6 +161,7 @@ class ChatSession:
         self.printer.finish()
         if self.printer.cancel_requested or run.status.value == "cancelled":
             self.printer.line("[cancelled]")
+        self.team.after_turn()
 
     async def _consume(self, run: RunHandle) -> None:
         """The run's events and, indented under the tool call that started them, its descendants'."""
