@@ -465,6 +465,14 @@ class AgentRuntime:
         from agent_core.schedules import Delivered
 
         manager = await self._open()
+        if manager.features.engine is not None:  # no wake-up runs there: the firing is a user message
+            message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
+            mode: Literal["normal", "orchestrator"] = "normal"
+            if schedule.session_id is not None:
+                session = await manager.get_session(schedule.session_id)
+                mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
+            handle = await self.start(message, session_id=schedule.session_id, mode=mode)
+            return Delivered(session_id=handle.session_id, entry_id="", run=handle)
         if schedule.session_id is not None:
             session_id = (await manager.get_session(schedule.session_id)).session_id
         else:

@@ -97,7 +97,10 @@ class Inbox:
 
     @property
     def shared(self) -> bool:
-        return bool(self.manager.services.storage.SHARED)
+        """Other processes deliver to the inboxes this process drains (a shared store, or the temporal
+        engine's workers): every model step reads the store instead of trusting local deliveries."""
+        services = self.manager.services
+        return bool(services.storage.SHARED) or services.settings.engine.kind == "temporal"
 
     # ---- delivery ----------------------------------------------------------------------------------
     async def deliver(

@@ -221,6 +221,12 @@ class RunManager:
         session = await self.get_session(session_id)
         if self.closing:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        if self.features.engine is not None and not session.busy:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                "the temporal engine starts no wake-up runs: the entry is read by the session's next run",
+                details={"config_key": "engine.kind"},
+            )
         profile = session.profile
         if profile is not None and profile.closed is not None:
             raise AgentCoreError(ErrorCode.validation_error, profile.closed)
