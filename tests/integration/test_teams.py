@@ -95,8 +95,9 @@ async def test_lead_spawns_two_resident_teammates_and_a_message_round_trip(tmp_p
         assert woken.metadata["session_id"] == run.session_id and woken.metadata["run_id"] != run.run_id
         assert 'kind="message" from="alice"' in last_note(woken) and "hello from alice" in last_note(woken)
         # every teammate is a session of its own: listed, replayable alone
-        listed = {s.session_id for s in await rt.list_sessions()}
-        assert {run.session_id, alice.session_id, bob.session_id} <= listed
+        listed = {s.session_id: s for s in await rt.list_sessions()}
+        assert {run.session_id, alice.session_id, bob.session_id} <= set(listed)
+        assert listed[alice.session_id].title == "greet the lead"  # the task it read first
         replay = await rt.replay_session(alice.session_id)
         assert {e.session_id for e in replay.events} == {alice.session_id}
         assert "inbox_drained" in [e.event_type for e in replay.events]
