@@ -81,8 +81,8 @@ class Team:
         self.manager = manager
         self.inbox = inbox
         self.store = TeamStore(manager.services.storage)
-        self.profiles = TeamProfiles(self, registry)
-        self.autonomy = TeamAutonomy(self, tasks)
+        self.profiles = TeamProfiles(manager, registry, self.on_drained)
+        self.autonomy = TeamAutonomy(manager, self.store, tasks)
         self.max_teammates = manager.services.settings.agents.max_teammates_per_session
         self._members: dict[str, TeammateRecord] = {}
         self._spawn_lock = asyncio.Lock()

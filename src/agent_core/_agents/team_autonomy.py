@@ -33,9 +33,9 @@ from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import AgentRole, RunMode, RunStatus, StepStatus
 
 if TYPE_CHECKING:
-    from agent_core._agents.team import Team
-    from agent_core._agents.team_store import TeammateRecord
+    from agent_core._agents.team_store import TeammateRecord, TeamStore
     from agent_core._orchestrator.feature import TaskFeature
+    from agent_core._runtime.runs import RunManager
     from agent_core._tasks.service import TaskService
 
 log = logging.getLogger("agent_core._agents")
@@ -63,8 +63,9 @@ def claim_note(task_id: str, step: Any, pool: str) -> str:
 class TeamAutonomy:
     """Claims ready steps for idle autonomous teammates (one instance per runtime)."""
 
-    def __init__(self, team: Team, tasks: TaskFeature) -> None:
-        self.team = team
+    def __init__(self, manager: RunManager, store: TeamStore, tasks: TaskFeature) -> None:
+        self.manager = manager
+        self.store = store
         self.tasks = tasks
         self._claiming: set[str] = set()
         """Teammate sessions with a claim in progress (between the claim and its run's registration)."""
@@ -93,7 +94,7 @@ class TeamAutonomy:
     # ---- triggers ---------------------------------------------------------------------------------
     def board_changed(self, session_id: str) -> None:
         """A Task tool call on ``session_id``'s board: a scan in the background (owned here)."""
-        if self.team.manager.closing:
+        if self.manager.closing:
             return
         task = asyncio.ensure_future(self.scan(session_id))
         self._scans.add(task)
@@ -111,12 +112,11 @@ class TeamAutonomy:
                 return 0
 
     async def _scan(self, lead_session_id: str) -> int:
-        manager = self.team.manager
-        if manager.closing:
+        if self.manager.closing:
             return 0
         mates = [
             m
-            for m in await self.team.store.of_lead(lead_session_id)
+            for m in await self.store.of_lead(lead_session_id)
             if m.state == "active" and m.setting("autonomous", False)
         ]
         if not mates:
@@ -136,10 +136,10 @@ class TeamAutonomy:
     async def _idle(self, mate: TeammateRecord) -> bool:
         if mate.session_id in self._claiming:
             return False
-        session = await self.team.manager.get_session(mate.session_id)
+        session = await self.manager.get_session(mate.session_id)
         if session.busy:
             return False
-        storage = self.team.manager.services.storage
+        storage = self.manager.services.storage
         return not await storage.pending_inbox(mate.session_id, mate.agent_id, limit=1)
 
     @staticmethod
@@ -197,7 +197,7 @@ class TeamAutonomy:
                 on_ended=ended,
             )
             try:
-                await self.team.manager.wake(mate.session_id, options)
+                await self.manager.wake(mate.session_id, options)
             except AgentCoreError as exc:  # the runtime is closing: the claim's lease lapses
                 log.warning(
                     "teammate %s could not start on %s/%s: %s", mate.name, task_id, step.step_id, exc.message

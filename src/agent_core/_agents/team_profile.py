@@ -8,15 +8,16 @@ in the stable part of the prompt; everything that changes reaches the teammate t
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_core._agents.registry import AgentDefinitionRegistry
 from agent_core._agents.team_store import TeammateRecord
 from agent_core._agents.team_tool_definitions import TEAM_SPAWN
 from agent_core._loop._limits import Budget, LimitConfig
+from agent_core._loop.outcome import LoopOutcome
 from agent_core._orchestrator.worktrees import (
     GitError,
     Worktree,
@@ -25,14 +26,15 @@ from agent_core._orchestrator.worktrees import (
     reopen_worktree,
     worktree_record,
 )
-from agent_core._runtime.state import SessionProfile, SessionState
+from agent_core._runtime.runs import RunManager
+from agent_core._runtime.state import RunState, SessionProfile, SessionState
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import AgentDefinition, Node
 
-if TYPE_CHECKING:
-    from agent_core._agents.team import Team
+OnDrained = Callable[[RunState, Sequence[InboxEntry]], Awaitable[LoopOutcome | None]]
 
 log = logging.getLogger("agent_core._agents")
 TEAM_BLOCK_PRIORITY = 101
@@ -41,7 +43,7 @@ WORKTREE_TASK = "team"
 """``soong/team/<name>``: the branch of a teammate's worktree."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Prepared:
     """What a teammate needs besides its row: its definition, model and worktree."""
 
@@ -88,15 +90,16 @@ def team_text(record: TeammateRecord) -> str:
 class TeamProfiles:
     """Builds and restores teammates' session profiles; keeps their worktrees."""
 
-    def __init__(self, team: Team, registry: AgentDefinitionRegistry) -> None:
-        self.team = team
+    def __init__(self, manager: RunManager, registry: AgentDefinitionRegistry, on_drained: OnDrained) -> None:
+        self.manager = manager
         self.registry = registry
+        self.on_drained = on_drained
         self._worktrees: dict[str, Worktree] = {}
         self._budgets: dict[str, Budget] = {}
 
     @property
     def _project(self) -> Path:
-        return self.team.manager.services.config.project
+        return self.manager.services.config.project
 
     async def prepare(self, definition_id: str | None, isolation: str, name: str) -> Prepared:
         """Resolves the definition and model (``validation_error`` / ``config_error``) and creates the
@@ -113,7 +116,7 @@ class TeamProfiles:
         if not definition.model_profile:
             return None
         model = self.registry.resolve_model(definition, purpose="main")
-        if model.provider not in self.team.manager.services.providers:
+        if model.provider not in self.manager.services.providers:
             raise ConfigError(
                 ErrorCode.config_error,
                 f"agent definition {definition.agent_definition_id!r}: model provider {model.provider!r} "
@@ -122,7 +125,6 @@ class TeamProfiles:
         return model
 
     def build(self, record: TeammateRecord, prepared: Prepared) -> SessionProfile:
-        team = self.team
         if prepared.worktree is not None:
             self._worktrees[record.session_id] = prepared.worktree
         sources: list[Any] = [_fixed(self._team_block(record))]
@@ -137,7 +139,7 @@ class TeamProfiles:
             dynamic_sources=sources,
             workdir=prepared.worktree.workdir if prepared.worktree is not None else None,
             budget=lambda: self.budget(lead),
-            on_drained=team.on_drained,
+            on_drained=self.on_drained,
             closed=None
             if record.state == "active"
             else f"teammate {record.name!r} has stopped ({reason}); its inbox takes no more entries",
@@ -182,13 +184,13 @@ class TeamProfiles:
     def budget(self, lead_session_id: str) -> Budget:
         """The ``[limits]`` budget a teammate's run spends: its lead's run in progress's, else the one the
         team spent last (a new one when there is none yet)."""
-        lead = self.team.manager.sessions.get(lead_session_id)
+        lead = self.manager.sessions.get(lead_session_id)
         active = lead.active if lead is not None else None
         if active is not None and active.budget is not None:
             self._budgets[lead_session_id] = active.budget
         budget = self._budgets.get(lead_session_id)
         if budget is None:
-            budget = Budget(LimitConfig.from_section(self.team.manager.services.settings.limits))
+            budget = Budget(LimitConfig.from_section(self.manager.services.settings.limits))
             self._budgets[lead_session_id] = budget
         return budget
 

@@ -127,9 +127,10 @@ class Inbox:
             )
         agent_id = agent_id or record.root_agent_id
         root = agent_id == record.root_agent_id
-        session = self.manager.sessions.get(session_id)
-        if root and session is not None and session.profile is not None and session.profile.closed:
-            raise AgentCoreError(ErrorCode.validation_error, session.profile.closed)
+        if root:  # loaded (a teammate's session gets its profile): a stopped teammate takes nothing
+            session = await self.manager.get_session(session_id)
+            if session.profile is not None and session.profile.closed:
+                raise AgentCoreError(ErrorCode.validation_error, session.profile.closed)
         if not root:
             agent = await storage.get_agent(agent_id)
             if agent is not None and agent.session_id == session_id and agent.status in _ENDED:

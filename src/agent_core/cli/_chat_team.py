@@ -16,14 +16,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core.cli._chat_render import cut, safe
 
 if TYPE_CHECKING:
     from agent_core._api.runtime import AgentRuntime
-    from agent_core.cli._chat_session import ChatSession
+    from agent_core.cli._chat_input import LineInput
+    from agent_core.cli._chat_render import ChatPrinter
     from agent_core.types.team import TeamEvent
+
+
+class ChatView(Protocol):
+    """What the team view uses of the chat (``ChatSession``)."""
+
+    printer: ChatPrinter
+    input: LineInput | None
+    session_id: str | None
+
+    @property
+    def run(self) -> object | None:
+        """The turn being streamed, if any."""
+        ...
+
+    def note(self, text: str) -> None: ...
+
+    async def ready(self) -> AgentRuntime: ...
+
 
 TEXT_LIMIT = 400
 _SHOWN = frozenset(
@@ -44,7 +63,7 @@ _SHOWN = frozenset(
 class TeamWatcher:
     """Prints the activity of the current session's teammates (see the module docstring)."""
 
-    def __init__(self, chat: ChatSession) -> None:
+    def __init__(self, chat: ChatView) -> None:
         self.chat = chat
         self._session_id: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -131,7 +150,7 @@ class TeamWatcher:
                 await future
 
 
-async def team_command(chat: ChatSession, args: list[str]) -> None:
+async def team_command(chat: ChatView, args: list[str]) -> None:
     """``/team``: the teammates of the current session, their state and unread inbox entries."""
     if chat.session_id is None:
         chat.note("no session yet: teammates belong to a session (send a message first)")
