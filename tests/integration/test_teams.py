@@ -301,3 +301,26 @@ async def test_limits_names_and_a_non_resident_teammate(tmp_path: Path) -> None:
         note = next(last_note(r) for r in cast.requests("lead") if report in last_note(r))
         assert "there are 3 files" in note
         assert len(cast.requests("scout")) == 1
+
+
+async def test_watch_team_follows_teammates_by_name_until_the_runtime_closes(tmp_path: Path) -> None:
+    cast = Cast(
+        lead=[lambda r: ModelReply(tool_calls=[spawn("alice", "say hi")]), lambda r: "started"],
+        alice=[lambda r: "hi from alice"],
+    )
+    seen: list[tuple[str, str]] = []
+    async with team_runtime(tmp_path, cast) as rt:
+        run = await rt.start("start alice")
+
+        async def follow() -> None:
+            async for item in rt.watch_team(run.session_id):
+                seen.append((item.name, item.event.event_type.value))
+
+        watcher = asyncio.ensure_future(follow())
+        await run.wait()
+        await until(lambda: ("alice", "run_completed") in seen)
+    await asyncio.wait_for(watcher, 5)  # ended by the runtime's close
+    kinds = [kind for name, kind in seen if name == "alice"]
+    assert {"loop_started", "inbox_drained", "message_completed", "run_completed"} <= set(kinds)
+    assert kinds.index("loop_started") < kinds.index("inbox_drained") < kinds.index("run_completed")
+    assert {name for name, _ in seen} == {"alice"}  # the lead's own (user) run is not in the feed

@@ -86,7 +86,7 @@ class Team:
         self.max_teammates = manager.services.settings.agents.max_teammates_per_session
         self._members: dict[str, TeammateRecord] = {}
         self._spawn_lock = asyncio.Lock()
-        self._feeds: dict[str, list[asyncio.Queue[TeamEvent]]] = {}
+        self._feeds: dict[str, list[asyncio.Queue[TeamEvent | None]]] = {}
 
     # ---- membership -------------------------------------------------------------------------------
     async def member(self, session_id: str) -> TeammateRecord | None:
@@ -453,15 +453,19 @@ class Team:
                 queue.put_nowait(item)
 
     async def watch(self, lead_session_id: str) -> AsyncIterator[TeamEvent]:
-        queue: asyncio.Queue[TeamEvent] = asyncio.Queue()
+        """The feed of one lead session until the caller stops or the runtime closes."""
+        queue: asyncio.Queue[TeamEvent | None] = asyncio.Queue()
         self._feeds.setdefault(lead_session_id, []).append(queue)
         try:
-            while True:
-                yield await queue.get()
+            while (item := await queue.get()) is not None:
+                yield item
         finally:
             feeds = self._feeds.get(lead_session_id, [])
             if queue in feeds:
                 feeds.remove(queue)
 
     async def close(self) -> None:
+        for feeds in self._feeds.values():
+            for queue in feeds:
+                queue.put_nowait(None)  # ends the watchers
         await self.autonomy.close()

@@ -278,7 +278,8 @@ class AgentRuntime:
 
     async def watch_team(self, session_id: str) -> AsyncIterator[TeamEvent]:
         """The live events of the runs of ``session_id``'s teammates in this runtime, each tagged with the
-        teammate's name, from now on (a surface shows their activity under their names)."""
+        teammate's name, from now on (a surface shows their activity under their names); the lead's own
+        runs its inbox woke come as ``"lead"``. Ends when the runtime closes."""
         await self._open()
         team = self._features().team
         if team is None:
