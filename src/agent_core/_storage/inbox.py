@@ -13,16 +13,20 @@ Contracts:
   :class:`InboxAckConflict` (the node is not written; the drain reads the inbox again), so no entry ever
   reaches a model twice.
 - Reads return unread entries oldest first (insertion order).
+- :class:`InboxTables` holds the store methods (``deliver_inbox``, ``pending_inbox``, ``inbox_depths``,
+  ``list_inbox``) that ``SqlSessionStore`` mixes in.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core._storage.writer import Txn
+from agent_core._redaction import Redactor
+from agent_core._storage.columns import where_equal
+from agent_core._storage.writer import Txn, TxnQueue
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.base import format_ts, parse_ts
 from agent_core.types.inbox import InboxEntry
@@ -183,3 +187,69 @@ def pending_sql(*, limit: int | None = None) -> str:
 
 
 DEPTHS_SQL = "SELECT agent_id, COUNT(*) FROM inbox_entries WHERE session_id = ? AND status = 'pending' GROUP BY agent_id"
+
+
+class InboxTables:
+    """The inbox methods of the portable session store (``SqlSessionStore`` mixes them in; it provides
+    the writer queue, the read path, the redactor and the row lock)."""
+
+    ROW_LOCK = ""
+    _redactor: Redactor
+
+    def _queue(self) -> TxnQueue:
+        raise NotImplementedError
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    async def deliver_inbox(
+        self,
+        session_id: str,
+        agent_id: str,
+        entries: Sequence[InboxEntry],
+        *,
+        max_entries: int,
+        guard: Callable[[Txn], bool] | None = None,
+    ) -> int | None:
+        """Stores complete ``entries`` (ids and times set) for one agent in ONE transaction; returns the
+        agent's unread count afterwards. ``guard`` runs first in the same transaction: ``False`` stores
+        nothing and returns ``None`` (a job result delivered once). Over ``max_entries`` unread entries:
+        ``validation_error`` and nothing is stored (:func:`agent_core._storage.inbox.insert_entries`)."""
+        rows = [
+            entry_row(
+                session_id,
+                agent_id,
+                e.model_copy(
+                    update={
+                        "content": self._redactor.text(e.content),
+                        "from_": self._redactor.text(e.from_),
+                        "metadata": self._redactor.value(e.metadata),
+                    }
+                ),
+            )
+            for e in entries
+        ]
+        lock = self.ROW_LOCK
+
+        def op(txn: Txn) -> int | None:
+            if guard is not None and not guard(txn):
+                return None
+            return insert_entries(txn, session_id, agent_id, rows, max_entries=max_entries, row_lock=lock)
+
+        return await self._queue().submit(op)
+
+    async def pending_inbox(
+        self, session_id: str, agent_id: str, limit: int | None = None
+    ) -> list[StoredEntry]:
+        """Unread entries of one agent, oldest first."""
+        rows = await self._read(pending_sql(limit=limit), (session_id, agent_id))
+        return [stored_entry(r) for r in rows]
+
+    async def inbox_depths(self, session_id: str) -> dict[str, int]:
+        """Unread entry count per agent of the session (agents without unread entries are absent)."""
+        return {str(a): int(n) for a, n in await self._read(DEPTHS_SQL, (session_id,))}
+
+    async def list_inbox(self, session_id: str, agent_id: str | None = None) -> list[StoredEntry]:
+        """Every entry (read or not) of the session, or of one of its agents, oldest first."""
+        where, params = where_equal(session_id=session_id, agent_id=agent_id)
+        return [stored_entry(r) for r in await self._read(f"{SELECT}{where} ORDER BY rowid", params)]

@@ -44,26 +44,13 @@ from agent_core._storage.columns import (
 )
 from agent_core._storage.decode import events_from_rows, in_seq_order, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
-from agent_core._storage.inbox import (
-    DEPTHS_SQL,
-    InboxAck,
-    StoredEntry,
-    ack_entries,
-    entry_row,
-    insert_entries,
-    pending_sql,
-    stored_entry,
-)
-from agent_core._storage.inbox import (
-    SELECT as SELECT_INBOX,
-)
+from agent_core._storage.inbox import InboxAck, InboxTables, ack_entries
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
 from agent_core._storage.writer import Txn, TxnQueue
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.base import format_ts
 from agent_core.types.enums import RunStatus
-from agent_core.types.inbox import InboxEntry
 from agent_core.types.mappers import record_from_row
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import (
@@ -93,7 +80,7 @@ def _ends_run(fields: dict[str, Any]) -> bool:
 _TERMINAL_RUN_STATUS_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
 
 
-class SqlSessionStore(ABC):
+class SqlSessionStore(InboxTables, ABC):
     """The portable part of a session store; a backend subclass connects it (see the module docstring)."""
 
     BACKEND = ""
@@ -497,60 +484,6 @@ class SqlSessionStore(ABC):
             return result
 
         return op
-
-    # ---- the inbox (migration 6) -----------------------------------------------------------------
-
-    async def deliver_inbox(
-        self,
-        session_id: str,
-        agent_id: str,
-        entries: Sequence[InboxEntry],
-        *,
-        max_entries: int,
-        guard: Callable[[Txn], bool] | None = None,
-    ) -> int | None:
-        """Stores complete ``entries`` (ids and times set) for one agent in ONE transaction; returns the
-        agent's unread count afterwards. ``guard`` runs first in the same transaction: ``False`` stores
-        nothing and returns ``None`` (a job result delivered once). Over ``max_entries`` unread entries:
-        ``validation_error`` and nothing is stored (:func:`agent_core._storage.inbox.insert_entries`)."""
-        rows = [
-            entry_row(
-                session_id,
-                agent_id,
-                e.model_copy(
-                    update={
-                        "content": self._redactor.text(e.content),
-                        "from_": self._redactor.text(e.from_),
-                        "metadata": self._redactor.value(e.metadata),
-                    }
-                ),
-            )
-            for e in entries
-        ]
-        lock = self.ROW_LOCK
-
-        def op(txn: Txn) -> int | None:
-            if guard is not None and not guard(txn):
-                return None
-            return insert_entries(txn, session_id, agent_id, rows, max_entries=max_entries, row_lock=lock)
-
-        return await self._queue().submit(op)
-
-    async def pending_inbox(
-        self, session_id: str, agent_id: str, limit: int | None = None
-    ) -> list[StoredEntry]:
-        """Unread entries of one agent, oldest first."""
-        rows = await self._read(pending_sql(limit=limit), (session_id, agent_id))
-        return [stored_entry(r) for r in rows]
-
-    async def inbox_depths(self, session_id: str) -> dict[str, int]:
-        """Unread entry count per agent of the session (agents without unread entries are absent)."""
-        return {str(a): int(n) for a, n in await self._read(DEPTHS_SQL, (session_id,))}
-
-    async def list_inbox(self, session_id: str, agent_id: str | None = None) -> list[StoredEntry]:
-        """Every entry (read or not) of the session, or of one of its agents, oldest first."""
-        where, params = where_equal(session_id=session_id, agent_id=agent_id)
-        return [stored_entry(r) for r in await self._read(f"{SELECT_INBOX}{where} ORDER BY rowid", params)]
 
     # ---- reads ----------------------------------------------------------------------------------
 
