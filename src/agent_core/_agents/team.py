@@ -371,8 +371,17 @@ class Team:
             return None
         for entry in requests:
             request = await self.store.request(entry.request_id or "")
-            if request is not None and request.status == "pending":
+            if request is None or request.status != "pending":
+                continue
+            try:
                 await self.answer(request, True, f"{record.name} finished its current step and stopped")
+            except AgentCoreError as exc:  # the lead's inbox is full: it stops anyway (team_list shows it)
+                log.warning(
+                    "teammate %s could not answer shutdown %s: %s",
+                    record.name,
+                    request.request_id,
+                    exc.message,
+                )
         await self.stop(record, "shut down at its lead's request")
         return LoopOutcome(RunStatus.completed, EndReason.completed)
 

@@ -365,9 +365,9 @@ class RunManager:
                     session.active = None
                 session.live_runs.pop(state.run_id, None)
                 await self._after_run(state)
-                self._forget(state)
                 self._start_next(session)
                 await self._after_root_run(session, state)
+                self._forget(state)  # only now: closing the runtime waits for this task until here
             finally:
                 await lease.aclose()  # also when cancelled during the clean-up: never keep a session locked
 
