@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core.config.loader import load_config
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.types.content import text_of

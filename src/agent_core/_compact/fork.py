@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._compact.inputs import CompactInput, RangeFacts, build_input, range_facts
 from agent_core._compact.payload import ValidatedSummary, validate_payload
 from agent_core._compact.policy import CutPlan

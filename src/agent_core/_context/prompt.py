@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import field
 from typing import Any, Protocol
 
-from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
+from agent_core._asset_loader import STATIC_SYSTEM_BLOCKS, AssetLoader
 from agent_core._context.composer import ComposeInput, ComposeLimits, Composition, compose
 from agent_core._context.conversation import ComposeMemo
 from agent_core._context.render import RenderCache

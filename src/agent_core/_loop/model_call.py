@@ -39,7 +39,8 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     text_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
-    call_ids = CallIdGuard(spec.redactor)
+    taken = {b.tool_call_id for m in request.messages for b in m.content if isinstance(b, ToolCallBlock)}
+    call_ids = CallIdGuard(spec.redactor, taken | state.call_ids)
 
     async def forward_text(text: str) -> None:
         """Live deltas carry only secret-free text (a secret split across deltas is held back)."""
@@ -95,6 +96,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                 elif isinstance(event, ModelCompleted):
                     await end_text()
                     event = call_ids.apply(event)  # no unsafe provider id reaches a column (issue 14 §4)
+                    state.call_ids.update(c.tool_call_id for c in event.tool_calls)
                     problem = validate_completed(event)
                     if problem:
                         return StreamFailed(

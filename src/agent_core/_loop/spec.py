@@ -130,5 +130,7 @@ class LoopState:
     ``compact_started`` on this run meanwhile: that request keeps the former interleaving (an awaited
     write, the stream in its own task), so the fork still writes it while the run streams."""
     stop_denials: int = 0
+    call_ids: set[str] = field(default_factory=set)
+    """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""

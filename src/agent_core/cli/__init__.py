@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -155,7 +156,17 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8765, help="TCP port (default 8765; 0 picks a free one)")
-    serve.add_argument("--token", help="API token (default: $SOONG_AGENT_SERVE_TOKEN, else generated)")
+    source = serve.add_mutually_exclusive_group()
+    source.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the API token from PATH (mode 0600; preferred, like $SOONG_AGENT_SERVE_TOKEN)",
+    )
+    source.add_argument(
+        "--token",
+        help="API token (visible to other local users until scrubbed at startup, and in shell history; "
+        "prefer --token-file or $SOONG_AGENT_SERVE_TOKEN; default: generated)",
+    )
     serve.add_argument("--debug", action="store_true", help="show debug log output and access logs")
     serve.set_defaults(handler="agent_core.cli._serve:serve_command")
 
@@ -272,13 +283,35 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _ScrubSecrets(logging.Filter):
+    """Log records leave the process without secrets (issue 31 item 13): ``token=`` query values (an
+    access log line of ``GET /?token=...``) and every value the process redactor knows are replaced."""
+
+    _QUERY_TOKEN = re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key)=)[^&\s\"']*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from agent_core._redaction import REDACTED, default_redactor
+
+        message = record.getMessage()
+        clean = default_redactor.text(self._QUERY_TOKEN.sub(rf"\g<1>{REDACTED}", message))
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
 def _configure_logging(debug: bool) -> None:
-    """The CLI's only logging setup: one concise stderr handler (WARNING, or DEBUG with ``--debug``)."""
+    """The CLI's only logging setup: one concise stderr handler (WARNING, or DEBUG with ``--debug``).
+
+    ``aiosqlite`` and ``sse_starlette`` stay at INFO even with ``--debug``: their DEBUG records print every
+    SQL call with its parameters and every event chunk sent, i.e. conversation content."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("soong-agent: %(levelname)s: %(name)s: %(message)s"))
+    handler.addFilter(_ScrubSecrets())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    for chatty in ("aiosqlite", "sse_starlette"):
+        logging.getLogger(chatty).setLevel(logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -118,7 +118,9 @@ class ChatPrinter:
     def _markdown(self, text: str) -> Any:
         from rich.markdown import Markdown
 
-        return Markdown(safe(text, multiline=True))
+        # hyperlinks=False: a link shows its target as text, never an OSC 8 hyperlink whose visible text can
+        # hide where it points ([https://github.com/acme](https://evil.example), issue 31)
+        return Markdown(safe(text, multiline=True), hyperlinks=False)
 
     def _print_markdown(self, text: str) -> None:
         if text.strip():

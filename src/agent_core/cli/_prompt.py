@@ -15,6 +15,10 @@ STDIN_TIMEOUT_S = 120.0
 WRAP_WIDTH = 110
 ARGV_SHOWN_LIMIT = 20_000
 """Characters of a command's argv shown in a prompt; beyond it the prompt says how long it is."""
+SESSION_EXTENSION_NOTE = (
+    "(adding an option that runs code, writes or sends data, a shell metacharacter or a path outside "
+    "the cwd asks again)"
+)
 
 _ANSWERS = {
     "1": "allow_once",
@@ -50,6 +54,7 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
         *_arguments(request),
         *_wrapped("  target:     ", e(request.target_scope or "-")),
         *_wrapped("  cwd:        ", e(request.cwd)),
+        *_facts(request),
     ]
     if request.network_host:
         lines.append(f"  network:    {e(request.network_host)}")
@@ -64,12 +69,32 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
     prefix = request.metadata.get("session_argv_prefix")
     if isinstance(prefix, list) and request.metadata.get("allow_for_session_available") is not False:
         shown = " ".join(escape_terminal(json.dumps(str(a), ensure_ascii=False)) for a in prefix)
-        lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
+        if request.metadata.get("session_argv_exact") is True:
+            lines += _wrapped("  session:    [2] remembers exactly ", shown[:ARGV_SHOWN_LIMIT])
+        else:
+            lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
+            lines.append(f"              {SESSION_EXTENSION_NOTE}")
     choices = "  [1] allow once   [2] allow for session   [3] deny"
-    if request.metadata.get("allow_for_session_available") is False:
+    if request.metadata.get("protected"):
+        choices += "   (protected path: never remembered, 2 acts as allow once)"
+    elif request.metadata.get("allow_for_session_available") is False:
         choices += "   (no scope to remember: 2 acts as allow once)"
     lines += [choices, "Answer [1/2/3]: "]
     return "\n".join(lines)
+
+
+def _facts(request: PermissionRequest) -> list[str]:
+    """The absolute executable a command runs and each protected target with why it is protected."""
+    lines: list[str] = []
+    executable = request.metadata.get("executable")
+    if isinstance(executable, str):
+        lines += _wrapped("  executable: ", escape_terminal(executable))
+    protected = request.metadata.get("protected")
+    for entry in protected if isinstance(protected, list) else []:
+        if isinstance(entry, dict):
+            lines += _wrapped("  PROTECTED:  ", escape_terminal(str(entry.get("why"))))
+            lines += _wrapped("              ", escape_terminal(str(entry.get("path"))))
+    return lines
 
 
 def _wrapped(label: str, text: str) -> list[str]:

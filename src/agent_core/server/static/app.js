@@ -495,6 +495,54 @@ function diffView(diff) {
   return pre;
 }
 
+// Whitespace and invisible characters an argument could hide code behind (a run of spaces that pushes the
+// rest out of view, a newline, a tab, a bidi override, a zero-width space) become visible marker spans.
+const HIDDEN_TEXT = /( {2,}|^ | $|[\t\n\r\v\f\u0085\u00a0\u1680\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]|[\u0000-\u0008\u000e-\u001f\u007f])/g;
+
+function visibleMarker(chunk) {
+  if (chunk[0] === " ") return chunk.length === 1 ? "␠" : `␠×${chunk.length}`;
+  const names = { "\t": "⇥tab", "\n": "↵newline", "\r": "␍CR" };
+  return names[chunk] || `U+${chunk.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
+function visibleText(text) {
+  const parts = [];
+  let last = 0;
+  for (const match of String(text).matchAll(HIDDEN_TEXT)) {
+    if (match.index > last) parts.push(String(text).slice(last, match.index));
+    parts.push(el("span", { class: "ws", title: "whitespace or invisible character" }, visibleMarker(match[0])));
+    last = match.index + match[0].length;
+  }
+  if (last < String(text).length) parts.push(String(text).slice(last));
+  return parts;
+}
+
+// A command's whole argv, one argument per item, wrapped, whitespace made visible (as the CLI shows it).
+function argvView(argv, cls) {
+  return el("ol", { class: `argv ${cls || ""}` }, argv.map((arg) => el("li", {}, visibleText(arg))));
+}
+
+// What "allow for session" will remember for this request.
+function sessionGrantView(a, meta) {
+  if (Array.isArray(meta.protected) && meta.protected.length) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (protected path: never remembered).");
+  if (meta.allow_for_session_available === false) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (nothing to remember).");
+  if (Array.isArray(meta.session_argv_prefix)) {
+    const what = meta.session_argv_exact ? "exactly this command, nothing added:" : "commands starting with:";
+    return el("div", { class: "grant", "data-exact": meta.session_argv_exact ? "true" : "false" },
+      el("p", {}, `Allow for session remembers ${what}`),
+      argvView(meta.session_argv_prefix, "prefix"),
+      meta.session_argv_exact ? null : el("p", { class: "muted" }, `(${meta.session_grant_covers || "an added option that runs code, writes or sends data asks again"})`));
+  }
+  return el("p", { class: "grant" }, `Allow for session remembers ${a.tool_name} on ${a.target_scope || "this target"}.`);
+}
+
+function argumentsRow(a, meta) {
+  if (Array.isArray(meta.argv)) return ["argv", argvView(meta.argv)];
+  const cut = typeof meta.args_length === "number" && meta.args_length > String(a.args_summary).length
+    ? el("span", { class: "muted" }, ` [arguments cut: ${String(a.args_summary).length} of ${meta.args_length} characters shown]`) : null;
+  return ["arguments", [visibleText(a.args_summary), cut]];
+}
+
 function approvalCard(a) {
   const answer = async (decision, card) => {
     for (const b of card.querySelectorAll("button")) b.disabled = true;
@@ -512,7 +560,7 @@ function approvalCard(a) {
     ["agent", `${a.agent_role} ${a.agent_id}`],
     ["tool", a.tool_name],
     ["permission", `${a.permission}${a.dangerous ? " (dangerous)" : ""}`],
-    ["arguments", a.args_summary],
+    argumentsRow(a, meta),
     ["target", a.target_scope || "—"],
     ["cwd", a.cwd],
   ];
@@ -523,6 +571,7 @@ function approvalCard(a) {
     card.append(diffView(meta.diff));
     if (meta.diff_omitted_lines) card.append(el("p", { class: "muted" }, `(${meta.diff_omitted_lines} more lines not shown)`));
   }
+  card.append(sessionGrantView(a, meta));
   const forSession = meta.allow_for_session_available === false ? "Allow (once; no session grant here)" : "Allow for session";
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "primary", "data-decision": "allow_once", onclick: () => answer("allow_once", card) }, "Allow once"),

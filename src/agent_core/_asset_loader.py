@@ -1,7 +1,7 @@
 """Asset loader: stable ``asset_id`` -> packaged prompt/template/agent resource (contract.md §12).
 
 Prompt bodies, templates and built-in AgentDefinition bodies live as files under
-``agent_core/_assets/``; code refers to them only by ``asset_id`` (:data:`ASSET_PATHS`). Editing an
+``agent_core/assets/``; code refers to them only by ``asset_id`` (:data:`ASSET_PATHS`). Editing an
 asset's text never requires a Python change.
 
 Loading rules
@@ -168,7 +168,7 @@ STATIC_SYSTEM_ASSETS: tuple[StaticBlockSpec, ...] = tuple(
 
 
 def _package_root() -> Traversable:
-    return resources.files("agent_core._assets")
+    return resources.files("agent_core").joinpath("assets")
 
 
 def _resource_for(asset_id: str) -> str | None:
