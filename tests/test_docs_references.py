@@ -5,7 +5,7 @@
   to the repository root or to the naming file's folder. Names of files the product itself reads or
   writes (``CLAUDE.md``, ``AGENTS.md``, ``MEMORY.md``, a test's fixture file that appears as a string in
   the same module, a packaged prompt or template) are not references and pass.
-  The product's packaged prompts and templates (``src/agent_core/_assets/``) are its content, not
+  The product's packaged prompts and templates (``src/agent_core/assets/``) are its content, not
   references, and are not read for names.
 * No section-sign references (a section sign before a number): the design is cited as ``docs/<page>.md#<anchor>``.
 * Every ``docs/<page>.md#<anchor>``, and every ``[text](<page>.md#<anchor>)`` / ``[text](#anchor)`` link of a
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCOPES = ("src", "tests", "benchmarks", "scripts")
 SUFFIXES = {".py", ".md", ".toml", ".txt", ".sh", ".yml", ".yaml", ".cfg", ".ini"}
-ASSETS = ROOT / "src" / "agent_core" / "_assets"
+ASSETS = ROOT / "src" / "agent_core" / "assets"
 PRODUCT_FILES = {"CLAUDE.md", "AGENTS.md", "MEMORY.md"}
 SKIP_DIRS = {"__pycache__", ".venv", "node_modules", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
