@@ -216,7 +216,7 @@ class RunManager:
     async def wake(self, session_id: str, options: RootRunOptions | None = None) -> tuple[RunState, bool]:
         """The root run that will read the session root agent's inbox and whether it is new: its last
         queued or its active run, else a new wake-up run without a user message, queued FIFO with user
-        runs (runtime.md §6). ``options``: always a new run of that kind (an autonomous teammate's
+        runs. ``options``: always a new run of that kind (an autonomous teammate's
         claimed step)."""
         session = await self.get_session(session_id)
         if self.closing:
