@@ -208,7 +208,8 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status)
+    teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams)
     assert EventType("run_completed") == "run_completed"
 
 
@@ -331,6 +332,7 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],

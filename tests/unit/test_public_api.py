@@ -23,6 +23,8 @@ PUBLIC_MODULES = frozenset(
         *(f"agent_core.types.{m}" for m in ("base", "content", "enums", "mappers", "model", "permissions")),
         *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
         "agent_core.types.events",  # RuntimeEvent.payload: one typed payload class per event type
+        "agent_core.types.inbox",  # runtime.deliver entries (issue 36)
+        "agent_core.types.team",  # runtime.team views (issue 36)
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",

@@ -198,6 +198,11 @@ class ChatPrinter:
                 self._streamed = ""
             case ev.Error(error=details):
                 self._error = dict(details)
+            case ev.TeammateSpawned(name=name, resident=resident):
+                how = "resident" if resident else "one task"
+                self.line(f"[teammate {safe(str(name))} started ({how})]", dim=True)
+            case ev.TeammateStopped(name=name, reason=reason):
+                self.line(f"[teammate {safe(str(name))} stopped: {safe(str(reason))}]", dim=True)
             case ev.RunQueued(queue_position=position):
                 self.line(f"[queued behind another run of this session (position {position})]", dim=True)
             case ev.LoopAborted(abort_reason=why, end_reason=end) if not self.cancel_requested:

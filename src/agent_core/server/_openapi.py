@@ -28,6 +28,7 @@ from agent_core.types.runtime import (
     ReplayResult,
     SessionSummary,
 )
+from agent_core.types.team import TeammateView
 
 _REF = "#/components/schemas/{model}"
 _INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)
@@ -44,6 +45,7 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
     NestedRuntimeEvent,
     PermissionRequest,
     ErrorPayload,
+    TeammateView,
 )
 
 
@@ -323,6 +325,25 @@ def openapi_document(version: str) -> dict[str, Any]:
                             "properties": {
                                 "session_id": {"type": "string"},
                                 "tasks": {"type": "array", "items": _ref("TaskInspectView")},
+                            },
+                        }
+                    ),
+                    **_errors(404),
+                },
+            }
+        },
+        "/api/sessions/{session_id}/team": {
+            "get": {
+                "summary": "The teammates of the session's team with their state and unread inbox entries",
+                "parameters": [session_id],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["session_id", "teammates"],
+                            "properties": {
+                                "session_id": {"type": "string"},
+                                "teammates": {"type": "array", "items": _ref("TeammateView")},
                             },
                         }
                     ),
