@@ -42,6 +42,7 @@ from agent_core.tools._code_definitions import code_tool_definitions
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools._lazy import LazyToolAdapter
 from agent_core.tools._pipeline import ToolExecutor
+from agent_core.tools._web_fetch.definition import web_fetch_definition
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import AgentRole
@@ -116,6 +117,10 @@ async def open_services(
         # static definitions; the implementations are imported on the first call (cold start)
         tools.register_adapter(
             LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            internal=True,
+        )
+        tools.register_adapter(
+            LazyToolAdapter([web_fetch_definition()], lambda: _web_fetch_tool(settings, redactor)),
             internal=True,
         )
         skills = SkillCatalog(config.home)
@@ -216,6 +221,12 @@ def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
     return CodeToolsAdapter(settings, redactor=redactor)
+
+
+def _web_fetch_tool(settings: Settings, redactor: Redactor) -> ToolAdapter:
+    from agent_core.tools._web_fetch.tool import WebFetchAdapter
+
+    return WebFetchAdapter(settings, redactor=redactor)
 
 
 def _skill_tool(skills: SkillCatalog) -> ToolAdapter:
