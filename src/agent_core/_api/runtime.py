@@ -9,7 +9,7 @@ is opened), then opens SQLite, verifies the packaged assets and wires the regist
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types.hooks import Hook
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -56,7 +57,10 @@ class AgentRuntime:
         provider_registry: ProviderRegistry | None = None,
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
+        hooks: Sequence[Hook] | None = None,
     ) -> None:
+        """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
+        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event."""
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
             config_path=config_path,
@@ -64,6 +68,11 @@ class AgentRuntime:
             session_db_path=session_db_path,
         )
         self._permission_callback = permission_callback
+        self._hooks: tuple[Hook, ...] = ()
+        if hooks is not None:  # imported only when given (cold start)
+            from agent_core._hooks.callbacks import check_hooks
+
+            self._hooks = check_hooks(hooks)
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
@@ -112,6 +121,7 @@ class AgentRuntime:
                     permission_callback=self._permission_callback,
                     debug=self._debug,
                     code_definitions=self._code_definitions,
+                    hooks=self._hooks,
                 )
                 self._manager = self._opened.manager
             return self._manager

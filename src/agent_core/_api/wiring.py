@@ -53,6 +53,7 @@ from agent_core.types.runtime import AgentDefinition, Node
 if TYPE_CHECKING:
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -100,6 +101,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
+    hooks: Sequence[Hook] = (),
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -134,6 +136,18 @@ async def open_services(
             from agent_core._hooks.dispatcher import load_hooks
 
             hooks_dispatcher = load_hooks(config, redactor=redactor)
+        callbacks = None
+        if hooks:  # AgentRuntime(hooks=[...]): in front of hooks.json's
+            from agent_core._hooks.callbacks import CallbackHooks, HookChain
+
+            callbacks = CallbackHooks(
+                hooks,
+                redactor=redactor,
+                timeout_ms=settings.hooks.default_timeout_ms,
+                project_dir=config.project,
+                home_dir=config.home,
+            )
+            hooks_dispatcher = HookChain(callbacks, hooks_dispatcher)
         if settings.tools.declarative_enabled and (config.home / "tools").exists():
             from agent_core.tools._declarative import load_declarative_tools
 
@@ -161,6 +175,7 @@ async def open_services(
             hooks=hooks_dispatcher,
             debug=debug,
             mcp=mcp,
+            hook_callbacks=callbacks,
         )
         manager = RunManager(services)
         # the install order is this code: the agents before the orchestrator that dispatches workers

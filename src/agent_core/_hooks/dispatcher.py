@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core._events import payloads as ev
-from agent_core._hooks.base import NO_HOOKS, NO_OUTCOME, HookDispatcher, HookOutcome, SessionSource
+from agent_core._hooks.base import (
+    INTERNAL_PURPOSES,
+    NO_HOOKS,
+    NO_OUTCOME,
+    HookDispatcher,
+    HookOutcome,
+    Reviser,
+    SessionSource,
+)
 from agent_core._hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
 from agent_core._hooks.runner import HookRun, run_hook
 from agent_core._redaction import Redactor
@@ -49,7 +57,6 @@ from agent_core.types.tools import ToolDefinition, ToolResult
 logger = logging.getLogger(__name__)
 
 LAST_TEXT_LIMIT = 4096
-INTERNAL_PURPOSES = frozenset({"compact", "memory_extraction", "memory_recall"})
 BLOCKING_PHASES = frozenset({HookPhase.PreToolUse, HookPhase.Stop})
 
 ArtifactPathResolver = Callable[[str, str], Path | None]
@@ -141,7 +148,9 @@ class HooksDispatcher:
         tool: ToolDefinition,
         call: ToolCall,
         preflight: Preflight,
+        revise: Reviser | None = None,
     ) -> HookOutcome:
+        """``revise`` is not used: a ``hooks.json`` hook cannot substitute arguments."""
         self._pre.setdefault(scope, {})[call.tool_call_id] = (preflight, time.monotonic())
         fields = self._tool_fields(tool, call, preflight)
         return await self._dispatch(

@@ -49,6 +49,7 @@ from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._loop._output import OutputSchema
     from agent_core.types._results import CancelResult
 
@@ -351,6 +352,9 @@ class RunManager:
                 session.session_started = True
                 resumed = session.active_node_id is not None
                 await hooks.session_start(scope=scope, sink=rec, source="resume" if resumed else "new")
+            callbacks = self.services.hook_callbacks
+            if callbacks is not None and callbacks.has_prompt_hooks:  # may block or replace the message
+                await submit_prompt(callbacks, state, scope)
             text = text_of(state.message.content)
             await rec.write_node(
                 node_id=user_node_id,
@@ -485,3 +489,19 @@ class RunManager:
                 await feature.close()
             except Exception:
                 log.exception("closing %s failed", type(feature).__name__)
+
+
+async def submit_prompt(callbacks: CallbackHooks, state: RunState, scope: RunScope) -> None:
+    """The in-process UserPromptSubmit hooks, before the user message node is written: a replacement
+    becomes the run's message (the original is not kept); a block fails the run (``permission_denied``)."""
+    assert state.message is not None
+    verdict = await callbacks.submit_prompt(scope=scope, sink=state.recorder, message=state.message)
+    if verdict.blocked_by is not None:
+        raise AgentCoreError(
+            ErrorCode.permission_denied,
+            f"the message was blocked by the UserPromptSubmit hook {verdict.blocked_by}: {verdict.reason}",
+            details={"hook": verdict.blocked_by, "reason": verdict.reason, "type": "hook_denied"},
+        )
+    if verdict.message is not None:
+        metadata = {**verdict.message.metadata, "replaced_by_hooks": list(verdict.replaced_by)}
+        state.message = verdict.message.model_copy(update={"metadata": metadata})
