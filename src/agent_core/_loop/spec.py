@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
 from agent_core._events.payloads import ContextBuilt
@@ -101,6 +102,8 @@ class LoopSpec:
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
     guardrails: CallbackHooks | None = None
     """The output guardrails of ``AgentRuntime(hooks=...)`` judging this run's final answer (root runs)."""
+    cache_watch: CacheWatch | None = None
+    """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:
