@@ -170,13 +170,31 @@ class AgentRuntime:
         mode: Literal["normal", "orchestrator"] = "normal",
         output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
+        model_profile: str | None = None,
+        max_turns: int | None = None,
     ) -> RunHandle:
         """Starts (or queues) a run and returns its handle without waiting for completion.
 
         With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
         against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
         run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+
+        ``model_profile`` runs this run on ``[model]`` with the ``[model_overrides.<name>]`` table over it
+        (an unknown name: ``config_error``); ``max_turns`` (>= 1) limits this run's model turns instead
+        of ``[limits] max_turns`` / ``[runtime] max_turns`` (the run ends ``max_turns`` when reached).
         """
+        if max_turns is not None and (
+            isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+        ):
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"max_turns must be an integer >= 1, got {max_turns!r}",
+                details={"argument": "max_turns"},
+            )
+        if model_profile is not None and not isinstance(model_profile, str):
+            raise AgentCoreError(
+                ErrorCode.validation_error, "model_profile must be the name of a [model_overrides] table"
+            )
         manager = await self._open()
         if isinstance(message, str):
             try:
@@ -210,6 +228,8 @@ class AgentRuntime:
             run_mode,
             output_schema=schema,
             output_retries=output_retries if schema else None,
+            model_profile=model_profile,
+            max_turns=max_turns,
         )
         return RunHandle(self, state)
 

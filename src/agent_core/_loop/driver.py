@@ -330,7 +330,7 @@ async def _guard(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutcome
     assert spec.guardrails is not None
     attempt = sum(state.guard_rejections.values()) + 1
     verdict = await spec.guardrails.guard(
-        scope=spec.scope, sink=spec.recorder, answer=state.final_text, attempt=attempt
+        scope=spec.scope, sink=spec.recorder, answer=state.continued_text + state.final_text, attempt=attempt
     )
     name = verdict.rejected_by
     if name is None:
@@ -364,6 +364,7 @@ async def _guard(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutcome
         ],
         metadata={"synthetic": True, "source": "guardrail", "guardrail": name},
     )
+    state.continuations, state.continued_text = 0, ""  # the next answer starts afresh
     return None
 
 

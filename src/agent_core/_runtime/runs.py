@@ -28,7 +28,8 @@ from agent_core._runtime.recovery import recover_before_root_run, recover_sessio
 from agent_core._runtime.services import Services
 from agent_core._runtime.session_lease import hold_session_lease
 from agent_core._runtime.state import RunState, SessionState
-from agent_core.config._profiles import resolve_purpose_model
+from agent_core.config._profiles import resolve_model, resolve_purpose_model
+from agent_core.config.loaded import LoadedConfig
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools._effective import EffectiveToolsMemo
@@ -158,10 +159,15 @@ class RunManager:
         mode: RunMode,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        *,
+        model_profile: str | None = None,
+        max_turns: int | None = None,
     ) -> RunState:
-        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``)."""
+        """Registers a root run (``output_schema``: the run's structured output; ``model_profile`` a
+        ``[model_overrides.<name>]`` profile over ``[model]``; ``max_turns`` the run's turn limit:
+        ``AgentRuntime.start``)."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
-        model = resolve_purpose_model(self.services.config, purpose)
+        model = root_model(self.services.config, purpose, model_profile)
         if model.provider not in self.services.providers:
             raise ConfigError(
                 ErrorCode.config_error,
@@ -182,7 +188,10 @@ class RunManager:
                 await self.features.tasks.check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
-            return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
+            state = await self._register_root_run(
+                session, message, mode, model, output_schema, output_retries, max_turns=max_turns
+            )
+        return state
 
     async def _register_root_run(
         self,
@@ -192,6 +201,8 @@ class RunManager:
         model: ResolvedModelConfig,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        *,
+        max_turns: int | None = None,
     ) -> RunState:
         queued = session.busy
         run_id = new_id("run_")
@@ -206,6 +217,7 @@ class RunManager:
                 "mode": mode.value,
                 "model": lifecycle.model_meta(model),
                 "agent_type": agent_type.value,
+                **({"max_turns": max_turns} if max_turns is not None else {}),
             },
         )
         promoted = queued and not session.busy  # the active run ended while the row was written
@@ -225,6 +237,7 @@ class RunManager:
             model=model,
             output_schema=output_schema,
             output_retries=output_retries,
+            max_turns=max_turns,
         )
         self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
@@ -343,6 +356,7 @@ class RunManager:
             current_user_node_id=user_node_id,
             agent_type=state.agent_type,
             task_board=self.features.task_board_for(state, state.role),
+            max_turns=state.max_turns,
         )
 
         async def first_nodes(scope: RunScope) -> None:
@@ -505,3 +519,11 @@ async def submit_prompt(callbacks: CallbackHooks, state: RunState, scope: RunSco
     if verdict.message is not None:
         metadata = {**verdict.message.metadata, "replaced_by_hooks": list(verdict.replaced_by)}
         state.message = verdict.message.model_copy(update={"metadata": metadata})
+
+
+def root_model(config: LoadedConfig, purpose: str, profile: str | None) -> ResolvedModelConfig:
+    """A root run's model: ``[model]``, with the named ``[model_overrides.<profile>]`` over it when given
+    (an unknown name is a ``config_error`` naming the table)."""
+    if profile is None:
+        return resolve_purpose_model(config, purpose)
+    return resolve_model(config, purpose=purpose, profile=profile, source_key="model_profile")
