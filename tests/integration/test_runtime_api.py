@@ -93,6 +93,23 @@ CONTRACT_EXPORTS = {
     "ContextBuildReport",
     "ProviderRegistry",
     "ToolRegistry",
+    # issue 37 item 6: in-process hooks and output guardrails (agent_core.types.hooks)
+    "Hook",
+    "HookContext",
+    "HookResult",
+    "GuardrailResult",
+    "SessionStartHook",
+    "UserPromptSubmitHook",
+    "PreToolUseHook",
+    "PostToolUseHook",
+    "StopHook",
+    "OutputGuardrail",
+    "SessionStartInput",
+    "UserPromptSubmitInput",
+    "PreToolUseInput",
+    "PostToolUseInput",
+    "StopInput",
+    "GuardrailInput",
 }
 
 
@@ -292,6 +309,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("provider_registry", None),
         ("tool_registry", None),
         ("debug", False),
+        ("hooks", None),  # issue 37: in-process hooks and guardrails
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
@@ -302,6 +320,8 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("model_profile", None),  # issue 37: run --model
+            ("max_turns", None),  # issue 37: run --max-turns
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],

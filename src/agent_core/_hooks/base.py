@@ -71,8 +71,9 @@ class HookDispatcher(Protocol):
     Optional keyword arguments feed the ``HookInput`` of mcp-hooks.md §B5: ``source`` (SessionStart),
     ``message`` (UserPromptSubmit: the user message as JSON), ``preflight``/``duration_ms``
     (PostToolUse; a dispatcher may remember the PreToolUse pre-flight itself), ``turn_count`` and
-    ``stop_hook_active`` (Stop). Observe-only phases never return a deny. ``revise`` (PreToolUse) lets a
-    dispatcher whose hooks substitute arguments validate and pre-flight them (``HookOutcome.call``).
+    ``stop_hook_active`` (Stop). Observe-only phases never return a deny. A dispatcher whose hooks may
+    substitute a call's arguments says so with ``revises_arguments = True``: the pipeline then passes
+    ``revise`` (a :data:`Reviser`) to its ``pre_tool_use`` and takes ``HookOutcome.call``.
     """
 
     async def session_start(
@@ -91,7 +92,6 @@ class HookDispatcher(Protocol):
         tool: ToolDefinition,
         call: ToolCall,
         preflight: Preflight,
-        revise: Reviser | None = None,
     ) -> HookOutcome: ...
 
     async def post_tool_use(
@@ -140,7 +140,6 @@ class NoHooks:
         tool: ToolDefinition,
         call: ToolCall,
         preflight: Preflight,
-        revise: Reviser | None = None,
     ) -> HookOutcome:
         return NO_OUTCOME
 

@@ -525,6 +525,9 @@ def _merged(first: HookOutcome, second: HookOutcome) -> HookOutcome:
 class HookChain:
     """The in-process hooks, then the ``hooks.json`` dispatcher, as one :class:`HookDispatcher`."""
 
+    revises_arguments = True
+    """Its PreToolUse hooks may substitute arguments: the pipeline passes ``revise``."""
+
     def __init__(self, callbacks: CallbackHooks, shell: HookDispatcher) -> None:
         self.callbacks = callbacks
         self.shell = shell
@@ -560,12 +563,7 @@ class HookChain:
         if first.denied or not may_run(self.shell, HookPhase.PreToolUse):
             return first
         second = await self.shell.pre_tool_use(
-            scope=scope,
-            sink=sink,
-            tool=tool,
-            call=first.call or call,
-            preflight=first.preflight or preflight,
-            revise=revise,
+            scope=scope, sink=sink, tool=tool, call=first.call or call, preflight=first.preflight or preflight
         )
         return _merged(first, second)
 

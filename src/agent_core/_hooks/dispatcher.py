@@ -38,7 +38,6 @@ from agent_core._hooks.base import (
     NO_OUTCOME,
     HookDispatcher,
     HookOutcome,
-    Reviser,
     SessionSource,
 )
 from agent_core._hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
@@ -148,9 +147,7 @@ class HooksDispatcher:
         tool: ToolDefinition,
         call: ToolCall,
         preflight: Preflight,
-        revise: Reviser | None = None,
     ) -> HookOutcome:
-        """``revise`` is not used: a ``hooks.json`` hook cannot substitute arguments."""
         self._pre.setdefault(scope, {})[call.tool_call_id] = (preflight, time.monotonic())
         fields = self._tool_fields(tool, call, preflight)
         return await self._dispatch(

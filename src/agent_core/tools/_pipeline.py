@@ -389,6 +389,7 @@ class ToolExecutor:
             except Exception as exc:
                 raise AgentCoreError(ErrorCode.internal_error, f"pre-flight failed: {exc}") from exc
 
+        revising = {"revise": revise} if getattr(self._hooks, "revises_arguments", False) else {}
         try:
             hook = (
                 await self._race(
@@ -398,7 +399,7 @@ class ToolExecutor:
                         tool=definition,
                         call=call,
                         preflight=preflight,
-                        revise=revise,
+                        **revising,
                     ),
                     turn,
                 )
