@@ -174,6 +174,8 @@ class AgentRuntime:
         output_retries: int = 2,
         model_profile: str | None = None,
         max_turns: int | None = None,
+        *,
+        wait_if_busy: bool = True,
     ) -> RunHandle:
         """Starts (or queues) a run and returns its handle without waiting for completion.
 
@@ -184,6 +186,10 @@ class AgentRuntime:
         ``model_profile`` runs this run on ``[model]`` with the ``[model_overrides.<name>]`` table over it
         (an unknown name: ``config_error``); ``max_turns`` (>= 1) limits this run's model turns instead
         of ``[limits] max_turns`` / ``[runtime] max_turns`` (the run ends ``max_turns`` when reached).
+
+        A session runs one run at a time, also across processes sharing the session store (``serve``
+        beside ``chat`` and ``run`` on one home): a run of a busy session waits for its turn (its stream
+        starts with ``run_queued``). ``wait_if_busy=False`` raises ``session_active`` instead.
         """
         if max_turns is not None and (
             isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
@@ -232,6 +238,7 @@ class AgentRuntime:
             output_retries=output_retries if schema else None,
             model_profile=model_profile,
             max_turns=max_turns,
+            wait_if_busy=wait_if_busy,
         )
         return RunHandle(self, state)
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BUSY = 75
+"""The session is busy in another process (``EX_TEMPFAIL``: try again later, or pass ``--wait``)."""
 NO_CALLBACK = "no permission callback is configured"
 """The policy's reason for a call denied because nobody could be asked."""
 HEADLESS_HINT = (
@@ -235,7 +237,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     interactive = not from_stdin and output_format == "text"
 
     from agent_core import AgentRuntime  # the package's lazy import (GC paused: cold start)
-    from agent_core.errors import AgentCoreError
+    from agent_core.errors import AgentCoreError, ErrorCode
     from agent_core.types.permissions import PermissionDecision
 
     answers = StdinLines(stdin if interactive else None)
@@ -293,8 +295,19 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 output_schema=schema,
                 model_profile=getattr(args, "model", None),
                 max_turns=getattr(args, "max_turns", None),
+                wait_if_busy=bool(getattr(args, "wait", False)),
             )
         except AgentCoreError as exc:
+            if exc.code == ErrorCode.session_active:  # another process runs the session (issue 40)
+                err.write(
+                    f"soong-agent: error: {escape_terminal(exc.message)}; "
+                    "run again with --wait to wait for it\n"
+                )
+                if output_format != "text":
+                    headless.write_line(
+                        out, headless.dumps(headless.startup_failure(exc.to_payload(), started))
+                    )
+                return EXIT_BUSY
             return fail(exc)
         consumer = asyncio.ensure_future(_consume(run, sink))
         cancelling: list[asyncio.Future[Any]] = []
