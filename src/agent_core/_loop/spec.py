@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.composer import Composition
@@ -24,6 +24,9 @@ from agent_core.types.enums import RunStatus
 from agent_core.types.events import ContextBuilt
 from agent_core.types.model import ModelRequest, ToolCall, Usage
 from agent_core.types.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
 
 
 class TurnExecutor(Protocol):
@@ -108,6 +111,8 @@ class LoopSpec:
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
     limits: RunLimits | None = None
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+    guardrails: CallbackHooks | None = None
+    """The output guardrails of ``AgentRuntime(hooks=...)`` judging this run's final answer (root runs)."""
     cache_watch: CacheWatch | None = None
     """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
     inbox: InboxHook | None = None
@@ -152,3 +157,5 @@ class LoopState:
     """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""
+    guard_rejections: dict[str, int] = field(default_factory=dict)
+    """Final answers each output guardrail rejected so far (by its name)."""
