@@ -360,18 +360,18 @@ def test_anthropic_stop_reasons(raw: str, reason: str) -> None:
     assert completed(events).stop_reason.model_dump() == {"reason": reason, "raw_stop_reason": raw}
 
 
-def test_anthropic_thinking_ignored_errors_and_truncation() -> None:
+def test_anthropic_thinking_deltas_errors_and_truncation() -> None:
     t = anthropic.StreamTranslator(model="m", name_map=NAMES)
     events = t.feed(
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}
     )
-    assert isinstance(events[0], ProviderDebug) and events[0].kind == "ignored_block"
-    assert (
-        t.feed(
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}}
-        )
-        == []
+    assert events == []
+    deltas = t.feed(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}}
     )
+    assert [e.type for e in deltas] == ["model_reasoning_delta"]
+    events = t.feed({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}})
+    assert isinstance(events[0], ProviderDebug) and events[0].kind == "ignored_block"
     assert t.feed({"type": "ping"}) == []
     failed = t.feed({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     assert isinstance(failed[0], ModelFailed)

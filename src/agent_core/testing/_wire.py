@@ -193,6 +193,27 @@ class AnthropicWire:
         return cls.frame("content_block_start", {"index": index, "content_block": block})
 
     @classmethod
+    def thinking_start(cls, index: int) -> str:
+        block = {"type": "thinking", "thinking": ""}
+        return cls.frame("content_block_start", {"index": index, "content_block": block})
+
+    @classmethod
+    def thinking_delta(cls, index: int, text: str) -> str:
+        delta = {"type": "thinking_delta", "thinking": text}
+        return cls.frame("content_block_delta", {"index": index, "delta": delta})
+
+    @classmethod
+    def signature_delta(cls, index: int, signature: str) -> str:
+        delta = {"type": "signature_delta", "signature": signature}
+        return cls.frame("content_block_delta", {"index": index, "delta": delta})
+
+    @classmethod
+    def redacted_thinking(cls, index: int, data: str) -> str:
+        """A ``redacted_thinking`` block (it arrives whole, in its start event)."""
+        block = {"type": "redacted_thinking", "data": data}
+        return cls.frame("content_block_start", {"index": index, "content_block": block})
+
+    @classmethod
     def input_json(cls, index: int, partial: str) -> str:
         delta = {"type": "input_json_delta", "partial_json": partial}
         return cls.frame("content_block_delta", {"index": index, "delta": delta})
