@@ -3,8 +3,6 @@ acceptance 12–13 end to end)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from agent_core.providers._anthropic import AnthropicAdapter
@@ -14,7 +12,6 @@ from agent_core.types.model import (
     ModelFailed,
     ModelReasoningDelta,
     ModelTextDelta,
-    ProviderDebug,
     ToolCallDelta,
 )
 from tests.fixtures.provider_requests import (

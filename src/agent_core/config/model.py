@@ -9,7 +9,6 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_core.types.base import FrozenModel, StrictModel
 
-
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 """OpenAI's ``reasoning_effort`` values (``none`` and ``xhigh`` exist only on some models)."""
 InputModality = Literal["text", "image", "pdf"]
@@ -20,6 +19,10 @@ DEFAULT_IMAGE_MAX_BYTES = 5 * 1024 * 1024
 """Anthropic's per-image limit (OpenAI takes up to 20 MB)."""
 DEFAULT_PDF_MAX_BYTES = 32 * 1024 * 1024
 """Anthropic's request limit for a PDF (OpenAI: 50 MB per request)."""
+
+
+def _text_only() -> list[InputModality]:
+    return ["text"]
 
 
 def section_default() -> Any:
@@ -69,7 +72,7 @@ class ModelSection(StrictModel):
     openai_token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     """The Chat Completions field for ``max_output_tokens``; unset: ``max_completion_tokens`` when
     ``reasoning_effort`` is set, else ``max_tokens`` (what most compatible servers take)."""
-    input_modalities: list[InputModality] = Field(default_factory=lambda: ["text"])
+    input_modalities: list[InputModality] = Field(default_factory=_text_only)
     """What the model reads besides text: ``"image"``, ``"pdf"``. An image or PDF sent to a model
     without it fails ``unsupported_capability`` (or goes to a ``fallback_profiles`` model)."""
     fallback_profiles: list[str] = Field(default_factory=list)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core._jsontext import compact_json
 from agent_core.providers._media import b64
 from agent_core.providers._model_fields import RequestFields
+from agent_core.providers._overflow import overflow_message, recognise_overflow
 from agent_core.providers._prefix import PrefixEntry
 from agent_core.providers._streaming import ChunkTranslator, HttpStreamAdapter, decode_json_object, sse_events
 from agent_core.providers._tool_mapping import (
@@ -23,7 +24,6 @@ from agent_core.providers._tool_mapping import (
     render_tool_result,
     system_texts,
 )
-from agent_core.providers._overflow import overflow_message, recognise_overflow
 from agent_core.providers.base import MessageAssembler, as_dict, as_int, error_payload, optional_int
 from agent_core.types.content import (
     DocumentBlock,
@@ -119,7 +119,12 @@ def _tool_result(block: ToolResultBlock, attachments: dict[str, bytes]) -> dict[
     if media:
         parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
         content = parts + [media_block(b, attachments) for b in media]
-    return {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": content, "is_error": block.is_error}
+    return {
+        "type": "tool_result",
+        "tool_use_id": block.tool_call_id,
+        "content": content,
+        "is_error": block.is_error,
+    }
 
 
 def tool_loop_lost_thinking(messages: list[dict[str, Any]]) -> bool:
@@ -159,9 +164,7 @@ def build_payload(
     messages = _messages(request, name_map, keep_thinking=True)
     if thinking is not None and tool_loop_lost_thinking(messages):
         thinking = None
-    if thinking is None and any(
-        b.get("type") in THINKING_TYPES for m in messages for b in m["content"]
-    ):
+    if thinking is None and any(b.get("type") in THINKING_TYPES for m in messages for b in m["content"]):
         messages = _messages(request, name_map, keep_thinking=False)
     payload: dict[str, Any] = {
         "model": request.model,

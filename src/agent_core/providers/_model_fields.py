@@ -73,7 +73,9 @@ def request_fields(provider: str, config: ResolvedModelConfig, request: ModelReq
         if provider == "openai_responses":
             token_field = "max_output_tokens"
         else:
-            token_field = config.openai_token_field or ("max_completion_tokens" if reasoning else "max_tokens")
+            token_field = config.openai_token_field or (
+                "max_completion_tokens" if reasoning else "max_tokens"
+            )
         return RequestFields(
             temperature, token_field, max_output, reasoning_effort=config.reasoning_effort, notes=tuple(notes)
         )
@@ -115,8 +117,12 @@ def _anthropic(
     if thinking is not None and thinking < ANTHROPIC_MIN_THINKING_BUDGET:
         notes.append(f"thinking off for this request: only {limit} output tokens are left in the window")
         thinking = None
-    if thinking is not None and (isinstance(request.tool_choice, ToolChoiceNamed) or request.tool_choice == "required"):
-        notes.append("thinking off for this request: it forces a tool call, which Anthropic refuses with thinking")
+    if thinking is not None and (
+        isinstance(request.tool_choice, ToolChoiceNamed) or request.tool_choice == "required"
+    ):
+        notes.append(
+            "thinking off for this request: it forces a tool call, which Anthropic refuses with thinking"
+        )
         thinking = None
     if thinking is not None and temperature is not None:
         notes.append("temperature not sent: Anthropic extended thinking accepts only its default")
@@ -142,7 +148,9 @@ def media_kinds(request: ModelRequest) -> set[str]:
     return kinds
 
 
-def media_problem(provider: str, config: ResolvedModelConfig, request: ModelRequest) -> tuple[str, str] | None:
+def media_problem(
+    provider: str, config: ResolvedModelConfig, request: ModelRequest
+) -> tuple[str, str] | None:
     """``(capability, message)`` when the model cannot read the request's images or documents."""
     kinds = media_kinds(request)
     for kind in sorted(kinds):
@@ -154,7 +162,10 @@ def media_problem(provider: str, config: ResolvedModelConfig, request: ModelRequ
                 "reads them, or set model.fallback_profiles to a model that does)"
             )
         if kind == "pdf" and provider == "ollama":
-            return kind, "ollama models cannot read PDF documents; use model.fallback_profiles for a model that does"
+            return (
+                kind,
+                "ollama models cannot read PDF documents; use model.fallback_profiles for a model that does",
+            )
     for message in request.messages:
         for artifact_id in media_ids(message.content):
             if artifact_id not in request.attachments:

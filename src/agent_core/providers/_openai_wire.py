@@ -109,12 +109,12 @@ def tool_media_entry(blocks: list[ToolResultBlock], attachments: Attachments) ->
 
 
 def assistant_entry(message: ModelMessage, name_map: ToolNameMap) -> dict[str, Any]:
-    text = render_blocks(
-        [b for b in message.content if not isinstance(b, ToolCallBlock | ReasoningBlock)]
-    )
+    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock | ReasoningBlock)])
     entry: dict[str, Any] = {"role": "assistant", "content": text or None}
     reasoning = [b.text for b in message.content if isinstance(b, ReasoningBlock) and b.provider == "openai"]
-    if any(reasoning):  # a server that streamed ``reasoning_content`` (DeepSeek, vLLM, llama.cpp) reads it back
+    if any(
+        reasoning
+    ):  # a server that streamed ``reasoning_content`` (DeepSeek, vLLM, llama.cpp) reads it back
         entry["reasoning_content"] = "\n\n".join(t for t in reasoning if t)
     blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
     if blocks:

@@ -35,7 +35,11 @@ _FIGURES = (
     # Anthropic: "exceed context limit: 197000 + 8192 > 200000"
     (re.compile(r"(?i)context limit:\s*([\d,]+)\s*\+\s*[\d,]+\s*>\s*([\d,]+)"), "prompt", "window"),
     # vLLM: "maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages"
-    (re.compile(r"(?i)maximum context length is\s*([\d,]+).*?\(([\d,]+) in the messages"), "window", "prompt"),
+    (
+        re.compile(r"(?i)maximum context length is\s*([\d,]+).*?\(([\d,]+) in the messages"),
+        "window",
+        "prompt",
+    ),
     # OpenAI: "maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens"
     (re.compile(r"(?i)maximum context length is\s*([\d,]+).*?resulted in\s*([\d,]+)"), "window", "prompt"),
 )

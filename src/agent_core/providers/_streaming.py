@@ -642,7 +642,9 @@ class HttpStreamAdapter(ABC):
                                     if isinstance(event, ModelCompleted | ModelFailed):
                                         terminal = event
                                         break
-                                    if isinstance(event, ModelTextDelta | ToolCallDelta | ModelReasoningDelta):
+                                    if isinstance(
+                                        event, ModelTextDelta | ToolCallDelta | ModelReasoningDelta
+                                    ):
                                         yielded_delta = True
                                         if first_delta_at is None:
                                             first_delta_at = time.monotonic()

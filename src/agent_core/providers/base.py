@@ -350,7 +350,10 @@ class MessageAssembler:
                 if text or part.signature or part.redacted:
                     content.append(
                         ReasoningBlock(
-                            text=text, signature=part.signature, provider=self.provider, redacted=part.redacted
+                            text=text,
+                            signature=part.signature,
+                            provider=self.provider,
+                            redacted=part.redacted,
                         )
                     )
                 continue

@@ -73,7 +73,9 @@ class Attachment(StrictModel):
     detail: Literal["auto", "low", "high"] | None = None
 
     @classmethod
-    def from_path(cls, path: "str | Path", *, detail: 'Literal["auto", "low", "high"] | None' = None) -> "Attachment":
+    def from_path(
+        cls, path: "str | Path", *, detail: 'Literal["auto", "low", "high"] | None' = None
+    ) -> "Attachment":
         """Reads ``path`` (an image or a PDF; the type comes from its bytes, else its extension)."""
         from pathlib import Path as _Path
 
