@@ -21,6 +21,13 @@ DEFAULT_PDF_MAX_BYTES = 32 * 1024 * 1024
 """Anthropic's request limit for a PDF (OpenAI: 50 MB per request)."""
 
 
+def _temperature(value: Any) -> Any:
+    """A number, ``"default"`` or nothing: one clear error for anything else (not one per union arm)."""
+    if isinstance(value, str) and value != "default":
+        raise ValueError('must be a number or "default" (send no temperature)')
+    return value
+
+
 def _text_only() -> list[InputModality]:
     return ["text"]
 
@@ -102,6 +109,8 @@ class ModelSection(StrictModel):
     """OpenAI-protocol servers: send ``prompt_cache_key`` (and, to a server on this machine or a private
     network, llama.cpp's ``cache_prompt``). Set false for a server that rejects unknown request fields."""
 
+    _check_temperature = field_validator("temperature", mode="before")(_temperature)
+
     @field_validator("input_modalities")
     @classmethod
     def _with_text(cls, value: list[str]) -> list[str]:
@@ -137,6 +146,8 @@ class ModelProfile(StrictModel):
     image_max_edge_px: int | None = Field(default=None, ge=16)
     image_max_bytes: int | None = Field(default=None, ge=1024)
     pdf_max_bytes: int | None = Field(default=None, ge=1024)
+
+    _check_temperature = field_validator("temperature", mode="before")(_temperature)
 
     @field_validator("input_modalities")
     @classmethod
