@@ -75,6 +75,11 @@ class OpenAIWire:
         return cls.chunk({"content": text})
 
     @classmethod
+    def reasoning(cls, text: str, field: str = "reasoning_content") -> str:
+        """A reasoning delta as DeepSeek, vLLM and llama.cpp stream it (``reasoning`` for OpenRouter)."""
+        return cls.chunk({field: text})
+
+    @classmethod
     def tool_call(cls, index: int, call_id: str, name: str, arguments: str = "") -> str:
         call = {
             "index": index,
