@@ -51,6 +51,25 @@ class MediaLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class MediaPolicy:
+    """What the run's model reads besides text (``[model] input_modalities``) and its size limits; tools
+    (``code.read_file``, MCP tools) hand it images and PDFs only when it takes them."""
+
+    modalities: tuple[str, ...] = ("text",)
+    limits: MediaLimits = MediaLimits()
+
+    @classmethod
+    def of(cls, config: ResolvedModelConfig) -> MediaPolicy:
+        return cls(tuple(config.input_modalities), MediaLimits.of(config))
+
+    def takes(self, mime_type: str | None) -> bool:
+        """Whether the model reads a file of this type (an image type or a PDF)."""
+        if mime_type == PDF_TYPE:
+            return "pdf" in self.modalities
+        return mime_type in IMAGE_TYPES and "image" in self.modalities
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     data: bytes
     mime_type: str

@@ -30,6 +30,7 @@ from agent_core._loop._output import output_policy
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.spec import CompactionHooks, Fallback, Interruption, LoopSpec
+from agent_core._media import MediaPolicy
 from agent_core._runtime import lifecycle
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.services import Services
@@ -140,6 +141,7 @@ async def prepare_agent_loop(
         parent_agent_id=spec.parent_agent_id,
         parent_run_id=spec.parent_run_id,
         debug=services.debug,
+        media=MediaPolicy.of(spec.model),
         extras={
             "mode": state.mode.value,
             **({"purpose": spec.purpose} if spec.purpose else {}),
@@ -253,6 +255,7 @@ async def prepare_agent_loop(
         prompt.model = (config.provider, config.name)
         prompt.token_factor = _factor_of(services, config)
         prompt.limits = replace(compose_limits, context_window=config.context_window)
+        scope.media = MediaPolicy.of(config)
 
     metadata: dict[str, Any] = {
         "session_id": state.session_id,
