@@ -93,6 +93,11 @@ CONTRACT_EXPORTS = {
     "ContextBuildReport",
     "ProviderRegistry",
     "ToolRegistry",
+    # issue 34: reasoning, images and documents, attachments of a user message
+    "ReasoningBlock",
+    "ImageBlock",
+    "DocumentBlock",
+    "Attachment",
 }
 
 

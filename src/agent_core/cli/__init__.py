@@ -96,6 +96,14 @@ def _add_run(sub: Any) -> None:
         help="JSON schema file of the answer: the reply is validated and printed as JSON on stdout "
         "(the streamed text goes to stderr)",
     )
+    run.add_argument(
+        "--image",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="an image or PDF sent with the message (repeatable); the model needs it in [model] "
+        "input_modalities",
+    )
     run.add_argument("message", type=_message, help="the user message")
     run.set_defaults(handler="agent_core.cli._run:run_command")
 
