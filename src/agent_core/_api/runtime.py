@@ -298,6 +298,13 @@ class AgentRuntime:
 
         return await maintenance.delete_session(manager, session_id)
 
+    async def read_artifact(self, artifact_id: str) -> tuple[bytes, str]:
+        """An artifact's bytes and MIME type (an image or PDF a message carries, a tool's output);
+        unknown id or missing file → ``AgentCoreError(file_not_found)``."""
+        manager = await self._open()
+        record = await manager.services.artifacts.get(artifact_id)
+        return await manager.services.artifacts.read_bytes(artifact_id), record.mime_type
+
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()
         return await manager.services.artifacts.delete(artifact_id)
