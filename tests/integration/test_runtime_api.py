@@ -184,7 +184,9 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status)
+    models = {"reasoning_delta", "model_fallback", "context_overflow"}  # issue 34: real models
+    assert models <= {e.value for e in EventType}
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(models)
     assert EventType("run_completed") == "run_completed"
 
 

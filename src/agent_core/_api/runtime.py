@@ -303,7 +303,9 @@ class AgentRuntime:
         unknown id or missing file → ``AgentCoreError(file_not_found)``."""
         manager = await self._open()
         record = await manager.services.artifacts.get(artifact_id)
-        return await manager.services.artifacts.read_bytes(artifact_id), record.mime_type or "application/octet-stream"
+        return await manager.services.artifacts.read_bytes(
+            artifact_id
+        ), record.mime_type or "application/octet-stream"
 
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()

@@ -201,7 +201,7 @@ class RunPrompt:
     """A child's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
     model: tuple[str, str] | None = None
     """``(provider, model)`` the prompt is for: reasoning blocks of other models are left out."""
-    token_factor: Callable[[], float] | None = None
+    estimate_factor: Callable[[], float] | None = None
     """The model's learned correction of the token estimate (real tokens per estimated token): the limits
     are divided by it, so the estimate is compared with the window the model really has."""
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
@@ -210,9 +210,9 @@ class RunPrompt:
         cache = self.cursor.cache
         if self.model is not None and cache.use_model(self.model):
             self.cursor.memo.forget()
-        factor = self.token_factor() if self.token_factor is not None else 1.0
+        factor = self.estimate_factor() if self.estimate_factor is not None else 1.0
         result = self._compose(substitutions, scaled_limits(self.limits, factor))
-        result.token_factor = factor
+        result.estimate_factor = factor
         result.has_media = bool(cache.media)
         if cache.reasoning_dropped:
             included = set(result.included_node_ids)

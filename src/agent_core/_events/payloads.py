@@ -328,7 +328,7 @@ class ModelFallback(EventPayload):
 class ContextOverflow(EventPayload):
     """The provider said the prompt exceeds the model's window although the estimate fit: the runtime
     compacts once and retries the request (issue 34). ``prompt_tokens`` / ``context_window`` are the
-    provider's figures (``null`` when it gave none); ``token_factor`` is the estimate's correction learned
+    provider's figures (``null`` when it gave none); ``estimate_factor`` is the estimate's correction learned
     from them."""
 
     event_type = EventType.context_overflow
@@ -337,7 +337,7 @@ class ContextOverflow(EventPayload):
     estimated_tokens: int
     prompt_tokens: int | None
     context_window: int | None
-    token_factor: float
+    estimate_factor: float
     compacted: bool
     turn: int
 

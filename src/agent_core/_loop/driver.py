@@ -435,7 +435,7 @@ async def _build_request(
     state.last_composition = composition
     max_output = spec.max_output_tokens
     if max_output is not None:  # never ask for more output than the window leaves (issue 13)
-        left = (composition.budget.context_window - composition.total_tokens) * composition.token_factor
+        left = (composition.budget.context_window - composition.total_tokens) * composition.estimate_factor
         max_output = min(max_output, int(left))
     attachments: dict[str, bytes] = {}
     if composition.has_media and spec.load_attachments is not None:
@@ -521,7 +521,7 @@ async def _recover_overflow(spec: LoopSpec, state: LoopState, error: ProviderErr
             estimated_tokens=state.last_estimate,
             prompt_tokens=error.prompt_tokens,
             context_window=error.context_window,
-            token_factor=factor,
+            estimate_factor=factor,
             compacted=not isinstance(spec.compaction, NoCompaction),
             turn=state.turns + 1,
         )
@@ -567,7 +567,7 @@ PROMPT_CONFIG_KEYS = (
 
 def _prompt_too_long(state: LoopState, composition: Composition, *, compact_attempted: bool) -> LoopOutcome:
     budget = composition.budget
-    factor = composition.token_factor  # the figures in the model's tokens (the budget is in estimates)
+    factor = composition.estimate_factor  # the figures in the model's tokens (the budget is in estimates)
     window, reserved = round(budget.context_window * factor), round(budget.reserve_output_tokens * factor)
     needed = composition.total_tokens
     if composition.static_overflow:  # even the deepest degradation of the system prompt is too large

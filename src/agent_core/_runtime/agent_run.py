@@ -247,13 +247,13 @@ async def prepare_agent_loop(
         tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
         inherited=inherited,
         model=(spec.model.provider, spec.model.name),
-        token_factor=_factor_of(services, spec.model),
+        estimate_factor=_factor_of(services, spec.model),
     )
 
     def use_model(config: ResolvedModelConfig) -> None:
         """After a fallback: the prompt follows the new model's window and reasoning."""
         prompt.model = (config.provider, config.name)
-        prompt.token_factor = _factor_of(services, config)
+        prompt.estimate_factor = _factor_of(services, config)
         prompt.limits = replace(compose_limits, context_window=config.context_window)
         scope.media = MediaPolicy.of(config)
 

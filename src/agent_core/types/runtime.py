@@ -397,7 +397,7 @@ class ContextBuildReport(StrictModel):
     """compact.md §9 extra payload key: which compact (if any) this build triggered."""
     task_board: str | None = None
     """The ephemeral task board text of this build (context.md §13.5), so requests can be rebuilt."""
-    token_factor: float = 1.0
+    estimate_factor: float = 1.0
     """The model's learned real-tokens-per-estimated-token factor; ``token_budget`` is in estimated
     tokens, the window it was compared with is the model's divided by this factor (issue 34)."""
     reasoning_dropped: dict[str, str] = Field(default_factory=dict)
