@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,7 +83,7 @@ async def test_an_attached_image_reaches_each_provider(soong_env: SoongEnv, prov
     assert b64(IMAGE) not in user["content_json"]  # the bytes are an artifact, not in the database
     (artifact,) = rows(soong_env, "SELECT * FROM artifacts WHERE artifact_id = ?", content[1]["artifact_id"])
     assert json.loads(artifact["metadata_json"])["kind"] == "attachment"
-    assert open(artifact["path"], "rb").read() == IMAGE
+    assert Path(artifact["path"]).read_bytes() == IMAGE
 
 
 def read_image_turns(provider: str) -> Any:
