@@ -80,7 +80,7 @@ def test_anthropic_thinking_rules() -> None:
     assert forced.thinking_budget is None and "forces a tool" in forced.notes[0]
     with pytest.raises(FieldsError, match="minimum of 1024"):
         request_fields("anthropic", config("anthropic", thinking_budget_tokens=500), request())
-    with pytest.raises(FieldsError, match="model.max_output_tokens"):
+    with pytest.raises(FieldsError, match=r"model\.max_output_tokens"):
         request_fields("anthropic", config("anthropic", thinking_budget_tokens=9000), request())
 
 
@@ -128,7 +128,7 @@ def test_images_within_limits_are_kept_byte_for_byte_and_big_ones_downscaled() -
     done = prepare_media(png(400, 100), MediaLimits(image_max_edge_px=200))
     assert (done.width, done.height, done.downscaled_from) == (200, 50, (400, 100))
     assert image_size(done.data, done.mime_type) == (200, 50)
-    with pytest.raises(MediaError, match="model.pdf_max_bytes"):
+    with pytest.raises(MediaError, match=r"model\.pdf_max_bytes"):
         prepare_media(PDF + b"x" * 2048, MediaLimits(pdf_max_bytes=1024))
     with pytest.raises(MediaError, match="not an image"):
         prepare_media(b"plain text", MediaLimits())
