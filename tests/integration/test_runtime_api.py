@@ -186,7 +186,8 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     status = {"model_progress"}  # issue 32: the live status line of a model call
     models = {"reasoning_delta", "model_fallback", "context_overflow"}  # issue 34: real models
     assert models <= {e.value for e in EventType}
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(models)
+    teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams) + len(models)
     assert EventType("run_completed") == "run_completed"
 
 

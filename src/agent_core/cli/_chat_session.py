@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
+from agent_core.cli._chat_team import TeamWatcher
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
@@ -61,6 +62,8 @@ class ChatSession:
         """Slash commands typed at a permission prompt, run when the turn ends."""
         self.attachments: list[Path] = []
         """Files ``/image`` attached to the next message."""
+        self.team = TeamWatcher(self)
+        """The current session's teammates' activity (``/team`` lists them)."""
 
     # ---- runtime ------------------------------------------------------------------------------
     async def load(self, path: str | None) -> AgentRuntime:
@@ -207,6 +210,7 @@ class ChatSession:
         self.session_id = run.session_id
         self.run = run
         self.permission_asked = False
+        self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
         presses = 0
         consumer = asyncio.ensure_future(self._consume(run))
@@ -237,6 +241,7 @@ class ChatSession:
         self.printer.finish()
         if self.printer.cancel_requested or run.status.value == "cancelled":
             self.printer.line("[cancelled]")
+        self.team.after_turn()
 
     async def _consume(self, run: RunHandle) -> None:
         """The run's events and, indented under the tool call that started them, its descendants'."""
