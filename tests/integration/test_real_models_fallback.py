@@ -39,6 +39,7 @@ def overloaded(_: ScriptedRequest) -> Response:
 
 
 async def test_an_overloaded_model_hands_the_same_request_to_the_fallback(soong_env: SoongEnv) -> None:
+    """Case C17: retries exhausted on an overloaded model → the fallback profile gets the request."""
     soong_env.write_project("a.txt", "alpha\n")
     primary, backup = server_for("anthropic"), server_for("openai")
     with serving(primary), serving(backup):

@@ -99,6 +99,7 @@ def read_image_turns(provider: str) -> Any:
 async def test_an_image_read_by_code_read_file_reaches_each_provider(
     soong_env: SoongEnv, provider: str
 ) -> None:
+    """Case C15: an image read by code.read_file reaches each provider encoded its way."""
     (soong_env.project / "shot.png").write_bytes(IMAGE)
     with serving(server_for(provider)) as server:
         server.handler(read_image_turns(provider))

@@ -61,6 +61,7 @@ def answering(provider: str) -> Any:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_overflow_compacts_once_and_the_retry_succeeds(soong_env: SoongEnv, provider: str) -> None:
+    """Case C16: overflow in the vendor's shape → one compaction → the retry succeeds."""
     with serving(server_for(provider)) as server:
         server.handler(answering(provider))
         model = model_config(provider, server)

@@ -145,6 +145,7 @@ def thinking_turns(request: ScriptedRequest) -> Response:
 
 
 async def test_anthropic_thinking_tool_loop_sends_signed_blocks_back_unchanged(notes: SoongEnv) -> None:
+    """Case C13: thinking on, tool calls across three turns, every signed block sent back unchanged."""
     with serving(ScriptedAnthropicServer()) as server:
         server.handler(thinking_turns)
         model = model_config("anthropic", server, max_output_tokens=4096, thinking_budget_tokens=2048)
@@ -300,6 +301,7 @@ def responses_turns(request: ScriptedRequest) -> Response:
 
 
 async def test_responses_run_with_reasoning_and_two_tool_calls(notes: SoongEnv) -> None:
+    """Case C14: the Responses API with reasoning and two tool calls, encrypted reasoning carried."""
     with serving(ScriptedResponsesServer()) as server:
         server.handler(responses_turns)
         model = model_config("openai_responses", server, name="o4-mini", reasoning_effort="medium")
