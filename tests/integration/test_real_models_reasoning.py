@@ -354,3 +354,36 @@ async def test_responses_refuses_reasoning_it_did_not_issue_and_strips_it_withou
             )
     assert "encrypted_content" not in plain.text  # not asked for with include: not returned
     assert forged.status_code == 400 and forged.json()["error"]["code"] == "invalid_encrypted_content"
+
+
+async def test_thinking_keeps_the_anthropic_cache_breakpoints_reading(notes: SoongEnv) -> None:
+    """The thinking blocks go back identical, so each request of the tool loop still reads the previous
+    one's cache entry (the kit's Anthropic cache emulation), and no breakpoint lands on a thinking block."""
+    from agent_core.testing import AnthropicPromptCache
+
+    with serving(ScriptedAnthropicServer(prompt_cache=AnthropicPromptCache(min_tokens=256))) as server:
+        server.handler(thinking_turns)
+        model = model_config("anthropic", server, max_output_tokens=4096, thinking_budget_tokens=2048)
+        async with open_runtime(notes, config={"model": model}) as rt:
+            await finished(await rt.start("read the three notes"))
+    usage = [r.cache_usage for r in server.requests if r.cache_usage is not None]
+    assert len(usage) == 4 and server.rejections == []
+    assert all(u["cache_read_input_tokens"] > 0 for u in usage[1:])
+    for body in bodies(server):
+        for message in body["messages"]:
+            assert not any("cache_control" in b for b in message["content"] if b["type"] == "thinking")
+
+
+def test_a_breakpoint_never_lands_on_a_thinking_block() -> None:
+    from agent_core.providers._anthropic import CachePlan, mark_breakpoints
+
+    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    payload = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [dict(thinking)]},
+        ]
+    }
+    mark_breakpoints(payload, CachePlan())
+    assert "cache_control" not in payload["messages"][1]["content"][0]
+    assert payload["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
