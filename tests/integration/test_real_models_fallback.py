@@ -123,3 +123,30 @@ def test_an_unknown_fallback_profile_is_a_config_error(soong_env: SoongEnv) -> N
     with pytest.raises(ConfigError) as info:
         AgentRuntime(project_dir=soong_env.project)
     assert "model.fallback_profiles" in info.value.message and "ghost" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("provider", "backup"),
+    [
+        ("openai", "openai_responses"),
+        ("openai_responses", "ollama"),
+        ("ollama", "anthropic"),
+        ("anthropic", "openai"),
+    ],
+)
+async def test_every_provider_falls_back_after_its_retries(
+    soong_env: SoongEnv, provider: str, backup: str
+) -> None:
+    primary, second = server_for(provider), server_for(backup)
+    with serving(primary), serving(second):
+        primary.handler(lambda r: error(503, {"error": {"message": "unavailable", "type": "server_error"}}))
+        second.enqueue(stream(text_answer(backup, "from the backup")))
+        config: dict[str, Any] = {
+            "model": model_config(provider, primary, fallback_profiles=["backup"]),
+            "model_overrides": {"backup": model_config(backup, second, name="backup-model")},
+        }
+        async with open_runtime(soong_env, config=config) as rt:
+            run = await finished(await rt.start("hi"))
+    assert len(bodies(primary)) == 3 and len(bodies(second)) == 1  # the retries, then the fallback
+    (event,) = events(soong_env, run.session_id, "model_fallback")
+    assert (event["payload"]["from_provider"], event["payload"]["to_provider"]) == (provider, backup)

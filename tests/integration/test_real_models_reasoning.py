@@ -387,3 +387,16 @@ def test_a_breakpoint_never_lands_on_a_thinking_block() -> None:
     mark_breakpoints(payload, CachePlan())
     assert "cache_control" not in payload["messages"][1]["content"][0]
     assert payload["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_responses_structured_output_uses_text_format(soong_env: SoongEnv) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    with serving(ScriptedResponsesServer()) as server:
+        server.enqueue(stream(ResponsesWire.text_stream('{"answer": 42}')))
+        model = model_config("openai_responses", server)
+        async with open_runtime(soong_env, config={"model": model}) as rt:
+            run = await finished(await rt.start("what is it?", output_schema=schema))
+            assert await run.output() == {"answer": 42}
+    (body,) = bodies(server)
+    fmt = body["text"]["format"]
+    assert fmt["type"] == "json_schema" and fmt["schema"]["properties"] == schema["properties"]
