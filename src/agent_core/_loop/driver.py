@@ -24,7 +24,8 @@ from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
-from agent_core._loop._limits import Breach, Prices
+from agent_core._loop._limits import Breach
+from agent_core._loop._recovery import can_fall_back, fall_back, provider_overflow_outcome, recover_overflow
 from agent_core._loop.model_call import (
     done_progress,
     normalise_calls,
@@ -40,7 +41,6 @@ from agent_core._loop.outcome import (
 from agent_core._loop.spec import (
     LoopSpec,
     LoopState,
-    NoCompaction,
 )
 from agent_core._loop.steps import Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.errors import AgentCoreError, ErrorCode
@@ -50,7 +50,6 @@ from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
     ModelCompleted,
     ModelRequest,
-    ProviderErrorPayload,
     ToolCall,
     Usage,
     sum_usage,
@@ -195,13 +194,13 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         if result.error.type == "prompt_too_long" and nothing_streamed:
             if not state.overflow_retry:
                 state.turns -= 1  # the request is sent again: the failed attempt is not a turn
-                await _recover_overflow(spec, state, result.error)
+                await recover_overflow(spec, state, result.error)
                 return None
             state.overflow_retry = False
-            return _provider_overflow_outcome(spec, state, result.error)
-        if nothing_streamed and _can_fall_back(spec, state, result.error):
+            return provider_overflow_outcome(spec, state, result.error)
+        if nothing_streamed and can_fall_back(spec, state, result.error):
             state.turns -= 1
-            await _fall_back(spec, state, result.error)
+            await fall_back(spec, state, result.error)
             return None
         await record_failure(spec, result)
         payload = ErrorPayload(
@@ -467,98 +466,6 @@ async def _build_request(
         if found is not None:
             await spec.recorder.emit(ev.PromptCacheBreak(**found.payload(), turn=state.turns + 1))
     return request
-
-
-FALLBACK_TYPES = frozenset({"server", "timeout", "rate_limit", "network", "unsupported_capability"})
-"""Final errors after which a ``[model] fallback_profiles`` model gets the request: retriable ones (5xx,
-overload, timeout, rate limit, transient network) once the adapter's retries are spent, and a capability
-the model lacks."""
-
-
-def _can_fall_back(spec: LoopSpec, state: LoopState, error: ProviderErrorPayload) -> bool:
-    return state.fallbacks_used < len(spec.fallbacks) and (
-        error.type in FALLBACK_TYPES or error.code == "unsupported_capability"
-    )
-
-
-async def _fall_back(spec: LoopSpec, state: LoopState, error: ProviderErrorPayload) -> None:
-    """Moves the run to the next fallback model (for the rest of the run) and says so."""
-    fallback = spec.fallbacks[state.fallbacks_used]
-    state.fallbacks_used += 1
-    config = fallback.config
-    event = ev.ModelFallback(
-        from_provider=spec.provider,
-        from_model=spec.model,
-        to_provider=config.provider,
-        to_model=config.name,
-        profile=fallback.profile,
-        error=error.model_copy(
-            update={"message": spec.redactor.text(error.message), "raw": None}
-        ).model_dump(),
-        turn=state.turns + 1,
-    )
-    spec.adapter = fallback.adapter()
-    spec.provider, spec.model = config.provider, config.name
-    spec.temperature, spec.max_output_tokens = config.temperature, config.max_output_tokens
-    if spec.limits is not None:
-        spec.limits.prices = Prices.for_model(config)
-    spec.model_prices[f"{config.provider}/{config.name}"] = Prices.for_model(config)
-    if spec.use_model is not None:
-        spec.use_model(config)
-    await spec.recorder.emit(event)
-
-
-async def _recover_overflow(spec: LoopSpec, state: LoopState, error: ProviderErrorPayload) -> None:
-    """The provider says the prompt exceeds the window although the estimate fit: learn the estimate's
-    error from its figures, and build the request again with one recovery compaction."""
-    factor = 1.0
-    if spec.calibration is not None:
-        factor = spec.calibration.overflowed(
-            spec.provider, spec.model, state.last_estimate, error.prompt_tokens
-        )
-    state.overflow_retry = True
-    state.force_recovery = True
-    await spec.recorder.emit(
-        ev.ContextOverflow(
-            provider=spec.provider,
-            model=spec.model,
-            estimated_tokens=state.last_estimate,
-            prompt_tokens=error.prompt_tokens,
-            context_window=error.context_window,
-            estimate_factor=factor,
-            compacted=not isinstance(spec.compaction, NoCompaction),
-            turn=state.turns + 1,
-        )
-    )
-
-
-def _provider_overflow_outcome(spec: LoopSpec, state: LoopState, error: ProviderErrorPayload) -> LoopOutcome:
-    """The retried request was still too long for the provider: the run ends ``prompt_too_long`` with the
-    provider's figures."""
-    figures = ""
-    if error.prompt_tokens is not None and error.context_window is not None:
-        figures = f" ({error.prompt_tokens} prompt tokens, window {error.context_window})"
-    message = (
-        f"the provider still refused the prompt as too long after a compaction{figures}: "
-        f"{spec.redactor.text(error.message)}. Set model.context_window to the model's real window, or "
-        "send less (tools.disabled, smaller tool results)"
-    )
-    payload = ErrorPayload(
-        type="prompt_too_long",
-        code=ErrorCode.validation_error,
-        message=message,
-        details={
-            "provider": spec.provider,
-            "model": spec.model,
-            "provider_prompt_tokens": error.prompt_tokens,
-            "provider_context_window": error.context_window,
-            "estimated_tokens": state.last_estimate,
-            "compact_attempted": True,
-            "config_keys": ["model.context_window", *PROMPT_CONFIG_KEYS[1:]],
-        },
-        redacted=True,
-    )
-    return LoopOutcome(RunStatus.failed, EndReason.prompt_too_long, error=payload, turn_count=state.turns)
 
 
 PROMPT_CONFIG_KEYS = (
