@@ -98,6 +98,23 @@ CONTRACT_EXPORTS = {
     "ImageBlock",
     "DocumentBlock",
     "Attachment",
+    # issue 37 item 6: in-process hooks and output guardrails (agent_core.types.hooks)
+    "Hook",
+    "HookContext",
+    "HookResult",
+    "GuardrailResult",
+    "SessionStartHook",
+    "UserPromptSubmitHook",
+    "PreToolUseHook",
+    "PostToolUseHook",
+    "StopHook",
+    "OutputGuardrail",
+    "SessionStartInput",
+    "UserPromptSubmitInput",
+    "PreToolUseInput",
+    "PostToolUseInput",
+    "StopInput",
+    "GuardrailInput",
 }
 
 
@@ -300,6 +317,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("provider_registry", None),
         ("tool_registry", None),
         ("debug", False),
+        ("hooks", None),  # issue 37: in-process hooks and guardrails
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
@@ -310,6 +328,8 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("model_profile", None),  # issue 37: run --model
+            ("max_turns", None),  # issue 37: run --max-turns
             ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],

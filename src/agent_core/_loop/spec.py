@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.calibration import TokenCalibration
@@ -26,6 +26,9 @@ from agent_core.types.content import ContentBlock, ErrorPayload
 from agent_core.types.enums import RunStatus
 from agent_core.types.model import ModelRequest, ToolCall, Usage
 from agent_core.types.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
 
 
 class TurnExecutor(Protocol):
@@ -119,6 +122,8 @@ class LoopSpec:
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
     limits: RunLimits | None = None
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+    guardrails: CallbackHooks | None = None
+    """The output guardrails of ``AgentRuntime(hooks=...)`` judging this run's final answer (root runs)."""
     cache_watch: CacheWatch | None = None
     """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
     calibration: TokenCalibration | None = None
@@ -184,3 +189,5 @@ class LoopState:
     """The request being retried after the provider said its prompt was too long (one retry)."""
     force_recovery: bool = False
     """The next build runs a recovery compaction even when the estimate fits (after an overflow)."""
+    guard_rejections: dict[str, int] = field(default_factory=dict)
+    """Final answers each output guardrail rejected so far (by its name)."""

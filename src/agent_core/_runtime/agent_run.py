@@ -46,6 +46,7 @@ from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._storage.protocol import SessionStore
 
 
@@ -293,6 +294,7 @@ async def prepare_agent_loop(
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
+        guardrails=_guardrails(services, spec),
         cache_watch=spec.cursor.cache_watch,
         calibration=services.calibration,
         load_attachments=_attachment_loader(services),
@@ -343,6 +345,14 @@ def _attachment_loader(services: Services) -> Callable[[list[str]], Awaitable[di
         return out
 
     return load
+
+
+def _guardrails(services: Services, spec: AgentRunSpec) -> CallbackHooks | None:
+    """The output guardrails of a root run (they judge the answer the caller gets), else ``None``."""
+    callbacks = services.hook_callbacks
+    if callbacks is None or not callbacks.has_guardrails or not spec.root_agent or spec.purpose:
+        return None
+    return callbacks if spec.role in (AgentRole.main, AgentRole.orchestrator) else None
 
 
 async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCursor) -> None:

@@ -24,6 +24,7 @@ from agent_core.tools._pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._mcp import McpManager
 
 log = logging.getLogger("agent_core._runtime")
@@ -48,6 +49,8 @@ class Services:
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
     calibration: TokenCalibration = field(default_factory=TokenCalibration)
     """The per-model correction of the token estimate (``_context/calibration.py``)."""
+    hook_callbacks: CallbackHooks | None = None
+    """The in-process hooks of ``AgentRuntime(hooks=...)`` (also inside :attr:`hooks`), ``None`` without."""
 
     @property
     def settings(self) -> Settings:
