@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_core.cli._run import _error_text
+from agent_core.cli._run import _error_text, folded_reasoning
 from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, escape_terminal
 
@@ -77,6 +77,9 @@ class ChatPrinter:
         self._at_line_start = True
         self._error: dict[str, Any] | None = None
         self.cancel_requested = False
+        self._reasoning = ""  # the reasoning of the current answer, not shown yet
+        self.last_reasoning = ""
+        """The latest answer's whole reasoning (``/reasoning`` shows it)."""
         self.status = ModelStatus(err or out)
         self.status.before_line = self.end_reply
         self.status.line_open = lambda: bool(self._pending.strip()) or not self._at_line_start
@@ -188,6 +191,10 @@ class ChatPrinter:
         if depth:
             self._child(p, depth)
             return
+        if isinstance(p, ev.ReasoningDelta):
+            self._reasoning += p.text or ""
+            return
+        self.end_reasoning()
         match p:
             case ev.MessageDelta(text=delta):
                 self._streamed += delta
@@ -209,8 +216,31 @@ class ChatPrinter:
                 self.line(f"[aborted: {safe(str(why or end))}]")
             case ev.StopHookPrevented(reason=reason):
                 self.line(f"[a Stop hook asked the agent to continue: {safe(str(reason or ''))}]", dim=True)
+            case ev.ModelFallback(from_provider=p_from, from_model=m_from, to_provider=p_to, to_model=m_to):
+                code = (p.error or {}).get("code")
+                self.line(safe(f"[{p_from}/{m_from} failed ({code}); continuing on {p_to}/{m_to}]"), dim=True)
+            case ev.ContextOverflow():
+                self.line(
+                    "[the provider said the prompt is too long: compacting and retrying once]", dim=True
+                )
             case _:
                 self._tool(p, depth) or self._agent(p, depth)
+
+    def end_reasoning(self) -> None:
+        """Shows the reasoning that just ended as one dimmed, folded line (``/reasoning`` unfolds it)."""
+        if self._reasoning.strip():
+            text, self._reasoning = self._reasoning, ""
+            self.last_reasoning = text
+            self.line(safe(folded_reasoning(text)), dim=True)
+        self._reasoning = ""
+
+    def show_reasoning(self) -> None:
+        """The latest answer's reasoning in full, dimmed (``/reasoning``)."""
+        if not self.last_reasoning.strip():
+            self.line("[no reasoning in the latest answer]", dim=True)
+            return
+        for line in self.last_reasoning.strip().splitlines():
+            self.line(safe(line), dim=True)
 
     def _tool(self, p: RuntimeEventPayload, depth: int) -> bool:
         """Prints a tool call's start or end; ``False`` when ``p`` is not one."""
@@ -286,6 +316,7 @@ class ChatPrinter:
 
     def finish(self) -> None:
         self.status.clear()
+        self.end_reasoning()
         if self._error is not None:
             error, self._error = self._error, None
             self.line(f"[error] {safe(_error_text(error))}")
