@@ -1,5 +1,6 @@
 """Typed public results (issue 35 item 3): ``RunHandle[M]`` for ``start(output_schema=M)``, node roles and
-types, child and Task statuses as the enums, whichever path (live write or replay) built them."""
+types, agent types and roles, child and Task statuses as the enums, whichever path (live write or replay)
+built them."""
 
 from __future__ import annotations
 
@@ -9,10 +10,28 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_core import AgentRuntime, RunHandle, RunStatus
-from agent_core.testing import FunctionModel, open_runtime
-from agent_core.types.enums import MessageRole, NodeType, TaskStatus
-from agent_core.types.runtime import ChildAgentResult, ChildSummary, Node, TaskInspectView
+from agent_core import (
+    AgentRuntime,
+    HookContext,
+    PermissionDecision,
+    PermissionRequest,
+    PreToolUseHook,
+    PreToolUseInput,
+    RunHandle,
+    RunStatus,
+)
+from agent_core.testing import CallTool, FunctionModel, ModelReply, open_runtime
+from agent_core.types.enums import AgentRole, AgentType, MessageRole, NodeType, RunMode, TaskStatus
+from agent_core.types.model import ModelRequest
+from agent_core.types.runtime import (
+    ChildAgentResult,
+    ChildSummary,
+    InspectAgent,
+    Node,
+    RunInfo,
+    SyntheticBlockReport,
+    TaskInspectView,
+)
 
 
 class Answer(BaseModel):
@@ -39,6 +58,12 @@ def test_result_fields_are_the_enums() -> None:
     assert hints[ChildSummary]["status"] is RunStatus
     assert hints[TaskInspectView]["status"] == TaskStatus | None
     assert set(typing.get_args(hints[ChildAgentResult]["status"])) == {"completed", "failed", "cancelled"}
+    for cls in (RunInfo, ChildSummary, InspectAgent):
+        assert typing.get_type_hints(cls)["agent_type"] == AgentType | None, cls
+    assert typing.get_type_hints(SyntheticBlockReport)["source_node_type"] is NodeType
+    assert typing.get_type_hints(PermissionRequest)["agent_role"] is AgentRole
+    context = typing.get_type_hints(HookContext)
+    assert context["agent_role"] is AgentRole and context["mode"] is RunMode
 
 
 async def test_roles_are_members_on_the_live_and_the_replay_path(tmp_path: Path) -> None:
@@ -54,3 +79,42 @@ async def test_roles_are_members_on_the_live_and_the_replay_path(tmp_path: Path)
     assert nodes and all(type(n.role) is MessageRole and type(n.node_type) is NodeType for n in nodes)
     assert [n.role for n in replay.nodes] == [MessageRole.user, MessageRole.assistant]
     assert all(type(r.status) is RunStatus for r in replay.runs)
+
+
+async def test_agent_types_and_roles_are_members_where_callers_get_them(tmp_path: Path) -> None:
+    """The replayed runs' agent type, the permission request's and the hook context's role and mode."""
+
+    def reply(request: ModelRequest) -> str | ModelReply:
+        if not any(m.role == "tool" for m in request.messages):
+            call = CallTool("code.write_file", {"path": "a.txt", "content": "x"}, tool_call_id="w1")
+            return ModelReply(tool_calls=[call])
+        return "written"
+
+    requests: list[PermissionRequest] = []
+    contexts: list[HookContext] = []
+
+    async def allow(request: PermissionRequest) -> PermissionDecision:
+        requests.append(request)
+        return PermissionDecision(decision="allow_once")
+
+    def seen(event: PreToolUseInput) -> None:
+        contexts.append(event.context)
+
+    (tmp_path / "p").mkdir()
+    async with open_runtime(
+        FunctionModel(reply),
+        project_dir=tmp_path / "p",
+        home_dir=tmp_path / "h",
+        permission_callback=allow,
+        hooks=[PreToolUseHook(seen)],
+    ) as rt:
+        run = await rt.start("write it")
+        await run.wait()
+        replay = await rt.replay_session(run.session_id)
+    assert run.status is RunStatus.completed
+    assert [type(r.agent_type) for r in replay.runs] == [AgentType]
+    assert replay.runs[0].agent_type is AgentType.main
+    (request,) = requests
+    assert type(request.agent_role) is AgentRole and request.agent_role is AgentRole.main
+    (context,) = contexts
+    assert context.agent_role is AgentRole.main and context.mode is RunMode.normal

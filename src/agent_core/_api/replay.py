@@ -149,7 +149,7 @@ async def _replay_session(
             ChildSummary(
                 child_run_id=run.run_id,
                 child_agent_id=run.agent_id,
-                agent_type=agent.agent_type.value if agent else None,
+                agent_type=agent.agent_type if agent else None,
                 purpose=meta.get("purpose"),
                 status=run.status,
                 result_summary=child_result.get("summary"),
@@ -292,7 +292,7 @@ async def inspect_child(
         run=run_info_from_record(run, agent),
         agent=InspectAgent(
             agent_id=agent.agent_id,
-            agent_type=agent.agent_type.value,
+            agent_type=agent.agent_type,
             purpose=meta.get("purpose"),
             agent_definition_id=meta.get("agent_definition_id"),
             parent_agent_id=agent.parent_agent_id,

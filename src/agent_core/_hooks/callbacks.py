@@ -35,7 +35,7 @@ from agent_core.errors import AgentCoreError, ErrorCode, InternalError, InvalidA
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.types import events as ev
-from agent_core.types.enums import AgentRole, HookPhase
+from agent_core.types.enums import AgentRole, HookPhase, RunMode
 from agent_core.types.hooks import (
     GuardrailInput,
     GuardrailResult,
@@ -354,17 +354,21 @@ class CallbackHooks:
         return self._locks.setdefault(scope, asyncio.Lock())
 
     def _context(self, scope: RunScope, event: HookEvent) -> HookContext:
-        mode = scope.extras.get("mode")
-        if not isinstance(mode, str) or not mode:
+        named = scope.extras.get("mode")
+        if named in (RunMode.normal, RunMode.orchestrator):
+            mode = RunMode(named)
+        else:
             mode = (
-                "orchestrator" if scope.agent_role in (AgentRole.orchestrator, AgentRole.worker) else "normal"
+                RunMode.orchestrator
+                if scope.agent_role in (AgentRole.orchestrator, AgentRole.worker)
+                else RunMode.normal
             )
         return HookContext(
             event=event,
             session_id=scope.session_id,
             run_id=scope.run_id,
             agent_id=scope.agent_id,
-            agent_role=scope.agent_role.value,
+            agent_role=scope.agent_role,
             parent_agent_id=scope.parent_agent_id,
             parent_run_id=scope.parent_run_id,
             mode=mode,

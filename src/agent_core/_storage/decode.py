@@ -446,7 +446,7 @@ def run_infos(
     from their validated record."""
     purpose = agent_meta.get("purpose")
     common = {
-        "agent_type": agent.agent_type.value if agent else None,
+        "agent_type": agent.agent_type if agent else None,
         "purpose": purpose if isinstance(purpose, str) else None,
         "parent_run_id": agent.created_by_run_id if agent else None,
     }

@@ -275,7 +275,7 @@ class PermissionGate:
             run_id=requester.run_id,
             parent_agent_id=requester.parent_agent_id,
             parent_run_id=requester.parent_run_id,
-            agent_role=role.value if isinstance(role, AgentRole) else str(role),
+            agent_role=AgentRole(role),
             tool_name=tool.name,
             permission=tool.permission,
             tags=list(tool.tags),

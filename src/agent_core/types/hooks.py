@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from agent_core.types.enums import AgentRole, RunMode
 from agent_core.types.runtime import UserMessage
 from agent_core.types.tools import ToolResult
 
@@ -70,11 +71,11 @@ class HookContext:
     session_id: str
     run_id: str
     agent_id: str
-    agent_role: str
+    agent_role: AgentRole
     """``main``, ``orchestrator``, ``sub``, ``fork`` or ``worker``."""
     parent_agent_id: str | None
     parent_run_id: str | None
-    mode: str
+    mode: RunMode
     """``normal`` or ``orchestrator``."""
     project_dir: Path
     home_dir: Path

@@ -125,7 +125,7 @@ def run_info_from_record(
             run_id=run.run_id,
             session_id=run.session_id,
             agent_id=run.agent_id,
-            agent_type=agent.agent_type.value if agent else None,
+            agent_type=agent.agent_type if agent else None,
             purpose=purpose if isinstance(purpose, str) else None,
             parent_run_id=agent.created_by_run_id if agent else None,
             status=run.status,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agent_core.types.base import StrictModel
-from agent_core.types.enums import PermissionDecisionKind
+from agent_core.types.enums import AgentRole, PermissionDecisionKind
 
 
 class PermissionRequest(StrictModel):
@@ -18,7 +18,7 @@ class PermissionRequest(StrictModel):
     run_id: str
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
-    agent_role: str
+    agent_role: AgentRole
     tool_name: str
     permission: Literal["readonly", "write"]
     tags: list[str]

@@ -28,6 +28,7 @@ from agent_core.types.content import (
 )
 from agent_core.types.enums import (
     DEBUG_ONLY_EVENTS,
+    AgentType,
     EndReason,
     EventLevel,
     EventType,
@@ -287,7 +288,7 @@ class RunInfo(StrictModel):
     run_id: str
     session_id: str
     agent_id: str
-    agent_type: str | None = None
+    agent_type: AgentType | None = None
     purpose: str | None = None
     parent_run_id: str | None = None
     status: RunStatus
@@ -358,7 +359,7 @@ class ChildAgentResult(StrictModel):
 class ChildSummary(StrictModel):
     child_run_id: str
     child_agent_id: str
-    agent_type: str | None = None
+    agent_type: AgentType | None = None
     purpose: str | None = None
     status: RunStatus
     result_summary: str | None = None
@@ -389,7 +390,7 @@ class ReplayResult(StrictModel):
 
 class InspectAgent(StrictModel):
     agent_id: str
-    agent_type: str | None = None
+    agent_type: AgentType | None = None
     purpose: str | None = None
     agent_definition_id: str | None = None
     parent_agent_id: str | None = None
@@ -429,7 +430,7 @@ class SystemBlockReport(StrictModel):
 
 class SyntheticBlockReport(StrictModel):
     source_node_id: str
-    source_node_type: str
+    source_node_type: NodeType
     token_count: int
 
 
