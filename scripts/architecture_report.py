@@ -11,9 +11,10 @@
 - ``Any`` counts the name ``Any`` used in annotations and expressions of ``loop/`` and ``runtime/``.
 - **Runtime internals outside ``_api/``** (issue 35): accesses of a private attribute of ``AgentRuntime`` or
   ``RunHandle`` (``runtime._manager``, ``._config``, ``._open()`` ...) on anything but ``self``, outside
-  ``_api/``; the surfaces (``server/``, ``cli/``, ``engine/``) reading any private attribute of another
-  object (a detector's ``._last`` ...); ``server/`` and ``cli/`` importing a private module of another
-  room (they are clients of the public API; ``engine/`` is a runtime backend, counted apart).
+  ``_api/``; the surfaces (``server/``, ``cli/``, ``adapters/``, ``engine/``) reading any private attribute
+  of another object (a detector's ``._last`` ...); ``server/``, ``cli/`` and ``adapters/`` (the editor and
+  MCP-client protocol servers) importing a private module of another room (they are clients of the public
+  API; ``engine/`` is a runtime backend, counted apart).
 
 ``--strict`` exits 1 when any file-level cycle exists; ``tests/unit/test_import_cycles.py`` runs the same
 check (with TYPE_CHECKING imports) in the test suite.
@@ -134,8 +135,8 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return result
 
 
-SURFACES = ("server", "cli", "engine")
-CLIENTS = ("server", "cli")
+SURFACES = ("server", "cli", "adapters", "engine")
+CLIENTS = ("server", "cli", "adapters")
 """The surfaces that use only the public API (``engine/`` executes the loop's steps: a runtime backend)."""
 
 
@@ -288,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Any in loop/ and runtime/: {figures['any']}")
     for key, label in (
         ("runtime_private", "AgentRuntime/RunHandle private attributes read outside _api/"),
-        ("surface_private", "private attributes of other objects read in server/, cli/, engine/"),
-        ("client_imports", "private modules of other rooms imported by server/ and cli/"),
+        ("surface_private", "private attributes of other objects read in server/, cli/, adapters/, engine/"),
+        ("client_imports", "private modules of other rooms imported by server/, cli/ and adapters/"),
         ("engine_imports", "private modules of other rooms imported by engine/ (a runtime backend)"),
     ):
         sites = figures[key]

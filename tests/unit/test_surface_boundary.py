@@ -2,9 +2,10 @@
 
 ``scripts/architecture_report.py`` reads the source: no module outside ``_api/`` reads a private attribute
 of ``AgentRuntime`` / ``RunHandle`` (``runtime._manager``, ``._config``, ``._open()`` ...); ``server/``,
-``cli/`` and ``engine/`` read no private attribute of another object (a detector's ``._last`` ...);
-``server/`` and ``cli/`` import no private module of another room (``agent_core._api``, ``._runtime``,
-``._storage``, ``types._results`` ...). What they need is public API of the SDK.
+``cli/``, ``adapters/`` and ``engine/`` read no private attribute of another object (a detector's
+``._last`` ...); ``server/``, ``cli/`` and ``adapters/`` import no private module of another room
+(``agent_core._api``, ``._runtime``, ``._storage``, ``types._results`` ...). What they need is public API
+of the SDK.
 """
 
 from __future__ import annotations
@@ -63,14 +64,26 @@ def test_the_scan_finds_what_it_forbids(arch: ModuleType, tmp_path: Path) -> Non
         "    return runtime._manager, runtime._config, r._last\n",
         encoding="utf-8",
     )
+    (package / "adapters").mkdir()
+    (package / "adapters" / "acp.py").write_text(
+        "from agent_core._api.runtime import AgentRuntime\n"
+        "from agent_core.adapters._updates import Update\n"
+        "def h(run):\n"
+        "    return run._state\n",
+        encoding="utf-8",
+    )
     (package / "_tasks").mkdir()
     (package / "_tasks" / "x.py").write_text("async def g(rt):\n    await rt._open()\n", encoding="utf-8")
     trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in package.rglob("*.py")}
     found = arch.boundary(trees, src)
     assert sorted(found["runtime_private"]) == [
         "_tasks/x.py:2 rt._open",
+        "adapters/acp.py:4 run._state",
         "server/_state.py:3 runtime._config",
         "server/_state.py:3 runtime._manager",
     ]
-    assert len(found["surface_private"]) == 3  # the detector's _last too
-    assert found["client_imports"] == ["server/_state.py:1 agent_core._runtime.state"]
+    assert len(found["surface_private"]) == 4  # the detector's _last too
+    assert sorted(found["client_imports"]) == [
+        "adapters/acp.py:1 agent_core._api.runtime",  # an adapter's own private modules are its own
+        "server/_state.py:1 agent_core._runtime.state",
+    ]
