@@ -51,6 +51,7 @@ from agent_core.types.runtime import AgentDefinition, Node
 
 if TYPE_CHECKING:
     from agent_core._memory import MemoryService
+    from agent_core.tools.files import FileAccess
     from agent_core.jobs import JobManager
 
 log = logging.getLogger("agent_core._runtime")
@@ -99,6 +100,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
+    file_access: FileAccess | None = None,
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -115,7 +117,9 @@ async def open_services(
         settings = config.settings
         # static definitions; the implementations are imported on the first call (cold start)
         tools.register_adapter(
-            LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            LazyToolAdapter(
+                code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor, file_access)
+            ),
             internal=True,
         )
         skills = SkillCatalog(config.home)
@@ -212,10 +216,10 @@ async def open_services(
         raise
 
 
-def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
+def _code_tools(settings: Settings, redactor: Redactor, file_access: FileAccess | None) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
-    return CodeToolsAdapter(settings, redactor=redactor)
+    return CodeToolsAdapter(settings, redactor=redactor, file_access=file_access)
 
 
 def _skill_tool(skills: SkillCatalog) -> ToolAdapter:

@@ -108,7 +108,8 @@ class RunManager:
         self.sessions[session_id] = state
         return state
 
-    async def _new_session(self, mode: RunMode) -> SessionState:
+    async def new_session(self, mode: RunMode) -> SessionState:
+        """Creates and registers an empty session (its root agent idle, no run)."""
         storage = self.services.storage
         now = format_ts()
         while True:
@@ -179,7 +180,7 @@ class RunManager:
         else:
             if mode == RunMode.orchestrator and self.features.tasks is not None:
                 await self.features.tasks.check()
-            session = await self._new_session(mode)
+            session = await self.new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
             return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
 
