@@ -51,8 +51,8 @@ from agent_core.types.runtime import AgentDefinition, Node
 
 if TYPE_CHECKING:
     from agent_core._memory import MemoryService
-    from agent_core.tools.files import FileAccess
     from agent_core.jobs import JobManager
+    from agent_core.tools.files import FileAccess
 
 log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]

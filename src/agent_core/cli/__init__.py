@@ -1,5 +1,8 @@
 """The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
 
+``soong-agent acp [--path <dir>]`` serves the Agent Client Protocol on stdio and ``soong-agent mcp-server
+[--path <dir>] [--http]`` serves MCP (``agent_core.cli._acp``, ``agent_core.cli._mcp_server``).
+
 ``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
 
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
@@ -201,6 +204,21 @@ def _add_chat(sub: Any) -> None:
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")
 
 
+def _add_acp(sub: Any) -> None:
+    acp = sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdin/stdout (for editors such as Zed)",
+        description="Runs soong-agent as an ACP agent: an editor starts this command and speaks JSON-RPC "
+        "on its stdin/stdout (sessions, prompts, tool calls with diffs, permission requests, the editor's "
+        "file buffers). Needs the acp extra: pip install 'soong-agent[acp]'.",
+    )
+    acp.add_argument(
+        "--path", help="project directory for every session (default: the cwd each session names)"
+    )
+    acp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    acp.set_defaults(handler="agent_core.cli._acp:acp_command")
+
+
 def _add_audit(sub: Any) -> None:
     audit = sub.add_parser(
         "audit",
@@ -258,6 +276,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "chat": _add_chat,
     "serve": _add_serve,
+    "acp": _add_acp,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,
