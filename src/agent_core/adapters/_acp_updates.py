@@ -131,6 +131,7 @@ class TurnUpdates:
         self._calls: dict[str, _Call] = {}
         self._index: dict[tuple[str | None, int], str] = {}
         self._streamed = ""
+        self._window: int | None = None
         self.error: str | None = None
 
     def call_display(self, tool_call_id: str, tool_name: str, summary: str = "") -> CallDisplay:
@@ -179,12 +180,17 @@ class TurnUpdates:
                 return []
             entries = [plan_entry(content, status=status) for content, status in self.board.entries()]
             return [update_plan(entries)]
-        if kind == "model_progress" and root and p.get("phase") == "done":
-            window, prompt = p.get("context_window"), p.get("prompt_tokens")
-            if isinstance(window, int) and window > 0 and isinstance(prompt, int):
-                output = p.get("output_tokens")
+        if kind == "model_progress" and root:
+            if isinstance(p.get("context_window"), int):  # sent with the "waiting" phase
+                self._window = p["context_window"]
+            prompt, output = p.get("prompt_tokens"), p.get("output_tokens")
+            if p.get("phase") == "done" and self._window and isinstance(prompt, int):
                 used = prompt + (output if isinstance(output, int) else 0)
-                return [UsageUpdate(session_update="usage_update", used=min(used, window), size=window)]
+                return [
+                    UsageUpdate(
+                        session_update="usage_update", used=min(used, self._window), size=self._window
+                    )
+                ]
             return []
         if kind == "error" and root:
             self.error = error_text(p)

@@ -1,7 +1,7 @@
 """How a tool call is shown outside the runtime (an editor's tool card, an MCP progress line): pure.
 
 :func:`describe_call` gives a call's one-line title, its ACP tool kind and the file locations it touches,
-from the tool name and its (possibly partial) arguments; paths are shown as given and located relative to
+from the tool name and its arguments (``None`` while they are not known yet); paths are shown as given and located relative to
 the project. Unknown tools keep their name and the runtime's argument summary.
 """
 
@@ -54,8 +54,10 @@ def _cut(text: str, limit: int = TITLE_LIMIT) -> str:
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The JSON object of a streamed tool call's arguments, ``None`` when it is not one (yet)."""
+    if not raw.strip():
+        return None
     try:
-        value = json.loads(raw) if raw.strip() else {}
+        value = json.loads(raw)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -77,6 +79,9 @@ def describe_call(
     kind: ToolKindName = _KINDS.get(tool_name, "think" if tool_name.startswith("agent.") else "other")
     path = args.get("path")
     if tool_name in _VERBS:
+        if arguments is None:  # not streamed yet
+            noun = "directory" if tool_name == "code.list_dir" else "file"
+            return CallDisplay(f"{_VERBS[tool_name]} {noun}", kind, [])
         shown = path if isinstance(path, str) and path else "."
         line = args.get("start_line") if tool_name == "code.read_file" else None
         return CallDisplay(_cut(f"{_VERBS[tool_name]} {shown}"), kind, _located(project, shown, line))

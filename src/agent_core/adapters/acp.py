@@ -181,11 +181,17 @@ class SoongAcpAgent:
     """The ACP agent (the SDK's ``acp.Agent`` protocol); see the module docstring.
 
     ``project_dir`` pins every session to one project (``--path``); ``runtime_factory`` builds a project's
-    runtime (tests and embedding applications). Call :meth:`close` when the connection ends."""
+    runtime (tests and embedding applications); ``mode`` is the mode of new sessions (``--orchestrator``:
+    the Task board and workers; a loaded session keeps its own). Call :meth:`close` when the connection ends."""
 
     def __init__(
-        self, project_dir: str | Path | None = None, runtime_factory: RuntimeFactory | None = None
+        self,
+        project_dir: str | Path | None = None,
+        runtime_factory: RuntimeFactory | None = None,
+        *,
+        mode: Literal["normal", "orchestrator"] = "normal",
     ) -> None:
+        self.mode: Literal["normal", "orchestrator"] = mode
         self._pinned = Path(project_dir) if project_dir is not None else None
         self._factory = runtime_factory or _default_runtime
         self._runtimes: dict[Path, AgentRuntime] = {}
@@ -285,10 +291,10 @@ class SoongAcpAgent:
         self._warn_mcp(mcp_servers)
         runtime = await self.runtime_for(cwd)
         try:
-            session_id = await runtime.create_session()
+            session_id = await runtime.create_session(self.mode)
         except AgentCoreError as exc:
             raise _request_error(exc) from exc
-        self.sessions[session_id] = _Session(session_id, runtime, "normal")
+        self.sessions[session_id] = _Session(session_id, runtime, self.mode)
         return NewSessionResponse(session_id=session_id)
 
     async def load_session(

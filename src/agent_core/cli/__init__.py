@@ -215,6 +215,11 @@ def _add_acp(sub: Any) -> None:
     acp.add_argument(
         "--path", help="project directory for every session (default: the cwd each session names)"
     )
+    acp.add_argument(
+        "--orchestrator",
+        action="store_true",
+        help="new sessions run in orchestrator mode (Task board and workers; shown as the editor's plan)",
+    )
     acp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
     acp.set_defaults(handler="agent_core.cli._acp:acp_command")
 

@@ -36,7 +36,7 @@ async def acp_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         return EXIT_FAILED
     from agent_core.errors import AgentCoreError
 
-    agent = SoongAcpAgent(project_dir=args.path)
+    agent = SoongAcpAgent(project_dir=args.path, mode="orchestrator" if args.orchestrator else "normal")
     if args.path is not None:
         try:
             await agent.open_pinned()
