@@ -224,6 +224,33 @@ def _add_acp(sub: Any) -> None:
     acp.set_defaults(handler="agent_core.cli._acp:acp_command")
 
 
+def _add_mcp_server(sub: Any) -> None:
+    mcp = sub.add_parser(
+        "mcp-server",
+        help="serve soong-agent as an MCP server (stdio, or streamable HTTP on 127.0.0.1)",
+        description="Exposes the project's agent to MCP clients: tools run(message, session_id?), "
+        "list_sessions and get_session(session_id), and every session's transcript as a resource. "
+        "Permission requests are asked through MCP elicitation when the client supports it, else denied.",
+    )
+    mcp.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    mcp.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (needs a bearer token)",
+    )
+    mcp.add_argument(
+        "--port", type=_port, default=8766, help="TCP port with --http (default 8766; 0 picks one)"
+    )
+    mcp.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --http: read the bearer token from PATH (mode 0600; or set $SOONG_AGENT_MCP_TOKEN; "
+        "default: generated and printed)",
+    )
+    mcp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    mcp.set_defaults(handler="agent_core.cli._mcp_server:mcp_server_command")
+
+
 def _add_audit(sub: Any) -> None:
     audit = sub.add_parser(
         "audit",
@@ -282,6 +309,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "chat": _add_chat,
     "serve": _add_serve,
     "acp": _add_acp,
+    "mcp-server": _add_mcp_server,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,
