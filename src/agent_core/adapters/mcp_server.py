@@ -47,7 +47,6 @@ from mcp.server.session import ServerSession
 from pydantic import AnyUrl
 
 from agent_core import AgentCoreError, AgentRuntime, RunHandle
-from agent_core.adapters._tool_display import describe_call
 from agent_core.adapters._transcript import transcript_markdown, transcript_messages
 from agent_core.permissions import DEFER, PermissionDeferral
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
@@ -320,10 +319,7 @@ class SoongMcpServer:
             await progress.flush()
         elif kind == "tool_started":
             await progress.flush()
-            shown = describe_call(
-                str(p.get("tool_name")), None, self.runtime.project_dir, str(p.get("args_summary", ""))
-            )
-            await progress.note(f"[tool] {shown.title}")
+            await progress.note(f"[tool] {p.get('tool_name')} {p.get('args_summary') or ''}".rstrip())
         elif kind in ("tool_failed", "tool_denied"):
             why = p.get("reason") or (p.get("error") or {}).get("message") or kind
             await progress.note(
