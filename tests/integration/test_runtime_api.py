@@ -179,7 +179,8 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status)
+    teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams)
     assert EventType("run_completed") == "run_completed"
 
 

@@ -9,7 +9,7 @@ is opened), then opens SQLite, verifies the packaged assets and wires the regist
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,9 +36,11 @@ from agent_core.types.tools import ToolDefinition
 if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
-    from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.tools.files import FileAccess
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types.inbox import InboxDelivery, InboxEntry
+    from agent_core.types.team import TeamEvent, TeammateView
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -262,6 +264,67 @@ class AgentRuntime:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
 
+    # ---- the inbox (docs/teams.md) --------------------------------------------------------------
+    async def deliver(
+        self,
+        session_id: str,
+        agent_id: str | None,
+        entry: InboxEntry | Mapping[str, Any],
+        *,
+        wake: bool = True,
+    ) -> InboxDelivery:
+        """Delivers ``entry`` to the inbox of ``agent_id`` (``None``: the session's root agent).
+
+        ``entry`` is an :class:`~agent_core.types.inbox.InboxEntry` or a mapping with ``kind``
+        (``message``, ``request``, ``response``, ``job_result``, ``schedule``, ``channel``), ``from``,
+        ``content`` and optionally ``request_id`` and ``metadata``. A live run of the agent reads it before
+        its next model step as part of one ``<inbox>`` note; an idle session root agent is woken with a
+        run for it (``wake=False``: it waits for the next run). Overflow of ``[agents]
+        inbox_max_entries`` is a ``validation_error`` and nothing is stored.
+        """
+        manager = await self._open()
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        delivery = await self._features().inbox.deliver(session_id, agent_id, entry, wake=wake)
+        assert delivery is not None  # no guard: always delivered or raised
+        return delivery
+
+    async def team(self, session_id: str) -> list[TeammateView]:
+        """The teammates of the team ``session_id`` belongs to (as its lead, or as a teammate), oldest
+        first: name, ids, state (``working`` / ``idle`` / ``stopped``) and unread inbox entries. Empty when
+        teams are off (``[agents] max_teammates_per_session = 0``)."""
+        manager = await self._open()
+        await manager.get_session(session_id)  # unknown -> validation_error
+        team = self._features().team
+        return await team.views(session_id) if team is not None else []
+
+    async def watch_team(self, session_id: str) -> AsyncIterator[TeamEvent]:
+        """The live events of the runs of ``session_id``'s teammates in this runtime, each tagged with the
+        teammate's name, from now on (a surface shows their activity under their names); the lead's own
+        runs its inbox woke come as ``"lead"``. Ends when the runtime closes."""
+        await self._open()
+        team = self._features().team
+        if team is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                "teams are off: set [agents] max_teammates_per_session to a positive number",
+                details={"config_key": "agents.max_teammates_per_session"},
+            )
+        async for item in team.watch(session_id):
+            yield item
+
+    def run_handle(self, run_id: str) -> RunHandle:
+        """The handle of a root run this runtime started (a wake-up run of a delivery, a teammate's run)
+        that is live or ended recently; ``validation_error`` when it is not known here."""
+        state = self._manager_or_raise().root_run(run_id)
+        if state is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"run {run_id!r} is not a live or recent root run of this runtime",
+                details={"run_id": run_id},
+            )
+        return RunHandle(self, state)
+
     async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
         """Every configured worker pool (config order) with its validity and its workers' state: in
         ``session_id`` when given, else in any session (``agent_core._orchestrator.views``)."""
@@ -372,8 +435,8 @@ class AgentRuntime:
 
             runtime = self
 
-            async def start_run(schedule: Schedule) -> RunHandle:
-                return await runtime._start_scheduled(schedule)
+            async def start_run(schedule: Schedule) -> Delivered:
+                return await runtime._deliver_scheduled(schedule)
 
             self._scheduler = SchedulerService(
                 ScheduleStore(self._storage),
@@ -422,13 +485,34 @@ class AgentRuntime:
         store = await self._schedule_store()
         await store.remove(schedule_id)
 
-    async def _start_scheduled(self, schedule: Schedule) -> RunHandle:
-        mode: Literal["normal", "orchestrator"] = "normal"
+    async def _deliver_scheduled(self, schedule: Schedule) -> Delivered:
+        """A firing: the schedule's message as a ``schedule`` inbox entry of its session (a new session
+        when it names none), which wakes it."""
+        from agent_core.schedules import Delivered
+
+        manager = await self._open()
+        if manager.features.engine is not None:  # no wake-up runs there: the firing is a user message
+            message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
+            mode: Literal["normal", "orchestrator"] = "normal"
+            if schedule.session_id is not None:
+                session = await manager.get_session(schedule.session_id)
+                mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
+            handle = await self.start(message, session_id=schedule.session_id, mode=mode)
+            return Delivered(session_id=handle.session_id, entry_id="", run=handle)
         if schedule.session_id is not None:
-            session = await self._manager_or_raise().get_session(schedule.session_id)
-            mode = "orchestrator" if session.mode == RunMode.orchestrator else "normal"
-        message = UserMessage(content=schedule.message, metadata={"schedule_id": schedule.schedule_id})
-        return await self.start(message, session_id=schedule.session_id, mode=mode)
+            session_id = (await manager.get_session(schedule.session_id)).session_id
+        else:
+            session_id = (await manager.new_session(RunMode.normal)).session_id
+        entry = {
+            "kind": "schedule",
+            "from": f"schedule:{schedule.schedule_id}",
+            "content": schedule.message,
+            "metadata": {"schedule_id": schedule.schedule_id},
+        }
+        delivery = await self.deliver(session_id, None, entry)
+        state = manager.root_run(delivery.run_id) if delivery.run_id else None
+        run = RunHandle(self, state) if state is not None else None
+        return Delivered(session_id=session_id, entry_id=delivery.entry.entry_id or "", run=run)
 
     def _manager_or_raise(self) -> RunManager:
         if self._manager is None:

@@ -22,6 +22,7 @@ from agent_core._context.instructions import (
 from agent_core._context.prompt import DynamicSource
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._inbox.service import Inbox
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._redaction import Redactor, dsn_secrets
@@ -50,6 +51,7 @@ from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import AgentDefinition, Node
 
 if TYPE_CHECKING:
+    from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
     from agent_core.tools.files import FileAccess
@@ -68,6 +70,8 @@ class OpenRuntime:
     compaction: CompactionService
     memory: MemoryService | None
     jobs: JobManager | None
+    inbox: Inbox
+    team: Team | None
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
@@ -162,9 +166,15 @@ async def open_services(
             mcp=mcp,
         )
         manager = RunManager(services)
+        inbox = Inbox(manager)  # the one delivery path of teammates, background jobs and schedules
         # the install order is this code: the agents before the orchestrator that dispatches workers
         agents = install_agents(manager, code_definitions)
         tasks = install_tasks(manager, agents)
+        team = None
+        if settings.agents.max_teammates_per_session > 0:  # teams (docs/teams.md): off by default
+            from agent_core._agents.team_tools import install as install_team
+
+            team = install_team(manager, inbox, agents, tasks)
         memory = None
         if settings.memory.enabled:
             from agent_core._memory import install as install_memory
@@ -175,7 +185,7 @@ async def open_services(
         if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
             from agent_core.jobs import install as install_jobs
 
-            jobs = install_jobs(manager)
+            jobs = install_jobs(manager, inbox)
         engine = None
         if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
             from agent_core.engine.temporal._client import install as install_temporal
@@ -195,6 +205,8 @@ async def open_services(
             jobs=jobs,
             telemetry=telemetry,
             engine=engine,
+            inbox=inbox,
+            team=team,
         )
         return OpenRuntime(
             manager=manager,
@@ -203,6 +215,8 @@ async def open_services(
             compaction=compaction,
             memory=memory,
             jobs=jobs,
+            inbox=inbox,
+            team=team,
         )
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry

@@ -140,6 +140,10 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return _interrupted(spec, EndReason.aborted_streaming)
     if state.final is None and state.turns >= spec.max_turns:
         return LoopOutcome(RunStatus.failed, EndReason.max_turns)
+    if spec.inbox is not None and state.final is None:  # entries delivered meanwhile: one tail note
+        ended = await spec.inbox.before_model_step(state.turns)
+        if ended is not None:
+            return ended
     if state.final is None and spec.limits is not None:
         state.final = await _breach(spec, spec.limits.before_model_call())
     request = await _build_request(spec, state, final=state.final is not None)

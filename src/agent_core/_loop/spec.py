@@ -14,6 +14,7 @@ from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits
 from agent_core._loop._output import OutputPolicy
+from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._redaction import Redactor
 from agent_core.providers.base import ProviderAdapter
@@ -31,6 +32,16 @@ class TurnExecutor(Protocol):
     async def execute_turn(
         self, calls: list[ToolCall], scope: RunScope, sink: ToolRunSink
     ) -> TurnOutcome: ...
+
+
+class InboxHook(Protocol):
+    """The run's inbox (``agent_core._inbox``): drained into one tail note before each model step."""
+
+    async def before_model_step(self, turns: int) -> LoopOutcome | None:
+        """Writes the agent's unread inbox entries as one ``<inbox>`` note (``turns`` model calls so far);
+        an outcome ends the run instead of another model call (a wake-up run found nothing to read, a
+        teammate was asked to shut down)."""
+        ...
 
 
 class PromptSource(Protocol):
@@ -99,6 +110,8 @@ class LoopSpec:
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
     cache_watch: CacheWatch | None = None
     """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
+    inbox: InboxHook | None = None
+    """The agent's inbox, drained before every model step (``None``: the run reads no inbox)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:

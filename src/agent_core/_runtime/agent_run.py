@@ -85,15 +85,17 @@ def prompt_cache_key(session_id: str, agent_id: str) -> str:
 def run_limits(
     state: RunState, model: ResolvedModelConfig, settings: Settings, *, enforce: bool
 ) -> RunLimits:
-    """The run's limits: a root run opens the tree's :class:`Budget`; a child run shares its root's."""
+    """The run's limits: a root run opens the tree's :class:`Budget` (or spends the one set on it before:
+    a teammate's root run spends its lead's); a child run shares its root's."""
     ancestor = state.parent
     while ancestor is not None and ancestor.budget is None:
         ancestor = ancestor.parent
-    budget = (
-        ancestor.budget
-        if ancestor is not None and ancestor.budget is not None
-        else Budget(LimitConfig.from_section(settings.limits))
-    )
+    if ancestor is not None and ancestor.budget is not None:
+        budget = ancestor.budget
+    elif state.parent is None and state.budget is not None:  # a teammate's run: its lead's budget
+        budget = state.budget
+    else:
+        budget = Budget(LimitConfig.from_section(settings.limits))
     state.budget = budget
     prices = Prices.for_model(model)
     return RunLimits(budget=budget, prices=prices, enforce=enforce)
@@ -277,6 +279,7 @@ async def prepare_agent_loop(
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
         cache_watch=spec.cursor.cache_watch,
+        inbox=features.inbox.hook_for(state, spec.effective) if features.inbox is not None else None,
     )
 
 

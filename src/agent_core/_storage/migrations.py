@@ -20,6 +20,7 @@ from agent_core._storage.schema import (
     GLOBAL_TABLES_V1,
     SCHEDULES_V4,
     SCHEMA_MIGRATIONS_DDL,
+    TEAMS_V6,
     TOOL_CLAIMS_V5,
 )
 from agent_core.errors import ErrorCode, StorageError
@@ -46,6 +47,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
     Migration(5, "tool call claims, tool plans and stopped step attempts (temporal engine)", TOOL_CLAIMS_V5),
+    Migration(6, "inbox entries, teammates and team requests", TEAMS_V6),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 

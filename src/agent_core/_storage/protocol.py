@@ -17,6 +17,9 @@ Contracts every backend keeps:
 - :meth:`write` runs a synchronous operation on a :class:`~agent_core._storage.writer.Txn` whose SQL uses
   ``?`` placeholders and portable SQL (every global table has an insertion-ordered ``rowid``); feature
   stores (approvals, background jobs, schedules) are written this way and run on every backend.
+- The inbox (:mod:`agent_core._storage.inbox`): a delivery is one transaction bounded by the recipient's
+  unread count; an entry is acknowledged in the transaction of the node that carries it
+  (``append(..., inbox_ack=...)``), exactly once.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent_core._redaction import Redactor
 from agent_core._storage.drafts import AppendResult, EventDraft, NodeDraft, Tip, Unset
+from agent_core._storage.inbox import InboxAck, StoredEntry
 from agent_core._storage.writer import Txn
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
 
@@ -51,6 +56,11 @@ class SessionStore(Protocol):
 
     @property
     def is_open(self) -> bool: ...
+
+    @property
+    def ROW_LOCK(self) -> str:
+        """Appended to a ``SELECT`` of a row its write transaction then changes (``" FOR UPDATE"`` on
+        PostgreSQL; empty on SQLite, whose write transactions are serialised already)."""
 
     @property
     def redactor(self) -> Redactor: ...
@@ -115,8 +125,34 @@ class SessionStore(Protocol):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> AppendResult:
-        """Nodes + events (+ active node, run/agent update, metadata merge) in one transaction."""
+        """Nodes + events (+ active node, run/agent update, metadata merge, inbox acknowledgement) in one
+        transaction."""
+
+    async def deliver_inbox(
+        self,
+        session_id: str,
+        agent_id: str,
+        entries: Sequence[InboxEntry],
+        *,
+        max_entries: int,
+        guard: Callable[[Txn], bool] | None = None,
+    ) -> int | None:
+        """Stores complete inbox entries for one agent (one transaction, bounded by ``max_entries`` unread
+        ones: ``validation_error`` and nothing stored); the unread count after, ``None`` if ``guard``
+        refused."""
+
+    async def pending_inbox(
+        self, session_id: str, agent_id: str, limit: int | None = None
+    ) -> list[StoredEntry]:
+        """Unread entries of one agent, oldest first."""
+
+    async def inbox_depths(self, session_id: str) -> dict[str, int]:
+        """Unread entry count per agent of the session."""
+
+    async def list_inbox(self, session_id: str, agent_id: str | None = None) -> list[StoredEntry]:
+        """Every entry (read or not) of the session or of one agent, oldest first."""
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
 

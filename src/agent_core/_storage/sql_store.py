@@ -44,6 +44,7 @@ from agent_core._storage.columns import (
 )
 from agent_core._storage.decode import events_from_rows, in_seq_order, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
+from agent_core._storage.inbox import InboxAck, InboxTables, ack_entries
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
 from agent_core._storage.writer import Txn, TxnQueue
@@ -79,7 +80,7 @@ def _ends_run(fields: dict[str, Any]) -> bool:
 _TERMINAL_RUN_STATUS_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
 
 
-class SqlSessionStore(ABC):
+class SqlSessionStore(InboxTables, ABC):
     """The portable part of a session store; a backend subclass connects it (see the module docstring)."""
 
     BACKEND = ""
@@ -290,8 +291,9 @@ class SqlSessionStore(ABC):
                 artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
             )
             txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            for table in ("tool_turns", "tool_call_claims", "stopped_attempts"):
+            for table in ("tool_turns", "tool_call_claims", "stopped_attempts", "inbox_entries", "teammates"):
                 txn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            txn.execute("DELETE FROM team_requests WHERE lead_session_id = ?", (session_id,))
             for statement in sql.drop:
                 txn.execute(statement)
 
@@ -327,6 +329,7 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> AppendResult:
         """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
 
@@ -335,6 +338,8 @@ class SqlSessionStore(ABC):
         last node written. On failure nothing is stored and no counter moves. ``session_metadata``
         merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
         same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
+        ``inbox_ack`` acknowledges inbox entries carried by one of ``nodes`` in the same transaction
+        (:func:`agent_core._storage.inbox.ack_entries`: an entry no longer pending fails the whole write).
         """
         return await self._queue().submit(
             self._append_op(
@@ -346,6 +351,7 @@ class SqlSessionStore(ABC):
                 agent_update=agent_update,
                 tip=tip,
                 session_metadata=session_metadata,
+                inbox_ack=inbox_ack,
             )
         )
 
@@ -374,8 +380,11 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> Callable[[Txn], AppendResult]:
         """The prepared write operation of :meth:`append` (drafts redacted and encoded here)."""
+        if inbox_ack is not None and inbox_ack.node_id not in {d.node_id for d in nodes}:
+            raise invalid("inbox_ack must name a node written by the same append")
         sql = self._caches.session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
@@ -451,6 +460,8 @@ class SqlSessionStore(ABC):
                     raise invalid(f"unknown {what}")
             if meta_updates:
                 merge_session_metadata(txn, session_id, meta_updates, now)
+            if inbox_ack is not None:
+                ack_entries(txn, session_id, inbox_ack)
             loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:

@@ -304,6 +304,10 @@ class AgentsSection(StrictModel):
     worker_pools: list[WorkerPool] = Field(default_factory=empty_list)
     worker_isolation: Literal["shared", "worktree"] = "shared"
     """``worktree``: each dispatched worker runs in its own git worktree and branch (surfaces.md §6)."""
+    inbox_max_entries: int = Field(default=100, ge=1)
+    """Unread entries one agent's inbox holds; a delivery beyond it is refused (an error to the sender)."""
+    max_teammates_per_session: int = Field(default=0, ge=0)
+    """Teammates a lead session may have at once (``agent.team_*`` tools); ``0`` turns teams off."""
 
     @field_validator("worker_pools")
     @classmethod

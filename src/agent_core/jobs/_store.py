@@ -1,7 +1,8 @@
 """The ``background_jobs`` table (migration 3): one row per offloaded tool call (surfaces.md §6).
 
 ``status`` is ``running``, ``completed``, ``failed`` or ``cancelled``; ``delivered`` says whether the
-session has been told the outcome (a ``<system_note>`` message). Every write is one transaction.
+outcome reached the session's inbox (set in the delivery's own transaction, so it is delivered once).
+Every write is one transaction.
 """
 
 from __future__ import annotations
@@ -136,29 +137,13 @@ class JobStore:
         await db.write(op)
         return [r.model_copy(update={"status": "failed", "error": json.loads(error)}) for r in stale]
 
-    async def take_undelivered(self, session_id: str) -> list[JobRecord]:
-        """Terminal, not yet delivered jobs of a session, marked delivered in the same transaction."""
-        db = await self._db()
-
-        def op(txn: Txn) -> list[Any]:
-            rows = txn.fetchall(
-                f"{_SELECT} WHERE session_id = ? AND delivered = 0 AND status != 'running' "
-                "ORDER BY updated_at, rowid",
-                (session_id,),
-            )
-            for row in rows:
-                txn.execute("UPDATE background_jobs SET delivered = 1 WHERE job_id = ?", (row[0],))
-            return rows
-
-        return [_record(r) for r in await db.write(op)]
-
-    async def mark_delivered(self, job_id: str) -> bool:
-        def op(txn: Txn) -> int:
-            return txn.execute(
-                "UPDATE background_jobs SET delivered = 1 WHERE job_id = ? AND delivered = 0", (job_id,)
-            )
-
-        return await (await self._db()).write(op) > 0
+    async def undelivered(self, session_id: str) -> list[JobRecord]:
+        """Terminal jobs of a session whose outcome was not delivered yet (oldest first)."""
+        rows = await (await self._db()).query(
+            f"{_SELECT} WHERE session_id = ? AND delivered = 0 AND status != 'running' ORDER BY updated_at, rowid",
+            (session_id,),
+        )
+        return [_record(r) for r in rows]
 
     async def get(self, job_id: str) -> JobRecord | None:
         rows = await (await self._db()).query(f"{_SELECT} WHERE job_id = ?", (job_id,))
