@@ -11,11 +11,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
 
 from tests.fixtures.adapter_model import AdapterModel
 from tests.fixtures.cli import cli_command, cli_env
@@ -226,3 +228,33 @@ def test_http_token_rules_are_those_of_serve(soong_env: SoongEnv, tmp_path: Path
     assert result.exit_code == 2 and "chmod 600" in result.stderr, result
     result = run_cli(["mcp-server", "--http", "--token", "abc"])  # no token option: this names a file
     assert result.exit_code == 2 and "cannot read --token-file abc" in result.stderr, result
+
+
+async def test_cancelling_the_run_request_cancels_the_run(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    use_model(soong_env, scripted_ollama)
+    started = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    async with stdio_session(soong_env) as session:
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                with pytest.raises(McpError, match="cancelled"):
+                    await session.call_tool("run", {"message": "slow 100"}, progress_callback=on_progress)
+
+            group.start_soon(call)
+            with anyio.fail_after(30):
+                await started.wait()
+            # the client's requests are numbered from 0: initialize was 0, this tools/call is 1
+            cancel = types.CancelledNotification(params=types.CancelledNotificationParams(requestId=1))
+            await session.send_notification(types.ClientNotification(cancel))
+            with anyio.fail_after(30):
+                while True:
+                    listed = structured(await session.call_tool("list_sessions", {}))["sessions"]
+                    if listed and listed[0]["status"] == "cancelled":
+                        break
+                    await anyio.sleep(0.1)

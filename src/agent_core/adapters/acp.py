@@ -64,7 +64,6 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallUpdate,
     Usage,
-    UsageUpdate,
 )
 
 from agent_core import AgentCoreError, AgentRuntime, RunHandle, TextBlock, UserMessage
@@ -319,11 +318,6 @@ class SoongAcpAgent:
         if session.board:
             entries = [acp.plan_entry(text, status=status) for text, status in session.board.entries()]
             await self.send(session_id, [acp.update_plan(entries)])
-        if replay.usage is not None and replay.usage.cost_usd is not None:
-            cost = acp.schema.Cost(amount=replay.usage.cost_usd, currency="USD")
-            await self.send(
-                session_id, [UsageUpdate(session_update="usage_update", used=0, size=0, cost=cost)]
-            )
         return LoadSessionResponse()
 
     async def list_sessions(

@@ -18,11 +18,14 @@ import contextlib
 import os
 import secrets
 import signal
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._serve import TokenFileError, _bind, read_token_file
 from agent_core.cli._terminal import Output, error_text
+
+if TYPE_CHECKING:
+    from agent_core.adapters.mcp_server import SoongMcpServer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TOKEN_ENV = "SOONG_AGENT_MCP_TOKEN"
@@ -39,10 +42,11 @@ async def mcp_server_command(args: argparse.Namespace, out: Output, err: Output,
             err.write(f"soong-agent: error: {exc}\n")
             return EXIT_USAGE
     generated = args.http and not token
-    token = token or secrets.token_urlsafe(24)
-    from agent_core._redaction import register_secret
+    if args.http:
+        token = token or secrets.token_urlsafe(24)
+        from agent_core._redaction import register_secret
 
-    register_secret(token)  # a command printing it reaches neither the model nor storage nor the logs
+        register_secret(token)  # a command printing it reaches neither the model nor storage nor the logs
     from agent_core.adapters.mcp_server import SoongMcpServer
     from agent_core.errors import AgentCoreError
 
@@ -89,13 +93,18 @@ async def _serve_until_stopped(
 
 
 async def _serve_http(
-    server: object, port: int, token: str, generated: bool, out: Output, err: Output, stopped_by: list[str]
+    server: SoongMcpServer,
+    port: int,
+    token: str,
+    generated: bool,
+    out: Output,
+    err: Output,
+    stopped_by: list[str],
 ) -> int:
     import uvicorn
 
-    from agent_core.adapters.mcp_server import SoongMcpServer, http_app
+    from agent_core.adapters.mcp_server import http_app
 
-    assert isinstance(server, SoongMcpServer)
     try:
         sock = _bind(HOST, port)
     except OSError as exc:
