@@ -27,7 +27,12 @@ from agent_core.providers.base import ProviderFactory
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.tools.registry import ToolHandler, ToolRegistry
 from agent_core.types.enums import RunMode
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import (
+    PermissionDecision,
+    PermissionMode,
+    PermissionRequest,
+    UserQuestion,
+)
 from agent_core.types.runtime import AgentDefinition, InspectResult, Node, ReplayResult, UserMessage
 from agent_core.types.tools import ToolDefinition
 
@@ -39,6 +44,8 @@ if TYPE_CHECKING:
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+QuestionCallback = Callable[[UserQuestion], Awaitable[str | PermissionDeferral]]
+"""Answers ``internal.ask_user`` questions: the answer text, or ``DEFER`` (then ``answer_question``)."""
 
 
 class AgentRuntime:
@@ -54,6 +61,7 @@ class AgentRuntime:
         provider_registry: ProviderRegistry | None = None,
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
+        question_callback: QuestionCallback | None = None,
     ) -> None:
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
@@ -62,6 +70,7 @@ class AgentRuntime:
             session_db_path=session_db_path,
         )
         self._permission_callback = permission_callback
+        self._question_callback = question_callback
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
@@ -109,6 +118,7 @@ class AgentRuntime:
                     permission_callback=self._permission_callback,
                     debug=self._debug,
                     code_definitions=self._code_definitions,
+                    question_callback=self._question_callback,
                 )
                 self._manager = self._opened.manager
             return self._manager
@@ -157,14 +167,21 @@ class AgentRuntime:
         mode: Literal["normal", "orchestrator"] = "normal",
         output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
+        permission_mode: PermissionMode | None = None,
     ) -> RunHandle:
         """Starts (or queues) a run and returns its handle without waiting for completion.
 
         With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
         against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
         run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+
+        ``permission_mode`` (``default``, ``accept_edits``, ``plan``, ``dont_ask``, ``bypass``) decides
+        this run's permission requests and those of its child runs (``None``: ``[permissions] mode``);
+        each run may use another mode. ``bypass`` is refused (``validation_error``) unless
+        ``[tools] sandbox = "bwrap"``.
         """
         manager = await self._open()
+        mode_of_run = self._permission_mode(permission_mode)
         if isinstance(message, str):
             try:
                 message = UserMessage(content=message)
@@ -197,8 +214,31 @@ class AgentRuntime:
             run_mode,
             output_schema=schema,
             output_retries=output_retries if schema else None,
+            permission_mode=mode_of_run,
         )
         return RunHandle(self, state)
+
+    def _permission_mode(self, value: object) -> PermissionMode:
+        """A run's permission mode: ``value`` checked, else ``[permissions] mode``."""
+        from agent_core.permissions._modes import check_mode
+
+        settings = self._config.settings
+        if value is None:
+            return settings.permissions.mode
+        try:
+            mode = check_mode(value)
+        except ValueError as exc:
+            raise AgentCoreError(
+                ErrorCode.validation_error, str(exc), details={"argument": "permission_mode"}
+            ) from exc
+        if mode == "bypass" and settings.tools.sandbox != "bwrap":
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                'permission mode "bypass" needs the command sandbox: set [tools] sandbox = "bwrap" in '
+                f"{self._config.config_path} (or choose another mode)",
+                details={"argument": "permission_mode", "config_key": "tools.sandbox"},
+            )
+        return mode
 
     async def _cancel_run(self, state: RunState) -> CancelResult:
         if self._manager is None:
@@ -236,6 +276,15 @@ class AgentRuntime:
             except ValidationError as exc:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
+
+    async def answer_question(self, request_id: str, answer: str) -> None:
+        """Answers a question the model asked with ``internal.ask_user`` whose question callback returned
+        ``DEFER`` (``agent_core.permissions``): ``answer`` is any non-empty text (an option or the user's
+        own words). Callable from any task of the runtime's event loop; the first answer wins. A question
+        that is not pending (unknown, already answered, or abandoned because its run stopped) →
+        ``validation_error``."""
+        manager = await self._open()
+        manager.services.questions.answer(request_id, answer)
 
     async def list_worker_pools(self, session_id: str | None = None) -> list[WorkerPoolView]:
         """Every configured worker pool (config order) with its validity and its workers' state: in

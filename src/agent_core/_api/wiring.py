@@ -23,6 +23,8 @@ from agent_core._context.prompt import DynamicSource
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._orchestrator.feature import TaskFeature
+from agent_core._questions.definition import ask_user_definition
+from agent_core._questions.service import QuestionCallback, QuestionService
 from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._redaction import Redactor, dsn_secrets
 from agent_core._runtime.features import RunFeatures
@@ -99,6 +101,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
+    question_callback: QuestionCallback | None = None,
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -123,6 +126,11 @@ async def open_services(
             LazyToolAdapter([load_skill_definition()], lambda: _skill_tool(skills)), internal=True
         )
         gate = PermissionGate(permission_callback, settings, redactor=redactor)
+        questions = QuestionService(question_callback)
+        tools.register_adapter(
+            LazyToolAdapter([ask_user_definition()], lambda: _ask_user_tool(questions, redactor)),
+            internal=True,
+        )
         # optional user-level sources are imported only when their files exist (CLI cold start)
         hooks_dispatcher: HookDispatcher = NO_HOOKS
         if settings.hooks.enabled and (config.home / "hooks.json").exists():
@@ -156,6 +164,7 @@ async def open_services(
             hooks=hooks_dispatcher,
             debug=debug,
             mcp=mcp,
+            questions=questions,
         )
         manager = RunManager(services)
         # the install order is this code: the agents before the orchestrator that dispatches workers
@@ -216,6 +225,12 @@ def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
     return CodeToolsAdapter(settings, redactor=redactor)
+
+
+def _ask_user_tool(questions: QuestionService, redactor: Redactor) -> ToolAdapter:
+    from agent_core._questions.tool import AskUserTool
+
+    return AskUserTool(questions, redactor)
 
 
 def _skill_tool(skills: SkillCatalog) -> ToolAdapter:

@@ -45,6 +45,7 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
@@ -157,8 +158,10 @@ class RunManager:
         mode: RunMode,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        permission_mode: PermissionMode | None = None,
     ) -> RunState:
-        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``)."""
+        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``;
+        ``permission_mode``: the run's mode, else ``[permissions] mode``)."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         model = resolve_purpose_model(self.services.config, purpose)
         if model.provider not in self.services.providers:
@@ -181,7 +184,15 @@ class RunManager:
                 await self.features.tasks.check()
             session = await self._new_session(mode)
         async with session.lock:  # the queue decision and the registration are atomic per session
-            return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
+            return await self._register_root_run(
+                session,
+                message,
+                mode,
+                model,
+                output_schema,
+                output_retries,
+                permission_mode or self.services.settings.permissions.mode,
+            )
 
     async def _register_root_run(
         self,
@@ -191,6 +202,7 @@ class RunManager:
         model: ResolvedModelConfig,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        permission_mode: PermissionMode = "default",
     ) -> RunState:
         queued = session.busy
         run_id = new_id("run_")
@@ -205,6 +217,7 @@ class RunManager:
                 "mode": mode.value,
                 "model": lifecycle.model_meta(model),
                 "agent_type": agent_type.value,
+                "permission_mode": permission_mode,
             },
         )
         promoted = queued and not session.busy  # the active run ended while the row was written
@@ -224,6 +237,7 @@ class RunManager:
             model=model,
             output_schema=output_schema,
             output_retries=output_retries,
+            permission_mode=permission_mode,
         )
         self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state

@@ -11,6 +11,7 @@ from agent_core._asset_loader import AssetLoader
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._questions.service import QuestionService
 from agent_core._redaction import Redactor
 from agent_core._storage.protocol import SessionStore
 from agent_core.config.loader import LoadedConfig
@@ -45,6 +46,8 @@ class Services:
     adapters: dict[ResolvedModelConfig, ProviderAdapter] = field(default_factory=dict)
     mcp: McpManager | None = None
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
+    questions: QuestionService = field(default_factory=lambda: QuestionService(None))
+    """The question callback and deferred questions of ``internal.ask_user``."""
 
     @property
     def settings(self) -> Settings:

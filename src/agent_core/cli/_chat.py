@@ -24,6 +24,7 @@ from typing import TextIO
 
 from agent_core.cli._chat_commands import run_command
 from agent_core.cli._chat_input import Interrupted, chat_home, open_input
+from agent_core.cli._chat_modes import approve_plan
 from agent_core.cli._chat_render import safe
 from agent_core.cli._chat_session import ChatSession
 from agent_core.cli._terminal import Output
@@ -58,8 +59,20 @@ async def prompt_loop(chat: ChatSession) -> None:
                 await run_command(chat, text)
             else:
                 await chat.turn(line)
+                await _after_plan(chat)
         except AgentCoreError as exc:
             chat.printer.line(f"error: {safe(exc.message)}")
+
+
+async def _after_plan(chat: ChatSession) -> None:
+    """A completed run in plan mode ends with a plan: asks to carry it out (``cli._chat_modes``)."""
+    run = chat.last_run
+    while run is not None and run.permission_mode == "plan" and run.status.value == "completed":
+        follow = await approve_plan(chat)
+        if follow is None:
+            return
+        await chat.turn(follow)
+        run = chat.last_run
 
 
 async def _resume(chat: ChatSession, args: argparse.Namespace) -> bool:
@@ -94,6 +107,7 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
     """Runs ``soong-agent chat``; returns the exit status."""
     chat = ChatSession(out, err, stdin, "orchestrator" if args.orchestrator else "normal")
     chat.path = args.path
+    chat.permission_mode = getattr(args, "permission_mode", None)
     chat.input = open_input(chat_home(), stdin, chat.prompt_out)
 
     def open_runtime() -> None:

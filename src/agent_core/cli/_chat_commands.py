@@ -11,6 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from agent_core.cli._chat_modes import (
+    PERMISSION_MODES,
+    current_permission_mode,
+    modes_line,
+    permissions_command,
+    set_permission_mode,
+)
 from agent_core.cli._chat_render import cut, safe
 
 if TYPE_CHECKING:
@@ -129,8 +136,16 @@ async def _fork(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _mode(chat: ChatSession, args: list[str]) -> None:
+    if not args:
+        chat.note(modes_line(chat))
+        return
+    if len(args) == 1 and args[0] in PERMISSION_MODES:
+        await set_permission_mode(chat, args[0])
+        return
     if len(args) != 1 or args[0] not in ("normal", "orchestrator"):
-        chat.printer.line(f"error: usage: /mode normal|orchestrator (current: {chat.mode})")
+        chat.printer.line(
+            f"error: usage: /mode normal|orchestrator or /mode {'|'.join(PERMISSION_MODES)} ({modes_line(chat)})"
+        )
         return
     if args[0] == chat.mode:
         chat.note(f"already in {chat.mode} mode")
@@ -236,6 +251,7 @@ async def _config(chat: ChatSession, args: list[str]) -> None:
             f"provider: {safe(model.provider)} ({safe(model.base_url)})",
             f"model:    {safe(model.name)}",
             f"mode:     {chat.mode}",
+            f"permissions: {current_permission_mode(chat)}",
             f"session:  {chat.session_id or '- (new session with the next message)'}",
         ]
     )
@@ -258,6 +274,7 @@ COMMANDS: dict[str, Command] = {
     "/branch": _branch,
     "/fork": _fork,
     "/mode": _mode,
+    "/permissions": permissions_command,
     "/tasks": _tasks,
     "/usage": _usage,
     "/skills": _skills,
@@ -276,6 +293,8 @@ HELP = (
     ("/branch <node_id>", "make that node the active leaf (the next message branches from it)"),
     ("/fork <node_id>", "copy the path to that node into a new session and switch to it"),
     ("/mode normal|orchestrator", "mode of the next new session"),
+    ("/mode <permission mode>", "default, accept_edits, plan, dont_ask or bypass: how the next runs ask"),
+    ("/permissions [mode]", "show or set the permission mode only"),
     ("/tasks", "the Task board of this session"),
     ("/usage", "tokens, cost and limits of this session"),
     ("/skills", "available skills"),

@@ -42,6 +42,10 @@ class ChatSession:
         self.printer = ChatPrinter(out, rich=self.terminal)
         self.input: LineInput | None = None
         self.run: RunHandle | None = None
+        self.last_run: RunHandle | None = None
+        """The run of the latest turn (its status and permission mode: plan approval)."""
+        self.permission_mode: str | None = None
+        """The permission mode chosen with ``--permission-mode`` or ``/mode`` (``None``: the configured one)."""
         self.last_usage: dict[str, Any] | None = None
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
@@ -116,12 +120,18 @@ class ChatSession:
 
         runtime = await self.ready()
         try:
-            run = await runtime.start(message, session_id=self.session_id, mode=self.mode)
+            run = await runtime.start(
+                message,
+                session_id=self.session_id,
+                mode=self.mode,
+                permission_mode=self.permission_mode,  # type: ignore[arg-type]
+            )
         except AgentCoreError as exc:
             self.printer.line(f"error: {safe(exc.message)}")
             return
         self.session_id = run.session_id
         self.run = run
+        self.last_run = run
         self.printer.cancel_requested = False
         interrupts = 0
         loop = asyncio.get_running_loop()

@@ -213,6 +213,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
                 output_schema=schema,
+                permission_mode=getattr(args, "permission_mode", None),
             )
         except AgentCoreError as exc:
             err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
@@ -258,6 +259,11 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 err.write(usage_line(usage) + "\n")
         err.write(f"session_id: {run.session_id}\n")
         status = run.status.value
+        if run.permission_mode == "plan" and status == "completed":
+            err.write(
+                "plan mode: nothing was changed. To carry out the plan: soong-agent run --session-id "
+                f'{run.session_id} --permission-mode default "Carry out the plan."\n'
+            )
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if status == "completed" else EXIT_FAILED

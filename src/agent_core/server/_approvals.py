@@ -61,7 +61,7 @@ class ApprovalBroker:
             raise RuntimeError("the approval broker is not attached to an open runtime")
         return self._store
 
-    def _deferred(self) -> DeferredAnswers | None:
+    def _deferred(self) -> DeferredAnswers[PermissionDecision] | None:
         runtime = self._runtime
         manager = runtime._manager if runtime is not None else None
         return manager.services.gate.deferred if manager is not None else None

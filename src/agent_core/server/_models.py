@@ -20,6 +20,8 @@ class RunRequest(Body):
     session_id: str | None = None
     mode: Literal["normal", "orchestrator"] | None = None
     """Omitted: the session's mode (a new session: ``normal``); a different mode than the session's → 409."""
+    permission_mode: Literal["default", "accept_edits", "plan", "dont_ask", "bypass"] | None = None
+    """The run's permission mode (omitted: ``[permissions] mode``); ``bypass`` without the sandbox → 400."""
 
 
 class WorkerRef(Body):

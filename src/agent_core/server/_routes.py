@@ -125,7 +125,9 @@ async def start_run(request: Request) -> Response:
         addressed = addressed_workers(body.message, workers)
         if addressed:
             message = addressed_message(body.message, addressed)
-    handle = await state.runtime.start(message, session_id=body.session_id, mode=mode)
+    handle = await state.runtime.start(
+        message, session_id=body.session_id, mode=mode, permission_mode=body.permission_mode
+    )
     state.feeds.start(handle)
     refs = [WorkerRef(worker_pool_id=w.worker_pool_id, worker_agent_id=w.worker_agent_id) for w in addressed]
     return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id, addressed_workers=refs), 201)

@@ -345,7 +345,7 @@ class ToolExecutor:
             raise Aborted(started=False)
         call, scope = prep.call, turn.scope
         if not prep.available or prep.entry is None or prep.definition is None:
-            return outcome.unavailable(call, scope.agent_role)
+            return outcome.unavailable(call, scope.agent_role, scope.permission_mode)
         definition, entry = prep.definition, prep.entry
         provider_error = call.metadata.get("arguments_error")
         if provider_error:
@@ -435,6 +435,7 @@ class ToolExecutor:
             "rule": None,
             "reasons": [],
             "request_id": None,
+            "permission_mode": turn.scope.permission_mode,
         }
         extra = {"denied_by": "hook", "reason": reason, "hook_summary": summary, "permission_audit": audit}
         return CallOutcome(result, "denied", extra)

@@ -167,6 +167,8 @@ class RunInfo(StrictModel):
     turn_count: int | None = None
     usage: dict[str, Any] | None = None
     error: ErrorPayload | None = None
+    permission_mode: str | None = None
+    """The run's permission mode (``None`` for runs stored before modes existed)."""
     created_at: datetime
     updated_at: datetime
 
