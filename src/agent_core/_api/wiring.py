@@ -23,9 +23,9 @@ from agent_core._context.prompt import DynamicSource
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._orchestrator.feature import TaskFeature
+from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._questions.definition import ask_user_definition
 from agent_core._questions.service import QuestionCallback, QuestionService
-from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._redaction import Redactor, dsn_secrets
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.runs import RunManager

@@ -13,12 +13,14 @@ from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._questions import ANSWER_PROMPT as QUESTION_PROMPT
+from agent_core.cli._questions import QUESTION_TIMEOUT_S, ShownCalls, describe_question, parse_answer
 from agent_core.cli._terminal import Output
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
     from agent_core._api.runtime import AgentRuntime
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 Mode = Literal["normal", "orchestrator"]
 ANSWER_PROMPT = "Answer [1/2/3]: "
@@ -50,6 +52,9 @@ class ChatSession:
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
+        self.shown_calls = ShownCalls()
+        self.prompting = asyncio.Lock()
+        """Held while a permission prompt or a question is on the input line."""
 
     # ---- runtime ------------------------------------------------------------------------------
     def start_opening(self, path: str | None) -> asyncio.Future[Any]:
@@ -62,7 +67,11 @@ class ChatSession:
         def construct() -> AgentRuntime:  # the imports and config loading run off the event loop
             from agent_core._api.runtime import AgentRuntime
 
-            return AgentRuntime(project_dir=path, permission_callback=self.ask)
+            return AgentRuntime(
+                project_dir=path,
+                permission_callback=self._one_prompt_at_a_time,
+                question_callback=self.ask_question,
+            )
 
         try:
             self.runtime = await asyncio.to_thread(construct)
@@ -83,6 +92,41 @@ class ChatSession:
         self.printer.line(text, dim=True)
 
     # ---- permission prompts -------------------------------------------------------------------
+    async def _one_prompt_at_a_time(self, request: PermissionRequest) -> PermissionDecision:
+        async with self.prompting:  # a question and a permission prompt never share the input line
+            return await self.ask(request)
+
+    async def ask_question(self, question: UserQuestion) -> str:
+        """Shows a question of ``internal.ask_user`` and reads the answer (``cli._questions``); an empty
+        string when it stays unanswered (end of input, Ctrl-C, no answer in time)."""
+        async with self.prompting:
+            await self.shown_calls.wait(question.tool_call_id)
+            self.printer.end_reply()
+            self.prompt_out.write(describe_question(question) + "\n")
+            assert self.input is not None
+            while True:
+                try:
+                    line = await asyncio.wait_for(
+                        self.input.read(QUESTION_PROMPT, history=False), QUESTION_TIMEOUT_S
+                    )
+                except TimeoutError:
+                    self.prompt_out.write(f"  -> no answer within {QUESTION_TIMEOUT_S:.0f} s\n")
+                    return ""
+                except Interrupted:  # as at a permission prompt: Ctrl-C also cancels the run
+                    self.prompt_out.write("  -> not answered (interrupted)\n")
+                    if self.run is not None:
+                        self.printer.cancel_requested = True
+                        self.cancels.append(asyncio.ensure_future(self.run.cancel()))
+                    return ""
+                if line is None:
+                    self.prompt_out.write("\n  -> not answered (end of input)\n")
+                    return ""
+                answer = parse_answer(line, question.options)
+                if answer is not None:
+                    if not self.input.interactive:
+                        self.prompt_out.write("\n")
+                    return answer
+
     async def ask(self, request: PermissionRequest) -> PermissionDecision:
         from agent_core.types.permissions import PermissionDecision
 
@@ -179,6 +223,7 @@ class ChatSession:
                 if event.event_type.value.startswith("message_delta"):
                     continue  # a child's reply is shown once, when its message completes
             self.printer.handle(event, depth=level)
+            self.shown_calls.saw(event)
             if level == 0 and event.event_type.value == "run_completed":
                 self.last_usage = dict(event.payload.get("usage") or {}) or None
 

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._questions import ANSWER_PROMPT as QUESTION_PROMPT
+from agent_core.cli._questions import QUESTION_TIMEOUT_S, ShownCalls, describe_question, parse_answer
 from agent_core.cli._terminal import Output, StdinLines, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -161,9 +163,10 @@ def _error_text(error: dict[str, Any]) -> str:
     return f"{code}: {message}" if code else message or "unknown error"
 
 
-async def _consume(run: RunHandle, printer: _Printer) -> None:
+async def _consume(run: RunHandle, printer: _Printer, shown: ShownCalls) -> None:
     async for event in run.events():
         printer.handle(event)
+        shown.saw(event)
 
 
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
@@ -173,6 +176,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     from agent_core.types.permissions import PermissionDecision
 
     answers = StdinLines(stdin)
+    shown = ShownCalls()
+    root_run_id = ""
 
     async def ask(request: PermissionRequest) -> PermissionDecision:
         printer.notice("")  # end any partial text line before the prompt
@@ -191,6 +196,22 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
         return PermissionDecision(decision=decision, reason=why or None)
 
+    async def ask_question(question: UserQuestion) -> str:
+        """``internal.ask_user`` on a terminal: the question on stderr, the answer from stdin."""
+        if question.run_id == root_run_id:  # this stream shows the root run's tool lines only
+            await shown.wait(question.tool_call_id)
+        printer.notice("")
+        err.write(describe_question(question) + "\n")
+        while True:
+            err.write(QUESTION_PROMPT)
+            answered, line = await answers.readline(QUESTION_TIMEOUT_S)
+            if not answered or line is None:
+                err.write(f"\n  -> {'not answered (end of input)' if answered else 'no answer in time'}\n")
+                return ""
+            answer = parse_answer(line, question.options)
+            if answer is not None:
+                return answer
+
     schema: dict[str, Any] | None = None
     if getattr(args, "output_schema", None):
         schema, problem = _read_schema(args.output_schema)
@@ -200,7 +221,12 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     # with --output-schema stdout carries only the validated JSON; the streamed text goes to stderr
     printer = _Printer(err if schema is not None else out, err)
     try:
-        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
+        # a question needs someone at the terminal: without one, ask_user tells the model to decide itself
+        runtime = AgentRuntime(
+            project_dir=args.path,
+            permission_callback=ask,
+            question_callback=ask_question if answers.interactive else None,
+        )
     except AgentCoreError as exc:
         err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
         return EXIT_FAILED
@@ -219,7 +245,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
-        consumer = asyncio.ensure_future(_consume(run, printer))
+        root_run_id = run.run_id
+        consumer = asyncio.ensure_future(_consume(run, printer, shown))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
