@@ -89,5 +89,7 @@ class QuestionService:
         try:
             text = check_answer(answer)
         except ValueError as exc:
-            raise AgentCoreError(ErrorCode.validation_error, str(exc), details={"request_id": request_id}) from exc
+            raise AgentCoreError(
+                ErrorCode.validation_error, str(exc), details={"request_id": request_id}
+            ) from exc
         self.deferred.answer(request_id, text)

@@ -48,7 +48,9 @@ def parse_question(arguments: dict[str, Any]) -> tuple[str, list[str]]:
             raise _invalid(f"'options' must be a list of at most {MAX_OPTIONS} strings")
         for option in raw:
             if not isinstance(option, str) or not option.strip() or len(option) > MAX_OPTION_CHARS:
-                raise _invalid(f"each option must be a non-empty string of at most {MAX_OPTION_CHARS} characters")
+                raise _invalid(
+                    f"each option must be a non-empty string of at most {MAX_OPTION_CHARS} characters"
+                )
             options.append(option)
     return question, options
 

@@ -18,6 +18,7 @@ from agent_core._storage.schema import (
     APPROVALS_V2,
     BACKGROUND_JOBS_V3,
     GLOBAL_TABLES_V1,
+    QUESTIONS_V6,
     SCHEDULES_V4,
     SCHEMA_MIGRATIONS_DDL,
     TOOL_CLAIMS_V5,
@@ -46,6 +47,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
     Migration(5, "tool call claims, tool plans and stopped step attempts (temporal engine)", TOOL_CLAIMS_V5),
+    Migration(6, "pending_questions table (durable ask_user questions of soong-agent serve)", QUESTIONS_V6),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 

@@ -46,6 +46,17 @@ class AnswerResult(Body):
     decision: str
 
 
+class QuestionAnswerRequest(Body):
+    answer: str = Field(min_length=1, max_length=20_000)
+    """The user's answer: one of the question's options or their own words."""
+
+
+class QuestionAnswerResult(Body):
+    request_id: str
+    status: Literal["answered"]
+    answer: str
+
+
 class NodeRequest(Body):
     node_id: str = Field(min_length=1, max_length=200)
 
