@@ -40,7 +40,13 @@ if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Firing, Schedule, SchedulerService, ScheduleStore
-    from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types._results import (
+        CancelResult,
+        CleanupResult,
+        DeleteSessionResult,
+        RewindResult,
+        SessionSummary,
+    )
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -258,6 +264,26 @@ class AgentRuntime:
         from agent_core._api import replay  # imported on first use: not needed to run agents
 
         return await replay.switch_node(manager, session_id, node_id)
+
+    async def rewind(
+        self, session_id: str, node_id: str, files: bool = True, conversation: bool = True
+    ) -> RewindResult:
+        """Puts the session back to just after ``node_id``: with ``files`` every file a tool call of the
+        session changed after that node gets its earlier content back (files created are removed), using
+        the checkpoints taken around write/edit/command calls; with ``conversation`` the active path ends
+        at ``node_id`` (the later nodes stay in the tree as a branch). Per session: changes of other
+        sessions are never undone.
+
+        Refused as a whole, nothing changed: a queued or running run (``session_active``); a file changed
+        since by someone else or outside this session between its calls (``path_conflict``, the files in
+        ``details.conflicts``); an unknown node, or for ``conversation`` a child agent's or partial node
+        (``validation_error``). Protected paths (``.git``, ``.soong-agent``, credential files), paths
+        below a symlinked directory or outside the write roots, and contents never captured (sensitive,
+        too large) are left alone and listed in ``RewindResult.skipped``."""
+        manager = await self._open()
+        from agent_core._api import rewind  # imported on first use: not needed to run agents
+
+        return await rewind.rewind(manager, session_id, node_id, files=files, conversation=conversation)
 
     async def answer_permission(
         self,

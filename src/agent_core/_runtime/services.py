@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
 from agent_core._asset_loader import AssetLoader
+from agent_core._checkpoints.service import CheckpointService
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
@@ -48,6 +49,12 @@ class Services:
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
     questions: QuestionService = field(default_factory=lambda: QuestionService(None))
     """The question callback and deferred questions of ``internal.ask_user``."""
+    checkpoints: CheckpointService = field(init=False)
+    """File checkpoints around write/edit/command calls, per session (``agent_core._checkpoints``)."""
+
+    def __post_init__(self) -> None:
+        self.checkpoints = CheckpointService(self.config.settings, self.config.home)
+        self.executor.checkpoints = self.checkpoints
 
     @property
     def settings(self) -> Settings:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteCounts as DeleteCounts
     from agent_core.types._results import DeleteFailure as DeleteFailure
     from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
+    from agent_core.types._results import RewindResult as RewindResult
+    from agent_core.types._results import RewindSkip as RewindSkip
     from agent_core.types._results import SessionSummary as SessionSummary
 
 _RESULTS = frozenset(
@@ -44,6 +46,8 @@ _RESULTS = frozenset(
         "DeleteCounts",
         "DeleteFailure",
         "DeleteSessionResult",
+        "RewindResult",
+        "RewindSkip",
         "SessionSummary",
     }
 )
