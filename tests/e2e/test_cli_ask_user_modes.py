@@ -164,3 +164,49 @@ def test_chat_mode_plan_then_approving_the_plan_carries_it_out(
     assert carry_request.json["messages"][-1]["content"] == "Carry out the plan."
     system = " ".join(m["content"] for m in plan_request.json["messages"] if m["role"] == "system")
     assert 'permission_mode mode="plan"' in system
+
+
+def test_chat_rewind_lists_points_and_puts_files_and_conversation_back(
+    configured: SoongEnv, scripted_ollama: ScriptedOllamaServer, terminals: list[ChatTerminal]
+) -> None:
+    scripted_ollama.handler(
+        TurnScript(
+            lambda r: [("write_file", {"path": "one.txt", "content": "1"})],
+            lambda r: "wrote one",
+            lambda r: [("write_file", {"path": "two.txt", "content": "2"})],
+            lambda r: "wrote two",
+            lambda r: "after the rewind",
+        )
+    )
+    term = ChatTerminal(["--path", str(configured.project), "--permission-mode", "accept_edits"])
+    terminals.append(term)
+    term.wait_prompt()
+    term.say("make one")
+    term.say("make two")
+    assert (configured.project / "two.txt").exists()
+    term.say("/rewind")
+    listing = term.text()
+    assert "Rewind points" in listing and "wrote one" in listing
+    line = next(line for line in term.lines() if "agent: wrote one" in line)
+    assert "[1 tool call with file checkpoints after]" in line
+    tail = line.split()[0]
+    term.say(f"/rewind {tail}")
+    assert "rewound: 0 file(s) restored, 1 removed" in term.text()
+    assert f"removed  {configured.project / 'two.txt'}" in term.text()
+    assert not (configured.project / "two.txt").exists() and (configured.project / "one.txt").exists()
+    term.say("and now?")
+    assert "after the rewind" in term.text()
+    (configured.project / "one.txt").write_text("changed by hand")
+    first_user = next(line for line in term.lines() if "you: make one" in line)
+    term.say(f"/rewind {first_user.split()[0]}")
+    assert (
+        "rewind refused, nothing was changed" in term.text()
+        and "changed since by someone else" in term.text()
+    )
+    assert (configured.project / "one.txt").read_text() == "changed by hand"
+    term.say("/rewind nope")
+    assert "no node 'nope' in this session" in term.text()
+    term.send_line("/exit")
+    assert term.finish() == 0
+    last = chat_requests(scripted_ollama)[-1]
+    assert not any("make two" in str(m.get("content")) for m in last.json["messages"])

@@ -343,6 +343,7 @@ def test_openapi_document_describes_every_route(
             ("GET", "/api/sessions/{session_id}"),
             ("POST", "/api/sessions/{session_id}/active"),
             ("POST", "/api/sessions/{session_id}/fork"),
+            ("POST", "/api/sessions/{session_id}/rewind"),
             ("DELETE", "/api/sessions/{session_id}"),
             ("GET", "/api/sessions/{session_id}/tasks"),
         }

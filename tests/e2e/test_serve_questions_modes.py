@@ -129,3 +129,38 @@ def test_run_with_a_permission_mode(soong_env: SoongEnv, scripted_ollama: Script
             assert unknown.status_code == 400
     finally:
         assert server.stop() == 0
+
+
+def test_rewind_through_the_api(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    use_scripted_ollama(soong_env, scripted_ollama)
+    server = start_serve(soong_env)
+    try:
+        with server.client() as client:
+            body = {"message": "write a.txt one", "permission_mode": "accept_edits"}
+            first = client.post("/api/runs", json=body).json()
+            list(server.events(first["run_id"]))
+            sid = first["session_id"]
+            start = next(n for n in client.get(f"/api/sessions/{sid}").json()["nodes"] if n["role"] == "user")
+            second = client.post(
+                "/api/runs", json={**body, "message": "write b.txt two", "session_id": sid}
+            ).json()
+            list(server.events(second["run_id"]))
+            (soong_env.project / "b.txt").write_text("by hand")
+            refused = client.post(f"/api/sessions/{sid}/rewind", json={"node_id": start["node_id"]})
+            assert refused.status_code == 409
+            error = refused.json()["error"]
+            assert error["code"] == "path_conflict"
+            assert error["details"]["conflicts"][0]["path"] == str(soong_env.project / "b.txt")
+            assert (soong_env.project / "a.txt").exists()
+            (soong_env.project / "b.txt").write_text("two")
+            done = client.post(f"/api/sessions/{sid}/rewind", json={"node_id": start["node_id"]})
+            assert done.status_code == 200, done.text
+            result = done.json()
+            assert sorted(result["removed"]) == sorted(str(soong_env.project / p) for p in ("a.txt", "b.txt"))
+            assert result["active_node_id"] == start["node_id"]
+            assert not (soong_env.project / "a.txt").exists()
+            assert client.get(f"/api/sessions/{sid}").json()["active_node_id"] == start["node_id"]
+            unknown = client.post(f"/api/sessions/{sid}/rewind", json={"node_id": "node_nope"})
+            assert unknown.status_code == 404
+    finally:
+        assert server.stop() == 0

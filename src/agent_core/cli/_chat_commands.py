@@ -19,6 +19,7 @@ from agent_core.cli._chat_modes import (
     set_permission_mode,
 )
 from agent_core.cli._chat_render import cut, safe
+from agent_core.cli._chat_rewind import rewind_command
 
 if TYPE_CHECKING:
     from agent_core.cli._chat_session import ChatSession
@@ -273,6 +274,7 @@ COMMANDS: dict[str, Command] = {
     "/history": _history,
     "/branch": _branch,
     "/fork": _fork,
+    "/rewind": rewind_command,
     "/mode": _mode,
     "/permissions": permissions_command,
     "/tasks": _tasks,
@@ -292,6 +294,7 @@ HELP = (
     ("/history", "messages of the active path, with their node ids"),
     ("/branch <node_id>", "make that node the active leaf (the next message branches from it)"),
     ("/fork <node_id>", "copy the path to that node into a new session and switch to it"),
+    ("/rewind [node]", "files and conversation back to a node (none: list them; + files|conversation: half)"),
     ("/mode normal|orchestrator", "mode of the next new session"),
     ("/mode <permission mode>", "default, accept_edits, plan, dont_ask or bypass: how the next runs ask"),
     ("/permissions [mode]", "show or set the permission mode only"),

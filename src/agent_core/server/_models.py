@@ -61,6 +61,14 @@ class NodeRequest(Body):
     node_id: str = Field(min_length=1, max_length=200)
 
 
+class RewindRequest(Body):
+    node_id: str = Field(min_length=1, max_length=200)
+    files: bool = True
+    """Put back the files changed after the node."""
+    conversation: bool = True
+    """Make the node the active leaf."""
+
+
 class ForkResult(Body):
     session_id: str
 

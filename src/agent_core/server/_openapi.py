@@ -17,22 +17,30 @@ from agent_core.server._models import (
     PoolsResult,
     QuestionAnswerRequest,
     QuestionAnswerResult,
+    RewindRequest,
     RunCreated,
     RunRequest,
 )
-from agent_core.types._results import CancelResult, DeleteSessionResult, SessionSummary
+from agent_core.types._results import CancelResult, DeleteSessionResult, RewindResult, SessionSummary
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest, UserQuestion
 from agent_core.types.runtime import NestedRuntimeEvent, Node, ReplayResult
 
 _REF = "#/components/schemas/{model}"
-_INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, QuestionAnswerRequest, NodeRequest)
+_INPUTS: tuple[type[BaseModel], ...] = (
+    RunRequest,
+    AnswerRequest,
+    QuestionAnswerRequest,
+    NodeRequest,
+    RewindRequest,
+)
 _OUTPUTS: tuple[type[BaseModel], ...] = (
     RunCreated,
     PoolsResult,
     AnswerResult,
     QuestionAnswerResult,
     UserQuestion,
+    RewindResult,
     ForkResult,
     CancelResult,
     ReplayResult,
@@ -352,6 +360,17 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "parameters": [session_id],
                 "requestBody": _body("NodeRequest"),
                 "responses": {"201": _json(_ref("ForkResult"), "forked"), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/sessions/{session_id}/rewind": {
+            "post": {
+                "summary": "Rewind files and conversation to a node (the files changed after it come back)",
+                "description": "409 `path_conflict` with `error.details.conflicts` ([{path, reason}]) when a "
+                "file changed since by someone else: nothing is changed. Paths left alone (protected, below "
+                "a symlinked directory, not captured, another session's change) are listed in `skipped`.",
+                "parameters": [session_id],
+                "requestBody": _body("RewindRequest"),
+                "responses": {"200": _json(_ref("RewindResult")), **_errors(400, 404, 409, 413)},
             }
         },
         "/api/sessions/{session_id}/tasks": {

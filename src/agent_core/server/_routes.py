@@ -32,6 +32,7 @@ from agent_core.server._models import (
     QuestionAnswerRequest,
     QuestionAnswerResult,
     QueuedRun,
+    RewindRequest,
     RunCreated,
     RunRequest,
     WorkerRef,
@@ -297,6 +298,20 @@ async def set_active(request: Request) -> Response:
     return _json(await state.runtime.switch_node(session_id, body.node_id))
 
 
+async def rewind_session(request: Request) -> Response:
+    """Files and conversation back to a node (``AgentRuntime.rewind``): 409 with ``details.conflicts``
+    when a file changed since (nothing is changed), 409 while a run of the session is queued or running."""
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    body: RewindRequest = await _body(request, RewindRequest)
+    await _known_node(state, session_id, body.node_id)
+    result = await state.runtime.rewind(
+        session_id, body.node_id, files=body.files, conversation=body.conversation
+    )
+    return _json(result)
+
+
 async def fork_session(request: Request) -> Response:
     state = _state(request)
     session_id = request.path_params["session_id"]
@@ -367,5 +382,6 @@ API_ROUTES = [
     Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
     Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),
     Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+    Route("/api/sessions/{session_id}/rewind", rewind_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
 ]
