@@ -107,8 +107,13 @@ class Requester(Protocol):
     def parent_run_id(self) -> str | None: ...
     @property
     def project_dir(self) -> Path: ...
-    @property
-    def permission_mode(self) -> PermissionMode: ...
+
+
+
+def mode_of(requester: Requester) -> PermissionMode:
+    """The requester's permission mode (``default`` for a requester that has none)."""
+    mode: PermissionMode = getattr(requester, "permission_mode", "default")
+    return mode
 
 
 def summarize_arguments(
@@ -297,7 +302,7 @@ class PermissionGate:
             metadata={
                 "reasons": list(reasons),
                 "allow_for_session_available": allow_for_session_available,
-                "permission_mode": requester.permission_mode,
+                "permission_mode": mode_of(requester),
                 **self._change_preview(facts),
                 **self._argument_display(arguments),
                 **facts_display(facts),
@@ -365,7 +370,7 @@ class PermissionGate:
         decide, else the :class:`PendingAsk` to finish with :meth:`ask` (same outcome as :meth:`check`).
         ``has_callback=False``: decided as without a callback (an ``ask`` becomes the denial)."""
         has_callback = self.has_callback if has_callback is None else has_callback
-        mode = requester.permission_mode
+        mode = mode_of(requester)
         decision = self._policy.decide(tool, facts, has_callback=True)
         match = self._rules.match(tool, arguments, facts, requester.project_dir)
         decision = apply_rule(decision, match, tool=tool.name, has_callback=has_callback)
@@ -496,7 +501,7 @@ class PermissionGate:
                     failure_message=failure_message if failure else None,
                     decided_by="callback",
                     rule=rule,
-                    mode=requester.permission_mode,
+                    mode=mode_of(requester),
                 )
             granted = answer.decision
             if granted == "allow_for_session":
@@ -517,7 +522,7 @@ class PermissionGate:
                 request=request,
                 decided_by="callback",
                 rule=rule,
-                mode=requester.permission_mode,
+                mode=mode_of(requester),
             )
 
     async def ask_callback(
