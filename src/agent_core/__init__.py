@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from agent_core.types.enums import RunStatus as RunStatus
     from agent_core.types.permissions import PermissionDecision as PermissionDecision
     from agent_core.types.permissions import PermissionRequest as PermissionRequest
-    from agent_core.types.permissions import UserQuestion as UserQuestion
     from agent_core.types.runtime import AgentDefinition as AgentDefinition
     from agent_core.types.runtime import CancelResult as CancelResult
     from agent_core.types.runtime import CleanupResult as CleanupResult
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from agent_core.types.runtime import InspectResult as InspectResult
     from agent_core.types.runtime import Node as Node
     from agent_core.types.runtime import ReplayResult as ReplayResult
-    from agent_core.types.runtime import RewindResult as RewindResult
     from agent_core.types.runtime import RuntimeEvent as RuntimeEvent
     from agent_core.types.runtime import UserMessage as UserMessage
     from agent_core.types.tools import ToolDefinition as ToolDefinition
@@ -85,7 +83,6 @@ _EXPORTS: dict[str, str] = {
     "RunStatus": "agent_core.types.enums",
     "PermissionDecision": "agent_core.types.permissions",
     "PermissionRequest": "agent_core.types.permissions",
-    "UserQuestion": "agent_core.types.permissions",
     "AgentDefinition": "agent_core.types.runtime",
     "CancelResult": "agent_core.types.runtime",
     "CleanupResult": "agent_core.types.runtime",
@@ -94,7 +91,6 @@ _EXPORTS: dict[str, str] = {
     "InspectResult": "agent_core.types.runtime",
     "Node": "agent_core.types.runtime",
     "ReplayResult": "agent_core.types.runtime",
-    "RewindResult": "agent_core.types.runtime",
     "RuntimeEvent": "agent_core.types.runtime",
     "UserMessage": "agent_core.types.runtime",
     "ToolDefinition": "agent_core.types.tools",

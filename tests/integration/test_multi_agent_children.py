@@ -352,7 +352,9 @@ async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_too
         assert not child_tools & CHILD_BLACKLIST
         assert not {n for n in child_tools if n.startswith("agent.")}
         assert {"code.read_file", "code.write_file", "demo.echo"} <= child_tools
-        expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
+        # internal.ask_user is not offered to children by default (a parent may grant it in allowed_tools)
+        parent_only = CHILD_BLACKLIST | {"internal.ask_user"}
+        expected = {n for n in parent_tools if not n.startswith("agent.") and n not in parent_only}
         assert child_tools == expected
 
 

@@ -289,6 +289,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("provider_registry", None),
         ("tool_registry", None),
         ("debug", False),
+        ("question_callback", None),  # issue 37: internal.ask_user
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
@@ -299,6 +300,7 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("permission_mode", None),  # issue 37: permission modes
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],
@@ -330,6 +332,9 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("max_bytes", None),
         ],
         "switch_node": [("self", E), ("session_id", E), ("node_id", E)],
+        # issue 37: rewind and ask_user
+        "rewind": [("self", E), ("session_id", E), ("node_id", E), ("files", True), ("conversation", True)],
+        "answer_question": [("self", E), ("request_id", E), ("answer", E)],
         "delete_artifact": [("self", E), ("artifact_id", E)],
     }
     for name, params in expected.items():

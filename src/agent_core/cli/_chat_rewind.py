@@ -64,7 +64,9 @@ async def _list(chat: ChatSession) -> None:
     for node, later in _points(path):
         who = "you" if node.role == "user" else "agent"
         text = safe(cut(text_of(node.content), 70)) or "-"
-        after = f"  [{later} tool call{'s' if later != 1 else ''} with file checkpoints after]" if later else ""
+        after = (
+            f"  [{later} tool call{'s' if later != 1 else ''} with file checkpoints after]" if later else ""
+        )
         lines.append(f"  {node.node_id[-SHOWN_ID_CHARS:]}  {who:>5}: {text}{after}")
     chat.printer.block(lines)
 

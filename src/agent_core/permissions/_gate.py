@@ -109,7 +109,6 @@ class Requester(Protocol):
     def project_dir(self) -> Path: ...
 
 
-
 def mode_of(requester: Requester) -> PermissionMode:
     """The requester's permission mode (``default`` for a requester that has none)."""
     mode: PermissionMode = getattr(requester, "permission_mode", "default")

@@ -76,7 +76,10 @@ def stored_permission_mode(run_metadata: Mapping[str, Any], settings: Settings) 
 
 
 def mode_prompt_text(mode: PermissionMode) -> str:
-    """The small ``<permission_mode>`` block the model gets for its run's mode."""
+    """The small ``<permission_mode>`` block the model gets for its run's mode (the default mode is only
+    named: the permission prompt already says what asks)."""
+    if mode == "default":
+        return '<permission_mode mode="default"/>'
     return f'<permission_mode mode="{mode}">{MODE_TEXT[mode]}</permission_mode>'
 
 
