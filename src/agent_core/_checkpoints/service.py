@@ -63,6 +63,8 @@ class SessionCheckpoints:
     store: CheckpointStore
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     cache: dict[str, tuple[StatSig, str | None]] | None = None
+    dirty: bool = False
+    """The stat cache changed since it was last saved."""
 
 
 @dataclass(slots=True)
@@ -305,6 +307,7 @@ class CheckpointService:
             return known[1]
         if seen.sensitive or seen.sig[0] > self._settings.max_file_bytes:
             cache[path] = (seen.sig, None)
+            session.dirty = True
             return None
         try:
             st = os.lstat(path)
@@ -312,6 +315,7 @@ class CheckpointService:
             return None
         state, sig = self._content_state(session.store, path, st, sensitive=False)
         cache[path] = (sig, state.sha)
+        session.dirty = True
         return state.sha
 
     def _before_walk(
@@ -326,6 +330,7 @@ class CheckpointService:
         cache = self._cache(session)
         for gone in [p for p in cache if p not in result.seen]:
             del cache[gone]
+            session.dirty = True
         return result, hashes
 
     def _state(self, seen: Seen | None, sha: str | None) -> FileState:
@@ -378,6 +383,9 @@ class CheckpointService:
         cache = self._cache(opened.session)
         for gone in [p for p in cache if p not in after.seen]:
             del cache[gone]
-        with contextlib.suppress(OSError):
-            opened.session.store.save_stat_cache(cache)
+            opened.session.dirty = True
+        if opened.session.dirty:
+            with contextlib.suppress(OSError):
+                opened.session.store.save_stat_cache(cache)
+                opened.session.dirty = False
         return entries, before.complete and after.complete

@@ -69,6 +69,8 @@ class CheckpointStore:
         self.stat_cache_path = directory / "stat_cache.json"
         self._max_bytes = max_store_bytes
         self._bytes: int | None = None
+        self._present: set[str] = set()
+        """Objects known to exist (an object is never removed while its session exists)."""
 
     # ---- objects --------------------------------------------------------------------------------
 
@@ -76,7 +78,12 @@ class CheckpointStore:
         return self.objects / sha[:2] / sha
 
     def has(self, sha: str) -> bool:
-        return self._object(sha).is_file()
+        if sha in self._present:
+            return True
+        if os.path.isfile(os.path.join(self.objects, sha[:2], sha)):
+            self._present.add(sha)
+            return True
+        return False
 
     def stored_bytes(self) -> int:
         """Compressed bytes in the object store (counted once, then kept up to date)."""
@@ -94,15 +101,16 @@ class CheckpointStore:
     def put(self, data: bytes, sha: str | None = None) -> str | None:
         """Stores ``data``; its SHA-256, or ``None`` when the store is full."""
         sha = sha or digest(data)
-        path = self._object(sha)
-        if path.is_file():
+        if self.has(sha):
             return sha
+        path = self._object(sha)
         packed = zlib.compress(data, 1)
         if self.stored_bytes() + len(packed) > self._max_bytes:
             return None
         make_private_dirs(path.parent)
         _write_private(path, packed)
         self._bytes = self.stored_bytes() + len(packed)
+        self._present.add(sha)
         return sha
 
     def get(self, sha: str) -> bytes:

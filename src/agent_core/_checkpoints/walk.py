@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent_core._checkpoints.store import StatSig
-from agent_core.tools._paths import SensitiveMatcher
+from agent_core.tools._paths import SensitiveMatcher, is_within
 from agent_core.tools._sandbox_view import DEPENDENCY_DIRS, _NameMatcher
 
 log = logging.getLogger(__name__)
@@ -66,12 +66,18 @@ class WalkRules:
     exclude: Sequence[str] = ()
     _names: _NameMatcher | None = None
 
-    def sensitive_path(self, path: str, name: str) -> bool:
+    def names(self) -> _NameMatcher:
         if self._names is None:
             self._names = _NameMatcher(self.sensitive.globs)
-        return self._names(name) or (
-            bool(self.sensitive.prefixes) and self.sensitive.under_prefix(Path(path))
-        )
+        return self._names
+
+    def prefixes_in(self, root: Path) -> tuple[bool, tuple[str, ...]]:
+        """For a walk of ``root``: whether all of it is sensitive (it lies below a sensitive prefix), and
+        the sensitive prefixes inside it (as ``"<prefix>/"`` strings, matched by ``startswith``)."""
+        if any(is_within(root, prefix) for prefix in self.sensitive.prefixes):
+            return True, ()
+        inside = [p for p in self.sensitive.prefixes if is_within(p, root)]
+        return False, tuple(os.fspath(p) + os.sep for p in inside)
 
 
 @dataclass(slots=True)
@@ -81,8 +87,9 @@ class _Ignore:
     specs: tuple[tuple[str, object], ...] = ()
 
     def ignored(self, path: str, is_dir: bool) -> bool:
+        """``path`` (below every base) is ignored; the deepest file with a matching pattern decides."""
         for base, spec in reversed(self.specs):
-            rel = os.path.relpath(path, base)
+            rel = path[len(base) + 1 :]
             result = spec.check_file(rel + "/" if is_dir else rel)  # type: ignore[attr-defined]
             if result.include is not None:
                 return bool(result.include)
@@ -111,8 +118,10 @@ def walk(roots: Sequence[Path], rules: WalkRules) -> WalkResult:
     result = WalkResult()
     seen = result.seen
     configured = _spec(list(rules.exclude))
+    names = rules.names()
     for root in roots:
         top = os.fspath(root)
+        all_sensitive, prefixes = rules.prefixes_in(root)
         base = _Ignore(((top, configured),)) if configured is not None else _Ignore()
         stack: list[tuple[str, _Ignore]] = [(top, base)]
         while stack:
@@ -131,13 +140,14 @@ def walk(roots: Sequence[Path], rules: WalkRules) -> WalkResult:
                 if name in SKIPPED_NAMES:
                     continue
                 try:
+                    is_dir = entry.is_dir(follow_symlinks=False)  # the directory entry's type: no stat
+                    if is_dir and name in DEPENDENCY_NAMES:
+                        continue
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 mode = st.st_mode
                 is_dir = stat.S_ISDIR(mode)
-                if is_dir and name in DEPENDENCY_NAMES:
-                    continue
                 path = entry.path
                 if ignore.specs and ignore.ignored(path, is_dir):
                     continue
@@ -155,7 +165,10 @@ def walk(roots: Sequence[Path], rules: WalkRules) -> WalkResult:
                     seen[path] = Seen("symlink", target=target, mode=stat.S_IMODE(mode))
                 elif stat.S_ISREG(mode):
                     sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, stat.S_IMODE(mode))
-                    seen[path] = Seen(
-                        "file", sig=sig, mode=stat.S_IMODE(mode), sensitive=rules.sensitive_path(path, name)
+                    sensitive = (
+                        all_sensitive
+                        or names(name)
+                        or (bool(prefixes) and (path + os.sep).startswith(prefixes))
                     )
+                    seen[path] = Seen("file", sig=sig, mode=stat.S_IMODE(mode), sensitive=sensitive)
     return result
