@@ -189,6 +189,20 @@ def _locate(root: Traversable, resource: str) -> Traversable:
     return node
 
 
+def packaged_location(asset_id: str) -> str:
+    """Where the installed package keeps the built-in asset ``asset_id`` (a file path for a regular
+    install), for messages that point a user at it, e.g. the commented config template
+    (:data:`CONFIG_TEMPLATE_ID`). Unknown ids raise ``internal_error`` like :meth:`AssetLoader.load`."""
+    resource = _resource_for(asset_id)
+    if resource is None:
+        raise AgentCoreError(
+            ErrorCode.internal_error,
+            f"unknown built-in asset id {asset_id!r}",
+            details={"asset_id": asset_id},
+        )
+    return str(_locate(_package_root(), resource))
+
+
 class AssetLoader:
     """Loads assets by id from the package data (``root=None``) or from a directory copy."""
 

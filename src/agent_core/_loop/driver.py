@@ -25,7 +25,13 @@ from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
-from agent_core._loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
+from agent_core._loop.model_call import (
+    done_progress,
+    normalise_calls,
+    persist_assistant,
+    record_failure,
+    stream_model,
+)
 from agent_core._loop.outcome import (
     LoopOutcome,
     StreamAborted,
@@ -186,6 +192,7 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
     completed = normalise_calls(result.event)
     assistant = await persist_assistant(spec, completed, result.latency_ms)
+    await rec.emit(done_progress(spec, state.turns, completed, result.latency_ms, result.first_token_ms))
     return await answer_step(spec, state, completed, assistant)
 
 
@@ -237,12 +244,20 @@ async def decide_after_model(
     """What follows a model answer: :class:`RunTools` (the calls the limits admitted, to execute and then
     end with :func:`end_tools`), the run's outcome, or ``None`` (the loop asks the model again: a
     continuation, a Stop hook's denial, or calls the limits refused — answered here)."""
-    step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
+    step = next_step(
+        turn.completed,
+        turn.assistant_node_id,
+        continuations=state.continuations,
+        earlier_text=state.continued_text,
+        max_output_tokens=spec.max_output_tokens,
+    )
     if isinstance(step, RunTools):
         state.continuations = 0
+        state.continued_text = ""
         return step if await _admit_tools(spec, state, list(step.calls)) else None
     if isinstance(step, Continue):
         state.continuations += 1
+        state.continued_text += text_of(turn.completed.content)
         return None
     if isinstance(step, Finish):
         return step.outcome

@@ -119,6 +119,8 @@ class LoopState:
 
     turns: int = 0
     continuations: int = 0
+    continued_text: str = ""
+    """The text of the answers cut off at ``max_tokens`` that the current continuation chain continues."""
     usages: list[Usage] = field(default_factory=list)
     final_text: str = ""
     final_node_id: str | None = None

@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_core.cli._terminal import Output, escape_terminal
+from agent_core.cli._terminal import Output, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core.types.runtime import ReplayResult, RuntimeEvent
@@ -135,7 +135,7 @@ async def audit_command(args: argparse.Namespace, out: Output, err: Output, stdi
             else:
                 replay = await runtime.replay_session(target)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     header = f"session {replay.session_id}" + (f", run {replay.run_id}" if replay.run_id else "")
     lines = describe(replay)

@@ -30,11 +30,35 @@ _ANSWERS = {
 }
 
 
+_WORDS = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "allow": "allow_once",
+    "once": "allow_once",
+    "a": "allow_for_session",
+    "always": "allow_for_session",
+    "session": "allow_for_session",
+    "n": "deny",
+    "no": "deny",
+}
+"""The extra words ``chat`` accepts on a terminal (``run`` keeps the strict set)."""
+
+VALID_ANSWERS = "1/allow once, 2/allow for session, 3/deny"
+VALID_WORDS = "y/yes = allow once, a/always = allow for session, n/no = deny"
+
+
+def recognised_answer(line: str | None, *, words: bool = False) -> str | None:
+    """The decision ``line`` names (``1``/``allow once``, ``2``/``allow for session``, ``3``/``deny``;
+    trimmed, case-insensitive; with ``words`` also yes/no-style words), else ``None``."""
+    if line is None:
+        return None
+    key = " ".join(line.strip().lower().split())
+    return _ANSWERS.get(key) or (_WORDS.get(key) if words else None)
+
+
 def parse_permission_answer(line: str | None) -> str:
     """Maps one stdin answer to a decision; EOF (``None``), empty or any other input → ``deny``."""
-    if line is None:
-        return "deny"
-    return _ANSWERS.get(" ".join(line.strip().lower().split()), "deny")
+    return recognised_answer(line) or "deny"
 
 
 def describe_request(request: PermissionRequest, *, color: bool = False) -> str:

@@ -6,14 +6,21 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
-from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._prompt import (
+    STDIN_TIMEOUT_S,
+    VALID_ANSWERS,
+    describe_request,
+    parse_permission_answer,
+    recognised_answer,
+)
 from agent_core.cli._questions import ANSWER_PROMPT as QUESTION_PROMPT
 from agent_core.cli._questions import QUESTION_TIMEOUT_S, ShownCalls, describe_question, parse_answer
-from agent_core.cli._terminal import Output, StdinLines, escape_terminal
+from agent_core.cli._status import ModelStatus
+from agent_core.cli._terminal import Output, StdinLines, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
@@ -33,6 +40,9 @@ class _Printer:
         self._streamed = ""
         self._out_at_line_start = True
         self._pending_error: dict[str, Any] | None = None
+        self.status = ModelStatus(err)
+        self.status.before_line = self.end_text_line
+        self.status.line_open = lambda: not self._out_at_line_start
 
     def text(self, text: str) -> None:
         if text:
@@ -55,6 +65,8 @@ class _Printer:
             self.notice(f"[error] {_error_text(error)}")
 
     def handle(self, event: RuntimeEvent) -> None:
+        if self.status.handle(event):
+            return
         kind = event.event_type.value
         p = event.payload
         if kind == "loop_failed":
@@ -121,6 +133,7 @@ class _Printer:
             self.notice(f"[agent] child run {run} cancelled")
 
     def finish(self) -> None:
+        self.status.clear()
         self._flush_error()
         self.end_text_line()
 
@@ -188,8 +201,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             why = f"no answer within {STDIN_TIMEOUT_S:.0f} s"
         elif line is None:
             why = "end of input"
-        elif decision == "deny" and line.strip().lower() not in ("3", "deny"):
-            why = f"unrecognised answer {line.strip()!r}"
+        elif recognised_answer(line) is None:
+            why = f"unrecognised answer {escape_terminal(line.strip())!r}; valid answers: {VALID_ANSWERS}"
         else:
             why = ""
         echo = "" if answers.interactive and answered and line is not None else "\n"
@@ -228,12 +241,14 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             question_callback=ask_question if answers.interactive else None,
         )
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(runtime)  # opens storage, hooks, MCP catalog, ...
+            if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
+                return EXIT_INTERRUPTED
             run = await runtime.start(
                 args.message,
                 session_id=args.session_id,
@@ -242,9 +257,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 permission_mode=getattr(args, "permission_mode", None),
             )
         except AgentCoreError as exc:
-            err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+            err.write(error_text(exc))
             return EXIT_FAILED
-        loop = asyncio.get_running_loop()
         root_run_id = run.run_id
         consumer = asyncio.ensure_future(_consume(run, printer, shown))
         cancelling: list[asyncio.Future[Any]] = []
@@ -252,6 +266,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         def on_sigint() -> None:
             nonlocal interrupted
             interrupted += 1
+            interrupts.mark_reported()
             if interrupted == 1:
                 printer.cancel_requested = True
                 printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
@@ -259,24 +274,19 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             else:
                 consumer.cancel()
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        try:
+        with interrupts.on_interrupt(on_sigint):
             with contextlib.suppress(asyncio.CancelledError):
                 await consumer
             if interrupted < 2:
                 await run.wait()
                 for future in cancelling:
                     await future
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
         printer.finish()
         if schema is not None and run.status.value == "completed":
             try:
                 value = await run.output()
             except AgentCoreError as exc:
-                err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+                err.write(error_text(exc))
                 return EXIT_FAILED
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")

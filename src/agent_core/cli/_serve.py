@@ -6,8 +6,9 @@ refused (exit 2). ``--token`` warns once: the value is in the process list (``/p
 it is scrubbed at startup (:mod:`agent_core.cli._cmdline`) and in the shell history. The token is
 registered with the process redactor, so a command that prints it reaches neither the model nor storage. Once the server accepts connections it
 prints exactly one line to stdout, ``serving http://HOST:PORT/?token=T`` (``--port 0`` picks a free
-port); logs go to stderr. SIGINT/SIGTERM stop it: runs are cancelled, the runtime closes, pending
-approvals expire; exit 0. Startup errors (config, storage, port in use) exit 1 with one line.
+port); logs go to stderr. SIGTERM and Ctrl-C (SIGINT) stop it: runs are cancelled, the runtime closes,
+pending approvals expire; exit 0 after SIGTERM, 130 after Ctrl-C (at any moment, also while it starts).
+Startup errors (config, credentials, storage, port in use) exit 1 with one line.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import socket
 import stat
 from typing import TextIO
 
-from agent_core.cli._terminal import Output
+from agent_core.cli import _interrupts as interrupts
+from agent_core.cli._terminal import Output, error_text
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TOKEN_ENV = "SOONG_AGENT_SERVE_TOKEN"
 
 
@@ -137,9 +139,11 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         )
         state = await open_state(runtime, broker, questions)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     try:
+        if interrupts.pending():  # Ctrl-C while the runtime opened: serve nothing
+            return EXIT_INTERRUPTED
         try:
             sock = _bind(args.host, args.port)
         except OSError as exc:
@@ -160,28 +164,36 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         # before the runtime closes: the signals only ask the server to exit here
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         loop = asyncio.get_running_loop()
+        interrupted = False
 
         def stop() -> None:
             server.should_exit = True
             state.approvals.end_streams()  # open approval streams never end by themselves
             state.questions.end_streams()
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop)
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.02)
-        if server.started:
-            host, port = sock.getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            out.write(f"serving http://{shown}:{port}/?token={token}\n")
-            try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
-                await runtime.scheduler().start()
-            except AgentCoreError as exc:
-                err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
-        await serving
+        def on_interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            stop()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, stop)
+        with interrupts.on_interrupt(on_interrupt):
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.02)
+            if server.started and not server.should_exit:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in host else host
+                out.write(f"serving http://{shown}:{port}/?token={token}\n")
+                try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
+                    await runtime.scheduler().start()
+                except AgentCoreError as exc:
+                    err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
+            await serving
         sock.close()
+        if interrupted:
+            return EXIT_INTERRUPTED
         return EXIT_OK if server.started else EXIT_FAILED
     finally:
         await close_state(state)

@@ -97,6 +97,7 @@ class EventType(StrEnum):
     message_delta = "message_delta"
     message_completed = "message_completed"
     model_started = "model_started"
+    model_progress = "model_progress"
     model_text_delta = "model_text_delta"
     tool_call_delta = "tool_call_delta"
     model_completed = "model_completed"
@@ -193,6 +194,7 @@ TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
         EventType.tool_call_delta,
         EventType.provider_debug,
         EventType.tool_progress,
+        EventType.model_progress,
     }
 )
 """Live-only event types (never persisted by default; ``seq is None``)."""

@@ -369,9 +369,13 @@ function handleLiveEvent(live, ev) {
       if (p.role === "assistant" || p.role === undefined) {
         if (!lane.bubble && p.text) bubble("");
         if (lane.bubble) { lane.textNode.data = String(p.text || lane.textNode.data); lane.bubble.classList.remove("streaming"); }
+        lane.answered = lane.bubble;
         lane.bubble = null;
       }
       break;
+    case "model_progress":
+      if (!child) showModelProgress(live, lane, p);
+      return;
     case "tool_started":
       live.tools[ev.tool_call_id] = toolBox(p.tool_name, short(p.args_summary, 240), child ? "child" : "", ev.tool_call_id);
       lane.append(live.tools[ev.tool_call_id]);
@@ -423,7 +427,34 @@ function handleLiveEvent(live, ev) {
   if (state.view === "conversation") $("conversation").scrollTop = $("conversation").scrollHeight;
 }
 
+// The followed run's model call, from the same model_progress events as the CLI's status line: while the
+// model reads the prompt, the run status shows the model, the prompt size and the seconds waited; once the
+// answer is complete its output rate goes under the reply.
+function showModelProgress(live, lane, p) {
+  clearInterval(live.waitTimer);
+  live.waitTimer = null;
+  const status = $("run-status");
+  const model = String(p.model || "the model");
+  if (p.phase === "waiting") {
+    const started = Date.now();
+    const tokens = typeof p.prompt_tokens === "number" ? `${p.prompt_tokens.toLocaleString("en-US")} prompt tokens` : "the prompt";
+    const draw = () => {
+      if (state.live === live) status.textContent = `waiting for ${model} · ${tokens} · ${Math.floor((Date.now() - started) / 1000)} s`;
+    };
+    draw();
+    live.waitTimer = setInterval(draw, 1000);
+  } else if (p.phase === "streaming") {
+    status.textContent = `run ${live.runId}: ${model} is answering (first token after ${((p.waited_ms || 0) / 1000).toFixed(1)} s)`;
+  } else if (p.phase === "done" && p.stop_reason !== "max_tokens") {
+    const rate = typeof p.tokens_per_second === "number" ? ` at ${p.tokens_per_second.toFixed(1)} tokens/s` : "";
+    const line = `${p.output_tokens ?? "?"} tokens${rate} · first token after ${((p.waited_ms || 0) / 1000).toFixed(1)} s`;
+    if (lane.answered) lane.answered.append(el("div", { class: "rate muted" }, line));
+    status.textContent = `run ${live.runId}: ${line}`;
+  }
+}
+
 function stopLive() {
+  if (state.live) clearInterval(state.live.waitTimer);
   if (state.live) state.live.abort.abort();
   state.live = null;
   $("cancel-run").hidden = true;
