@@ -178,7 +178,8 @@ async def _mode(chat: ChatSession, args: list[str]) -> None:
         return
     if len(args) != 1 or args[0] not in ("normal", "orchestrator"):
         chat.printer.line(
-            f"error: usage: /mode normal|orchestrator or /mode {'|'.join(PERMISSION_MODES)} ({modes_line(chat)})"
+            f"error: usage: /mode normal|orchestrator (current: {chat.mode}) or /mode "
+            f"{'|'.join(PERMISSION_MODES)} (permission mode: {current_permission_mode(chat)})"
         )
         return
     if args[0] == chat.mode:
