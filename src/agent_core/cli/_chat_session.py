@@ -125,6 +125,9 @@ class ChatSession:
         model = resolve_purpose_model(config, "orchestrator" if self.mode == "orchestrator" else "main")
         session = self.session_id or "new session"
         mode = "" if self.mode == "normal" else f" ({self.mode} mode)"
+        permissions = self.permission_mode or config.settings.permissions.mode
+        if permissions != "default":  # the permission mode, when it is not the usual one
+            mode += f" · permissions: {permissions}"
         return (
             f"soong-agent chat · {safe(model.name)} ({safe(model.provider)}) · {safe(str(config.project))} · "
             f"{session}{mode} · /help for commands, Ctrl-D to leave"
