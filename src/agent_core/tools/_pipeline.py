@@ -499,12 +499,13 @@ class ToolExecutor:
         return CallOutcome(result, "denied", extra)
 
     async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> CallOutcome:
-        """Runs the handler between a checkpoint's opening and closing (calls that change files)."""
-        checkpoint = await self._open_checkpoint(turn, ready)
+        """Runs the handler; a call that changes files runs between its checkpoint's opening (after
+        ``tool_started``) and closing (whatever the handler's outcome)."""
+        opened: list[Any] = []
         try:
-            return await self._run_handler(turn, prep, ready)
+            return await self._run_handler(turn, prep, ready, opened)
         finally:
-            if checkpoint is not None:
+            for checkpoint in opened:
                 await self._close_checkpoint(turn, ready.call, checkpoint)
 
     async def _open_checkpoint(self, turn: _Turn, ready: _Ready) -> Any:
@@ -547,7 +548,9 @@ class ToolExecutor:
         if interrupted:
             raise asyncio.CancelledError()
 
-    async def _run_handler(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> CallOutcome:
+    async def _run_handler(
+        self, turn: _Turn, prep: _Prepared, ready: _Ready, opened: list[Any]
+    ) -> CallOutcome:
         call, definition = ready.call, ready.definition
         started_event = ev.ToolStarted(
             tool_name=call.name,
@@ -567,6 +570,9 @@ class ToolExecutor:
             started_write = await early([(started_event, call.tool_call_id)])
         else:
             await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
+        checkpoint = await self._open_checkpoint(turn, ready)
+        if checkpoint is not None:
+            opened.append(checkpoint)
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
         handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
