@@ -89,6 +89,8 @@ async def test_rewind_restores_files_and_the_active_path(tmp_path: Path) -> None
         assert (project / "c.txt").read_text() == "see\n"
         assert (project / "keep.txt").stat().st_mode & 0o777 != 0o600  # the mode change is undone too
         assert result.active_node_id == after_first.node_id and len(result.checkpoints) == 3
+        stored = next(s for s in await runtime.list_sessions() if s.session_id == sid)
+        assert stored.active_node_id == after_first.node_id  # the switch is stored, not only in memory
         assert sorted(result.removed) == sorted(str(project / p) for p in ("b.txt", "d/e/f.txt", "d/e", "d"))
         assert str(project / "a.txt") in result.restored and str(project / "c.txt") in result.restored
         assert result.skipped == []
