@@ -27,6 +27,7 @@ import logging
 import os
 import stat
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -50,6 +51,7 @@ from agent_core.types.tools import ToolDefinition
 
 log = logging.getLogger(__name__)
 
+KEPT_SESSIONS = 16
 FILE_TOOLS = frozenset({"code.write_file", "code.edit_file"})
 COMMAND_TOOLS = frozenset({"code.run_command"})
 Kind = Literal["files", "walk"]
@@ -102,7 +104,8 @@ class CheckpointService:
         self._settings = settings.checkpoints
         self._tools = settings.tools
         self._home = home
-        self._sessions: dict[str, SessionCheckpoints] = {}
+        self._sessions: OrderedDict[str, SessionCheckpoints] = OrderedDict()
+        """The sessions used lately (their stat caches in memory), most recent last."""
 
     # ---- which calls ----------------------------------------------------------------------------
 
@@ -118,12 +121,19 @@ class CheckpointService:
         return self._home / "sessions" / validate_session_id(session_id) / "checkpoints"
 
     def session(self, session_id: str) -> SessionCheckpoints:
+        """The session's checkpoint state; at most :data:`KEPT_SESSIONS` stay in memory (an idle one is
+        dropped and its stat cache read from disk again when it is next used)."""
         found = self._sessions.get(session_id)
         if found is None:
             store = CheckpointStore(
                 self.directory(session_id), max_store_bytes=self._settings.max_store_bytes
             )
             found = self._sessions[session_id] = SessionCheckpoints(store)
+            idle = [sid for sid, s in self._sessions.items() if sid != session_id and not s.lock.locked()]
+            for sid in idle[: max(0, len(self._sessions) - KEPT_SESSIONS)]:
+                del self._sessions[sid]
+        else:
+            self._sessions.move_to_end(session_id)
         return found
 
     def forget(self, session_id: str) -> None:

@@ -21,6 +21,7 @@ from agent_core._questions.definition import (
 from agent_core._questions.service import QuestionService
 from agent_core._redaction import Redactor
 from agent_core.errors import ErrorCode, ToolError
+from agent_core.tools._scheduler import Aborted, race_cancel
 from agent_core.tools.context import ToolContext
 from agent_core.types.model import ToolCall
 from agent_core.types.permissions import UserQuestion
@@ -80,7 +81,13 @@ class AskUserTool:
             question=r.text(question),
             options=[r.text(o) for o in options],
         )
-        return {"answer": await self._service.ask(asked)}
+        try:  # a cancelled run stops waiting at once (its question is abandoned, never answered later)
+            answer = await race_cancel(self._service.ask(asked), ctx.cancel_event)
+        except Aborted as exc:
+            raise ToolError(
+                ErrorCode.cancelled, "the run was cancelled while waiting for the answer"
+            ) from exc
+        return {"answer": answer}
 
     async def close(self) -> None:
         return None
