@@ -277,3 +277,32 @@ def test_worker_pools_view_and_addressing_a_worker(page: Any, served: ServeProce
     page.click("[data-view=pools]")
     page.wait_for_selector("#pools:has-text('in this session') tr[data-worker=w1] .status:has-text('idle')")
     assert page.js_errors == []
+
+
+def test_the_timeline_shows_a_prompt_cache_break(
+    page: Any, soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    # one tool call spends the limit: the final answer call goes without tools, which breaks the prefix
+    use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.01))
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 65536},
+        limits={"max_tool_calls": 1},
+    )
+    server = start_serve(soong_env)
+    try:
+        open_ui(page, server)
+        page.click("#new-session")
+        say(page, "write cached.txt body")
+        page.wait_for_selector(".approval")
+        page.click(".approval button[data-decision=allow_once]")
+        wait_run_finished(page)
+        page.click("[data-view=timeline]")
+        page.wait_for_selector("#timeline tr[data-type=run_completed]")
+        assert page.locator("#timeline tr[data-type=prompt_cache_break]").count() == 0  # a debug event
+        page.check("#debug-toggle")
+        row = page.wait_for_selector("#timeline tr.cache-break[data-type=prompt_cache_break]")
+        assert row is not None
+        assert "prompt cache break in tools at tool:removed, turn 2" in row.inner_text()
+        assert page.js_errors == []
+    finally:
+        assert server.stop() == 0

@@ -5,6 +5,7 @@ per run and switches between runs of one session."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -171,6 +172,15 @@ async def test_configured_mode_and_a_switch_between_runs_of_one_session(tmp_path
     assert modes == ["accept_edits", "default"]
     by_run = {r.run_id: r.permission_mode for r in replay.runs}
     assert by_run == {first.run_id: "accept_edits", second.run_id: "default"}
-    # the second run's prompt names its own mode
-    assert '<permission_mode mode="default"' in "\n".join(b.content for b in model.requests[-1].system)
+    # the second run's prompt names its own mode: the system prompt keeps the first run's (the prompt prefix
+    # stays cacheable) and the switch follows the conversation as a system update of the block
+    last = model.requests[-1]
+    assert '<permission_mode mode="accept_edits">' in "\n".join(b.content for b in last.system)
+    updates = [
+        text
+        for m in last.messages
+        for text in [json.dumps(m.model_dump(mode="json"))]
+        if 'system_update block=\\"permission_mode\\"' in text
+    ]
+    assert len(updates) == 1 and 'permission_mode mode=\\"default\\"' in updates[0]
     assert (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").exists()

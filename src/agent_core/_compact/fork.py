@@ -161,7 +161,6 @@ def input_budget(
         role=AgentRole.compact.value,
         session_id=req.session.session_id,
         agent_id=req.compact_agent_id,
-        run_id=req.compact_run_id,
     )
     reserve = max(settings.context.reserve_output_tokens, model.max_output_tokens)
     dynamic = (definition.token_count or 0) + counter.text(state_block.content)

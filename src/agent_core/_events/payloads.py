@@ -189,6 +189,21 @@ class ContextBuilt(EventPayload):
 
 
 @frozen_dataclass(kw_only=True)
+class PromptCacheBreak(EventPayload):
+    """A request whose prompt prefix diverges from the agent's previous request (issue 33): the part
+    (``tools``, ``system``, ``messages``), the first item that changed, the messages both share, and
+    why the context was rebuilt when it was (``compaction``, ``rebuild``, ``rewind``; else ``null``)."""
+
+    event_type = EventType.prompt_cache_break
+    part: str
+    first_changed: str
+    reused_messages: int
+    previous_messages: int
+    cause: str | None
+    turn: int
+
+
+@frozen_dataclass(kw_only=True)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"

@@ -393,6 +393,10 @@ async def _build_request(
     tools = [] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools]
     if composition.short_tool_descriptions:
         tools = short_tools(tools)
+    if composition.tools is not None and not final:
+        # a sub-agent or fork sends its parent's tool definitions (its prompt prefix); the tool pipeline
+        # still runs only the child's effective tools (any other call is answered tool_not_available)
+        tools = composition.tools
     max_output = spec.max_output_tokens
     if max_output is not None:  # never ask for more output than the window leaves (issue 13)
         max_output = min(max_output, composition.budget.context_window - composition.total_tokens)
@@ -412,6 +416,10 @@ async def _build_request(
         request = spec.output.prepare(request)
     if spec.on_model_request is not None:
         spec.on_model_request(request)
+    if spec.cache_watch is not None:
+        found = spec.cache_watch.check(request, composition.prefix_restart)
+        if found is not None:
+            await spec.recorder.emit(ev.PromptCacheBreak(**found.payload(), turn=state.turns + 1))
     return request
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Protocol
 
+from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.composer import Composition
 from agent_core._dataclass import dataclass
 from agent_core._events.payloads import ContextBuilt
@@ -96,6 +97,8 @@ class LoopSpec:
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
     limits: RunLimits | None = None
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+    cache_watch: CacheWatch | None = None
+    """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:

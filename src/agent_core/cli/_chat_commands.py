@@ -218,7 +218,15 @@ async def _tasks(chat: ChatSession, args: list[str]) -> None:
     chat.printer.block(lines)
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+_USAGE_KEYS = (
+    "input_tokens",
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+"""The input first, then its split (uncached, read from and written to the provider's prompt cache)."""
 
 
 async def _usage(chat: ChatSession, args: list[str]) -> None:
@@ -233,10 +241,11 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
             for key, value in (run.usage or {}).items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     totals[key] = (totals.get(key) or 0) + value
+    cached = bool(totals.get("cache_read_tokens") or totals.get("cache_write_tokens"))
     parts = [
         f"{key.removesuffix('_tokens').replace('_', ' ')} {totals[key]}"
         for key in _USAGE_KEYS
-        if isinstance(totals.get(key), int)
+        if isinstance(totals.get(key), int) and (cached or key != "uncached_input_tokens")
     ]
     runs = totals.get("runs") or len(replay.runs)
     lines = [f"session {chat.session_id}: {runs} run(s); tokens: {', '.join(parts) or 'none reported'}"]

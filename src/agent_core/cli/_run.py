@@ -153,8 +153,8 @@ def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def usage_line(usage: UsageTotals) -> str:
-    """``usage: 1,234 input + 56 output tokens (cache read 7), $0.0123`` (cost only when priced)."""
-    line = f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
+    """``usage: 1,234 input (27 uncached, cache read 1,200, cache write 7) + 56 output tokens, $0.0123``
+    (the input split only when the provider's prompt cache was used; cost only when priced)."""
     cache = [
         f"{label} {value:,}"
         for label, value in (
@@ -163,8 +163,8 @@ def usage_line(usage: UsageTotals) -> str:
         )
         if value
     ]
-    if cache:
-        line += f" ({', '.join(cache)})"
+    split = f" ({usage.uncached_input_tokens:,} uncached, {', '.join(cache)})" if cache else ""
+    line = f"usage: {usage.input_tokens:,} input{split} + {usage.output_tokens:,} output tokens"
     if usage.cost_usd is not None:
         line += f", ${usage.cost_usd:.4f}"
     return line

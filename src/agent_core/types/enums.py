@@ -93,6 +93,7 @@ class EventType(StrEnum):
     aborted_tools = "aborted_tools"
     stop_hook_prevented = "stop_hook_prevented"
     context_built = "context_built"
+    prompt_cache_break = "prompt_cache_break"
     message_created = "message_created"
     message_delta = "message_delta"
     message_completed = "message_completed"
@@ -162,6 +163,7 @@ class EventType(StrEnum):
 DEBUG_ONLY_EVENTS: frozenset[EventType] = frozenset(
     {
         EventType.context_built,
+        EventType.prompt_cache_break,
         EventType.model_started,
         EventType.model_text_delta,
         EventType.tool_call_delta,

@@ -4,7 +4,7 @@
 "use strict";
 
 const DEBUG_ONLY = new Set((
-  "context_built model_started model_text_delta tool_call_delta model_completed provider_debug " +
+  "context_built prompt_cache_break model_started model_text_delta tool_call_delta model_completed provider_debug " +
   "permission_failed hook_started hook_completed hook_failed child_agent_cancel_requested " +
   "child_agent_cancel_timeout child_result_schema_validation_failed compact_pending compact_started " +
   "compact_completed compact_failed memory_extraction_started memory_extraction_completed " +
@@ -69,12 +69,22 @@ function resultText(blocks) {
     : b.type === "artifact_ref" ? `[artifact ${b.artifact_id}] ${b.summary || ""}` : "").join(" ");
 }
 
+// Input is split into its uncached part and what the provider's prompt cache read and wrote.
 function usageText(u) {
   if (!u) return "";
   const parts = [];
-  if (u.input_tokens !== undefined) parts.push(`in ${u.input_tokens}`);
+  if (u.input_tokens !== undefined) {
+    const split = [];
+    if (u.cache_read_tokens || u.cache_write_tokens) {
+      const uncached = u.uncached_input_tokens ??
+        Math.max(0, u.input_tokens - (u.cache_read_tokens || 0) - (u.cache_write_tokens || 0));
+      split.push(`uncached ${uncached}`);
+      if (u.cache_read_tokens) split.push(`cache read ${u.cache_read_tokens}`);
+      if (u.cache_write_tokens) split.push(`cache write ${u.cache_write_tokens}`);
+    }
+    parts.push(`in ${u.input_tokens}${split.length ? ` (${split.join(", ")})` : ""}`);
+  }
   if (u.output_tokens !== undefined) parts.push(`out ${u.output_tokens}`);
-  if (u.cache_read_tokens) parts.push(`cache read ${u.cache_read_tokens}`);
   if (u.cost_usd !== undefined && u.cost_usd !== null) parts.push(`$${Number(u.cost_usd).toFixed(4)}`);
   return parts.join(" · ");
 }
@@ -919,6 +929,14 @@ function stepDag(steps) {
 
 // ---- timeline ----------------------------------------------------------------------------------------
 
+// A request that stopped repeating the agent's previous one: where, and how much of it was still reused.
+function cacheBreakText(payload) {
+  const p = payload || {};
+  const cause = p.cause ? ` (context ${p.cause})` : "";
+  return `prompt cache break in ${p.part} at ${p.first_changed}, turn ${p.turn}: ` +
+    `${p.reused_messages} of ${p.previous_messages} earlier messages reused${cause}`;
+}
+
 function renderTimeline() {
   const replay = state.replay;
   const body = clear($("timeline").querySelector("tbody"));
@@ -938,10 +956,12 @@ function renderTimeline() {
     if (chosen && ev.run_id !== chosen) continue;
     if (lvl && ev.level !== lvl) continue;
     shown++;
-    body.append(el("tr", { class: `${debug ? "debug " : ""}level-${ev.level}`, "data-type": ev.event_type },
+    const cacheBreak = ev.event_type === "prompt_cache_break";
+    body.append(el("tr", { class: `${debug ? "debug " : ""}${cacheBreak ? "cache-break " : ""}level-${ev.level}`,
+      "data-type": ev.event_type },
       el("td", {}, ev.seq ?? ""), el("td", {}, ev.run_seq ?? ""), el("td", {}, time(ev.created_at)),
       el("td", {}, ev.event_type), el("td", {}, ev.level), el("td", {}, short(ev.run_id || "", 24)),
-      el("td", { class: "payload" }, short(JSON.stringify(ev.payload), 400))));
+      el("td", { class: "payload" }, cacheBreak ? cacheBreakText(ev.payload) : short(JSON.stringify(ev.payload), 400))));
   }
   $("timeline-count").textContent = `${shown} of ${(replay.events || []).length} events`;
 }
