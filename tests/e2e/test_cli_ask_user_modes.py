@@ -161,7 +161,10 @@ def test_chat_mode_plan_then_approving_the_plan_carries_it_out(
     plan_request, carry_request, _ = chat_requests(scripted_ollama)
     assert not any("write_file" in n or "run_command" in n for n in tool_names(plan_request))
     assert any("write_file" in n for n in tool_names(carry_request))
-    assert carry_request.json["messages"][-1]["content"] == "Carry out the plan."
+    contents = [m["content"] for m in carry_request.json["messages"] if m["role"] == "user"]
+    assert [c for c in contents if not c.startswith("<system_update")][-1] == "Carry out the plan."
+    # the switch reaches the model as an update of the permission_mode block (the system prompt is kept)
+    assert 'system_update block="permission_mode"' in contents[-1] and 'mode="accept_edits"' in contents[-1]
     system = " ".join(m["content"] for m in plan_request.json["messages"] if m["role"] == "system")
     assert 'permission_mode mode="plan"' in system
 
