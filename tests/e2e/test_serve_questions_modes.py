@@ -131,7 +131,7 @@ def test_run_with_a_permission_mode(soong_env: SoongEnv, scripted_ollama: Script
             runs = client.get(f"/api/sessions/{created.json()['session_id']}").json()["runs"]
             assert [r["permission_mode"] for r in runs] == ["accept_edits"]
             bypass = client.post("/api/runs", json={"message": "hi", "permission_mode": "bypass"})
-            assert bypass.status_code == 400 and "sandbox" in bypass.json()["error"]["message"]
+            assert bypass.status_code == 409 and "sandbox" in bypass.json()["error"]["message"]
             unknown = client.post("/api/runs", json={"message": "hi", "permission_mode": "yolo"})
             assert unknown.status_code == 400
     finally:

@@ -21,7 +21,7 @@ class RunRequest(Body):
     mode: Literal["normal", "orchestrator"] | None = None
     """Omitted: the session's mode (a new session: ``normal``); a different mode than the session's → 409."""
     permission_mode: Literal["default", "accept_edits", "plan", "dont_ask", "bypass"] | None = None
-    """The run's permission mode (omitted: ``[permissions] mode``); ``bypass`` without the sandbox → 400."""
+    """The run's permission mode (omitted: ``[permissions] mode``); ``bypass`` without the sandbox → 409."""
 
 
 class WorkerRef(Body):
@@ -63,9 +63,9 @@ class NodeRequest(Body):
 
 class RewindRequest(Body):
     node_id: str = Field(min_length=1, max_length=200)
-    files: bool = True
+    files: bool = Field(default=True, strict=True)
     """Put back the files changed after the node."""
-    conversation: bool = True
+    conversation: bool = Field(default=True, strict=True)
     """Make the node the active leaf."""
 
 

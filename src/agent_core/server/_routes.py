@@ -128,6 +128,13 @@ async def start_run(request: Request) -> Response:
         addressed = addressed_workers(body.message, workers)
         if addressed:
             message = addressed_message(body.message, addressed)
+    if body.permission_mode == "bypass" and state.runtime._config.settings.tools.sandbox != "bwrap":
+        raise ApiError(  # a valid request this server's configuration refuses
+            409,
+            ErrorCode.validation_error,
+            'permission mode "bypass" needs the command sandbox ([tools] sandbox = "bwrap" in config.toml)',
+            {"config_key": "tools.sandbox"},
+        )
     handle = await state.runtime.start(
         message, session_id=body.session_id, mode=mode, permission_mode=body.permission_mode
     )
