@@ -225,6 +225,19 @@ class MessageCompleted(EventPayload):
     role: str = "assistant"
     text: str
     has_tool_calls: bool
+    reasoning: str | Absent = ABSENT
+    """The message's reasoning text (its reasoning blocks joined), when it has any (issue 34)."""
+
+
+@frozen_dataclass
+class ReasoningDelta(EventPayload):
+    """A fragment of the model's reasoning as it streams (live only, like ``message_delta``)."""
+
+    event_type = EventType.reasoning_delta
+    text: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"text": self.text}
 
 
 @frozen_dataclass
@@ -294,6 +307,39 @@ class ModelFailed(EventPayload):
     event_type = EventType.model_failed
     error: JsonObject
     partial_node_id: str | None
+
+
+@frozen_dataclass(kw_only=True)
+class ModelFallback(EventPayload):
+    """A model call failed after its retries (retriable error) or for a capability the model lacks, and
+    the same request goes to the next ``[model] fallback_profiles`` profile (issue 34)."""
+
+    event_type = EventType.model_fallback
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    profile: str
+    error: JsonObject
+    turn: int
+
+
+@frozen_dataclass(kw_only=True)
+class ContextOverflow(EventPayload):
+    """The provider said the prompt exceeds the model's window although the estimate fit: the runtime
+    compacts once and retries the request (issue 34). ``prompt_tokens`` / ``context_window`` are the
+    provider's figures (``null`` when it gave none); ``estimate_factor`` is the estimate's correction learned
+    from them."""
+
+    event_type = EventType.context_overflow
+    provider: str
+    model: str
+    estimated_tokens: int
+    prompt_tokens: int | None
+    context_window: int | None
+    estimate_factor: float
+    compacted: bool
+    turn: int
 
 
 @frozen_dataclass
@@ -615,6 +661,52 @@ class JobFailed(EventPayload):
     artifact_id: str | Absent | None = ABSENT
     error: JsonObject | Absent = ABSENT
     reason: str | Absent = ABSENT
+
+
+@frozen_dataclass
+class InboxDelivered(EventPayload):
+    """An entry reached an agent's inbox (written on the recipient's session; its run, if one is live)."""
+
+    event_type = EventType.inbox_delivered
+    entry_id: str
+    kind: str
+    sender: str
+    depth: int
+    """Unread entries of the recipient after this one."""
+    request_id: str | Absent = ABSENT
+    woke_run_id: str | Absent = ABSENT
+    """The wake-up run this delivery started (the recipient was idle)."""
+
+
+@frozen_dataclass
+class InboxDrained(EventPayload):
+    """Entries reached the model in one ``<inbox>`` note (written with the note node, which acknowledges
+    them)."""
+
+    event_type = EventType.inbox_drained
+    entry_ids: list[str]
+    kinds: list[str]
+    count: int
+
+
+@frozen_dataclass
+class TeammateSpawned(EventPayload):
+    event_type = EventType.teammate_spawned
+    name: str
+    teammate_agent_id: str
+    teammate_session_id: str
+    resident: bool
+    isolation: str
+    autonomous: bool
+
+
+@frozen_dataclass
+class TeammateStopped(EventPayload):
+    event_type = EventType.teammate_stopped
+    name: str
+    teammate_agent_id: str
+    teammate_session_id: str
+    reason: str
 
 
 @frozen_dataclass

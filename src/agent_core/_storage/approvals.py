@@ -1,5 +1,5 @@
 """Durable pending requests of ``soong-agent serve``: permission requests (surfaces.md §2 "Durable
-approvals"; migration 2) and the model's questions to the user (``internal.ask_user``; migration 6).
+approvals"; migration 2) and the model's questions to the user (``internal.ask_user``; migration 7).
 
 One row per request shown to a client: written (``pending``) before the request is shown, turned
 ``answered`` by exactly one conditional update (the first answer wins; the answer is committed before the

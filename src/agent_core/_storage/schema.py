@@ -160,6 +160,57 @@ plan (``tool_turns``: a call of an older plan claims nothing), one claim per too
 executes it (``tool_call_claims``) and the step attempts that stopped after being superseded
 (``stopped_attempts``)."""
 
+TEAMS_V6: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS inbox_entries (
+  entry_id      TEXT PRIMARY KEY,
+  session_id    TEXT NOT NULL,
+  agent_id      TEXT NOT NULL,
+  kind          TEXT NOT NULL,
+  sender        TEXT NOT NULL,
+  content       TEXT NOT NULL,
+  request_id    TEXT,
+  metadata_json TEXT,
+  status        TEXT NOT NULL CHECK (status IN ('pending', 'acked')),
+  node_id       TEXT,
+  created_at    TEXT NOT NULL,
+  acked_at      TEXT
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_inbox_entries_agent ON inbox_entries(session_id, agent_id, status)",
+    """CREATE TABLE IF NOT EXISTS teammates (
+  session_id      TEXT PRIMARY KEY,
+  agent_id        TEXT NOT NULL,
+  lead_session_id TEXT NOT NULL,
+  lead_agent_id   TEXT NOT NULL,
+  name            TEXT NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('active', 'stopped')),
+  settings_json   TEXT NOT NULL,
+  created_at      TEXT NOT NULL,
+  updated_at      TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_teammates_lead ON teammates(lead_session_id)",
+    """CREATE TABLE IF NOT EXISTS team_requests (
+  request_id      TEXT PRIMARY KEY,
+  kind            TEXT NOT NULL,
+  lead_session_id TEXT NOT NULL,
+  from_session_id TEXT NOT NULL,
+  from_agent_id   TEXT NOT NULL,
+  from_name       TEXT NOT NULL,
+  to_session_id   TEXT NOT NULL,
+  to_agent_id     TEXT NOT NULL,
+  to_name         TEXT NOT NULL,
+  content         TEXT NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+  reason          TEXT,
+  created_at      TEXT NOT NULL,
+  answered_at     TEXT
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_team_requests_lead ON team_requests(lead_session_id)",
+)
+"""Migration 6: the durable per-agent inbox (``inbox_entries``: ``pending`` until the node that carries
+an entry to the model commits, then ``acked`` with that node's id), the teammates of a lead session
+(``teammates``: one row per teammate session) and their protocol requests (``team_requests``: a
+``plan_approval`` or ``shutdown`` request, answered once)."""
+
 APPROVALS_V2: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS pending_approvals (
   request_id   TEXT PRIMARY KEY,
@@ -177,7 +228,7 @@ APPROVALS_V2: tuple[str, ...] = (
 )
 """DDL of schema version 2 (``storage.migrations``): durable pending approvals (``storage.approvals``)."""
 
-QUESTIONS_V6: tuple[str, ...] = (
+QUESTIONS_V7: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS pending_questions (
   request_id   TEXT PRIMARY KEY,
   run_id       TEXT NOT NULL,
@@ -192,7 +243,7 @@ QUESTIONS_V6: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS pending_questions_status ON pending_questions(status, created_at)",
     "CREATE INDEX IF NOT EXISTS pending_questions_session ON pending_questions(session_id)",
 )
-"""DDL of schema version 6: durable questions of ``internal.ask_user`` shown by ``soong-agent serve``
+"""DDL of schema version 7: durable questions of ``internal.ask_user`` shown by ``soong-agent serve``
 (``storage.approvals.QuestionStore``; same shape as ``pending_approvals``)."""
 
 SESSION_DDL_VERSION = 1

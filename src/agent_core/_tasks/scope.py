@@ -24,6 +24,9 @@ from agent_core.tools.context import RunScope
 from agent_core.types.enums import AgentRole
 
 TASK_SCOPE_KEY = "task_scope"
+TASK_SESSION_KEY = "task_session_id"
+"""``RunScope.extras`` key: the session whose Task board a run's Task tools use, when it is not the run's
+own (an autonomous teammate working a step of its lead's board)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,5 +84,9 @@ class TaskCaller:
 
     @classmethod
     def from_run_scope(cls, scope: RunScope) -> TaskCaller:
-        worker = WorkerTaskScope.from_extras(scope.extras) if scope.agent_role == AgentRole.worker else None
-        return cls(agent_id=scope.agent_id, run_id=scope.run_id, role=scope.agent_role, worker_scope=worker)
+        """The caller of a run; a run holding a dispatch scope acts on the board as a worker (also a
+        teammate's run working a step it claimed)."""
+        holds_scope = scope.agent_role == AgentRole.worker or TASK_SCOPE_KEY in scope.extras
+        worker = WorkerTaskScope.from_extras(scope.extras) if holds_scope else None
+        role = AgentRole.worker if worker is not None else scope.agent_role
+        return cls(agent_id=scope.agent_id, run_id=scope.run_id, role=role, worker_scope=worker)

@@ -29,7 +29,7 @@ from agent_core._tasks.inputs import (
     TaskUpdateStepInput,
     parse_input,
 )
-from agent_core._tasks.scope import TaskCaller
+from agent_core._tasks.scope import TASK_SESSION_KEY, TaskCaller
 from agent_core._tasks.service import TaskService
 from agent_core._tasks.store import EmitFn
 from agent_core._tasks.tool_definitions import task_tool_definitions
@@ -47,6 +47,13 @@ class TaskServiceSource(Protocol):
     """Gives the (loaded) :class:`TaskService` of a session, e.g. :class:`TaskRegistry`."""
 
     async def get(self, session_id: str) -> TaskService: ...
+
+
+def board_session(ctx: ToolContext) -> str:
+    """The session whose Task board a call uses: the run's own, or the one its scope names
+    (:data:`~agent_core._tasks.scope.TASK_SESSION_KEY`)."""
+    named = ctx.scope.extras.get(TASK_SESSION_KEY)
+    return named if isinstance(named, str) and named else ctx.session_id
 
 
 # ------------------------------------------------------------------------------------------ schemas
@@ -110,7 +117,7 @@ class TaskToolAdapter:
                 raise AgentCoreError(
                     ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
                 )
-            service = await self._services.get(ctx.session_id)
+            service = await self._services.get(board_session(ctx))
 
             async def emit(event: ev.EventPayload, actor: Actor) -> None:
                 await ctx.sink.emit(event, tool_call_id=ctx.tool_call_id)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
+from agent_core.cli._chat_team import TeamWatcher
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
@@ -67,6 +69,10 @@ class ChatSession:
         """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
         """Slash commands typed at a permission prompt, run when the turn ends."""
+        self.attachments: list[Path] = []
+        """Files ``/image`` attached to the next message."""
+        self.team = TeamWatcher(self)
+        """The current session's teammates' activity (``/team`` lists them)."""
 
     # ---- runtime ------------------------------------------------------------------------------
     async def load(self, path: str | None) -> AgentRuntime:
@@ -237,9 +243,19 @@ class ChatSession:
         from agent_core.errors import AgentCoreError
 
         runtime = await self.ready()
+        content: Any = message
+        if self.attachments:
+            from agent_core.types.runtime import UserMessage
+
+            files, self.attachments = self.attachments, []
+            try:
+                content = UserMessage.with_files(message, *files)
+            except OSError as exc:
+                self.printer.line(f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}")
+                return
         try:
             run = await runtime.start(
-                message,
+                content,
                 session_id=self.session_id,
                 mode=self.mode,
                 permission_mode=self.permission_mode,  # type: ignore[arg-type]
@@ -251,6 +267,7 @@ class ChatSession:
         self.run = run
         self.last_run = run
         self.permission_asked = False
+        self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
         presses = 0
         consumer = asyncio.ensure_future(self._consume(run))
@@ -281,6 +298,7 @@ class ChatSession:
         self.printer.finish()
         if self.printer.cancel_requested or run.status.value == "cancelled":
             self.printer.line("[cancelled]")
+        self.team.after_turn()
 
     async def _consume(self, run: RunHandle) -> None:
         """The run's events and, indented under the tool call that started them, its descendants'."""

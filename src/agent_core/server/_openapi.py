@@ -25,6 +25,7 @@ from agent_core.types._results import CancelResult, DeleteSessionResult, RewindR
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest, UserQuestion
 from agent_core.types.runtime import NestedRuntimeEvent, Node, ReplayResult
+from agent_core.types.team import TeammateView
 
 _REF = "#/components/schemas/{model}"
 _INPUTS: tuple[type[BaseModel], ...] = (
@@ -50,6 +51,7 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
     NestedRuntimeEvent,
     PermissionRequest,
     ErrorPayload,
+    TeammateView,
 )
 
 
@@ -385,6 +387,49 @@ def openapi_document(version: str) -> dict[str, Any]:
                             "properties": {
                                 "session_id": {"type": "string"},
                                 "tasks": {"type": "array", "items": _ref("TaskInspectView")},
+                            },
+                        }
+                    ),
+                    **_errors(404),
+                },
+            }
+        },
+        "/api/artifacts/{artifact_id}": {
+            "get": {
+                "summary": "An image or PDF of the conversation (a message's attachment, a tool's image)",
+                "parameters": [
+                    {"name": "artifact_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the bytes",
+                        "content": {
+                            media: {"schema": {"type": "string", "format": "binary"}}
+                            for media in (
+                                "image/png",
+                                "image/jpeg",
+                                "image/gif",
+                                "image/webp",
+                                "application/pdf",
+                            )
+                        },
+                    },
+                    **_errors(404),
+                },
+            }
+        },
+        "/api/sessions/{session_id}/team": {
+            "get": {
+                "summary": "The teammates of the session's team with their state and unread inbox entries",
+                "parameters": [session_id],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["session_id", "teammates"],
+                            "properties": {
+                                "session_id": {"type": "string"},
+                                "teammates": {"type": "array", "items": _ref("TeammateView")},
                             },
                         }
                     ),

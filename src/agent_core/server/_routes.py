@@ -285,6 +285,24 @@ async def answer_approval(request: Request) -> Response:
     return _json(AnswerResult(request_id=request_id, status="answered", decision=body.decision))
 
 
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"})
+"""Artifacts the UI shows (images and PDFs of the conversation); never SVG or HTML."""
+
+
+async def artifact_media(request: Request) -> Response:
+    """An image or PDF artifact for the conversation view (404 for anything else)."""
+    state = _state(request)
+    artifact_id = str(request.path_params["artifact_id"])
+    try:
+        data, mime = await state.runtime.read_artifact(artifact_id)
+    except AgentCoreError as exc:
+        raise ApiError(404, ErrorCode.file_not_found, f"unknown artifact {artifact_id!r}") from exc
+    if mime not in MEDIA_TYPES:
+        raise ApiError(404, ErrorCode.file_not_found, f"artifact {artifact_id!r} is not an image or PDF")
+    headers = {"Content-Disposition": "inline", "Cache-Control": "private, max-age=3600"}
+    return Response(data, media_type=mime, headers=headers)
+
+
 async def get_session(request: Request) -> Response:
     state = _state(request)
     session_id = request.path_params["session_id"]
@@ -350,6 +368,15 @@ async def session_tasks(request: Request) -> Response:
     return _json({"session_id": session_id, "tasks": [json.loads(t.model_dump_json()) for t in replay.tasks]})
 
 
+async def session_team(request: Request) -> Response:
+    """The session's teammates (its own, or its lead's when it is a teammate's session)."""
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    team = await state.runtime.team(session_id)
+    return _json({"session_id": session_id, "teammates": [json.loads(m.model_dump_json()) for m in team]})
+
+
 def _queued_runs(state: ServerState, session_id: str | None) -> list[QueuedRun]:
     out: list[QueuedRun] = []
     for run in state.live_runs():
@@ -391,4 +418,6 @@ API_ROUTES = [
     Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/rewind", rewind_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
+    Route("/api/artifacts/{artifact_id}", artifact_media, methods=["GET"]),
+    Route("/api/sessions/{session_id}/team", session_team, methods=["GET"]),
 ]

@@ -100,9 +100,12 @@ class EventType(StrEnum):
     model_started = "model_started"
     model_progress = "model_progress"
     model_text_delta = "model_text_delta"
+    reasoning_delta = "reasoning_delta"
     tool_call_delta = "tool_call_delta"
     model_completed = "model_completed"
     model_failed = "model_failed"
+    model_fallback = "model_fallback"
+    context_overflow = "context_overflow"
     provider_debug = "provider_debug"
     tool_started = "tool_started"
     tool_progress = "tool_progress"
@@ -136,6 +139,11 @@ class EventType(StrEnum):
     job_started = "job_started"
     job_completed = "job_completed"
     job_failed = "job_failed"
+    # The durable per-agent inbox and teammates (issue 36)
+    inbox_delivered = "inbox_delivered"
+    inbox_drained = "inbox_drained"
+    teammate_spawned = "teammate_spawned"
+    teammate_stopped = "teammate_stopped"
     # The 17 WAL-mirroring task events (contract.md §7.2)
     task_created = "task_created"
     task_running = "task_running"
@@ -193,6 +201,7 @@ TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
     {
         EventType.message_delta,
         EventType.model_text_delta,
+        EventType.reasoning_delta,
         EventType.tool_call_delta,
         EventType.provider_debug,
         EventType.tool_progress,

@@ -22,6 +22,7 @@ const state = {
   approvals: new Map(),  // request_id -> pending approval (pushed)
   questions: new Map(),  // request_id -> pending question of internal.ask_user (pushed)
   pools: null,
+  team: null,        // {session_id, teammates} of the selected session (GET /api/sessions/{id}/team)
   expanded: new Set(),     // child run ids whose activity the conversation shows
   childEvents: new Map(),  // child run id -> its replayed events (finished children only)
   newSession: false,
@@ -61,6 +62,30 @@ const time = (iso) => { try { return new Date(iso).toLocaleTimeString(); } catch
 
 function textOf(blocks) {
   return (blocks || []).filter((b) => b.type === "text").map((b) => b.text).join("");
+}
+
+function reasoningOf(blocks) {
+  return (blocks || []).filter((b) => b.type === "reasoning" && b.text).map((b) => b.text).join("\n\n");
+}
+
+// The model's reasoning, collapsed (a <details> the user opens); the text goes in as text.
+function reasoningBox(text) {
+  const body = document.createTextNode(text || "");
+  const box = el("details", { class: "reasoning" }, el("summary", {}, "reasoning"), el("div", { class: "reasoning-text" }, body));
+  box.textNode = body;
+  return box;
+}
+
+// Images and PDFs of a message or a tool result: served by /api/artifacts/{id} (same origin, cookie).
+function mediaOf(blocks) {
+  const out = [];
+  for (const b of blocks || []) {
+    const id = encodeURIComponent(String(b.artifact_id || ""));
+    if (b.type === "image") out.push(el("img", { class: "attachment", src: `/api/artifacts/${id}`, alt: `image ${b.artifact_id}` }));
+    else if (b.type === "document") out.push(el("a", { class: "attachment", href: `/api/artifacts/${id}`, target: "_blank", rel: "noopener" }, `document ${b.artifact_id}`));
+    else if (b.type === "tool_result") out.push(...mediaOf(b.content));
+  }
+  return out;
 }
 
 function resultText(blocks) {
@@ -168,6 +193,7 @@ async function selectSession(sessionId) {
   history.replaceState(null, "", sessionId ? `#${sessionId}` : "#");
   await loadSession();
   await loadSessions();
+  if (state.view === "agents") await loadTeam();
 }
 
 async function loadSession() {
@@ -296,9 +322,11 @@ function renderNodes(nodes, box, byCall) {
   for (const node of nodes) {
     if (node.role === "user" && node.node_type === "message") {
       box.append(el("div", { class: "msg user", "data-node": node.node_id }, el("span", { class: "who" }, "you"),
-        textOf(node.content), addressChips(node)));
+        textOf(node.content), mediaOf(node.content), addressChips(node)));
     } else if (node.role === "assistant") {
       const text = textOf(node.content);
+      const reasoning = reasoningOf(node.content);
+      if (reasoning) box.append(reasoningBox(reasoning));
       if (text) {
         box.append(el("div", { class: `msg assistant${node.metadata?.partial ? " partial" : ""}`, "data-node": node.node_id },
           el("span", { class: "who" }, "assistant"), text));
@@ -314,6 +342,8 @@ function renderNodes(nodes, box, byCall) {
         if (block.type !== "tool_result") continue;
         const summary = block.error ? `${block.error.code}: ${block.error.message}` : resultText(block.content);
         box.append(toolLine("result", short(summary, 300), block.is_error ? "failed" : "ok"));
+        const media = mediaOf(block.content);
+        if (media.length) box.append(el("div", { class: "tool-media" }, media));
       }
     } else if (node.node_type === "compaction" || node.role === "system") {
       box.append(el("div", { class: "notice" }, `[${node.node_type}]`));
@@ -371,11 +401,17 @@ function handleLiveEvent(live, ev) {
     lane.append(lane.bubble);
   };
   switch (ev.event_type) {
+    case "reasoning_delta":
+      if (!lane.reasoning) { lane.reasoning = reasoningBox(""); lane.append(lane.reasoning); }
+      lane.reasoning.textNode.data += String(p.text || "");
+      break;
     case "message_delta":
+      lane.reasoning = null;
       if (!lane.bubble) bubble("streaming");
       lane.textNode.data += String(p.text || "");
       break;
     case "message_completed":
+      lane.reasoning = null;
       if (p.role === "assistant" || p.role === undefined) {
         if (!lane.bubble && p.text) bubble("");
         if (lane.bubble) { lane.textNode.data = String(p.text || lane.textNode.data); lane.bubble.classList.remove("streaming"); }
@@ -871,6 +907,36 @@ function renderAgents() {
       c.result_summary ? el("div", {}, short(c.result_summary, 400)) : null));
   }
   renderTasks(replay.tasks || []);
+  renderTeam();
+}
+
+// ---- teammates ---------------------------------------------------------------------------------------
+
+async function loadTeam() {
+  const sid = state.sessionId && !state.newSession ? state.sessionId : null;
+  if (!sid) { state.team = null; return; }
+  let data;
+  try { data = await api("GET", `/api/sessions/${encodeURIComponent(sid)}/team`); } catch (err) { state.team = { session_id: sid, error: err.message }; renderTeam(); return; }
+  state.team = data;
+  if (state.view === "agents") renderTeam();
+}
+
+function renderTeam() {
+  const box = clear($("team"));
+  const data = state.team;
+  if (!data || data.session_id !== state.sessionId) { box.append(el("p", { class: "muted" }, "No teammates in this session.")); return; }
+  if (data.error) { box.append(el("p", { class: "error" }, data.error)); return; }
+  if (!data.teammates.length) { box.append(el("p", { class: "muted" }, "No teammates in this session.")); return; }
+  const body = el("tbody");
+  for (const m of data.teammates) {
+    const kind = `${m.resident ? "resident" : "one task"}, ${m.isolation}${m.autonomous ? ", autonomous" : ""}`;
+    body.append(el("tr", { class: "teammate", "data-name": m.name },
+      el("td", {}, m.name), el("td", { class: `state-${m.state}` }, m.state),
+      el("td", {}, `${m.inbox_depth} unread`), el("td", {}, kind),
+      el("td", {}, el("a", { href: `#${encodeURIComponent(m.session_id)}`, onclick: (e) => { e.preventDefault(); selectSession(m.session_id); } }, m.session_id))));
+  }
+  box.append(el("table", { id: "team-table" },
+    el("thead", {}, el("tr", {}, ["name", "state", "inbox", "kind", "session"].map((h) => el("th", {}, h)))), body));
 }
 
 function renderTasks(tasks) {
@@ -988,7 +1054,11 @@ function render() {
 
 async function init() {
   for (const tab of document.querySelectorAll(".tab")) {
-    tab.addEventListener("click", () => { state.view = tab.dataset.view; render(); if (state.view === "pools") loadPools(); });
+    tab.addEventListener("click", () => {
+      state.view = tab.dataset.view; render();
+      if (state.view === "pools") loadPools();
+      if (state.view === "agents") loadTeam();
+    });
   }
   $("composer").addEventListener("submit", send);
   $("message").addEventListener("keydown", (e) => {
@@ -1020,6 +1090,7 @@ async function init() {
   watchQuestions();
   setInterval(() => { if (!state.live) loadSessions(); }, 4000);
   setInterval(() => { if (state.view === "pools") loadPools(); }, 2000);
+  setInterval(() => { if (state.view === "agents") loadTeam(); }, 2000);
 }
 
 document.addEventListener("DOMContentLoaded", init);
