@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.tools.files import FileAccess
     from agent_core.types._results import (
         CancelResult,
         CleanupResult,
@@ -74,9 +75,12 @@ class AgentRuntime:
         debug: bool = False,
         hooks: Sequence[Hook] | None = None,
         question_callback: QuestionCallback | None = None,
+        file_access: FileAccess | None = None,
     ) -> None:
         """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
-        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event."""
+        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event.
+        ``file_access``: the host's hook for the built-in file tools' text reads and writes (an editor's
+        buffers; :mod:`agent_core.tools.files`)."""
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
             config_path=config_path,
@@ -93,6 +97,7 @@ class AgentRuntime:
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
+        self._file_access = file_access
         self._code_definitions: list[AgentDefinition] = []
         self._manager: RunManager | None = None
         self._opened: OpenRuntime | None = None
@@ -140,6 +145,7 @@ class AgentRuntime:
                     code_definitions=self._code_definitions,
                     hooks=self._hooks,
                     question_callback=self._question_callback,
+                    file_access=self._file_access,
                 )
                 self._manager = self._opened.manager
             return self._manager
@@ -289,6 +295,22 @@ class AgentRuntime:
                 details={"argument": "permission_mode", "config_key": "tools.sandbox"},
             )
         return mode
+
+    async def create_session(self, mode: Literal["normal", "orchestrator"] = "normal") -> str:
+        """Creates an empty session of this project (no run yet) and returns its id; ``start(message,
+        session_id=...)`` runs in it. For hosts that name a conversation before its first message (an ACP
+        editor's ``session/new``); it is listed by :meth:`list_sessions` with an empty title."""
+        manager = await self._open()
+        try:
+            run_mode = RunMode(mode)
+        except ValueError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        if run_mode == RunMode.orchestrator and manager.features.tasks is not None:
+            await manager.features.tasks.check()  # as start() does before an orchestrator session
+        session = await manager.new_session(run_mode)
+        return session.session_id
 
     async def _cancel_run(self, state: RunState) -> CancelResult:
         if self._manager is None:

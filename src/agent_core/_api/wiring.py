@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.tools.files import FileAccess
     from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
@@ -109,6 +110,7 @@ async def open_services(
     code_definitions: Sequence[AgentDefinition],
     hooks: Sequence[Hook] = (),
     question_callback: QuestionCallback | None = None,
+    file_access: FileAccess | None = None,
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -125,7 +127,9 @@ async def open_services(
         settings = config.settings
         # static definitions; the implementations are imported on the first call (cold start)
         tools.register_adapter(
-            LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            LazyToolAdapter(
+                code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor, file_access)
+            ),
             internal=True,
         )
         tools.register_adapter(
@@ -255,10 +259,10 @@ async def open_services(
         raise
 
 
-def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
+def _code_tools(settings: Settings, redactor: Redactor, file_access: FileAccess | None) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
-    return CodeToolsAdapter(settings, redactor=redactor)
+    return CodeToolsAdapter(settings, redactor=redactor, file_access=file_access)
 
 
 def _ask_user_tool(questions: QuestionService, redactor: Redactor) -> ToolAdapter:
