@@ -332,8 +332,8 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("output_retries", 2),
             ("model_profile", None),  # issue 37: run --model
             ("max_turns", None),  # issue 37: run --max-turns
-            ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
             ("permission_mode", None),  # issue 37: permission modes
+            ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],
