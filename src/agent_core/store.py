@@ -7,10 +7,31 @@ records in :mod:`agent_core.types.storage`). ``soong-agent serve`` follows live 
 state through the runtime's methods, not by writing here.
 
 :class:`ApprovalStore` keeps the durable permission requests of ``soong-agent serve`` in the same store
-(``pending`` until answered once, ``expired`` when the run stopped waiting or the server restarted).
+(``pending`` until answered once, ``expired`` when the run stopped waiting or the server restarted), and
+:class:`QuestionStore` the ``internal.ask_user`` questions the same way (both :class:`PendingStore`; a row
+is a :class:`PendingRow`, ``store.view(row)`` its API form).
 """
 
-from agent_core._storage.approvals import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
+from agent_core._storage.approvals import (
+    ApprovalRow,
+    ApprovalStatus,
+    ApprovalStore,
+    PendingRow,
+    PendingStore,
+    QuestionAnswer,
+    QuestionRow,
+    QuestionStore,
+)
 from agent_core._storage.protocol import SessionStore
 
-__all__ = ["ApprovalRow", "ApprovalStatus", "ApprovalStore", "SessionStore", "request_json"]
+__all__ = [
+    "ApprovalRow",
+    "ApprovalStatus",
+    "ApprovalStore",
+    "PendingRow",
+    "PendingStore",
+    "QuestionAnswer",
+    "QuestionRow",
+    "QuestionStore",
+    "SessionStore",
+]

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteCounts as DeleteCounts
     from agent_core.types._results import DeleteFailure as DeleteFailure
     from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
+    from agent_core.types._results import RewindResult as RewindResult
+    from agent_core.types._results import RewindSkip as RewindSkip
     from agent_core.types._results import SessionSummary as SessionSummary
     from agent_core.types._results import SkillSummary as SkillSummary
     from agent_core.types._results import TaskWalSummary as TaskWalSummary
@@ -60,6 +62,8 @@ _RESULTS = frozenset(
         "DeleteCounts",
         "DeleteFailure",
         "DeleteSessionResult",
+        "RewindResult",
+        "RewindSkip",
         "SessionSummary",
         "SkillSummary",
         "TaskWalSummary",
@@ -296,6 +300,8 @@ class RunInfo(StrictModel):
     turn_count: int | None = None
     usage: dict[str, Any] | None = None
     error: ErrorPayload | None = None
+    permission_mode: str | None = None
+    """The run's permission mode (``None`` for runs stored before modes existed)."""
     created_at: datetime
     updated_at: datetime
 
