@@ -85,6 +85,8 @@ def test_chat_image_attaches_to_the_next_message_only(soong_env: SoongEnv) -> No
         server.verify()
     first, second = server.requests_to("/api/chat")
     asked = [m for m in first.json["messages"] if m["role"] == "user"][-1]
-    assert asked["content"].startswith("what colour?") and asked["images"] == [base64.b64encode(image).decode()]
+    assert asked["content"].startswith("what colour?") and asked["images"] == [
+        base64.b64encode(image).decode()
+    ]
     again = [m for m in second.json["messages"] if m["role"] == "user"]
     assert "images" not in again[-1] and again[0]["images"] == asked["images"]  # the history keeps it
