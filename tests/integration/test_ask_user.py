@@ -123,3 +123,40 @@ async def test_a_cancelled_run_abandons_its_question(tmp_path: Path) -> None:
         with pytest.raises(AgentCoreError) as late:
             await runtime.answer_question(seen[0].request_id, "SQLite")
         assert late.value.code == "validation_error"
+
+
+async def test_deferred_questions_are_listed_and_watched_through_the_runtime(tmp_path: Path) -> None:
+    """``pending_questions()`` / ``watch_question()`` (what serve's question broker uses): a deferred
+    question is listed until it settles; a watcher hears ``True`` when it is answered, ``False`` when its
+    run stops waiting; an id that is not pending is not watched."""
+    seen: list[UserQuestion] = []
+    asked = asyncio.Event()
+
+    async def defer(question: UserQuestion) -> PermissionDeferral:
+        seen.append(question)
+        asked.set()
+        return DEFER
+
+    settled: list[bool] = []
+    async with open_runtime(asking_model(), project_dir=tmp_path, question_callback=defer) as runtime:
+        assert runtime.pending_questions() == []
+        answered = await runtime.start("set up the service")
+        await asyncio.wait_for(asked.wait(), 10)
+        first = seen[0].request_id
+        assert runtime.pending_questions() == [first]
+        assert runtime.watch_question(first, settled.append) is True
+        assert runtime.watch_question("ask_unknown", settled.append) is False
+        await runtime.answer_question(first, "SQLite")
+        await answered.wait()
+        assert settled == [True] and runtime.pending_questions() == []
+        assert runtime.watch_question(first, settled.append) is False
+
+        asked.clear()
+        abandoned = await runtime.start("set up another service")
+        await asyncio.wait_for(asked.wait(), 10)
+        second = seen[1].request_id
+        assert runtime.pending_questions() == [second]
+        assert runtime.watch_question(second, settled.append) is True
+        await abandoned.cancel()
+        await asyncio.sleep(0)  # the watcher runs as the future's done callback
+        assert settled == [True, False] and runtime.pending_questions() == []
