@@ -55,12 +55,6 @@ class _Task:
     steps: dict[str, _Step] = field(default_factory=dict)
 
 
-def is_task_event(event_type: str) -> bool:
-    return (
-        event_type in _TASK_EVENTS or event_type in _STEP_STATUS_OF_EVENT or event_type == "task_step_updated"
-    )
-
-
 class PlanBoard:
     """The Tasks seen so far (see the module docstring)."""
 
