@@ -343,6 +343,8 @@ def test_openapi_document_describes_every_route(
             ("DELETE", "/api/sessions/{session_id}"),
             ("GET", "/api/sessions/{session_id}/tasks"),
             ("GET", "/api/sessions/{session_id}/team"),
+            ("GET", "/api/sessions/{session_id}/trace"),
+            ("GET", "/api/config"),
         }
     finally:
         assert server.stop() == 0
