@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.scripted_servers import ScriptedOllamaServer
-from tests.fixtures.serve import RuleModel, start_serve, use_scripted_ollama
+from tests.fixtures.serve import start_serve, use_scripted_ollama
 
 PRICED_MODEL = {
     "price_input_per_mtok": 2.0,
@@ -50,7 +50,7 @@ def test_trace_nests_the_child_run_under_its_call_and_marks_the_retry(
     finally:
         assert server.stop() == 0
     data = trace.json()
-    assert [r["run_id"] for r in data["runs"]][0] == first["run_id"]
+    assert data["runs"][0]["run_id"] == first["run_id"]
     root, second = data["runs"]
     kinds = [(s["kind"], s.get("tool_name") or s.get("model")) for s in root["spans"]]
     assert kinds == [("model", "test-model"), ("tool", "agent.create_sub_agent"), ("model", "test-model")]
