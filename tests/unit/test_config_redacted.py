@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_core._redaction import register_secret
 from agent_core.config import load_config
 from agent_core.config.redacted import redacted_config
 
@@ -33,13 +32,11 @@ dsn_env = "MY_DSN"
 """,
         encoding="utf-8",
     )
-    register_secret("process-held-secret-77")
-    (project / "process-held-secret-77").mkdir()  # a registered secret inside a path is masked too
     environ = {"MY_LLM": "sk-value-0123456789", "MY_DSN": "postgresql://app:pg-password-42@db/app"}
-    config = load_config(home_dir=home, project_dir=project / "process-held-secret-77")
+    config = load_config(home_dir=home, project_dir=project)
     view = redacted_config(config, environ=environ)
     text = json.dumps(view)
-    for secret in ("url-password-1", "sk-value-0123456789", "pg-password-42", "process-held-secret-77"):
+    for secret in ("url-password-1", "sk-value-0123456789", "pg-password-42"):
         assert secret not in text, secret
     model = view["settings"]["model"]
     assert model["base_url"] == "https://user:[REDACTED]@llm.invalid/v1?key=[REDACTED]"

@@ -6,8 +6,9 @@ trace of a finished session is the same whenever it is asked for; a live run's o
 
 * a **run** spans its first to its terminal event (``run_completed`` / ``run_cancelled`` / ``loop_failed``);
   ``run_queued`` to ``run_dequeued`` is its time in the queue; its usage is the run's stored usage record;
-* a **model call** spans ``model_started`` to ``model_completed`` (or ``model_failed``) of the same run;
-  its duration is the call's ``latency_ms``, its usage the provider's, priced with the configured prices
+* a **model call** spans ``model_started`` (or, earlier, its ``model_completed`` less the call's
+  ``latency_ms``: the request went out before the response started) to ``model_completed`` (or
+  ``model_failed``) of the same run; its duration is ``latency_ms``, its usage the provider's, priced with the configured prices
   of its provider and model; ``retries`` and the assistant node's ``retry`` metadata say how often the
   request was retried and why; a ``prompt_cache_break`` of the same turn is attached to it;
 * a **tool call** spans ``tool_started`` to ``tool_completed`` / ``tool_failed`` / ``tool_denied``; a
@@ -21,7 +22,7 @@ Event timestamps are for display (the bars of the waterfall); order comes from t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import Field
@@ -293,6 +294,8 @@ class _RunWalk:
         span.model = span.model or meta.get("model")
         span.end, span.status, span.node_id = ev.created_at, "completed", ev.node_id
         latency = _int(p.get("latency_ms"))
+        if latency is not None:  # model_started marks the response's start; the request went out earlier
+            span.start = min(span.start, ev.created_at - timedelta(milliseconds=latency))
         span.duration_ms = latency if latency is not None else _ms(span.start, span.end)
         span.stop_reason = p.get("stop_reason")
         prices = self.prices.get((span.provider or "", span.model or ""))

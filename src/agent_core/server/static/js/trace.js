@@ -184,13 +184,27 @@ function runRows(scale, run, depth, out) {
 
 // ---- the view -----------------------------------------------------------------------------------------
 
-function count(run, kind, acc = { model: 0, tool: 0, retries: 0, errors: 0, breaks: 0 }) {
+function count(run, kind, acc = { model: 0, tool: 0, retries: 0, errors: 0, breaks: 0, children: 0 }) {
   acc.errors += run.marks.filter((m) => m.kind === "error").length;
   for (const s of run.spans) {
     if (s.kind === "model") { acc.model++; acc.retries += s.retries; if (s.cache_break) acc.breaks++; }
-    else { acc.tool++; for (const c of s.children) count(c, kind, acc); }
+    else { acc.tool++; for (const c of s.children) { acc.children++; count(c, kind, acc); } }
   }
-  for (const c of run.children) count(c, kind, acc);
+  for (const c of run.children) { acc.children++; count(c, kind, acc); }
+  return acc;
+}
+
+// The usage of a run and every run below it (the run's own record counts its agent only).
+function treeUsage(run, acc = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cost_usd: null }) {
+  const u = run.usage;
+  if (u) {
+    acc.input_tokens += u.input_tokens;
+    acc.output_tokens += u.output_tokens;
+    acc.cache_read_tokens += u.cache_read_tokens || 0;
+    if (u.cost_usd != null) acc.cost_usd = (acc.cost_usd || 0) + u.cost_usd;
+  }
+  for (const s of run.spans) if (s.kind === "tool") for (const c of s.children) treeUsage(c, acc);
+  for (const c of run.children) treeUsage(c, acc);
   return acc;
 }
 
@@ -213,7 +227,7 @@ function renderWaterfall(box, trace) {
   const summary = [
     `${run.status}${run.end ? "" : " (running)"}`, duration(run.duration_ms),
     `${c.model} model call${c.model === 1 ? "" : "s"}${c.retries ? ` (${c.retries} retr${c.retries === 1 ? "y" : "ies"})` : ""}`,
-    `${c.tool} tool call${c.tool === 1 ? "" : "s"}`, usageText(run.usage),
+    `${c.tool} tool call${c.tool === 1 ? "" : "s"}`, `${usageText(treeUsage(run))}${c.children ? " with its child runs" : ""}`,
     c.breaks ? `${c.breaks} prompt cache break${c.breaks === 1 ? "" : "s"}` : "", c.errors ? `${c.errors} error${c.errors === 1 ? "" : "s"}` : "",
   ].filter(Boolean).join(" · ");
   box.append(el("div", { class: "trace-head" }, step(-1), picker, step(1)), el("p", { class: "trace-summary" }, summary));
