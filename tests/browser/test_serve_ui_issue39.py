@@ -405,3 +405,39 @@ def test_the_dark_theme_follows_the_system(browser: Any, served: ServeProcess) -
     assert luminance(light["body"]) > 0.9 and luminance(light["text"]) < 0.2
     assert luminance(dark["reply"]) < 0.2
     assert dark["code"] != light["code"]  # the dark highlight.js theme applies too
+
+
+def test_every_view_runs_under_the_strict_policy(
+    page: Any, served: ServeProcess, soong_env: SoongEnv
+) -> None:
+    """The page's policy allows scripts and styles from the server only, without inline code or eval; no
+    view (Markdown, highlighting, the waterfall's bars, the settings panel) trips it."""
+    soong_env.write_project("readme.md", "hello\n")
+    page.add_init_script(
+        "window.violations = [];"
+        "document.addEventListener('securitypolicyviolation', (e) => window.violations.push(`${e.violatedDirective} ${e.blockedURI}`));"
+    )
+    response = page.goto(served.stdout_line.split(" ", 1)[1].strip())
+    assert response is not None
+    policy = response.headers["content-security-policy"]  # of GET / (after the token redirect)
+    assert "script-src 'self'" in policy and "style-src 'self'" in policy
+    assert (
+        "unsafe-inline" not in policy and "unsafe-eval" not in policy and "frame-ancestors 'none'" in policy
+    )
+    page.wait_for_function("() => document.querySelector('#version').textContent.startsWith('v')")
+    page.click("#new-session")
+    say(page, "reply " + MARKDOWN)
+    wait_run_finished(page)
+    say(page, "delegate look around")
+    wait_run_finished(page)
+    page.click("#conversation .toolbox[data-tool='agent.create_sub_agent'] > .tool")
+    for view in ("trace", "tree", "agents", "pools"):
+        page.click(f"[data-view={view}]")
+        page.wait_for_timeout(300)
+    page.click("[data-view=trace]")
+    page.wait_for_selector(".wf-row[data-kind=model]").click()
+    page.click("#open-settings")
+    page.wait_for_selector("dialog#settings[open] details.config-section")
+    assert page.evaluate("window.violations") == []
+    assert page.evaluate("Boolean(window.markdownit && window.DOMPurify && window.hljs)")
+    assert page.js_errors == []
