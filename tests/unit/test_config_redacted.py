@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from agent_core.config import load_config
-from agent_core.config.redacted import redacted_config
+from agent_core.config._redacted import redacted_config
 
 
 def test_secrets_are_masked_wherever_they_occur_and_variable_names_stay(tmp_path: Path) -> None:

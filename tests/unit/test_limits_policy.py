@@ -12,8 +12,8 @@ from agent_core._loop._limits import (
     usage_of_record,
     usage_record,
 )
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.config.loader import load_config
-from agent_core.config.pricing import Prices, cost_usd
 from agent_core.config.schema import Settings
 from agent_core.errors import ConfigError
 from agent_core.types.content import TextBlock

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
-from agent_core.config.pricing import Prices, cost_usd
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason

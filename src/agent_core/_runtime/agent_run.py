@@ -35,9 +35,9 @@ from agent_core._runtime import lifecycle
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState, SessionState
+from agent_core.config._pricing import Prices
 from agent_core.config._profiles import resolve_model
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.config.pricing import Prices
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError
 from agent_core.tools._effective import EffectiveTools

@@ -33,8 +33,8 @@ from agent_core._runtime._nested import child_forwarder
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState
 from agent_core._storage.protocol import SessionStore
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.config.pricing import Prices, cost_usd
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agent_core.config.pricing import Prices, cost_usd
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.server._models import Body
 from agent_core.types.model import Usage
 from agent_core.types.runtime import Node, ReplayResult, RunInfo, RuntimeEvent
@@ -392,7 +392,7 @@ def _child_links(events: list[RuntimeEvent]) -> dict[str, tuple[str, str | None]
 
 def build_trace(replay: ReplayResult, prices: dict[tuple[str, str], Prices] | None = None) -> SessionTrace:
     """The session's trace (see the module docstring); ``prices`` are the configured prices by
-    ``(provider, model)`` (:func:`agent_core.config.pricing.configured_prices`)."""
+    ``(provider, model)`` (:func:`agent_core.config._pricing.configured_prices`)."""
     nodes = {n.node_id: n for n in replay.nodes}
     walks = {r.run_id: _RunWalk(r, nodes, prices or {}) for r in replay.runs}
     events = sorted(replay.events, key=lambda e: (e.seq is None, e.seq or 0))

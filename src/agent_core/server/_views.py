@@ -3,7 +3,7 @@
 * ``GET /api/sessions/{session_id}/trace``: the session's runs as a tree of timed spans (model calls, tool
   calls, child runs, marks), built from its stored events (:mod:`agent_core.server._trace`);
 * ``GET /api/config``: where the server runs (project, home, config file), the main model and the resolved
-  settings with every secret masked (:func:`agent_core.config.redacted.redacted_config`).
+  settings with every secret masked (:func:`agent_core.config._redacted.redacted_config`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agent_core.config._pricing import configured_prices
+from agent_core.config._redacted import redacted_config
 from agent_core.config.loader import LoadedConfig
-from agent_core.config.pricing import configured_prices
-from agent_core.config.redacted import redacted_config
 from agent_core.server._routes import _json, _known_session, _state
 from agent_core.server._trace import build_trace
 
