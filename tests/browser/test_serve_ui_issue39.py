@@ -189,6 +189,34 @@ def test_the_run_state_the_stop_button_and_the_keyboard(
     assert page.js_errors == []
 
 
+def test_a_reasoning_model_shows_its_state_and_folded_reasoning_live(page: Any, served: ServeProcess) -> None:
+    """While the model reasons the run says so (with the output rate), the reasoning streams into a folded
+    section, and the chip turns to streaming when the answer begins."""
+    open_ui(page, served)
+    page.click("#new-session")
+    say(page, "think 25")
+    page.wait_for_selector("#run-state[data-state=thinking]")
+    assert page.inner_text("#run-state") == "reasoning"
+    page.wait_for_function(
+        "() => /is reasoning · ≈\\d+ tokens · [\\d.]+ tokens\\/s/.test(document.querySelector('#run-status').textContent)"
+    )
+    live = page.locator("#conversation details.reasoning")
+    assert live.count() == 1 and live.get_attribute("open") is None  # folded while it streams
+    page.wait_for_function(
+        "() => document.querySelector('#conversation details.reasoning').textContent.includes('step 3,')"
+    )
+    page.wait_for_selector("#run-state[data-state=streaming]")
+    wait_run_finished(page)
+    assert page.get_attribute("#run-state", "data-state") == "completed"
+    # the stored answer: the reasoning folded above the reply
+    page.wait_for_selector("#conversation .msg.assistant:has-text('Thought it through.')")
+    stored = page.locator("#conversation details.reasoning")
+    assert stored.count() == 1 and stored.get_attribute("open") is None
+    stored.locator("summary").click()
+    assert "step 24," in stored.inner_text()
+    assert page.js_errors == []
+
+
 def test_the_waterfall_shows_a_child_run_and_a_retry(
     page: Any, served: ServeProcess, soong_env: SoongEnv
 ) -> None:

@@ -42,9 +42,20 @@ function drawStreaming(live) {
   const now = Date.now();
   if (now - (s.drawn || 0) < 250) return;
   s.drawn = now;
-  const tokens = Math.max(1, Math.round(s.chars / 4));
+  const tokens = Math.max(1, Math.round((s.chars + s.reasoning) / 4));
   const seconds = Math.max(0.001, (now - s.started) / 1000);
-  showState("streaming", `${s.model} · ≈${num(tokens)} tokens · ${(tokens / seconds).toFixed(1)} tokens/s · first token after ${(s.waited / 1000).toFixed(1)} s`);
+  const what = s.thinking ? `${s.model} is reasoning` : s.model;
+  showState(s.thinking ? "thinking" : "streaming", `${what} · ≈${num(tokens)} tokens · ${(tokens / seconds).toFixed(1)} tokens/s · first token after ${(s.waited / 1000).toFixed(1)} s`);
+}
+
+// Counts streamed output of the followed run; `thinking` says whether it is reasoning or the answer (a
+// switch between the two is drawn at once).
+function countStreamed(live, text, thinking) {
+  const s = live.stream;
+  if (!s) return;
+  if (thinking) s.reasoning += text.length; else s.chars += text.length;
+  if (s.thinking !== thinking) { s.thinking = thinking; s.drawn = 0; }
+  drawStreaming(live);
 }
 
 // The followed run's model call, from the same model_progress events as the CLI's status line: while the
@@ -57,7 +68,7 @@ function showModelProgress(live, lane, p) {
     const tokens = typeof p.prompt_tokens === "number" ? `${num(p.prompt_tokens)} prompt tokens` : "the prompt";
     if (!live.quiet) showState("waiting", (s) => `waiting for ${model} · ${tokens} · ${s} s`);
   } else if (p.phase === "streaming") {
-    live.stream = { model, started: Date.now(), chars: 0, waited: p.waited_ms || 0 };
+    live.stream = { model, started: Date.now(), chars: 0, reasoning: 0, thinking: false, waited: p.waited_ms || 0 };
     if (!live.quiet) showState("streaming", `${model} is answering (first token after ${((p.waited_ms || 0) / 1000).toFixed(1)} s)`);
   } else if (p.phase === "done" && p.stop_reason !== "max_tokens") {
     live.stream = null;
@@ -81,13 +92,14 @@ export function handleLiveEvent(live, ev) {
     case "reasoning_delta":
       if (!lane.reasoning) { lane.reasoning = reasoningBox(""); lane.append(lane.reasoning); }
       lane.reasoning.textNode.append(String(p.text || ""));
+      if (!child) countStreamed(live, String(p.text || ""), true);
       break;
     case "message_delta":
       lane.reasoning = null;
       if (!lane.bubble) bubble("streaming");
       lane.text += String(p.text || "");
       renderInto(lane.bubble.body, lane.text);
-      if (!child && live.stream) { live.stream.chars += String(p.text || "").length; drawStreaming(live); }
+      if (!child) countStreamed(live, String(p.text || ""), false);
       break;
     case "message_completed":
       lane.reasoning = null;

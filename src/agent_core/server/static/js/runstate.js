@@ -1,11 +1,11 @@
-// The followed run's state above the composer: a chip (queued, waiting for the model, streaming, running
+// The followed run's state above the composer: a chip (queued, waiting for the model, reasoning, streaming, running
 // a tool, awaiting approval, then how it ended) and a line of figures (the model and prompt size with the
 // seconds waited, the output rate, the tool and its seconds); the Stop button beside it.
 
 import { $, cost, duration, num } from "./dom.js";
 
 const LABEL = {
-  starting: "starting", queued: "queued", waiting: "waiting for the model", streaming: "streaming",
+  starting: "starting", queued: "queued", waiting: "waiting for the model", thinking: "reasoning", streaming: "streaming",
   tool: "running a tool", approval: "awaiting approval", question: "awaiting your answer",
   completed: "completed", cancelled: "cancelled", failed: "failed", aborted: "stopped",
 };
