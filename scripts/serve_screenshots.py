@@ -95,9 +95,15 @@ def main() -> None:
                     browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
                     page = browser.new_page(viewport={"width": 1280, "height": 800})
                     page.goto(url)
-                    page.wait_for_function("() => document.querySelector('#version').textContent.startsWith('v')")
+                    page.wait_for_function(
+                        "() => document.querySelector('#version').textContent.startsWith('v')"
+                    )
                     page.click("#new-session")
-                    for text in (QUESTION, "reply <b>HTML from the model stays text</b>", "flaky run the tests"):
+                    for text in (
+                        QUESTION,
+                        "reply <b>HTML from the model stays text</b>",
+                        "flaky run the tests",
+                    ):
                         say(page, text)
                         finished(page)
                     say(page, "delegate look around the project")  # a sub agent, nested below its call
@@ -186,6 +192,15 @@ def main() -> None:
                     finished(page, 60_000)
                     page.wait_for_timeout(800)
                     page.screenshot(path=str(DOCS / "serve-orchestrator.png"))
+                    # a reasoning model: the run says it reasons, the reasoning streams into a folded section
+                    page.select_option("#new-mode", "normal")
+                    page.click("#new-session")
+                    say(page, "think 60")
+                    page.wait_for_selector("#run-state[data-state=thinking]")
+                    page.click("#conversation details.reasoning summary")
+                    page.wait_for_timeout(2500)
+                    page.screenshot(path=str(DOCS / "serve-reasoning.png"))
+                    finished(page)
                     browser.close()
             finally:
                 server.stop()
