@@ -320,8 +320,9 @@ def test_the_timeline_shows_a_prompt_cache_break(
         wait_run_finished(page)
         # the waterfall marks the model call whose request broke the cached prefix
         page.click("[data-view=trace]")
-        model = page.wait_for_selector(".wf-row[data-kind=model]:has(.badge.cache-break)")
-        assert model is not None and "turn 2" in model.inner_text()
+        model = page.locator(".wf-row[data-kind=model]:has(.badge.cache-break)")
+        model.wait_for()  # a locator: the view redraws when the trace is reloaded
+        assert "turn 2" in model.inner_text()
         model.click()
         assert "tools at tool:removed" in page.inner_text(".wf-more:not([hidden])")
         assert page.locator(".wf-row[data-kind=run] .wf-mark[data-kind=prompt_cache_break]").count() == 1

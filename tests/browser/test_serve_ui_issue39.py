@@ -229,8 +229,10 @@ def test_the_waterfall_shows_a_child_run_and_a_retry(
     wait_run_finished(page)
     page.click("[data-view=trace]")
     # the latest run first: its model call was retried after a 429
-    model = page.wait_for_selector(".wf-row[data-kind=model]:has(.badge.retry)")
-    assert model is not None and "↻ 1" in model.inner_text()
+    # (locators, not element handles: the view redraws when the trace is reloaded)
+    model = page.locator(".wf-row[data-kind=model]:has(.badge.retry)")
+    model.wait_for()
+    assert "↻ 1" in model.inner_text()
     assert page.locator(".wf-row[data-kind=run] .wf-mark[data-kind=retry]").count() == 1
     model.click()
     detail = page.inner_text(".wf-more:not([hidden])")
@@ -463,7 +465,7 @@ def test_every_view_runs_under_the_strict_policy(
         page.click(f"[data-view={view}]")
         page.wait_for_timeout(300)
     page.click("[data-view=trace]")
-    page.wait_for_selector(".wf-row[data-kind=model]").click()
+    page.locator(".wf-row[data-kind=model]").first.click()  # a locator: the view may redraw meanwhile
     page.click("#open-settings")
     page.wait_for_selector("dialog#settings[open] details.config-section")
     assert page.evaluate("window.violations") == []
