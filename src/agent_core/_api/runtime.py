@@ -205,6 +205,22 @@ class AgentRuntime:
         )
         return RunHandle(self, state)
 
+    async def create_session(self, mode: Literal["normal", "orchestrator"] = "normal") -> str:
+        """Creates an empty session of this project (no run yet) and returns its id; ``start(message,
+        session_id=...)`` runs in it. For hosts that name a conversation before its first message (an ACP
+        editor's ``session/new``); it is listed by :meth:`list_sessions` with an empty title."""
+        manager = await self._open()
+        try:
+            run_mode = RunMode(mode)
+        except ValueError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        if run_mode == RunMode.orchestrator and manager.features.tasks is not None:
+            await manager.features.tasks.check()  # as start() does before an orchestrator session
+        session = await manager.new_session(run_mode)
+        return session.session_id
+
     async def _cancel_run(self, state: RunState) -> CancelResult:
         if self._manager is None:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")

@@ -1,5 +1,8 @@
 """The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
 
+``soong-agent channels [--path <dir>]`` answers on the ``[[channels]]`` of ``config.toml`` (Telegram, Slack) in
+the foreground (``agent_core.cli._channels``); ``serve`` runs the channels of its project too.
+
 ``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
 
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
@@ -201,6 +204,23 @@ def _add_chat(sub: Any) -> None:
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")
 
 
+def _add_channels(sub: Any) -> None:
+    channels = sub.add_parser(
+        "channels",
+        help="answer on the chat channels of config.toml ([[channels]]: Telegram, Slack)",
+        description="Runs every [[channels]] entry of config.toml in the foreground: messages from the "
+        "allowed chats and users go to a session per conversation, answers and permission questions go "
+        "back to the chat. Prints one line per channel once it receives; Ctrl-C stops it.",
+    )
+    channels.add_argument(
+        "--path", help="project of channels that name none; a file selects its parent (default: cwd)"
+    )
+    channels.add_argument(
+        "--debug", action="store_true", help="show debug log output and internal tracebacks"
+    )
+    channels.set_defaults(handler="agent_core.cli._channels:channels_command")
+
+
 def _add_audit(sub: Any) -> None:
     audit = sub.add_parser(
         "audit",
@@ -258,6 +278,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "chat": _add_chat,
     "serve": _add_serve,
+    "channels": _add_channels,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,
