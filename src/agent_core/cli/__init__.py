@@ -278,12 +278,12 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "chat": _add_chat,
     "serve": _add_serve,
-    "channels": _add_channels,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,
     "worker": _add_worker,
     "task-wal": _add_task_wal,
+    "channels": _add_channels,
 }
 """Command name → the function registering it (``schedule`` and ``scheduler`` share one), in the order
 ``soong-agent --help`` lists them."""
