@@ -18,8 +18,8 @@ Sampling (``sampling/createMessage``):
 Elicitation (``elicitation/create``): always asked the same way, ``tool_name =
 "mcp.<server_id>.elicitation"``, ``metadata.mcp_request = "elicitation"`` with ``message`` and
 ``requested_schema`` (or ``url`` in URL mode). The answer's ``metadata.content`` (an object matching the
-schema) is what the server receives when the decision allows; ``deny`` declines; no answer (timeout,
-cancellation) cancels.
+schema) is what the server receives when the decision allows; ``deny`` declines (``deny`` with
+``metadata.elicitation = "cancel"`` cancels); no answer (timeout, cancellation) cancels.
 """
 
 from __future__ import annotations
@@ -211,7 +211,8 @@ class RuntimeMcpHost:
         if answer is None:
             return ElicitationReply(action="cancel")
         if answer.decision == "deny":
-            return ElicitationReply(action="decline")
+            cancelled = answer.metadata.get("elicitation") == "cancel"
+            return ElicitationReply(action="cancel" if cancelled else "decline")
         content = answer.metadata.get("content")
         if request.url is None and not isinstance(content, dict):
             content = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from agent_core.cli._chat_mcp import mcp_command, prompt_command
 from agent_core.cli._chat_render import cut, safe
 from agent_core.cli._chat_team import team_command
 
@@ -303,6 +304,7 @@ COMMANDS: dict[str, Command] = {
     "/mode": _mode,
     "/tasks": _tasks,
     "/team": team_command,
+    "/mcp": mcp_command,
     "/usage": _usage,
     "/skills": _skills,
     "/config": _config,
@@ -322,6 +324,10 @@ HELP = (
     ("/mode normal|orchestrator", "mode of the next new session"),
     ("/tasks", "the Task board of this session"),
     ("/team", "this session's teammates: state and unread inbox entries"),
+    (
+        "/mcp [resources <server>]",
+        "MCP prompts (/mcp:<server>:<prompt> args) and resources (@<server>:<uri>)",
+    ),
     ("/usage", "tokens, cost and limits of this session"),
     ("/skills", "available skills"),
     ("/config", "resolved home, project, provider and model"),
@@ -332,6 +338,8 @@ HELP = (
 
 async def run_command(chat: ChatSession, line: str) -> None:
     """Runs one slash command line; an unknown command prints a one-line error."""
+    if line.startswith("/mcp:") and await prompt_command(chat, line):
+        return
     name, *args = line.split()
     command = COMMANDS.get(name.lower())
     if command is None:

@@ -132,6 +132,10 @@ class ChatSession:
         The answers are read here, so none of them reaches the chat as a message."""
         from agent_core.types.permissions import PermissionDecision
 
+        if request.metadata.get("mcp_request") == "elicitation":
+            from agent_core.cli._chat_mcp import ask_elicitation
+
+            return await ask_elicitation(self, request)
         self.printer.end_reply()
         color = self.terminal if self.prompt_out is self.out else wants_color(self.err.stream)
         text = describe_request(request, color=color)
@@ -186,11 +190,15 @@ class ChatSession:
 
     # ---- one turn -----------------------------------------------------------------------------
     async def turn(self, message: str) -> None:
+        from agent_core.cli._chat_mcp import with_attachments
         from agent_core.errors import AgentCoreError
 
         runtime = await self.ready()
         try:
-            run = await runtime.start(message, session_id=self.session_id, mode=self.mode)
+            sent = await with_attachments(self, message)  # @server:uri mentions of MCP resources
+            if sent is None:
+                return
+            run = await runtime.start(sent, session_id=self.session_id, mode=self.mode)
         except AgentCoreError as exc:
             self.printer.line(f"error: {safe(exc.message)}")
             return
