@@ -186,6 +186,9 @@ class McpClient:
         self._headers = dict(headers or {})
         self._handlers = handlers
         self._auth = auth
+        self._host_busy = 0
+        self._host_since = 0.0
+        self._host_total = 0.0
         self.capabilities: dict[str, Any] = {}
         """The server's capabilities from ``initialize`` (``tools``, ``resources``, ``prompts``, ...)."""
         self._session: ClientSession | None = None
@@ -267,7 +270,16 @@ class McpClient:
 
     # -- server requests ----------------------------------------------------------------------------
 
+    def _host_seconds(self) -> float:
+        """Seconds spent answering the server's requests so far (the one in progress included)."""
+        ongoing = asyncio.get_running_loop().time() - self._host_since if self._host_busy else 0.0
+        return self._host_total + ongoing
+
     async def _answer(self, what: str, produce: Callable[[], Awaitable[Any]]) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._host_busy == 0:
+            self._host_since = loop.time()
+        self._host_busy += 1
         try:
             return await produce()
         except McpRequestRefused as exc:
@@ -275,6 +287,10 @@ class McpClient:
         except Exception as exc:
             logger.warning("MCP server %s: answering %s failed: %s", self.server_id, what, _describe(exc))
             return mcp_types.ErrorData(code=INTERNAL_ERROR, message=f"{what} failed: {type(exc).__name__}")
+        finally:
+            self._host_busy -= 1
+            if self._host_busy == 0:
+                self._host_total += loop.time() - self._host_since
 
     async def _on_sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
         assert self._handlers is not None
@@ -355,10 +371,26 @@ class McpClient:
             raise McpTransportError(self._failure("not connected"))
         request = asyncio.ensure_future(factory(session))
         ended = asyncio.ensure_future(self._ended.wait())
+        loop = asyncio.get_running_loop()
+        started, host_before = loop.time(), self._host_seconds()
         try:
-            done, _ = await asyncio.wait(
-                {request, ended}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            while True:
+                # the time the host spends on the server's own requests (a user answering an
+                # elicitation, a sampling call) does not count against this request's timeout
+                remaining = None
+                if timeout_s is not None:
+                    spent = loop.time() - started - (self._host_seconds() - host_before)
+                    remaining = max(timeout_s - spent, 0.0)
+                done, _ = await asyncio.wait(
+                    {request, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                if done or timeout_s is None:
+                    break
+                if (
+                    self._host_busy == 0
+                    and loop.time() - started - (self._host_seconds() - host_before) >= timeout_s
+                ):
+                    break
         finally:
             ended.cancel()
             if not request.done():

@@ -191,7 +191,7 @@ async def ask_elicitation(chat: ChatSession, request: PermissionRequest) -> Perm
     content: dict[str, Any] = {}
     for name, spec in properties.items():
         spec = spec if isinstance(spec, dict) else {}
-        hint = spec.get("description") or spec.get("title") or ""
+        hint = spec.get("description") or ""
         kind = "/".join(str(o) for o in spec["enum"]) if "enum" in spec else str(spec.get("type", "string"))
         label = f"  {safe(name)} ({kind}{', required' if name in required else ''}){' ' + safe(hint) if hint else ''}: "
         for _ in range(3):
