@@ -132,7 +132,7 @@ async def test_oauth_registration_pkce_storage_and_refresh(
         assert redactor.text(f"a {access} r {refresh}") == f"a {REDACTED} r {REDACTED}"
 
         await asyncio.sleep(TTL_S + 0.5)  # expired: the next request refreshes, nobody is asked
-        assert [r.uri for r in await manager.list_resources("docs")][0] == "notes://readme"
+        assert next(r.uri for r in await manager.list_resources("docs")) == "notes://readme"
         assert lines(log).count("refresh") == 1 and len(browser.opened) == 1
         renewed = json.loads(stored.read_text())["tokens"]["access_token"]
         assert renewed != access
