@@ -380,7 +380,7 @@ class McpClient:
                 remaining = None
                 if timeout_s is not None:
                     spent = loop.time() - started - (self._host_seconds() - host_before)
-                    remaining = max(timeout_s - spent, 0.0)
+                    remaining = max(timeout_s - spent, 0.5 if self._host_busy else 0.0)
                 done, _ = await asyncio.wait(
                     {request, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
                 )
