@@ -313,3 +313,29 @@ async def test_declarative_tool_offloaded_without_wake_tells_the_next_run(soong_
     assert note.startswith("<inbox>") and job_id in note and "declarative-arg" in note
     assert last == "anything new?"
     assert_paired(fake.requests)
+
+
+async def test_a_second_runtime_on_the_home_leaves_the_running_jobs_of_the_first_alone(
+    soong_env: SoongEnv,
+) -> None:
+    """Several processes (here: runtimes) on one home (issue 40): the job recovery of a runtime's first run
+    fails only the jobs of runtimes that are gone, not those another open runtime still runs."""
+    first = FakeProvider()
+    cmd = {"argv": ["sh", "-c", "sleep 2; echo finished-output"]}
+    Route(first, lambda r: tool_calls(("code.run_command", cmd, "call_cmd")), lambda r: text("started it"))
+    second = FakeProvider(text("hello from the second runtime"))
+    config = {"tools": {"offload_after_ms": 800, "wake_on_completion": False}}
+    async with open_runtime(soong_env, first, config=config, permission_callback=ALLOW) as rt:
+        run = await rt.start("run the slow build")
+        assert (await run.wait()).value == "completed"
+        async with open_runtime(soong_env, second, write_config=False) as other:  # recovers jobs on its run
+            assert (await (await other.start("hello")).wait()).value == "completed"
+
+        async def job_events() -> list[str]:
+            replay = await rt.replay_session(run.session_id)
+            return [e.event_type.value for e in replay.events if e.event_type.value.startswith("job_")]
+
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(await job_events()) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert await job_events() == ["job_started", "job_completed"]

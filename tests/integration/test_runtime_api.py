@@ -303,6 +303,7 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],

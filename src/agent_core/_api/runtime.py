@@ -165,12 +165,18 @@ class AgentRuntime:
         mode: Literal["normal", "orchestrator"] = "normal",
         output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
+        *,
+        wait_if_busy: bool = True,
     ) -> RunHandle:
         """Starts (or queues) a run and returns its handle without waiting for completion.
 
         With ``output_schema`` (a Pydantic model class or a JSON schema dict) the final answer is validated
         against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
         run fails with ``validation_error``. ``await run.output()`` returns the validated value.
+
+        A session runs one run at a time, also across processes sharing the session store (``serve``
+        beside ``chat`` and ``run`` on one home): a run of a busy session waits for its turn (its stream
+        starts with ``run_queued``). ``wait_if_busy=False`` raises ``session_active`` instead.
         """
         manager = await self._open()
         if isinstance(message, str):
@@ -205,6 +211,7 @@ class AgentRuntime:
             run_mode,
             output_schema=schema,
             output_retries=output_retries if schema else None,
+            wait_if_busy=wait_if_busy,
         )
         return RunHandle(self, state)
 

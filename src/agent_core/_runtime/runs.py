@@ -88,6 +88,7 @@ class RunManager:
             return await self._load_session(session_id)
 
     async def _load_session(self, session_id: str) -> SessionState:
+        seen = await self.services.storage.writes_elsewhere()  # before reading: later writes count
         record = await self.services.storage.get_session(session_id)
         if record is None:
             raise AgentCoreError(ErrorCode.validation_error, f"unknown session {session_id!r}")
@@ -107,6 +108,7 @@ class RunManager:
             cwd=record.cwd,
             cursor=AgentCursor(record.root_agent_id, path),
             active_node_id=record.active_node_id,
+            store_seen=seen,
         )
         await recover_session(self.services, state, live_run_ids=set(self.runs))
         if self.features.team is not None:
@@ -124,6 +126,7 @@ class RunManager:
         """Creates a session and its root agent (``metadata`` / ``agent_metadata``: extra keys of their
         rows' metadata, e.g. a teammate's link to its lead)."""
         storage = self.services.storage
+        seen = await storage.writes_elsewhere()
         now = format_ts()
         while True:
             session_id = new_id("sess_")
@@ -159,6 +162,7 @@ class RunManager:
             root_agent_id=agent_id,
             cwd=project,
             cursor=AgentCursor(agent_id),
+            store_seen=seen,
         )
         self.sessions[session_id] = state
         return state
@@ -183,8 +187,12 @@ class RunManager:
         mode: RunMode,
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
+        *,
+        wait_if_busy: bool = True,
     ) -> RunState:
-        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``)."""
+        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``).
+        ``wait_if_busy=False``: ``session_active`` instead when a run of the session runs or waits, in this
+        runtime or in another process sharing the store."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
         model = resolve_purpose_model(self.services.config, purpose)
         if model.provider not in self.services.providers:
@@ -202,6 +210,8 @@ class RunManager:
                 )
             if mode == RunMode.orchestrator and self.features.tasks is not None:
                 await self.features.tasks.check()
+            if not wait_if_busy:
+                await self._refuse_if_busy(session)
         else:
             if mode == RunMode.orchestrator and self.features.tasks is not None:
                 await self.features.tasks.check()
@@ -212,6 +222,22 @@ class RunManager:
             model = session.profile.model or model
         async with session.lock:  # the queue decision and the registration are atomic per session
             return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
+
+    async def _refuse_if_busy(self, session: SessionState) -> None:
+        sid = session.session_id
+        if session.busy:
+            raise AgentCoreError(
+                ErrorCode.session_active,
+                f"session {sid} is busy: a run of this runtime is running it",
+                details={"session_id": sid},
+            )
+        holder = await self.services.storage.session_busy(sid)
+        if holder is not None:
+            raise AgentCoreError(
+                ErrorCode.session_active,
+                f"session {sid} is busy: a run of another process ({holder}) is running it",
+                details={"session_id": sid, "holder": holder},
+            )
 
     async def wake(self, session_id: str, options: RootRunOptions | None = None) -> tuple[RunState, bool]:
         """The root run that will read the session root agent's inbox and whether it is new: its last
@@ -332,13 +358,30 @@ class RunManager:
         rec = state.recorder
         storage = self.services.storage
         lease = contextlib.AsyncExitStack()
+        waited_elsewhere = False
+
+        async def wait_elsewhere(position: int) -> None:
+            nonlocal waited_elsewhere
+            waited_elsewhere = state.was_queued = True
+            state.status = RunStatus.queued
+            await rec.emit_event(
+                ev.RunQueued(queue_position=position, mode=state.mode.value),
+                run_update={"status": RunStatus.queued.value},
+            )
+
         try:
             # one running root run per session across every process sharing the database (FIFO)
-            await hold_session_lease(lease, storage, session.session_id, state.cancel_event)
-            if storage.SHARED:  # another process may have moved the session on meanwhile
+            await hold_session_lease(lease, storage, session.session_id, state.cancel_event, wait_elsewhere)
+            seen = await storage.writes_elsewhere()
+            moved = seen != session.store_seen
+            session.store_seen = seen
+            if moved:  # another process may have moved the session on meanwhile
                 record = await storage.get_session(session.session_id)
                 session.active_node_id = record.active_node_id if record else None
-            if state.was_queued:
+            if waited_elsewhere and state.cancel_event.is_set():
+                await rec.emit(ev.RunDequeued(reason="cancelled"))
+            elif state.was_queued:
+                state.status = RunStatus.pending
                 await rec.emit_event(
                     ev.RunDequeued(reason="started"),
                     run_update={"status": RunStatus.pending.value},
@@ -346,7 +389,7 @@ class RunManager:
             if state.cancel_event.is_set():
                 await lifecycle.cancel_before_loop(state, self._interruption(state))
                 return
-            if storage.SHARED and self.features.engine is None:
+            if (moved or session.live_elsewhere) and self.features.engine is None:
                 # holding the lease: a process that ran the session may have died since it was loaded
                 await recover_before_root_run(self.services, session, live_run_ids=set(self.runs))
             if self.features.engine is not None:

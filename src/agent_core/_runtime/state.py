@@ -148,6 +148,12 @@ class SessionState:
     live_runs: dict[str, RunState] = field(default_factory=dict)
     """Every non-terminal run of the session in this runtime (root, children, compact forks)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    store_seen: int = -1
+    """The store's ``writes_elsewhere()`` when this state last matched the store: another value at a run's
+    start means another process may have moved the session on (it is read again)."""
+    live_elsewhere: bool = False
+    """Crash recovery last found runs of the session that another live process (or store) runs: the next
+    root run looks again (that process may have died without writing)."""
     profile: SessionProfile | None = None
     """A teammate's session: how its root runs differ (``None``: a plain session)."""
 

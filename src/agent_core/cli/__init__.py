@@ -8,7 +8,7 @@ the foreground (``agent_core.cli._channels``); ``serve`` runs the channels of it
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
 either storage backend (``agent_core.cli._task_wal``).
 
-``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id>] "message"`` runs one user
+``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id> [--wait]] "message"`` runs one user
 message on a project with the user-level configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
 
 Contract of ``run``:
@@ -19,7 +19,9 @@ Contract of ``run``:
   ``3``/``deny`` (trimmed, case-insensitive); EOF, unavailable stdin, anything else or 120 s without an
   answer → ``deny``. There is no re-prompt; a denial for an unrecognised answer names the valid ones.
 - Exit status: 0 when the run ends ``completed``; 1 for startup/config errors and runs ending otherwise;
-  2 for usage errors; 130 after Ctrl-C (which calls ``run.cancel()``; a second Ctrl-C stops waiting).
+  2 for usage errors; 75 when the session is busy in another process (``serve``, ``chat`` or another
+  ``run`` on the same home; ``--wait`` waits for its turn instead); 130 after Ctrl-C (which calls
+  ``run.cancel()``; a second Ctrl-C stops waiting).
 - Cold start: only argparse/asyncio/logging are imported before the arguments are parsed; the command's
   module (``agent_core.cli._<command>``) and the runtime are imported afterwards.
 
@@ -83,14 +85,20 @@ def _add_run(sub: Any) -> None:
         "permission prompts (answered on stdin: 1 = allow once, 2 = allow for session, 3 = deny) "
         "and the session id go to stderr.",
         epilog="exit status: 0 the run completed; 1 a startup or configuration error, or the run ended "
-        "otherwise (failed, cancelled, max_turns, prompt_too_long); 2 a usage error; 130 interrupted "
-        "by Ctrl-C.",
+        "otherwise (failed, cancelled, max_turns, prompt_too_long); 2 a usage error; 75 the session is "
+        "busy (another process, e.g. soong-agent serve or chat, is running it; see --wait); 130 "
+        "interrupted by Ctrl-C.",
     )
     run.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
     run.add_argument(
         "--orchestrator", action="store_true", help="run in orchestrator mode (Task board and workers)"
     )
     run.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another process is running the session, wait for its turn (default: exit with status 75)",
+    )
     run.add_argument("--plain", action="store_true", help="plain text output (the default; no effect)")
     run.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
     run.add_argument(

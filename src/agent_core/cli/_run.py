@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_BUSY = 75
+"""The session is busy in another process (``EX_TEMPFAIL``: try again later, or pass ``--wait``)."""
 
 
 class _Printer:
@@ -182,7 +184,7 @@ async def _consume(run: RunHandle, printer: _Printer) -> None:
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent run``; returns the exit status."""
     from agent_core import AgentRuntime  # the package's lazy import (GC paused: cold start)
-    from agent_core.errors import AgentCoreError
+    from agent_core.errors import AgentCoreError, ErrorCode
     from agent_core.types.permissions import PermissionDecision
 
     answers = StdinLines(stdin)
@@ -228,8 +230,15 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
                 output_schema=schema,
+                wait_if_busy=bool(getattr(args, "wait", False)),
             )
         except AgentCoreError as exc:
+            if exc.code == ErrorCode.session_active:  # another process runs the session (issue 40)
+                err.write(
+                    f"soong-agent: error: {escape_terminal(exc.message)}; "
+                    "run again with --wait to wait for it\n"
+                )
+                return EXIT_BUSY
             err.write(error_text(exc))
             return EXIT_FAILED
         consumer = asyncio.ensure_future(_consume(run, printer))

@@ -16,8 +16,9 @@ Contract:
 - ``internal.job_cancel``, cancelling the job's run and closing the runtime cancel the handler (the
   command runner kills the process tree); such jobs end ``cancelled`` and nothing is delivered.
 - Jobs a previous process left ``running`` (a crash) are marked ``failed`` at the first use of this
-  manager and delivered (without a wake-up): the next run of their session reads them first. A result
-  the inbox refused (full) stays undelivered and is delivered again before the session's next run.
+  manager and delivered (without a wake-up): the next run of their session reads them first. Jobs of
+  another live process on the same home (its store owns their runs) are left to it. A result the inbox
+  refused (full) stays undelivered and is delivered again before the session's next run.
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ class JobManager:
             await self._deliver(record, wake=False)
 
     async def recover(self) -> None:
-        """Once per process: jobs left ``running`` by a previous process are marked failed."""
+        """Once per process: jobs left ``running`` by a process that is gone are marked failed."""
         if self._recovered:
             return
         async with self._recover_lock:

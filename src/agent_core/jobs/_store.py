@@ -117,10 +117,15 @@ class JobStore:
         return await db.write(op) > 0
 
     async def fail_running(self, message: str) -> list[JobRecord]:
-        """Marks every ``running`` job failed (recovery after a crash); returns them as they are now."""
+        """Marks ``running`` jobs failed (recovery after a crash) — except those of runs another live
+        process (or open store) owns: that process still runs them (several processes on one home,
+        issue 40); returns the jobs marked, as they are now."""
         db = await self._db()
         rows = await db.query(f"{_SELECT} WHERE status = 'running'")
         stale = [_record(r) for r in rows]
+        if stale:
+            live = await db.runs_live_elsewhere(sorted({r.run_id for r in stale}))
+            stale = [r for r in stale if r.run_id not in live]
         if not stale:
             return []
         error = json.dumps({"code": "internal_error", "message": message})
