@@ -1,0 +1,120 @@
+"""The channel hub with an in-memory channel (issue 38 item 3): ``/new`` maps the conversation to a new
+session without reaching the agent, a press on a question of another conversation or one that is no
+longer pending answers nothing, a deleted session is replaced, and a failed run is told in one line."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agent_core.adapters.channels import (
+    ChannelEvents,
+    ChannelHub,
+    ChatAddress,
+    ChoiceAnswer,
+    InboundMessage,
+    OutboundMessage,
+    Sent,
+)
+from agent_core.testing import FunctionModel, open_runtime
+from tests.fixtures.chat_platforms import until
+from tests.fixtures.env import SoongEnv
+from tests.integration.channel_support import ChannelAsker, running_hub, scripted_model
+
+
+class MemoryChannel:
+    """A channel whose platform is two lists: what users wrote, what the bot sent."""
+
+    kind = "memory"
+    session_scope = "thread"
+
+    def __init__(self, name: str = "mem") -> None:
+        self.name = name
+        self.sent: list[OutboundMessage] = []
+        self.edits: list[tuple[Sent, str]] = []
+        self.typing_calls: list[bool] = []
+        self.events: ChannelEvents | None = None
+
+    async def serve(self, events: ChannelEvents) -> None:
+        self.events = events
+        await asyncio.Event().wait()
+
+    async def send(self, message: OutboundMessage) -> Sent:
+        self.sent.append(message)
+        return Sent(message.address, str(len(self.sent)))
+
+    async def edit(self, sent: Sent, text: str) -> None:
+        self.edits.append((sent, text))
+
+    async def typing(self, address: ChatAddress, active: bool, message_id: str | None = None) -> None:
+        self.typing_calls.append(active)
+
+    async def aclose(self) -> None:
+        pass
+
+    def texts(self) -> list[str]:
+        return [m.text for m in self.sent]
+
+
+def says(text: str, chat: str = "c1", user: str = "u1") -> InboundMessage:
+    return InboundMessage("mem", ChatAddress(chat), user, text, message_id="m1")
+
+
+async def test_commands_stale_presses_and_deleted_sessions(soong_env: SoongEnv) -> None:
+    model = scripted_model()
+    asker = ChannelAsker()
+    channel = MemoryChannel()
+    async with open_runtime(
+        model, project_dir=soong_env.project, home_dir=soong_env.home, permission_callback=asker
+    ) as runtime:
+        hub = asker.hub = ChannelHub(runtime, [channel])
+        async with running_hub(hub):
+            await until(lambda: channel.events is not None)
+            await hub.on_message(says("ping"))
+            await until(lambda: "pong" in channel.texts(), what="pong")
+            first = hub.session_for("mem", ChatAddress("c1"))
+
+            await hub.on_message(says("/new"))
+            second = hub.session_for("mem", ChatAddress("c1"))
+            assert first and second and second != first
+            assert channel.texts()[-1].startswith(f"Started a new session ({second})")
+            await hub.on_message(says("/help"))
+            assert "write a message and the agent answers here" in channel.texts()[-1]
+            assert len(model.requests) == 1  # commands never reach the agent
+
+            await hub.on_message(says("please write hello.txt"))
+            question = await until(lambda: [m for m in channel.sent if m.choices], what="the question")
+            allow = question[0].choices[0].value
+            other = ChoiceAnswer("mem", ChatAddress("c2"), "u1", allow)
+            assert await hub.on_choice(other) == "This request belongs to another conversation."
+            assert await hub.on_choice(ChoiceAnswer("mem", ChatAddress("c1"), "u1", "nope:o")) == (
+                "This request is no longer pending."
+            )
+            assert await hub.on_choice(ChoiceAnswer("mem", ChatAddress("c1"), "u1", allow)) == "Allowed once."
+            await until(lambda: any(t.startswith("Wrote") for t in channel.texts()), what="the answer")
+            assert await hub.on_choice(ChoiceAnswer("mem", ChatAddress("c1"), "u1", allow)) == (
+                "This request is no longer pending."
+            )
+            assert True in channel.typing_calls and channel.typing_calls[-1] is False
+
+            # the mapped session was deleted: the next message starts a new one
+            await runtime.delete_session(second)
+            await hub.on_message(says("ping"))
+            await until(lambda: channel.texts().count("pong") == 2, what="the second pong")
+            third = hub.session_for("mem", ChatAddress("c1"))
+            assert third not in (None, first, second)
+
+
+async def test_a_failed_run_is_told_in_one_line(soong_env: SoongEnv) -> None:
+    def broken(request: Any) -> str:
+        raise RuntimeError("model exploded")
+
+    channel = MemoryChannel()
+    async with open_runtime(
+        FunctionModel(broken), project_dir=soong_env.project, home_dir=soong_env.home
+    ) as runtime:
+        hub = ChannelHub(runtime, [channel])
+        async with running_hub(hub):
+            await hub.on_message(says("hi"))
+            await until(lambda: channel.sent, what="the failure line")
+    assert channel.texts()[0].startswith("The run failed: ") and "exploded" in channel.texts()[0]
