@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agent_core import _redaction
 from agent_core._redaction import Redactor
 from agent_core.adapters.channels import ChatAddress, allowed, build_channel
 from agent_core.adapters.channels._api import split_text
@@ -65,7 +66,8 @@ def test_allowed_is_an_and_of_the_lists_that_are_set() -> None:
     assert not allowed("c1", "u1", frozenset(), frozenset())
 
 
-def test_secrets_come_from_the_environment_and_are_redacted() -> None:
+def test_secrets_come_from_the_environment_and_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_redaction, "_PROCESS_SECRETS", set())  # the test's secrets leave with it
     section = settings(
         {"kind": "slack", "token_env": "SL_TOKEN", "signing_secret_env": "SL_SECRET", "allowed_users": ["U1"]}
     ).channels[0]

@@ -24,6 +24,7 @@ PUBLIC_MODULES = frozenset(
         *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
         "agent_core.types.inbox",  # runtime.deliver entries (issue 36)
         "agent_core.types.team",  # runtime.team views (issue 36)
+        "agent_core.types.mcp",  # runtime.mcp_resources / mcp_prompts views (issue 38)
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",
@@ -44,6 +45,11 @@ PUBLIC_MODULES = frozenset(
         "agent_core.config.schema",
         # surfaces and the testing kit (their implementation modules are already _x)
         "agent_core.testing",
+        # chat channels (issue 38): the Channel protocol, the hub and the platform adapters
+        "agent_core.adapters",
+        "agent_core.adapters.channels",
+        "agent_core.adapters.channels.slack",
+        "agent_core.adapters.channels.telegram",
         "agent_core.cli",
         "agent_core.cli.__main__",
         "agent_core.server",

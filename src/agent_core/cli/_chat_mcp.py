@@ -18,14 +18,33 @@ from __future__ import annotations
 import html
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core.cli._chat_render import cut, safe
 
 if TYPE_CHECKING:
-    from agent_core.cli._chat_session import ChatSession
+    from agent_core._api.runtime import AgentRuntime
+    from agent_core.cli._chat_input import LineInput
+    from agent_core.cli._chat_render import ChatPrinter
+    from agent_core.cli._terminal import Output
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import UserMessage
+
+
+class ChatSession(Protocol):
+    """What these commands use of the chat (``agent_core.cli._chat_session.ChatSession``)."""
+
+    printer: ChatPrinter
+    prompt_out: Output
+    input: LineInput | None
+    permission_asked: bool
+
+    async def ready(self) -> AgentRuntime: ...
+
+    def note(self, text: str) -> None: ...
+
+    async def turn(self, message: str) -> None: ...
+
 
 MENTION = re.compile(r"(?<![\w.@/])@([A-Za-z0-9_-]{1,64}):(\S+)")
 PROMPT_COMMAND = re.compile(r"^/mcp:([A-Za-z0-9_-]{1,64}):(\S+)$")
