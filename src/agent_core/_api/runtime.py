@@ -9,7 +9,7 @@ is opened), then opens SQLite, verifies the packaged assets and wires the regist
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
     from agent_core.types.content import ContentBlock
+    from agent_core.types.hooks import Hook
     from agent_core.types.inbox import InboxDelivery, InboxEntry
     from agent_core.types.mcp import McpPrompt, McpPromptMessage, McpResource
     from agent_core.types.team import TeamEvent, TeammateView
@@ -61,7 +62,10 @@ class AgentRuntime:
         provider_registry: ProviderRegistry | None = None,
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
+        hooks: Sequence[Hook] | None = None,
     ) -> None:
+        """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
+        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event."""
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
             config_path=config_path,
@@ -69,6 +73,11 @@ class AgentRuntime:
             session_db_path=session_db_path,
         )
         self._permission_callback = permission_callback
+        self._hooks: tuple[Hook, ...] = ()
+        if hooks is not None:  # imported only when given (cold start)
+            from agent_core._hooks.callbacks import check_hooks
+
+            self._hooks = check_hooks(hooks)
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
@@ -117,6 +126,7 @@ class AgentRuntime:
                     permission_callback=self._permission_callback,
                     debug=self._debug,
                     code_definitions=self._code_definitions,
+                    hooks=self._hooks,
                 )
                 self._manager = self._opened.manager
             return self._manager
@@ -165,6 +175,8 @@ class AgentRuntime:
         mode: Literal["normal", "orchestrator"] = "normal",
         output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
+        model_profile: str | None = None,
+        max_turns: int | None = None,
         *,
         wait_if_busy: bool = True,
     ) -> RunHandle:
@@ -174,10 +186,26 @@ class AgentRuntime:
         against it; an invalid answer goes back to the model at most ``output_retries`` times, then the
         run fails with ``validation_error``. ``await run.output()`` returns the validated value.
 
+        ``model_profile`` runs this run on ``[model]`` with the ``[model_overrides.<name>]`` table over it
+        (an unknown name: ``config_error``); ``max_turns`` (>= 1) limits this run's model turns instead
+        of ``[limits] max_turns`` / ``[runtime] max_turns`` (the run ends ``max_turns`` when reached).
+
         A session runs one run at a time, also across processes sharing the session store (``serve``
         beside ``chat`` and ``run`` on one home): a run of a busy session waits for its turn (its stream
         starts with ``run_queued``). ``wait_if_busy=False`` raises ``session_active`` instead.
         """
+        if max_turns is not None and (
+            isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+        ):
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"max_turns must be an integer >= 1, got {max_turns!r}",
+                details={"argument": "max_turns"},
+            )
+        if model_profile is not None and not isinstance(model_profile, str):
+            raise AgentCoreError(
+                ErrorCode.validation_error, "model_profile must be the name of a [model_overrides] table"
+            )
         manager = await self._open()
         if isinstance(message, str):
             try:
@@ -188,6 +216,8 @@ class AgentRuntime:
                 ) from exc
         elif not isinstance(message, UserMessage):
             raise AgentCoreError(ErrorCode.validation_error, "message must be a str or a UserMessage")
+        if message.attachments:
+            message = await _prepared_attachments(manager, message)
         try:
             run_mode = RunMode(mode)
         except ValueError as exc:
@@ -211,6 +241,8 @@ class AgentRuntime:
             run_mode,
             output_schema=schema,
             output_retries=output_retries if schema else None,
+            model_profile=model_profile,
+            max_turns=max_turns,
             wait_if_busy=wait_if_busy,
         )
         return RunHandle(self, state)
@@ -450,6 +482,15 @@ class AgentRuntime:
 
         return await maintenance.delete_session(manager, session_id)
 
+    async def read_artifact(self, artifact_id: str) -> tuple[bytes, str]:
+        """An artifact's bytes and MIME type (an image or PDF a message carries, a tool's output);
+        unknown id or missing file → ``AgentCoreError(file_not_found)``."""
+        manager = await self._open()
+        record = await manager.services.artifacts.get(artifact_id)
+        return await manager.services.artifacts.read_bytes(
+            artifact_id
+        ), record.mime_type or "application/octet-stream"
+
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()
         return await manager.services.artifacts.delete(artifact_id)
@@ -593,3 +634,26 @@ class AgentRuntime:
         if self._opened is None:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return self._opened
+
+
+async def _prepared_attachments(manager: RunManager, message: UserMessage) -> UserMessage:
+    """The message with its attachments checked and brought within the main model's limits (images
+    downscaled, ``_media.py``); an unreadable or too large one is a ``validation_error`` naming the limit."""
+    import asyncio
+
+    from agent_core._media import MediaError, MediaLimits, prepare_media
+    from agent_core.config._profiles import resolve_purpose_model
+    from agent_core.types.runtime import Attachment
+
+    limits = MediaLimits.of(resolve_purpose_model(manager.services.config, "main"))
+    prepared: list[Attachment] = []
+    for index, attachment in enumerate(message.attachments):
+        name = attachment.filename or f"attachment {index + 1}"
+        try:
+            ready = await asyncio.to_thread(
+                prepare_media, attachment.data, limits, mime_hint=attachment.mime_type, name=name
+            )
+        except MediaError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, str(exc), details={"attachment": name}) from exc
+        prepared.append(attachment.model_copy(update={"data": ready.data, "mime_type": ready.mime_type}))
+    return message.model_copy(update={"attachments": prepared})

@@ -43,6 +43,7 @@ from agent_core.tools._code_definitions import code_tool_definitions
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools._lazy import LazyToolAdapter
 from agent_core.tools._pipeline import ToolExecutor
+from agent_core.tools._web_fetch.definition import web_fetch_definition
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import AgentRole
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -103,6 +105,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
+    hooks: Sequence[Hook] = (),
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -122,6 +125,10 @@ async def open_services(
             LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
             internal=True,
         )
+        tools.register_adapter(
+            LazyToolAdapter([web_fetch_definition()], lambda: _web_fetch_tool(settings, redactor)),
+            internal=True,
+        )
         skills = SkillCatalog(config.home)
         tools.register_adapter(
             LazyToolAdapter([load_skill_definition()], lambda: _skill_tool(skills)), internal=True
@@ -133,6 +140,18 @@ async def open_services(
             from agent_core._hooks.dispatcher import load_hooks
 
             hooks_dispatcher = load_hooks(config, redactor=redactor)
+        callbacks = None
+        if hooks:  # AgentRuntime(hooks=[...]): in front of hooks.json's
+            from agent_core._hooks.callbacks import CallbackHooks, HookChain
+
+            callbacks = CallbackHooks(
+                hooks,
+                redactor=redactor,
+                timeout_ms=settings.hooks.default_timeout_ms,
+                project_dir=config.project,
+                home_dir=config.home,
+            )
+            hooks_dispatcher = HookChain(callbacks, hooks_dispatcher)
         if settings.tools.declarative_enabled and (config.home / "tools").exists():
             from agent_core.tools._declarative import load_declarative_tools
 
@@ -162,6 +181,7 @@ async def open_services(
             hooks=hooks_dispatcher,
             debug=debug,
             mcp=mcp,
+            hook_callbacks=callbacks,
         )
         manager = RunManager(services)
         if mcp is not None:  # servers' sampling and elicitation requests run on the calling run
@@ -236,6 +256,12 @@ def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
     return CodeToolsAdapter(settings, redactor=redactor)
+
+
+def _web_fetch_tool(settings: Settings, redactor: Redactor) -> ToolAdapter:
+    from agent_core.tools._web_fetch.tool import WebFetchAdapter
+
+    return WebFetchAdapter(settings, redactor=redactor)
 
 
 def _skill_tool(skills: SkillCatalog) -> ToolAdapter:

@@ -22,6 +22,7 @@ from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._loop.spec import Interruption
+from agent_core._media import Prepared, sniff, store_media
 from agent_core._runtime import lifecycle
 from agent_core._runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core._runtime.features import RunFeatures
@@ -29,7 +30,8 @@ from agent_core._runtime.recovery import recover_before_root_run, recover_sessio
 from agent_core._runtime.services import Services
 from agent_core._runtime.session_lease import hold_session_lease
 from agent_core._runtime.state import RootRunOptions, RunState, SessionState
-from agent_core.config._profiles import resolve_purpose_model
+from agent_core.config._profiles import resolve_model, resolve_purpose_model
+from agent_core.config.loaded import LoadedConfig
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools._effective import EffectiveToolsMemo, adjust_effective
@@ -50,6 +52,7 @@ from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._loop._output import OutputSchema
     from agent_core.types._results import CancelResult
 
@@ -188,13 +191,16 @@ class RunManager:
         output_schema: OutputSchema | None = None,
         output_retries: int | None = None,
         *,
+        model_profile: str | None = None,
+        max_turns: int | None = None,
         wait_if_busy: bool = True,
     ) -> RunState:
-        """Registers a root run (``output_schema``: the run's structured output, ``AgentRuntime.start``).
-        ``wait_if_busy=False``: ``session_active`` instead when a run of the session runs or waits, in this
-        runtime or in another process sharing the store."""
+        """Registers a root run (``output_schema``: the run's structured output; ``model_profile`` a
+        ``[model_overrides.<name>]`` profile over ``[model]``; ``max_turns`` the run's turn limit:
+        ``AgentRuntime.start``). ``wait_if_busy=False``: ``session_active`` instead when a run of the
+        session runs or waits, in this runtime or in another process sharing the store."""
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
-        model = resolve_purpose_model(self.services.config, purpose)
+        model = root_model(self.services.config, purpose, model_profile)
         if model.provider not in self.services.providers:
             raise ConfigError(
                 ErrorCode.config_error,
@@ -221,7 +227,10 @@ class RunManager:
                 raise AgentCoreError(ErrorCode.validation_error, session.profile.closed)
             model = session.profile.model or model
         async with session.lock:  # the queue decision and the registration are atomic per session
-            return await self._register_root_run(session, message, mode, model, output_schema, output_retries)
+            state = await self._register_root_run(
+                session, message, mode, model, output_schema, output_retries, max_turns=max_turns
+            )
+        return state
 
     async def _refuse_if_busy(self, session: SessionState) -> None:
         sid = session.session_id
@@ -279,6 +288,7 @@ class RunManager:
         output_retries: int | None = None,
         *,
         root_options: RootRunOptions | None = None,
+        max_turns: int | None = None,
     ) -> RunState:
         """Registers a root run: of a user ``message``, or (``message=None``) a wake-up run that reads the
         root agent's inbox, or a run of ``root_options``."""
@@ -292,6 +302,8 @@ class RunManager:
         }
         if message is None:
             metadata["trigger"] = root_options.trigger if root_options is not None else "inbox"
+        if max_turns is not None:
+            metadata["max_turns"] = max_turns
         await lifecycle.insert_run_row(
             self.services.storage,
             run_id=run_id,
@@ -318,6 +330,7 @@ class RunManager:
             output_schema=output_schema,
             output_retries=output_retries,
             root_options=root_options,
+            max_turns=max_turns,
         )
         self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state
@@ -467,6 +480,7 @@ class RunManager:
             dynamic_sources=list(profile.dynamic_sources) if profile is not None else [],
             workdir=profile.workdir if profile is not None else None,
             scope_extras=dict(options.scope_extras) if options is not None else {},
+            max_turns=state.max_turns,
         )
 
         async def first_nodes(scope: RunScope) -> None:
@@ -493,21 +507,42 @@ class RunManager:
                     session.active_node_id = note_id
                 return
             assert user_node_id is not None
+            callbacks = self.services.hook_callbacks
+            if callbacks is not None and callbacks.has_prompt_hooks:  # may block or replace the message
+                await submit_prompt(callbacks, state, scope)
             inbox = self.features.inbox
             noted = inbox is not None and await inbox.before_first_node(state, effective)
             text = text_of(state.message.content)
+            content = list(state.message.content)
+            for index, attachment in enumerate(state.message.attachments):
+                prepared = Prepared(attachment.data, attachment.mime_type or sniff(attachment.data) or "")
+                content.append(
+                    await store_media(
+                        self.services.artifacts,
+                        prepared,
+                        filename=attachment.filename or f"attachment-{index + 1}",
+                        session_id=state.session_id,
+                        kind="attachment",
+                        agent_id=state.agent_id,
+                        run_id=state.run_id,
+                        detail=attachment.detail,
+                    )
+                )
             await rec.write_node(
                 node_id=user_node_id,
                 role=MessageRole.user,
                 node_type=NodeType.message,
-                content=list(state.message.content),
+                content=content,
                 metadata=dict(state.message.metadata),
                 events=[(ev.MessageCreated(text_preview=text[:200]), None)],
                 run_update=None if noted else {"start_node_id": user_node_id},
             )
             session.active_node_id = user_node_id
             await hooks.user_prompt_submit(
-                scope=scope, sink=rec, prompt=text, message=state.message.model_dump(mode="json")
+                scope=scope,
+                sink=rec,
+                prompt=text,
+                message=state.message.model_dump(mode="json", exclude={"attachments"}),
             )
 
         return spec, first_nodes
@@ -658,3 +693,27 @@ class RunManager:
                 await feature.close()
             except Exception:
                 log.exception("closing %s failed", type(feature).__name__)
+
+
+async def submit_prompt(callbacks: CallbackHooks, state: RunState, scope: RunScope) -> None:
+    """The in-process UserPromptSubmit hooks, before the user message node is written: a replacement
+    becomes the run's message (the original is not kept); a block fails the run (``permission_denied``)."""
+    assert state.message is not None
+    verdict = await callbacks.submit_prompt(scope=scope, sink=state.recorder, message=state.message)
+    if verdict.blocked_by is not None:
+        raise AgentCoreError(
+            ErrorCode.permission_denied,
+            f"the message was blocked by the UserPromptSubmit hook {verdict.blocked_by}: {verdict.reason}",
+            details={"hook": verdict.blocked_by, "reason": verdict.reason, "type": "hook_denied"},
+        )
+    if verdict.message is not None:
+        metadata = {**verdict.message.metadata, "replaced_by_hooks": list(verdict.replaced_by)}
+        state.message = verdict.message.model_copy(update={"metadata": metadata})
+
+
+def root_model(config: LoadedConfig, purpose: str, profile: str | None) -> ResolvedModelConfig:
+    """A root run's model: ``[model]``, with the named ``[model_overrides.<profile>]`` over it when given
+    (an unknown name is a ``config_error`` naming the table)."""
+    if profile is None:
+        return resolve_purpose_model(config, purpose)
+    return resolve_model(config, purpose=purpose, profile=profile, source_key="model_profile")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
 from agent_core._asset_loader import AssetLoader
+from agent_core._context.calibration import TokenCalibration
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
@@ -23,6 +24,7 @@ from agent_core.tools._pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._mcp import McpManager
 
 log = logging.getLogger("agent_core._runtime")
@@ -45,6 +47,10 @@ class Services:
     adapters: dict[ResolvedModelConfig, ProviderAdapter] = field(default_factory=dict)
     mcp: McpManager | None = None
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
+    calibration: TokenCalibration = field(default_factory=TokenCalibration)
+    """The per-model correction of the token estimate (``_context/calibration.py``)."""
+    hook_callbacks: CallbackHooks | None = None
+    """The in-process hooks of ``AgentRuntime(hooks=...)`` (also inside :attr:`hooks`), ``None`` without."""
 
     @property
     def settings(self) -> Settings:

@@ -100,6 +100,8 @@ class RunState:
     """The limits budget of the run's tree (opened by the root run, shared by its descendants)."""
     output_schema: OutputSchema | None = None
     output_retries: int | None = None
+    max_turns: int | None = None
+    """The run's own turn limit (``AgentRuntime.start(max_turns=...)``), else the configured one."""
     output_value: Any = None
     output_accepted: bool = False
     # child runs (agents/children.py)

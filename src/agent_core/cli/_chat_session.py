@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent_core.cli import _interrupts as interrupts
@@ -59,6 +60,8 @@ class ChatSession:
         """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
         """Slash commands typed at a permission prompt, run when the turn ends."""
+        self.attachments: list[Path] = []
+        """Files ``/image`` attached to the next message."""
         self.team = TeamWatcher(self)
         """The current session's teammates' activity (``/team`` lists them)."""
 
@@ -194,11 +197,29 @@ class ChatSession:
         from agent_core.errors import AgentCoreError
 
         runtime = await self.ready()
+        files: list[Any] = []
+        if self.attachments:
+            files, self.attachments = self.attachments, []
         try:
             sent = await with_attachments(self, message)  # @server:uri mentions of MCP resources
             if sent is None:
                 return
-            run = await runtime.start(sent, session_id=self.session_id, mode=self.mode)
+            content: Any = sent
+            if files:  # /image attachments ride on the same message
+                from agent_core.types.runtime import UserMessage
+
+                try:
+                    if isinstance(sent, str):
+                        content = UserMessage.with_files(sent, *files)
+                    else:
+                        added = UserMessage.with_files(None, *files).attachments
+                        content = sent.model_copy(update={"attachments": [*sent.attachments, *added]})
+                except OSError as exc:
+                    self.printer.line(
+                        f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}"
+                    )
+                    return
+            run = await runtime.start(content, session_id=self.session_id, mode=self.mode)
         except AgentCoreError as exc:
             self.printer.line(f"error: {safe(exc.message)}")
             return

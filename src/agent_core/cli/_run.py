@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
+import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core.cli import _headless as headless
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
+from agent_core.cli._headless import OutputFormat
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
     VALID_ANSWERS,
@@ -25,9 +29,28 @@ if TYPE_CHECKING:
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BUSY = 75
 """The session is busy in another process (``EX_TEMPFAIL``: try again later, or pass ``--wait``)."""
+NO_CALLBACK = "no permission callback is configured"
+"""The policy's reason for a call denied because nobody could be asked."""
+HEADLESS_HINT = (
+    "hint: this run could ask nobody (message from stdin or --output-format json/stream-json), so calls "
+    "that need permission were denied; allow them ahead with [[permissions.rules]] in config.toml\n"
+)
+
+
+class _Discard(Output):
+    """An output that drops what it is given (the answer text of ``--output-format json``)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.StringIO())
+
+    def write(self, text: str) -> None:
+        return None
+
+
+_DISCARD = _Discard()
 
 
 class _Printer:
@@ -40,6 +63,9 @@ class _Printer:
         self._streamed = ""
         self._out_at_line_start = True
         self._pending_error: dict[str, Any] | None = None
+        self._reasoning = ""
+        color = wants_color(err.stream)
+        self._dim, self._undim = ("\x1b[2m", "\x1b[0m") if color else ("", "")
         self.status = ModelStatus(err)
         self.status.before_line = self.end_text_line
         self.status.line_open = lambda: not self._out_at_line_start
@@ -50,9 +76,22 @@ class _Printer:
             self._out_at_line_start = text.endswith("\n")
 
     def end_text_line(self) -> None:
+        self.end_reasoning()
         if not self._out_at_line_start:
             self.out.write("\n")
             self._out_at_line_start = True
+
+    def reasoning(self, text: str) -> None:
+        """Collects the model's reasoning; it is shown folded (one dimmed stderr line) when it ends."""
+        self._reasoning += text
+
+    def end_reasoning(self) -> None:
+        if self._reasoning:
+            text, self._reasoning = self._reasoning, ""
+            if not self._out_at_line_start:
+                self.out.write("\n")
+                self._out_at_line_start = True
+            self.err.write(f"{self._dim}{escape_terminal(folded_reasoning(text))}{self._undim}\n")
 
     def notice(self, line: str) -> None:
         """One stderr line; every model-/tool-derived part is escaped (issue 14 §6)."""
@@ -76,6 +115,10 @@ class _Printer:
             self.notice(f"[run] failed: {detail}")
             return
         self._flush_error()
+        if kind == "reasoning_delta":
+            self.reasoning(str(p.get("text", "")))
+            return
+        self.end_reasoning()
         if kind == "message_delta":
             delta = str(p.get("text", ""))
             self.text(delta)
@@ -111,6 +154,17 @@ class _Printer:
             self.notice(f"[hook] Stop hook asked the agent to continue: {p.get('reason') or ''}".rstrip(": "))
         elif kind == "run_cancelled":
             self.notice("[run] cancelled")
+        elif kind == "model_fallback":
+            self.notice(
+                f"[model] {p.get('from_provider')}/{p.get('from_model')} failed "
+                f"({(p.get('error') or {}).get('code')}); continuing on {p.get('to_provider')}/"
+                f"{p.get('to_model')} (profile {p.get('profile')})"
+            )
+        elif kind == "context_overflow":
+            self.notice(
+                f"[model] the provider said the prompt is too long ({p.get('prompt_tokens') or '?'} tokens, "
+                f"window {p.get('context_window') or '?'}); compacting and retrying once"
+            )
 
     def _agent_notice(self, kind: str, p: dict[str, Any]) -> None:
         run = p.get("child_run_id") or "-"
@@ -136,6 +190,20 @@ class _Printer:
         self.status.clear()
         self._flush_error()
         self.end_text_line()
+
+
+REASONING_FOLD = 100
+"""Characters of a reasoning's first line shown in its folded line."""
+
+
+def folded_reasoning(text: str, limit: int = REASONING_FOLD) -> str:
+    """One line standing for a reasoning: ``▸ reasoning (N lines): <its first line, cut>``."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    first = " ".join(lines[0].split()) if lines else ""
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    more = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
+    return f"▸ reasoning ({more}): {first}"
 
 
 def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
@@ -176,18 +244,48 @@ def _error_text(error: dict[str, Any]) -> str:
     return f"{code}: {message}" if code else message or "unknown error"
 
 
-async def _consume(run: RunHandle, printer: _Printer) -> None:
-    async for event in run.events():
-        printer.handle(event)
+class _Sink:
+    """Where the run's events go: the text printer, or (stream-json) one JSON line each on stdout."""
+
+    def __init__(self, printer: _Printer, out: Output, output_format: OutputFormat) -> None:
+        self.printer = printer
+        self.out = out
+        self.format = output_format
+        self.headless_denials = 0
+
+    def handle(self, event: RuntimeEvent) -> None:
+        if event.event_type.value == "tool_denied" and NO_CALLBACK in str(event.payload.get("reason") or ""):
+            self.headless_denials += 1
+        if self.format == "stream-json":
+            headless.write_line(self.out, headless.event_line(event))
+        else:
+            self.printer.handle(event)
+
+
+async def _consume(run: RunHandle, sink: _Sink) -> None:
+    # stream-json carries the child runs' events too (as serve's event stream does)
+    async for event in run.events(include_children=sink.format == "stream-json"):
+        sink.handle(event)
 
 
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent run``; returns the exit status."""
+    started = time.monotonic()
+    output_format: OutputFormat = getattr(args, "output_format", None) or "text"
+    message, from_stdin, problem = await headless.read_message(getattr(args, "message", None), stdin)
+    if message is None:
+        from agent_core.cli import usage_error
+
+        err.write(usage_error("run", escape_terminal(problem)))
+        return EXIT_USAGE
+    # headless: nobody to ask (the message used stdin, or stdout is for a program): the mode decides
+    interactive = not from_stdin and output_format == "text"
+
     from agent_core import AgentRuntime  # the package's lazy import (GC paused: cold start)
     from agent_core.errors import AgentCoreError, ErrorCode
     from agent_core.types.permissions import PermissionDecision
 
-    answers = StdinLines(stdin)
+    answers = StdinLines(stdin if interactive else None)
 
     async def ask(request: PermissionRequest) -> PermissionDecision:
         printer.notice("")  # end any partial text line before the prompt
@@ -206,19 +304,41 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
         return PermissionDecision(decision=decision, reason=why or None)
 
+    def fail(exc: AgentCoreError) -> int:
+        """A run that could not start: one line on stderr (and the result object for a program)."""
+        err.write(error_text(exc))
+        if output_format != "text":
+            failure = headless.startup_failure(exc.to_payload(), started)
+            headless.write_line(out, headless.dumps(failure))
+        return EXIT_FAILED
+
     schema: dict[str, Any] | None = None
     if getattr(args, "output_schema", None):
         schema, problem = _read_schema(args.output_schema)
         if problem:
             err.write(f"soong-agent: error: {escape_terminal(problem)}\n")
             return EXIT_FAILED
-    # with --output-schema stdout carries only the validated JSON; the streamed text goes to stderr
-    printer = _Printer(err if schema is not None else out, err)
+    user_message: Any = message
+    images = list(getattr(args, "image", None) or [])
+    if images:
+        from agent_core.types.runtime import UserMessage
+
+        try:
+            user_message = UserMessage.with_files(message, *images)
+        except OSError as exc:
+            err.write(
+                f"soong-agent: error: cannot read --image {escape_terminal(str(exc.filename))}: {exc.strerror}\n"
+            )
+            return EXIT_FAILED
+    # text: the answer streams to stdout (to stderr with --output-schema: stdout carries only the JSON);
+    # json: notices on stderr, the answer only in the result object; stream-json: stdout is the events
+    text_out = out if output_format == "text" and schema is None else err
+    printer = _Printer(text_out if output_format == "text" else _DISCARD, err)
+    sink = _Sink(printer, out, output_format)
     try:
-        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
+        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask if interactive else None)
     except AgentCoreError as exc:
-        err.write(error_text(exc))
-        return EXIT_FAILED
+        return fail(exc)
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -226,10 +346,12 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
                 return EXIT_INTERRUPTED
             run = await runtime.start(
-                args.message,
+                user_message,
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
                 output_schema=schema,
+                model_profile=getattr(args, "model", None),
+                max_turns=getattr(args, "max_turns", None),
                 wait_if_busy=bool(getattr(args, "wait", False)),
             )
         except AgentCoreError as exc:
@@ -238,10 +360,13 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                     f"soong-agent: error: {escape_terminal(exc.message)}; "
                     "run again with --wait to wait for it\n"
                 )
+                if output_format != "text":
+                    headless.write_line(
+                        out, headless.dumps(headless.startup_failure(exc.to_payload(), started))
+                    )
                 return EXIT_BUSY
-            err.write(error_text(exc))
-            return EXIT_FAILED
-        consumer = asyncio.ensure_future(_consume(run, printer))
+            return fail(exc)
+        consumer = asyncio.ensure_future(_consume(run, sink))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -263,20 +388,33 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 for future in cancelling:
                     await future
         printer.finish()
+        value: Any = None
+        output_error: AgentCoreError | None = None
         if schema is not None and run.status.value == "completed":
             try:
                 value = await run.output()
             except AgentCoreError as exc:
-                err.write(error_text(exc))
-                return EXIT_FAILED
+                output_error = exc
+        if output_format != "text":
+            outcome = await headless.result(runtime, run, started=started, output=value)
+            if output_error is not None:
+                outcome["error"] = output_error.to_payload().model_dump(mode="json")
+            headless.write_line(out, headless.dumps(outcome))
+        elif output_error is not None:
+            err.write(error_text(output_error))
+            return EXIT_FAILED
+        elif schema is not None and run.status.value == "completed":
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
-        with contextlib.suppress(AgentCoreError):  # usage of the run and its sub-agents (issue 19)
-            usage = (await runtime.replay_run(run.run_id)).usage
-            if usage is not None:
-                err.write(usage_line(usage) + "\n")
-        err.write(f"session_id: {run.session_id}\n")
+        if output_format == "text":
+            with contextlib.suppress(AgentCoreError):  # usage of the run and its sub-agents (issue 19)
+                usage = (await runtime.replay_run(run.run_id)).usage
+                if usage is not None:
+                    err.write(usage_line(usage) + "\n")
+            err.write(f"session_id: {run.session_id}\n")
+        if sink.headless_denials and output_format != "stream-json":
+            err.write(HEADLESS_HINT)
         status = run.status.value
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if status == "completed" else EXIT_FAILED
+    return EXIT_OK if status == "completed" and output_error is None else EXIT_FAILED

@@ -396,9 +396,30 @@ class ToolOverride(StrictModel):
     tags: list[str] | None = None
 
 
+def _network_list(values: list[str]) -> list[str]:
+    """CIDR networks or single addresses (``10.0.0.0/8``, ``127.0.0.1``, ``::1``), checked at load."""
+    import ipaddress
+
+    for value in values:
+        try:
+            ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP network (CIDR such as 10.0.0.0/8) or address") from None
+    return values
+
+
 class ToolsNetwork(StrictModel):
     allowed_hosts: list[str] = Field(default_factory=empty_list)
     allowed_domains: list[str] = Field(default_factory=empty_list)
+    denied_domains: list[str] = Field(default_factory=empty_list)
+    """Domains (each with its subdomains) no network-tagged call may reach: denied without asking, also
+    when a host or domain allow-list or a permission rule would allow it; ``code.web_fetch`` refuses them
+    as redirect targets too."""
+    allowed_private_networks: Annotated[list[str], AfterValidator(_network_list)] = Field(
+        default_factory=empty_list
+    )
+    """Non-public address space ``code.web_fetch`` may connect to (loopback, private, link-local, ...),
+    as CIDR networks or single addresses; every other non-public address is refused."""
 
 
 class ToolsMcp(StrictModel):
@@ -601,6 +622,15 @@ class Settings(StrictModel):
         ):
             if isinstance(ref, str) and ref not in self.model_overrides:
                 raise ValueError(f"{key}: names unknown profile {ref!r} (no [model_overrides.{ref}])")
+        fallbacks = [("model.fallback_profiles", self.model.fallback_profiles)]
+        fallbacks += [
+            (f"model_overrides.{name}.fallback_profiles", profile.fallback_profiles or [])
+            for name, profile in self.model_overrides.items()
+        ]
+        for key, names in fallbacks:
+            for ref in names:
+                if ref not in self.model_overrides:
+                    raise ValueError(f"{key}: names unknown profile {ref!r} (no [model_overrides.{ref}])")
         return self
 
 

@@ -44,6 +44,8 @@ def _row(**levels: Level) -> dict[AgentRole, Level]:
 ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="D") for n in CODE_READ_TOOLS},
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P") for n in CODE_WRITE_TOOLS},
+    # an orchestrator plans and dispatches (its sub-agents and workers fetch); its context stays for the board
+    "code.web_fetch": _row(main="D", orchestrator="P", sub="D", fork="D", worker="D"),
     "internal.load_skill": _row(main="D", orchestrator="D", sub="D", fork="D", worker="P"),
     **{  # background jobs (surfaces.md §6): whoever may run commands may watch and cancel them
         n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")

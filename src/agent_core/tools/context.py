@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._dataclass import dataclass
 from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
+from agent_core._media import MediaPolicy
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node
@@ -97,6 +98,8 @@ class RunScope:
     debug: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
     """Role-specific data for internal tools (e.g. worker dispatch scope); never sent to a model."""
+    media: MediaPolicy | None = None
+    """What the run's model reads besides text (images, PDFs) and their limits; ``None``: text only."""
 
 
 @dataclass(kw_only=True, eq=False)
