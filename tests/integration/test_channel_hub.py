@@ -1,10 +1,14 @@
 """The channel hub with an in-memory channel (issue 38 item 3): ``/new`` maps the conversation to a new
 session without reaching the agent, a press on a question of another conversation or one that is no
-longer pending answers nothing, a deleted session is replaced, and a failed run is told in one line."""
+longer pending answers nothing, a deleted session is replaced, a failed run is told in one line, and an
+MCP server's question (elicitation) is answered by the conversation's next message."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from agent_core.adapters.channels import (
@@ -16,10 +20,13 @@ from agent_core.adapters.channels import (
     OutboundMessage,
     Sent,
 )
-from agent_core.testing import FunctionModel, open_runtime
+from agent_core.testing import CallTool, FunctionModel, ModelReply, open_runtime, tool_results
+from agent_core.types.model import ModelRequest
 from tests.fixtures.chat_platforms import until
 from tests.fixtures.env import SoongEnv
-from tests.integration.channel_support import ChannelAsker, running_hub, scripted_model
+from tests.integration.channel_support import ChannelAsker, running_hub, scripted_model, user_texts
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_full_server.py"
 
 
 class MemoryChannel:
@@ -118,3 +125,71 @@ async def test_a_failed_run_is_told_in_one_line(soong_env: SoongEnv) -> None:
             await hub.on_message(says("hi"))
             await until(lambda: channel.sent, what="the failure line")
     assert channel.texts()[0].startswith("The run failed: ") and "exploded" in channel.texts()[0]
+
+
+async def test_an_mcp_servers_question_is_answered_by_the_next_message(soong_env: SoongEnv) -> None:
+    """An MCP server's elicitation in a channel session: the question lists the form's fields, a reply
+    that does not fit is told why, the next fitting message is the answer (never reaching the agent),
+    and Decline declines."""
+
+    def reply(request: ModelRequest) -> str | ModelReply:
+        if request.messages[-1].role == "tool":
+            return "tool said: " + json.dumps(tool_results(request), sort_keys=True)
+        return ModelReply(tool_calls=[CallTool("mcp.full.ask_name", {}, "c_ask")])
+
+    model = FunctionModel(reply)
+    asker = ChannelAsker()
+    channel = MemoryChannel()
+    entry = {"command": sys.executable, "args": [str(MCP_SERVER)], "startup_timeout_ms": 60000}
+    soong_env.home.mkdir(parents=True, exist_ok=True)
+    (soong_env.home / "mcp.json").write_text(json.dumps({"mcpServers": {"full": entry}}))
+    async with open_runtime(
+        model, project_dir=soong_env.project, home_dir=soong_env.home, permission_callback=asker
+    ) as runtime:
+        hub = asker.hub = ChannelHub(runtime, [channel])
+        async with running_hub(hub):
+            await hub.on_message(says("who am I?"))
+            tool = await until(
+                lambda: [m for m in channel.sent if m.choices], what="the tool question", timeout=60
+            )
+            assert "mcp.full.ask_name" in tool[0].text
+            assert await hub.on_choice(ChoiceAnswer("mem", ChatAddress("c1"), "u1", tool[0].choices[0].value))
+            form = await until(
+                lambda: [m for m in channel.sent if "asks:" in m.text], what="the form", timeout=60
+            )
+            assert form[0].text.startswith(
+                "MCP server full asks: Who are you?\nReply with one line per field:"
+            )
+            assert "\nname: <string>" in form[0].text and "\nage: <integer>" in form[0].text
+            assert [c.label for c in form[0].choices] == ["Decline"]
+
+            await hub.on_message(says("name: Ada\nage: abc"))
+            assert (
+                channel.texts()[-1]
+                == "Not an answer: age: expected an integer. Reply again, or press Decline."
+            )
+            await hub.on_message(says("name: Ada\nage: 36"))
+            await until(lambda: any("tool said" in t for t in channel.texts()), what="the answer", timeout=30)
+            assert "accept: Ada is 36" in channel.texts()[-1]
+            assert channel.edits[-1][1].endswith("→ answered by u1")
+            assert not any("Ada" in t for t in user_texts(model))  # the answers never reached the agent
+
+            await hub.on_message(says("again"))
+            tools = await until(
+                lambda: [m for m in channel.sent if "ask_name" in m.text][1:], what="a 2nd call"
+            )
+            assert await hub.on_choice(
+                ChoiceAnswer("mem", ChatAddress("c1"), "u1", tools[0].choices[0].value)
+            )
+            await until(lambda: len([m for m in channel.sent if "asks:" in m.text]) == 2, what="a 2nd form")
+            form = [m for m in channel.sent if "asks:" in m.text][-1]
+            assert (
+                await hub.on_choice(ChoiceAnswer("mem", ChatAddress("c1"), "u1", form.choices[0].value))
+                == "Declined."
+            )
+            await until(
+                lambda: channel.texts()[-1].startswith("tool said"), what="the 2nd answer", timeout=30
+            )
+            assert channel.texts()[-1].endswith(': "decline"}')
+            await hub.on_message(says("name: Bob\nage: 1"))  # no form pending: an ordinary message
+            await until(lambda: any("name: Bob" in t for t in user_texts(model)), what="the agent got it")

@@ -157,32 +157,9 @@ async def with_attachments(chat: ChatSession, text: str) -> str | UserMessage | 
     return UserMessage(content=blocks) if len(blocks) > 1 else text
 
 
-def _convert(value: str, spec: dict[str, Any]) -> Any:
-    kind = spec.get("type")
-    if "enum" in spec:
-        options = [str(o) for o in spec["enum"]]
-        if value not in options:
-            raise ValueError(f"one of {', '.join(options)}")
-        return value
-    if kind == "boolean":
-        lowered = value.lower()
-        if lowered in ("y", "yes", "true", "1"):
-            return True
-        if lowered in ("n", "no", "false", "0"):
-            return False
-        raise ValueError("yes or no")
-    try:
-        if kind == "integer":
-            return int(value)
-        if kind == "number":
-            return float(value)
-    except ValueError:
-        raise ValueError("an integer" if kind == "integer" else "a number") from None
-    return value
-
-
 async def ask_elicitation(chat: ChatSession, request: PermissionRequest) -> PermissionDecision:
     """The elicitation form (see the module docstring)."""
+    from agent_core._mcp.forms import convert, form_fields, kind_of
     from agent_core.types.permissions import PermissionDecision
 
     meta = request.metadata
@@ -204,15 +181,10 @@ async def ask_elicitation(chat: ChatSession, request: PermissionRequest) -> Perm
         if answer is not None and answer.lower() in ("y", "yes"):
             return PermissionDecision(decision="allow_once")
         return PermissionDecision(decision="deny", reason="not completed")
-    schema = meta.get("requested_schema") or {}
-    properties: dict[str, Any] = schema.get("properties") or {}
-    required = set(schema.get("required") or [])
     content: dict[str, Any] = {}
-    for name, spec in properties.items():
-        spec = spec if isinstance(spec, dict) else {}
+    for name, spec, required in form_fields(meta.get("requested_schema") or {}):
         hint = spec.get("description") or ""
-        kind = "/".join(str(o) for o in spec["enum"]) if "enum" in spec else str(spec.get("type", "string"))
-        label = f"  {safe(name)} ({kind}{', required' if name in required else ''}){' ' + safe(hint) if hint else ''}: "
+        label = f"  {safe(name)} ({kind_of(spec)}{', required' if required else ''}){' ' + safe(hint) if hint else ''}: "
         for _ in range(3):
             value = await read(label)
             if value is None or value == "!cancel":
@@ -223,10 +195,10 @@ async def ask_elicitation(chat: ChatSession, request: PermissionRequest) -> Perm
             if value == "!decline":
                 chat.permission_asked = True
                 return PermissionDecision(decision="deny", reason="declined")
-            if not value and name not in required:
+            if not value and not required:
                 break
             try:
-                content[name] = _convert(value, spec)
+                content[name] = convert(value, spec)
                 break
             except ValueError as exc:
                 out.write(f"  expected {exc}\n")

@@ -21,6 +21,10 @@ Contract:
   an allowed user answers it through ``answer`` (``AgentRuntime.answer_permission``, or the server's
   approval broker inside ``serve``), and the question is edited to show who answered what. A press on a
   request that is no longer pending (answered elsewhere, its run ended) only edits the question.
+- **MCP elicitation.** A server's question (``metadata.mcp_request == "elicitation"``) is posted as the
+  server's text: with form fields the conversation's next message is the answer (one field: the text;
+  several: ``name: value`` lines; a message that does not fit is told why and does not reach the
+  agent), plus a Decline button; URL mode and field-less questions get Done/Accept and Decline.
 - **Ownership.** :meth:`run` owns every task it creates (the channels' receive loops and the run
   followers) in one task group; cancelling it stops them all and closes the channels.
 """
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_core._mcp.forms import form_fields, kind_of, parse_reply
 from agent_core.adapters.channels._sessions import SessionMap
 from agent_core.adapters.channels._types import (
     Channel,
@@ -66,8 +71,9 @@ FOLLOW_UP_WAIT_S = 10.0
 """How long to look for the wake-up run that reads entries a finished run left unread."""
 COMMANDS = frozenset({"/new", "/start", "/help"})
 """Handled by the hub itself (never sent to the agent): a new session, and a short help line."""
-_DECISIONS = {"o": "allow_once", "s": "allow_for_session", "d": "deny"}
+_DECISIONS = {"o": "allow_once", "s": "allow_for_session", "d": "deny", "a": "allow_once"}
 _SHOWN = {"allow_once": "allowed once", "allow_for_session": "allowed for this session", "deny": "denied"}
+_SHOWN_FORM = {"allow_once": "answered", "deny": "declined"}
 
 
 @dataclass
@@ -85,6 +91,9 @@ class _Question:
     address: ChatAddress
     sent: Sent
     text: str
+    form: dict[str, Any] | None = None
+    """An elicitation's ``requested_schema`` (answered by a message, :func:`parse_reply`)."""
+    elicitation: bool = False
 
 
 def _address_of(key: str) -> ChatAddress:
@@ -104,6 +113,32 @@ def question_text(request: PermissionRequest) -> str:
     if request.dangerous:
         lines.append("marked dangerous")
     return "\n".join(lines)
+
+
+def elicitation_question(
+    request: PermissionRequest, token: str
+) -> tuple[str, list[Choice], dict[str, Any] | None]:
+    """An MCP server's elicitation as a chat question: its text, its buttons and, when the conversation's
+    next message is the answer, the form's schema."""
+    meta = request.metadata
+    lines = [f"MCP server {meta.get('server_id', '?')} asks: {meta.get('message', '')}"]
+    decline = Choice("Decline", f"{token}:d")
+    if meta.get("url"):
+        lines.append(f"Open: {meta['url']}")
+        return "\n".join(lines), [Choice("Done", f"{token}:a"), decline], None
+    schema = meta.get("requested_schema") or {}
+    fields = form_fields(schema)
+    if not fields:
+        return "\n".join(lines), [Choice("Accept", f"{token}:a"), decline], None
+    if len(fields) == 1:
+        name, spec, required = fields[0]
+        lines.append(f"Reply with the {name} ({kind_of(spec)}{', required' if required else ''}).")
+    else:
+        lines.append("Reply with one line per field:")
+        for name, spec, required in fields:
+            hint = f"  {spec['description']}" if spec.get("description") else ""
+            lines.append(f"{name}: <{kind_of(spec)}{'' if required else ', optional'}>{hint}")
+    return "\n".join(lines), [decline], schema
 
 
 class ChannelHub:
@@ -126,6 +161,8 @@ class ChannelHub:
         """session_id -> the conversation it answers (the latest message's)."""
         self._followed: set[str] = set()
         self._questions: dict[str, _Question] = {}
+        self._forms: dict[tuple[str, str], str] = {}
+        """(channel, conversation key) -> the token of the elicitation form its next message answers."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._group: asyncio.TaskGroup | None = None
         self._followers: set[asyncio.Task[None]] = set()
@@ -216,6 +253,8 @@ class ChannelHub:
         command = message.text.strip().split("@", 1)[0].lower()
         if command in COMMANDS:
             await self._command(channel, key, message, command)
+            return
+        if await self._form_answer(channel, key, message):
             return
         entry = InboxEntry(
             kind="channel",
@@ -388,23 +427,37 @@ class ChannelHub:
 
     async def ask(self, request: PermissionRequest) -> bool:
         """Posts ``request`` to its session's conversation as a choice; ``False`` when the session is not
-        a channel session (or the question could not be sent): someone else must answer it."""
+        a channel session (or the question could not be sent): someone else must answer it.
+
+        An MCP elicitation request is posted as the server's question: with form fields the
+        conversation's next message answers it (:func:`parse_reply`; a message that does not fit is told
+        why and the question stays), with a Decline button; in URL mode (or without fields) Done/Accept
+        and Decline buttons."""
         target = self.conversation_of(request.session_id)
         if target is None:
             return False
         channel, address = target
         token = secrets.token_hex(6)
-        text = question_text(request)
-        choices = [Choice("Allow once", f"{token}:o")]
-        if request.suggested_decision != "deny":
-            choices.append(Choice("Allow for session", f"{token}:s"))
-        choices.append(Choice("Deny", f"{token}:d"))
+        form: dict[str, Any] | None = None
+        elicitation = request.metadata.get("mcp_request") == "elicitation"
+        if elicitation:
+            text, choices, form = elicitation_question(request, token)
+        else:
+            text = question_text(request)
+            choices = [Choice("Allow once", f"{token}:o")]
+            if request.suggested_decision != "deny":
+                choices.append(Choice("Allow for session", f"{token}:s"))
+            choices.append(Choice("Deny", f"{token}:d"))
         try:
             sent = await channel.send(OutboundMessage(address, text, tuple(choices)))
         except Exception:
             log.warning("channel %s: could not post a permission request", channel.name, exc_info=True)
             return False
-        self._questions[token] = _Question(request.request_id, channel.name, address, sent, text)
+        self._questions[token] = _Question(
+            request.request_id, channel.name, address, sent, text, form, elicitation
+        )
+        if form is not None:
+            self._forms[(channel.name, address.key(channel.session_scope))] = token
         return True
 
     async def on_choice(self, answer: ChoiceAnswer) -> str:
@@ -415,20 +468,50 @@ class ChannelHub:
             return "This request is no longer pending."
         if question.channel != answer.channel or question.address.chat_id != answer.address.chat_id:
             return "This request belongs to another conversation."
+        _, ack = await self._settle(token, question, decision, answer.user_id)
+        return ack
+
+    async def _form_answer(self, channel: Channel, key: str, message: InboundMessage) -> bool:
+        """Answers the conversation's pending elicitation form with ``message``; ``False`` when there is
+        none (or it is no longer pending): the message goes to the agent."""
+        token = self._forms.get((channel.name, key))
+        question = self._questions.get(token) if token is not None else None
+        if token is None or question is None or question.form is None:
+            self._forms.pop((channel.name, key), None)
+            return False
+        try:
+            content = parse_reply(message.text, question.form)
+        except ValueError as exc:
+            await self._tell(
+                channel, message.address, f"Not an answer: {exc}. Reply again, or press Decline."
+            )
+            return True
+        answered, _ = await self._settle(token, question, "allow_once", message.user_id, content)
+        return answered
+
+    async def _settle(
+        self, token: str, question: _Question, decision: str, who: str, content: dict[str, Any] | None = None
+    ) -> tuple[bool, str]:
+        """Answers ``question``, edits it to say how; ``(answered, acknowledgement)``."""
         del self._questions[token]
+        for place, pending in list(self._forms.items()):
+            if pending == token:
+                del self._forms[place]
         channel = self._channels[question.channel]
-        who = answer.user_id
-        verdict = PermissionDecision.model_validate(
-            {"decision": decision, "metadata": {"channel": channel.name, "user_id": who}}
-        )
+        metadata: dict[str, Any] = {"channel": channel.name, "user_id": who}
+        if content is not None:
+            metadata["content"] = content
+        verdict = PermissionDecision.model_validate({"decision": decision, "metadata": metadata})
         try:
             result = await self._answer(question.request_id, verdict)
         except AgentCoreError:
             result = "missing"
-        if result is None or result == "answered":
-            outcome, ack = f"{_SHOWN[decision]} by {who}", _SHOWN[decision].capitalize() + "."
+        shown = (_SHOWN_FORM if question.elicitation else _SHOWN)[decision]
+        answered = result is None or result == "answered"
+        if answered:
+            outcome, ack = f"{shown} by {who}", shown.capitalize() + "."
         else:  # the server broker's conflict / missing outcomes: someone else answered, or it expired
             outcome, ack = "no longer pending", "This request is no longer pending."
         with contextlib.suppress(Exception):
             await channel.edit(question.sent, f"{question.text}\n→ {outcome}")
-        return ack
+        return answered, ack
