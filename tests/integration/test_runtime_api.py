@@ -318,6 +318,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("tool_registry", None),
         ("debug", False),
         ("hooks", None),  # issue 37: in-process hooks and guardrails
+        ("file_access", None),  # issue 38: the host's hook for the file tools' text reads and writes
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],

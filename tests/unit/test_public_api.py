@@ -37,6 +37,7 @@ PUBLIC_MODULES = frozenset(
         "agent_core.tools.context",
         "agent_core.tools.preflight",
         "agent_core.tools.registry",
+        "agent_core.tools.files",  # the FileAccess hook of the built-in file tools (issue 38)
         "agent_core.providers",
         "agent_core.providers.base",
         "agent_core.providers.registry",
@@ -48,14 +49,17 @@ PUBLIC_MODULES = frozenset(
         "agent_core.config.schema",
         # surfaces and the testing kit (their implementation modules are already _x)
         "agent_core.testing",
-        # chat channels (issue 38): the Channel protocol, the hub and the platform adapters
-        "agent_core.adapters",
-        "agent_core.adapters.channels",
-        "agent_core.adapters.channels.slack",
-        "agent_core.adapters.channels.telegram",
         "agent_core.cli",
         "agent_core.cli.__main__",
         "agent_core.server",
+        # the editor and agent adapters (issue 38): soong-agent acp / mcp-server, embeddable
+        "agent_core.adapters",
+        "agent_core.adapters.acp",
+        "agent_core.adapters.mcp_server",
+        # chat channels (issue 38): the Channel protocol, the hub and the platform adapters
+        "agent_core.adapters.channels",
+        "agent_core.adapters.channels.slack",
+        "agent_core.adapters.channels.telegram",
         "agent_core.telemetry",
         "agent_core.jobs",
         "agent_core.schedules",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from agent_core._mcp.manager import McpManager
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
+    from agent_core.tools.files import FileAccess
     from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
     from agent_core.types.content import ContentBlock
     from agent_core.types.hooks import Hook
@@ -63,9 +64,12 @@ class AgentRuntime:
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
         hooks: Sequence[Hook] | None = None,
+        file_access: FileAccess | None = None,
     ) -> None:
         """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
-        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event."""
+        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event.
+        ``file_access``: the host's hook for the built-in file tools' text reads and writes (an editor's
+        buffers; :mod:`agent_core.tools.files`)."""
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
             config_path=config_path,
@@ -81,6 +85,7 @@ class AgentRuntime:
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
+        self._file_access = file_access
         self._code_definitions: list[AgentDefinition] = []
         self._manager: RunManager | None = None
         self._opened: OpenRuntime | None = None
@@ -127,6 +132,7 @@ class AgentRuntime:
                     debug=self._debug,
                     code_definitions=self._code_definitions,
                     hooks=self._hooks,
+                    file_access=self._file_access,
                 )
                 self._manager = self._opened.manager
             return self._manager

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.tools.files import FileAccess
     from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
@@ -106,6 +107,7 @@ async def open_services(
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
     hooks: Sequence[Hook] = (),
+    file_access: FileAccess | None = None,
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -122,7 +124,9 @@ async def open_services(
         settings = config.settings
         # static definitions; the implementations are imported on the first call (cold start)
         tools.register_adapter(
-            LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            LazyToolAdapter(
+                code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor, file_access)
+            ),
             internal=True,
         )
         tools.register_adapter(
@@ -252,10 +256,10 @@ async def open_services(
         raise
 
 
-def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
+def _code_tools(settings: Settings, redactor: Redactor, file_access: FileAccess | None) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
-    return CodeToolsAdapter(settings, redactor=redactor)
+    return CodeToolsAdapter(settings, redactor=redactor, file_access=file_access)
 
 
 def _web_fetch_tool(settings: Settings, redactor: Redactor) -> ToolAdapter:

@@ -1,5 +1,7 @@
 """The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
 
+``soong-agent acp [--path <dir>]`` serves the Agent Client Protocol on stdio and ``soong-agent mcp-server
+[--path <dir>] [--http]`` serves MCP (``agent_core.cli._acp``, ``agent_core.cli._mcp_server``).
 ``soong-agent channels [--path <dir>]`` answers on the ``[[channels]]`` of ``config.toml`` (Telegram, Slack) in
 the foreground (``agent_core.cli._channels``); ``serve`` runs the channels of its project too.
 
@@ -274,6 +276,53 @@ def _add_chat(sub: Any) -> None:
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")
 
 
+def _add_acp(sub: Any) -> None:
+    acp = sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdin/stdout (for editors such as Zed)",
+        description="Runs soong-agent as an ACP agent: an editor starts this command and speaks JSON-RPC "
+        "on its stdin/stdout (sessions, prompts, tool calls with diffs, permission requests, the editor's "
+        "file buffers). Needs the acp extra: pip install 'soong-agent[acp]'.",
+    )
+    acp.add_argument(
+        "--path", help="project directory for every session (default: the cwd each session names)"
+    )
+    acp.add_argument(
+        "--orchestrator",
+        action="store_true",
+        help="new sessions run in orchestrator mode (Task board and workers; shown as the editor's plan)",
+    )
+    acp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    acp.set_defaults(handler="agent_core.cli._acp:acp_command")
+
+
+def _add_mcp_server(sub: Any) -> None:
+    mcp = sub.add_parser(
+        "mcp-server",
+        help="serve soong-agent as an MCP server (stdio, or streamable HTTP on 127.0.0.1)",
+        description="Exposes the project's agent to MCP clients: tools run(message, session_id?), "
+        "list_sessions and get_session(session_id), and every session's transcript as a resource. "
+        "Permission requests are asked through MCP elicitation when the client supports it, else denied.",
+    )
+    mcp.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    mcp.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (needs a bearer token)",
+    )
+    mcp.add_argument(
+        "--port", type=_port, default=8766, help="TCP port with --http (default 8766; 0 picks one)"
+    )
+    mcp.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --http: read the bearer token from PATH (mode 0600; or set $SOONG_AGENT_MCP_TOKEN; "
+        "default: generated and printed)",
+    )
+    mcp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    mcp.set_defaults(handler="agent_core.cli._mcp_server:mcp_server_command")
+
+
 def _add_channels(sub: Any) -> None:
     channels = sub.add_parser(
         "channels",
@@ -348,6 +397,8 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "chat": _add_chat,
     "serve": _add_serve,
+    "acp": _add_acp,
+    "mcp-server": _add_mcp_server,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,
