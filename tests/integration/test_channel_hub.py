@@ -193,3 +193,33 @@ async def test_an_mcp_servers_question_is_answered_by_the_next_message(soong_env
             assert channel.texts()[-1].endswith(': "decline"}')
             await hub.on_message(says("name: Bob\nage: 1"))  # no form pending: an ordinary message
             await until(lambda: any("name: Bob" in t for t in user_texts(model)), what="the agent got it")
+
+
+class QuickChannel(MemoryChannel):
+    """A platform whose user presses a button before the answer to posting it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: list[str] = []
+
+    async def send(self, message: OutboundMessage) -> Sent:
+        if message.choices and self.events is not None:
+            press = ChoiceAnswer("mem", message.address, "u1", message.choices[0].value)
+            self.acks.append(await self.events.on_choice(press))
+        return await super().send(message)
+
+
+async def test_a_press_that_comes_before_the_post_returns_answers(soong_env: SoongEnv) -> None:
+    asker = ChannelAsker()
+    channel = QuickChannel()
+    async with open_runtime(
+        scripted_model(), project_dir=soong_env.project, home_dir=soong_env.home, permission_callback=asker
+    ) as runtime:
+        hub = asker.hub = ChannelHub(runtime, [channel])
+        async with running_hub(hub):
+            await until(lambda: channel.events is not None)
+            await hub.on_message(says("please write hello.txt"))
+            await until(lambda: any(t.startswith("Wrote") for t in channel.texts()), what="the answer")
+    assert channel.acks == ["Allowed once."]
+    assert (soong_env.project / "hello.txt").read_text() == "hi\n"
+    assert channel.edits[-1][1].endswith("→ allowed once by u1")

@@ -89,11 +89,14 @@ class _Question:
     request_id: str
     channel: str
     address: ChatAddress
-    sent: Sent
+    sent: Sent | None
+    """The posted question; ``None`` while it is being posted (a press may arrive before the platform's
+    answer to the post does)."""
     text: str
     form: dict[str, Any] | None = None
     """An elicitation's ``requested_schema`` (answered by a message, :func:`parse_reply`)."""
     elicitation: bool = False
+    outcome: str = ""
 
 
 def _address_of(key: str) -> ChatAddress:
@@ -448,16 +451,24 @@ class ChannelHub:
             if request.suggested_decision != "deny":
                 choices.append(Choice("Allow for session", f"{token}:s"))
             choices.append(Choice("Deny", f"{token}:d"))
+        question = _Question(request.request_id, channel.name, address, None, text, form, elicitation)
+        self._questions[token] = question  # before posting: a press may come back before the post does
+        if form is not None:
+            self._forms[(channel.name, address.key(channel.session_scope))] = token
         try:
             sent = await channel.send(OutboundMessage(address, text, tuple(choices)))
         except Exception:
             log.warning("channel %s: could not post a permission request", channel.name, exc_info=True)
+            self._questions.pop(token, None)
+            place = (channel.name, address.key(channel.session_scope))
+            if self._forms.get(place) == token:
+                del self._forms[place]
             return False
-        self._questions[token] = _Question(
-            request.request_id, channel.name, address, sent, text, form, elicitation
-        )
-        if form is not None:
-            self._forms[(channel.name, address.key(channel.session_scope))] = token
+        if token in self._questions:
+            question.sent = sent
+        else:  # answered while it was being posted: show how
+            with contextlib.suppress(Exception):
+                await channel.edit(sent, f"{text}\n→ {question.outcome}")
         return True
 
     async def on_choice(self, answer: ChoiceAnswer) -> str:
@@ -512,6 +523,8 @@ class ChannelHub:
             outcome, ack = f"{shown} by {who}", shown.capitalize() + "."
         else:  # the server broker's conflict / missing outcomes: someone else answered, or it expired
             outcome, ack = "no longer pending", "This request is no longer pending."
-        with contextlib.suppress(Exception):
-            await channel.edit(question.sent, f"{question.text}\n→ {outcome}")
+        question.outcome = outcome
+        if question.sent is not None:
+            with contextlib.suppress(Exception):
+                await channel.edit(question.sent, f"{question.text}\n→ {outcome}")
         return answered, ack
