@@ -29,7 +29,12 @@ from agent_core.providers.base import ProviderFactory
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.tools.registry import ToolHandler, ToolRegistry
 from agent_core.types.enums import RunMode
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import (
+    PermissionDecision,
+    PermissionMode,
+    PermissionRequest,
+    UserQuestion,
+)
 from agent_core.types.runtime import AgentDefinition, InspectResult, Node, ReplayResult, UserMessage
 from agent_core.types.tools import ToolDefinition
 
@@ -39,7 +44,13 @@ if TYPE_CHECKING:
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.tools.files import FileAccess
-    from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.types._results import (
+        CancelResult,
+        CleanupResult,
+        DeleteSessionResult,
+        RewindResult,
+        SessionSummary,
+    )
     from agent_core.types.content import ContentBlock
     from agent_core.types.hooks import Hook
     from agent_core.types.inbox import InboxDelivery, InboxEntry
@@ -48,6 +59,8 @@ if TYPE_CHECKING:
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+QuestionCallback = Callable[[UserQuestion], Awaitable[str | PermissionDeferral]]
+"""Answers ``internal.ask_user`` questions: the answer text, or ``DEFER`` (then ``answer_question``)."""
 
 
 class AgentRuntime:
@@ -64,6 +77,7 @@ class AgentRuntime:
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
         hooks: Sequence[Hook] | None = None,
+        question_callback: QuestionCallback | None = None,
         file_access: FileAccess | None = None,
     ) -> None:
         """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
@@ -77,6 +91,7 @@ class AgentRuntime:
             session_db_path=session_db_path,
         )
         self._permission_callback = permission_callback
+        self._question_callback = question_callback
         self._hooks: tuple[Hook, ...] = ()
         if hooks is not None:  # imported only when given (cold start)
             from agent_core._hooks.callbacks import check_hooks
@@ -132,6 +147,7 @@ class AgentRuntime:
                     debug=self._debug,
                     code_definitions=self._code_definitions,
                     hooks=self._hooks,
+                    question_callback=self._question_callback,
                     file_access=self._file_access,
                 )
                 self._manager = self._opened.manager
@@ -183,6 +199,7 @@ class AgentRuntime:
         output_retries: int = 2,
         model_profile: str | None = None,
         max_turns: int | None = None,
+        permission_mode: PermissionMode | None = None,
         *,
         wait_if_busy: bool = True,
     ) -> RunHandle:
@@ -199,6 +216,11 @@ class AgentRuntime:
         A session runs one run at a time, also across processes sharing the session store (``serve``
         beside ``chat`` and ``run`` on one home): a run of a busy session waits for its turn (its stream
         starts with ``run_queued``). ``wait_if_busy=False`` raises ``session_active`` instead.
+
+        ``permission_mode`` (``default``, ``accept_edits``, ``plan``, ``dont_ask``, ``bypass``) decides
+        this run's permission requests and those of its child runs (``None``: ``[permissions] mode``);
+        each run may use another mode. ``bypass`` is refused (``validation_error``) unless
+        ``[tools] sandbox = "bwrap"``.
         """
         if max_turns is not None and (
             isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
@@ -213,6 +235,7 @@ class AgentRuntime:
                 ErrorCode.validation_error, "model_profile must be the name of a [model_overrides] table"
             )
         manager = await self._open()
+        mode_of_run = self._permission_mode(permission_mode)
         if isinstance(message, str):
             try:
                 message = UserMessage(content=message)
@@ -250,8 +273,31 @@ class AgentRuntime:
             model_profile=model_profile,
             max_turns=max_turns,
             wait_if_busy=wait_if_busy,
+            permission_mode=mode_of_run,
         )
         return RunHandle(self, state)
+
+    def _permission_mode(self, value: object) -> PermissionMode:
+        """A run's permission mode: ``value`` checked, else ``[permissions] mode``."""
+        from agent_core.permissions._modes import check_mode
+
+        settings = self._config.settings
+        if value is None:
+            return settings.permissions.mode
+        try:
+            mode = check_mode(value)
+        except ValueError as exc:
+            raise AgentCoreError(
+                ErrorCode.validation_error, str(exc), details={"argument": "permission_mode"}
+            ) from exc
+        if mode == "bypass" and settings.tools.sandbox != "bwrap":
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                'permission mode "bypass" needs the command sandbox: set [tools] sandbox = "bwrap" in '
+                f"{self._config.config_path} (or choose another mode)",
+                details={"argument": "permission_mode", "config_key": "tools.sandbox"},
+            )
+        return mode
 
     async def create_session(self, mode: Literal["normal", "orchestrator"] = "normal") -> str:
         """Creates an empty session of this project (no run yet) and returns its id; ``start(message,
@@ -288,6 +334,26 @@ class AgentRuntime:
 
         return await replay.switch_node(manager, session_id, node_id)
 
+    async def rewind(
+        self, session_id: str, node_id: str, files: bool = True, conversation: bool = True
+    ) -> RewindResult:
+        """Puts the session back to just after ``node_id``: with ``files`` every file a tool call of the
+        session changed after that node gets its earlier content back (files created are removed), using
+        the checkpoints taken around write/edit/command calls; with ``conversation`` the active path ends
+        at ``node_id`` (the later nodes stay in the tree as a branch). Per session: changes of other
+        sessions are never undone.
+
+        Refused as a whole, nothing changed: a queued or running run (``session_active``); a file changed
+        since by someone else or outside this session between its calls (``path_conflict``, the files in
+        ``details.conflicts``); an unknown node, or for ``conversation`` a child agent's or partial node
+        (``validation_error``). Protected paths (``.git``, ``.soong-agent``, credential files), paths
+        below a symlinked directory or outside the write roots, and contents never captured (sensitive,
+        too large) are left alone and listed in ``RewindResult.skipped``."""
+        manager = await self._open()
+        from agent_core._api import rewind  # imported on first use: not needed to run agents
+
+        return await rewind.rewind(manager, session_id, node_id, files=files, conversation=conversation)
+
     async def answer_permission(
         self,
         request_id: str,
@@ -305,6 +371,15 @@ class AgentRuntime:
             except ValidationError as exc:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
+
+    async def answer_question(self, request_id: str, answer: str) -> None:
+        """Answers a question the model asked with ``internal.ask_user`` whose question callback returned
+        ``DEFER`` (``agent_core.permissions``): ``answer`` is any non-empty text (an option or the user's
+        own words). Callable from any task of the runtime's event loop; the first answer wins. A question
+        that is not pending (unknown, already answered, or abandoned because its run stopped) →
+        ``validation_error``."""
+        manager = await self._open()
+        manager.services.questions.answer(request_id, answer)
 
     # ---- the inbox (docs/teams.md) --------------------------------------------------------------
     async def deliver(

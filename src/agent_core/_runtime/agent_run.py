@@ -19,6 +19,7 @@ from agent_core._context.prompt import (
     DynamicSource,
     InheritedPrefix,
     RunPrompt,
+    permission_mode_block,
     runtime_state_block,
     static_blocks,
     tool_schema_tokens,
@@ -39,6 +40,7 @@ from agent_core.config._profiles import resolve_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError
+from agent_core.permissions._modes import plan_tools
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools.context import RunScope
 from agent_core.types.content import ArtifactRefBlock
@@ -131,6 +133,10 @@ async def prepare_agent_loop(
     state = spec.state
     rec = state.recorder
     settings = services.settings
+    effective = spec.effective
+    if state.permission_mode == "plan":  # plan mode offers the read-only tools only
+        offered = plan_tools(effective.definitions)
+        effective = EffectiveTools(names=frozenset(d.name for d in offered), definitions=tuple(offered))
     scope = RunScope(
         session_id=state.session_id,
         agent_id=state.agent_id,
@@ -140,10 +146,11 @@ async def prepare_agent_loop(
         home_dir=services.config.home,
         cwd=spec.workdir or services.config.project,
         cancel_event=state.cancel_event,
-        effective_tools=spec.effective.names,
+        effective_tools=effective.names,
         parent_agent_id=spec.parent_agent_id,
         parent_run_id=spec.parent_run_id,
         debug=services.debug,
+        permission_mode=state.permission_mode,
         media=MediaPolicy.of(spec.model),
         extras={
             "mode": state.mode.value,
@@ -160,7 +167,7 @@ async def prepare_agent_loop(
         if first_nodes is not None:
             await first_nodes(scope)
         await rec.flush()  # ``loop_started`` is committed before anything else happens
-    tools = list(spec.effective.definitions)
+    tools = list(effective.definitions)
     catalog = features.instruction_catalog(spec.role)
     static = static_blocks(
         services.assets,
@@ -184,9 +191,16 @@ async def prepare_agent_loop(
             )
         ]
 
+    mode_block = permission_mode_block(state.permission_mode)
+
+    def permission_mode(_path: Sequence[Any]) -> list[SystemBlock]:
+        return [mode_block]
+
     sources: list[DynamicSource] = list(spec.dynamic_sources)
-    sources.extend(features.dynamic_sources(state, spec.role, spec.effective))
+    sources.extend(features.dynamic_sources(state, spec.role, effective))
     sources.append(runtime_state)
+    if spec.role != AgentRole.compact:
+        sources.append(permission_mode)
 
     async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
         return await services.artifacts.create(

@@ -86,6 +86,17 @@ def _message(value: str) -> str:
     return value
 
 
+PERMISSION_MODES = ("default", "accept_edits", "plan", "dont_ask", "bypass")
+"""``--permission-mode`` choices (``agent_core.types.permissions.PERMISSION_MODES``, kept literal here so the
+parser imports nothing)."""
+PERMISSION_MODE_HELP = (
+    "how permission requests are decided: default (ask), accept_edits (file edits inside the write roots "
+    "without asking), plan (read-only tools, ends with a plan), dont_ask (deny whatever would ask), "
+    'bypass (allow all but protected/sensitive paths; needs [tools] sandbox = "bwrap"); '
+    "default: [permissions] mode"
+)
+
+
 def _positive(value: str) -> int:
     try:
         number = int(value)
@@ -128,6 +139,8 @@ def _add_run(sub: Any) -> None:
         "--orchestrator", action="store_true", help="run in orchestrator mode (Task board and workers)"
     )
     run.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    run.add_argument("--permission-mode", choices=PERMISSION_MODES, metavar="MODE", help=PERMISSION_MODE_HELP)
+
     run.add_argument(
         "--wait",
         action="store_true",
@@ -271,6 +284,12 @@ def _add_chat(sub: Any) -> None:
         "--orchestrator",
         action="store_true",
         help="new sessions run in orchestrator mode (Task board and workers)",
+    )
+    chat.add_argument(
+        "--permission-mode",
+        choices=PERMISSION_MODES,
+        metavar="MODE",
+        help=PERMISSION_MODE_HELP + " (switch with /mode)",
     )
     chat.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")

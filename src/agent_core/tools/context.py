@@ -18,6 +18,7 @@ from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEv
 from agent_core._media import MediaPolicy
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
@@ -96,6 +97,8 @@ class RunScope:
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
     debug: bool = False
+    permission_mode: PermissionMode = "default"
+    """The run's permission mode (``agent_core.permissions._modes``): recorded in every permission audit."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Role-specific data for internal tools (e.g. worker dispatch scope); never sent to a model."""
     media: MediaPolicy | None = None
