@@ -27,8 +27,13 @@ def reply_rules(request: Any) -> Any:
     """``please write`` in the last user message → a write_file call; after a tool result → Done; else pong."""
     messages = (request.json or {}).get("messages", [])
     if messages and messages[-1].get("role") == "tool":
-        return stream(OllamaWire.text_stream("Done writing"))
+        result = str(messages[-1].get("content"))
+        return stream(OllamaWire.text_stream(f"Heard {result}" if '"answer"' in result else "Done writing"))
     last = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    if "please ask" in last:
+        name = advertised_tool_name(request, "ask_user")
+        call = OllamaWire.tool_calls([(name, {"question": "Which color?", "options": ["red", "blue"]})])
+        return stream([call, OllamaWire.done("stop")])
     if "please write" in last:
         name = advertised_tool_name(request, "write_file")
         call = OllamaWire.tool_calls([(name, {"path": "from-chat.txt", "content": "chat\n"})])
@@ -137,6 +142,21 @@ def test_serve_runs_the_projects_channels_with_durable_approvals(
                 )
                 answered = client.get("/api/approvals", params={"status": "answered"}).json()["approvals"]
                 assert [a["request_id"] for a in answered] == [pending[0]["request_id"]]
+
+                # the model's question: a durable question of the API and a chat message; a reply answers
+                fake.message(42, 42, "please ask me")
+                wait_until(
+                    lambda: [m for m in fake.sent("sendMessage") if m["text"].startswith("The agent asks")]
+                )
+                asked = client.get("/api/questions").json()["questions"]
+                assert [q["question"] for q in asked] == ["Which color?"]
+                fake.message(42, 42, "green, actually")
+                heard = wait_until(
+                    lambda: [m for m in fake.sent("sendMessage") if m["text"].startswith("Heard")], timeout=30
+                )
+                assert "green, actually" in heard[0]["text"]
+                done = client.get("/api/questions", params={"status": "answered"}).json()["questions"]
+                assert [q["request_id"] for q in done] == [asked[0]["request_id"]]
             assert (soong_env.project / "from-chat.txt").read_text() == "chat\n"
         finally:
             code = server.stop()

@@ -11,7 +11,7 @@ from agent_core.adapters.channels import Channel, ChannelHub
 from agent_core.permissions import DEFER, PermissionDeferral
 from agent_core.testing import CallTool, FunctionModel, ModelReply, last_user_text, tool_results
 from agent_core.types.model import ModelRequest
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 WRITE = {"path": "hello.txt", "content": "hi\n"}
 
@@ -41,6 +41,12 @@ class ChannelAsker:
         if self.hub is not None and await self.hub.ask(request):
             return DEFER
         return PermissionDecision(decision="deny", reason="not a channel session")
+
+    async def ask_user(self, question: UserQuestion) -> str | PermissionDeferral:
+        """The question callback of a channel host: the hub posts the question, the answer comes later."""
+        if self.hub is not None and await self.hub.ask_user(question):
+            return DEFER
+        return "(no answer)"
 
 
 @contextlib.asynccontextmanager

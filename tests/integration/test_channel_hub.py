@@ -223,3 +223,46 @@ async def test_a_press_that_comes_before_the_post_returns_answers(soong_env: Soo
     assert channel.acks == ["Allowed once."]
     assert (soong_env.project / "hello.txt").read_text() == "hi\n"
     assert channel.edits[-1][1].endswith("→ allowed once by u1")
+
+
+async def test_the_models_question_is_answered_by_a_button_or_a_reply(soong_env: SoongEnv) -> None:
+    """``internal.ask_user`` in a channel session: the question is posted with its options as buttons; a
+    press answers with the option, a reply message answers with its text (never reaching the agent)."""
+
+    def reply(request: ModelRequest) -> str | ModelReply:
+        if request.messages[-1].role == "tool":
+            return "heard: " + request.messages[-1].model_dump_json()  # the result is {"answer": ...}
+        ask = {"question": "Which color?", "options": ["red", "blue"]}
+        return ModelReply(tool_calls=[CallTool("internal.ask_user", ask)])
+
+    model = FunctionModel(reply)
+    asker = ChannelAsker()
+    channel = MemoryChannel()
+    async with open_runtime(
+        model,
+        project_dir=soong_env.project,
+        home_dir=soong_env.home,
+        permission_callback=asker,
+        question_callback=asker.ask_user,
+    ) as runtime:
+        hub = asker.hub = ChannelHub(runtime, [channel])
+        async with running_hub(hub):
+            await hub.on_message(says("pick one"))
+            asked = await until(lambda: [m for m in channel.sent if m.choices], what="the question")
+            assert asked[0].text == "The agent asks: Which color?\nPress an answer or reply with a message."
+            assert [c.label for c in asked[0].choices] == ["red", "blue"]
+            elsewhere = ChoiceAnswer("mem", ChatAddress("c2"), "u1", asked[0].choices[1].value)
+            assert await hub.on_choice(elsewhere) == "This request is no longer pending."
+            assert await hub.on_choice(
+                ChoiceAnswer("mem", ChatAddress("c1"), "u1", asked[0].choices[1].value)
+            ) == ("Answered.")
+            await until(lambda: channel.texts()[-1].startswith("heard"), what="the answer")
+            assert '"answer"' in channel.texts()[-1] and '"blue"' in channel.texts()[-1]
+            assert channel.edits[-1][1].endswith("→ answered by u1: blue")
+
+            await hub.on_message(says("again"))
+            await until(lambda: len([m for m in channel.sent if m.choices]) == 2, what="the 2nd question")
+            await hub.on_message(says("green, actually"))
+            await until(lambda: channel.texts()[-1].startswith("heard"), what="the 2nd answer")
+            assert '"green, actually"' in channel.texts()[-1]
+            assert not any("green" in t for t in user_texts(model))

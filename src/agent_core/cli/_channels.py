@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agent_core import AgentRuntime
     from agent_core.adapters.channels import Channel, ChannelHub
     from agent_core.permissions import PermissionDeferral
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -65,6 +65,14 @@ class _Asker:
             decision="deny", reason="no chat conversation to ask: the session is not a channel session"
         )
 
+    async def ask_user(self, question: UserQuestion) -> str | PermissionDeferral:
+        """The runtime's question callback: the model's ``internal.ask_user`` question goes to the chat."""
+        from agent_core.permissions import DEFER
+
+        if self.hub is not None and await self.hub.ask_user(question):
+            return DEFER
+        return "(no answer: the question could not be posted to a chat conversation)"
+
 
 async def channels_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs every configured channel until Ctrl-C / SIGTERM; returns the exit status."""
@@ -89,7 +97,9 @@ async def channels_command(args: argparse.Namespace, out: Output, err: Output, s
     try:
         for project, channels in grouped.items():
             asker = _Asker()
-            runtime = AgentRuntime(project_dir=project, permission_callback=asker)
+            runtime = AgentRuntime(
+                project_dir=project, permission_callback=asker, question_callback=asker.ask_user
+            )
             runtimes.append(runtime)
             await runtime.__aenter__()
             asker.hub = ChannelHub(runtime, channels)

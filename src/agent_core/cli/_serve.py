@@ -34,20 +34,21 @@ if TYPE_CHECKING:
     from agent_core._api.runtime import AgentRuntime
     from agent_core.adapters.channels import ChannelHub
     from agent_core.permissions import PermissionDeferral
-    from agent_core.server._approvals import ApprovalBroker
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.server._approvals import ApprovalBroker, QuestionBroker
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TOKEN_ENV = "SOONG_AGENT_SERVE_TOKEN"
 
 
 class _ChannelAsker:
-    """The server's permission callback: every request is a durable approval (the web UI and the API
-    answer it); one of a chat channel's session is also posted to its conversation as a button choice,
+    """The server's permission and question callbacks: every request is a durable approval or question
+    (the web UI and the API answer it); one of a chat channel's session is also posted to its conversation,
     answered through the same broker (first answer wins)."""
 
-    def __init__(self, broker: ApprovalBroker) -> None:
+    def __init__(self, broker: ApprovalBroker, questions: QuestionBroker) -> None:
         self.broker = broker
+        self.questions = questions
         self.hub: ChannelHub | None = None
 
     async def __call__(self, request: PermissionRequest) -> PermissionDecision | PermissionDeferral:
@@ -56,8 +57,18 @@ class _ChannelAsker:
             await self.hub.ask(request)
         return decision
 
+    async def ask_user(self, question: UserQuestion) -> str | PermissionDeferral:
+        """The question callback: a durable question (web UI, ``/api/questions``), also posted to the chat
+        of a channel session; the first answer wins."""
+        answer = await self.questions.callback(question)
+        if self.hub is not None:
+            await self.hub.ask_user(question)
+        return answer
 
-def _channel_hub(runtime: AgentRuntime, broker: ApprovalBroker, err: Output) -> ChannelHub | None:
+
+def _channel_hub(
+    runtime: AgentRuntime, broker: ApprovalBroker, questions: QuestionBroker, err: Output
+) -> ChannelHub | None:
     """The hub of the ``[[channels]]`` whose project is the served one; others are named in a warning
     (``soong-agent channels`` runs them). A channel configuration error is a warning: serve goes on."""
     from agent_core.adapters.channels import ChannelHub, build_channel, project_of
@@ -80,7 +91,12 @@ def _channel_hub(runtime: AgentRuntime, broker: ApprovalBroker, err: Output) -> 
         return None
     if not channels:
         return None
-    return ChannelHub(runtime, channels, answer=broker.answer)
+    from agent_core._storage.approvals import QuestionAnswer
+
+    async def answer_question(request_id: str, text: str) -> object:
+        return await questions.answer(request_id, QuestionAnswer(answer=text))
+
+    return ChannelHub(runtime, channels, answer=broker.answer, answer_question=answer_question)
 
 
 def is_loopback(host: str) -> bool:
@@ -184,17 +200,17 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
     from agent_core.server._state import close_state, open_state
 
     broker = ApprovalBroker()
-    asker = _ChannelAsker(broker)
     questions = QuestionBroker()
+    asker = _ChannelAsker(broker, questions)
     try:
         runtime = AgentRuntime(
-            project_dir=args.path, permission_callback=asker, question_callback=questions.callback
+            project_dir=args.path, permission_callback=asker, question_callback=asker.ask_user
         )
         state = await open_state(runtime, broker, questions)
     except AgentCoreError as exc:
         err.write(error_text(exc))
         return EXIT_FAILED
-    asker.hub = _channel_hub(runtime, broker, err)
+    asker.hub = _channel_hub(runtime, broker, questions, err)
     try:
         if interrupts.pending():  # Ctrl-C while the runtime opened: serve nothing
             return EXIT_INTERRUPTED

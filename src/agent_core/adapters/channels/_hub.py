@@ -25,6 +25,8 @@ Contract:
   server's text: with form fields the conversation's next message is the answer (one field: the text;
   several: ``name: value`` lines; a message that does not fit is told why and does not reach the
   agent), plus a Decline button; URL mode and field-less questions get Done/Accept and Decline.
+- **The model's questions.** :meth:`ChannelHub.ask_user` posts an ``internal.ask_user`` question with its
+  options as buttons; a press or the conversation's next message answers it (``answer_question``).
 - **Ownership.** :meth:`run` owns every task it creates (the channels' receive loops and the run
   followers) in one task group; cancelling it stops them all and closes the channels.
 """
@@ -54,7 +56,7 @@ from agent_core.adapters.channels._types import (
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.enums import EventType, RunStatus
 from agent_core.types.inbox import InboxEntry
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 if TYPE_CHECKING:
     from agent_core import AgentRuntime, RunHandle
@@ -64,6 +66,10 @@ log = logging.getLogger("agent_core.adapters.channels")
 Answer = Callable[[str, PermissionDecision], Awaitable[object]]
 """Answers a deferred permission request: ``AgentRuntime.answer_permission`` (returns ``None``, raises
 ``validation_error`` when not pending) or the server's broker (returns ``"answered"`` or why not)."""
+
+AnswerQuestion = Callable[[str, str], Awaitable[object]]
+"""Answers a deferred ``internal.ask_user`` question: ``AgentRuntime.answer_question`` or the server's
+question broker (returns ``"answered"`` or why not)."""
 
 TYPING_REFRESH_S = 4.0
 """Telegram shows ``typing`` for 5 s after each ``sendChatAction``."""
@@ -96,6 +102,8 @@ class _Question:
     form: dict[str, Any] | None = None
     """An elicitation's ``requested_schema`` (answered by a message, :func:`parse_reply`)."""
     elicitation: bool = False
+    options: tuple[str, ...] | None = None
+    """An ``internal.ask_user`` question's suggested answers (its buttons); any reply answers it too."""
     outcome: str = ""
 
 
@@ -154,12 +162,16 @@ class ChannelHub:
         *,
         home: Path | None = None,
         answer: Answer | None = None,
+        answer_question: AnswerQuestion | None = None,
     ) -> None:
         self._runtime = runtime
         self._channels = {c.name: c for c in channels}
         folder = home if home is not None else runtime.home_dir
         self._maps = {c.name: SessionMap(folder, c.name) for c in channels}
         self._answer: Answer = answer if answer is not None else runtime.answer_permission
+        self._answer_question: AnswerQuestion = (
+            answer_question if answer_question is not None else runtime.answer_question
+        )
         self._conversations: dict[str, _Conversation] = {}
         """session_id -> the conversation it answers (the latest message's)."""
         self._followed: set[str] = set()
@@ -459,10 +471,7 @@ class ChannelHub:
             sent = await channel.send(OutboundMessage(address, text, tuple(choices)))
         except Exception:
             log.warning("channel %s: could not post a permission request", channel.name, exc_info=True)
-            self._questions.pop(token, None)
-            place = (channel.name, address.key(channel.session_scope))
-            if self._forms.get(place) == token:
-                del self._forms[place]
+            self._forget(token)
             return False
         if token in self._questions:
             question.sent = sent
@@ -471,22 +480,86 @@ class ChannelHub:
                 await channel.edit(sent, f"{text}\n→ {question.outcome}")
         return True
 
+    async def ask_user(self, question: UserQuestion) -> bool:
+        """Posts the model's ``internal.ask_user`` question to its session's conversation: its options as
+        buttons, and the conversation's next message answers it too; ``False`` when the session is not a
+        channel session (or the question could not be sent)."""
+        target = self.conversation_of(question.session_id)
+        if target is None:
+            return False
+        channel, address = target
+        token = secrets.token_hex(6)
+        options = tuple(question.options[:10])
+        hint = "Press an answer or reply with a message." if options else "Reply with a message."
+        text = f"The agent asks: {question.question}\n{hint}"
+        choices = tuple(Choice(option[:70], f"{token}:q{i}") for i, option in enumerate(options))
+        pending = _Question(question.request_id, channel.name, address, None, text, options=options)
+        self._questions[token] = pending
+        place = (channel.name, address.key(channel.session_scope))
+        self._forms[place] = token
+        try:
+            sent = await channel.send(OutboundMessage(address, text, choices))
+        except Exception:
+            log.warning("channel %s: could not post a question", channel.name, exc_info=True)
+            self._forget(token)
+            return False
+        if token in self._questions:
+            pending.sent = sent
+        else:
+            with contextlib.suppress(Exception):
+                await channel.edit(sent, f"{text}\n→ {pending.outcome}")
+        return True
+
     async def on_choice(self, answer: ChoiceAnswer) -> str:
         token, _, code = answer.value.partition(":")
         question = self._questions.get(token)
+        if question is not None and question.options is not None and code[:1] == "q" and code[1:].isdigit():
+            index = int(code[1:])
+            same = question.channel == answer.channel and question.address.chat_id == answer.address.chat_id
+            if index < len(question.options) and same:
+                _, ack = await self._settle_answer(token, question, question.options[index], answer.user_id)
+                return ack
         decision = _DECISIONS.get(code)
-        if question is None or decision is None:
+        if question is None or decision is None or question.options is not None:
             return "This request is no longer pending."
         if question.channel != answer.channel or question.address.chat_id != answer.address.chat_id:
             return "This request belongs to another conversation."
         _, ack = await self._settle(token, question, decision, answer.user_id)
         return ack
 
+    def _forget(self, token: str) -> None:
+        self._questions.pop(token, None)
+        for place, pending in list(self._forms.items()):
+            if pending == token:
+                del self._forms[place]
+
+    async def _settle_answer(self, token: str, question: _Question, text: str, who: str) -> tuple[bool, str]:
+        """Answers an ``internal.ask_user`` question with ``text``; ``(answered, acknowledgement)``."""
+        self._forget(token)
+        try:
+            result = await self._answer_question(question.request_id, text)
+        except AgentCoreError:
+            result = "missing"
+        answered = result is None or result == "answered"
+        shown = text if len(text) <= 200 else text[:199] + "…"
+        question.outcome = f"answered by {who}: {shown}" if answered else "no longer pending"
+        if question.sent is not None:
+            with contextlib.suppress(Exception):
+                await self._channels[question.channel].edit(
+                    question.sent, f"{question.text}\n→ {question.outcome}"
+                )
+        return answered, "Answered." if answered else "This request is no longer pending."
+
     async def _form_answer(self, channel: Channel, key: str, message: InboundMessage) -> bool:
         """Answers the conversation's pending elicitation form with ``message``; ``False`` when there is
         none (or it is no longer pending): the message goes to the agent."""
         token = self._forms.get((channel.name, key))
         question = self._questions.get(token) if token is not None else None
+        if token is not None and question is not None and question.options is not None:
+            if not message.text.strip():
+                return True
+            answered, _ = await self._settle_answer(token, question, message.text.strip(), message.user_id)
+            return answered
         if token is None or question is None or question.form is None:
             self._forms.pop((channel.name, key), None)
             return False
@@ -504,10 +577,7 @@ class ChannelHub:
         self, token: str, question: _Question, decision: str, who: str, content: dict[str, Any] | None = None
     ) -> tuple[bool, str]:
         """Answers ``question``, edits it to say how; ``(answered, acknowledgement)``."""
-        del self._questions[token]
-        for place, pending in list(self._forms.items()):
-            if pending == token:
-                del self._forms[place]
+        self._forget(token)
         channel = self._channels[question.channel]
         metadata: dict[str, Any] = {"channel": channel.name, "user_id": who}
         if content is not None:
