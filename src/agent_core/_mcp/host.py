@@ -30,7 +30,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agent_core._ids import new_id
-from agent_core._loop._limits import Prices, cost_usd
 from agent_core._mcp.catalog import McpServerConfig
 from agent_core._mcp.remote import (
     ElicitationReply,
@@ -40,6 +39,7 @@ from agent_core._mcp.remote import (
     SamplingRequest,
 )
 from agent_core._memory.llm import complete
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.errors import AgentCoreError
 from agent_core.tools.context import ToolContext
 from agent_core.types.content import TextBlock
