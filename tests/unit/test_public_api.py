@@ -28,6 +28,7 @@ PUBLIC_MODULES = frozenset(
         "agent_core.types.events",  # RuntimeEvent.payload: one typed payload class per event type
         "agent_core.types.inbox",  # runtime.deliver entries (issue 36)
         "agent_core.types.team",  # runtime.team views (issue 36)
+        "agent_core.types.mcp",  # runtime.mcp_resources / mcp_prompts views (issue 38)
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",
@@ -56,8 +57,13 @@ PUBLIC_MODULES = frozenset(
         "agent_core.adapters",
         "agent_core.adapters.acp",
         "agent_core.adapters.mcp_server",
+        # chat channels (issue 38): the Channel protocol, the hub and the platform adapters
+        "agent_core.adapters.channels",
+        "agent_core.adapters.channels.slack",
+        "agent_core.adapters.channels.telegram",
         "agent_core.telemetry",
         "agent_core.redaction",  # register_secret / redact_text for code that prints or logs
+        "agent_core.elicitation",  # MCP elicitation forms answered as typed text (chat, channels)
         "agent_core.store",  # AgentRuntime.store: the session store protocol and serve's approvals table
         "agent_core.jobs",
         "agent_core.schedules",
