@@ -377,7 +377,7 @@ class ChildLauncher:
             current_user_node_id=node_id,
             parent_agent_id=parent.agent_id,
             parent_run_id=parent.run_id,
-            scope_extras=dict(spec.scope_extras),
+            task_scope=spec.task_scope,
             workdir=spec.workdir,
             purpose=spec.purpose,
             agent_type=state.agent_type,

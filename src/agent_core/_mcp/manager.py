@@ -20,7 +20,7 @@ Contract (mcp-hooks.md §A3–§A8):
 * Calls: per-call timeout ``timeout_ms`` → ``timeout``; a JSON-RPC error → ``internal_error`` /
   ``mcp_tool_error``; a transport failure → ``internal_error`` / ``mcp_transport_error``, an
   ``mcp_server_failed`` (``phase: "call"``) event, and the server's tools are removed from the rest of the
-  run: its id is added to ``scope.extras["mcp_failed_servers"]``, its tools are dropped from
+  run: its id is added to ``scope.mcp_failed_servers``, its tools are dropped from
   ``scope.effective_tools``, and later calls get ``tool_not_available`` at pre-flight. The connection is
   closed so the next run start reconnects.
 * :meth:`McpManager.close` closes every client (stdio processes stop); idempotent.
@@ -61,7 +61,6 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[ev.EventPayload], Awaitable[None]]
 """Emits one event of the calling run; ``ToolRunSink.emit`` fits."""
-FAILED_SERVERS_KEY = "mcp_failed_servers"
 
 
 @dataclass(eq=False)
@@ -79,12 +78,8 @@ class _ServerState:
 
 
 def failed_for_run(scope: RunScope) -> set[str]:
-    """Servers that failed during this run (mutable set kept in ``scope.extras``)."""
-    value = scope.extras.get(FAILED_SERVERS_KEY)
-    if not isinstance(value, set):
-        value = set()
-        scope.extras[FAILED_SERVERS_KEY] = value
-    return value
+    """Servers that failed during this run (``scope.mcp_failed_servers``, a mutable set)."""
+    return scope.mcp_failed_servers
 
 
 class McpServerAdapter:

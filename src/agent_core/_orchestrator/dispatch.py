@@ -13,7 +13,7 @@ purpose ``worker``): the worker's agent row and its never-rendered root ``system
 lazily at its first dispatch in the session (:mod:`.worker_agents`; ``child_agent_created``); a tool step
 the temporal engine retried attaches to the run its first attempt started (:mod:`.redispatch`). Each
 dispatch writes its ``<worker_dispatch>`` start node as a new child of that root (``runs.start_node_id``),
-and the run's Task scope travels in ``RunScope.extras["task_scope"]``. After the run ended, the worker-run-end fallback
+and the run's Task scope travels in ``RunScope.task_scope``. After the run ended, the worker-run-end fallback
 (:meth:`TaskService.on_worker_run_end`) runs before the result is assembled; a run abandoned after a
 cancel timeout gets its fallback when it really ends. ``no_step_claimed`` is a successful result.
 """
@@ -454,7 +454,7 @@ class WorkerDispatcher:
                 "worker_pool_id": scope.worker_pool_id,
                 "worker_id": worker.worker_id,
             },
-            scope_extras=scope.to_extras(),
+            task_scope=scope,
             workdir=worktree.workdir if worktree is not None else None,
             task_board=board,
             step_id=step_id,

@@ -34,7 +34,7 @@ from agent_core._runtime.state import RunState, SessionState
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.tools._effective import EffectiveTools
-from agent_core.tools.context import RunScope
+from agent_core.tools.context import RunScope, WorkerTaskScope
 from agent_core.types.content import ArtifactRefBlock
 from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
@@ -60,7 +60,7 @@ class AgentRunSpec:
     max_turns: int | None = None
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
-    scope_extras: dict[str, Any] = field(default_factory=dict)
+    task_scope: WorkerTaskScope | None = None
     workdir: Path | None = None
     """Project directory, cwd and write root of the run instead of the project (worker worktrees)."""
     compaction: CompactionHooks | None = None
@@ -124,11 +124,9 @@ async def prepare_agent_loop(
         parent_agent_id=spec.parent_agent_id,
         parent_run_id=spec.parent_run_id,
         debug=services.debug,
-        extras={
-            "mode": state.mode.value,
-            **({"purpose": spec.purpose} if spec.purpose else {}),
-            **spec.scope_extras,
-        },
+        mode=state.mode,
+        purpose=spec.purpose,
+        task_scope=spec.task_scope,
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agent_core._dataclass import dataclass
 from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
-from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
+from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType, RunMode
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
@@ -79,6 +79,18 @@ class ToolRunSink(Protocol):
         """The calling agent's current active path, root first (read-only view)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class WorkerTaskScope:
+    """The Task scope of a worker run started by ``agent.dispatch_worker``: the task, the resolved
+    dispatch pool (never null), the worker agent and the steps it may claim (``None``: any; already
+    de-duplicated). The one-claim-per-run bookkeeping lives in the Task DAG (it survives restarts)."""
+
+    task_id: str
+    worker_pool_id: str
+    worker_agent_id: str
+    allowed_step_ids: tuple[str, ...] | None = None
+
+
 @dataclass(kw_only=True, eq=False)
 class RunScope:
     """The calling run as the tool layer sees it."""
@@ -95,8 +107,14 @@ class RunScope:
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
     debug: bool = False
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Role-specific data for internal tools (e.g. worker dispatch scope); never sent to a model."""
+    mode: RunMode | None = None
+    """The run's mode (``None``: inferred from the role where it matters, e.g. hook inputs)."""
+    purpose: str | None = None
+    """Why an internal run runs (``memory_extraction``, ``worker``, ...): hooks skip internal purposes."""
+    task_scope: WorkerTaskScope | None = None
+    """A worker run's Task scope (its dispatch); ``None`` for every other run."""
+    mcp_failed_servers: set[str] = field(default_factory=set)
+    """MCP servers that failed during this run: their tools are not offered again in it."""
 
 
 @dataclass(kw_only=True, eq=False)
