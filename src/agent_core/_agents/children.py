@@ -92,7 +92,7 @@ _ROLE_AGENT_TYPE = {
 }
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class _Prepared:
     model: ResolvedModelConfig
     effective: EffectiveTools

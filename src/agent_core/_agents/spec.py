@@ -21,7 +21,7 @@ from agent_core.types.runtime import AgentDefinition, ChildAgentResult, Node
 from agent_core.types.tools import ToolResult
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ChildSpec:
     """One child run requested by an agent tool (arguments already schema-validated)."""
 
@@ -64,7 +64,7 @@ class ChildSpec:
     aborts the start like a failed row write."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ChildOutcome:
     """What the agent tool returns to its parent."""
 

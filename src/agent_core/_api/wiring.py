@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._agents.feature import Agents
@@ -19,7 +20,6 @@ from agent_core._context.instructions import (
     scan_instruction_catalog,
 )
 from agent_core._context.prompt import DynamicSource
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
@@ -56,7 +56,7 @@ log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(frozen=True, eq=False, kw_only=True, slots=True)
 class OpenRuntime:
     """One open runtime: its run manager and its features, typed (what ``AgentRuntime`` reaches)."""
 

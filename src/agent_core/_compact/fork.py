@@ -71,7 +71,7 @@ CompactMode = Literal["auto", "recovery"]
 FailureReason = Literal["error", "invalid_payload", "timeout", "cancelled"]
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class CompactRequest:
     """One compaction of one agent, fixed at trigger time."""
 
@@ -92,7 +92,7 @@ class CompactRequest:
         return self.trigger.agent_id
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactionDraft:
     """A validated compaction, ready to be appended (``metadata`` per compact.md §3)."""
 
@@ -101,7 +101,7 @@ class CompactionDraft:
     summary_tokens: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactFailure:
     reason: FailureReason
     error: ErrorPayload

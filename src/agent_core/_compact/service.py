@@ -22,12 +22,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_core._compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
@@ -48,7 +47,7 @@ PENDING_KEY = "compact_pending"
 CLOSE_WAIT_S = 5.0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Job:
     """A background compaction of one agent, from trigger until applied, failed or found stale."""
 

@@ -8,7 +8,7 @@ come from pluggable sources evaluated at every build (context.md §4).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
@@ -16,7 +16,6 @@ from agent_core._context.composer import ComposeInput, ComposeLimits, Compositio
 from agent_core._context.conversation import ComposeMemo
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core._memo import WireMemo
 from agent_core.tools._normalize import NO_ARTIFACTIZE
@@ -150,7 +149,7 @@ def static_blocks(
     return out
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class RunPrompt:
     """The :class:`~agent_core._loop.driver.PromptSource` of one run."""
 

@@ -6,10 +6,9 @@ The pipeline and the loop call a :class:`HookDispatcher`; the hooks package impl
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import HookPhase
@@ -19,7 +18,7 @@ from agent_core.types.tools import ToolDefinition, ToolResult
 SessionSource = Literal["new", "resume"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HookOutcome:
     """Aggregated result of the hooks matched for one phase.
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload
@@ -33,7 +32,7 @@ LimitName = Literal["max_total_tokens", "max_tool_calls", "max_wall_time_ms", "m
 RepeatVerdict = Literal["ok", "warn", "loop"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Prices:
     """USD per million tokens (``[model] price_input_per_mtok`` / ``price_output_per_mtok``)."""
 
@@ -64,7 +63,7 @@ def _round_cost(cost: float | None) -> float | None:
     return None if cost is None else round(cost, 9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LimitConfig:
     """The budget keys of ``[limits]`` (``None`` = unlimited)."""
 
@@ -85,7 +84,7 @@ class LimitConfig:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Breach:
     """Why the run ends after one final answer call: a spent limit or a detected loop."""
 
@@ -191,7 +190,7 @@ def _signature(call: ToolCall, result: ToolResult) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-@dataclass
+@dataclass(slots=True)
 class RepeatDetector:
     """Same tool + same arguments + same result ``limit`` times in a row (one run's calls, model order)."""
 
@@ -216,7 +215,7 @@ class RepeatDetector:
         return self._streak
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnVerdict:
     """What the loop does after a tool turn: nothing, tell the model it repeats itself, or end the run."""
 
@@ -224,7 +223,7 @@ class TurnVerdict:
     breach: Breach | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class RunLimits:
     """One run's view of the limits: the tree's shared :class:`Budget`, its own prices and repeat count."""
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from agent_core._context._budget import short_tools
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
@@ -115,7 +115,7 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
             return step
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelTurn:
     """A persisted model answer the run continues from (its tool calls, or the end-of-turn checks)."""
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits
@@ -69,7 +68,7 @@ class DebugArtifactSaver(Protocol):
     ) -> str | None: ...
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class LoopSpec:
     recorder: RunRecorder
     adapter: ProviderAdapter
@@ -102,7 +101,7 @@ class LoopSpec:
         return self.scope.cancel_event
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interruption:
     status: RunStatus = RunStatus.cancelled
     reason: str = "cancel_requested"
@@ -113,7 +112,7 @@ def default_interruption() -> Interruption:
     return Interruption()
 
 
-@dataclass
+@dataclass(slots=True)
 class LoopState:
     """Mutable state of one loop run."""
 

@@ -7,7 +7,8 @@ Stop hooks (they complete the run or ask for another turn) and :class:`Finish` e
 
 from __future__ import annotations
 
-from agent_core._dataclass import dataclass
+from dataclasses import dataclass
+
 from agent_core._loop.outcome import LoopOutcome
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ModelCompleted, ToolCall
@@ -16,24 +17,24 @@ MAX_CONTINUATIONS = 3
 """How many answers in a row may stop at ``max_tokens`` before the run fails."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunTools:
     calls: tuple[ToolCall, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Continue:
     """The answer stopped at the output limit: ask the model to go on."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EndTurn:
     """A complete answer without tool calls: the Stop hooks decide whether the run completes."""
 
     final_node_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finish:
     outcome: LoopOutcome
 

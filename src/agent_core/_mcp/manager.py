@@ -63,7 +63,7 @@ Emit = Callable[[ev.EventPayload], Awaitable[None]]
 """Emits one event of the calling run; ``ToolRunSink.emit`` fits."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _ServerState:
     config: McpServerConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteTool:
     """One entry of ``tools/list``: name verbatim, description, raw ``inputSchema`` and annotations."""
 
@@ -20,7 +20,7 @@ class RemoteTool:
     annotations: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteResult:
     """A ``tools/call`` result: content items as JSON dicts (``type`` = text/image/audio/resource/...)."""
 

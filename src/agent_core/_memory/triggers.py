@@ -66,7 +66,7 @@ def decide_reason(
     return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _SessionJobs:
     job: asyncio.Task[None] | None = None
     idle: asyncio.Task[None] | None = None

@@ -35,7 +35,7 @@ _IDENTITY = ("-c", "user.name=soong-agent", "-c", "user.email=soong-agent@localh
 _GIT_TIMEOUT_S = 60.0
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Worktree:
     """One worker's worktree: where it lives, its branch and the commit it started from."""
 

@@ -7,7 +7,7 @@ everything that differs between them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,6 @@ from agent_core._context.prompt import (
     static_blocks,
     tool_schema_tokens,
 )
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS
 from agent_core._loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core._loop._output import output_policy
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from agent_core._storage.protocol import SessionStore
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class AgentRunSpec:
     """Everything that differs between agent runs; consumed by :func:`execute_agent_run`."""
 

@@ -24,11 +24,11 @@ imports point one way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from agent_core._context.prompt import DynamicSource
-from agent_core._dataclass import dataclass
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.spec import CompactionHooks, NoCompaction
 from agent_core._runtime.state import RunState, SessionState
@@ -114,7 +114,7 @@ class Telemetry(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class RunFeatures:
     """The features of one open runtime (``None``: off). See the module docstring for when each is called."""
 

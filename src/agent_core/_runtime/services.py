@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
 from agent_core._assets.loader import AssetLoader
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._redaction import Redactor
 from agent_core._storage.protocol import SessionStore
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_core._runtime")
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class Services:
     config: LoadedConfig
     redactor: Redactor

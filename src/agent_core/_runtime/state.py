@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_core._cancel import CancelEvent
-from agent_core._dataclass import dataclass
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Budget
 from agent_core._loop.cursor import AgentCursor
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class RunState:
     """One run's mutable state; ``RunHandle`` exposes a read-only view of it."""
 
@@ -86,7 +85,7 @@ class RunState:
         self.done.set()
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class SessionState:
     """A session loaded into this runtime: its root cursor, active run and FIFO queue."""
 

@@ -102,7 +102,7 @@ class IllegalTransition(AgentCoreError):
     default_code = ErrorCode.validation_error
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Actor:
     """Who triggers a commit; injected into ``actor_agent_id`` / ``actor_run_id`` of every record."""
 

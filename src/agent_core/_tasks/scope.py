@@ -15,7 +15,7 @@ from agent_core.tools.context import RunScope, WorkerTaskScope
 from agent_core.types.enums import AgentRole
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TaskCaller:
     """The calling run: ids for the WAL actor fields, its role and (for workers) its dispatch scope."""
 

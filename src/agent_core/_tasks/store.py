@@ -48,7 +48,7 @@ async def _no_emit(event: ev.EventPayload, actor: Actor) -> None:
     return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TaskEntry:
     """An active Task: its DAG, WAL file, commit lock and the in-memory *terminating* flag."""
 
@@ -58,7 +58,7 @@ class TaskEntry:
     terminating: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TerminalTask:
     """A terminal Task (tombstone): its WAL and status; ``dag`` is kept when it ended in this process."""
 

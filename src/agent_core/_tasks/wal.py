@@ -207,7 +207,7 @@ class WalWriter:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WalTail:
     """What the last complete line says (terminal detection reads only this line, §2.5)."""
 
@@ -326,7 +326,7 @@ class WalReplayError(StorageError):
         self.task_id = task_id
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ReplayOutcome:
     dag: TaskDag
     records: int

@@ -57,7 +57,7 @@ def placeholder_text(job_id: str) -> str:
     return PLACEHOLDER.format(job_id=job_id)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class LiveJob:
     record: JobRecord
     task: asyncio.Future[Any]

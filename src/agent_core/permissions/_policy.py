@@ -8,10 +8,10 @@ keeps no state; the session cache and the callback live in :mod:`agent_core.perm
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core.config.schema import PermissionsSection, Settings, ToolsNetwork
 from agent_core.errors import ErrorCode
 from agent_core.types.enums import PermissionDecisionKind
@@ -47,7 +47,7 @@ class CallFacts(Protocol):
     def outside_project_search(self) -> bool: ...
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PolicyDecision:
     action: Action
     reasons: tuple[str, ...] = ()

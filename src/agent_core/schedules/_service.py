@@ -62,7 +62,7 @@ class StartedRun(Protocol):
     async def wait(self) -> Any: ...
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Firing:
     """One schedule firing: the run it started, or the error that prevented it."""
 

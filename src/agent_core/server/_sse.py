@@ -46,7 +46,7 @@ EVENT_ID = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,12}))?")
 """``Last-Event-ID``: ``<run_seq>`` or ``<run_seq>.<seq>``."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RunFeed:
     """Every event of one live run tree in arrival order (debug included), shared by all SSE clients."""
 
@@ -115,7 +115,7 @@ class RunFeeds:
                 await task
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamItem:
     """One SSE message: the event and its ``id`` (``None`` for transient events)."""
 
@@ -123,7 +123,7 @@ class StreamItem:
     event_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cursor:
     """Where a client resumes: after own event ``run_seq`` and (``N.S`` form) after session seq ``seq``."""
 

@@ -41,7 +41,7 @@ from agent_core.testing._wire import (
 # -- requests and responses -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class ScriptedRequest:
     method: str
     path: str
@@ -51,7 +51,7 @@ class ScriptedRequest:
     received_at: float = field(default_factory=time.monotonic)
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamResponse:
     frames: list[str | bytes]
     delay_s: float = 0.0
@@ -59,24 +59,24 @@ class StreamResponse:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class JsonResponse:
     status: int
     json_body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class HoldOpenResponse:
     frames: list[str | bytes]
 
 
-@dataclass
+@dataclass(slots=True)
 class DropAfterResponse:
     frames: list[str | bytes]
 
 
-@dataclass
+@dataclass(slots=True)
 class StallResponse:
     pass
 
@@ -120,7 +120,7 @@ def stall() -> StallResponse:
     return StallResponse()
 
 
-@dataclass
+@dataclass(slots=True)
 class Disconnect:
     path: str
     kind: str

@@ -52,7 +52,7 @@ _LAUNCHER_MARGIN_S = 1.0
 """Extra time the launcher gets, after the grace, to SIGKILL and reap the tree before its group is killed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamCapture:
     """One captured output stream."""
 
@@ -74,7 +74,7 @@ class StreamCapture:
 EMPTY_CAPTURE = StreamCapture(head=b"", tail=b"", total_bytes=0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommandOutcome:
     """What happened to one process."""
 

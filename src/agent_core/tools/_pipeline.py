@@ -23,10 +23,9 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agent_core._dataclass import dataclass
 from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
@@ -73,7 +72,7 @@ DEFAULT_CANCEL_GRACE_S = 2.5
 its task is cancelled (covers the command runner's SIGTERM → SIGKILL grace of 2 s)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnOutcome:
     """What the loop gets back: one result per call (call order) and whether cancellation hit the turn."""
 
@@ -82,7 +81,7 @@ class TurnOutcome:
     aborted_call_ids: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Prepared:
     index: int
     call: ToolCall
@@ -96,7 +95,7 @@ class _Prepared:
         return self.definition is not None and "internal" in self.definition.tags
 
 
-@dataclass
+@dataclass(slots=True)
 class _Ready:
     """A call that passed every gate and may run."""
 
@@ -108,7 +107,7 @@ class _Ready:
     preflight: Preflight
 
 
-@dataclass
+@dataclass(slots=True)
 class _Turn:
     scope: RunScope
     sink: ToolRunSink
@@ -123,7 +122,7 @@ class _Turn:
         return self.scope.cancel_event.is_set()
 
 
-@dataclass
+@dataclass(slots=True)
 class StagedTurn:
     """One assistant message's calls executed call by call (:meth:`ToolExecutor.stage_turn`).
 

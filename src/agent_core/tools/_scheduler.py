@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from agent_core._cancel import first_of
-from agent_core._dataclass import dataclass
 from agent_core.types.tools import ToolDefinition
 
 CallClass = Literal["parallel", "serial", "agent"]
@@ -37,7 +37,7 @@ def call_class(definition: ToolDefinition | None) -> CallClass:
     return "parallel"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallGroup:
     kind: CallClass
     indices: tuple[int, ...]

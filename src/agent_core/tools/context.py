@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType, RunMode
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from agent_core.tools.preflight import Preflight
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ContextNodeDraft:
     """A synthetic context node produced by a tool, appended after the turn's tool results."""
 
@@ -79,7 +78,7 @@ class ToolRunSink(Protocol):
         """The calling agent's current active path, root first (read-only view)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WorkerTaskScope:
     """The Task scope of a worker run started by ``agent.dispatch_worker``: the task, the resolved
     dispatch pool (never null), the worker agent and the steps it may claim (``None``: any; already
@@ -91,7 +90,7 @@ class WorkerTaskScope:
     allowed_step_ids: tuple[str, ...] | None = None
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True, weakref_slot=True)
 class RunScope:
     """The calling run as the tool layer sees it."""
 
@@ -117,7 +116,7 @@ class RunScope:
     """MCP servers that failed during this run: their tools are not offered again in it."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ToolContext:
     """What one tool handler receives for one call."""
 

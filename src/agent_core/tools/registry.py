@@ -25,11 +25,11 @@ import re
 import typing
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agent_core._dataclass import dataclass
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._schema import check_schema, model_input_schema
 from agent_core.tools.adapter import ToolAdapter
@@ -226,7 +226,7 @@ def build_decorated_tool(
 # Registry
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RegisteredTool:
     """One registry entry: the definition as registered and the adapter that executes it."""
 

@@ -45,7 +45,7 @@ KEPT_SESSIONS = 512
 """How many sessions' cursors a worker keeps between their runs."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RunContext:
     """One run as this worker executes it."""
 
@@ -57,7 +57,7 @@ class RunContext:
     """The answer's tool calls while their activities run on this worker."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class StagedTools:
     """The tool calls of one answer staged on this worker (``plan_id`` names them in the workflow);
     ``arrived[i]`` is set when call ``i``'s activity reached the worker; ``running[i]`` is call ``i``

@@ -42,7 +42,7 @@ def invalid(message: str, **details: Any) -> AgentCoreError:
     return AgentCoreError(ErrorCode.validation_error, message, details=details)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolEnv:
     """Facts shared by every step of one call."""
 

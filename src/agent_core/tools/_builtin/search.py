@@ -82,7 +82,7 @@ def find_ripgrep() -> str | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Collector:
     """Candidate matches in walk order, sensitive-filtered, capped."""
 
