@@ -157,6 +157,8 @@ KNOWN_PRIVATES = frozenset(
     {"_conn", "_execute", "_tx", "_pool", "_transport", "_mounts", "_network_backend", "_data", "_main"}
 )
 """Private attributes of dependency objects the code once used (on anything but ``self``/``cls``)."""
+OTHER_ROOMS = (f"{PACKAGE}/_storage/", f"{PACKAGE}/_events/")
+"""Rooms whose record declarations belong to other work of issue 35 (the storage and typed-events work)."""
 PUBLIC_UNDERSCORED = frozenset({"os._exit", "sys._getframe"})
 """Documented functions whose names start with an underscore."""
 PYDANTIC_INTERNALS = ("__pydantic_",)
@@ -333,12 +335,16 @@ def host_state(src: Path = ROOT) -> dict[str, list[str]]:
     return {"patches": sorted(set(patches)), "privates": sorted(set(privates))}
 
 
-def record_kinds(src: Path = ROOT) -> dict[str, int]:
+def record_kinds(src: Path = ROOT, exclude: tuple[str, ...] = ()) -> dict[str, int]:
     """Record classes by how they are declared: ``stdlib dataclass``, ``pydantic model`` and one kind per
-    decorator of the package's own (``agent_core._dataclass.dataclass``, ``..._frozen.frozen_dataclass``)."""
+    decorator of the package's own (``agent_core._dataclass.dataclass``, ``..._frozen.frozen_dataclass``);
+    ``exclude``: path prefixes (relative to ``src``) left out. A stdlib dataclass without ``slots=True``
+    counts as ``stdlib dataclass without slots``."""
     kinds: dict[str, int] = defaultdict(int)
     bases: dict[str, list[str]] = {}
     for path in sorted((src / PACKAGE).rglob("*.py")):
+        if str(path.relative_to(src)).startswith(exclude) and exclude:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         origin: dict[str, str] = {}
         module = module_name(path, src)
@@ -365,7 +371,11 @@ def record_kinds(src: Path = ROOT) -> dict[str, int]:
                 head, _, rest = dotted.partition(".")
                 resolved = origin.get(head, head) + (f".{rest}" if rest else "")
                 if resolved in ("dataclasses.dataclass",):
-                    kinds["stdlib dataclass"] += 1
+                    slots = isinstance(decorator, ast.Call) and any(
+                        k.arg == "slots" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in decorator.keywords
+                    )
+                    kinds["stdlib dataclass" if slots else "stdlib dataclass without slots"] += 1
                 elif resolved.startswith(PACKAGE + ".") and resolved.endswith("dataclass"):
                     kinds[resolved] += 1
                 elif resolved == "pydantic.dataclasses.dataclass":
@@ -488,9 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"private-attribute accesses of dependencies: {len(host['privates'])} ({len(storage)} in _storage/)"
     )
-    kinds = figures["record_kinds"]
-    assert isinstance(kinds, dict)
-    print(f"record kinds: {len(kinds)} ({', '.join(f'{k}: {n}' for k, n in kinds.items())})")
+    for label, kinds in (
+        ("record kinds", figures["record_kinds"]),
+        ("  outside _storage/ and _events/", record_kinds(args.src, OTHER_ROOMS)),
+    ):
+        assert isinstance(kinds, dict)
+        print(f"{label}: {len(kinds)} ({', '.join(f'{k}: {n}' for k, n in kinds.items())})")
     tasks = figures["unowned_tasks"]
     assert isinstance(tasks, list)
     print(f"create_task/ensure_future without an owner: {len(tasks)}")
