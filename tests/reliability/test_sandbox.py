@@ -114,7 +114,7 @@ async def test_sandbox_that_cannot_start_fails_clearly(
     h: CodeToolsHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = h.project / "ran.txt"
-    monkeypatch.setattr(_sandbox, "find_bwrap", lambda: None)
+    monkeypatch.setattr(_sandbox, "find_bwrap", lambda exclude=(): None)
     result = await h.run(RUN, argv=[PY, "-c", f"open({str(target)!r}, 'w')"])
     assert result.is_error and error_code(result) == "config_error"
     assert "tools.sandbox" in text_of(result) or "sandbox" in text_of(result)
@@ -122,7 +122,7 @@ async def test_sandbox_that_cannot_start_fails_clearly(
     broken = tmp_path / "bwrap"
     broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     broken.chmod(0o755)
-    monkeypatch.setattr(_sandbox, "find_bwrap", lambda: str(broken))
+    monkeypatch.setattr(_sandbox, "find_bwrap", lambda exclude=(): str(broken))
     result = await h.run(RUN, argv=[PY, "-c", f"open({str(target)!r}, 'w')"])
     assert result.is_error and error_code(result) == "config_error"
     assert "No permissions to create new namespace" in text_of(result)

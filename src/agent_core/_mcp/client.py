@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +37,7 @@ from mcp.shared.session import ProgressFnT
 from mcp.types import CONNECTION_CLOSED, Implementation
 
 from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError, RemoteResult, RemoteTool
+from agent_core.tools._executables import trusted_which
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class _StderrPipe:
 def _exact_env_command(executable: str, args: list[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
     """``(command, args)`` that start ``executable`` with exactly ``env`` despite the SDK's env merge."""
     unset = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
-    env_tool = shutil.which("env", path=os.defpath) or shutil.which("env")
+    env_tool = trusted_which("env", path_value=os.defpath) or trusted_which("env")
     if not unset or env_tool is None:
         return executable, args
     prefix: list[str] = []

@@ -58,6 +58,12 @@ def explain(audit: dict[str, Any] | None, *, allowed: bool, reason: str | None =
     reasons = audit.get("reasons") or []
     if reasons:
         parts.append("asked because: " + ", ".join(str(r) for r in reasons))
+    if audit.get("executable"):
+        parts.append(f"executable {audit['executable']}")
+    protected = audit.get("protected")
+    if isinstance(protected, list) and protected:
+        paths = ", ".join(str(p.get("path")) for p in protected if isinstance(p, dict))
+        parts.append(f"protected: {paths}")
     if reason and not allowed:
         parts.append(f"reason: {reason}")
     return "; ".join(parts)

@@ -50,6 +50,7 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
         *_arguments(request),
         *_wrapped("  target:     ", e(request.target_scope or "-")),
         *_wrapped("  cwd:        ", e(request.cwd)),
+        *_facts(request),
     ]
     if request.network_host:
         lines.append(f"  network:    {e(request.network_host)}")
@@ -66,10 +67,26 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
         shown = " ".join(escape_terminal(json.dumps(str(a), ensure_ascii=False)) for a in prefix)
         lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
     choices = "  [1] allow once   [2] allow for session   [3] deny"
-    if request.metadata.get("allow_for_session_available") is False:
+    if request.metadata.get("protected"):
+        choices += "   (protected path: never remembered, 2 acts as allow once)"
+    elif request.metadata.get("allow_for_session_available") is False:
         choices += "   (no scope to remember: 2 acts as allow once)"
     lines += [choices, "Answer [1/2/3]: "]
     return "\n".join(lines)
+
+
+def _facts(request: PermissionRequest) -> list[str]:
+    """The absolute executable a command runs and each protected target with why it is protected."""
+    lines: list[str] = []
+    executable = request.metadata.get("executable")
+    if isinstance(executable, str):
+        lines += _wrapped("  executable: ", escape_terminal(executable))
+    protected = request.metadata.get("protected")
+    for entry in protected if isinstance(protected, list) else []:
+        if isinstance(entry, dict):
+            lines += _wrapped("  PROTECTED:  ", escape_terminal(str(entry.get("why"))))
+            lines += _wrapped("              ", escape_terminal(str(entry.get("path"))))
+    return lines
 
 
 def _wrapped(label: str, text: str) -> list[str]:

@@ -8,7 +8,9 @@
   (300 s by default). A timeout, an exception or a return value that does not validate as
   :class:`PermissionDecision` is a deny with ``details.permission_failure`` set;
 * ``permissions.allow_for_session_enabled = false`` (or a call without target scope) downgrades an
-  ``allow_for_session`` answer to ``allow_once``.
+  ``allow_for_session`` answer to ``allow_once``; a call on a protected path is never answered from the
+  cache and its request lists the protected targets and why (``metadata.protected``);
+* a command's request names the absolute executable it runs (``metadata.executable``).
 
 Cancellation of the awaiting task abandons a pending request (the ``CancelledError`` propagates).
 """
@@ -31,7 +33,13 @@ from agent_core._redaction import Redactor, default_redactor, redact_sensitive_k
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions._deferred import DeferredAnswers, PermissionDeferral
-from agent_core.permissions._policy import CallFacts, PermissionPolicy, PolicyDecision
+from agent_core.permissions._policy import (
+    UNGRANTABLE,
+    CallFacts,
+    PermissionPolicy,
+    PolicyDecision,
+    protected_of,
+)
 from agent_core.permissions._rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
@@ -64,6 +72,19 @@ ARGS_SUMMARY_LIMIT = 500
 ARGV_DISPLAY_LIMIT = 1 << 20
 """Upper bound of the uncut summary measured for ``metadata.args_length``."""
 _ENV_MARKERS = ("<set>", "<unset>")
+
+
+def facts_display(facts: CallFacts) -> dict[str, Any]:
+    """``protected`` (each protected target, its class and why) and ``executable`` (the absolute file a
+    command runs, ``Preflight.executable``) for a request's metadata and the audit."""
+    shown: dict[str, Any] = {}
+    protected = protected_of(facts)
+    if protected:
+        shown["protected"] = [p.describe() for p in protected]
+    executable = getattr(facts, "executable", None)
+    if executable is not None:
+        shown["executable"] = str(executable)
+    return shown
 
 
 def _grant_scope(scope: str | None, argv_prefix: list[str] | None) -> str | None:
@@ -270,6 +291,7 @@ class PermissionGate:
                 "allow_for_session_available": allow_for_session_available,
                 **self._change_preview(facts),
                 **self._argument_display(arguments),
+                **facts_display(facts),
             },
         )
 
@@ -368,7 +390,9 @@ class PermissionGate:
             decided_by="session_grant",
             rule=rule,
         )
-        if self._granted(requester.session_id, tool.name, scope, argv):
+        if not set(decision.reasons) & UNGRANTABLE and self._granted(
+            requester.session_id, tool.name, scope, argv
+        ):
             return cached
         return PendingAsk(tool, arguments, requester, facts, decision, rule, argv, grant_prefix, cached)
 
@@ -391,7 +415,9 @@ class PermissionGate:
         )
         scope = decision.target_scope
         async with self._lock:
-            if self._granted(requester.session_id, tool.name, scope, argv):
+            if not set(decision.reasons) & UNGRANTABLE and self._granted(
+                requester.session_id, tool.name, scope, argv
+            ):
                 return cached
             request = self.build_request(
                 tool=tool,

@@ -4,6 +4,10 @@
 facts to ``allow`` / ``ask`` / ``deny`` with the reasons for asking, the suggested decision, the
 ``allow_for_session`` scope and, for a denial without a callback, the error code. It performs no I/O and
 keeps no state; the session cache and the callback live in :mod:`agent_core.permissions._gate`.
+
+A protected target (:mod:`agent_core.permissions._protected`: git internals, soong-agent's state, credential
+files) adds ``protected_path`` / ``credential_path``: the call asks with ``suggested_decision = deny`` and
+``allow_for_session`` unavailable, and is denied without a callback, whatever else the table says.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Literal, Protocol
 
 from agent_core.config.schema import PermissionsSection, Settings, ToolsNetwork
 from agent_core.errors import ErrorCode
+from agent_core.permissions._protected import ProtectedPath
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.tools import ToolDefinition
 
@@ -26,6 +31,18 @@ REASON_OUTSIDE_ROOTS = "outside_write_roots"
 REASON_NETWORK = "network"
 REASON_OUTSIDE_SEARCH = "outside_project_search"
 REASON_READONLY_CONFIRM = "readonly_confirm"
+REASON_PROTECTED = "protected_path"
+"""A write into git internals or soong-agent's own state (``permissions._protected``)."""
+REASON_CREDENTIAL = "credential_path"
+"""A well-known credential file (``permissions._protected``)."""
+UNGRANTABLE = frozenset({REASON_PROTECTED, REASON_CREDENTIAL})
+"""Reasons no permission rule waives and no ``allow_for_session`` grant covers: such a call always asks."""
+
+
+def protected_of(facts: CallFacts) -> tuple[ProtectedPath, ...]:
+    """The protected targets a pre-flight found (``Preflight.protected``; none for other fact types)."""
+    found = getattr(facts, "protected", ())
+    return tuple(p for p in found if isinstance(p, ProtectedPath)) if found else ()
 
 
 class CallFacts(Protocol):
@@ -107,6 +124,12 @@ class PermissionPolicy:
             reasons.append(REASON_OUTSIDE_ROOTS)
         if facts.outside_project_search:
             reasons.append(REASON_OUTSIDE_SEARCH)
+        protected = protected_of(facts)
+        kinds = {p.kind for p in protected}
+        if kinds - {"credential"}:
+            reasons.append(REASON_PROTECTED)
+        if "credential" in kinds:
+            reasons.append(REASON_CREDENTIAL)
         if "network" in tags:
             mode = self._permissions.network_policy.default
             if mode == "deny":
@@ -125,11 +148,18 @@ class PermissionPolicy:
             return PolicyDecision(action="allow", target_scope=scope)
         if scope is None and reasons == [REASON_NETWORK] and facts.network_host:
             scope = _norm_host(facts.network_host)
-        risky = facts.sensitive or facts.outside_write_roots
+        risky = facts.sensitive or facts.outside_write_roots or bool(protected)
         suggested = PermissionDecisionKind.deny if risky else PermissionDecisionKind.allow_once
-        available = self._permissions.allow_for_session_enabled and scope is not None
+        available = self._permissions.allow_for_session_enabled and scope is not None and not protected
         if not has_callback:
-            if facts.outside_write_roots:
+            if protected:
+                code = ErrorCode.permission_denied
+                first = protected[0]
+                message = (
+                    f"tool '{tool.name}' touches the protected path {first.path} ({first.why}); it always "
+                    "needs an explicit permission answer and no permission callback is configured"
+                )
+            elif facts.outside_write_roots:
                 code = ErrorCode.write_outside_allowed_roots
                 message = (
                     f"tool '{tool.name}' targets a path outside the allowed write roots and no permission "

@@ -6,8 +6,9 @@
   among equals the first one in the file is reported.
 * :func:`apply_rule` folds the winner into the policy decision: ``deny`` denies; ``confirm`` asks even what
   the policy would allow; ``allow`` skips the prompt for the ordinary reasons (write, dangerous, network
-  confirmation, readonly confirmation, search outside the project) but never for a sensitive path or a
-  write outside the write roots, which still ask with ``suggested_decision = deny``.
+  confirmation, readonly confirmation, search outside the project) but never for a sensitive path, a
+  write outside the write roots or a protected path (git internals, soong-agent's state, credential
+  files), which still ask with ``suggested_decision = deny``.
 * A bare ``argv_prefix[0]`` (no ``/``) matches only a bare ``argv[0]`` (looked up on the allowlisted
   PATH), never a path the model chose (``/tmp/x/git``); one with a ``/`` must equal ``argv[0]``.
 * :func:`session_prefix` is what ``allow_for_session`` remembers for a command: the executable and its
@@ -29,6 +30,7 @@ from agent_core.errors import ErrorCode
 from agent_core.permissions._policy import (
     REASON_OUTSIDE_ROOTS,
     REASON_SENSITIVE,
+    UNGRANTABLE,
     CallFacts,
     PolicyDecision,
 )
@@ -37,7 +39,7 @@ from agent_core.types.tools import ToolDefinition
 
 REASON_RULE_CONFIRM = "rule_confirm"
 _RANK = {"deny": 0, "confirm": 1, "allow": 2}
-_NEVER_WAIVED = frozenset({REASON_SENSITIVE, REASON_OUTSIDE_ROOTS})
+_NEVER_WAIVED = frozenset({REASON_SENSITIVE, REASON_OUTSIDE_ROOTS, *UNGRANTABLE})
 
 
 @dataclass(frozen=True, slots=True)

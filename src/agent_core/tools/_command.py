@@ -4,8 +4,11 @@ Contract:
 
 * :func:`run_process` spawns ``argv`` with the event loop's ``subprocess_exec`` (or a shell string with
   ``subprocess_shell``, for user-level declarative tools and hooks only) in a **new
-  session / process group**, with exactly the given environment (build it with :func:`build_env`) and
-  stdin from ``stdin_data`` (then closed) or ``/dev/null``.
+  session / process group**, with exactly the given environment (build it with :func:`build_env`; the
+  launcher below receives it in a memory file and execs the command with it, so nothing its own
+  interpreter adds, such as ``LC_CTYPE`` from locale coercion, reaches the command) and stdin from
+  ``stdin_data`` (then closed) or ``/dev/null``. A bare ``argv[0]`` is looked up only in the absolute
+  ``PATH`` entries (:mod:`agent_core.tools._executables`); callers pass the resolved path anyway.
 * stdout and stderr are captured separately: the first :data:`CAPTURE_CAP_BYTES` bytes of each stream plus
   a rolling tail (so head+tail truncation is exact however long the stream is). ``on_stdout_line`` makes
   stdout streamed line by line to a consumer instead of being captured.
@@ -27,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +41,8 @@ from typing import Any
 
 from agent_core._cancel import first_of
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
+from agent_core.tools._executables import resolve_executable as resolve_executable
+from agent_core.tools._executables import trusted_which
 
 KILL_GRACE_S = 2.0
 CAPTURE_CAP_BYTES = 64 * 1024 * 1024
@@ -146,27 +150,6 @@ def env_summary(names: Iterable[str], environ: Mapping[str, str] | None = None) 
     """``{name: "<set>" | "<unset>"}`` for the permission request; values are never included."""
     source = os.environ if environ is None else environ
     return {name: ("<set>" if name in source else "<unset>") for name in names}
-
-
-def resolve_executable(name: str, *, cwd: Path, env: Mapping[str, str]) -> Path:
-    """``argv[0]`` with a ``/`` resolves against ``cwd``; otherwise it is looked up in ``env["PATH"]``
-    (``os.defpath`` when PATH is not passed). Not found / not an executable file → ``file_not_found``."""
-    if not name or "\x00" in name:
-        raise AgentCoreError(ErrorCode.validation_error, "argv[0] must be a non-empty string without NUL")
-    if "/" in name:
-        candidate = Path(os.path.normpath(os.path.join(os.fspath(cwd), name)))
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-        found = None
-    else:
-        found = shutil.which(name, path=env.get("PATH", os.defpath))
-        if found is not None:
-            return Path(found)
-    raise AgentCoreError(
-        ErrorCode.file_not_found,
-        f"executable {name!r} not found" + ("" if "/" in name else " on the allowlisted PATH"),
-        details={"executable": name},
-    )
 
 
 def _utf8_start(data: bytes, index: int) -> int:
@@ -293,22 +276,45 @@ async def _drain(proc: _Process) -> None:
     await asyncio.wait({proc.drained}, timeout=_DRAIN_AFTER_EXIT_S)
 
 
+def _bare_lookup(name: str, env: Mapping[str, str]) -> str:
+    """``name`` itself when it holds a ``/``, else its first match in the absolute entries of
+    ``env["PATH"]`` (a relative entry is never searched); missing → :class:`FileNotFoundError`."""
+    found = name if "/" in name else trusted_which(name, path_value=env.get("PATH", os.defpath))
+    if found is None or not os.path.exists(found):
+        raise FileNotFoundError(2, "No such file or directory", name)
+    return found
+
+
+def exact_env_fd(env: Mapping[str, str]) -> int:
+    """A memory file holding ``env`` as ``NAME=VALUE\\0`` records, for the launcher to exec the command
+    with exactly that environment (the launcher's own interpreter adds ``LC_CTYPE`` when it coerces the
+    C locale, so its ``os.environ`` is not what the caller passed)."""
+    fd = os.memfd_create("soong-agent-env", os.MFD_CLOEXEC)
+    try:
+        data = b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _launcher_argv(
-    argv: Sequence[str] | None, shell_command: str | None, env: Mapping[str, str], grace_s: float
+    argv: Sequence[str] | None, shell_command: str | None, env: Mapping[str, str], grace_s: float, env_fd: int
 ) -> list[str]:
-    """``argv`` (or ``/bin/sh -c shell_command``) behind the subreaper launcher; ``argv[0]`` is looked up
-    on ``env["PATH"]`` here so a missing executable is still a :class:`FileNotFoundError` at spawn."""
+    """``argv`` (or ``/bin/sh -c shell_command``) behind the subreaper launcher, which reads the command's
+    environment from ``env_fd``; ``argv[0]`` is looked up here so a missing executable is still a
+    :class:`FileNotFoundError` at spawn."""
     if argv is None:
         assert shell_command is not None
         command = ["/bin/sh", "-c", shell_command]
     else:
         command = list(argv)
-        first = command[0]
-        found = first if "/" in first else shutil.which(first, path=env.get("PATH", os.defpath))
-        if found is None or not os.path.exists(found):
-            raise FileNotFoundError(2, "No such file or directory", first)
-        command[0] = found
-    return [sys.executable, "-I", "-S", os.fspath(REAPER_SCRIPT), f"{grace_s:g}", "--", *command]
+        command[0] = _bare_lookup(command[0], env)
+    return [sys.executable, "-I", "-S", os.fspath(REAPER_SCRIPT), f"{grace_s:g}", str(env_fd), "--", *command]
 
 
 async def _spawn(
@@ -321,27 +327,35 @@ async def _spawn(
     with_stdin: bool,
     tree: bool = False,
     grace_s: float = KILL_GRACE_S,
+    pass_fds: Sequence[int] = (),
 ) -> _Process:
-    stdin = subprocess.PIPE if with_stdin else subprocess.DEVNULL
-    pipe = subprocess.PIPE
-    if tree:
-        if not os.path.isdir(cwd):
-            raise FileNotFoundError(2, "No such file or directory", os.fspath(cwd))
-        argv, shell_command = _launcher_argv(argv, shell_command, env, grace_s), None
     loop = asyncio.get_running_loop()
     options: dict[str, Any] = {
         "cwd": os.fspath(cwd),
         "env": dict(env),
-        "stdin": stdin,
-        "stdout": pipe,
-        "stderr": pipe,
+        "stdin": subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
         "start_new_session": True,
+        "pass_fds": tuple(pass_fds),
     }
+    if tree:
+        if not os.path.isdir(cwd):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(cwd))
+        env_fd = exact_env_fd(env)
+        try:
+            options["pass_fds"] = (*pass_fds, env_fd)
+            _, proc = await loop.subprocess_exec(
+                protocol, *_launcher_argv(argv, shell_command, env, grace_s, env_fd), **options
+            )
+        finally:
+            os.close(env_fd)
+        return proc
     if argv is not None:
-        _, proc = await loop.subprocess_exec(protocol, *argv, **options)
-    else:
-        assert shell_command is not None
-        _, proc = await loop.subprocess_shell(protocol, shell_command, **options)
+        _, proc = await loop.subprocess_exec(protocol, _bare_lookup(argv[0], env), *argv[1:], **options)
+        return proc
+    assert shell_command is not None
+    _, proc = await loop.subprocess_shell(protocol, shell_command, **options)
     return proc
 
 
@@ -359,11 +373,13 @@ async def run_process(
     tail_keep: int = DEFAULT_TAIL_KEEP,
     kill_grace_s: float = KILL_GRACE_S,
     tree: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> CommandOutcome:
     """Runs one process to completion, timeout or cancellation (see the module docstring).
 
     ``tree`` runs it under the subreaper launcher where supported (:data:`TREE_TRACKING`), so no
     descendant survives the call; ``False`` only kills the process group (for trusted helpers like ``rg``).
+    ``pass_fds`` stay open in the child (the sandbox's seccomp program).
 
     Exactly one of ``argv`` (exec; ``argv[0]`` should already be resolved) and ``shell_command`` must be
     given. Spawn failures raise ``file_not_found`` (missing executable/cwd) or ``internal_error``.
@@ -389,6 +405,7 @@ async def run_process(
             with_stdin=stdin_data is not None,
             tree=launcher,
             grace_s=kill_grace_s,
+            pass_fds=pass_fds,
         )
     except FileNotFoundError as exc:
         raise AgentCoreError(

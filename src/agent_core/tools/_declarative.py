@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -54,9 +53,10 @@ from agent_core.tools._command import (
     resolve_executable,
     run_process,
 )
+from agent_core.tools._executables import trusted_which
 from agent_core.tools._normalize import error_result
 from agent_core.tools._paths import resolve_dir, resolve_path, within_roots, write_roots
-from agent_core.tools._sandbox import sandboxed_argv
+from agent_core.tools._sandbox import sandboxed_command
 from agent_core.tools._schema import check_schema
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
@@ -387,8 +387,12 @@ class DeclarativeToolsAdapter:
                 cause=exc,
             ) from exc
 
-    def plan(self, tool: DeclarativeTool, arguments: dict[str, Any]) -> CommandPlan:
-        """Renders the call and resolves executable and environment (raises hard errors)."""
+    def plan(
+        self, tool: DeclarativeTool, arguments: dict[str, Any], project: Path | None = None
+    ) -> CommandPlan:
+        """Renders the call and resolves executable and environment (raises hard errors). A bare command
+        name is looked up in the absolute ``PATH`` entries outside ``project`` only."""
+        exclude = (resolve_dir(project),) if project is not None else ()
         env = build_env(
             self._settings.tools.env_allowlist,
             required=tool.env_allowlist,
@@ -402,9 +406,9 @@ class DeclarativeToolsAdapter:
             )
         rendered = render_args(tool.args, arguments)
         if tool.command_type == "exec":
-            executable = resolve_executable(tool.command, cwd=tool.working_dir, env=env)
+            executable = resolve_executable(tool.command, cwd=tool.working_dir, env=env, exclude=exclude)
             return CommandPlan(argv=[str(executable), *rendered], cwd=tool.working_dir, env=env)
-        found = shutil.which("sh", path=env.get("PATH", os.defpath))
+        found = trusted_which("sh", path_value=env.get("PATH", os.defpath), exclude=exclude)
         shell = found or "/bin/sh"
         return CommandPlan(
             argv=[shell, "-c", tool.command, SHELL_ARG0, *rendered], cwd=tool.working_dir, env=env
@@ -415,14 +419,17 @@ class DeclarativeToolsAdapter:
 
     async def preflight(self, call: ToolCall, ctx: ToolContext) -> Preflight:
         tool = self.tool(call.name)
-        plan = self.plan(tool, call.arguments)
+        plan = self.plan(tool, call.arguments, ctx.project_dir)
         return Preflight(
-            target_scope=plan.scope, cwd=plan.cwd, env_summary=env_summary(self._env_names(tool))
+            target_scope=plan.scope,
+            cwd=plan.cwd,
+            env_summary=env_summary(self._env_names(tool)),
+            executable=Path(plan.argv[0]),
         )
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self.tool(call.name)
-        plan = self.plan(tool, call.arguments)
+        plan = self.plan(tool, call.arguments, ctx.project_dir)
         request = {
             "tool_name": call.name,
             "tool_call_id": call.tool_call_id,
@@ -432,22 +439,24 @@ class DeclarativeToolsAdapter:
             "run_id": ctx.run_id,
             "project_dir": str(ctx.project_dir),
         }
-        argv = sandboxed_argv(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
+        with sandboxed_command(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
             plan.argv,
             cwd=plan.cwd,
             settings=self._settings,
             project=resolve_dir(ctx.project_dir),
             soong_home=resolve_dir(ctx.home_dir),
-        )
-        outcome = await run_process(
-            argv,
-            cwd=plan.cwd,
             env=plan.env,
-            stdin_data=_compact(request).encode("utf-8"),
-            timeout_ms=tool.timeout_ms,
-            cancel_event=ctx.cancel_event,
-            tail_keep=max(tool.stdout_limit, tool.stderr_limit),
-        )
+        ) as command:
+            outcome = await run_process(
+                command.argv,
+                cwd=plan.cwd,
+                env=plan.env,
+                stdin_data=_compact(request).encode("utf-8"),
+                timeout_ms=tool.timeout_ms,
+                cancel_event=ctx.cancel_event,
+                tail_keep=max(tool.stdout_limit, tool.stderr_limit),
+                pass_fds=command.pass_fds,
+            )
         return await self._result(tool, call, ctx, outcome)
 
     async def _stream(

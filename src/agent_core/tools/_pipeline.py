@@ -31,7 +31,13 @@ from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.permissions._gate import GateOutcome, PendingAsk, PermissionGate, summarize_arguments
+from agent_core.permissions._gate import (
+    GateOutcome,
+    PendingAsk,
+    PermissionGate,
+    facts_display,
+    summarize_arguments,
+)
 from agent_core.tools import _outcome as outcome
 from agent_core.tools._effective import apply_overrides
 from agent_core.tools._normalize import (
@@ -388,7 +394,7 @@ class ToolExecutor:
                 self._gate.ask(gate, hook_summary=hook.summary(), tool_call_id=call.tool_call_id), turn
             )
         if not gate.allowed:
-            return await self._permission_denied(turn, prep, gate, hook)
+            return await self._permission_denied(turn, prep, gate, hook, preflight)
         ctx.allowed_outside_roots = preflight.outside_write_roots
         ctx.preflight = preflight
         return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
@@ -433,7 +439,7 @@ class ToolExecutor:
         return CallOutcome(result, "denied", extra)
 
     async def _permission_denied(
-        self, turn: _Turn, prep: _Prepared, gate: GateOutcome, hook: HookOutcome
+        self, turn: _Turn, prep: _Prepared, gate: GateOutcome, hook: HookOutcome, preflight: Preflight
     ) -> CallOutcome:
         call = prep.call
         reason = gate.reason or "permission denied"
@@ -460,7 +466,7 @@ class ToolExecutor:
             "denied_by": "permission",
             "reason": reason,
             "hook_summary": hook.summary(),
-            "permission_audit": gate.audit(),
+            "permission_audit": {**gate.audit(), **facts_display(preflight)},
         }
         return CallOutcome(result, "denied", extra)
 
@@ -472,7 +478,7 @@ class ToolExecutor:
             permission=definition.permission,
             tags=list(definition.tags),
             permission_outcome=ready.gate.permission_outcome(),
-            permission_audit=ready.gate.audit(),
+            permission_audit={**ready.gate.audit(), **facts_display(ready.preflight)},
             internal=_internal(prep),
         )
         # a read-only call starts while its ``tool_started`` commits (delivered once committed, before

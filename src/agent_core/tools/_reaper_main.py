@@ -1,9 +1,10 @@
 """The process-tree launcher run in front of every command (issue 14 §5); stdlib only, run as a script.
 
-``python -I -S _reaper_main.py <grace_s> -- <argv...>`` makes itself a *child subreaper*
+``python -I -S _reaper_main.py <grace_s> <env_fd> -- <argv...>`` makes itself a *child subreaper*
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so every descendant of the command that loses its parent — including
 one that called ``setsid()`` and closed its stdio — is re-parented to this launcher instead of init. The
-launcher forks and execs ``argv`` (same process group, environment and cwd), waits for it, then kills every
+launcher forks and execs ``argv`` (same process group and cwd) with exactly the environment read from
+``env_fd`` (``NAME=VALUE\\0`` records; ``-1``: its own), waits for it, then kills every
 remaining descendant with SIGKILL and reaps them before exiting with the command's status (a command killed
 by signal N makes the launcher die of signal N too). SIGTERM/SIGINT/SIGHUP to the launcher (the runner's
 timeout or cancellation, or the death of the runner: ``PR_SET_PDEATHSIG``) send SIGTERM to the whole tree
@@ -80,12 +81,34 @@ def kill_tree() -> None:
     reap_nowait()
 
 
+def read_env(fd: int) -> dict[bytes, bytes]:
+    """The ``NAME=VALUE\\0`` records of ``fd`` (closed afterwards); ``os.environb`` for ``-1``.
+
+    The interpreter running this launcher may have changed its own environment at startup (C locale
+    coercion sets ``LC_CTYPE``), so the command's environment travels separately."""
+    if fd < 0:
+        return dict(os.environb)
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    env: dict[bytes, bytes] = {}
+    for record in b"".join(chunks).split(b"\0"):
+        name, sep, value = record.partition(b"=")
+        if sep and name:
+            env[name] = value
+    return env
+
+
 def main(args: list[str]) -> int:
-    if len(args) < 3 or args[1] != "--":
-        sys.stderr.write("soong-agent reaper: usage: _reaper_main.py <grace_s> -- argv...\n")
+    if len(args) < 4 or args[2] != "--":
+        sys.stderr.write("soong-agent reaper: usage: _reaper_main.py <grace_s> <env_fd> -- argv...\n")
         return EXIT_SETUP_FAILED
     grace = float(args[0])
-    argv = args[2:]
+    command_env = read_env(int(args[1]))
+    argv = args[3:]
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getppid()
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -110,7 +133,7 @@ def main(args: list[str]) -> int:
     pid = os.fork()
     if pid == 0:  # execve resets the handlers above to their defaults
         try:
-            os.execve(argv[0], argv, os.environ)
+            os.execve(argv[0], argv, command_env)
         except OSError as exc:
             os.write(2, f"cannot start command: {exc.strerror}: {argv[0]!r}\n".encode(errors="replace"))
         os._exit(EXIT_EXEC_FAILED)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from agent_core.tools._safe_fs import FileIdentity
 
 if TYPE_CHECKING:
+    from agent_core.permissions._protected import ProtectedPath
     from agent_core.tools._builtin.preview import ChangePreview
 
 
@@ -37,6 +38,11 @@ class Preflight:
     """A write target lies outside the allowed write roots (ask with ``suggested_decision=deny``)."""
     outside_project_search: bool = False
     """``code.search`` root outside ``<project>`` (asks)."""
+    protected: tuple[ProtectedPath, ...] = ()
+    """Targets in a protected class (git internals, soong-agent's state, credential files): the call always
+    asks, suggests deny, and no permission rule or session grant covers it."""
+    executable: Path | None = None
+    """The absolute file a command call runs (shown in the permission prompt and recorded in the audit)."""
     change_preview: Callable[[], ChangePreview | None] | None = None
     """Lazy diff of what the call would change (write/edit tools); called only for a permission prompt."""
     identities: dict[Path, FileIdentity] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """The shape of one built-in ``code.*`` tool: per-call environment, argument access and result shapes.
 
 * :class:`ToolEnv` holds what every call derives from settings + context: resolved ``<project>`` and
-  ``${SOONG_AGENT_HOME}``, the write roots and the sensitive-path matcher.
+  ``${SOONG_AGENT_HOME}``, the write roots and the sensitive-path matcher (``tools.sensitive_paths`` plus
+  the built-in credential class of :mod:`agent_core.permissions._protected`).
 * :class:`Args` reads already schema-validated arguments again, defensively: unknown keys, wrong types
   and out-of-range values raise ``validation_error`` (the adapter may be called without the registry).
 * :func:`ok` / :func:`failure` build the contract result shapes (contract.md §4.1): success is one
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from agent_core._redaction import Redactor
 from agent_core.config.schema import ToolsSection
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.permissions._protected import ProtectedPath, credential_entries, protected_targets
 from agent_core.tools._paths import (
     ResolvedTarget,
     SensitiveMatcher,
@@ -65,7 +67,10 @@ class ToolEnv:
             user_home=home,
             roots=write_roots(project, tools.allowed_write_roots, allow_tmp=tools.allow_tmp_write),
             sensitive=SensitiveMatcher.from_entries(
-                tools.sensitive_paths, soong_home=soong_home, project_dir=project, home=home
+                [*tools.sensitive_paths, *credential_entries()],
+                soong_home=soong_home,
+                project_dir=project,
+                home=home,
             ),
         )
 
@@ -80,6 +85,16 @@ class ToolEnv:
 
     def is_sensitive(self, target: ResolvedTarget) -> bool:
         return self.sensitive.is_sensitive(target.resolved, target.lexical)
+
+    def protected(self, target: ResolvedTarget, *, write: bool) -> tuple[ProtectedPath, ...]:
+        """The protected class of ``target`` (both forms; ``git``/``runtime`` only when ``write``)."""
+        return protected_targets(
+            [(target.resolved, target.lexical)],
+            project=self.project,
+            soong_home=self.soong_home,
+            home=self.user_home,
+            write=write,
+        )
 
 
 class Args:

@@ -87,6 +87,7 @@ class ReadFileTool:
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
+            protected=env.protected(target, write=False),
             identities=identities(target.resolved),
         )
 

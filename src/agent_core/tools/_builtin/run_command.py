@@ -1,9 +1,10 @@
 """``code.run_command`` (contract.md §4.7, tools.md §13.6): an argv list run by the command runner.
 
 Pre-flight resolves the cwd (default ``<project>``; outside the write roots → ``write_outside_allowed_roots``,
-never a prompt), the executable (``argv[0]`` via the allowlisted ``PATH``, or against the cwd when it
-contains ``/``; missing → ``file_not_found``) and reports ``"<executable> @ <cwd>"`` as the permission
-scope. The child environment holds only ``tools.env_allowlist`` names that are set; stdin is
+never a prompt; inside ``.git`` or ``.soong-agent`` → a protected call), the executable (``argv[0]`` via the
+absolute entries of the allowlisted ``PATH`` outside the project, or against the cwd when it contains
+``/``; missing → ``file_not_found``; :mod:`agent_core.tools._executables`) and reports
+``"<executable> @ <cwd>"`` as the permission scope; the prompt and the audit show the absolute executable. The child environment holds only ``tools.env_allowlist`` names that are set; stdin is
 ``/dev/null``. Output over ``tools.stdout_limit_bytes`` / ``tools.stderr_limit_bytes`` is inlined as
 head + marker + tail and stored in full (redacted) as an artifact.
 """
@@ -29,7 +30,7 @@ from agent_core.tools._command import (
     resolve_executable,
     run_process,
 )
-from agent_core.tools._sandbox import sandboxed_argv
+from agent_core.tools._sandbox import SandboxedCommand, sandboxed_command
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
@@ -104,7 +105,7 @@ def plan_command(arguments: dict[str, Any], env: ToolEnv) -> CommandPlan:
     if not stat.S_ISDIR(st.st_mode):
         raise invalid(f"cwd {cwd} is not a directory", cwd=str(cwd))
     child_env = build_env(tools.env_allowlist)
-    executable = resolve_executable(argv[0], cwd=cwd, env=child_env)
+    executable = resolve_executable(argv[0], cwd=cwd, env=child_env, exclude=(env.project,))
     return CommandPlan(argv=argv, executable=executable, cwd=cwd, env=child_env, timeout_ms=timeout_ms)
 
 
@@ -137,6 +138,8 @@ class RunCommandTool:
             target_paths=[plan.cwd],
             cwd=plan.cwd,
             env_summary=env_summary(env.tools.env_allowlist),
+            executable=plan.executable,
+            protected=env.protected(env.resolve(str(plan.cwd)), write=True),
         )
 
     async def _stream(
@@ -160,18 +163,26 @@ class RunCommandTool:
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
         plan = plan_command(call.arguments, env)
         argv = [str(plan.executable), *plan.argv[1:]]
+        command = SandboxedCommand(argv)
         if self.settings is not None:  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
-            argv = sandboxed_argv(
-                argv, cwd=plan.cwd, settings=self.settings, project=env.project, soong_home=env.soong_home
+            command = sandboxed_command(
+                argv,
+                cwd=plan.cwd,
+                settings=self.settings,
+                project=env.project,
+                soong_home=env.soong_home,
+                env=plan.env,
             )
-        outcome = await run_process(
-            argv,
-            cwd=plan.cwd,
-            env=plan.env,
-            timeout_ms=plan.timeout_ms,
-            cancel_event=ctx.cancel_event,
-            tail_keep=max(self.tools.stdout_limit_bytes, self.tools.stderr_limit_bytes),
-        )
+        with command:
+            outcome = await run_process(
+                command.argv,
+                cwd=plan.cwd,
+                env=plan.env,
+                timeout_ms=plan.timeout_ms,
+                cancel_event=ctx.cancel_event,
+                tail_keep=max(self.tools.stdout_limit_bytes, self.tools.stderr_limit_bytes),
+                pass_fds=command.pass_fds,
+            )
         stdout, out_id, out_cut, out_meta = await self._stream(
             ctx, outcome.stdout, self.tools.stdout_limit_bytes, "stdout", plan
         )

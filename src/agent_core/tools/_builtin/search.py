@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import stat
 import sysconfig
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from agent_core.tools._builtin.fileio import cap_line, iter_raw_lines, probe_bin
 from agent_core.tools._builtin.globs import GlobFilter
 from agent_core.tools._code_definitions import code_tool_definition
 from agent_core.tools._command import run_process
+from agent_core.tools._executables import trusted_which
 from agent_core.tools._paths import SKIP_DIRS, SensitiveMatcher
 from agent_core.tools._safe_fs import FileIdentity, changed, open_file, open_listing
 from agent_core.tools.context import ToolContext
@@ -71,8 +71,9 @@ def _verify_pinned(root: Path, is_dir: bool, pinned: int) -> None:
 
 
 def find_ripgrep() -> str | None:
-    """``rg`` on ``PATH``, else the one installed next to this interpreter (the ``ripgrep`` dependency)."""
-    found = shutil.which("rg")
+    """``rg`` in an absolute ``PATH`` entry, else the one installed next to this interpreter (the
+    ``ripgrep`` dependency); one inside the project is not used (the search falls back to Python)."""
+    found = trusted_which("rg")
     if found:
         return found
     scripts = sysconfig.get_path("scripts")
@@ -313,6 +314,7 @@ class SearchTool:
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
+            protected=env.protected(target, write=False),
             outside_project_search=not env.in_project(target.resolved),
             identities=identities(target.resolved),
         )
@@ -355,7 +357,7 @@ class SearchTool:
         limit: int,
     ) -> ToolResult:
         collector = _Collector(root, stat.S_ISREG(st.st_mode), hide, max(MAX_CANDIDATES, limit + 1))
-        if self.rg is not None:
+        if self.rg is not None and not env.in_project(Path(self.rg)):  # never a binary the project ships
             await rg_search(
                 self.rg,
                 collector,

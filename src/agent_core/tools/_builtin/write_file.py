@@ -92,6 +92,7 @@ class WriteFileTool:
             target_scope=str(target.resolved),
             target_paths=[target.resolved],
             sensitive=env.is_sensitive(target),
+            protected=env.protected(target, write=True),
             outside_write_roots=not env.in_roots(target.resolved),
             identities=identities(target.resolved, target.resolved.parent),
         )
