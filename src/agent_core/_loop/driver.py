@@ -364,7 +364,6 @@ async def _build_request(
                     substitutions.update(more)
                     composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
     triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
-    state.start_early = not triggered
     report = await _report(spec, state, composition, recovered, triggered)
     if composition.fits:
         # written together with model_started, which an adapter yields before it sends the request

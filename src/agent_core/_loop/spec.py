@@ -123,11 +123,6 @@ class LoopState:
     final_node_id: str | None = None
     in_tools: bool = False
     pending_report: ContextBuilt | None = None
-    start_early: bool = True
-    """``model_started`` (with the pending report) commits while the request goes out and the stream runs
-    in the run's own task. Off for a request whose build started a background compaction, which writes
-    ``compact_started`` on this run meanwhile: that request keeps the former interleaving (an awaited
-    write, the stream in its own task), so the fork still writes it while the run streams."""
     stop_denials: int = 0
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""

@@ -135,7 +135,6 @@ async def prepare_agent_loop(
         await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
         if first_nodes is not None:
             await first_nodes(scope)
-        await rec.flush()  # ``loop_started`` is committed before anything else happens
     tools = list(spec.effective.definitions)
     catalog = features.instruction_catalog(spec.role)
     static = static_blocks(

@@ -114,11 +114,9 @@ def attach_recorder(
 
 # ---- start ------------------------------------------------------------------------------------------
 async def start_loop(state: RunState, *, agent_type: AgentType, max_turns: int) -> None:
-    """``loop_started``; the run becomes ``running``. Both are deferred into the run's next write (the
-    first nodes' transaction, issue 16) and delivered after it commits; :func:`prepare_agent_loop` flushes
-    them before the first turn when no write came first."""
+    """``loop_started``; the run becomes ``running`` (one transaction, delivered once committed)."""
     state.status = RunStatus.running
-    state.recorder.defer_event(
+    await state.recorder.emit_event(
         ev.LoopStarted(mode=state.mode.value, agent_type=agent_type.value, max_turns=max_turns),
         run_update={"status": RunStatus.running.value},
     )

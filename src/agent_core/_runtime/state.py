@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_core._cancel import CancelEvent
+from agent_core._concurrency import CancelEvent
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Budget
 from agent_core._loop.cursor import AgentCursor

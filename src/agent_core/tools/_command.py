@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_core._cancel import first_of
+from agent_core._concurrency import first_of
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools._executables import resolve_executable as resolve_executable
 from agent_core.tools._executables import trusted_which

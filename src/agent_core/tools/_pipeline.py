@@ -481,15 +481,7 @@ class ToolExecutor:
             permission_audit={**ready.gate.audit(), **facts_display(ready.preflight)},
             internal=_internal(prep),
         )
-        # a read-only call starts while its ``tool_started`` commits (delivered once committed, before
-        # its result; a failed write fails the call below as it would have before the handler ran)
-        early = getattr(turn.sink, "emit_early", None) if definition.permission == "readonly" else None
-        settle_early = getattr(turn.sink, "settle", None)
-        started_write = None
-        if early is not None and settle_early is not None:
-            started_write = await early([(started_event, call.tool_call_id)])
-        else:
-            await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
+        await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
         handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
@@ -515,8 +507,6 @@ class ToolExecutor:
             await self._attach_traceback(turn, result, exc)
         else:
             result = normalize_return(value, call.tool_call_id, call.name)
-        if started_write is not None and settle_early is not None:
-            await settle_early(started_write)  # its error fails the call, as before the handler ran
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error:
             extra = {"aborted": False, "duration_ms": duration_ms}

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from agent_core._cancel import first_of
+from agent_core._concurrency import first_of
 from agent_core.types.tools import ToolDefinition
 
 CallClass = Literal["parallel", "serial", "agent"]
