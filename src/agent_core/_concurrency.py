@@ -74,12 +74,13 @@ class TaskOwner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
 
-    def spawn(self, work: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
-        """Starts ``work`` as a task this owner awaits or cancels."""
+    def spawn(self, work: Awaitable[T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Starts ``work`` (a coroutine, or any awaitable) as a task this owner awaits or cancels."""
         if self._closed:
-            work.close()
+            if asyncio.iscoroutine(work):
+                work.close()
             raise RuntimeError(f"task owner {self._name or id(self)} is closed")
-        task = asyncio.get_running_loop().create_task(work, name=name)
+        task = asyncio.get_running_loop().create_task(_coroutine(work), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -108,14 +109,18 @@ class TaskOwner:
             await asyncio.wait(set(self._tasks), timeout=remaining)
         return True
 
-    async def aclose(self, *, grace: float | None = None) -> None:
+    async def aclose(self, *, grace: float | None = None, bound: float | None = None) -> None:
         """Refuses new tasks, gives the running ones ``grace`` seconds to finish (``None``: none), then
-        cancels what is left and waits until everything has finished."""
+        cancels what is left and waits until everything has finished, or at most ``bound`` seconds: a task
+        that ignores its cancellation that long is logged and left (``None``: waits)."""
         self._closed = True
         if grace is not None and grace > 0:
             await self.wait(grace)
-        while self._tasks:
-            await cancel_and_wait(*self._tasks)
+        for task in self._tasks:
+            task.cancel()
+        if not await self.wait(bound):
+            for task in self._tasks:
+                log.warning("task %r ignored its cancellation for %.1f s", task, bound)
 
     async def __aenter__(self) -> TaskOwner:
         return self
@@ -148,9 +153,8 @@ async def wait_uninterrupted(work: Awaitable[T], owner: TaskOwner | None = None)
     half-done). A coroutine runs in a task of ``owner`` (of this call when ``None``)."""
     if isinstance(work, asyncio.Future):
         return await _to_the_end(work)
-    coroutine: Coroutine[Any, Any, T] = work  # type: ignore[assignment]
     async with TaskOwner() as scope:
-        return await _to_the_end((owner or scope).spawn(coroutine))
+        return await _to_the_end((owner or scope).spawn(work))
 
 
 async def _to_the_end(future: asyncio.Future[T]) -> T:
@@ -198,8 +202,8 @@ async def first_of(task: asyncio.Future[Any], event: asyncio.Event, timeout: flo
 
 
 async def race(
-    work: Coroutine[Any, Any, T], event: asyncio.Event, timeout: float | None = None, *, grace: float = 0.0
-) -> asyncio.Task[T]:
+    work: Awaitable[T], event: asyncio.Event, timeout: float | None = None, *, grace: float = 0.0
+) -> asyncio.Future[T]:
     """Runs ``work`` until it finishes, ``event`` is set or ``timeout`` seconds passed. When it did not
     finish by then it first gets ``grace`` more seconds (only after ``event``: a cooperative task sees the
     event and returns), then it is cancelled and awaited (:func:`cancel_and_wait`). Returns the finished
@@ -213,6 +217,16 @@ async def race(
         if not task.done():
             await cancel_and_wait(task)
     return task
+
+
+def _coroutine(work: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    if asyncio.iscoroutine(work):
+        return work
+
+    async def wrapped() -> T:
+        return await work
+
+    return wrapped()
 
 
 __all__ = [

@@ -55,6 +55,10 @@ class ChildRuns(Protocol):
         """Requests the cancel of every active child run of ``parent``."""
         ...
 
+    async def close(self) -> None:
+        """Runtime close, after the runs: nothing of the child runs keeps running."""
+        ...
+
 
 class TaskOrchestration(Protocol):
     async def check(self) -> None:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events import payloads as ev
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id, validate_session_id
@@ -68,6 +69,8 @@ class RunManager:
         self.runs: dict[str, RunState] = {}
         self.closing = False
         self._session_load_lock = asyncio.Lock()
+        self.tasks = TaskOwner("runs")
+        """The root runs' tasks (also those finishing their run-end observers); :meth:`close` closes it."""
         self._effective = EffectiveToolsMemo()
 
     # ---- sessions ---------------------------------------------------------------------------------
@@ -240,7 +243,7 @@ class RunManager:
             session.active = state
             if promoted:
                 await self.services.storage.update_run(run_id, status=RunStatus.pending.value)
-            state.task = asyncio.create_task(self._run_root(session, state), name=f"run {run_id}")
+            state.task = self.tasks.spawn(self._run_root(session, state), name=f"run {run_id}")
         return state
 
     async def connect_mcp(
@@ -392,13 +395,13 @@ class RunManager:
             del self.runs[state.run_id]
 
     def _start_next(self, session: SessionState) -> None:
-        while session.queue and session.active is None:
+        while session.queue and session.active is None and not self.tasks.closed:
             nxt = session.queue.popleft()
             if nxt.terminal:
                 continue
             session.active = nxt
             nxt.status = RunStatus.pending
-            nxt.task = asyncio.create_task(self._run_root(session, nxt), name=f"run {nxt.run_id}")
+            nxt.task = self.tasks.spawn(self._run_root(session, nxt), name=f"run {nxt.run_id}")
 
     # ---- cancellation -------------------------------------------------------------------------
     async def cancel(self, state: RunState, *, reason: str = "cancel_requested") -> CancelResult:
@@ -469,16 +472,10 @@ class RunManager:
                 run.cancel_event.set()
         # also the tasks of runs that are already terminal but still run their run-end observers (memory
         # trigger, ...): storage closes after this returns, so none of them may outlive it (issue 13)
-        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
-        if tasks:
-            timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
-            _done, pending = await asyncio.wait(tasks, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
+        timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
+        await self.tasks.aclose(grace=timeout, bound=2)
         features = self.features
-        for feature in (features.memory, features.compaction, features.telemetry):
+        for feature in (features.children, features.memory, features.compaction, features.telemetry):
             if feature is None:
                 continue
             try:

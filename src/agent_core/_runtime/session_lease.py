@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from agent_core._concurrency import race
 from agent_core._storage.protocol import SessionStore
 
 
@@ -20,15 +21,6 @@ async def hold_session_lease(
     when ``cancel`` is set first (the run is then cancelled before its loop starts)."""
     if not storage.SHARED:
         return
-    entering = asyncio.ensure_future(stack.enter_async_context(storage.session_lease(session_id)))
-    cancelled = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({entering, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        cancelled.cancel()
-        if not entering.done():
-            entering.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await entering
+    entering = await race(stack.enter_async_context(storage.session_lease(session_id)), cancel)
     if not entering.cancelled():
         entering.result()  # a failure to get the lease fails the run

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from agent_core._concurrency import TaskOwner, wait_uninterrupted
 from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
@@ -58,7 +59,6 @@ from agent_core.tools._scheduler import (
     plan_groups,
     race_cancel,
     run_handler,
-    settle,
 )
 from agent_core.tools._schema import validate_arguments
 from agent_core.tools.adapter import adapter_preflight
@@ -120,7 +120,8 @@ class _Turn:
     prepared: list[_Prepared]
     results: list[ToolResult | None]
     aborted_ids: list[str] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    calls: TaskOwner = field(default_factory=lambda: TaskOwner("tool calls"))
+    """The tasks of the calls running in the current group (those of earlier groups have finished)."""
     commit_errors: list[BaseException] = field(default_factory=list)
 
     @property
@@ -153,7 +154,7 @@ class StagedTurn:
 
 def _answered(turn: _Turn) -> bool:
     """Every call of the turn has its committed result and no call task is still running."""
-    return all(t.done() for t in turn.tasks) and all(r is not None for r in turn.results)
+    return not turn.calls and all(r is not None for r in turn.results)
 
 
 def _internal(prep: _Prepared) -> bool | ev.Absent:
@@ -197,15 +198,25 @@ class ToolExecutor:
         prepared = [self._prepare(i, call, scope) for i, call in enumerate(calls)]
         turn = _Turn(scope=scope, sink=sink, prepared=prepared, results=[None] * len(calls))
         externally_cancelled = False
+        error: Exception | None = None
         try:
-            await self._run_groups(turn, plan_groups([p.klass for p in prepared]))
-        except asyncio.CancelledError:
-            externally_cancelled = True
-            scope.cancel_event.set()
-        error: BaseException | None = None
-        if externally_cancelled or not _answered(turn):  # else :meth:`_finish` has nothing to do
-            _, error = await settle(asyncio.ensure_future(self._finish(turn)))
+            try:
+                await self._run_groups(turn, plan_groups([p.klass for p in prepared]))
+            except asyncio.CancelledError:
+                externally_cancelled = True
+                scope.cancel_event.set()
+            if externally_cancelled or not _answered(turn):  # else :meth:`_finish` has nothing to do
+                # every call is answered (aborted if need be), even if this task is cancelled again
+                try:
+                    await wait_uninterrupted(self._finish(turn))
+                except Exception as exc:
+                    error = exc
+        finally:
+            await turn.calls.aclose()
         if externally_cancelled:
+            # A cancellation of the run's task (the runtime closing) becomes the run's own cancellation:
+            # the calls were answered ``aborted`` above, and the loop ends the run with its terminal
+            # events instead of dying halfway. The one cancellation this turn consumed is withdrawn.
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
@@ -292,15 +303,13 @@ class ToolExecutor:
         tasks: list[asyncio.Task[None]] = []
         for index in group.indices:
             gate_done = asyncio.Event()
-            tasks.append(asyncio.create_task(self._run_call(turn, turn.prepared[index], previous, gate_done)))
+            tasks.append(turn.calls.spawn(self._run_call(turn, turn.prepared[index], previous, gate_done)))
             previous = gate_done
-        turn.tasks = tasks
         await asyncio.wait(tasks)
 
     async def _finish(self, turn: _Turn) -> None:
-        """Lets in-flight calls settle, then answers every call still without a result (aborted)."""
-        for task in turn.tasks:
-            await settle(task)
+        """Lets in-flight calls finish, then answers every call still without a result (aborted)."""
+        await turn.calls.wait()
         if turn.commit_errors:
             return
         for prep in turn.prepared:
@@ -548,7 +557,6 @@ class ToolExecutor:
         The commit itself is never interrupted: a cancellation of the awaiting task is re-raised only
         after the result was recorded, so a call is never answered twice."""
         call = prep.call
-        interrupted = False
         try:
             result = redact_result(final.result, self._redactor)
             if call.name not in NO_ARTIFACTIZE:
@@ -560,25 +568,24 @@ class ToolExecutor:
                     force=result.metadata.get("artifactize") is True,
                 )
             event = outcome.terminal_event(call.name, result, final, self._redactor, _internal(prep))
-            commit = asyncio.ensure_future(turn.sink.commit_tool_result(result, event=event))
-            while not commit.done():
-                try:
-                    await asyncio.wait({commit})
-                except asyncio.CancelledError:
-                    interrupted = True
-            commit.result()
         except Exception as exc:
             logger.error("committing the result of %s failed: %s", call.name, exc)
             turn.commit_errors.append(exc)
-            if interrupted:
-                raise asyncio.CancelledError() from None
             return None
-        turn.results[prep.index] = result
-        if final.aborted:
-            turn.aborted_ids.append(call.tool_call_id)
-        if interrupted:
-            raise asyncio.CancelledError()
-        return result
+
+        async def commit_and_record() -> ToolResult | None:
+            try:
+                await turn.sink.commit_tool_result(result, event=event)
+            except Exception as exc:
+                logger.error("committing the result of %s failed: %s", call.name, exc)
+                turn.commit_errors.append(exc)
+                return None
+            turn.results[prep.index] = result
+            if final.aborted:
+                turn.aborted_ids.append(call.tool_call_id)
+            return result
+
+        return await wait_uninterrupted(commit_and_record())
 
     async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
         return await race_cancel(awaitable, turn.scope.cancel_event)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
     Args,
@@ -252,8 +253,8 @@ async def rg_search(
         await cancel.wait()
         stop.set()
 
-    relay = asyncio.create_task(relay_cancel())
-    try:
+    async with TaskOwner() as relays:  # the relay is cancelled when the search ends
+        relays.spawn(relay_cancel())
         outcome = await run_process(
             rg_argv(rg, query, glob, target),
             cwd=cwd,
@@ -263,8 +264,6 @@ async def rg_search(
             on_stdout_line=on_line,
             tree=False,  # ripgrep is a trusted helper that spawns nothing: no launcher on the hot path
         )
-    finally:
-        relay.cancel()
     if outcome.timed_out:
         raise AgentCoreError(
             ErrorCode.timeout, f"search timed out after {timeout_ms} ms", details={"timeout_ms": timeout_ms}
