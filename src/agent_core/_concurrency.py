@@ -151,24 +151,34 @@ async def wait_uninterrupted(work: Awaitable[T], owner: TaskOwner | None = None)
     """The result of ``work``, which runs to its end even if the caller is cancelled meanwhile: the
     caller's cancellation is re-raised once ``work`` finished (so its outcome is never lost and never
     half-done). A coroutine runs in a task of ``owner`` (of this call when ``None``)."""
-    if isinstance(work, asyncio.Future):
-        return await _to_the_end(work)
     async with TaskOwner() as scope:
-        return await _to_the_end((owner or scope).spawn(work))
+        future = work if isinstance(work, asyncio.Future) else (owner or scope).spawn(work)
+        if await _to_the_end(future):
+            if not future.cancelled():
+                future.exception()  # retrieved: the work reports its own failure; the caller is cancelled
+            raise asyncio.CancelledError()
+        return future.result()
 
 
-async def _to_the_end(future: asyncio.Future[T]) -> T:
+async def run_to_end(work: Awaitable[T], owner: TaskOwner | None = None) -> tuple[T, bool]:
+    """``(result, interrupted)``: like :func:`wait_uninterrupted`, for a caller that has more to finish
+    before it re-raises the cancellation it was sent meanwhile (``interrupted``). An error of ``work`` is
+    raised (its cancellation too), whether or not the caller was interrupted."""
+    async with TaskOwner() as scope:
+        future = work if isinstance(work, asyncio.Future) else (owner or scope).spawn(work)
+        interrupted = await _to_the_end(future)
+        return future.result(), interrupted
+
+
+async def _to_the_end(future: asyncio.Future[Any]) -> bool:
+    """Waits until ``future`` is done, whatever happens to the caller; whether the caller was cancelled."""
     interrupted = False
     while not future.done():
         try:
             await asyncio.wait({future})
         except asyncio.CancelledError:
             interrupted = True
-    if interrupted:
-        if not future.cancelled():
-            future.exception()  # retrieved: the work reports its own outcome; the caller is cancelled
-        raise asyncio.CancelledError()
-    return future.result()
+    return interrupted
 
 
 async def first_of(task: asyncio.Future[Any], event: asyncio.Event, timeout: float | None = None) -> None:
@@ -235,5 +245,6 @@ __all__ = [
     "cancel_and_wait",
     "first_of",
     "race",
+    "run_to_end",
     "wait_uninterrupted",
 ]

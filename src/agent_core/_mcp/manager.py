@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events import payloads as ev
 from agent_core._mcp.catalog import McpCatalog, McpServerConfig
 from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
@@ -138,7 +139,8 @@ class McpManager:
         self._clock = clock
         self._states = {s.server_id: _ServerState(config=s) for s in catalog}
         self._closed = False
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing = TaskOwner("mcp client closes")
+        """Closes of dropped clients, awaited by :meth:`close`."""
         for server in catalog:
             for name in (*server.env_allowlist, *server.headers_env.values()):
                 self._redactor.add_secret_env(name)
@@ -344,9 +346,7 @@ class McpManager:
         client, state.client = state.client, None
         state.discovered_at = None
         if client is not None:
-            task = asyncio.create_task(client.close(), name=f"mcp-close-{state.config.server_id}")
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._closing.spawn(client.close(), name=f"mcp-close-{state.config.server_id}")
 
     # -- calls --------------------------------------------------------------------------------------
 
@@ -427,5 +427,5 @@ class McpManager:
         """Closes every client and stops stdio server processes; idempotent."""
         self._closed = True
         await asyncio.gather(*(self.close_server(sid) for sid in list(self._states)), return_exceptions=True)
-        if self._closing:
-            await asyncio.gather(*list(self._closing), return_exceptions=True)
+        await self._closing.wait()  # each close is bounded by the client's own timeouts
+        await self._closing.aclose()

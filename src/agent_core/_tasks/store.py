@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent_core._concurrency import run_to_end
 from agent_core._events import payloads as ev
 from agent_core._ids import validate_id
 from agent_core._tasks.board import RecentChange
@@ -232,14 +233,7 @@ class TaskStore:
     async def _append(self, path: Path, records: list[TaskWalEvent]) -> bool:
         """Appends one commit through :meth:`WalWriter.offload`; returns whether the caller was cancelled
         meanwhile (the append is waited for even then, so a stored commit is always applied in memory)."""
-        appending = asyncio.ensure_future(self.writer.offload(lambda: self.writer.append(path, records)))
-        cancelled = False
-        while not appending.done():
-            try:
-                await asyncio.wait({appending})
-            except asyncio.CancelledError:
-                cancelled = True
-        appending.result()
+        _, cancelled = await run_to_end(self.writer.offload(lambda: self.writer.append(path, records)))
         return cancelled
 
     async def reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:
