@@ -16,7 +16,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core.errors import AgentCoreError
 from agent_core.schedules._store import Schedule, ScheduleStore
 
@@ -103,6 +103,7 @@ class SchedulerService:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._poll = poll_interval_s
         self._on_fired = on_fired
+        self._tasks = TaskOwner("schedule loop")
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
         self.firings: list[Firing] = []
@@ -116,7 +117,7 @@ class SchedulerService:
         if self.running:
             return []
         fired = await self.tick()
-        self._task = asyncio.ensure_future(self._loop())
+        self._task = self._tasks.spawn(self._loop(), name="schedule loop")
         return fired
 
     async def stop(self) -> None:
@@ -124,10 +125,8 @@ class SchedulerService:
         task, self._task = self._task, None
         if task is None:
             return
-        async with self._tick_lock:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with self._tick_lock:  # never in the middle of a firing
+            await cancel_and_wait(task)
 
     async def tick(self) -> list[Firing]:
         """Fires every schedule of the project whose due time has come; returns the firings."""

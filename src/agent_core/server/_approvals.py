@@ -14,11 +14,11 @@ Every change of a row is pushed, after it committed, to the subscribers of :meth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_core._concurrency import TaskOwner
 from agent_core._storage.approvals import ApprovalRow, ApprovalStatus, ApprovalStore, request_json
 from agent_core.errors import AgentCoreError
 from agent_core.permissions._deferred import DEFER, DeferredAnswers, PermissionDeferral
@@ -50,7 +50,7 @@ class ApprovalBroker:
         self._runtime: AgentRuntime | None = None
         self._store: ApprovalStore | None = None
         self._subscribers: set[asyncio.Queue[ApprovalChange | None]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("approval expiries")
 
     def attach(self, runtime: AgentRuntime, store: ApprovalStore) -> None:
         self._runtime, self._store = runtime, store
@@ -105,9 +105,9 @@ class ApprovalBroker:
     def _on_settled(self, request_id: str, answered: bool) -> None:
         if answered:
             return  # :meth:`answer` pushes once the answer committed
-        task = asyncio.ensure_future(self._expire_abandoned(request_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._tasks.closed:
+            return  # the server is gone: the row expires at the next start
+        self._tasks.spawn(self._expire_abandoned(request_id), name=f"expire {request_id}")
 
     async def _expire_abandoned(self, request_id: str) -> None:
         try:
@@ -124,9 +124,8 @@ class ApprovalBroker:
     async def close(self) -> None:
         """Ends every subscriber stream and waits for pending expiry writes."""
         self.end_streams()
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
+        await self._tasks.wait()  # each expiry is one write, which ends (or fails) by itself
+        await self._tasks.aclose()
 
     # ---- requests and answers ------------------------------------------------------------------------
 
