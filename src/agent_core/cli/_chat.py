@@ -119,6 +119,7 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
                 failed = failed or _report(err, exc)
         if chat.runtime is not None:
             await chat.runtime.close()
+        await chat.tasks.aclose()
     return EXIT_FAILED if failed else EXIT_OK
 
 

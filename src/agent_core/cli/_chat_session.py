@@ -9,6 +9,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
@@ -43,6 +44,9 @@ class ChatSession:
         self.input: LineInput | None = None
         self.run: RunHandle | None = None
         self.last_usage: dict[str, Any] | None = None
+        self.tasks = TaskOwner("chat")
+        """The runtime's background open, the turns' event consumers and cancel requests; closed by
+        ``chat_command`` when the chat ends."""
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
@@ -51,7 +55,7 @@ class ChatSession:
     def start_opening(self, path: str | None) -> asyncio.Future[Any]:
         """Starts importing, constructing and opening the runtime (at most once)."""
         if self.opening is None:
-            self.opening = asyncio.ensure_future(self._open(path))
+            self.opening = self.tasks.spawn(self._open(path), name="open runtime")
         return self.opening
 
     async def _open(self, path: str | None) -> None:
@@ -97,7 +101,7 @@ class ChatSession:
             line, why = None, "interrupted"
             if self.run is not None:
                 self.printer.cancel_requested = True
-                self.cancels.append(asyncio.ensure_future(self.run.cancel()))
+                self.cancels.append(self.tasks.spawn(self.run.cancel()))
         decision = parse_permission_answer(line)
         if not why and line is None:
             why = "end of input"
@@ -125,7 +129,7 @@ class ChatSession:
         self.printer.cancel_requested = False
         interrupts = 0
         loop = asyncio.get_running_loop()
-        consumer = asyncio.ensure_future(self._consume(run))
+        consumer = self.tasks.spawn(self._consume(run), name=f"events of {run.run_id}")
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -133,9 +137,9 @@ class ChatSession:
             interrupts += 1
             if interrupts == 1:
                 self.printer.cancel_requested = True
-                cancelling.append(asyncio.ensure_future(run.cancel()))
+                cancelling.append(self.tasks.spawn(run.cancel()))
             else:
-                consumer.cancel()
+                consumer.cancel()  # a second Ctrl-C stops waiting; the turn below awaits the consumer
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)

@@ -9,6 +9,7 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
 from agent_core.cli._terminal import Output, StdinLines, escape_terminal
@@ -218,7 +219,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
-        consumer = asyncio.ensure_future(_consume(run, printer))
+        tasks = await stack.enter_async_context(TaskOwner("run command"))  # closed before the runtime
+        consumer = tasks.spawn(_consume(run, printer))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -227,9 +229,9 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             if interrupted == 1:
                 printer.cancel_requested = True
                 printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
-                cancelling.append(asyncio.ensure_future(run.cancel()))
+                cancelling.append(tasks.spawn(run.cancel()))
             else:
-                consumer.cancel()
+                consumer.cancel()  # a second Ctrl-C stops waiting; awaited below
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)

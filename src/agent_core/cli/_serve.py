@@ -19,6 +19,7 @@ import signal
 import socket
 from typing import TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli._terminal import Output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -103,7 +104,8 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop)
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        tasks = TaskOwner("serve command")
+        serving = tasks.spawn(server.serve(sockets=[sock]), name="uvicorn")
         while not server.started and not serving.done():
             await asyncio.sleep(0.02)
         if server.started:
@@ -114,7 +116,10 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
                 await runtime.scheduler().start()
             except AgentCoreError as exc:
                 err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
-        await serving
+        try:
+            await serving
+        finally:
+            await tasks.aclose()
         sock.close()
         return EXIT_OK if server.started else EXIT_FAILED
     finally:

@@ -15,6 +15,7 @@ import contextlib
 import signal
 from typing import TextIO
 
+from agent_core._concurrency import TaskOwner, first_of
 from agent_core.cli._terminal import Output
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -40,11 +41,9 @@ async def worker_command(args: argparse.Namespace, out: Output, err: Output, std
     except AgentCoreError as exc:
         err.write(f"soong-agent: error: {exc.message}\n")
         return EXIT_FAILED
-    async with runtime:
-        task = asyncio.ensure_future(run_worker(runtime, stop, polling))
-        waiter = asyncio.ensure_future(ready.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
+    async with runtime, TaskOwner("worker command") as tasks:
+        task = tasks.spawn(run_worker(runtime, stop, polling), name="worker")
+        await first_of(task, ready)
         if task.done():
             failure = task.exception()
             if isinstance(failure, AgentCoreError):
