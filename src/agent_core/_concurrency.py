@@ -8,7 +8,9 @@ This is the one module that creates asyncio tasks (``scripts/architecture_report
   block (like :class:`asyncio.TaskGroup`, but a failing task neither cancels its siblings nor turns into
   an ``ExceptionGroup``: the code that awaits a task sees its outcome).
 - :func:`cancel_and_wait` is the one way a task is cancelled: request it, then wait until the task has
-  finished. The caller's own cancellation still propagates (the task is cancelled already).
+  finished. The caller's own cancellation still propagates (the task is cancelled already). Synchronous
+  code (a signal handler, an event-loop callback) can only request it (``task.cancel()``); the task's
+  owner then awaits it.
 - :func:`wait_uninterrupted` waits for work that must not be abandoned halfway (a commit): a
   cancellation of the waiter is held back until the work finished, then re-raised. It replaces
   ``asyncio.shield``, which returns at once and leaves the work running without anyone awaiting it.

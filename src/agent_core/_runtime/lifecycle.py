@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_core._concurrency import wait_uninterrupted
 from agent_core._events import payloads as ev
 from agent_core._jsontext import compact_json
 from agent_core._loop._limits import Prices, cost_usd, usage_record
@@ -134,8 +135,8 @@ async def run_agent_loop(state: RunState, loop: LoopSpec, prices: Prices | None)
     except asyncio.CancelledError:
         outcome = LoopOutcome(RunStatus.cancelled, EndReason.aborted_streaming, turn_count=progress.turns)
         outcome.usage = sum_usage(progress.usages)
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(
+        with contextlib.suppress(BaseException):  # written whole, even if cancelled again meanwhile
+            await wait_uninterrupted(
                 finish_loop(state.recorder, outcome, prices=prices, abort_reason="runtime_shutdown")
             )
         raise

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Breach
 from agent_core._loop.cursor import AgentCursor
@@ -80,6 +81,8 @@ class RunContexts:
         self.live = live
         """The storage backend's live channel: a root run's deltas reach the runtime that started it."""
         self._contexts: dict[str, RunContext] = {}
+        self.tasks = TaskOwner("live publishing")
+        """The runs' live flushes (short: each ends once its events are published)."""
         self._cursors: OrderedDict[str, AgentCursor] = OrderedDict()
         """The path (and prompt caches) each session had when its last run on this worker ended, by
         session id; reused by the session's next run here when the store's active node is its tip."""
@@ -157,7 +160,7 @@ class RunContexts:
         state.model = resolve_purpose_model(self.manager.services.config, purpose)
         recorder = self.manager.recorder_for(state, session.cursor, root_agent=True)
         if self.live is not None:
-            recorder.forward = LivePublisher(self.live, run_id)
+            recorder.forward = LivePublisher(self.live, run_id, self.tasks)
         self.manager.runs[run_id] = state
         session.live_runs[run_id] = state
         session.active = state
