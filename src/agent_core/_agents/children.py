@@ -92,9 +92,6 @@ _ROLE_AGENT_TYPE = {
     AgentRole.worker: AgentType.sub,
 }
 
-CLOSE_BOUND_S = 2.0
-"""How long runtime close waits for child-run tasks after cancelling them."""
-
 
 @dataclass(kw_only=True, slots=True)
 class _Prepared:
@@ -260,14 +257,10 @@ class ChildLauncher:
         return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
 
     async def _uninterrupted(self, work: Awaitable[T]) -> T:
-        """Awaits ``work`` to the end even if the handler is cancelled meanwhile, and returns its result.
-
-        The parent's tool pipeline cancels an agent-tool handler once its grace period after the run's
-        cancel event has passed; the child was asked to stop through its own cancel event already, and
-        the handler's answer is the child's outcome (its partial output, ``cancelled`` status), so that
-        cancellation is absorbed here. Only runtime shutdown interrupts: ``work`` is then cancelled (a
-        future passed in, such as a cancel watcher, is left to :attr:`tasks`) and the cancellation
-        propagates."""
+        """``work``'s result, awaited to the end even if the handler is cancelled meanwhile: the parent's
+        tool pipeline cancels an agent-tool handler after its grace period, when the child was already
+        asked to stop, and the handler's answer is the child's outcome. Only runtime shutdown interrupts
+        (a coroutine is then cancelled; a future such as a cancel watcher is left to :attr:`tasks`)."""
         future = work if isinstance(work, asyncio.Future) else self.tasks.spawn(work)
         while not future.done():
             try:
@@ -281,7 +274,7 @@ class ChildLauncher:
 
     async def close(self) -> None:
         """Runtime close (after the runs were cancelled): cancels and awaits what is still running."""
-        await self.tasks.aclose(bound=CLOSE_BOUND_S)
+        await self.tasks.aclose(bound=2.0)  # a task ignoring its cancellation longer is logged and left
 
     def _register(
         self, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
