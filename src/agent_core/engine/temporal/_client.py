@@ -197,6 +197,9 @@ class TemporalEngine:
                     # the session's path first: a caller woken by the run's end may start the next run
                     await _refresh_cursor(self.manager, session)
                     refreshed = True
+                    # the follower's tasks end before the run's end is announced: a caller woken by it
+                    # finds the session free (the finally below then has nothing left to wait for)
+                    await follower.aclose()
                     state.finish(run.status, run.end_reason, error)
                     break
                 if result.done() and not await _terminal_soon(self.manager, state.run_id):
