@@ -14,6 +14,8 @@ This is the one module that creates asyncio tasks (``scripts/architecture_report
 - :func:`wait_uninterrupted` waits for work that must not be abandoned halfway (a commit): a
   cancellation of the waiter is held back until the work finished, then re-raised. It replaces
   ``asyncio.shield``, which returns at once and leaves the work running without anyone awaiting it.
+  :func:`run_to_end` is the same for a caller that has more to finish before it re-raises.
+- :func:`race` runs work until it ends, an event is set or a timeout passes, then cancels and awaits it.
 - :func:`first_of` races a future against a run's cancel event and a timeout without cancelling either;
   :class:`CancelEvent` lets it do that without a waiter task (the loop races every model call and up to
   four stages of every tool call).
