@@ -26,7 +26,6 @@ INTERNAL_ROOMS = (
     "agents",
     "api",
     "artifacts",
-    "assets",
     "compact",
     "context",
     "events",
@@ -40,7 +39,10 @@ INTERNAL_ROOMS = (
     "storage",
     "tasks",
 )
-"""Packages that are implementation as a whole: ``agent_core/<room>/`` → ``agent_core/_<room>/``."""
+"""Packages that are implementation as a whole: ``agent_core/<room>/`` → ``agent_core/_<room>/``.
+
+``agent_core/assets/`` is not among them: it is a data directory at a fixed public path (its loader is
+``agent_core/_asset_loader.py``; issue 31 item 19)."""
 INTERNAL_TOP_MODULES = ("frontmatter", "ids", "jsontext", "memo", "redaction")
 INTERNAL_MODULES: dict[str, tuple[str, ...]] = {
     "tools": (

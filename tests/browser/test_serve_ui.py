@@ -68,6 +68,37 @@ def test_type_a_message_and_see_the_streamed_reply(page: Any, served: ServeProce
     assert page.js_errors == []
 
 
+def test_the_run_shows_the_model_waiting_then_the_output_rate(page: Any, served: ServeProcess) -> None:
+    """Issue 32 item 3: while the model reads the prompt the run status shows the model, the prompt size
+    and the seconds waited (model_progress events, as the CLI's status line); then the rate."""
+    open_ui(page, served)
+    page.click("#new-session")
+    page.evaluate(
+        """() => {
+            window.seenStatus = [];
+            const record = () => {
+                window.seenStatus.push(document.querySelector('#run-status').textContent);
+                for (const rate of document.querySelectorAll('.msg .rate')) window.seenStatus.push(rate.textContent);
+            };
+            new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true});
+        }"""
+    )
+    say(page, "wait 4")
+    page.wait_for_selector("#run-status:has-text('waiting for test-model')")
+    status = page.locator("#run-status").inner_text()
+    assert re.search(r"waiting for test-model · [\d,]+ prompt tokens · \d+ s", status), status
+    page.wait_for_function(
+        "() => /waiting for test-model .* [1-9]\\d* s/.test(document.querySelector('#run-status').textContent)"
+    )  # the seconds count up
+    page.wait_for_selector(".msg.assistant:has-text('Waited well.')")
+    wait_run_finished(page)
+    seen = page.evaluate("() => window.seenStatus")
+    assert any(
+        re.fullmatch(r"\d+ tokens at [\d.]+ tokens/s · first token after [\d.]+ s", t) for t in seen
+    ), seen
+    assert page.js_errors == []
+
+
 def test_approve_a_write_from_the_card_and_see_the_file_written(
     page: Any, served: ServeProcess, soong_env: SoongEnv
 ) -> None:
@@ -246,3 +277,32 @@ def test_worker_pools_view_and_addressing_a_worker(page: Any, served: ServeProce
     page.click("[data-view=pools]")
     page.wait_for_selector("#pools:has-text('in this session') tr[data-worker=w1] .status:has-text('idle')")
     assert page.js_errors == []
+
+
+def test_the_timeline_shows_a_prompt_cache_break(
+    page: Any, soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    # one tool call spends the limit: the final answer call goes without tools, which breaks the prefix
+    use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.01))
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 65536},
+        limits={"max_tool_calls": 1},
+    )
+    server = start_serve(soong_env)
+    try:
+        open_ui(page, server)
+        page.click("#new-session")
+        say(page, "write cached.txt body")
+        page.wait_for_selector(".approval")
+        page.click(".approval button[data-decision=allow_once]")
+        wait_run_finished(page)
+        page.click("[data-view=timeline]")
+        page.wait_for_selector("#timeline tr[data-type=run_completed]")
+        assert page.locator("#timeline tr[data-type=prompt_cache_break]").count() == 0  # a debug event
+        page.check("#debug-toggle")
+        row = page.wait_for_selector("#timeline tr.cache-break[data-type=prompt_cache_break]")
+        assert row is not None
+        assert "prompt cache break in tools at tool:removed, turn 2" in row.inner_text()
+        assert page.js_errors == []
+    finally:
+        assert server.stop() == 0

@@ -46,7 +46,7 @@ async def test_audit_explains_each_decision(soong_env: SoongEnv, tmp_path: Path)
     result = run_cli(["audit", run.run_id, "--path", str(soong_env.project)])
     assert result.exit_code == 0, result
     out = result.stdout
-    blocks = {line.split()[0]: line for line in out.splitlines() if line.startswith("c_")}
+    blocks = {line.split()[2]: line for line in out.splitlines() if line.startswith(f"{run.run_id} #")}
     verdicts = dict(zip(blocks, [line for line in out.splitlines() if line.startswith("    ")], strict=True))
     assert set(blocks) == {"c_read", "c_rule", "c_ask", "c_grant", "c_deny", "c_cb"}, out
     assert verdicts["c_read"].strip().startswith("allowed; by the default policy")

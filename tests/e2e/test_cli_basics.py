@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,11 @@ def test_a2_cli_import_is_lazy() -> None:
         "('agent_core', 'pydantic', 'httpx', 'aiosqlite', 'yaml', 'mcp')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "['agent_core', 'agent_core.cli']"
+    # _interrupts: the Ctrl-C handling installed before anything else (issue 32; stdlib only)
+    assert (
+        done.stdout.strip().splitlines()[-1]
+        == "['agent_core', 'agent_core.cli', 'agent_core.cli._interrupts']"
+    )
 
 
 # -- O1 and startup failures -------------------------------------------------------------------------
@@ -119,10 +124,17 @@ def test_o01_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None
     result = run_cli(["run", "--plain", "hi"], cwd=soong_env.project)
     assert result.exit_code == 1, result
     assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result
-    assert str(soong_env.config_path) in lines[0]
-    assert "config" in lines[0] and "not found" in lines[0]
+    first, *rest = result.stderr.strip().splitlines()
+    assert str(soong_env.config_path) in first
+    assert "config" in first and "not found" in first
+    # issue 32: the line names the packaged template, and the minimal config follows it (and parses)
+    from agent_core._asset_loader import CONFIG_TEMPLATE_ID, packaged_location
+
+    template = packaged_location(CONFIG_TEMPLATE_ID)
+    assert template in first and Path(template).is_file()
+    assert rest[0] == "minimal config.toml:" and "    [model]" in rest
+    minimal = tomllib.loads("\n".join(line.removeprefix("    ") for line in rest[1:]))
+    assert minimal["model"]["provider"] == "ollama" and minimal["model"]["name"]
     assert "Traceback" not in result.stderr
     assert not soong_env.config_path.exists()
     assert list(soong_env.home.iterdir()) == []

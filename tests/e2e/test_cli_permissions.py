@@ -204,7 +204,11 @@ def test_o06_allow_for_session_prompts_once_per_invocation(
     [
         pytest.param("3\n", "", id="3"),
         pytest.param("deny\n", "", id="deny"),
-        pytest.param("x\n", "unrecognised answer 'x'", id="invalid"),
+        pytest.param(
+            "x\n",
+            "unrecognised answer 'x'; valid answers: 1/allow once, 2/allow for session, 3/deny",
+            id="invalid",
+        ),
         pytest.param(None, "end of input", id="eof"),
     ],
 )

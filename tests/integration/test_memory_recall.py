@@ -14,7 +14,7 @@ from agent_core._memory.files import MemoryFrontmatter, MemoryStore, render_cata
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.tools._effective import compute_effective_tools
-from agent_core.types.content import JsonBlock, TextBlock, ToolResultBlock
+from agent_core.types.content import JsonBlock, TextBlock, ToolResultBlock, text_of
 from agent_core.types.enums import AgentRole
 from agent_core.types.model import ModelRequest
 from tests.fixtures.env import SoongEnv
@@ -229,8 +229,11 @@ async def test_m09_m20_ac27_children_get_no_recall_tool_and_no_catalog(soong_env
     assert "memory_catalog" in block_ids(main_requests(fake)[0])
     for marker in ("MARK-SUB", "MARK-FORK"):
         first, after = children.requests[marker]
-        assert RECALL not in {t.name for t in first.tools}
-        assert "memory_catalog" not in block_ids(first)
+        # a child is sent its parent's prompt (issue 33): the recall tool is shown but not callable, and a
+        # system update after the delegated task withdraws the catalog
+        assert first.tools == main_requests(fake)[0].tools
+        removed = [m for m in first.messages if m.metadata.get("block_id") == "memory_catalog"]
+        assert len(removed) == 1 and 'removed="true"' in text_of(removed[0].content)
         assert "TABS-BODY" not in "\n".join(b.content for b in first.system)
         error = tool_result(after, "child_recall").error
         assert error is not None and error.code == ErrorCode.tool_not_available
@@ -285,9 +288,16 @@ async def test_catalog_block_follows_memory_md_changes_between_builds(soong_env:
         await collect(second)
     first_block = next(b for b in main_requests(fake)[0].system if b.block_id == "memory_catalog")
     assert first_block.metadata["truncated"] is True and (first_block.token_count or 0) <= 40
-    second_block = next(b for b in main_requests(fake)[1].system if b.block_id == "memory_catalog")
-    assert "- edited entry" in second_block.content and second_block.metadata["truncated"] is False
-    assert Path(second_block.metadata["path"]) == catalog
+    # the stable-prefix rule: the system prompt keeps the catalog of the epoch, the edited catalog reaches
+    # the model in a tail note appended after the new user message
+    second = main_requests(fake)[1]
+    assert next(b for b in second.system if b.block_id == "memory_catalog") == first_block
+    note = second.messages[-1]
+    assert note.metadata == {"synthetic": True, "source": "system_update", "block_id": "memory_catalog"}
+    assert text_of(note.content).startswith('<system_update block="memory_catalog">')
+    assert "- edited entry" in text_of(note.content) and "truncated" not in text_of(note.content)
+    assert text_of(second.messages[-2].content) == "again"
+    assert Path(first_block.metadata["path"]) == catalog
 
 
 async def test_m09_m20_worker_gets_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:

@@ -24,6 +24,8 @@ from tests.fixtures.multi_agent import (
     ChildRouter,
     child_done,
     child_json,
+    instructions_text,
+    message_text,
     request_text,
     routed_fake,
     system_text,
@@ -124,21 +126,32 @@ async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(
     )
     assert result["metadata"]["agent_definition_id"] == "default_sub_agent"
     assert result["metadata"]["end_reason"] == "completed" and result["metadata"]["turn_count"] == 1
-    # the child's first request: delegated task as a user block, no parent history, body in the system
+    # the child's first request: its parent's tools and system prompt (issue 33: the prefix the provider
+    # has cached), then the delegated task as a user block (no parent history) and the child's own
+    # instructions as system updates: its definition body, role, tool catalog and runtime state
     child_req = router.first("MARK-SUB")
-    assert [m.role for m in child_req.messages] == ["user"]
+    parent_req = next(
+        r
+        for r in fake.requests
+        if r.metadata["agent_type"] == "main"
+        and r.messages[-1].role == "user"
+        and "delegate" in message_text(r.messages[-1])
+    )
+    assert child_req.tools == parent_req.tools and child_req.system == parent_req.system
+    assert child_req.metadata["prompt_cache_key"] == parent_req.metadata["prompt_cache_key"]
+    assert [m.role for m in child_req.messages] == ["user"] * len(child_req.messages)
     first_text = child_req.messages[0].content[0].text  # type: ignore[union-attr]
     assert first_text.startswith("<delegated_task>") and first_text.endswith("</delegated_task>")
     for part in ("MARK-SUB do x", "CTX-TEXT", "- be brief", "- no writes"):
         assert part in first_text
     everything = request_text(child_req)
     assert "EARLIER-USER-TEXT" not in everything and "EARLIER-PARENT-TEXT" not in everything
-    system = system_text(child_req)
-    assert "# Default Sub-Agent" in system
+    updates = {m.metadata["block_id"]: message_text(m) for m in child_req.messages[1:]}
+    assert all(m.metadata["source"] == "system_update" for m in child_req.messages[1:])
+    assert updates["agent_definition:default_sub_agent"].count("# Default Sub-Agent") == 1
+    assert "agent_role: sub" in updates["runtime.role"] and "agent_role: sub" in updates["runtime_state"]
+    system = instructions_text(child_req)
     assert "MARK-SUB" not in system and "CTX-TEXT" not in system
-    blocks = {b.block_id: b for b in child_req.system}
-    assert blocks["agent_definition:default_sub_agent"].priority == 100
-    assert blocks["agent_definition:default_sub_agent"].dynamic is True
     assert not [
         b
         for r in fake.requests
@@ -347,13 +360,26 @@ async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_too
         await collect(run)
     parent_tools = {t.name for t in fake.requests[0].tools}
     assert {"agent.create_sub_agent", "agent.fork_agent", "agent.list_agent_definitions"} <= parent_tools
-    for marker in ("MARK-SUB", "MARK-FORK"):
-        child_tools = {t.name for t in router.first(marker).tools}
-        assert not child_tools & CHILD_BLACKLIST
-        assert not {n for n in child_tools if n.startswith("agent.")}
-        assert {"code.read_file", "code.write_file", "demo.echo"} <= child_tools
-        expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
-        assert child_tools == expected
+    expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
+    # children send their parent's tool definitions (the parent's prompt prefix, issue 33); what they may
+    # call is their own effective set, which their tool catalog names and the pipeline enforces
+    for marker, agent_type in (("MARK-SUB", "sub"), ("MARK-FORK", "fork")):
+        child = router.first(marker)
+        assert {t.name for t in child.tools} == parent_tools
+        (meta,) = [
+            json.loads(row["metadata_json"])
+            for row in rows(soong_env, "SELECT metadata_json FROM runs")
+            if json.loads(row["metadata_json"]).get("agent_type") == agent_type
+        ]
+        effective = set(meta["effective_tools"])
+        assert not effective & CHILD_BLACKLIST and not {n for n in effective if n.startswith("agent.")}
+        assert {"code.read_file", "code.write_file", "demo.echo"} <= effective
+        assert effective == expected
+        catalog = next(
+            message_text(m) for m in child.messages if m.metadata.get("block_id") == "runtime.tool_catalog"
+        )
+        assert "agent.fork_agent" not in catalog and "demo.echo" in catalog
+    # a child narrowed by allowed_tools is shown only those (its own prompt)
 
 
 async def test_i15_i27_check22_check26_child_calls_to_parent_only_tools_are_not_available(
@@ -658,14 +684,24 @@ async def test_i27_check25_fork_inherits_the_active_path_only(soong_env: SoongEn
         for b in m.content
         if isinstance(b, ToolCallBlock) and b.tool_call_id in ("call_f", "l1")
     ]
-    assert (
-        fork_req.messages[-1].role == "user" and "<delegated_task>" in fork_req.messages[-1].content[0].text
-    )  # type: ignore[union-attr]
-    system = system_text(fork_req)
-    assert (
-        "# Default Fork Agent" in system and "agent_role: fork" in system and "agent_role: main" not in system
-    )
-    assert "agent.fork_agent" not in {t.name for t in fork_req.tools}
+    # the fork's request starts with its parent's last request (tools, system prompt, conversation) and
+    # gets its own role, tools, definition and runtime state as system updates after its delegated task
+    parent_req = fake.requests[-3]
+    assert fork_req.tools == parent_req.tools and fork_req.system == parent_req.system
+    assert fork_req.messages[: len(parent_req.messages)] == parent_req.messages
+    delegated = next(i for i, m in enumerate(fork_req.messages) if "<delegated_task>" in message_text(m))
+    updates = fork_req.messages[delegated + 1 :]
+    assert {m.metadata["block_id"] for m in updates} >= {
+        "runtime.role",
+        "runtime.tool_catalog",
+        "agent_definition:default_fork_agent",
+        "runtime_state",
+    }
+    assert all(m.role == "user" and m.metadata["source"] == "system_update" for m in updates)
+    noted = "\n".join(message_text(m) for m in updates)
+    assert "# Default Fork Agent" in noted and "agent_role: fork" in noted
+    assert "agent_role: main" in system_text(fork_req)  # the parent's block, replaced by the update
+    assert fork_req.metadata["prompt_cache_key"] == parent_req.metadata["prompt_cache_key"]
     # fork_from_node_id is the assistant node that issued the call; the first fork node hangs below it
     (agent,) = child_rows(soong_env, sid)
     assert agent["agent_type"] == "fork" and json.loads(agent["metadata_json"])["purpose"] == "fork"
@@ -704,15 +740,27 @@ async def test_i05_i19_check09_fork_override_body_and_empty_body_fallback(soong_
         router,
         tool_calls(
             ("agent.fork_agent", {"task": "MARK-FORK"}, "c1"),
-            ("agent.create_sub_agent", {"task": "MARK-EMPTY", "agent_definition_id": "empty-body"}, "c2"),
+            (  # narrowed by allowed_tools: its own prompt, the definition block in its system prompt
+                "agent.create_sub_agent",
+                {
+                    "task": "MARK-EMPTY",
+                    "agent_definition_id": "empty-body",
+                    "allowed_tools": ["code.read_file"],
+                },
+                "c2",
+            ),
         ),
         text("done"),
     )
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("go")
         await collect(run)
-    fork_system = system_text(router.first("MARK-FORK"))
-    assert "FORK-OVERRIDE" in fork_system and "# Default Fork Agent" not in fork_system
+    fork_req = router.first("MARK-FORK")
+    fork_definition = "\n".join(
+        message_text(m) for m in fork_req.messages if m.metadata.get("source") == "system_update"
+    )  # a fork gets its definition after its parent's prompt (issue 33)
+    assert "FORK-OVERRIDE" in fork_definition and "# Default Fork Agent" not in fork_definition
+    assert "FORK-OVERRIDE" not in system_text(fork_req)
     empty_blocks = {b.block_id: b for b in router.first("MARK-EMPTY").system}
     block = empty_blocks["agent_definition:empty-body"]
     assert (

@@ -16,7 +16,7 @@ from agent_core import AgentCoreError, AgentDefinition, AgentRuntime, ErrorCode
 from agent_core.types.content import JsonBlock
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
-from tests.fixtures.multi_agent import ChildRouter, child_done, routed_fake, system_text, tool_results
+from tests.fixtures.multi_agent import ChildRouter, child_done, instructions_text, routed_fake, tool_results
 from tests.fixtures.runtime import collect, open_runtime
 from tests.fixtures.tool_pipeline import PermissionRecorder
 
@@ -112,8 +112,8 @@ async def test_i02_check03_user_definition_body_in_system_not_description(soong_
     assert reviewer["source"] == "user" and reviewer["description"] == "DESCRIPTION-MARKER"
     assert reviewer["tags"] == ["review", "readonly"] and reviewer["name"] == "Code Reviewer"
     child = router.first("MARK-REV")
-    assert "BODY-MARKER-REVIEW" in system_text(child)
-    assert "DESCRIPTION-MARKER" not in system_text(child)
+    assert "BODY-MARKER-REVIEW" in instructions_text(child)
+    assert "DESCRIPTION-MARKER" not in instructions_text(child)
     assert all("DESCRIPTION-MARKER" not in str(m.model_dump()) for m in child.messages)
 
 
@@ -238,7 +238,7 @@ async def test_check08_user_overrides_builtin(soong_env: SoongEnv) -> None:
         chain = rt._features().agents.registry.inspect()["default_sub_agent"]["chain"]
     sub = next(e for e in entries if e["agent_definition_id"] == "default_sub_agent")
     assert sub["source"] == "user" and sub["name"] == "Mine" and sub["tags"] == []
-    system = system_text(router.first("MARK-S"))
+    system = instructions_text(router.first("MARK-S"))
     assert "USER-SUB-BODY" in system and "# Default Sub-Agent" not in system
     assert [c["source"] for c in chain] == ["builtin", "user"]
     assert chain[1]["overrides"] == "builtin:default_sub_agent" and chain[1]["origin"].endswith("sub.md")
@@ -312,7 +312,7 @@ async def test_i06_check12_i13_code_overrides_user_and_builtin(soong_env: SoongE
         await collect(await rt.start("go"))
         inspect = rt._features().agents.registry.inspect()
     assert entries["reviewer"]["source"] == "code" and entries["default_worker_agent"]["source"] == "code"
-    system = system_text(router.first("MARK-CODE"))
+    system = instructions_text(router.first("MARK-CODE"))
     assert "CODE-BODY" in system and "USER-BODY" not in system
     assert [(c["source"], c["overrides"]) for c in inspect["reviewer"]["chain"]] == [
         ("user", None),
@@ -401,4 +401,4 @@ async def test_config_default_definition_names_a_user_definition(soong_env: Soon
         soong_env, fake, config={"agents": {"default_sub_agent_definition": "helper"}}
     ) as rt:
         await collect(await rt.start("go"))
-    assert "HELPER-BODY" in system_text(router.first("MARK-H"))
+    assert "HELPER-BODY" in instructions_text(router.first("MARK-H"))

@@ -71,8 +71,10 @@ async def test_c04_anthropic_text_and_tool_use_stream(
     assert (call.tool_call_id, call.name, call.arguments) == ("toolu_01A", "code.list_dir", arguments)
     assert done.content[0] == TextBlock(text="Looking.")
     assert done.stop_reason.model_dump() == {"reason": "tool_use", "raw_stop_reason": "tool_use"}
-    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (10, 7, 17)
+    # input_tokens counts the whole prompt: Anthropic's uncached 10 plus the 7 read and 2 written
+    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (19, 7, 26)
     assert (done.usage.cache_read_tokens, done.usage.cache_write_tokens) == (7, 2)
+    assert done.usage.uncached_input_tokens == 10
     assert done.metadata["request_id"] == "req_scripted_1" and done.metadata["response_id"] == "msg_scripted"
 
     (sent,) = scripted_anthropic.requests
@@ -80,7 +82,14 @@ async def test_c04_anthropic_text_and_tool_use_stream(
     assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
     body = sent.json
-    assert body["system"] == [{"type": "text", "text": "core"}, {"type": "text", "text": "project"}]
+    # prompt caching is on by default: breakpoints end the tools, the system prompt and the last message
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"] == [
+        {"type": "text", "text": "core"},
+        {"type": "text", "text": "project", "cache_control": ephemeral},
+    ]
+    assert body["tools"][-1]["cache_control"] == ephemeral
+    assert body["messages"][-1]["content"][-1]["cache_control"] == ephemeral
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert body["tools"][0]["input_schema"] == request.tools[0].input_schema
     assert body["stream"] is True and body["max_tokens"] == 1024
@@ -109,12 +118,9 @@ async def test_c04_anthropic_tool_result_goes_back_in_user_message(
             {"type": "tool_use", "id": "toolu_01A", "name": "code__list_dir", "input": {"path": "src"}},
         ],
     }
-    assert messages[2] == {
-        "role": "user",
-        "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a.py\nb.py", "is_error": False}
-        ],
-    }
+    result = {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a.py\nb.py", "is_error": False}
+    # the last block carries the rolling cache breakpoint
+    assert messages[2] == {"role": "user", "content": [{**result, "cache_control": {"type": "ephemeral"}}]}
 
 
 async def test_anthropic_thinking_block_ignored_and_text_kept(

@@ -159,7 +159,7 @@ async def test_ollama_show_failure_is_classified_and_retried(scripted_ollama: Sc
     scripted_ollama.enqueue(stream(OllamaWire.text_stream("ok")))
     events = await collect(adapter, make_request(tools=TOOLS))
     assert isinstance(events[-1], ModelCompleted)
-    assert sleep.delays_ms == [10]
+    assert sleep.jittered_under([10])
     scripted_ollama.show_queue.append(error(404, {"error": "model 'other' not found"}))
     events = await collect(adapter, make_request(tools=TOOLS, model="other"))
     await adapter.close()

@@ -104,7 +104,7 @@ async def test_c07_providers_ac18_429_then_success_uses_backoff(case: Case) -> N
     events = await collect(adapter, make_request())
     await adapter.close()
     assert types_of(events) == ["model_started", "model_text_delta", "model_completed"]
-    assert sleep.delays_ms == [500]  # initial_backoff_ms with the default retry config
+    assert sleep.jittered_under([500])  # initial_backoff_ms (default retry config), full jitter
     retry = completed_of(events).metadata["retry"]
     assert retry["attempts"] == 2 and retry["max_attempts"] == 3
     assert retry["retries"] == [
@@ -113,7 +113,7 @@ async def test_c07_providers_ac18_429_then_success_uses_backoff(case: Case) -> N
             "error_type": "rate_limit",
             "code": "provider_rate_limited",
             "status_code": 429,
-            "backoff_ms": 500,
+            "backoff_ms": sleep.delays_ms[0],
             "retry_after_ms": None,
         }
     ]
@@ -155,7 +155,7 @@ async def test_c07_providers_ac18_ac19_429_exhausted(case: Case) -> None:
     )
     assert failed.error.status_code == 429 and failed.error.provider == case.name
     assert case.chat_requests() == 3
-    assert sleep.delays_ms == [500, 1000]
+    assert sleep.jittered_under([500, 1000])
     assert failed.metadata["retry"]["attempts"] == 3 and len(failed.metadata["retry"]["retries"]) == 2
 
 
@@ -199,7 +199,7 @@ async def test_providers_ac19_backoff_sequence_four_attempts(scripted_openai: Sc
     events = await collect(adapter, make_request())
     await adapter.close()
     assert failed_of(events).error.type == "server"
-    assert sleep.delays_ms == [500, 1000, 2000]
+    assert sleep.jittered_under([500, 1000, 2000])
     assert len(scripted_openai.requests) == 4
 
 
@@ -238,7 +238,7 @@ async def test_c07_connection_refused_is_network_error_and_retried() -> None:
         "provider_error",
         True,
     )
-    assert sleep.delays_ms == [500, 1000]
+    assert sleep.jittered_under([500, 1000])
 
 
 # -- C8: mid-stream failure ---------------------------------------------------------------------------

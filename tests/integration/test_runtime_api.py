@@ -177,7 +177,10 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     }
     assert RunStatus.completed == "completed" and EndReason.max_turns == "max_turns"
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
-    assert len(EventType) == 70 + len(jobs) and EventType("run_completed") == "run_completed"
+    cache = {"prompt_cache_break"}  # issue 33
+    status = {"model_progress"}  # issue 32: the live status line of a model call
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status)
+    assert EventType("run_completed") == "run_completed"
 
 
 def test_runtime03_ids() -> None:

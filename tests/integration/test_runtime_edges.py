@@ -36,6 +36,8 @@ CATALOGUE: dict[str, tuple[str, str, str, set[str]]] = {
     "message_delta": ("U", "T", "info", {"text"}),
     "message_completed": ("U", "P", "info", {"role", "text", "has_tool_calls"}),
     "model_started": ("D", "P", "info", {"provider", "model", "turn"}),
+    # issue 32: the status line of a model call (waiting / streaming / done), live only
+    "model_progress": ("U", "T", "info", {"phase", "provider", "model", "turn", "prompt_tokens"}),
     "model_text_delta": ("D", "T", "debug", {"text"}),
     "tool_call_delta": ("D", "T", "debug", {"index", "phase", "tool_call_id", "name", "arguments_delta"}),
     "model_completed": (
@@ -150,7 +152,14 @@ async def test_event_catalogue_payload_keys_levels_and_persistence(soong_env: So
         "tool_call_delta",
         "tool_progress",
         "provider_debug",
+        "model_progress",
     }
+    progress = [e.payload for e in all_events if e.event_type == EventType.model_progress]
+    phases = [p["phase"] for p in progress]
+    assert phases[:3] == ["waiting", "streaming", "done"]  # one model call of the first run
+    assert isinstance(progress[0]["prompt_tokens"], int) and progress[0]["prompt_tokens"] > 0
+    assert progress[1]["waited_ms"] >= 0
+    assert progress[2]["output_tokens"] >= 0 and "tokens_per_second" in progress[2]
 
 
 async def test_max_tokens_continuations(soong_env: SoongEnv) -> None:
@@ -170,6 +179,25 @@ async def test_max_tokens_continuations(soong_env: SoongEnv) -> None:
     assert len(fake.requests) == 2 + 4  # the first answer and at most 3 continuations
     assert events[-1].event_type == EventType.loop_failed
     assert events[-1].payload["end_reason"] == "max_output_tokens_recovery"
+
+
+async def test_a_model_repeating_itself_is_not_continued(soong_env: SoongEnv) -> None:
+    """Issue 32 item 4: a weak model that loops until max_output_tokens gets one continuation at most."""
+    loop = "Sure! I can help you with that. Let me know what you need. " * 20
+    fake = FakeProvider(
+        text("An honest start of a long answer that goes on and on about the project", stop="max_tokens"),
+        text(loop, stop="max_tokens"),
+        *[text(f"never asked {i}", stop="max_tokens") for i in range(3)],
+    )
+    async with open_runtime(soong_env, fake) as rt:
+        run = await rt.start("tell me everything")
+        events = await collect(run)
+    assert len(fake.requests) == 2  # the answer and the one continuation that looped: no more calls
+    assert run.status == RunStatus.failed and run.end_reason == EndReason.max_output_tokens_recovery
+    assert run.error is not None and run.error.details["cause"] == "repetition"
+    assert "repeats text it already produced" in run.error.message
+    assert events[-1].event_type == EventType.loop_failed
+    assert events[-1].payload["error"]["details"]["cause"] == "repetition"
 
 
 async def test_resume_session_in_a_new_runtime(soong_env: SoongEnv) -> None:

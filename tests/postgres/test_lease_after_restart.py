@@ -42,12 +42,27 @@ def _pg_config() -> dict[str, Any]:
     }
 
 
-async def _hanging(fake: FakeProvider) -> None:
-    """Until the run waits inside its model call, every write before it done (a write still in flight
-    at the restart would take the lease again first: correct, but not the case under test)."""
+async def _hanging(fake: FakeProvider, run_id: str | None = None, session_id: str | None = None) -> None:
+    """Until the run waits inside its model call and, given ``run_id``, its ``model_started`` (written
+    while the request goes out, without waiting for the commit) is committed: a write still in flight at
+    the restart would take the lease again first — correct, but not the case under test, and under load
+    the commit of that early write could land after the restart (the test then waited for a lease the
+    first runtime had legitimately taken back)."""
     async with asyncio.timeout(60):
         while fake.hanging < 1:
             await asyncio.sleep(0.02)
+        if run_id is None or session_id is None:
+            return
+        probe = PostgresStorage(dsn_env=DSN_ENV, redactor=Redactor())
+        await probe.open()
+        try:
+            while not any(
+                e.run_id == run_id and e.event_type == EventType.model_started
+                for e in await probe.list_events(session_id)
+            ):
+                await asyncio.sleep(0.05)
+        finally:
+            await probe.close()
 
 
 @pytest.mark.timeout(180)
@@ -126,7 +141,7 @@ async def test_two_runtimes_never_run_one_session_at_once_across_a_restart(
         await collect(first, timeout=60)
         sid = first.session_id
         run_a = await rt_a.start("one", session_id=sid)
-        await _hanging(fake_a)  # A holds the session's lease, inside its model call
+        await _hanging(fake_a, run_a.run_id, sid)  # A holds the session's lease, inside its model call
         await asyncio.to_thread(restartable_postgres.restart)
         run_b = await rt_b.start("two", session_id=sid)  # another process: its lease is free now
         await _hanging(fake_b)  # B runs

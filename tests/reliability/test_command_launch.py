@@ -85,7 +85,7 @@ async def test_x01_x02_bare_names_never_resolve_into_the_project(
     assert marker.read_text() == "node_modules/.bin/mytool\n", "a repository git ran"
     audit = run_cli(["audit", run.run_id, "--path", str(project)], env={"PATH": SYSTEM_PATH})
     assert audit.exit_code == 0, audit
-    line = next(ln for ln in audit.stdout.splitlines() if ln.startswith("c_git"))
+    line = next(ln for ln in audit.stdout.splitlines() if ln.split()[2:3] == ["c_git"])  # "<run> #n  <id>"
     following = audit.stdout.splitlines()[audit.stdout.splitlines().index(line) + 1]
     assert f"executable {system_git}" in following, audit.stdout
 

@@ -21,7 +21,7 @@ from agent_core._agents.registry import (
 )
 from agent_core._agents.results import build_result, run_error, schema_problems, structured_output
 from agent_core._agents.tools import delegation_text
-from agent_core._assets.loader import BUILTIN_AGENT_ASSETS, AssetLoader
+from agent_core._asset_loader import BUILTIN_AGENT_ASSETS, AssetLoader
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload
@@ -29,7 +29,7 @@ from agent_core.types.enums import RunStatus
 from agent_core.types.runtime import AgentDefinition
 from tests.fixtures.env import SoongEnv
 
-PACKAGE_ASSETS = Path(__file__).resolve().parents[2] / "src" / "agent_core" / "_assets"
+PACKAGE_ASSETS = Path(__file__).resolve().parents[2] / "src" / "agent_core" / "assets"
 
 
 def candidate(agent_id: str, source: str, overrides: str | None = None) -> Candidate:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from agent_core._assets import (
+from agent_core._asset_loader import (
     ASSET_PATHS,
     BUILTIN_AGENT_ASSETS,
     STATIC_SYSTEM_ASSETS,
@@ -33,7 +33,7 @@ from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.types.runtime import AgentDefinition
 from tests.fixtures.env import SoongEnv
 
-PACKAGE_ASSETS = Path(str(resources.files("agent_core._assets")))
+PACKAGE_ASSETS = Path(str(resources.files("agent_core").joinpath("assets")))
 SRC_ROOT = Path(str(resources.files("agent_core")))
 
 # contract.md §12.2, copied here so that a drifting ASSET_PATHS fails.

@@ -276,7 +276,7 @@ def test_ac21_no_worker_pools_loads_without_implicit_pool(soong_env: SoongEnv) -
 
 
 def test_ac23_packaged_template_loads_with_this_schema(soong_env: SoongEnv) -> None:
-    template = resources.files("agent_core").joinpath("_assets/templates/config_default.toml")
+    template = resources.files("agent_core").joinpath("assets/templates/config_default.toml")
     text = template.read_text(encoding="utf-8")
     soong_env.write_config(raw=text)
     loaded = load_config(project_dir=soong_env.project)

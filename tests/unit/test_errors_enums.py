@@ -125,7 +125,11 @@ def test_runtime_enums_are_strenums() -> None:
     ]
     v2_jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     assert v2_jobs <= {e.value for e in enums.EventType}
-    assert len(enums.EventType) == 70 + len(v2_jobs)
+    cache = {"prompt_cache_break"}  # issue 33: a request that stopped repeating the previous one
+    assert cache <= {e.value for e in enums.EventType}
+    status = {enums.EventType.model_progress}  # issue 32: the live status line of a model call
+    assert status <= enums.TRANSIENT_EVENTS
+    assert len(enums.EventType) == 70 + len(v2_jobs) + len(cache) + len(status)
     assert len(enums.WAL_EVENT_TYPES) == 17
 
 

@@ -11,6 +11,7 @@ from agent_core._loop._limits import (
     RepeatDetector,
     RunLimits,
     cost_usd,
+    usage_of_record,
     usage_record,
 )
 from agent_core.config.loader import load_config
@@ -143,3 +144,43 @@ def test_telemetry_config_defaults_expand_the_home(soong_env: SoongEnv) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(project_dir=soong_env.project)
     assert "telemetry.exporter" in info.value.message
+
+
+def test_cost_prices_each_part_of_the_input_and_the_cost_limit_counts_it() -> None:
+    # 10,000 prompt tokens: 1,000 uncached, 8,000 read from the provider's cache, 1,000 written to it
+    usage = Usage(input_tokens=10_000, output_tokens=100, cache_read_tokens=8_000, cache_write_tokens=1_000)
+    assert usage.uncached_input_tokens == 1_000
+    split = Prices(3.0, 15.0, cache_read_per_mtok=0.3, cache_write_per_mtok=3.75)
+    assert cost_usd(usage, split) == pytest.approx((1_000 * 3 + 8_000 * 0.3 + 1_000 * 3.75 + 100 * 15) / 1e6)
+    # unset cache prices: the input price (an upper bound)
+    assert cost_usd(usage, Prices(3.0, 15.0)) == pytest.approx((10_000 * 3 + 100 * 15) / 1e6)
+    record = usage_record(usage, 0.0)
+    assert (record["uncached_input_tokens"], record["cache_read_tokens"], record["cache_write_tokens"]) == (
+        1_000,
+        8_000,
+        1_000,
+    )
+    assert usage_of_record(record) == usage  # the derived fields are left out when read back
+    # max_cost_usd counts the split cost: 0.0105 spent, so a 0.011 limit is not reached and 0.0104 is
+    for limit, reached in ((0.011, False), (0.0104, True)):
+        limits = RunLimits(budget=Budget(LimitConfig(max_cost_usd=limit)), prices=split)
+        limits.record_usage(usage)
+        assert (limits.before_model_call() is not None) is reached, limit
+
+
+def test_prices_for_a_model_follow_the_provider_cache_rules() -> None:
+    from agent_core.config.model import ResolvedModelConfig, RetryConfig
+
+    def model(provider: str, **extra: object) -> ResolvedModelConfig:
+        base = {"provider": provider, "base_url": "", "api_key_env": "", "name": "m", "context_window": 8192}
+        fields = {"max_output_tokens": 1024, "temperature": None, "timeout_ms": 1000, "retry": RetryConfig()}
+        return ResolvedModelConfig.model_validate({**base, **fields, "price_input_per_mtok": 3.0, **extra})
+
+    anthropic = Prices.for_model(model("anthropic"))
+    assert (anthropic.cache_read_per_mtok, anthropic.cache_write_per_mtok) == pytest.approx((0.3, 3.75))
+    hour = Prices.for_model(model("anthropic", prompt_cache_ttl="1h"))
+    assert hour.cache_write_per_mtok == pytest.approx(6.0)
+    openai = Prices.for_model(model("openai"))
+    assert (openai.cache_read_per_mtok, openai.cache_write_per_mtok) == (None, None)
+    explicit = Prices.for_model(model("openai", price_cache_read_per_mtok=1.5))
+    assert explicit.cache_read_per_mtok == 1.5

@@ -250,7 +250,7 @@ async def test_h18_acc78_acc79_request_fields(tmp_path: Path, monkeypatch: pytes
     assert secret not in req.model_dump_json() and "plain-value" not in req.args_summary
     assert req.hook_summary == {"decision": "allow", "reasons": [], "hook_count": 1}
     assert req.suggested_decision == "allow_once"
-    shown = {"argv", "args_length", "session_argv_prefix"}  # issue 14 §7, §9
+    shown = {"argv", "args_length", "session_argv_prefix", "session_argv_exact", "session_grant_covers"}
     assert {k: v for k, v in req.metadata.items() if k not in shown} == {
         "reasons": ["write", "dangerous"],
         "allow_for_session_available": True,

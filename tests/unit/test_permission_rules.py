@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from agent_core.config.schema import Settings
 from agent_core.permissions._gate import PermissionGate
-from agent_core.permissions._rules import session_prefix
+from agent_core.permissions._session_grants import session_prefix
 from agent_core.tools.context import RunScope
 from agent_core.tools.preflight import Preflight
 from agent_core.types.tools import ToolDefinition

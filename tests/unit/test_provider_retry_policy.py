@@ -12,6 +12,7 @@ from agent_core.config.model import RetryConfig
 from agent_core.providers._streaming import (
     RetryLog,
     StreamProtocolError,
+    backoff_ceiling_ms,
     backoff_ms,
     body_excerpt,
     body_message,
@@ -24,10 +25,12 @@ from agent_core.providers.base import ERROR_TYPES, error_payload, mentions_tools
 
 def test_providers_ac19_backoff_sequence_defaults() -> None:
     retry = RetryConfig()
-    assert [backoff_ms(retry, n) for n in (1, 2, 3)] == [500, 1000, 2000]
-    assert [backoff_ms(retry, n) for n in (4, 5, 6, 7)] == [4000, 8000, 8000, 8000]
+    assert [backoff_ceiling_ms(retry, n) for n in (1, 2, 3)] == [500, 1000, 2000]
+    assert [backoff_ceiling_ms(retry, n) for n in (4, 5, 6, 7)] == [4000, 8000, 8000, 8000]
     tiny = RetryConfig(initial_backoff_ms=10, max_backoff_ms=50)
-    assert [backoff_ms(tiny, n) for n in range(1, 6)] == [10, 20, 40, 50, 50]
+    assert [backoff_ceiling_ms(tiny, n) for n in range(1, 6)] == [10, 20, 40, 50, 50]
+    assert [backoff_ms(retry, n, lambda: 0.999999) for n in (1, 2, 7)] == [500, 1000, 8000]
+    assert [backoff_ms(retry, n, lambda: 0.0) for n in (1, 2, 7)] == [0, 0, 0]
 
 
 def test_parse_retry_after_forms() -> None:

@@ -322,8 +322,10 @@ def test_providers_ac12_anthropic_tool_use_and_cache_usage() -> None:
     call = done.tool_calls[0]
     assert (call.tool_call_id, call.name, call.arguments) == ("toolu_1", "agent.task_get", {"task_id": "t1"})
     assert done.stop_reason.reason == "tool_use"
-    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (20, 9, 29)
+    # the whole prompt: Anthropic's uncached 20 plus 4 read from and 6 written to the cache
+    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (30, 9, 39)
     assert (done.usage.cache_read_tokens, done.usage.cache_write_tokens) == (4, 6)
+    assert done.usage.uncached_input_tokens == 20
     assert done.metadata["response_id"] == "msg_1"
     assert [e.phase for e in events if isinstance(e, ToolCallDelta)] == [
         "start",

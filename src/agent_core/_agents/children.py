@@ -393,6 +393,7 @@ class ChildLauncher:
             agent_type=state.agent_type,
             task_board=spec.task_board,
             interruption=lambda: _interruption(state),
+            inherit_from=_prefix_parent(parent, session, spec, prepared),
         )
 
         async def first_nodes(_scope: RunScope) -> None:
@@ -630,6 +631,23 @@ class ChildLauncher:
 def _counts(run: RunState) -> bool:
     """Active child runs counted by the limits (compact forks never count)."""
     return not run.terminal and run.role != AgentRole.compact
+
+
+def _prefix_parent(
+    parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
+) -> AgentCursor | None:
+    """The cursor whose last request a sub-agent's or fork's requests start with: its parent's, for a child
+    with its default tools (one narrowed by ``allowed_tools`` is shown only those) on the parent's model
+    (a provider's cache is per model). Workers keep prompts of their own (their agents outlive a
+    dispatch)."""
+    if spec.role not in (AgentRole.fork, AgentRole.sub) or prepared.allowed_tools is not None:
+        return None
+    cursor = parent.cursor or (session.cursor if parent.agent_id == session.root_agent_id else None)
+    if parent.model is None or cursor is None:
+        return None
+    mine, theirs = prepared.model, parent.model
+    same = (mine.provider, mine.base_url, mine.name) == (theirs.provider, theirs.base_url, theirs.name)
+    return cursor if same else None
 
 
 def _interruption(state: RunState) -> Interruption:

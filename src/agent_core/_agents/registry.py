@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agent_core._assets.loader import BUILTIN_AGENT_ASSETS, Asset, AssetLoader
+from agent_core._asset_loader import BUILTIN_AGENT_ASSETS, Asset, AssetLoader
 from agent_core._frontmatter import split_frontmatter
 from agent_core.config._profiles import ProfileError, resolve_model
 from agent_core.config.loader import LoadedConfig

@@ -25,6 +25,7 @@ from agent_core._agents.tool_definitions import (
     LIST_DEFINITIONS_TOOL,
     agent_tool_definitions,
 )
+from agent_core._notes import escape_note_text
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
 from agent_core.tools.context import ToolContext
 from agent_core.types.content import ToolCallBlock
@@ -41,7 +42,7 @@ def delegation_text(wrapper: str, sections: Sequence[tuple[str, str | None]]) ->
     lines = [f"<{wrapper}>"]
     for name, body in sections:
         if body:
-            lines += [f"<{name}>", body, f"</{name}>"]
+            lines += [f"<{name}>", escape_note_text(body), f"</{name}>"]
     lines.append(f"</{wrapper}>")
     return "\n".join(lines)
 

@@ -1,8 +1,9 @@
 """``AgentRuntime``: the SDK entry point (contract.md §2, runtime.md §5).
 
 Construction is synchronous and only resolves paths and validates ``config.toml`` (nothing is created on
-disk). Opening (``async with`` or the first awaited call) opens SQLite, verifies the packaged assets and
-wires the registries. The runtime facade only assembles parts; their logic lives in their packages.
+disk). Opening (``async with`` or the first awaited call) first checks that every API-key variable the
+configuration names is set (a ``config_error`` naming the variable and its key otherwise, before anything
+is opened), then opens SQLite, verifies the packaged assets and wires the registries. The runtime facade only assembles parts; their logic lives in their packages.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agent_core._api.wiring import OpenRuntime, open_services
 from agent_core._concurrency import TaskOwner, wait_uninterrupted
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
+from agent_core.config._credentials import check_credentials
 from agent_core.config.loader import LoadedConfig, load_config
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.permissions._deferred import PermissionDeferral
@@ -105,6 +107,7 @@ class AgentRuntime:
         async with self._open_lock:
             self._check_open_allowed()
             if self._manager is None:
+                check_credentials(self._config)  # before anything opens: no session without a key
                 self._opened = await open_services(
                     self._config,
                     providers=self._providers,

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._agents.feature import Agents
 from agent_core._agents.feature import install as install_agents
 from agent_core._artifacts.manager import ArtifactManager
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._compact.service import CompactionService
 from agent_core._compact.service import install as install_compaction
 from agent_core._context.instructions import (
@@ -23,7 +24,7 @@ from agent_core._context.prompt import DynamicSource
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
-from agent_core._redaction import Redactor
+from agent_core._redaction import Redactor, dsn_secrets
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.services import Services
@@ -81,6 +82,15 @@ def secret_env_names(config: LoadedConfig) -> set[str]:
     return {n for n in names if n}
 
 
+def config_secrets(config: LoadedConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Secret values the configuration leads to beyond whole environment values: the password inside the
+    ``storage.postgres.dsn_env`` DSN (a command printing the DSN in another form still cannot show it)."""
+    env = os.environ if environ is None else environ
+    dsn_env = config.settings.storage.postgres.dsn_env
+    dsn = env.get(dsn_env) if dsn_env else None
+    return dsn_secrets(dsn) if dsn else []
+
+
 async def open_services(
     config: LoadedConfig,
     *,
@@ -92,6 +102,8 @@ async def open_services(
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
+    for secret in config_secrets(config):
+        redactor.add_secret(secret)
     storage = session_store(config, redactor)
     caller_adapters = {id(a) for a in tools.adapters()}
     await storage.open()

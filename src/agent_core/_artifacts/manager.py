@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_core._artifacts.cleanup import ARTIFACT_KINDS, delete_artifact_record, unlink_path
 from agent_core._ids import new_id, validate_id, validate_session_id
+from agent_core._private_fs import make_private_dirs, open_private_new
 from agent_core._redaction import Redactor, redact_with
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.rows import json_text, jsonable
@@ -63,11 +64,11 @@ def sanitize_filename(name: str | None, default: str = "output.txt") -> str:
 
 
 def _write_atomic(folder: Path, filename: str, payload: bytes) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(folder)
     final = folder / filename
     temp = folder / f".{filename}.tmp-{_secrets.token_hex(4)}"
     try:
-        with temp.open("xb") as fh:
+        with os.fdopen(open_private_new(temp), "wb") as fh:
             fh.write(payload)
         os.replace(temp, final)
     except BaseException:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._compact.inputs import CompactInput, RangeFacts, build_input, range_facts
 from agent_core._compact.payload import ValidatedSummary, validate_payload
 from agent_core._compact.policy import CutPlan
@@ -162,7 +162,6 @@ def input_budget(
         role=AgentRole.compact.value,
         session_id=req.session.session_id,
         agent_id=req.compact_agent_id,
-        run_id=req.compact_run_id,
     )
     reserve = max(settings.context.reserve_output_tokens, model.max_output_tokens)
     dynamic = (definition.token_count or 0) + counter.text(state_block.content)

@@ -35,12 +35,12 @@ from agent_core._context.conversation import (
     flatten,
     protect,
 )
+from agent_core._context.prefix import PrefixState, Settled, board_block, commit, place, settle
 from agent_core._context.render import RenderCache
-from agent_core._context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
+from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._context.trim import DegradableBlock, degradable_blocks, shrink_previews
 from agent_core.types.content import (
     ContentBlock,
-    TextBlock,
 )
 from agent_core.types.enums import NodeType
 from agent_core.types.model import ModelMessage, SystemBlock
@@ -51,6 +51,7 @@ from agent_core.types.runtime import (
     SystemBlockReport,
     TokenBudget,
 )
+from agent_core.types.tools import ToolDefinition
 
 _COMPACTION = NodeType.compaction.value
 _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_context.value})
@@ -88,6 +89,12 @@ class ComposeInput:
     """The same with one-line tool descriptions (``None``: the descriptions cannot be shortened)."""
     memo: ComposeMemo | None = None
     """The agent's composition memo: lets a build over a path that only grew reuse the previous one."""
+    prefix: PrefixState | None = None
+    """The agent's prefix state (the stable-prefix rule, ``prefix.py``); ``None``: a one-off build (the
+    dynamic blocks in the system prompt, the task board as the last message)."""
+    noted: Sequence[SystemBlock] = ()
+    """An inheriting agent's own static blocks (``static_blocks`` are its parent's): noted when they
+    differ from what the parent's requests carry (``prefix.settle``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -114,6 +121,10 @@ class Composition:
     """The tool definitions must be sent with one-line descriptions (``_budget.short_tools``)."""
     min_prompt_tokens: int = 0
     """The smallest prompt this build could be degraded to (static at its deepest + the user message)."""
+    prefix_restart: str | None = None
+    """Why this build started a new prompt-prefix epoch (``prefix.py``), if it did."""
+    tools: list[ToolDefinition] | None = None
+    """The tool definitions to send instead of the run's own (a child sends its parent's)."""
 
     def report_fields(self) -> dict[str, Any]:
         return {
@@ -149,6 +160,31 @@ def compose(inp: ComposeInput, cache: RenderCache, counter: TokenCounter = DEFAU
     # tool schemas themselves crowd the window.
     reserve = cap if plan.tokens + cap <= window else floor
     return _finish(_budgeted(inp, cache, counter, conversation, plan, reserve), plan, user_tokens, cap)
+
+
+def _leading_drop(items: Sequence[ConversationItem]) -> int:
+    """How many leading items are not user messages (a prompt starts with a user message)."""
+    drop = 0
+    while drop < len(items) and items[drop].message.role != "user":
+        drop += 1
+    return drop
+
+
+def _non_system(lim: ComposeLimits, room: int) -> int:
+    non_system = max(0, room)
+    if lim.non_system_budget is not None:
+        non_system = min(non_system, lim.non_system_budget)
+    return non_system
+
+
+def _report_notes(reports: list[SystemBlockReport], settled: Settled) -> None:
+    """Marks the dynamic blocks this build sends in a tail note (``reason = "tail_note"``)."""
+    noted = {note.key for note in settled.new_notes}
+    if not noted:
+        return
+    for index, report in enumerate(reports):
+        if report.dynamic and report.block_id in noted:
+            reports[index] = report.model_copy(update={"reason": "tail_note"})
 
 
 def _user_tokens(groups: list[list[ConversationItem]], user_node_id: str | None) -> int:
@@ -187,33 +223,67 @@ def _budgeted(
     static_overflow = static_tokens + reserve > window
 
     dyn_budget = max(0, min(lim.dynamic_system_budget, window - static_tokens - reserve))
-    dynamic, dyn_used = select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
-    non_system = max(0, window - reserve - static_tokens - dyn_used)
-    if lim.non_system_budget is not None:
-        non_system = min(non_system, lim.non_system_budget)
+    dynamic, _ = select_dynamic(inp.dynamic_blocks, dyn_budget, counter, system_reports)
 
     groups, excluded = conversation.groups, conversation.excluded
 
-    board_tokens = 0
     board_text = inp.task_board
+    board: SystemBlock | None = None
     if board_text:
         board_text = truncate_to(board_text, lim.task_board_token_budget, counter)
-        board_tokens = counter.text(board_text) + MESSAGE_OVERHEAD + 5
+        board = board_block(board_text, counter)
 
     degradations: list[ArtifactDegradation] = []
 
     memo = inp.memo
     base = memo.flat if memo is not None and conversation.reused else None
     flat = flatten(groups, base, conversation.reused)
+
+    # the stable-prefix rule (prefix.py): the epoch's system blocks, and tail notes for what changed since
+    state = inp.prefix if inp.prefix is not None else PrefixState()
+    epoch = conversation.compaction_id
+
+    def settled_for(included: list[str], rebuild: bool) -> Settled:
+        settled = settle(
+            state,
+            epoch=epoch,
+            blocks=dynamic,
+            board=board,
+            included=included,
+            counter=counter,
+            rebuild=rebuild,
+            noted=inp.noted,
+        )
+        if settled.system_tokens > dyn_budget and not rebuild:  # the window shrank: render them again
+            settled = settle(
+                state,
+                epoch=epoch,
+                blocks=dynamic,
+                board=board,
+                included=included,
+                counter=counter,
+                rebuild=True,
+            )
+        return settled
+
+    settled = settled_for(flat.node_ids[_leading_drop(flat.items) :], bool(inp.substitutions))
+    dyn_used = settled.system_tokens
+    non_system = _non_system(lim, window - reserve - static_tokens - dyn_used)
+    note_tokens = settled.note_tokens
     if memo is not None:
-        if flat.tokens + board_tokens <= non_system and not inp.substitutions and groups:
+        if flat.tokens + note_tokens <= non_system and not inp.substitutions and groups:
             memo.remember(inp.path, conversation, flat, cache)
         else:
             memo.forget()
-    if flat.tokens + board_tokens > non_system:
+    if flat.tokens + note_tokens > non_system:
+        if not settled.restart or settled.notes:  # the conversation is rebuilt: a new epoch
+            settled = settled_for([], True)
+            dyn_used = settled.system_tokens
+            non_system = _non_system(lim, window - reserve - static_tokens - dyn_used)
+            note_tokens = settled.note_tokens
         protect(groups, user_node_id=inp.current_user_node_id, run_id=inp.current_run_id)
         shrink_previews(groups, counter, degradations, protected=False)
-        current = sum([it.tokens for g in groups for it in g]) + board_tokens
+        current = sum([it.tokens for g in groups for it in g]) + note_tokens
         while current > non_system:
             victim = next((g for g in groups if not any(it.protected for it in g)), None)
             if victim is None:
@@ -228,26 +298,20 @@ def _budgeted(
 
     items, messages, included = flat.items, flat.messages, flat.node_ids
     synthetic, tokens = flat.synthetic, flat.tokens
-    drop = 0
-    while drop < len(items) and items[drop].message.role != "user":
-        excluded[items[drop].node.node_id] = "budget"
-        tokens -= items[drop].tokens
-        drop += 1
+    drop = _leading_drop(items)
+    for it in items[:drop]:
+        excluded[it.node.node_id] = "budget"
+        tokens -= it.tokens
     if drop:
         dropped = {it.node.node_id for it in items[:drop]}
         synthetic = [r for r in synthetic if r.source_node_id not in dropped]
     # fresh lists: the flat lists are kept by the memo and must never change
     items, messages, included = items[drop:], messages[drop:], included[drop:]
     synthetic = list(synthetic)
-    if board_text:
-        messages.append(
-            ModelMessage(
-                role="user",
-                content=[TextBlock(text=f"<task_board>{board_text}</task_board>")],
-                metadata={"synthetic": True, "source": "task_board"},
-            )
-        )
-    non_system_tokens = tokens + board_tokens
+    messages = place(messages, included, settled.notes)
+    commit(state, settled)
+    _report_notes(system_reports, settled)
+    non_system_tokens = tokens + note_tokens
     fits = not static_overflow and non_system_tokens <= non_system
     degradable: list[DegradableBlock] = []
     if not fits:
@@ -271,7 +335,7 @@ def _budgeted(
         total_tokens=static_tokens + dyn_used + non_system_tokens,
     )
     return Composition(
-        system=static + dynamic,
+        system=static + settled.system,
         messages=messages,
         fits=fits,
         static_overflow=static_overflow,
@@ -288,4 +352,5 @@ def _budgeted(
         degradable=degradable,
         covered_node_ids=conversation.covered,
         task_board_text=board_text,
+        prefix_restart=settled.cause,
     )

@@ -8,12 +8,13 @@ come from pluggable sources evaluated at every build (context.md §4).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from agent_core._assets.loader import STATIC_SYSTEM_BLOCKS, AssetLoader
+from agent_core._asset_loader import STATIC_SYSTEM_BLOCKS, AssetLoader
 from agent_core._context.composer import ComposeInput, ComposeLimits, Composition, compose
 from agent_core._context.conversation import ComposeMemo
+from agent_core._context.prefix import PrefixState
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._jsontext import compact_json
@@ -44,6 +45,9 @@ class PathView(Protocol):
 
     @property
     def memo(self) -> ComposeMemo: ...
+
+    @property
+    def prefix(self) -> PrefixState: ...
 
 
 def tool_catalog_text(tools: Sequence[ToolDefinition]) -> str:
@@ -87,9 +91,9 @@ def tool_schema_tokens(tools: Sequence[ToolDefinition], counter: TokenCounter = 
     return total
 
 
-def runtime_state_block(
-    *, project: str, mode: str, role: str, session_id: str, agent_id: str, run_id: str
-) -> SystemBlock:
+def runtime_state_block(*, project: str, mode: str, role: str, session_id: str, agent_id: str) -> SystemBlock:
+    """The ``runtime_state`` block: what stays true for the agent, and the UTC date. No run id: a value
+    that changes per run would change the prompt prefix at every user turn (``prefix.py``)."""
     now = utc_now()
     body = "\n".join(
         [
@@ -99,7 +103,6 @@ def runtime_state_block(
             f"agent_role: {role}",
             f"session_id: {session_id}",
             f"agent_id: {agent_id}",
-            f"run_id: {run_id}",
             f"current_date_utc: {now:%Y-%m-%d}",
             "</runtime_state>",
         ]
@@ -149,6 +152,16 @@ def static_blocks(
     return out
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InheritedPrefix:
+    """The parent's last request a child's requests start with: its tool definitions and system blocks
+    (a fork's inherited conversation and tail notes come with its prefix state, ``prefix.py``)."""
+
+    tools: list[ToolDefinition]
+    system: list[SystemBlock]
+    tool_tokens: int
+
+
 @dataclass(kw_only=True, eq=False, slots=True)
 class RunPrompt:
     """The :class:`~agent_core._loop.driver.PromptSource` of one run."""
@@ -164,6 +177,8 @@ class RunPrompt:
     counter: TokenCounter = DEFAULT_COUNTER
     tool_tokens: int = 0
     tool_tokens_short: int | None = None
+    inherited: InheritedPrefix | None = None
+    """A child's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
@@ -184,7 +199,24 @@ class RunPrompt:
             tool_tokens=self.tool_tokens,
             tool_tokens_short=self.tool_tokens_short,
             memo=self.cursor.memo,
+            prefix=self.cursor.prefix,
         )
+        inherited = self.inherited if self.cursor.prefix.inherited else None
+        if inherited is not None:
+            shared = replace(
+                inp,
+                static_blocks=inherited.system,
+                noted=self.static,
+                tool_tokens=inherited.tool_tokens,
+                tool_tokens_short=None,
+            )
+            result = compose(shared, self.cursor.cache, self.counter)
+            if result.prefix_restart is None and not result.short_tool_descriptions:
+                result.tools = list(inherited.tools)
+                result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)
+                return result
+            # the context was rebuilt, or the parent's prompt does not fit: the agent's own prompt from here
+            self.cursor.prefix.inherited = False
         result = compose(inp, self.cursor.cache, self.counter)
         result.degradations.extend(self._degraded[k] for k in substitutions if k in self._degraded)
         return result

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_core._notes import escape_note_text
 from agent_core._storage.decode import trusted
 from agent_core.types.content import (
     ArtifactRefBlock,
@@ -48,8 +49,9 @@ def attr(value: Any) -> str:
 
 
 def wrap_synthetic(node: Node) -> str:
-    """The tagged text of an internal node (context.md §5.2 wrappers)."""
-    body = text_of(node.content) or "".join(_block_text(b) for b in node.content)
+    """The tagged text of an internal node (context.md §5.2 wrappers); the body is escaped
+    (:func:`~agent_core._notes.escape_note_text`), so it cannot close its wrapper."""
+    body = escape_note_text(text_of(node.content) or "".join(_block_text(b) for b in node.content))
     meta = node.metadata
     kind = node.node_type
     if kind == NodeType.skill_context:

@@ -29,6 +29,7 @@ _WARNING = {
 _ERROR = {EventType.loop_failed, EventType.model_failed, EventType.error, EventType.task_wal_failed}
 _DEBUG = {
     EventType.context_built,
+    EventType.prompt_cache_break,
     EventType.model_text_delta,
     EventType.tool_call_delta,
     EventType.provider_debug,

@@ -189,6 +189,21 @@ class ContextBuilt(EventPayload):
 
 
 @frozen_dataclass(kw_only=True)
+class PromptCacheBreak(EventPayload):
+    """A request whose prompt prefix diverges from the agent's previous request (issue 33): the part
+    (``tools``, ``system``, ``messages``), the first item that changed, the messages both share, and
+    why the context was rebuilt when it was (``compaction``, ``rebuild``, ``rewind``; else ``null``)."""
+
+    event_type = EventType.prompt_cache_break
+    part: str
+    first_changed: str
+    reused_messages: int
+    previous_messages: int
+    cause: str | None
+    turn: int
+
+
+@frozen_dataclass(kw_only=True)
 class MessageCreated(EventPayload):
     event_type = EventType.message_created
     role: str = "user"
@@ -218,6 +233,29 @@ class ModelStarted(EventPayload):
     provider: str
     model: str
     turn: int
+
+
+@frozen_dataclass(kw_only=True)
+class ModelProgress(EventPayload):
+    """Where one model call stands, for a status line (live only, never stored).
+
+    ``waiting``: the request is sent (``prompt_tokens`` is the composer's estimate); ``streaming``: the first
+    token arrived after ``waited_ms``; ``done``: the answer is complete (``prompt_tokens`` and
+    ``output_tokens`` as the provider reported them, ``tokens_per_second`` over the generation time, and the
+    answer's ``stop_reason``: ``max_tokens`` means a continuation follows).
+    """
+
+    event_type = EventType.model_progress
+    phase: Literal["waiting", "streaming", "done"]
+    provider: str
+    model: str
+    turn: int
+    prompt_tokens: int | None = None
+    context_window: int | Absent | None = ABSENT
+    waited_ms: int | Absent = ABSENT
+    output_tokens: int | Absent = ABSENT
+    tokens_per_second: float | Absent | None = ABSENT
+    stop_reason: str | Absent = ABSENT
 
 
 @frozen_dataclass

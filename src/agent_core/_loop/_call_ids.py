@@ -7,6 +7,10 @@ known to the redactor; any other id is replaced by a generated ``call_`` id, con
 model call (live ``tool_call_delta`` events and the completed message use the same replacement). The
 call's ``metadata.provider_tool_call_id`` keeps the original for diagnosis only when it holds no secret
 (escaped when not printable ASCII), else a length note.
+
+Ids are also unique within the conversation (issue 31 item 9): an id already ``taken`` (used by an earlier
+call the request carries, or earlier in the run) is replaced too, so a model that reuses ``call_1`` in
+every turn gets distinct stored calls, distinct audit entries and unambiguous result pairing.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ REPLACED_NOTE = "replaced"
 class CallIdGuard:
     """Maps provider ids to safe ids for one model call."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, taken: set[str] | frozenset[str] = frozenset()) -> None:
         self._redactor = redactor
         self._map: dict[str, str] = {}
+        self._taken = taken
 
     def is_safe(self, raw: str) -> bool:
         return SAFE_ID.fullmatch(raw) is not None and self._redactor.text(raw) == raw
@@ -39,7 +44,7 @@ class CallIdGuard:
             return raw
         found = self._map.get(raw)
         if found is None:
-            found = raw if self.is_safe(raw) else new_id("call_")
+            found = raw if self.is_safe(raw) and raw not in self._taken else new_id("call_")
             self._map[raw] = found
         return found
 
@@ -60,6 +65,8 @@ class CallIdGuard:
     def _fix(self, call_id: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         new = self.safe(call_id) or call_id
         meta = self._metadata(metadata, call_id)
+        if new != call_id and "provider_tool_call_id" not in meta:  # a reused id: keep the original
+            meta = {**meta, "provider_tool_call_id": call_id}
         if new == call_id and meta is metadata:
             return None
         return new, meta

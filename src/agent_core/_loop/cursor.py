@@ -10,15 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.conversation import ComposeMemo, is_skipped_assistant
 from agent_core._context.instructions import InstructionIndex
+from agent_core._context.prefix import PrefixState
 from agent_core._context.render import RenderCache
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
 
 
 class AgentCursor:
-    __slots__ = ("agent_id", "cache", "instructions", "lock", "memo", "path")
+    __slots__ = ("agent_id", "cache", "cache_watch", "instructions", "lock", "memo", "path", "prefix")
 
     def __init__(self, agent_id: str, path: Sequence[Node] = ()) -> None:
         self.agent_id = agent_id
@@ -28,6 +30,10 @@ class AgentCursor:
         self.memo = ComposeMemo()
         self.instructions = InstructionIndex()
         """The loaded instruction files of :attr:`path`, kept across the agent's runs."""
+        self.prefix = PrefixState()
+        """The agent's prompt prefix (the stable-prefix rule of ``_context/prefix.py``), across its runs."""
+        self.cache_watch = CacheWatch()
+        """The agent's last model request, for ``prompt_cache_break`` events."""
 
     @property
     def tip(self) -> str | None:

@@ -25,7 +25,13 @@ from agent_core._context.composer import Composition
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
-from agent_core._loop.model_call import normalise_calls, persist_assistant, record_failure, stream_model
+from agent_core._loop.model_call import (
+    done_progress,
+    normalise_calls,
+    persist_assistant,
+    record_failure,
+    stream_model,
+)
 from agent_core._loop.outcome import (
     LoopOutcome,
     StreamAborted,
@@ -186,6 +192,7 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
     completed = normalise_calls(result.event)
     assistant = await persist_assistant(spec, completed, result.latency_ms)
+    await rec.emit(done_progress(spec, state.turns, completed, result.latency_ms, result.first_token_ms))
     return await answer_step(spec, state, completed, assistant)
 
 
@@ -237,12 +244,20 @@ async def decide_after_model(
     """What follows a model answer: :class:`RunTools` (the calls the limits admitted, to execute and then
     end with :func:`end_tools`), the run's outcome, or ``None`` (the loop asks the model again: a
     continuation, a Stop hook's denial, or calls the limits refused — answered here)."""
-    step = next_step(turn.completed, turn.assistant_node_id, continuations=state.continuations)
+    step = next_step(
+        turn.completed,
+        turn.assistant_node_id,
+        continuations=state.continuations,
+        earlier_text=state.continued_text,
+        max_output_tokens=spec.max_output_tokens,
+    )
     if isinstance(step, RunTools):
         state.continuations = 0
+        state.continued_text = ""
         return step if await _admit_tools(spec, state, list(step.calls)) else None
     if isinstance(step, Continue):
         state.continuations += 1
+        state.continued_text += text_of(turn.completed.content)
         return None
     if isinstance(step, Finish):
         return step.outcome
@@ -377,6 +392,10 @@ async def _build_request(
     tools = [] if final else [t for t in spec.tools if t.name in spec.scope.effective_tools]
     if composition.short_tool_descriptions:
         tools = short_tools(tools)
+    if composition.tools is not None and not final:
+        # a sub-agent or fork sends its parent's tool definitions (its prompt prefix); the tool pipeline
+        # still runs only the child's effective tools (any other call is answered tool_not_available)
+        tools = composition.tools
     max_output = spec.max_output_tokens
     if max_output is not None:  # never ask for more output than the window leaves (issue 13)
         max_output = min(max_output, composition.budget.context_window - composition.total_tokens)
@@ -396,6 +415,10 @@ async def _build_request(
         request = spec.output.prepare(request)
     if spec.on_model_request is not None:
         spec.on_model_request(request)
+    if spec.cache_watch is not None:
+        found = spec.cache_watch.check(request, composition.prefix_restart)
+        if found is not None:
+            await spec.recorder.emit(ev.PromptCacheBreak(**found.payload(), turn=state.turns + 1))
     return request
 
 

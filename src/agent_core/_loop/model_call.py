@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_core._concurrency import race
 from agent_core._events import payloads as ev
@@ -27,6 +27,9 @@ from agent_core.types.model import (
     ToolCallDelta,
 )
 
+if TYPE_CHECKING:
+    from agent_core._loop.recorder import RunRecorder
+
 
 async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: LoopState) -> StreamResult:
     rec = spec.recorder
@@ -37,7 +40,9 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     text_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
-    call_ids = CallIdGuard(spec.redactor)
+    taken = {b.tool_call_id for m in request.messages for b in m.content if isinstance(b, ToolCallBlock)}
+    call_ids = CallIdGuard(spec.redactor, taken | state.call_ids)
+    progress = _Progress(spec, turn)
 
     async def forward_text(text: str) -> None:
         """Live deltas carry only secret-free text (a secret split across deltas is held back)."""
@@ -59,6 +64,8 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         agen = spec.adapter.stream(request)
         try:
             async for event in agen:
+                if progress.waiting and isinstance(event, ModelTextDelta | ToolCallDelta):
+                    await progress.first_token(rec)
                 if isinstance(event, ModelTextDelta):
                     text_parts.append(event.text)
                     await forward_text(text_redactor.feed(event.text))
@@ -81,6 +88,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                     report, state.pending_report = state.pending_report, None
                     written = [report, started_event] if report is not None else [started_event]
                     await rec.emit_events(written)
+                    await progress.waiting_for(rec, event, report)
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
                     await rec.emit(
@@ -89,6 +97,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                 elif isinstance(event, ModelCompleted):
                     await end_text()
                     event = call_ids.apply(event)  # no unsafe provider id reaches a column (issue 14 §4)
+                    state.call_ids.update(c.tool_call_id for c in event.tool_calls)
                     problem = validate_completed(event)
                     if problem:
                         return StreamFailed(
@@ -100,7 +109,9 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                         )
                     if raw_debug:
                         event.metadata.setdefault("_raw_debug", raw_debug)
-                    return StreamCompleted(event, int((time.monotonic() - started) * 1000))
+                    return StreamCompleted(
+                        event, int((time.monotonic() - started) * 1000), progress.first_token_ms
+                    )
                 elif isinstance(event, ModelFailed):
                     await end_text()
                     return StreamFailed(
@@ -135,6 +146,75 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     if isinstance(error, AgentCoreError | StorageError) or not isinstance(error, Exception):
         raise error
     return _internal_failure(error, text_parts, partial_calls)
+
+
+class _Progress:
+    """The ``model_progress`` events of one call: ``waiting`` when the request goes out, ``streaming`` at
+    the first token (text or a tool call)."""
+
+    def __init__(self, spec: LoopSpec, turn: int) -> None:
+        self.spec = spec
+        self.turn = turn
+        self.waiting = False
+        self.requested_at = time.monotonic()
+        self.first_token_ms: int | None = None
+        self.provider = spec.provider
+        self.model = spec.model
+
+    async def waiting_for(
+        self, rec: RunRecorder, started: ModelStarted, report: ev.ContextBuilt | None
+    ) -> None:
+        self.requested_at = time.monotonic()
+        self.waiting = True
+        self.provider, self.model = started.provider or self.provider, started.model or self.model
+        budget = report.report.get("token_budget") if report is not None else None
+        tokens = budget.get("total_tokens") if isinstance(budget, dict) else None
+        window = budget.get("context_window") if isinstance(budget, dict) else None
+        await rec.emit(
+            ev.ModelProgress(
+                phase="waiting",
+                provider=self.provider,
+                model=self.model,
+                turn=self.turn,
+                prompt_tokens=tokens if isinstance(tokens, int) else None,
+                context_window=window if isinstance(window, int) else None,
+            )
+        )
+
+    async def first_token(self, rec: RunRecorder) -> None:
+        self.waiting = False
+        self.first_token_ms = int((time.monotonic() - self.requested_at) * 1000)
+        await rec.emit(
+            ev.ModelProgress(
+                phase="streaming",
+                provider=self.provider,
+                model=self.model,
+                turn=self.turn,
+                waited_ms=self.first_token_ms,
+            )
+        )
+
+
+def done_progress(
+    spec: LoopSpec, turn: int, completed: ModelCompleted, latency_ms: int, first_token_ms: int | None
+) -> ev.ModelProgress:
+    """The ``done`` :class:`~agent_core._events.payloads.ModelProgress` of a completed call: the usage the
+    provider reported and the output rate over the generation time (first token to the end)."""
+    meta = completed.metadata
+    output = completed.usage.output_tokens
+    generating_ms = latency_ms - first_token_ms if first_token_ms is not None else latency_ms
+    rate = round(output * 1000 / generating_ms, 1) if output > 0 and generating_ms > 0 else None
+    return ev.ModelProgress(
+        phase="done",
+        provider=str(meta.get("provider") or spec.provider),
+        model=str(meta.get("model") or spec.model),
+        turn=turn,
+        prompt_tokens=completed.usage.input_tokens,
+        waited_ms=first_token_ms if first_token_ms is not None else latency_ms,
+        output_tokens=output,
+        tokens_per_second=rate,
+        stop_reason=completed.stop_reason.reason,
+    )
 
 
 def _internal_failure(exc: Exception, text_parts: list[str], partial_calls: dict[int, str]) -> StreamFailed:

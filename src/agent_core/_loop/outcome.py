@@ -13,6 +13,8 @@ from agent_core.types.model import ModelCompleted, ProviderErrorPayload, Usage
 class StreamCompleted:
     event: ModelCompleted
     latency_ms: int
+    first_token_ms: int | None = None
+    """Milliseconds from the request to the first streamed token (text or tool call), when one arrived."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.composer import Composition
 from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
@@ -95,6 +96,8 @@ class LoopSpec:
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
     limits: RunLimits | None = None
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+    cache_watch: CacheWatch | None = None
+    """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:
@@ -118,11 +121,15 @@ class LoopState:
 
     turns: int = 0
     continuations: int = 0
+    continued_text: str = ""
+    """The text of the answers cut off at ``max_tokens`` that the current continuation chain continues."""
     usages: list[Usage] = field(default_factory=list)
     final_text: str = ""
     final_node_id: str | None = None
     in_tools: bool = False
     pending_report: ContextBuilt | None = None
     stop_denials: int = 0
+    call_ids: set[str] = field(default_factory=set)
+    """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""

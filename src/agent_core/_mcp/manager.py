@@ -43,7 +43,7 @@ from agent_core._events import payloads as ev
 from agent_core._mcp.catalog import McpCatalog, McpServerConfig
 from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
 from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError
-from agent_core._redaction import Redactor
+from agent_core._redaction import SECRET_ENV_NAME, SENSITIVE_KEY, Redactor
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
 from agent_core.tools._command import build_env, resolve_executable
@@ -118,6 +118,21 @@ class McpServerAdapter:
         await self._manager.close_server(self.server.server_id)
 
 
+def literal_secrets(server: McpServerConfig) -> list[str]:
+    """Secret values written literally into an ``mcp.json`` entry: values of secret-looking ``env`` names
+    (``API_KEY``, ``*_TOKEN``, ...) and of sensitive headers (``Authorization``, ``X-Api-Key``, ...; for
+    ``<scheme> <credential>`` also the credential alone). They are registered with the redactor, so a
+    command printing the file or the server's environment does not pass them on."""
+    found = [v for k, v in server.env.items() if SECRET_ENV_NAME.search(k)]
+    for header, value in server.headers.items():
+        if SENSITIVE_KEY.search(header) or "auth" in header.lower() or "key" in header.lower():
+            found.append(value)
+            scheme, _, credential = value.partition(" ")
+            if credential.strip() and scheme.isalpha():
+                found.append(credential.strip())
+    return found
+
+
 class McpManager:
     """MCP servers of one runtime (see the module docstring)."""
 
@@ -144,6 +159,8 @@ class McpManager:
         for server in catalog:
             for name in (*server.env_allowlist, *server.headers_env.values()):
                 self._redactor.add_secret_env(name)
+            for secret in literal_secrets(server):
+                self._redactor.add_secret(secret)
 
     # -- introspection ------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._events import payloads as ev
 from agent_core._memory.files import MemoryRecord, MemoryStore
 from agent_core._memory.llm import complete, job_request

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode, ProviderError
 from agent_core.providers.base import ProviderAdapter

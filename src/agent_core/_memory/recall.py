@@ -30,6 +30,7 @@ from agent_core._context.conversation import latest_valid_compaction
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._memory.files import MemoryRecord, MemoryStore, render_catalog
 from agent_core._memory.scan import is_assistant_message, is_user_message
+from agent_core._notes import escape_note_text
 from agent_core.errors import AgentCoreError, ErrorCode, ToolError
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.types.content import TextBlock, text_of
@@ -137,11 +138,11 @@ def selector_prompt(
     lines = "\n".join(json.dumps(f, ensure_ascii=False) for f in front)
     return "\n\n".join(
         [
-            f"<recall_query>{query}</recall_query>",
-            f"<user_request>\n{request.strip() or '(none)'}\n</user_request>",
-            f"<recent_context>\n{recent}\n</recent_context>",
-            f"<memory_catalog>\n{catalog.strip()}\n</memory_catalog>",
-            f"<memory_frontmatter>\n{lines}\n</memory_frontmatter>",
+            f"<recall_query>{escape_note_text(query)}</recall_query>",
+            f"<user_request>\n{escape_note_text(request.strip() or '(none)')}\n</user_request>",
+            f"<recent_context>\n{escape_note_text(recent)}\n</recent_context>",
+            f"<memory_catalog>\n{escape_note_text(catalog.strip())}\n</memory_catalog>",
+            f"<memory_frontmatter>\n{escape_note_text(lines)}\n</memory_frontmatter>",
             f"<limit>{limit}</limit>",
         ]
     )

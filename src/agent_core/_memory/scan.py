@@ -18,6 +18,7 @@ from typing import Any
 
 from agent_core._context.conversation import is_skipped_assistant
 from agent_core._memory.files import MemoryRecord
+from agent_core._notes import escape_note_text
 from agent_core._storage.protocol import SessionStore
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, ToolResultBlock, text_of
 from agent_core.types.enums import NodeType
@@ -209,12 +210,12 @@ def job_prompt(
     """The job's user message with the tagged sections the ``memory.extraction`` prompt expects."""
     parts = [
         f"<allowed_categories>{', '.join(categories)}</allowed_categories>",
-        f"<memory_catalog>\n{(catalog or '(empty)').strip()}\n</memory_catalog>",
-        f"<existing_memories>\n{frontmatter_lines(records)}\n</existing_memories>",
-        f"<conversation>\n{conversation_text(scan)}\n</conversation>",
-        f"<active_path_summary>\n{active_path_summary(scan)}\n</active_path_summary>",
+        f"<memory_catalog>\n{escape_note_text((catalog or '(empty)').strip())}\n</memory_catalog>",
+        f"<existing_memories>\n{escape_note_text(frontmatter_lines(records))}\n</existing_memories>",
+        f"<conversation>\n{escape_note_text(conversation_text(scan))}\n</conversation>",
+        f"<active_path_summary>\n{escape_note_text(active_path_summary(scan))}\n</active_path_summary>",
     ]
     summary = compaction_summary(scan)
     if summary:
-        parts.append(f"<compaction_summary>\n{summary}\n</compaction_summary>")
+        parts.append(f"<compaction_summary>\n{escape_note_text(summary)}\n</compaction_summary>")
     return "\n\n".join(parts)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent_core._memory.files import CATALOG_FILE, CATEGORIES
 from agent_core._memory.sensitive import find_secret
+from agent_core._private_fs import make_private_dirs
 from agent_core._redaction import Redactor
 from agent_core.errors import AgentCoreError, ErrorCode
 
@@ -97,7 +98,7 @@ class MemoryWriter:
             self.check_content(f"memory file {target.relative_to(self.memory_dir).as_posix()!r}", text)
         try:
             for target in targets:
-                target.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(target.parent)
         except OSError as exc:
             raise _refuse(f"cannot create memory directories: {type(exc).__name__}", cause=exc) from exc
         for target in targets:  # re-check after mkdir (a directory may have been swapped meanwhile)

@@ -6,6 +6,7 @@ everything that differs between them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from agent_core._context._budget import short_tools
 from agent_core._context.composer import ComposeLimits
 from agent_core._context.prompt import (
     DynamicSource,
+    InheritedPrefix,
     RunPrompt,
     runtime_state_block,
     static_blocks,
@@ -66,6 +68,17 @@ class AgentRunSpec:
     purpose: str | None = None
     agent_type: AgentType = AgentType.main
     interruption: Callable[[], Interruption] | None = None
+    inherit_from: AgentCursor | None = None
+    """A child's parent: the child's requests start with the parent's last request — its tools and
+    system prompt, and for a fork its conversation — and add the child's own instructions after it, so a
+    provider's prompt cache serves the shared part (``_context/prefix.py``). ``None``: its own prompt."""
+
+
+def prompt_cache_key(session_id: str, agent_id: str) -> str:
+    """A stable, opaque key per agent of a session (OpenAI's ``prompt_cache_key``): the provider routes
+    requests with one key to where their common prefix is cached. Ids are hashed, not sent."""
+    digest = hashlib.sha256(f"{session_id}/{agent_id}".encode()).hexdigest()
+    return f"soong-{digest[:32]}"
 
 
 def run_limits(
@@ -81,7 +94,7 @@ def run_limits(
         else Budget(LimitConfig.from_section(settings.limits))
     )
     state.budget = budget
-    prices = Prices(model.price_input_per_mtok, model.price_output_per_mtok)
+    prices = Prices.for_model(model)
     return RunLimits(budget=budget, prices=prices, enforce=enforce)
 
 
@@ -156,7 +169,6 @@ async def prepare_agent_loop(
                 role=spec.role.value,
                 session_id=state.session_id,
                 agent_id=state.agent_id,
-                run_id=state.run_id,
             )
         ]
 
@@ -200,6 +212,18 @@ async def prepare_agent_loop(
         result_limit_tokens=settings.tools.result_limit_tokens,
         task_board_token_budget=settings.context.task_board_token_budget,
     )
+    prefix_owner = state.agent_id
+    inherited: InheritedPrefix | None = None
+    parent = spec.inherit_from
+    if parent is not None and parent.cache_watch.tools is not None and not spec.cursor.prefix.started:
+        sent_tools = parent.cache_watch.tools
+        inherited = InheritedPrefix(
+            tools=sent_tools,
+            system=parent.cache_watch.system_blocks,
+            tool_tokens=tool_schema_tokens(sent_tools, services.counter),
+        )
+        spec.cursor.prefix.inherit(parent.prefix, inherited.system, conversation=spec.role == AgentRole.fork)
+        prefix_owner = parent.agent_id
     prompt = RunPrompt(
         cursor=spec.cursor,
         static=static,
@@ -212,12 +236,14 @@ async def prepare_agent_loop(
         counter=services.counter,
         tool_tokens=tool_schema_tokens(tools, services.counter),
         tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
+        inherited=inherited,
     )
     metadata: dict[str, Any] = {
         "session_id": state.session_id,
         "agent_id": state.agent_id,
         "run_id": state.run_id,
         "agent_type": spec.agent_type.value,
+        "prompt_cache_key": prompt_cache_key(state.session_id, prefix_owner),
     }
     if spec.purpose:
         metadata["purpose"] = spec.purpose
@@ -246,6 +272,7 @@ async def prepare_agent_loop(
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
+        cache_watch=spec.cursor.cache_watch,
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
-from agent_core._assets.loader import AssetLoader
+from agent_core._asset_loader import AssetLoader
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._redaction import Redactor

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_core._private_fs import make_private_dirs, open_private_new
+
 if TYPE_CHECKING:
     from agent_core._storage.protocol import SessionStore
     from agent_core.config.schema import Settings
@@ -157,9 +159,12 @@ class LoopbackLive:
         path = self._port_file(run_id)
         try:
             port = transport.get_extra_info("sockname")[1]
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             temp = path.with_suffix(f".{os.getpid()}.tmp")
-            temp.write_text(str(port), encoding="utf-8")
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+            with os.fdopen(open_private_new(temp), "w", encoding="utf-8") as handle:
+                handle.write(str(port))
             temp.replace(path)
             yield feed
         finally:

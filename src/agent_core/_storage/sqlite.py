@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
+from agent_core._private_fs import create_private_file, make_private_dirs
 from agent_core._redaction import Redactor
 from agent_core._storage.caches import StoreCaches
 from agent_core._storage.migrations import MIGRATIONS, Migration, apply_migrations
@@ -80,7 +81,8 @@ class StorageManager(SqlSessionStore):
             writer: aiosqlite.Connection | None = None
             reader: aiosqlite.Connection | None = None
             try:
-                self._db_path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self._db_path.parent)  # a home the runtime creates is 0700
+                create_private_file(self._db_path)  # SQLite gives -wal/-shm the same mode (0600)
                 writer = await self._connect()
                 mode = await _enable_wal(writer)
                 if str(mode).lower() != "wal":

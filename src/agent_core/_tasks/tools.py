@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from agent_core._assets.loader import Asset, AssetLoader
+from agent_core._asset_loader import Asset, AssetLoader
 from agent_core._events import payloads as ev
 from agent_core._redaction import Redactor, default_redactor
 from agent_core._tasks.dag import Actor

@@ -100,7 +100,7 @@ class WalWriter:
         data = b"".join(r.to_line() for r in records)
         with self._lock:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
             except FileExistsError as exc:
                 raise AgentCoreError(
                     ErrorCode.path_conflict, f"a Task WAL named {path.name} already exists", cause=exc

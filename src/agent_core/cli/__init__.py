@@ -14,7 +14,7 @@ Contract of ``run``:
   go to stderr. Output is plain text; there is no JSON event stream (``--plain`` is an accepted no-op).
 - Permission prompts are answered on stdin: ``1``/``allow once``, ``2``/``allow for session``,
   ``3``/``deny`` (trimmed, case-insensitive); EOF, unavailable stdin, anything else or 120 s without an
-  answer → ``deny``. There is no re-prompt.
+  answer → ``deny``. There is no re-prompt; a denial for an unrecognised answer names the valid ones.
 - Exit status: 0 when the run ends ``completed``; 1 for startup/config errors and runs ending otherwise;
   2 for usage errors; 130 after Ctrl-C (which calls ``run.cancel()``; a second Ctrl-C stops waiting).
 - Cold start: only argparse/asyncio/logging are imported before the arguments are parsed; the command's
@@ -26,14 +26,19 @@ handler has the signature ``async (args, out: Output, err: Output, stdin) -> int
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import importlib
-import logging
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from agent_core.cli import _interrupts
+
+_interrupts.install_if_launched()  # first: Ctrl-C during the imports below: one line, status 130 (issue 32)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
+import logging  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -155,7 +160,17 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8765, help="TCP port (default 8765; 0 picks a free one)")
-    serve.add_argument("--token", help="API token (default: $SOONG_AGENT_SERVE_TOKEN, else generated)")
+    source = serve.add_mutually_exclusive_group()
+    source.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the API token from PATH (mode 0600; preferred, like $SOONG_AGENT_SERVE_TOKEN)",
+    )
+    source.add_argument(
+        "--token",
+        help="API token (visible to other local users until scrubbed at startup, and in shell history; "
+        "prefer --token-file or $SOONG_AGENT_SERVE_TOKEN; default: generated)",
+    )
     serve.add_argument("--debug", action="store_true", help="show debug log output and access logs")
     serve.set_defaults(handler="agent_core.cli._serve:serve_command")
 
@@ -272,17 +287,57 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _ScrubSecrets(logging.Filter):
+    """Log records leave the process without secrets (issue 31 item 13): ``token=`` query values (an
+    access log line of ``GET /?token=...``) and every value the process redactor knows are replaced."""
+
+    _QUERY_TOKEN = re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key)=)[^&\s\"']*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from agent_core._redaction import REDACTED, default_redactor
+
+        message = record.getMessage()
+        clean = default_redactor.text(self._QUERY_TOKEN.sub(rf"\g<1>{REDACTED}", message))
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
 def _configure_logging(debug: bool) -> None:
-    """The CLI's only logging setup: one concise stderr handler (WARNING, or DEBUG with ``--debug``)."""
+    """The CLI's only logging setup: one concise stderr handler (WARNING, or DEBUG with ``--debug``).
+
+    ``aiosqlite`` and ``sse_starlette`` stay at INFO even with ``--debug``: their DEBUG records print every
+    SQL call with its parameters and every event chunk sent, i.e. conversation content."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("soong-agent: %(levelname)s: %(name)s: %(message)s"))
+    handler.addFilter(_ScrubSecrets())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    for chatty in ("aiosqlite", "sse_starlette"):
+        logging.getLogger(chatty).setLevel(logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point (``soong-agent = "agent_core.cli:main"``); returns the exit status."""
+    """Console-script entry point (``soong-agent = "agent_core.cli:main"``); returns the exit status.
+
+    Ctrl-C at any moment ends the process with status 130 and one line (``agent_core.cli._interrupts``)."""
+    try:
+        _interrupts.install()
+        status = _main(argv)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # a 2nd Ctrl-C cancelled a hung startup
+        status = EXIT_INTERRUPTED
+    if status != EXIT_INTERRUPTED and _interrupts.missed():
+        status = EXIT_INTERRUPTED  # Ctrl-C while nothing could take it (startup, shutdown)
+    if status == EXIT_INTERRUPTED and not _interrupts.reported():
+        with contextlib.suppress(OSError, ValueError):
+            # on a terminal the echoed ^C is on the current line: the notice starts a fresh one
+            sys.stderr.write(("\n" if sys.stderr.isatty() else "") + _interrupts.INTERRUPTED_LINE)
+            sys.stderr.flush()
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
@@ -299,17 +354,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, _, function_name = str(args.handler).partition(":")
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
-        return int(asyncio.run(handler(args, out, err, sys.stdin)))
-    except KeyboardInterrupt:
-        err.write("\nsoong-agent: interrupted\n")
+        return int(asyncio.run(_interrupts.run_main(handler(args, out, err, sys.stdin))))
+    except (KeyboardInterrupt, asyncio.CancelledError):
         return EXIT_INTERRUPTED
     except Exception as exc:
         if debug:
             raise
+        from agent_core.cli._terminal import error_text
         from agent_core.errors import AgentCoreError
 
         if isinstance(exc, AgentCoreError):
-            err.write(f"soong-agent: error: {exc.message}\n")
+            err.write(error_text(exc))
             return EXIT_FAILED
         err.write(
             f"soong-agent: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n"

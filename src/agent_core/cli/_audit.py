@@ -3,8 +3,9 @@
 Reads the persisted events (``tool_started`` / ``tool_denied`` carry ``permission_audit``: who decided —
 ``policy``, ``rule``, ``session_grant``, ``callback`` or ``hook`` — the decision, the matching
 ``[[permissions.rules]]`` entry, the reasons for asking and the request id; ``tool_failed`` before the
-gate means the call was never checked). One block per tool call, in call order, on stdout; every stored
-string is escaped for the terminal. Exit status 0, or 1 when the id is unknown.
+gate means the call was never checked). One block per executed tool call (``<run_id> #<n>``: keyed by run
+and sequence, so calls sharing a provider id stay apart), in call order, on stdout; every stored string is
+escaped for the terminal. Exit status 0, or 1 when the id is unknown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_core.cli._terminal import Output, escape_terminal
+from agent_core.cli._terminal import Output, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core.types.runtime import ReplayResult, RuntimeEvent
@@ -69,19 +70,41 @@ def explain(audit: dict[str, Any] | None, *, allowed: bool, reason: str | None =
     return "; ".join(parts)
 
 
-def describe(replay: ReplayResult) -> list[str]:
-    """The audit lines of every tool call in ``replay`` (call order)."""
-    calls: dict[str, list[RuntimeEvent]] = {}
+def executed_calls(replay: ReplayResult) -> list[tuple[str, int, str, list[RuntimeEvent]]]:
+    """Every tool call of ``replay`` as ``(run_id, n, tool_call_id, events)``, ``n`` its 1-based position
+    among the run's calls. Keyed by run and sequence, not by the provider's id: a call starts with its
+    ``tool_started`` / ``tool_denied`` (or a ``tool_failed`` that no started call is waiting for), so a
+    model reusing one id for several calls still gets one entry per call (issue 31 item 9)."""
+    calls: list[tuple[str, int, str, list[RuntimeEvent]]] = []
+    open_calls: dict[tuple[str, str], list[RuntimeEvent]] = {}
+    per_run: dict[str, int] = {}
     for event in replay.events:
-        if event.tool_call_id and event.event_type.value in _GATE_EVENTS:
-            calls.setdefault(event.tool_call_id, []).append(event)
+        kind = event.event_type.value
+        if not event.tool_call_id or kind not in _GATE_EVENTS:
+            continue
+        run_id = event.run_id or ""
+        key = (run_id, event.tool_call_id)
+        current = open_calls.get(key)
+        waiting = current is not None and current[-1].event_type.value == "tool_started"
+        if kind in ("tool_completed", "tool_failed") and waiting and current is not None:
+            current.append(event)
+            continue
+        per_run[run_id] = per_run.get(run_id, 0) + 1
+        events = [event]
+        open_calls[key] = events
+        calls.append((run_id, per_run[run_id], event.tool_call_id, events))
+    return calls
+
+
+def describe(replay: ReplayResult) -> list[str]:
+    """The audit lines of every executed tool call in ``replay`` (call order, one entry per call)."""
     lines: list[str] = []
-    for call_id, events in calls.items():
+    for run_id, n, call_id, events in executed_calls(replay):
         by_type = {e.event_type.value: e.payload for e in events}
         first = events[0].payload
         tool = str(first.get("tool_name") or "?")
         args = str(by_type.get("tool_started", {}).get("args_summary") or "")
-        lines.append(f"{call_id}  {tool}  {args}".rstrip())
+        lines.append(f"{run_id} #{n}  {call_id}  {tool}  {args}".rstrip())
         if "tool_started" in by_type:
             started = by_type["tool_started"]
             lines.append("    " + explain(started.get("permission_audit"), allowed=True))
@@ -107,7 +130,7 @@ async def audit_command(args: argparse.Namespace, out: Output, err: Output, stdi
             else:
                 replay = await runtime.replay_session(target)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     header = f"session {replay.session_id}" + (f", run {replay.run_id}" if replay.run_id else "")
     lines = describe(replay)

@@ -89,43 +89,76 @@ async def _history(chat: ChatSession, args: list[str]) -> None:
     if not path:
         chat.note("no messages yet in this session")
         return
+    if chat.session_id is not None:  # a reply cancelled after the active leaf hangs off it, kept
+        runtime = await chat.ready()
+        leaf = path[-1].node_id
+        path += [
+            node
+            for node in (await runtime.replay_session(chat.session_id)).nodes
+            if node.parent_id == leaf and node.role == "assistant" and node.metadata.get("partial")
+        ]
     lines = []
     for node in path:
         if node.node_type != "message" or node.role not in ("user", "assistant"):
             continue
-        if node.metadata.get("partial") or node.metadata.get("failed") or node.metadata.get("aborted"):
+        meta = node.metadata
+        cancelled = bool(meta.get("partial") and meta.get("aborted"))
+        if meta.get("failed") or ((meta.get("partial") or meta.get("aborted")) and not cancelled):
             continue
         text = safe(cut(text_of(node.content), HISTORY_TEXT_LIMIT))
         if not text:
             continue
         who = "you" if node.role == "user" else "assistant"
-        lines.append(f"{node.node_id}  {who:>9}: {text}")
+        mark = "  [cancelled]" if cancelled else ""  # the partial reply kept when a reply was cancelled
+        lines.append(f"{node.node_id}  {who:>9}: {text}{mark}")
     chat.printer.block(lines or ["(no messages on the active path)"])
 
 
-async def _branch(chat: ChatSession, args: list[str]) -> None:
+async def _node_id(chat: ChatSession, command: str, args: list[str]) -> str | None:
+    """The node id ``args`` name: a full id, or the start (else the end, e.g. its random tail) of exactly
+    one node id of the current session (``None`` after printing why not)."""
     if len(args) != 1:
-        chat.printer.line("error: usage: /branch <node_id>  (node ids: /history)")
-        return
+        chat.printer.line(f"error: usage: {command} <node_id or a unique prefix>  (node ids: /history)")
+        return None
     if chat.session_id is None:
         chat.printer.line("error: no session yet: send a message first")
+        return None
+    wanted = args[0]
+    runtime = await chat.ready()
+    ids = [node.node_id for node in (await runtime.replay_session(chat.session_id)).nodes]
+    if wanted in ids:
+        return wanted
+    matches = [node_id for node_id in ids if node_id.startswith(wanted)]
+    if not matches:  # the random tail of an id (``a1b2c3``) identifies it as well as its start
+        matches = [node_id for node_id in ids if node_id.endswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        chat.printer.line(
+            f"error: {safe(wanted)!r} is the start of {len(matches)} node ids ({shown}): type more of it"
+        )
+        return None
+    return wanted  # unknown: the runtime's error names it
+
+
+async def _branch(chat: ChatSession, args: list[str]) -> None:
+    node_id = await _node_id(chat, "/branch", args)
+    if node_id is None or chat.session_id is None:
         return
     runtime = await chat.ready()
-    node = await runtime.switch_node(chat.session_id, args[0])
+    node = await runtime.switch_node(chat.session_id, node_id)
     chat.note(f"active leaf is now {node.node_id} ({node.role}); your next message continues from it")
 
 
 async def _fork(chat: ChatSession, args: list[str]) -> None:
-    if len(args) != 1:
-        chat.printer.line("error: usage: /fork <node_id>  (node ids: /history)")
-        return
-    if chat.session_id is None:
-        chat.printer.line("error: no session yet: send a message first")
+    node_id = await _node_id(chat, "/fork", args)
+    if node_id is None or chat.session_id is None:
         return
     runtime = await chat.ready()
     source = chat.session_id
-    chat.session_id = await runtime.fork_session(source, args[0])
-    chat.note(f"forked {source} at {args[0]} into session {chat.session_id} (now current)")
+    chat.session_id = await runtime.fork_session(source, node_id)
+    chat.note(f"forked {source} at {node_id} into session {chat.session_id} (now current)")
 
 
 async def _mode(chat: ChatSession, args: list[str]) -> None:
@@ -168,7 +201,15 @@ async def _tasks(chat: ChatSession, args: list[str]) -> None:
     chat.printer.block(lines)
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+_USAGE_KEYS = (
+    "input_tokens",
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+"""The input first, then its split (uncached, read from and written to the provider's prompt cache)."""
 
 
 async def _usage(chat: ChatSession, args: list[str]) -> None:
@@ -183,10 +224,11 @@ async def _usage(chat: ChatSession, args: list[str]) -> None:
             for key, value in (run.usage or {}).items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     totals[key] = (totals.get(key) or 0) + value
+    cached = bool(totals.get("cache_read_tokens") or totals.get("cache_write_tokens"))
     parts = [
         f"{key.removesuffix('_tokens').replace('_', ' ')} {totals[key]}"
         for key in _USAGE_KEYS
-        if isinstance(totals.get(key), int)
+        if isinstance(totals.get(key), int) and (cached or key != "uncached_input_tokens")
     ]
     runs = totals.get("runs") or len(replay.runs)
     lines = [f"session {chat.session_id}: {runs} run(s); tokens: {', '.join(parts) or 'none reported'}"]
@@ -273,8 +315,8 @@ HELP = (
     ("/sessions [n]", "the n most recent sessions of this project (default 10)"),
     ("/use <session_id>", "continue another session"),
     ("/history", "messages of the active path, with their node ids"),
-    ("/branch <node_id>", "make that node the active leaf (the next message branches from it)"),
-    ("/fork <node_id>", "copy the path to that node into a new session and switch to it"),
+    ("/branch <node_id>", "make that node the active leaf (a unique start or end of the id is enough)"),
+    ("/fork <node_id>", "copy the path to that node into a new session and switch to it (same id forms)"),
     ("/mode normal|orchestrator", "mode of the next new session"),
     ("/tasks", "the Task board of this session"),
     ("/usage", "tokens, cost and limits of this session"),

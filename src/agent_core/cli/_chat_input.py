@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -48,6 +48,10 @@ class LineInput(Protocol):
 
     def abort(self) -> None:
         """Ends the prompt being shown (``read`` returns ``None``), e.g. when the runtime failed to open."""
+        ...
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """While a reply streams: typed keys are not echoed (see :func:`no_echo`)."""
         ...
 
 
@@ -84,6 +88,7 @@ class TerminalInput:
         with contextlib.suppress(OSError):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.close(fd)
+        self._stdin = stdin
         io: dict[str, Any] = {"input": create_input(stdin), "output": create_output(prompt_out)}
         self._lines: PromptSession[str] = PromptSession(history=FileHistory(str(path)), **io)
         self._answers: PromptSession[str] = PromptSession(history=InMemoryHistory(), **io)
@@ -103,6 +108,9 @@ class TerminalInput:
 
     def interrupt(self) -> None:  # Ctrl-C at the prompt is a key press (raw mode), not a signal
         return None
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        return no_echo(self._stdin)
 
     def abort(self) -> None:
         self._aborted = True
@@ -152,6 +160,39 @@ class PlainInput:
     def abort(self) -> None:
         self._aborted = True
         self.interrupt()
+
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def no_echo(stream: TextIO) -> Iterator[None]:
+    """Turns the terminal's echo off (``ECHO`` and ``ECHOCTL``) for the block, then restores it.
+
+    Used while a reply streams: keys typed meanwhile wait unseen in the terminal's input queue and the next
+    prompt shows and runs them (a line typed during a reply is queued, never dropped), and neither they nor
+    an echoed ``^C`` can push the redrawn reply area down a line, which left a second copy of the partial
+    reply on screen after a cancel. Not a terminal → no change."""
+    try:
+        import termios
+
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd)
+    except (ImportError, AttributeError, ValueError, OSError):
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except (termios.error, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def open_input(home: Path, stdin: TextIO | None, prompt_out: Output) -> LineInput:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_core.cli._run import _error_text
+from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, escape_terminal
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _split_point(text: str) -> int:
 class ChatPrinter:
     """Renders events; ``rich`` selects Markdown/dim styling (a terminal) or plain text (a pipe)."""
 
-    def __init__(self, out: Output, *, rich: bool) -> None:
+    def __init__(self, out: Output, *, rich: bool, err: Output | None = None) -> None:
         self.out = out
         self.rich = rich
         self._console: Console | None = None
@@ -67,6 +68,9 @@ class ChatPrinter:
         self._at_line_start = True
         self._error: dict[str, Any] | None = None
         self.cancel_requested = False
+        self.status = ModelStatus(err or out)
+        self.status.before_line = self.end_reply
+        self.status.line_open = lambda: bool(self._pending.strip()) or not self._at_line_start
 
     # ---- low-level output ---------------------------------------------------------------------
     @property
@@ -118,7 +122,9 @@ class ChatPrinter:
     def _markdown(self, text: str) -> Any:
         from rich.markdown import Markdown
 
-        return Markdown(safe(text, multiline=True))
+        # hyperlinks=False: a link shows its target as text, never an OSC 8 hyperlink whose visible text can
+        # hide where it points ([https://github.com/acme](https://evil.example), issue 31)
+        return Markdown(safe(text, multiline=True), hyperlinks=False)
 
     def _print_markdown(self, text: str) -> None:
         if text.strip():
@@ -156,6 +162,8 @@ class ChatPrinter:
 
     # ---- events -------------------------------------------------------------------------------
     def handle(self, event: RuntimeEvent, depth: int = 0) -> None:
+        if self.status.handle(event, root=depth == 0):
+            return
         kind = event.event_type.value
         p = event.payload
         if kind == "loop_failed":
@@ -250,6 +258,7 @@ class ChatPrinter:
                 self.line(text, dim=True, depth=depth)
 
     def finish(self) -> None:
+        self.status.clear()
         if self._error is not None:
             error, self._error = self._error, None
             self.line(f"[error] {safe(_error_text(error))}")

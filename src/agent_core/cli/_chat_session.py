@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent_core._concurrency import TaskOwner
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
 from agent_core.cli._diff import wants_color
-from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
+from agent_core.cli._prompt import (
+    STDIN_TIMEOUT_S,
+    VALID_ANSWERS,
+    VALID_WORDS,
+    describe_request,
+    recognised_answer,
+)
 from agent_core.cli._terminal import Output
 
 if TYPE_CHECKING:
@@ -23,6 +29,8 @@ if TYPE_CHECKING:
 
 Mode = Literal["normal", "orchestrator"]
 ANSWER_PROMPT = "Answer [1/2/3]: "
+ANSWER_TRIES = 3
+"""Unrecognised answers a terminal prompt takes before it denies."""
 
 
 class ChatSession:
@@ -40,7 +48,7 @@ class ChatSession:
         self.opening: asyncio.Future[Any] | None = None
         self.terminal = wants_color(out.stream)
         self.prompt_out = out if _isatty(out.stream) else err
-        self.printer = ChatPrinter(out, rich=self.terminal)
+        self.printer = ChatPrinter(out, rich=self.terminal, err=err)
         self.input: LineInput | None = None
         self.run: RunHandle | None = None
         self.last_usage: dict[str, Any] | None = None
@@ -50,33 +58,68 @@ class ChatSession:
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
+        self.permission_asked = False
+        """A permission prompt was shown during the current turn (its answers never become messages)."""
+        self.queued: list[str] = []
+        """Slash commands typed at a permission prompt, run when the turn ends."""
 
     # ---- runtime ------------------------------------------------------------------------------
-    def start_opening(self, path: str | None) -> asyncio.Future[Any]:
-        """Starts importing, constructing and opening the runtime (at most once)."""
-        if self.opening is None:
-            self.opening = self.tasks.spawn(self._open(path), name="open runtime")
-        return self.opening
+    async def load(self, path: str | None) -> AgentRuntime:
+        """Constructs the runtime (reads and validates the config off the event loop) and checks the
+        API-key variables it names: both fail before the first prompt (``AgentCoreError``)."""
+        from agent_core.config._credentials import check_credentials
 
-    async def _open(self, path: str | None) -> None:
-        def construct() -> AgentRuntime:  # the imports and config loading run off the event loop
+        def construct() -> AgentRuntime:
             from agent_core._api.runtime import AgentRuntime
 
             return AgentRuntime(project_dir=path, permission_callback=self.ask)
 
+        runtime = await asyncio.to_thread(construct)
+        check_credentials(runtime._config)
+        self.runtime = runtime
+        return runtime
+
+    def start_opening(self) -> asyncio.Future[Any]:
+        """Starts opening the loaded runtime (storage, hooks, MCP catalog, ...), at most once."""
+        if self.opening is None:
+            self.opening = self.tasks.spawn(self._open(), name="open runtime")
+        return self.opening
+
+    async def _open(self) -> None:
+        assert self.runtime is not None
         try:
-            self.runtime = await asyncio.to_thread(construct)
-            await self.runtime.__aenter__()  # opens storage, hooks, MCP catalog, ...
+            await self.runtime.__aenter__()
         except BaseException:
             if self.input is not None:
-                self.input.abort()  # the prompt ends; chat_command reports the error
+                self.input.abort()  # the prompt ends; chat_command reports the error once
             raise
 
     async def ready(self) -> AgentRuntime:
-        """The open runtime (waits for the background open started at startup)."""
-        await self.start_opening(self.path)
+        """The open runtime (waits for the background open started at the first prompt)."""
+        await self.start_opening()
         assert self.runtime is not None
         return self.runtime
+
+    def open_failed(self) -> bool:
+        """Whether the background open of the runtime ended with an error."""
+        opening = self.opening
+        return (
+            opening is not None and opening.done() and not opening.cancelled() and bool(opening.exception())
+        )
+
+    def banner(self) -> str:
+        """One line: model, project, session and where help is."""
+        from agent_core.config._profiles import resolve_purpose_model
+
+        assert self.runtime is not None
+        config = self.runtime._config
+        model = resolve_purpose_model(config, "orchestrator" if self.mode == "orchestrator" else "main")
+        session = self.session_id or "new session"
+        mode = "" if self.mode == "normal" else f" ({self.mode} mode)"
+        return (
+            f"soong-agent chat · {safe(model.name)} ({safe(model.provider)}) · {safe(str(config.project))} · "
+            f"{session}{mode} · /help for commands, Ctrl-D to leave"
+        )
 
     def note(self, text: str) -> None:
         """A one-line chat notice (dimmed on a terminal)."""
@@ -84,6 +127,10 @@ class ChatSession:
 
     # ---- permission prompts -------------------------------------------------------------------
     async def ask(self, request: PermissionRequest) -> PermissionDecision:
+        """The inline permission prompt. On a terminal an unrecognised answer re-prompts with the valid
+        choices (yes/no-style words count too), at most :data:`ANSWER_TRIES` times, then denies; piped
+        input keeps ``run``'s contract (anything unrecognised denies at once, naming the valid answers).
+        The answers are read here, so none of them reaches the chat as a message."""
         from agent_core.types.permissions import PermissionDecision
 
         self.printer.end_reply()
@@ -92,27 +139,51 @@ class ChatSession:
         head, _, _ = text.rpartition("\n")
         self.prompt_out.write(head + "\n")
         assert self.input is not None
+        interactive = self.input.interactive
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STDIN_TIMEOUT_S
+        decision: str | None = None
         why = ""
-        try:
-            line = await asyncio.wait_for(self.input.read(ANSWER_PROMPT, history=False), STDIN_TIMEOUT_S)
-        except TimeoutError:
-            line, why = None, f"no answer within {STDIN_TIMEOUT_S:.0f} s"
-        except Interrupted:
-            line, why = None, "interrupted"
-            if self.run is not None:
-                self.printer.cancel_requested = True
-                self.cancels.append(self.tasks.spawn(self.run.cancel()))
-        decision = parse_permission_answer(line)
-        if not why and line is None:
-            why = "end of input"
-        elif (
-            not why and decision == "deny" and line is not None and line.strip().lower() not in ("3", "deny")
-        ):
-            why = f"unrecognised answer {safe(line.strip())!r}"
-        if not self.input.interactive and line is not None:
-            self.prompt_out.write("\n")
-        self.prompt_out.write(f"  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
-        return PermissionDecision(decision=decision, reason=why or None)
+        attempt = 0
+        while attempt < ANSWER_TRIES:
+            try:
+                line = await asyncio.wait_for(
+                    self.input.read(ANSWER_PROMPT, history=False), max(0.0, deadline - loop.time())
+                )
+            except TimeoutError:
+                why = f"no answer within {STDIN_TIMEOUT_S:.0f} s"
+                break
+            except Interrupted:
+                why = "interrupted"
+                if self.run is not None:
+                    self.printer.cancel_requested = True
+                    self.cancels.append(self.tasks.spawn(self.run.cancel()))
+                break
+            if line is None:
+                why = "end of input"
+                break
+            if not interactive:
+                self.prompt_out.write("\n")
+            if interactive and line.strip().startswith("/"):  # a command typed ahead: run after the turn
+                self.queued.append(line.strip())
+                self.prompt_out.write(f"  ({safe(line.strip())} runs when this reply ends)\n")
+                continue
+            attempt += 1
+            decision = recognised_answer(line, words=interactive)
+            if decision is not None:
+                break
+            shown = safe(line.strip())
+            if not interactive or attempt == ANSWER_TRIES:
+                why = f"unrecognised answer {shown!r}; valid answers: {VALID_ANSWERS}"
+                break
+            self.prompt_out.write(
+                f"  {shown!r} is not an answer: type 1 (allow once), 2 (allow for session) or 3 (deny); "
+                f"{VALID_WORDS} ({ANSWER_TRIES - attempt} more {'try' if attempt + 1 == ANSWER_TRIES else 'tries'})\n"
+            )
+        final = decision or "deny"
+        self.prompt_out.write(f"  -> {final.replace('_', ' ')}{f' ({why})' if why else ''}\n")
+        self.permission_asked = True
+        return PermissionDecision(decision=final, reason=why or None)
 
     # ---- one turn -----------------------------------------------------------------------------
     async def turn(self, message: str) -> None:
@@ -126,36 +197,32 @@ class ChatSession:
             return
         self.session_id = run.session_id
         self.run = run
+        self.permission_asked = False
         self.printer.cancel_requested = False
-        interrupts = 0
-        loop = asyncio.get_running_loop()
+        presses = 0
         consumer = self.tasks.spawn(self._consume(run), name=f"events of {run.run_id}")
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
-            nonlocal interrupts
-            interrupts += 1
-            if interrupts == 1:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
                 self.printer.cancel_requested = True
                 cancelling.append(self.tasks.spawn(run.cancel()))
             else:
                 consumer.cancel()  # a second Ctrl-C stops waiting; the turn below awaits the consumer
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        assert self.input is not None
         try:
-            with contextlib.suppress(asyncio.CancelledError):
-                await consumer
-            if interrupts < 2:
-                await run.wait()
-                for future in [*cancelling, *self.cancels]:
-                    with contextlib.suppress(AgentCoreError):
-                        await future
+            with interrupts.on_interrupt(on_sigint), self.input.quiet():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await consumer
+                if presses < 2:
+                    await run.wait()
+                    for future in [*cancelling, *self.cancels]:
+                        with contextlib.suppress(AgentCoreError):
+                            await future
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
-            if self.input is not None and not self.input.interactive:
-                self.plain_sigint(loop)
             self.run = None
             self.cancels.clear()
         self.printer.finish()
@@ -175,12 +242,6 @@ class ChatSession:
             self.printer.handle(event, depth=level)
             if level == 0 and event.event_type.value == "run_completed":
                 self.last_usage = dict(event.payload.get("usage") or {}) or None
-
-    def plain_sigint(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Without a terminal, Ctrl-C at the prompt arrives as SIGINT: route it to the line reader."""
-        if self.input is not None:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signal.SIGINT, self.input.interrupt)
 
 
 def _isatty(stream: TextIO) -> bool:

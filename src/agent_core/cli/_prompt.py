@@ -15,6 +15,10 @@ STDIN_TIMEOUT_S = 120.0
 WRAP_WIDTH = 110
 ARGV_SHOWN_LIMIT = 20_000
 """Characters of a command's argv shown in a prompt; beyond it the prompt says how long it is."""
+SESSION_EXTENSION_NOTE = (
+    "(adding an option that runs code, writes or sends data, a shell metacharacter or a path outside "
+    "the cwd asks again)"
+)
 
 _ANSWERS = {
     "1": "allow_once",
@@ -26,11 +30,35 @@ _ANSWERS = {
 }
 
 
+_WORDS = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "allow": "allow_once",
+    "once": "allow_once",
+    "a": "allow_for_session",
+    "always": "allow_for_session",
+    "session": "allow_for_session",
+    "n": "deny",
+    "no": "deny",
+}
+"""The extra words ``chat`` accepts on a terminal (``run`` keeps the strict set)."""
+
+VALID_ANSWERS = "1/allow once, 2/allow for session, 3/deny"
+VALID_WORDS = "y/yes = allow once, a/always = allow for session, n/no = deny"
+
+
+def recognised_answer(line: str | None, *, words: bool = False) -> str | None:
+    """The decision ``line`` names (``1``/``allow once``, ``2``/``allow for session``, ``3``/``deny``;
+    trimmed, case-insensitive; with ``words`` also yes/no-style words), else ``None``."""
+    if line is None:
+        return None
+    key = " ".join(line.strip().lower().split())
+    return _ANSWERS.get(key) or (_WORDS.get(key) if words else None)
+
+
 def parse_permission_answer(line: str | None) -> str:
     """Maps one stdin answer to a decision; EOF (``None``), empty or any other input → ``deny``."""
-    if line is None:
-        return "deny"
-    return _ANSWERS.get(" ".join(line.strip().lower().split()), "deny")
+    return recognised_answer(line) or "deny"
 
 
 def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
@@ -65,7 +93,11 @@ def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
     prefix = request.metadata.get("session_argv_prefix")
     if isinstance(prefix, list) and request.metadata.get("allow_for_session_available") is not False:
         shown = " ".join(escape_terminal(json.dumps(str(a), ensure_ascii=False)) for a in prefix)
-        lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
+        if request.metadata.get("session_argv_exact") is True:
+            lines += _wrapped("  session:    [2] remembers exactly ", shown[:ARGV_SHOWN_LIMIT])
+        else:
+            lines += _wrapped("  session:    [2] remembers commands starting with ", shown[:ARGV_SHOWN_LIMIT])
+            lines.append(f"              {SESSION_EXTENSION_NOTE}")
     choices = "  [1] allow once   [2] allow for session   [3] deny"
     if request.metadata.get("protected"):
         choices += "   (protected path: never remembered, 2 acts as allow once)"

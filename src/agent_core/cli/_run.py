@@ -6,13 +6,20 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core._concurrency import TaskOwner
+from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
-from agent_core.cli._prompt import STDIN_TIMEOUT_S, describe_request, parse_permission_answer
-from agent_core.cli._terminal import Output, StdinLines, escape_terminal
+from agent_core.cli._prompt import (
+    STDIN_TIMEOUT_S,
+    VALID_ANSWERS,
+    describe_request,
+    parse_permission_answer,
+    recognised_answer,
+)
+from agent_core.cli._status import ModelStatus
+from agent_core.cli._terminal import Output, StdinLines, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
@@ -32,6 +39,9 @@ class _Printer:
         self._streamed = ""
         self._out_at_line_start = True
         self._pending_error: dict[str, Any] | None = None
+        self.status = ModelStatus(err)
+        self.status.before_line = self.end_text_line
+        self.status.line_open = lambda: not self._out_at_line_start
 
     def text(self, text: str) -> None:
         if text:
@@ -54,6 +64,8 @@ class _Printer:
             self.notice(f"[error] {_error_text(error)}")
 
     def handle(self, event: RuntimeEvent) -> None:
+        if self.status.handle(event):
+            return
         kind = event.event_type.value
         p = event.payload
         if kind == "loop_failed":
@@ -120,6 +132,7 @@ class _Printer:
             self.notice(f"[agent] child run {run} cancelled")
 
     def finish(self) -> None:
+        self.status.clear()
         self._flush_error()
         self.end_text_line()
 
@@ -139,8 +152,8 @@ def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def usage_line(usage: UsageTotals) -> str:
-    """``usage: 1,234 input + 56 output tokens (cache read 7), $0.0123`` (cost only when priced)."""
-    line = f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
+    """``usage: 1,234 input (27 uncached, cache read 1,200, cache write 7) + 56 output tokens, $0.0123``
+    (the input split only when the provider's prompt cache was used; cost only when priced)."""
     cache = [
         f"{label} {value:,}"
         for label, value in (
@@ -149,8 +162,8 @@ def usage_line(usage: UsageTotals) -> str:
         )
         if value
     ]
-    if cache:
-        line += f" ({', '.join(cache)})"
+    split = f" ({usage.uncached_input_tokens:,} uncached, {', '.join(cache)})" if cache else ""
+    line = f"usage: {usage.input_tokens:,} input{split} + {usage.output_tokens:,} output tokens"
     if usage.cost_usd is not None:
         line += f", ${usage.cost_usd:.4f}"
     return line
@@ -184,8 +197,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             why = f"no answer within {STDIN_TIMEOUT_S:.0f} s"
         elif line is None:
             why = "end of input"
-        elif decision == "deny" and line.strip().lower() not in ("3", "deny"):
-            why = f"unrecognised answer {line.strip()!r}"
+        elif recognised_answer(line) is None:
+            why = f"unrecognised answer {escape_terminal(line.strip())!r}; valid answers: {VALID_ANSWERS}"
         else:
             why = ""
         echo = "" if answers.interactive and answered and line is not None else "\n"
@@ -203,12 +216,14 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     try:
         runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(runtime)  # opens storage, hooks, MCP catalog, ...
+            if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
+                return EXIT_INTERRUPTED
             run = await runtime.start(
                 args.message,
                 session_id=args.session_id,
@@ -216,9 +231,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 output_schema=schema,
             )
         except AgentCoreError as exc:
-            err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+            err.write(error_text(exc))
             return EXIT_FAILED
-        loop = asyncio.get_running_loop()
         tasks = await stack.enter_async_context(TaskOwner("run command"))  # closed before the runtime
         consumer = tasks.spawn(_consume(run, printer))
         cancelling: list[asyncio.Future[Any]] = []
@@ -226,6 +240,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         def on_sigint() -> None:
             nonlocal interrupted
             interrupted += 1
+            interrupts.mark_reported()
             if interrupted == 1:
                 printer.cancel_requested = True
                 printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
@@ -233,24 +248,19 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             else:
                 consumer.cancel()  # a second Ctrl-C stops waiting; awaited below
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        try:
+        with interrupts.on_interrupt(on_sigint):
             with contextlib.suppress(asyncio.CancelledError):
                 await consumer
             if interrupted < 2:
                 await run.wait()
                 for future in cancelling:
                     await future
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
         printer.finish()
         if schema is not None and run.status.value == "completed":
             try:
                 value = await run.output()
             except AgentCoreError as exc:
-                err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+                err.write(error_text(exc))
                 return EXIT_FAILED
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")

@@ -18,7 +18,8 @@ import signal
 from typing import TYPE_CHECKING, TextIO
 
 from agent_core._concurrency import TaskOwner
-from agent_core.cli._terminal import Output, escape_terminal
+from agent_core.cli import _interrupts as interrupts
+from agent_core.cli._terminal import Output, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.runtime import AgentRuntime
@@ -54,7 +55,7 @@ async def schedule_command(args: argparse.Namespace, out: Output, err: Output, s
             else:
                 await runtime.remove_schedule(args.schedule_id)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     return EXIT_OK
 
@@ -98,32 +99,35 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
 
     try:
         async with _runtime(args) as runtime:
+            if interrupts.pending():  # Ctrl-C while the runtime opened: fire nothing
+                return EXIT_INTERRUPTED
             service = runtime.scheduler(on_fired=on_fired)
             count = len(await runtime.list_schedules())
             if args.once:
                 await service.tick()
                 results = await asyncio.gather(*watchers)
                 return EXIT_FAILED if failed or not all(results) else EXIT_OK
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, on_signal)
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signal.SIGTERM, on_signal)
             err.write(
                 f"scheduler: {count} schedule(s) of {escape_terminal(str(runtime.project_dir))}; "
                 "Ctrl-C stops\n"
             )
             try:
-                await service.start()
-                await stop.wait()
+                with interrupts.on_interrupt(on_signal):
+                    await service.start()
+                    await stop.wait()
             finally:
                 await service.stop()
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    with contextlib.suppress(NotImplementedError, RuntimeError):
-                        loop.remove_signal_handler(sig)
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(signal.SIGTERM)
                 await tasks.aclose()  # before the runtime closes: no watcher reports its cancelled run
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     finally:
         await tasks.aclose()  # also on an error
+    if interrupted:
+        interrupts.mark_reported()
     err.write("scheduler: stopped\n")
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

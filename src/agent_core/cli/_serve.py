@@ -1,10 +1,14 @@
 """``soong-agent serve``: one runtime for ``<project>`` behind the HTTP API and web UI (surfaces.md §2).
 
-Contract: the token is ``--token``, else ``$SOONG_AGENT_SERVE_TOKEN``, else generated; binding a
-non-loopback host without an explicit token is refused (exit 2). Once the server accepts connections it
+Contract: the token is ``--token-file`` (a file of mode 0600, else refused with one line) or ``--token``,
+else ``$SOONG_AGENT_SERVE_TOKEN``, else generated; binding a non-loopback host without an explicit token is
+refused (exit 2). ``--token`` warns once: the value is in the process list (``/proc/<pid>/cmdline``) until
+it is scrubbed at startup (:mod:`agent_core.cli._cmdline`) and in the shell history. The token is
+registered with the process redactor, so a command that prints it reaches neither the model nor storage. Once the server accepts connections it
 prints exactly one line to stdout, ``serving http://HOST:PORT/?token=T`` (``--port 0`` picks a free
-port); logs go to stderr. SIGINT/SIGTERM stop it: runs are cancelled, the runtime closes, pending
-approvals expire; exit 0. Startup errors (config, storage, port in use) exit 1 with one line.
+port); logs go to stderr. SIGTERM and Ctrl-C (SIGINT) stop it: runs are cancelled, the runtime closes,
+pending approvals expire; exit 0 after SIGTERM, 130 after Ctrl-C (at any moment, also while it starts).
+Startup errors (config, credentials, storage, port in use) exit 1 with one line.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import os
 import secrets
 import signal
 import socket
+import stat
 from typing import TextIO
 
 from agent_core._concurrency import TaskOwner
-from agent_core.cli._terminal import Output
+from agent_core.cli import _interrupts as interrupts
+from agent_core.cli._terminal import Output, error_text
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TOKEN_ENV = "SOONG_AGENT_SERVE_TOKEN"
 
 
@@ -49,16 +55,74 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class TokenFileError(Exception):
+    """``--token-file`` cannot be used; the message is the one line to print."""
+
+
+def read_token_file(path: str) -> str:
+    """The token in ``path`` (surrounding whitespace stripped). Refused: a missing, non-regular or empty
+    file, and one other users may read or write (any group/other permission bit: ``chmod 600``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY)
+    except OSError as exc:
+        raise TokenFileError(f"cannot read --token-file {path}: {exc.strerror or exc}") from exc
+    try:
+        st = os.fstat(fd)  # checked and read through the same descriptor
+        if not stat.S_ISREG(st.st_mode):
+            raise TokenFileError(f"--token-file {path} is not a regular file")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            raise TokenFileError(
+                f"--token-file {path} has mode {mode:04o}: other users can read it; run chmod 600 {path}"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(65_536)
+    finally:
+        os.close(fd)
+    token = data.decode("utf-8", errors="replace").strip()
+    if not token or any(c.isspace() for c in token):
+        raise TokenFileError(f"--token-file {path} must hold one token (no spaces), found none")
+    return token
+
+
+def _explicit_token(args: argparse.Namespace, err: Output) -> str | None:
+    """The token the user chose (see the module docstring); warns about ``--token`` once."""
+    if getattr(args, "token_file", None):
+        return read_token_file(args.token_file)
+    if args.token:
+        from agent_core.cli._cmdline import scrub_from_cmdline
+
+        scrubbed = scrub_from_cmdline(args.token)
+        where = (
+            "it was visible to other local users in the process list until scrubbed at startup"
+            if scrubbed
+            else "it stays visible to other local users in the process list (it cannot be scrubbed here)"
+        )
+        err.write(
+            f"soong-agent: warning: --token puts the token on the command line: {where}, and it is in "
+            f"your shell history; prefer --token-file (mode 0600) or ${TOKEN_ENV}\n"
+        )
+        return str(args.token)
+    return os.environ.get(TOKEN_ENV) or None
+
+
 async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent serve`` until SIGINT/SIGTERM; returns the exit status."""
-    explicit = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        explicit = _explicit_token(args, err)
+    except TokenFileError as exc:
+        err.write(f"soong-agent: error: {exc}\n")
+        return EXIT_USAGE
     if not is_loopback(args.host) and not explicit:
         err.write(
             f"soong-agent: error: refusing to bind non-loopback host {args.host!r} without an explicit "
-            f"token (pass --token or set ${TOKEN_ENV})\n"
+            f"token (pass --token-file or set ${TOKEN_ENV})\n"
         )
         return EXIT_USAGE
     token = explicit or secrets.token_urlsafe(24)
+    from agent_core._redaction import register_secret
+
+    register_secret(token)  # a command printing it reaches neither the model nor storage nor the logs
 
     import uvicorn
 
@@ -73,9 +137,11 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         runtime = AgentRuntime(project_dir=args.path, permission_callback=broker.callback)
         state = await open_state(runtime, broker)
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {exc.message}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     try:
+        if interrupts.pending():  # Ctrl-C while the runtime opened: serve nothing
+            return EXIT_INTERRUPTED
         try:
             sock = _bind(args.host, args.port)
         except OSError as exc:
@@ -96,31 +162,39 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         # before the runtime closes: the signals only ask the server to exit here
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         loop = asyncio.get_running_loop()
+        interrupted = False
 
         def stop() -> None:
             server.should_exit = True
             state.approvals.end_streams()  # open approval streams never end by themselves
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop)
+        def on_interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            stop()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, stop)
         tasks = TaskOwner("serve command")
-        serving = tasks.spawn(server.serve(sockets=[sock]), name="uvicorn")
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.02)
-        if server.started:
-            host, port = sock.getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            out.write(f"serving http://{shown}:{port}/?token={token}\n")
-            try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
-                await runtime.scheduler().start()
-            except AgentCoreError as exc:
-                err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
-        try:
-            await serving
-        finally:
-            await tasks.aclose()
+        with interrupts.on_interrupt(on_interrupt):
+            serving = tasks.spawn(server.serve(sockets=[sock]), name="uvicorn")
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.02)
+            if server.started and not server.should_exit:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in host else host
+                out.write(f"serving http://{shown}:{port}/?token={token}\n")
+                try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
+                    await runtime.scheduler().start()
+                except AgentCoreError as exc:
+                    err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
+            try:
+                await serving
+            finally:
+                await tasks.aclose()
         sock.close()
+        if interrupted:
+            return EXIT_INTERRUPTED
         return EXIT_OK if server.started else EXIT_FAILED
     finally:
         await close_state(state)

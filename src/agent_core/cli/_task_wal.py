@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from agent_core.cli._terminal import Output, escape_terminal
+from agent_core.cli._terminal import Output, error_text, escape_terminal
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -48,7 +48,7 @@ async def task_wal_command(args: argparse.Namespace, out: Output, err: Output, s
             name = args.name
             _, data = await writer.offload(lambda: export_wal(writer, wal_root, session_id, name))
     except AgentCoreError as exc:
-        err.write(f"soong-agent: error: {escape_terminal(exc.message)}\n")
+        err.write(error_text(exc))
         return EXIT_FAILED
     if args.output:
         try:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\x1b"}
 
@@ -35,6 +35,18 @@ def escape_terminal(text: str, *, keep_newlines: bool = False) -> str:
                 f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
             )
     return "".join(parts)
+
+
+def error_text(exc: Any) -> str:
+    """What the CLI prints for an ``AgentCoreError``: ``soong-agent: error: <message>`` on one line, then
+    the minimal config a missing-config error carries (``details["minimal_config"]``), indented."""
+    text = f"soong-agent: error: {escape_terminal(str(exc.message))}\n"
+    details = getattr(exc, "details", None) or {}
+    minimal = details.get("minimal_config") if isinstance(details, dict) else None
+    if isinstance(minimal, str) and minimal:
+        body = escape_terminal(minimal, keep_newlines=True).rstrip("\n")
+        text += "minimal config.toml:\n" + "".join(f"    {line}\n" for line in body.split("\n"))
+    return text
 
 
 class Output:

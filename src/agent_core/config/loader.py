@@ -69,16 +69,41 @@ def resolve_project(project_dir: str | Path | None = None) -> Path:
     return resolved if resolved.is_dir() else resolved.parent
 
 
+MINIMAL_CONFIG = """\
+[model]
+provider = "ollama"                  # or "openai" (also llama.cpp, vLLM: set base_url), "anthropic"
+base_url = "http://127.0.0.1:11434"  # openai: https://api.openai.com/v1, anthropic: https://api.anthropic.com
+name = "gemma4"                      # the model's name on that server
+api_key_env = ""                     # openai/anthropic: the variable holding the key, e.g. "OPENAI_API_KEY"
+context_window = 8192
+"""
+"""The smallest working ``config.toml`` (a local Ollama), shown when the file is missing."""
+
+
+def _missing_config(config_path: Path, cause: BaseException) -> ConfigError:
+    """The missing-config error: one line naming the file and the packaged template; ``details`` carry the
+    template's path and :data:`MINIMAL_CONFIG` (the CLI prints it under the line). Nothing is created."""
+    from agent_core._asset_loader import CONFIG_TEMPLATE_ID, packaged_location
+
+    template = packaged_location(CONFIG_TEMPLATE_ID)
+    return ConfigError(
+        ErrorCode.config_error,
+        f"config file not found: {config_path} (soong-agent never creates one): create it with at least a "
+        f"[model] table, e.g. the minimal config below, or start from the commented template {template}",
+        details={
+            "config_path": str(config_path),
+            "template_path": template,
+            "minimal_config": MINIMAL_CONFIG,
+        },
+        cause=cause,
+    )
+
+
 def _read_toml(config_path: Path) -> dict[str, Any]:
     try:
         data = config_path.read_bytes()
     except FileNotFoundError as exc:
-        raise ConfigError(
-            ErrorCode.config_error,
-            f"config file not found: {config_path} (create it first; soong-agent never creates a config file)",
-            details={"config_path": str(config_path)},
-            cause=exc,
-        ) from exc
+        raise _missing_config(config_path, exc) from exc
     except OSError as exc:
         reason = "is a directory" if isinstance(exc, IsADirectoryError) else (exc.strerror or str(exc))
         raise ConfigError(

@@ -3,7 +3,7 @@
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -48,6 +48,20 @@ class ModelSection(StrictModel):
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     """USD per million input tokens (usage cost and ``limits.max_cost_usd``); unset: no cost."""
     price_output_per_mtok: float | None = Field(default=None, ge=0)
+    price_cache_read_per_mtok: float | None = Field(default=None, ge=0)
+    """USD per million input tokens read from the provider's prompt cache; unset: Anthropic 0.1x the
+    input price, other providers the input price."""
+    price_cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    """USD per million input tokens written to the prompt cache; unset: Anthropic 1.25x the input price
+    (2x with ``prompt_cache_ttl = "1h"``), other providers the input price."""
+    prompt_cache: Literal["auto", "off"] = "auto"
+    """``auto``: ask the provider to cache the prompt prefix (Anthropic ``cache_control`` breakpoints,
+    OpenAI ``prompt_cache_key``, llama.cpp ``cache_prompt``); ``off``: send no cache hints."""
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    """Lifetime of Anthropic cache entries (``1h`` costs more per write; see the price keys)."""
+    openai_cache_fields: bool = True
+    """OpenAI-protocol servers: send ``prompt_cache_key`` (and, to a server on this machine or a private
+    network, llama.cpp's ``cache_prompt``). Set false for a server that rejects unknown request fields."""
 
 
 class ModelProfile(StrictModel):
@@ -64,6 +78,11 @@ class ModelProfile(StrictModel):
     retry: PartialRetryConfig | None = None
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     price_output_per_mtok: float | None = Field(default=None, ge=0)
+    price_cache_read_per_mtok: float | None = Field(default=None, ge=0)
+    price_cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    prompt_cache: Literal["auto", "off"] | None = None
+    prompt_cache_ttl: Literal["5m", "1h"] | None = None
+    openai_cache_fields: bool | None = None
 
 
 class ResolvedModelConfig(FrozenModel):
@@ -80,6 +99,11 @@ class ResolvedModelConfig(FrozenModel):
     retry: RetryConfig
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    price_cache_read_per_mtok: float | None = None
+    price_cache_write_per_mtok: float | None = None
+    prompt_cache: Literal["auto", "off"] = "auto"
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    openai_cache_fields: bool = True
     purpose: str = "main"
     profile: str | None = None
     source: str = ""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core._events import payloads as ev
 from agent_core._ids import new_id
+from agent_core._notes import escape_note_text
 from agent_core._storage.drafts import EventDraft
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
@@ -258,14 +259,17 @@ class JobManager:
     def note(self, record: JobRecord) -> str:
         lines = [
             "<system_note>",
-            f"Background job {record.job_id} ({record.tool_name}, tool_call_id {record.tool_call_id}) "
-            f"ended: {record.status}.",
+            escape_note_text(
+                f"Background job {record.job_id} ({record.tool_name}, tool_call_id {record.tool_call_id}) "
+                f"ended: {record.status}."
+            ),
         ]
         if record.error is not None and record.status != "completed":
-            lines.append(f"Error: {record.error.get('code')}: {record.error.get('message')}")
-        if record.summary:
+            error = f"Error: {record.error.get('code')}: {record.error.get('message')}"
+            lines.append(escape_note_text(error))
+        if record.summary:  # tool output: escaped, so it cannot close the note (issue 31)
             lines.append("Result:")
-            lines.append(record.summary)
+            lines.append(escape_note_text(record.summary))
         if record.artifact_id:
             lines.append(f"Full result: artifact {record.artifact_id}.")
         lines.append("</system_note>")

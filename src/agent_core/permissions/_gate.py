@@ -2,8 +2,10 @@
 
 :class:`PermissionGate` combines the pure :class:`PermissionPolicy` with the runtime state:
 
-* the in-memory ``allow_for_session`` cache keyed by session and ``(canonical tool, target scope)``;
-  never persisted, dropped by :meth:`forget_session` / :meth:`clear`;
+* the in-memory ``allow_for_session`` cache keyed by session and ``(canonical tool, target scope)``,
+  plus, for a command, the :class:`~agent_core.permissions._session_grants.SessionGrant` (argv prefix or
+  exact argv) that decides which later argv it covers; never persisted, dropped by
+  :meth:`forget_session` / :meth:`clear`;
 * the SDK callback, invoked one request at a time per runtime, each invocation bounded by a timeout
   (300 s by default). A timeout, an exception or a return value that does not validate as
   :class:`PermissionDecision` is a deny with ``details.permission_failure`` set;
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,8 @@ from agent_core.permissions._policy import (
     PolicyDecision,
     protected_of,
 )
-from agent_core.permissions._rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv, session_prefix
+from agent_core.permissions._rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv
+from agent_core.permissions._session_grants import SessionGrant, session_grant
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.tools import ToolDefinition
@@ -85,13 +87,6 @@ def facts_display(facts: CallFacts) -> dict[str, Any]:
     if executable is not None:
         shown["executable"] = str(executable)
     return shown
-
-
-def _grant_scope(scope: str | None, argv_prefix: list[str] | None) -> str | None:
-    """The session-grant key: the target scope, plus the remembered argv prefix for a command."""
-    if scope is None or argv_prefix is None:
-        return scope
-    return f"{scope} argv {json.dumps(argv_prefix, ensure_ascii=True)}"
 
 
 class Requester(Protocol):
@@ -172,7 +167,7 @@ class PendingAsk:
     decision: PolicyDecision
     rule: dict[str, Any] | None
     argv: list[str] | None
-    grant_prefix: list[str] | None
+    grant: SessionGrant | None
     cached: GateOutcome
 
 
@@ -208,6 +203,7 @@ class PermissionGate:
         self._redactor = redactor or default_redactor
         self._lock = asyncio.Lock()
         self._session_grants: dict[str, set[tuple[str, str]]] = {}
+        self._command_grants: dict[str, set[tuple[str, str, SessionGrant]]] = {}
         self.deferred = DeferredAnswers()
         """Requests whose callback returned ``DEFER`` (answered by ``AgentRuntime.answer_permission``)."""
 
@@ -233,22 +229,27 @@ class PermissionGate:
         return (tool_name, target_scope) in self._session_grants.get(session_id, set())
 
     def _granted(self, session_id: str, tool_name: str, scope: str | None, argv: list[str] | None) -> bool:
-        """An ``allow_for_session`` grant covers this call; for a command, a grant remembered for any
-        leading part of its argv (:func:`~agent_core.permissions._rules.session_prefix`)."""
+        """An ``allow_for_session`` grant covers this call; for a command, a grant for the same tool and
+        scope whose :meth:`SessionGrant.covers` accepts the argv (never a longer argv that adds a dangerous
+        option, a shell metacharacter or an outside path; never anything beyond an exact grant)."""
         if argv is None:
             return self.is_allowed_for_session(session_id, tool_name, scope)
+        if scope is None:
+            return False
         return any(
-            self.is_allowed_for_session(session_id, tool_name, _grant_scope(scope, argv[:n]))
-            for n in range(1, len(argv) + 1)
+            name == tool_name and granted_scope == scope and grant.covers(argv)
+            for name, granted_scope, grant in self._command_grants.get(session_id, set())
         )
 
     def forget_session(self, session_id: str) -> None:
         """Drops every ``allow_for_session`` grant of ``session_id``."""
         self._session_grants.pop(session_id, None)
+        self._command_grants.pop(session_id, None)
 
     def clear(self) -> None:
         """Drops every grant (runtime close)."""
         self._session_grants.clear()
+        self._command_grants.clear()
 
     # -- checking -----------------------------------------------------------------------------------
 
@@ -380,7 +381,7 @@ class PermissionGate:
                 rule=rule,
             )
         argv = call_argv(arguments) if "argv" in arguments else None
-        grant_prefix = session_prefix(argv) if argv is not None else None
+        grant = session_grant(argv) if argv is not None else None
         cached = GateOutcome(
             allowed=True,
             decision=PermissionDecisionKind.allow_for_session.value,
@@ -394,7 +395,7 @@ class PermissionGate:
             requester.session_id, tool.name, scope, argv
         ):
             return cached
-        return PendingAsk(tool, arguments, requester, facts, decision, rule, argv, grant_prefix, cached)
+        return PendingAsk(tool, arguments, requester, facts, decision, rule, argv, grant, cached)
 
     async def ask(
         self,
@@ -406,11 +407,11 @@ class PermissionGate:
         """Finishes :meth:`check` for a call :meth:`decide` could not decide: asks the callback (serialised;
         a session grant made meanwhile answers without asking)."""
         tool, arguments, requester, facts = pending.tool, pending.arguments, pending.requester, pending.facts
-        decision, rule, argv, grant_prefix, cached = (
+        decision, rule, argv, grant, cached = (
             pending.decision,
             pending.rule,
             pending.argv,
-            pending.grant_prefix,
+            pending.grant,
             pending.cached,
         )
         scope = decision.target_scope
@@ -432,8 +433,10 @@ class PermissionGate:
             )
             if tool_call_id is not None:
                 request.metadata["tool_call_id"] = tool_call_id
-            if grant_prefix is not None:  # shown in the prompt: what "allow for session" would remember
-                request.metadata["session_argv_prefix"] = [self._redactor.text(a) for a in grant_prefix]
+            if grant is not None:  # shown in the prompt: what "allow for session" would remember
+                request.metadata["session_argv_prefix"] = [self._redactor.text(a) for a in grant.prefix]
+                request.metadata["session_argv_exact"] = grant.exact
+                request.metadata["session_grant_covers"] = grant.describe()
             try:
                 answer, failure, failure_message = await self._ask(request)
             except NoCallback as exc:  # the runtime asked has none: decided as without one here
@@ -469,8 +472,11 @@ class PermissionGate:
             granted = answer.decision
             if granted == "allow_for_session":
                 if decision.allow_for_session_available and scope is not None:
-                    key = _grant_scope(scope, grant_prefix) or scope
-                    self._session_grants.setdefault(requester.session_id, set()).add((tool.name, key))
+                    if grant is not None:
+                        grants = self._command_grants.setdefault(requester.session_id, set())
+                        grants.add((tool.name, scope, grant))
+                    else:
+                        self._session_grants.setdefault(requester.session_id, set()).add((tool.name, scope))
                 else:
                     granted = "allow_once"
             return GateOutcome(

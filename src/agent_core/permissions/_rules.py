@@ -11,9 +11,7 @@
   files), which still ask with ``suggested_decision = deny``.
 * A bare ``argv_prefix[0]`` (no ``/``) matches only a bare ``argv[0]`` (looked up on the allowlisted
   PATH), never a path the model chose (``/tmp/x/git``); one with a ``/`` must equal ``argv[0]``.
-* :func:`session_prefix` is what ``allow_for_session`` remembers for a command: the executable and its
-  first argument (``python3 x.py``, ``git status``), or the whole argv when the first argument is an
-  option (``python3 -c ...``, ``rm -rf ...``), so a grant never covers other inline code.
+* What ``allow_for_session`` remembers for a command lives in :mod:`agent_core.permissions._session_grants`.
 """
 
 from __future__ import annotations
@@ -76,13 +74,6 @@ def _expand(pattern: str, project: Path) -> str:
     if text == "~" or text.startswith("~/"):
         text = os.path.expanduser("~") + text[1:]
     return text
-
-
-def session_prefix(argv: Sequence[str]) -> list[str]:
-    """What ``allow_for_session`` remembers for a command (see module docstring)."""
-    if len(argv) >= 2 and not argv[1].startswith("-"):
-        return list(argv[:2])
-    return list(argv)
 
 
 class RuleSet:

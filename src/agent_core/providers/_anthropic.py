@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._jsontext import compact_json
@@ -48,6 +49,10 @@ ERROR_TYPES = {
     "timeout_error": "timeout",
 }
 OPTION_KEYS = frozenset({"top_p", "top_k"})
+EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
+"""The ``anthropic-beta`` value that enables one-hour cache entries (``ttl: "1h"``)."""
+_BLOCKS_KEY = "anthropic_blocks"
+"""Key in ``PrefixEntry.extra``: (messages, message blocks) of the conversation's previous request."""
 
 
 def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any]:
@@ -59,12 +64,35 @@ def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any
     return {"type": "text", "text": f"[tool result {block.tool_call_id}]\n{result}"}
 
 
-def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class CachePlan:
+    """Where a request asks Anthropic to cache its prompt (``cache_control`` breakpoints, at most 4).
+
+    The prompt is cached in the order tools → system → messages; a breakpoint makes the prefix up to and
+    including its block a cache entry, and a later request reads the longest entry its own prefix repeats
+    (looking back at most 20 blocks from each of its breakpoints). So: one breakpoint on the last tool
+    definition, one on the last system block, and a rolling one on the last block of the last message,
+    which the next request of the conversation reads. ``bridge`` is the index (in the request's message
+    blocks, in order) of the previous request's last block: marking it too lets a request whose new blocks
+    exceed the lookback (a turn with many parallel tool calls) still read the previous request's entry.
+    """
+
+    ttl: str = "5m"
+    bridge: int | None = None
+
+    def control(self) -> dict[str, str]:
+        return {"type": "ephemeral", "ttl": "1h"} if self.ttl == "1h" else {"type": "ephemeral"}
+
+
+def build_payload(
+    request: ModelRequest, name_map: ToolNameMap, cache: CachePlan | None = None
+) -> dict[str, Any]:
     """The ``POST /v1/messages`` body for ``request`` (pure). Same-role neighbours are merged.
 
     The Messages API rejects ``tool_use``/``tool_result`` blocks in a request without ``tools``
     ("Requests which include tool_use or tool_result blocks must define tools"), so a request that
     offers no tools (the limits' final answer call) carries the earlier calls and results as text.
+    ``cache`` places the prompt-cache breakpoints (:class:`CachePlan`); ``None`` sends none.
     """
     messages: list[dict[str, Any]] = []
     tools_offered = bool(request.tools)
@@ -128,7 +156,53 @@ def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any
     for key, value in request.provider_options.get("anthropic", {}).items():
         if key in OPTION_KEYS:
             payload[key] = value
+    if cache is not None:
+        mark_breakpoints(payload, cache)
     return payload
+
+
+def message_blocks(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content blocks of the payload's messages, in order."""
+    return [block for message in payload["messages"] for block in message["content"]]
+
+
+def mark_breakpoints(payload: dict[str, Any], cache: CachePlan) -> None:
+    """Adds the ``cache_control`` breakpoints of ``cache`` to ``payload`` (copies the marked entries)."""
+    control = cache.control()
+    for key in ("tools", "system"):
+        entries = payload.get(key)
+        if entries:
+            entries[-1] = {**entries[-1], "cache_control": control}
+    messages = payload["messages"]
+    positions = [(m, b) for m, message in enumerate(messages) for b in range(len(message["content"]))]
+    if not positions:
+        return
+    marks = {len(positions) - 1}
+    if cache.bridge is not None and 0 <= cache.bridge < len(positions) - 1:
+        marks.add(cache.bridge)
+    for index in sorted(marks):
+        m, b = positions[index]
+        content = list(messages[m]["content"])
+        content[b] = {**content[b], "cache_control": control}
+        messages[m] = {**messages[m], "content": content}
+
+
+def map_usage(raw: dict[str, Any]) -> Usage:
+    """Messages ``usage`` -> :class:`Usage`. Anthropic's ``input_tokens`` counts only the input after the
+    last cache breakpoint; ``Usage.input_tokens`` counts the whole prompt, so the cache counters are added
+    to it (``uncached_input_tokens`` is Anthropic's figure)."""
+    read = optional_int(raw, "cache_read_input_tokens")
+    write = optional_int(raw, "cache_creation_input_tokens")
+    input_tokens = as_int(raw.get("input_tokens")) + (read or 0) + (write or 0)
+    output_tokens = as_int(raw.get("output_tokens"))
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        raw_usage=dict(raw),
+    )
 
 
 class StreamTranslator:
@@ -146,17 +220,7 @@ class StreamTranslator:
         if not isinstance(usage, dict):
             return
         self._raw_usage.update(usage)
-        raw = self._raw_usage
-        input_tokens = as_int(raw.get("input_tokens"))
-        output_tokens = as_int(raw.get("output_tokens"))
-        self._asm.usage = Usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            total_tokens=input_tokens + output_tokens,
-            cache_read_tokens=optional_int(raw, "cache_read_input_tokens"),
-            cache_write_tokens=optional_int(raw, "cache_creation_input_tokens"),
-            raw_usage=dict(raw),
-        )
+        self._asm.usage = map_usage(self._raw_usage)
 
     def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         kind = chunk.get("type")
@@ -257,12 +321,23 @@ class AnthropicAdapter(HttpStreamAdapter):
         }
         if api_key:
             headers["x-api-key"] = api_key
+        if self.config.prompt_cache == "auto" and self.config.prompt_cache_ttl == "1h":
+            headers["anthropic-beta"] = EXTENDED_TTL_BETA
         return headers
 
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
-        return build_payload(request, name_map)
+        if self.config.prompt_cache == "off":
+            return build_payload(request, name_map)
+        bridge: int | None = None
+        previous = prefix[0].extra.get(_BLOCKS_KEY) if prefix is not None else None
+        if prefix is not None and previous is not None and prefix[1] == previous[0]:
+            bridge = previous[1] - 1  # the previous request is this one's prefix: its last block
+        payload = build_payload(request, name_map, CachePlan(ttl=self.config.prompt_cache_ttl, bridge=bridge))
+        if prefix is not None:
+            prefix[0].extra[_BLOCKS_KEY] = (len(request.messages), len(message_blocks(payload)))
+        return payload
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)

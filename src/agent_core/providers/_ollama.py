@@ -33,6 +33,7 @@ from agent_core.providers.base import (
     as_int,
     error_payload,
     mentions_tools_unsupported,
+    optional_int,
 )
 from agent_core.types.content import ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
@@ -51,6 +52,7 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
 OPTION_KEYS = frozenset({"options", "keep_alive", "format"})
 USAGE_KEYS = (
     "prompt_eval_count",
+    "prompt_eval_cached_count",
     "eval_count",
     "total_duration",
     "load_duration",
@@ -181,6 +183,9 @@ class StreamTranslator:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 total_tokens=input_tokens + output_tokens,
+                # prompt_eval_count counts the whole prompt; the part Ollama kept from its previous
+                # prompt (its own prefix cache) is prompt_eval_cached_count, where the server reports it
+                cache_read_tokens=optional_int(chunk, "prompt_eval_cached_count"),
                 raw_usage=raw_usage,
             )
             raw = chunk.get("done_reason")

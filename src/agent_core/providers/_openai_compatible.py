@@ -6,10 +6,12 @@ Also used for Chat-Completions-compatible gateways (``base_url`` includes the ``
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.providers._openai_wire import OPTION_KEYS, BodyEncoder, build_payload
@@ -53,19 +55,37 @@ END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 """Chunk the transport feeds for the ``data: [DONE]`` terminator."""
 
 
-def map_usage(raw: dict[str, Any]) -> Usage:
-    """Chat Completions ``usage`` -> :class:`Usage` (§11.1)."""
+def map_usage(raw: dict[str, Any], timings: dict[str, Any] | None = None) -> Usage:
+    """Chat Completions ``usage`` -> :class:`Usage` (§11.1). ``prompt_tokens`` counts the whole prompt;
+    the cached part is ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, recent llama.cpp) or, from
+    a llama.cpp server that reports only its ``timings``, ``timings.cache_n``."""
     input_tokens = as_int(raw.get("prompt_tokens"))
     output_tokens = as_int(raw.get("completion_tokens"))
+    cached = optional_int(raw.get("prompt_tokens_details"), "cached_tokens")
+    if cached is None and timings is not None:
+        cached = optional_int(timings, "cache_n")
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=as_int(raw.get("total_tokens")) or input_tokens + output_tokens,
-        cache_read_tokens=optional_int(raw.get("prompt_tokens_details"), "cached_tokens"),
+        cache_read_tokens=cached,
         cache_write_tokens=None,
         reasoning_tokens=optional_int(raw.get("completion_tokens_details"), "reasoning_tokens"),
-        raw_usage=raw,
+        raw_usage=raw if timings is None else {**raw, "timings": timings},
     )
+
+
+def local_address(base_url: str) -> bool:
+    """Whether ``base_url`` names this machine or a private network (``localhost``, loopback, private,
+    link-local or unique-local addresses)."""
+    host = (urlsplit(base_url).hostname or "").strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def in_stream_error_type(error: dict[str, Any]) -> str:
@@ -94,6 +114,8 @@ class StreamTranslator:
         self._ids: dict[str, object] = {}
         self._last_key: object | None = None
         self._next_index = 0
+        self._usage: dict[str, Any] | None = None
+        self._timings: dict[str, Any] | None = None
 
     def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         if chunk.get("__end_of_stream__"):
@@ -113,8 +135,13 @@ class StreamTranslator:
             return [self._asm.failed(payload)]
         if chunk.get("id"):
             self._asm.response_id = str(chunk["id"])
+        if isinstance(chunk.get("timings"), dict):  # llama.cpp: cache_n = prompt tokens reused
+            self._timings = chunk["timings"]
+            if self._usage is not None:
+                self._asm.usage = map_usage(self._usage, self._timings)
         if isinstance(chunk.get("usage"), dict):
-            self._asm.usage = map_usage(chunk["usage"])
+            self._usage = chunk["usage"]
+            self._asm.usage = map_usage(self._usage, self._timings)
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return []
@@ -193,6 +220,7 @@ class OpenAIAdapter(HttpStreamAdapter):
     def __init__(self, config: ResolvedModelConfig, *, sleep: SleepFn | None = None) -> None:
         super().__init__(config, sleep=sleep)
         self._encoder = BodyEncoder()
+        self._local_server = local_address(self.base_url)
 
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -206,12 +234,29 @@ class OpenAIAdapter(HttpStreamAdapter):
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
-        return build_payload(request, name_map)
+        return build_payload(request, name_map, self._cache_fields(request))
 
     def _body(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> bytes:
-        return self._encoder.encode(request, name_map, prefix)
+        return self._encoder.encode(request, name_map, prefix, self._cache_fields(request))
+
+    def _cache_fields(self, request: ModelRequest) -> list[tuple[str, Any]]:
+        """The prompt-cache fields: ``prompt_cache_key`` (the request's ``metadata["prompt_cache_key"]``,
+        stable per agent of a session, so the server routes its requests to where their prefix is
+        cached) and, to a server on a loopback or private address (where llama.cpp's server runs),
+        ``cache_prompt: true``. None with ``[model] prompt_cache = "off"`` or ``openai_cache_fields =
+        false``; OpenAI itself caches every prompt prefix of 1024 tokens or more without a field."""
+        config = self.config
+        if config.prompt_cache == "off" or not config.openai_cache_fields:
+            return []
+        fields: list[tuple[str, Any]] = []
+        key = request.metadata.get("prompt_cache_key")
+        if isinstance(key, str) and key:
+            fields.append(("prompt_cache_key", key))
+        if self._local_server:
+            fields.append(("cache_prompt", True))
+        return fields
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)
@@ -238,5 +283,9 @@ class OpenAIAdapter(HttpStreamAdapter):
                 raw=raw,
                 capability="tools",
                 request_feature="tools",
+            )
+        if client_error and ("prompt_cache_key" in message or "cache_prompt" in message):
+            message += (
+                " (this server rejects the prompt-cache fields: set [model] openai_cache_fields = false)"
             )
         return self._error(status_error_type(status), f"openai HTTP {status}: {message}", request, raw=raw)

@@ -193,8 +193,13 @@ def _head(request: ModelRequest) -> list[tuple[str, Any]]:
     return fields
 
 
-def _tail(request: ModelRequest, name_map: ToolNameMap) -> list[tuple[str, Any]]:
-    """The fields after ``stop``: ``tools`` (the request's list), ``tool_choice``, provider options."""
+Fields = Sequence[tuple[str, Any]]
+"""Extra body fields an adapter adds after the others (the prompt-cache fields)."""
+
+
+def _tail(request: ModelRequest, name_map: ToolNameMap, extra: Fields = ()) -> list[tuple[str, Any]]:
+    """The fields after ``stop``: ``tools`` (the request's list), ``tool_choice``, provider options, then
+    ``extra``."""
     fields: list[tuple[str, Any]] = []
     if request.tools:
         fields.append(("tools", request.tools))
@@ -208,6 +213,7 @@ def _tail(request: ModelRequest, name_map: ToolNameMap) -> list[tuple[str, Any]]
     for key, value in request.provider_options.get("openai", {}).items():
         if key in OPTION_KEYS:
             fields.append((key, value))
+    fields.extend(extra)
     return fields
 
 
@@ -222,10 +228,10 @@ def tool_entry_of(tool: ToolDefinition, name_map: ToolNameMap) -> dict[str, Any]
     }
 
 
-def build_payload(request: ModelRequest, name_map: ToolNameMap) -> dict[str, Any]:
-    """The ``POST /chat/completions`` body for ``request`` (pure)."""
+def build_payload(request: ModelRequest, name_map: ToolNameMap, extra: Fields = ()) -> dict[str, Any]:
+    """The ``POST /chat/completions`` body for ``request`` (pure); ``extra`` fields come last."""
     payload: dict[str, Any] = {}
-    for key, value in [*_head(request), *_tail(request, name_map)]:
+    for key, value in [*_head(request), *_tail(request, name_map, extra)]:
         if key == "messages":
             messages: list[dict[str, Any]] = []
             system = system_texts(request)
@@ -256,15 +262,19 @@ class BodyEncoder:
         """System texts → their JSON-escaped UTF-8 bodies (cleared when it reaches its capacity)."""
 
     def encode(
-        self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
+        self,
+        request: ModelRequest,
+        name_map: ToolNameMap,
+        prefix: tuple[PrefixEntry, int] | None = None,
+        extra: Fields = (),
     ) -> bytes:
-        """``json.dumps(build_payload(request, name_map), ensure_ascii=False)`` as UTF-8 bytes.
+        """``json.dumps(build_payload(request, name_map, extra), ensure_ascii=False)`` as UTF-8 bytes.
 
         ``prefix`` = (the conversation's entry, messages shared with its previous request): the encoded
         history up to the last user message within the shared part is reused.
         """
         out: list[bytes] = [b"{"]
-        for index, (key, value) in enumerate([*_head(request), *_tail(request, name_map)]):
+        for index, (key, value) in enumerate([*_head(request), *_tail(request, name_map, extra)]):
             out += (b", " if index else b"", _dumps(key), b": ")
             if key == "messages":
                 _list_into(out, self._messages(request, name_map, prefix))

@@ -3,8 +3,10 @@ retry policy (§6), timeouts and cooperative cancellation (§4.1).
 
 Contracts:
 
-- ``backoff_ms(retry, n)`` is ``min(max_backoff_ms, initial_backoff_ms * 2**(n-1))`` for retry ``n >= 1``;
-  a ``Retry-After`` / ``retry-after-ms`` header replaces it, capped at 60000 ms.
+- ``backoff_ms(retry, n)`` is "full jitter": a uniformly random delay in ``[0, ceiling]`` with
+  ``ceiling = backoff_ceiling_ms(retry, n) = min(max_backoff_ms, initial_backoff_ms * 2**(n-1))`` for retry
+  ``n >= 1``, so many clients failing together do not retry together; a ``Retry-After`` /
+  ``retry-after-ms`` header replaces it exactly (no jitter: the server named the time), capped at 60000 ms.
 - :class:`HttpStreamAdapter` runs one ``stream()``: local pre-flight, optional network pre-flight,
   ``model_started`` once, then attempts until success, a non-retryable error, exhausted attempts, or a
   failure after a delta was yielded (never retried). ``model.timeout_ms`` is the per-attempt connect
@@ -19,6 +21,7 @@ import asyncio
 import email.utils
 import json
 import os
+import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -74,9 +77,15 @@ class ChunkTranslator(Protocol):
 
 
 # -- pure policy ------------------------------------------------------------------------------------
-def backoff_ms(retry: RetryConfig, n: int) -> int:
-    """Delay before retry ``n`` (1-based), without jitter."""
+def backoff_ceiling_ms(retry: RetryConfig, n: int) -> int:
+    """The exponential, capped upper bound of the delay before retry ``n`` (1-based)."""
     return int(min(retry.max_backoff_ms, retry.initial_backoff_ms * 2 ** (n - 1)))
+
+
+def backoff_ms(retry: RetryConfig, n: int, uniform: Callable[[], float] = random.random) -> int:
+    """Delay before retry ``n`` (1-based) with full jitter: ``uniform()`` (in ``[0, 1)``) times the
+    ceiling, rounded."""
+    return round(uniform() * backoff_ceiling_ms(retry, n))
 
 
 def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -> int | None:

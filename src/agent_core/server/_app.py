@@ -1,6 +1,6 @@
 """The ASGI application of ``soong-agent serve``: the API, ``/openapi.json`` and the web UI.
 
-:func:`create_app` wires auth (outermost), the API routes, ``GET /openapi.json``, the UI (``GET /`` and
+:func:`create_app` wires the security headers (outermost, ``_headers``), auth, the API routes, ``GET /openapi.json``, the UI (``GET /`` and
 ``/static/*`` from the packaged ``server/static`` directory) and JSON error handlers around a
 :class:`~agent_core.server._state.ServerState` whose runtime is open (``_state.open_state``).
 """
@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.server._auth import TokenAuth
 from agent_core.server._errors import ApiError, status_for
+from agent_core.server._headers import SecurityHeaders
 from agent_core.server._openapi import openapi_document
 from agent_core.server._routes import API_ROUTES
 from agent_core.server._state import ServerState
@@ -82,4 +83,4 @@ def create_app(state: ServerState, token: str) -> Any:
         },
     )
     app.state.server = state
-    return TokenAuth(app, token)
+    return SecurityHeaders(TokenAuth(app, token))

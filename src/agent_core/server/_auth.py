@@ -1,10 +1,11 @@
 """Token auth and same-origin enforcement for ``soong-agent serve`` (surfaces.md §2, Decision).
 
-* every ``/api/*`` request needs the token: ``Authorization: Bearer <t>``, the ``soong_token`` cookie, or
-  ``?token=<t>``; a wrong or missing token → 401 before any handler runs (nothing changes);
-* ``GET /?token=<t>`` with the right token sets the token as an ``HttpOnly; SameSite=Strict`` cookie and
-  redirects to ``/`` (the token leaves the address bar); the UI's static files need no token (they hold
-  no data);
+* every ``/api/*`` request needs the token: ``Authorization: Bearer <t>`` or the ``soong_token`` cookie;
+  a wrong or missing token → 401 before any handler runs (nothing changes). ``?token=`` is never
+  accepted there (URLs end up in logs, history and ``Referer`` headers);
+* ``GET /?token=<t>`` (only there) with the right token sets the token as an ``HttpOnly;
+  SameSite=Strict`` cookie and redirects to ``/`` (the token leaves the address bar); the UI's static
+  files need no token (they hold no data);
 * cross-origin requests are refused with 403: an ``Origin`` header that is not this server's own origin,
   or ``Sec-Fetch-Site: cross-site``; no CORS header is ever sent (preflights get 403 too).
 """
@@ -55,8 +56,6 @@ class TokenAuth:
                 cookie = SimpleCookie()
             if COOKIE in cookie:
                 found.append(cookie[COOKIE].value)
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        found.extend(query.get("token", [])[:1])
         return found
 
     @staticmethod
@@ -83,7 +82,12 @@ class TokenAuth:
             await _send(send, *_error(401, "missing or wrong token (Authorization: Bearer <token>)"))
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if path == "/" and query.get("token") and self._ok(query["token"][0]):
+        if (
+            path == "/"
+            and scope.get("method") == "GET"
+            and query.get("token")
+            and self._ok(query["token"][0])
+        ):
             cookie = f"{COOKIE}={self._token.decode()}; HttpOnly; SameSite=Strict; Path=/"
             await _send(send, 303, b"", extra=[(b"location", b"/"), (b"set-cookie", cookie.encode())])
             return

@@ -11,7 +11,9 @@
 * :class:`ScriptedServer` and its OpenAI / Anthropic / Ollama subclasses — real HTTP servers on
   127.0.0.1 that speak the vendors' wire protocols, scripted with frames from :class:`OpenAIWire`,
   :class:`AnthropicWire`, :class:`OllamaWire` and the response kinds (:func:`stream`, :func:`error`,
-  :func:`hold_open`, :func:`drop_after`, :func:`stall`), for integration tests of the real adapters.
+  :func:`hold_open`, :func:`drop_after`, :func:`stall`), for integration tests of the real adapters;
+  with :class:`AnthropicPromptCache` / :class:`OpenAIPromptCache` they report the usage of the vendor's
+  prompt cache (cache reads and writes) for the requests they receive.
 
 Every model records the requests it received (``model.requests``). Importing ``agent_core`` does not
 import this package.
@@ -25,6 +27,12 @@ from agent_core.testing._models import (
     ModelReply,
     last_user_text,
     tool_results,
+)
+from agent_core.testing._prompt_cache import (
+    AnthropicPromptCache,
+    CacheTotals,
+    OpenAIPromptCache,
+    PromptCacheError,
 )
 from agent_core.testing._runtime import open_runtime
 from agent_core.testing._servers import (
@@ -46,7 +54,9 @@ from agent_core.testing._wire import AnthropicWire, OllamaWire, OpenAIWire, adve
 from agent_core.types.model import ModelMessage, ModelRequest
 
 __all__ = [
+    "AnthropicPromptCache",
     "AnthropicWire",
+    "CacheTotals",
     "CallTool",
     "Cassette",
     "CassetteMismatch",
@@ -56,7 +66,9 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "OllamaWire",
+    "OpenAIPromptCache",
     "OpenAIWire",
+    "PromptCacheError",
     "Response",
     "ScriptedAnthropicServer",
     "ScriptedOllamaServer",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_core._api.runtime import AgentRuntime
+from agent_core._private_fs import make_private_dirs
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.providers.base import ProviderAdapter
@@ -99,7 +100,7 @@ async def open_runtime(
                 "(pass an empty home_dir or none)",
                 details={"config_path": str(config_path)},
             )
-        home.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(home)  # like a home the runtime creates: 0700 (an existing one is left alone)
         config_path.write_text(config_toml(settings), encoding="utf-8")
         registry = runtime_kwargs.pop("provider_registry", None) or ProviderRegistry()
         registry.register(model.provider_key, model.factory)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.testing._prompt_cache import AnthropicPromptCache, OpenAIPromptCache, PromptCacheError
 from agent_core.testing._wire import (
     AnthropicWire,
     OllamaWire,
@@ -49,6 +50,8 @@ class ScriptedRequest:
     body: bytes
     json: Any
     received_at: float = field(default_factory=time.monotonic)
+    cache_usage: dict[str, int] | None = None
+    """The usage the server's prompt-cache emulation computed for this request (else ``None``)."""
 
 
 @dataclass(slots=True)
@@ -258,6 +261,19 @@ class ScriptedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # -- prompt-cache emulation -------------------------------------------------------------------
+    def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
+        """Computes ``request.cache_usage`` when the server emulates a prompt cache; the rejection of a
+        request the provider would refuse (HTTP 400), else ``None``."""
+        return None
+
+    def _with_usage(self, frame: str | bytes, request: ScriptedRequest) -> str | bytes:
+        """A response frame with the emulated usage in place of the scripted one."""
+        return frame
+
+    def _json_with_usage(self, body: Any, request: ScriptedRequest) -> Any:
+        return body
+
     # -- protocol ---------------------------------------------------------------------------------
     def builtin(self, request: ScriptedRequest) -> Response | None:
         """Endpoints answered without consuming the script (Ollama metadata endpoints)."""
@@ -293,7 +309,9 @@ class ScriptedServer:
                 if request is None:
                     break
                 self.requests.append(request)
-                if not await self._respond(self._choose(request), request, reader, writer):
+                rejected = self._emulate_cache(request)
+                response = rejected if rejected is not None else self._choose(request)
+                if not await self._respond(response, request, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
@@ -384,7 +402,10 @@ class ScriptedServer:
     ) -> bool:
         """Writes ``response``; returns whether the connection may serve another request."""
         if isinstance(response, JsonResponse):
-            body = b"" if response.json_body is None else json.dumps(response.json_body).encode()
+            reply = response.json_body
+            if request.cache_usage is not None and response.status < 400:
+                reply = self._json_with_usage(reply, request)
+            body = b"" if reply is None else json.dumps(reply).encode()
             headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
             headers.update(response.headers)
             writer.write(self._head(response.status, headers) + body)
@@ -398,7 +419,10 @@ class ScriptedServer:
         writer.write(self._stream_head(status, extra))
         try:
             delay = response.delay_s if isinstance(response, StreamResponse) else 0.0
-            await self._send_frames(writer, response.frames, delay)
+            frames = response.frames
+            if request.cache_usage is not None and status < 400:
+                frames = [self._with_usage(frame, request) for frame in frames]
+            await self._send_frames(writer, frames, delay)
             if isinstance(response, StreamResponse):
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
@@ -413,18 +437,115 @@ class ScriptedServer:
         return False
 
 
+def _sse_json(frame: str | bytes) -> tuple[str, Any] | None:
+    """``(text before the data, decoded data)`` of an SSE frame with one ``data:`` JSON line."""
+    text = frame.decode("utf-8") if isinstance(frame, bytes) else frame
+    head, marker, rest = text.partition("data: ")
+    if not marker or not rest.lstrip().startswith("{"):
+        return None
+    try:
+        return head, json.loads(rest)
+    except ValueError:
+        return None
+
+
 class ScriptedOpenAIServer(ScriptedServer):
-    """OpenAI Chat Completions: ``POST /v1/chat/completions`` (``base_url`` ends with ``/v1``)."""
+    """OpenAI Chat Completions: ``POST /v1/chat/completions`` (``base_url`` ends with ``/v1``).
+
+    ``prompt_cache`` (:class:`~agent_core.testing.OpenAIPromptCache`) makes the usage of every reply
+    report the emulated ``prompt_tokens`` and ``prompt_tokens_details.cached_tokens``.
+    """
 
     name = "openai"
     base_path = "/v1"
 
+    def __init__(self, *, strict: bool = True, prompt_cache: OpenAIPromptCache | None = None) -> None:
+        super().__init__(strict=strict)
+        self.prompt_cache = prompt_cache
+
+    def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
+        cache = self.prompt_cache
+        if (
+            cache is not None
+            and request.path.endswith("/chat/completions")
+            and isinstance(request.json, dict)
+        ):
+            request.cache_usage = cache.usage(request.json)
+        return None
+
+    def _usage(self, usage: dict[str, Any], request: ScriptedRequest) -> dict[str, Any]:
+        assert request.cache_usage is not None
+        prompt = request.cache_usage["prompt_tokens"]
+        completion = usage.get("completion_tokens") or 0
+        details = {
+            **(usage.get("prompt_tokens_details") or {}),
+            "cached_tokens": request.cache_usage["cached_tokens"],
+        }
+        return {
+            **usage,
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": details,
+        }
+
+    def _with_usage(self, frame: str | bytes, request: ScriptedRequest) -> str | bytes:
+        parsed = _sse_json(frame)
+        if parsed is None or not isinstance(parsed[1], dict) or not isinstance(parsed[1].get("usage"), dict):
+            return frame
+        head, chunk = parsed
+        return f"{head}data: {json.dumps({**chunk, 'usage': self._usage(chunk['usage'], request)})}\n\n"
+
+    def _json_with_usage(self, body: Any, request: ScriptedRequest) -> Any:
+        if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+            return {**body, "usage": self._usage(body["usage"], request)}
+        return body
+
 
 class ScriptedAnthropicServer(ScriptedServer):
-    """Anthropic Messages: ``POST /v1/messages``."""
+    """Anthropic Messages: ``POST /v1/messages``.
+
+    ``prompt_cache`` (:class:`~agent_core.testing.AnthropicPromptCache`) makes ``message_start`` report
+    the emulated ``input_tokens``, ``cache_creation_input_tokens`` and ``cache_read_input_tokens``, and
+    answers a request Anthropic would refuse (more than 4 breakpoints, ...) with HTTP 400.
+    """
 
     name = "anthropic"
     request_id_header = "request-id"
+
+    def __init__(self, *, strict: bool = True, prompt_cache: AnthropicPromptCache | None = None) -> None:
+        super().__init__(strict=strict)
+        self.prompt_cache = prompt_cache
+
+    def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
+        if self.prompt_cache is None or not request.path.endswith("/messages"):
+            return None
+        if not isinstance(request.json, dict):
+            return None
+        try:
+            request.cache_usage = self.prompt_cache.usage(request.json)
+        except PromptCacheError as exc:
+            return error(
+                400, {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+            )
+        return None
+
+    def _with_usage(self, frame: str | bytes, request: ScriptedRequest) -> str | bytes:
+        parsed = _sse_json(frame)
+        if parsed is None:
+            return frame
+        head, event = parsed
+        message = event.get("message") if isinstance(event, dict) else None
+        if event.get("type") != "message_start" or not isinstance(message, dict):
+            return frame
+        assert request.cache_usage is not None
+        usage = {**(message.get("usage") or {}), **request.cache_usage}
+        return f"{head}data: {json.dumps({**event, 'message': {**message, 'usage': usage}})}\n\n"
+
+    def _json_with_usage(self, body: Any, request: ScriptedRequest) -> Any:
+        if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+            assert request.cache_usage is not None
+            return {**body, "usage": {**body["usage"], **request.cache_usage}}
+        return body
 
 
 class ScriptedOllamaServer(ScriptedServer):

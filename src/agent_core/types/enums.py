@@ -93,10 +93,12 @@ class EventType(StrEnum):
     aborted_tools = "aborted_tools"
     stop_hook_prevented = "stop_hook_prevented"
     context_built = "context_built"
+    prompt_cache_break = "prompt_cache_break"
     message_created = "message_created"
     message_delta = "message_delta"
     message_completed = "message_completed"
     model_started = "model_started"
+    model_progress = "model_progress"
     model_text_delta = "model_text_delta"
     tool_call_delta = "tool_call_delta"
     model_completed = "model_completed"
@@ -161,6 +163,7 @@ class EventType(StrEnum):
 DEBUG_ONLY_EVENTS: frozenset[EventType] = frozenset(
     {
         EventType.context_built,
+        EventType.prompt_cache_break,
         EventType.model_started,
         EventType.model_text_delta,
         EventType.tool_call_delta,
@@ -193,6 +196,7 @@ TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
         EventType.tool_call_delta,
         EventType.provider_debug,
         EventType.tool_progress,
+        EventType.model_progress,
     }
 )
 """Live-only event types (never persisted by default; ``seq is None``)."""

@@ -100,6 +100,10 @@ class ToolCall(StrictModel):
 
 
 class Usage(StrictModel):
+    """Token usage of model calls. ``input_tokens`` counts the whole prompt, whichever provider: the
+    uncached part plus ``cache_read_tokens`` (read from the provider's prompt cache) plus
+    ``cache_write_tokens`` (written to it); :attr:`uncached_input_tokens` is the first part."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
@@ -107,6 +111,11 @@ class Usage(StrictModel):
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
     raw_usage: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        """Input tokens neither read from nor written to the prompt cache."""
+        return max(0, self.input_tokens - (self.cache_read_tokens or 0) - (self.cache_write_tokens or 0))
 
 
 def sum_usage(items: list[Usage]) -> Usage:

@@ -177,8 +177,10 @@ class UsageTotals(StrictModel):
 
     runs: int = 0
     input_tokens: int = 0
+    """The whole prompt: ``uncached_input_tokens`` + ``cache_read_tokens`` + ``cache_write_tokens``."""
     output_tokens: int = 0
     total_tokens: int = 0
+    uncached_input_tokens: int = 0
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
@@ -200,9 +202,19 @@ class UsageTotals(StrictModel):
                 value = record.get(name)
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     setattr(totals, name, (getattr(totals, name) or 0) + value)
+            uncached = record.get("uncached_input_tokens")
+            if not isinstance(uncached, int) or isinstance(uncached, bool):  # a record from before the split
+                uncached = _count(record, "input_tokens")
+                uncached -= _count(record, "cache_read_tokens") + _count(record, "cache_write_tokens")
+            totals.uncached_input_tokens += max(0, uncached)
         if totals.cost_usd is not None:
             totals.cost_usd = round(totals.cost_usd, 9)
         return totals
+
+
+def _count(record: Mapping[str, Any], name: str) -> int:
+    value = record.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class ChildAgentResult(StrictModel):

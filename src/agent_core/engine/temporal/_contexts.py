@@ -245,6 +245,7 @@ def checkpoint(ctx: RunContext) -> Checkpoint:
     return Checkpoint(
         turns=st.turns,
         continuations=st.continuations,
+        continued_text=st.continued_text,
         stop_denials=st.stop_denials,
         usages=[u.model_dump(mode="json") for u in st.usages],
         final=_breach_dump(st.final),
@@ -258,6 +259,7 @@ def checkpoint(ctx: RunContext) -> Checkpoint:
 def restore(loop: LoopSpec, st: LoopState, cp: Checkpoint) -> None:
     st.turns = cp.turns
     st.continuations = cp.continuations
+    st.continued_text = cp.continued_text
     st.stop_denials = cp.stop_denials
     st.usages = [Usage.model_validate(u) for u in cp.usages]
     st.final = Breach(**{**cp.final, "end_reason": EndReason(cp.final["end_reason"])}) if cp.final else None

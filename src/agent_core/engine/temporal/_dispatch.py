@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from agent_core._agents.children import _interruption as child_interruption
 from agent_core._agents.spec import ChildSpec
+from agent_core._loop._limits import usage_of_record
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._runtime import lifecycle
 from agent_core._runtime.runs import RunManager
@@ -37,7 +38,6 @@ from agent_core.engine.temporal._worker_workflow import DISPATCH_WORKER, Dispatc
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload, text_of
 from agent_core.types.enums import AgentRole, MessageRole, RunStatus
-from agent_core.types.model import Usage
 from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import RunRecord
 
@@ -131,13 +131,12 @@ class TemporalWorkerRuns:
         nodes = await self.manager.services.storage.list_nodes(row.session_id, run_id=row.run_id)
         answers = [n for n in nodes if n.role == MessageRole.assistant and not n.metadata.get("partial")]
         usage = json.loads(row.usage_json) if row.usage_json else {}
-        usage.pop("cost_usd", None)
         return LoopOutcome(
             row.status,
             row.end_reason,
             final_node_id=answers[-1].node_id if answers else None,
             turn_count=row.turn_count or 0,
-            usage=Usage.model_validate(usage),
+            usage=usage_of_record(usage),
             final_text=text_of(answers[-1].content) if answers else "",
         )
 

@@ -53,6 +53,7 @@ class Checkpoint:
 
     turns: int = 0
     continuations: int = 0
+    continued_text: str = ""
     stop_denials: int = 0
     usages: list[dict[str, Any]] = field(default_factory=list)
     final: dict[str, Any] | None = None

@@ -4,7 +4,7 @@
 "use strict";
 
 const DEBUG_ONLY = new Set((
-  "context_built model_started model_text_delta tool_call_delta model_completed provider_debug " +
+  "context_built prompt_cache_break model_started model_text_delta tool_call_delta model_completed provider_debug " +
   "permission_failed hook_started hook_completed hook_failed child_agent_cancel_requested " +
   "child_agent_cancel_timeout child_result_schema_validation_failed compact_pending compact_started " +
   "compact_completed compact_failed memory_extraction_started memory_extraction_completed " +
@@ -68,12 +68,22 @@ function resultText(blocks) {
     : b.type === "artifact_ref" ? `[artifact ${b.artifact_id}] ${b.summary || ""}` : "").join(" ");
 }
 
+// Input is split into its uncached part and what the provider's prompt cache read and wrote.
 function usageText(u) {
   if (!u) return "";
   const parts = [];
-  if (u.input_tokens !== undefined) parts.push(`in ${u.input_tokens}`);
+  if (u.input_tokens !== undefined) {
+    const split = [];
+    if (u.cache_read_tokens || u.cache_write_tokens) {
+      const uncached = u.uncached_input_tokens ??
+        Math.max(0, u.input_tokens - (u.cache_read_tokens || 0) - (u.cache_write_tokens || 0));
+      split.push(`uncached ${uncached}`);
+      if (u.cache_read_tokens) split.push(`cache read ${u.cache_read_tokens}`);
+      if (u.cache_write_tokens) split.push(`cache write ${u.cache_write_tokens}`);
+    }
+    parts.push(`in ${u.input_tokens}${split.length ? ` (${split.join(", ")})` : ""}`);
+  }
   if (u.output_tokens !== undefined) parts.push(`out ${u.output_tokens}`);
-  if (u.cache_read_tokens) parts.push(`cache read ${u.cache_read_tokens}`);
   if (u.cost_usd !== undefined && u.cost_usd !== null) parts.push(`$${Number(u.cost_usd).toFixed(4)}`);
   return parts.join(" · ");
 }
@@ -368,9 +378,13 @@ function handleLiveEvent(live, ev) {
       if (p.role === "assistant" || p.role === undefined) {
         if (!lane.bubble && p.text) bubble("");
         if (lane.bubble) { lane.textNode.data = String(p.text || lane.textNode.data); lane.bubble.classList.remove("streaming"); }
+        lane.answered = lane.bubble;
         lane.bubble = null;
       }
       break;
+    case "model_progress":
+      if (!child) showModelProgress(live, lane, p);
+      return;
     case "tool_started":
       live.tools[ev.tool_call_id] = toolBox(p.tool_name, short(p.args_summary, 240), child ? "child" : "", ev.tool_call_id);
       lane.append(live.tools[ev.tool_call_id]);
@@ -422,7 +436,34 @@ function handleLiveEvent(live, ev) {
   if (state.view === "conversation") $("conversation").scrollTop = $("conversation").scrollHeight;
 }
 
+// The followed run's model call, from the same model_progress events as the CLI's status line: while the
+// model reads the prompt, the run status shows the model, the prompt size and the seconds waited; once the
+// answer is complete its output rate goes under the reply.
+function showModelProgress(live, lane, p) {
+  clearInterval(live.waitTimer);
+  live.waitTimer = null;
+  const status = $("run-status");
+  const model = String(p.model || "the model");
+  if (p.phase === "waiting") {
+    const started = Date.now();
+    const tokens = typeof p.prompt_tokens === "number" ? `${p.prompt_tokens.toLocaleString("en-US")} prompt tokens` : "the prompt";
+    const draw = () => {
+      if (state.live === live) status.textContent = `waiting for ${model} · ${tokens} · ${Math.floor((Date.now() - started) / 1000)} s`;
+    };
+    draw();
+    live.waitTimer = setInterval(draw, 1000);
+  } else if (p.phase === "streaming") {
+    status.textContent = `run ${live.runId}: ${model} is answering (first token after ${((p.waited_ms || 0) / 1000).toFixed(1)} s)`;
+  } else if (p.phase === "done" && p.stop_reason !== "max_tokens") {
+    const rate = typeof p.tokens_per_second === "number" ? ` at ${p.tokens_per_second.toFixed(1)} tokens/s` : "";
+    const line = `${p.output_tokens ?? "?"} tokens${rate} · first token after ${((p.waited_ms || 0) / 1000).toFixed(1)} s`;
+    if (lane.answered) lane.answered.append(el("div", { class: "rate muted" }, line));
+    status.textContent = `run ${live.runId}: ${line}`;
+  }
+}
+
 function stopLive() {
+  if (state.live) clearInterval(state.live.waitTimer);
   if (state.live) state.live.abort.abort();
   state.live = null;
   $("cancel-run").hidden = true;
@@ -495,6 +536,54 @@ function diffView(diff) {
   return pre;
 }
 
+// Whitespace and invisible characters an argument could hide code behind (a run of spaces that pushes the
+// rest out of view, a newline, a tab, a bidi override, a zero-width space) become visible marker spans.
+const HIDDEN_TEXT = /( {2,}|^ | $|[\t\n\r\v\f\u0085\u00a0\u1680\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]|[\u0000-\u0008\u000e-\u001f\u007f])/g;
+
+function visibleMarker(chunk) {
+  if (chunk[0] === " ") return chunk.length === 1 ? "␠" : `␠×${chunk.length}`;
+  const names = { "\t": "⇥tab", "\n": "↵newline", "\r": "␍CR" };
+  return names[chunk] || `U+${chunk.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
+function visibleText(text) {
+  const parts = [];
+  let last = 0;
+  for (const match of String(text).matchAll(HIDDEN_TEXT)) {
+    if (match.index > last) parts.push(String(text).slice(last, match.index));
+    parts.push(el("span", { class: "ws", title: "whitespace or invisible character" }, visibleMarker(match[0])));
+    last = match.index + match[0].length;
+  }
+  if (last < String(text).length) parts.push(String(text).slice(last));
+  return parts;
+}
+
+// A command's whole argv, one argument per item, wrapped, whitespace made visible (as the CLI shows it).
+function argvView(argv, cls) {
+  return el("ol", { class: `argv ${cls || ""}` }, argv.map((arg) => el("li", {}, visibleText(arg))));
+}
+
+// What "allow for session" will remember for this request.
+function sessionGrantView(a, meta) {
+  if (Array.isArray(meta.protected) && meta.protected.length) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (protected path: never remembered).");
+  if (meta.allow_for_session_available === false) return el("p", { class: "muted grant" }, "Allow for session acts as allow once here (nothing to remember).");
+  if (Array.isArray(meta.session_argv_prefix)) {
+    const what = meta.session_argv_exact ? "exactly this command, nothing added:" : "commands starting with:";
+    return el("div", { class: "grant", "data-exact": meta.session_argv_exact ? "true" : "false" },
+      el("p", {}, `Allow for session remembers ${what}`),
+      argvView(meta.session_argv_prefix, "prefix"),
+      meta.session_argv_exact ? null : el("p", { class: "muted" }, `(${meta.session_grant_covers || "an added option that runs code, writes or sends data asks again"})`));
+  }
+  return el("p", { class: "grant" }, `Allow for session remembers ${a.tool_name} on ${a.target_scope || "this target"}.`);
+}
+
+function argumentsRow(a, meta) {
+  if (Array.isArray(meta.argv)) return ["argv", argvView(meta.argv)];
+  const cut = typeof meta.args_length === "number" && meta.args_length > String(a.args_summary).length
+    ? el("span", { class: "muted" }, ` [arguments cut: ${String(a.args_summary).length} of ${meta.args_length} characters shown]`) : null;
+  return ["arguments", [visibleText(a.args_summary), cut]];
+}
+
 function approvalCard(a) {
   const answer = async (decision, card) => {
     for (const b of card.querySelectorAll("button")) b.disabled = true;
@@ -512,7 +601,7 @@ function approvalCard(a) {
     ["agent", `${a.agent_role} ${a.agent_id}`],
     ["tool", a.tool_name],
     ["permission", `${a.permission}${a.dangerous ? " (dangerous)" : ""}`],
-    ["arguments", a.args_summary],
+    argumentsRow(a, meta),
     ["target", a.target_scope || "—"],
     ["cwd", a.cwd],
   ];
@@ -523,6 +612,7 @@ function approvalCard(a) {
     card.append(diffView(meta.diff));
     if (meta.diff_omitted_lines) card.append(el("p", { class: "muted" }, `(${meta.diff_omitted_lines} more lines not shown)`));
   }
+  card.append(sessionGrantView(a, meta));
   const forSession = meta.allow_for_session_available === false ? "Allow (once; no session grant here)" : "Allow for session";
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "primary", "data-decision": "allow_once", onclick: () => answer("allow_once", card) }, "Allow once"),
@@ -763,6 +853,14 @@ function stepDag(steps) {
 
 // ---- timeline ----------------------------------------------------------------------------------------
 
+// A request that stopped repeating the agent's previous one: where, and how much of it was still reused.
+function cacheBreakText(payload) {
+  const p = payload || {};
+  const cause = p.cause ? ` (context ${p.cause})` : "";
+  return `prompt cache break in ${p.part} at ${p.first_changed}, turn ${p.turn}: ` +
+    `${p.reused_messages} of ${p.previous_messages} earlier messages reused${cause}`;
+}
+
 function renderTimeline() {
   const replay = state.replay;
   const body = clear($("timeline").querySelector("tbody"));
@@ -782,10 +880,12 @@ function renderTimeline() {
     if (chosen && ev.run_id !== chosen) continue;
     if (lvl && ev.level !== lvl) continue;
     shown++;
-    body.append(el("tr", { class: `${debug ? "debug " : ""}level-${ev.level}`, "data-type": ev.event_type },
+    const cacheBreak = ev.event_type === "prompt_cache_break";
+    body.append(el("tr", { class: `${debug ? "debug " : ""}${cacheBreak ? "cache-break " : ""}level-${ev.level}`,
+      "data-type": ev.event_type },
       el("td", {}, ev.seq ?? ""), el("td", {}, ev.run_seq ?? ""), el("td", {}, time(ev.created_at)),
       el("td", {}, ev.event_type), el("td", {}, ev.level), el("td", {}, short(ev.run_id || "", 24)),
-      el("td", { class: "payload" }, short(JSON.stringify(ev.payload), 400))));
+      el("td", { class: "payload" }, cacheBreak ? cacheBreakText(ev.payload) : short(JSON.stringify(ev.payload), 400))));
   }
   $("timeline-count").textContent = `${shown} of ${(replay.events || []).length} events`;
 }

@@ -1,7 +1,7 @@
 """Asset loader: stable ``asset_id`` -> packaged prompt/template/agent resource (contract.md §12).
 
 Prompt bodies, templates and built-in AgentDefinition bodies live as files under
-``agent_core/_assets/``; code refers to them only by ``asset_id`` (:data:`ASSET_PATHS`). Editing an
+``agent_core/assets/``; code refers to them only by ``asset_id`` (:data:`ASSET_PATHS`). Editing an
 asset's text never requires a Python change.
 
 Loading rules
@@ -168,7 +168,7 @@ STATIC_SYSTEM_ASSETS: tuple[StaticBlockSpec, ...] = tuple(
 
 
 def _package_root() -> Traversable:
-    return resources.files("agent_core._assets")
+    return resources.files("agent_core").joinpath("assets")
 
 
 def _resource_for(asset_id: str) -> str | None:
@@ -187,6 +187,20 @@ def _locate(root: Traversable, resource: str) -> Traversable:
     for part in resource.split("/"):
         node = node.joinpath(part)
     return node
+
+
+def packaged_location(asset_id: str) -> str:
+    """Where the installed package keeps the built-in asset ``asset_id`` (a file path for a regular
+    install), for messages that point a user at it, e.g. the commented config template
+    (:data:`CONFIG_TEMPLATE_ID`). Unknown ids raise ``internal_error`` like :meth:`AssetLoader.load`."""
+    resource = _resource_for(asset_id)
+    if resource is None:
+        raise AgentCoreError(
+            ErrorCode.internal_error,
+            f"unknown built-in asset id {asset_id!r}",
+            details={"asset_id": asset_id},
+        )
+    return str(_locate(_package_root(), resource))
 
 
 class AssetLoader:
