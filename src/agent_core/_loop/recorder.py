@@ -4,7 +4,7 @@ One write path: every write is one storage transaction, made under the run's loc
 events are delivered after it committed (:meth:`RunRecorder._write`). A node is written together with the
 event(s) that record it. The parent of a new node is the agent's current tip, assigned under the lock, so
 parallel tool results form a chain in completion order. For the session's root agent each user-visible
-node also moves ``sessions.active_node_id`` in the same transaction (storage.md §9). Transient event types
+node also moves ``sessions.active_node_id`` in the same transaction. Transient event types
 are delivered without a write; the live stream never carries an uncommitted persisted event, and events
 are delivered in seq order.
 """
