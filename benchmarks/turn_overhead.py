@@ -13,7 +13,13 @@ home; needs the ``otel`` extra). ``--telemetry compare`` measures the telemetry 
 (telemetry off / on, own homes, same project and server) run their sessions turn by turn alternately, so
 both see the same machine load; prints both medians and the per-turn overhead (target ≤ 10 %).
 
-Run: ``.venv/bin/python -m benchmarks.turn_overhead [--turns 300] [--telemetry off|jsonl] [--profile out.html]``
+``--beside-writes-ms N`` (issue 40) runs a second process on the same home while the session runs: it
+opens the session database and commits a small row into a table of its own every N ms, so the runtime's
+transactions keep finding that another connection wrote the file (their counters are read again, and a
+commit may wait for the other one's lock) — the cost of several processes on one home.
+
+Run: ``.venv/bin/python -m benchmarks.turn_overhead [--turns 300] [--telemetry off|jsonl] [--profile out.html]
+[--beside-writes-ms N]``
 """
 
 from __future__ import annotations
@@ -94,32 +100,70 @@ async def floor_turn(client: Any, base_url: str, samples: Samples) -> None:
     samples.cpu.append(time.process_time() - cpu)
 
 
-async def interleaved(dirs: BenchDirs, base_url: str, turns: int, profiler: Any) -> tuple[Samples, Samples]:
+BESIDE_WRITER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
+conn.execute("CREATE TABLE IF NOT EXISTS bench_beside (at REAL)")
+pause = float(sys.argv[2]) / 1000
+while True:
+    conn.execute("INSERT INTO bench_beside (at) VALUES (?)", (time.time(),))
+    time.sleep(pause)
+"""
+"""The second process of ``--beside-writes-ms``: one small commit every N ms (killed at the end)."""
+
+
+def _start_beside(db: str, every_ms: float) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", BESIDE_WRITER, db, str(every_ms)])
+
+
+async def interleaved(
+    dirs: BenchDirs, base_url: str, turns: int, profiler: Any, beside_writes_ms: float = 0
+) -> tuple[Samples, Samples]:
     """Runs the runtime session turn by turn; after each turn the floor repeats it (same load, same
     history). Times wall clock and this process's CPU time (all threads, incl. the SQLite writer)."""
     import httpx
 
-    from agent_core import AgentRuntime, RunStatus
+    from agent_core import AgentRuntime
 
     runtime, floor = Samples(), Samples()
-    session_id: str | None = None
+    beside: Any = None
     async with httpx.AsyncClient(timeout=60) as client, AgentRuntime(project_dir=dirs.project) as rt:
-        for i in range(turns):
-            if profiler is not None:
-                profiler.start()
-            wall, cpu = time.perf_counter(), time.process_time()
-            run = await rt.start(turn_message(i), session_id=session_id)
-            async for _event in run.events():
-                pass
-            runtime.wall.append(time.perf_counter() - wall)
-            runtime.cpu.append(time.process_time() - cpu)
-            if profiler is not None:
-                profiler.stop()
-            if run.status != RunStatus.completed:
-                raise RuntimeError(f"turn {i} ended {run.status}: {run.error}")
-            session_id = run.session_id
-            await floor_turn(client, base_url, floor)
+        if beside_writes_ms:  # the database exists now (the runtime opened it)
+            db = str(dirs.home / "sessions.sqlite")
+            beside = _start_beside(db, beside_writes_ms)
+        try:
+            await _turns(rt, client, base_url, turns, profiler, runtime, floor)
+        finally:
+            if beside is not None:
+                beside.kill()
+                beside.wait()
     return runtime, floor
+
+
+async def _turns(
+    rt: Any, client: Any, base_url: str, turns: int, profiler: Any, runtime: Samples, floor: Samples
+) -> None:
+    from agent_core import RunStatus
+
+    session_id: str | None = None
+    for i in range(turns):
+        if profiler is not None:
+            profiler.start()
+        wall, cpu = time.perf_counter(), time.process_time()
+        run = await rt.start(turn_message(i), session_id=session_id)
+        async for _event in run.events():
+            pass
+        runtime.wall.append(time.perf_counter() - wall)
+        runtime.cpu.append(time.process_time() - cpu)
+        if profiler is not None:
+            profiler.stop()
+        if run.status != RunStatus.completed:
+            raise RuntimeError(f"turn {i} ended {run.status}: {run.error}")
+        session_id = run.session_id
+        await floor_turn(client, base_url, floor)
 
 
 def report(runtime: Samples, floor: Samples) -> dict[str, float]:
@@ -255,7 +299,7 @@ async def main_async(args: argparse.Namespace) -> None:
     with scripted_server() as base_url:
         extra = _telemetry_config(dirs.home) if args.telemetry == "jsonl" else ""
         write_config(dirs.home, base_url, extra=extra)
-        runtime, floor = await interleaved(dirs, base_url, args.turns, profiler)
+        runtime, floor = await interleaved(dirs, base_url, args.turns, profiler, args.beside_writes_ms)
     if profiler is not None:
         Path(args.profile).write_text(profiler.output_html(), encoding="utf-8")
         Path(args.profile).with_suffix(".txt").write_text(
@@ -281,6 +325,12 @@ def main() -> None:
         choices=("off", "jsonl", "compare"),
         default="off",
         help="OpenTelemetry spans of every run (JSONL exporter in the private home)",
+    )
+    parser.add_argument(
+        "--beside-writes-ms",
+        type=float,
+        default=0,
+        help="a second process commits to the same database every N ms while the session runs (issue 40)",
     )
     parser.add_argument(
         "--compare",

@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.fixtures.llama_server",
     "tests.fixtures.postgres_server",
     "tests.fixtures.temporal_server",
+    "tests.fixtures.web_pages",
 ]
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()

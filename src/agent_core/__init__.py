@@ -40,6 +40,22 @@ if TYPE_CHECKING:
     from agent_core.types.enums import PermissionDecisionKind as PermissionDecisionKind
     from agent_core.types.enums import RunMode as RunMode
     from agent_core.types.enums import RunStatus as RunStatus
+    from agent_core.types.hooks import GuardrailInput as GuardrailInput
+    from agent_core.types.hooks import GuardrailResult as GuardrailResult
+    from agent_core.types.hooks import Hook as Hook
+    from agent_core.types.hooks import HookContext as HookContext
+    from agent_core.types.hooks import HookResult as HookResult
+    from agent_core.types.hooks import OutputGuardrail as OutputGuardrail
+    from agent_core.types.hooks import PostToolUseHook as PostToolUseHook
+    from agent_core.types.hooks import PostToolUseInput as PostToolUseInput
+    from agent_core.types.hooks import PreToolUseHook as PreToolUseHook
+    from agent_core.types.hooks import PreToolUseInput as PreToolUseInput
+    from agent_core.types.hooks import SessionStartHook as SessionStartHook
+    from agent_core.types.hooks import SessionStartInput as SessionStartInput
+    from agent_core.types.hooks import StopHook as StopHook
+    from agent_core.types.hooks import StopInput as StopInput
+    from agent_core.types.hooks import UserPromptSubmitHook as UserPromptSubmitHook
+    from agent_core.types.hooks import UserPromptSubmitInput as UserPromptSubmitInput
     from agent_core.types.permissions import PermissionDecision as PermissionDecision
     from agent_core.types.permissions import PermissionRequest as PermissionRequest
     from agent_core.types.runtime import AgentDefinition as AgentDefinition
@@ -81,6 +97,22 @@ _EXPORTS: dict[str, str] = {
     "PermissionDecisionKind": "agent_core.types.enums",
     "RunMode": "agent_core.types.enums",
     "RunStatus": "agent_core.types.enums",
+    "GuardrailInput": "agent_core.types.hooks",
+    "GuardrailResult": "agent_core.types.hooks",
+    "Hook": "agent_core.types.hooks",
+    "HookContext": "agent_core.types.hooks",
+    "HookResult": "agent_core.types.hooks",
+    "OutputGuardrail": "agent_core.types.hooks",
+    "PostToolUseHook": "agent_core.types.hooks",
+    "PostToolUseInput": "agent_core.types.hooks",
+    "PreToolUseHook": "agent_core.types.hooks",
+    "PreToolUseInput": "agent_core.types.hooks",
+    "SessionStartHook": "agent_core.types.hooks",
+    "SessionStartInput": "agent_core.types.hooks",
+    "StopHook": "agent_core.types.hooks",
+    "StopInput": "agent_core.types.hooks",
+    "UserPromptSubmitHook": "agent_core.types.hooks",
+    "UserPromptSubmitInput": "agent_core.types.hooks",
     "PermissionDecision": "agent_core.types.permissions",
     "PermissionRequest": "agent_core.types.permissions",
     "AgentDefinition": "agent_core.types.runtime",

@@ -306,3 +306,32 @@ def test_the_timeline_shows_a_prompt_cache_break(
         assert page.js_errors == []
     finally:
         assert server.stop() == 0
+
+
+def test_agents_view_lists_teammates_with_state_and_inbox(
+    page: Any, soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.02))
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 65536},
+        agents={"max_teammates_per_session": 2},
+    )
+    server = start_serve(soong_env)
+    try:
+        open_ui(page, server)
+        page.click("#new-session")
+        say(page, "spawn alice <b>hi</b>")
+        wait_run_finished(page)
+        lead = page.evaluate("state.sessionId")
+        page.click("[data-view=agents]")
+        row = "#team-table tr.teammate[data-name=alice]"
+        page.wait_for_selector(f"{row} td.state-idle", timeout=15_000)  # refreshed while the view is open
+        assert "0 unread" in page.inner_text(row) and "resident, shared" in page.inner_text(row)
+        page.click(f"{row} a")  # opens the teammate's own session
+        page.wait_for_function(f"() => state.sessionId && state.sessionId !== {lead!r}")
+        page.click("[data-view=conversation]")
+        page.wait_for_selector("#conversation:has-text('Echo:')")
+        assert page.locator("#conversation b").count() == 0  # the task text stays text
+        assert page.js_errors == []
+    finally:
+        assert server.stop() == 0

@@ -9,9 +9,11 @@ from pathlib import Path
 from agent_core._ids import new_id
 from agent_core._storage.approvals import ApprovalStore
 from agent_core._storage.protocol import SessionStore
+from agent_core._storage.writer import Txn
 from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.schedules._store import ScheduleStore
 from agent_core.types.base import format_ts
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from tests.conformance.helpers import new_run, new_session
 
@@ -80,9 +82,36 @@ async def test_background_jobs_finish_once_and_deliver_once(store: SessionStore)
     await jobs.insert(job)
     assert await jobs.finish(job.job_id, "completed", summary="done") is True
     assert await jobs.finish(job.job_id, "failed") is False
-    taken = await jobs.take_undelivered(sid)
-    assert [(j.job_id, j.status, j.delivered) for j in taken] == [(job.job_id, "completed", False)]
-    assert await jobs.take_undelivered(sid) == []
+    waiting = await jobs.undelivered(sid)
+    assert [(j.job_id, j.status, j.delivered) for j in waiting] == [(job.job_id, "completed", False)]
+
+    def mark(txn: Txn) -> bool:  # the inbox delivery's guard: delivered once
+        return (
+            txn.execute(
+                "UPDATE background_jobs SET delivered = 1 WHERE job_id = ? AND delivered = 0", (job.job_id,)
+            )
+            > 0
+        )
+
+    entry = InboxEntry.model_validate(
+        {
+            "entry_id": new_id("inbox_"),
+            "kind": "job_result",
+            "from": "job:x",
+            "content": "done",
+            "created_at": datetime.now(UTC),
+        }
+    )
+    delivered = await asyncio.gather(
+        *(
+            store.deliver_inbox(
+                sid, aid, [entry.model_copy(update={"entry_id": new_id("inbox_")})], max_entries=9, guard=mark
+            )
+            for _ in range(3)
+        )
+    )
+    assert sorted(delivered, key=str) == [1, None, None]
+    assert await jobs.undelivered(sid) == []
     got = await jobs.get(job.job_id)
     assert got is not None and got.delivered is True
 

@@ -63,7 +63,8 @@ def test_scheduler_once_runs_the_missed_schedule_once(
     assert f"[schedule] {schedule_id}: fired" in result.stderr
     assert "completed" in result.stderr
     (request,) = chat_requests(scripted_ollama)
-    assert request.json["messages"][-1]["content"].endswith("check the build")
+    last = request.json["messages"][-1]["content"]  # the firing arrives through the inbox (issue 36)
+    assert last.startswith("<inbox>") and 'kind="schedule"' in last and "check the build" in last
     # nothing is due any more: a second --once fires nothing
     again = run_cli(["scheduler", "--once", "--path", str(soong_env.project)])
     assert again.exit_code == 0 and "fired" not in again.stderr
@@ -108,7 +109,8 @@ def test_serve_runs_the_due_schedule(soong_env: SoongEnv, scripted_ollama: Scrip
         while len(chat_requests(scripted_ollama)) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         (request,) = chat_requests(scripted_ollama)
-        assert request.json["messages"][-1]["content"].endswith("from serve")
+        last = request.json["messages"][-1]["content"]
+        assert last.startswith("<inbox>") and 'kind="schedule"' in last and "from serve" in last
         with server.client() as client:
             sessions = client.get("/api/sessions")
             assert sessions.status_code == 200, sessions.text

@@ -342,6 +342,39 @@ def test_openapi_document_describes_every_route(
             ("POST", "/api/sessions/{session_id}/fork"),
             ("DELETE", "/api/sessions/{session_id}"),
             ("GET", "/api/sessions/{session_id}/tasks"),
+            ("GET", "/api/sessions/{session_id}/team"),
         }
+    finally:
+        assert server.stop() == 0
+
+
+def test_team_route_lists_teammates_with_state_and_inbox(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    use_scripted_ollama(soong_env, scripted_ollama)
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 65536},
+        agents={"max_teammates_per_session": 2},
+    )
+    server = start_serve(soong_env)
+    try:
+        with server.client() as client:
+            created = client.post("/api/runs", json={"message": "spawn alice hello"}).json()
+            session_id = created["session_id"]
+            list(server.events(created["run_id"]))
+            assert client.get(f"/api/sessions/{session_id}/team").json()["session_id"] == session_id
+
+            def idle_alice() -> Any:
+                team = client.get(f"/api/sessions/{session_id}/team").json()["teammates"]
+                return team if team and team[0]["state"] == "idle" else None
+
+            (alice,) = wait_until(idle_alice)
+            assert (alice["name"], alice["inbox_depth"], alice["resident"]) == ("alice", 0, True)
+            assert alice["lead_session_id"] == session_id
+            mate = client.get(f"/api/sessions/{alice['session_id']}/team")  # a teammate sees its team
+            assert mate.status_code == 200 and [m["name"] for m in mate.json()["teammates"]] == ["alice"]
+            listed = {s["session_id"] for s in client.get("/api/sessions").json()["sessions"]}
+            assert alice["session_id"] in listed
+            assert client.get("/api/sessions/sess_missing/team").status_code == 404
     finally:
         assert server.stop() == 0

@@ -1,5 +1,6 @@
 """Background offload of slow tool calls (surfaces.md §6, issue 22): the placeholder is the call's paired
-result, the job's result arrives as a ``<system_note>`` message, an idle session is woken with a new run,
+result, the job's result arrives through the session's inbox (a ``job_result`` entry of an ``<inbox>`` note,
+issue 36), an idle session is woken with a new run,
 ``internal.job_status`` / ``internal.job_cancel``, run cancel / runtime close / SIGKILL semantics, and
 behaviour unchanged with offload off. Every provider request is checked for unpaired tool calls."""
 
@@ -114,7 +115,8 @@ async def test_placeholder_then_result_message_wakes_the_idle_session(soong_env:
         await wait_for(lambda: len(fake.requests) == 3, timeout=15)
         woken = fake.requests[2]
         note = text_of(woken.messages[-1].content)
-        assert note.startswith("<system_note>") and job_id in note and "finished-output" in note
+        assert note.startswith("<inbox>") and 'kind="job_result"' in note and f'from="job:{job_id}"' in note
+        assert "finished-output" in note
         assert "completed" in note
         await wait_for(
             lambda: (
@@ -265,9 +267,9 @@ async def test_sigkill_marks_running_jobs_failed_and_tells_the_model(soong_env: 
         (job,) = job_rows(soong_env)
         assert job["status"] == "failed" and job["delivered"] == 1
         (request,) = fake.requests
-        last = text_of(request.messages[-1].content)
-        assert "<system_note>" in last and job["job_id"] in last and "failed" in last
-        assert last.rstrip().endswith("what happened to the build?")
+        note, last = (text_of(m.content) for m in request.messages[-2:])
+        assert note.startswith("<inbox>") and job["job_id"] in note and "failed" in note
+        assert last == "what happened to the build?"  # the job's note came first
         assert_paired(fake.requests)
         assert "job_failed" in event_types(soong_env, session_id)
     finally:
@@ -304,11 +306,36 @@ async def test_declarative_tool_offloaded_without_wake_tells_the_next_run(soong_
         await wait_for(lambda: job_rows(soong_env)[0]["status"] == "completed", timeout=15)
         await asyncio.sleep(0.3)
         assert len(fake.requests) == 2, "no wake-up with wake_on_completion = false"
-        assert job_rows(soong_env)[0]["delivered"] == 0
+        assert job_rows(soong_env)[0]["delivered"] == 1  # in the inbox, unread
         nxt = await rt.start("anything new?", session_id=run.session_id)
         assert (await nxt.wait()).value == "completed"
-    last = text_of(fake.requests[2].messages[-1].content)
-    assert last.startswith("<system_note>") and job_id in last and "declarative-arg" in last
-    assert last.rstrip().endswith("anything new?")
-    assert job_rows(soong_env)[0]["delivered"] == 1
+    note, last = (text_of(m.content) for m in fake.requests[2].messages[-2:])
+    assert note.startswith("<inbox>") and job_id in note and "declarative-arg" in note
+    assert last == "anything new?"
     assert_paired(fake.requests)
+
+
+async def test_a_second_runtime_on_the_home_leaves_the_running_jobs_of_the_first_alone(
+    soong_env: SoongEnv,
+) -> None:
+    """Several processes (here: runtimes) on one home (issue 40): the job recovery of a runtime's first run
+    fails only the jobs of runtimes that are gone, not those another open runtime still runs."""
+    first = FakeProvider()
+    cmd = {"argv": ["sh", "-c", "sleep 2; echo finished-output"]}
+    Route(first, lambda r: tool_calls(("code.run_command", cmd, "call_cmd")), lambda r: text("started it"))
+    second = FakeProvider(text("hello from the second runtime"))
+    config = {"tools": {"offload_after_ms": 800, "wake_on_completion": False}}
+    async with open_runtime(soong_env, first, config=config, permission_callback=ALLOW) as rt:
+        run = await rt.start("run the slow build")
+        assert (await run.wait()).value == "completed"
+        async with open_runtime(soong_env, second, write_config=False) as other:  # recovers jobs on its run
+            assert (await (await other.start("hello")).wait()).value == "completed"
+
+        async def job_events() -> list[str]:
+            replay = await rt.replay_session(run.session_id)
+            return [e.event_type.value for e in replay.events if e.event_type.value.startswith("job_")]
+
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(await job_events()) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert await job_events() == ["job_started", "job_completed"]

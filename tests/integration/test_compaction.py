@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from agent_core import RunStatus
 from agent_core.types.content import text_of
 from agent_core.types.enums import EndReason
 from tests.fixtures.env import REMOVE, SoongEnv
-from tests.fixtures.fake_provider import FakeProvider, fail, text, tool_calls
+from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows, types, wait_for
 from tests.fixtures.tool_pipeline import PermissionRecorder
 from tests.integration.compaction_support import (
@@ -458,3 +460,74 @@ async def test_m13_background_fork_timeout_is_a_compact_failure(soong_env: Soong
     )
     assert fork_run[0]["status"] == "aborted"
     assert not _nodes(soong_env, sid, "compaction")
+
+
+# ---- several processes (runtimes) on one home (issue 40) -------------------------------------------------
+
+
+async def test_a_second_runtime_opening_the_home_leaves_a_live_background_compaction_alone(
+    soong_env: SoongEnv,
+) -> None:
+    gate = asyncio.Event()
+    fake = FakeProvider()
+    route_compact(fake, lambda _r: held_compact(gate))
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        sid = await _two_turns(rt, fake)
+        fake.script(text("third"))
+        await collect(await rt.start("third question", session_id=sid))
+        await wait_for(lambda: any(is_compact(r) for r in fake.requests) and fake.hanging == 1)
+        async with open_runtime(soong_env, FakeProvider(), write_config=False) as other:  # clears leftovers
+            started = [
+                e for e in (await other.replay_session(sid)).events if str(e.event_type) == "compact_started"
+            ]
+            during = await other.replay_run(started[0].payload["child_run_id"])
+        gate.set()
+        await wait_for_async(lambda: _has_compaction(rt, sid))
+        replay = await rt.replay_session(sid)
+    kinds = [str(e.event_type) for e in replay.events if str(e.event_type).startswith("compact_")]
+    assert kinds == ["compact_pending", "compact_started", "compact_completed"]  # neither aborted nor failed
+    assert [str(n.node_type) for n in replay.nodes].count("compaction") == 1
+    assert [str(r.status) for r in during.runs] == ["running"]  # the live fork was left alone
+
+
+async def test_a_finished_background_compaction_waits_while_another_runtime_runs_the_session(
+    soong_env: SoongEnv,
+) -> None:
+    gate, held = asyncio.Event(), asyncio.Event()
+    fake = FakeProvider()
+    route_compact(fake, lambda _r: held_compact(gate))
+    config = await background_config(soong_env)
+    async with open_runtime(soong_env, fake, config=config) as rt:
+        sid = await _two_turns(rt, fake)
+        fake.script(text("third"))
+        await collect(await rt.start("third question", session_id=sid))
+        await wait_for(lambda: any(is_compact(r) for r in fake.requests) and fake.hanging == 1)
+        other_model = FakeProvider(hang(held, then=text("the other runtime's answer")))
+        async with open_runtime(soong_env, other_model, write_config=False) as other:
+            running = await other.start("meanwhile, elsewhere", session_id=sid)
+            await wait_for(lambda: other_model.hanging == 1)  # its run holds the session
+            gate.set()  # the compaction finishes while that run goes on
+            await asyncio.sleep(0.6)
+            assert not await _has_compaction(rt, sid), "applied beside another process's run"
+            held.set()
+            assert (await running.wait()).value == "completed"
+        await wait_for_async(lambda: _has_compaction(rt, sid))
+        replay = await rt.replay_session(sid)
+    nodes = replay.nodes
+    assert [n.parent_id for n in nodes] == [None, *(n.node_id for n in nodes[:-1])]  # one chain, no fork
+    assert str(nodes[-1].node_type) == "compaction"
+    assert [str(n.node_type) for n in nodes].count("compaction") == 1
+
+
+async def _has_compaction(rt: Any, session_id: str) -> bool:
+    replay = await rt.replay_session(session_id)
+    return any(str(n.node_type) == "compaction" for n in replay.nodes)
+
+
+async def wait_for_async(check: Callable[[], Awaitable[bool]], timeout: float = 15) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.05)

@@ -316,7 +316,7 @@ async def test_j14_check37_i16_worker_tool_sets(soong_env: SoongEnv) -> None:
         return {t.name for t in router.worker_requests[runs[index]][0].tools}
 
     assert tools(0) == {*WORKER_TOOLS, "code.read_file"}
-    assert tools(1) == {*WORKER_TOOLS, "code.read_file", "code.list_dir", "code.search"}
+    assert tools(1) == {*WORKER_TOOLS, "code.read_file", "code.list_dir", "code.search", "code.web_fetch"}
     assert not tools(1) & {"code.write_file", "code.edit_file", "code.run_command"}
     assert tools(2) == set(WORKER_TOOLS)
 

@@ -93,6 +93,23 @@ CONTRACT_EXPORTS = {
     "ContextBuildReport",
     "ProviderRegistry",
     "ToolRegistry",
+    # issue 37 item 6: in-process hooks and output guardrails (agent_core.types.hooks)
+    "Hook",
+    "HookContext",
+    "HookResult",
+    "GuardrailResult",
+    "SessionStartHook",
+    "UserPromptSubmitHook",
+    "PreToolUseHook",
+    "PostToolUseHook",
+    "StopHook",
+    "OutputGuardrail",
+    "SessionStartInput",
+    "UserPromptSubmitInput",
+    "PreToolUseInput",
+    "PostToolUseInput",
+    "StopInput",
+    "GuardrailInput",
 }
 
 
@@ -179,7 +196,8 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status)
+    teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams)
     assert EventType("run_completed") == "run_completed"
 
 
@@ -292,6 +310,7 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("provider_registry", None),
         ("tool_registry", None),
         ("debug", False),
+        ("hooks", None),  # issue 37: in-process hooks and guardrails
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
@@ -302,6 +321,9 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("mode", "normal"),
             ("output_schema", None),  # surfaces.md §5 (structured output)
             ("output_retries", 2),
+            ("model_profile", None),  # issue 37: run --model
+            ("max_turns", None),  # issue 37: run --max-turns
+            ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
         "register_tool": [("self", E), ("definition", E), ("handler", E)],

@@ -17,10 +17,13 @@ T0 = datetime(2026, 3, 2, 10, 0, 30, tzinfo=UTC)
 
 
 def user_texts(env: SoongEnv, session_id: str) -> list[str]:
+    """What reached the model as user input: user messages and ``<inbox>`` notes (a firing's message
+    arrives through the session's inbox, issue 36)."""
     out = []
-    sql = f'SELECT content_json, node_type, role FROM "nodes_{session_id}" ORDER BY node_seq'
+    sql = f'SELECT content_json, node_type, role, metadata_json FROM "nodes_{session_id}" ORDER BY node_seq'
     for row in rows(env, sql):
-        if row["node_type"] == "message" and row["role"] == "user":
+        inbox = row["node_type"] == "system_note" and '"source":"inbox"' in (row["metadata_json"] or "")
+        if (row["node_type"] == "message" and row["role"] == "user") or inbox:
             out.append(row["content_json"])
     return out
 
@@ -75,7 +78,7 @@ async def test_due_schedule_fires_a_run_at_its_time(soong_env: SoongEnv) -> None
         assert str(await firing.run.wait()) in {"completed", "RunStatus.completed"}
         assert len(fake.requests) == 1
         texts = user_texts(soong_env, firing.run.session_id)
-        assert len(texts) == 1 and "check the build" in texts[0]
+        assert len(texts) == 1 and "check the build" in texts[0] and 'kind=\\"schedule\\"' in texts[0]
         (stored,) = await rt.list_schedules()
         assert stored.schedule_id == schedule_id
         assert stored.next_due_at == datetime(2026, 3, 2, 10, 10, tzinfo=UTC)

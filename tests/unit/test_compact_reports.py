@@ -14,11 +14,12 @@ from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys
 from agent_core._storage._reports import NodeIndex, compact_seqs, expand_report, seq_ranges
 from agent_core._storage.decode import events_from_rows
 from agent_core._storage.drafts import EventDraft, NodeDraft
+from agent_core._storage.sqlite import StorageManager
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import TextBlock
 from agent_core.types.enums import EventType
 from agent_core.types.runtime import ContextBuildReport, TokenBudget
-from tests.fixtures.storage_env import opened_store, set_test_secret
+from tests.fixtures.storage_env import make_redactor, opened_store, set_test_secret
 
 
 def _nodes(aid: str, n: int) -> list[NodeDraft]:
@@ -284,3 +285,38 @@ async def test_list_events_masks_sensitive_keys_when_asked(tmp_path: Path) -> No
         assert (await env.storage.list_events(sid))[0].payload == payload
         (node,) = await env.storage.list_nodes(sid, redact_keys=True)
         assert node.metadata == {"token": "[REDACTED]"}
+
+
+async def test_a_node_index_missing_another_stores_nodes_is_reloaded_so_reports_stay_compact(
+    tmp_path: Path,
+) -> None:
+    """Several processes on one file (issue 40): another store's nodes are not in this store's node index;
+    the next write of the session after that store wrote drops it, so the report after next is compact
+    again (not every later report stored whole)."""
+    async with opened_store(tmp_path) as env:
+        other = StorageManager(env.db_path, redactor=make_redactor())
+        await other.open()
+        try:
+            sid, aid = await env.new_session()
+            rid = await env.new_run(sid, aid)
+            mine = _nodes(aid, 10)
+            await env.storage.append(sid, nodes=mine)
+            ids = [n.node_id for n in mine]
+            report = EventType.context_built
+            await env.storage.append(
+                sid, events=[EventDraft(event_type=report, payload=_report(rid, aid, ids))]
+            )
+            theirs = _nodes(aid, 10)
+            await other.append(sid, nodes=theirs)
+            ids += [n.node_id for n in theirs]
+            for _ in range(3):
+                await env.storage.append(
+                    sid, events=[EventDraft(event_type=report, payload=_report(rid, aid, ids))]
+                )
+        finally:
+            await other.close()
+        stored = _stored(env.db_path, sid)
+        assert ["node_seq_ranges" in s for s in stored] == [False, False, False, True]
+        assert json.loads(stored[3])["included_node_ids"] == {"node_seq_ranges": [[1, 20]]}
+        events = await env.storage.list_events(sid)
+        assert [e.payload["included_node_ids"] for e in events][1:] == [ids] * 3

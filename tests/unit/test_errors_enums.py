@@ -129,7 +129,9 @@ def test_runtime_enums_are_strenums() -> None:
     assert cache <= {e.value for e in enums.EventType}
     status = {enums.EventType.model_progress}  # issue 32: the live status line of a model call
     assert status <= enums.TRANSIENT_EVENTS
-    assert len(enums.EventType) == 70 + len(v2_jobs) + len(cache) + len(status)
+    teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
+    assert teams <= {e.value for e in enums.EventType}
+    assert len(enums.EventType) == 70 + len(v2_jobs) + len(cache) + len(status) + len(teams)
     assert len(enums.WAL_EVENT_TYPES) == 17
 
 

@@ -20,8 +20,13 @@ PUBLIC_MODULES = frozenset(
     {
         "agent_core",
         # the contract's types and errors (runtime.md §12 names agent_core.types.enums / .protocol)
-        *(f"agent_core.types.{m}" for m in ("base", "content", "enums", "mappers", "model", "permissions")),
+        *(
+            f"agent_core.types.{m}"
+            for m in ("base", "content", "enums", "hooks", "mappers", "model", "permissions")
+        ),
         *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
+        "agent_core.types.inbox",  # runtime.deliver entries (issue 36)
+        "agent_core.types.team",  # runtime.team views (issue 36)
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",

@@ -7,13 +7,12 @@ import re
 import sqlite3
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from agent_core._ids import new_id
-from agent_core._storage import sqlite as sqlite_module
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.sqlite import StorageManager
+from agent_core._storage.sqlite_connection import enable_wal
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 from agent_core.types.base import format_ts, parse_ts
 from agent_core.types.enums import AgentType
@@ -86,14 +85,20 @@ async def test_e1_migrations_create_schema_and_reopen_applies_nothing(tmp_path: 
 
 async def test_e1_pragmas_wal_and_busy_timeout(tmp_path: Path) -> None:
     async with opened_store(tmp_path) as env:
-        for conn in (env.storage._writer_conn, env.storage._reader):
-            assert conn is not None
-            assert next(iter(await conn.execute_fetchall("PRAGMA journal_mode")))[0] == "wal"
-            assert next(iter(await conn.execute_fetchall("PRAGMA busy_timeout")))[0] == 5000
-        writer = env.storage._writer_conn
-        assert writer is not None
-        assert next(iter(await writer.execute_fetchall("PRAGMA synchronous")))[0] == 1  # NORMAL
-        assert next(iter(await writer.execute_fetchall("PRAGMA foreign_keys")))[0] == 0
+        storage = env.storage
+
+        async def writer(pragma: str) -> object:
+            return await storage.write(lambda txn: txn.scalar(f"PRAGMA {pragma}"))
+
+        async def reader(pragma: str) -> object:
+            return (await storage.query(f"PRAGMA {pragma}"))[0][0]
+
+        for read in (writer, reader):
+            assert await read("journal_mode") == "wal"
+            assert await read("busy_timeout") == 5000
+        assert await writer("synchronous") == 1  # NORMAL
+        assert await writer("foreign_keys") == 0
+        assert await reader("query_only") == 1
 
 
 class _FlakyWalSwitch:
@@ -104,12 +109,15 @@ class _FlakyWalSwitch:
         self.errors = list(errors)
         self.calls = 0
 
-    async def execute_fetchall(self, sql: str) -> list[tuple[str]]:
+    def execute(self, sql: str) -> _FlakyWalSwitch:
         assert sql == "PRAGMA journal_mode=WAL"
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
-        return [("wal",)]
+        return self
+
+    def fetchone(self) -> tuple[str]:
+        return ("wal",)
 
 
 def _sqlite_error(message: str, code: int) -> sqlite3.OperationalError:
@@ -118,13 +126,13 @@ def _sqlite_error(message: str, code: int) -> sqlite3.OperationalError:
     return exc
 
 
-async def test_e1_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
+def test_e1_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
     locked = _FlakyWalSwitch(_sqlite_error("database is locked", 5), _sqlite_error("database is locked", 5))
-    assert await sqlite_module._enable_wal(locked) == "wal"  # type: ignore[arg-type]
+    assert enable_wal(locked) == "wal"  # type: ignore[arg-type]
     assert locked.calls == 3
     broken = _FlakyWalSwitch(_sqlite_error("disk I/O error", 10))
     with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
-        await sqlite_module._enable_wal(broken)  # type: ignore[arg-type]
+        enable_wal(broken)  # type: ignore[arg-type]
     assert broken.calls == 1
 
 
@@ -139,7 +147,7 @@ async def test_e1_corrupt_database_fails_with_storage_error(tmp_path: Path) -> N
 
 
 async def test_failing_migration_rolls_back_and_raises_migration_failed(tmp_path: Path) -> None:
-    async def explode(conn: aiosqlite.Connection) -> None:
+    def explode(conn: sqlite3.Connection) -> None:
         raise RuntimeError("boom")
 
     db = tmp_path / "sessions.sqlite"

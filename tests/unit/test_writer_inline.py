@@ -1,10 +1,9 @@
 """Where the SQLite writer runs a transaction (issue 16, storage.md §3).
 
-A file only this process writes: transactions run inline on the event loop, in FIFO order with the ones
-that go to the connection thread — a write that finds the file locked by another process (it waits there,
-the loop keeps running), ``offload=True`` writes (deleting a session) and the periodic ``PASSIVE`` WAL
-checkpoint (``wal_autocheckpoint`` is off). A file other processes write (``MultiProcessCaches``): every
-transaction runs on the connection thread.
+Transactions run inline on the event loop, in FIFO order with the ones that go to the connection's own
+thread — a write that finds the file locked by another process (it waits there, the loop keeps running),
+``offload=True`` writes (deleting a session) and the periodic ``PASSIVE`` WAL checkpoint
+(``wal_autocheckpoint`` is off). A transaction after another connection committed is ``stale``.
 """
 
 from __future__ import annotations
@@ -18,14 +17,13 @@ from pathlib import Path
 import pytest
 
 from agent_core._redaction import Redactor
-from agent_core._storage import writer as writer_module
-from agent_core._storage.caches import MultiProcessCaches
+from agent_core._storage import sqlite_connection as connection_module
 from agent_core._storage.sqlite import StorageManager
-from agent_core._storage.writer import Txn
+from agent_core._storage.writer import Txn, WriteOp
 from agent_core.errors import StorageError
 
 
-def _where(log: list[tuple[str, bool]], name: str) -> writer_module.WriteOp[str]:
+def _where(log: list[tuple[str, bool]], name: str) -> WriteOp[str]:
     def op(txn: Txn) -> str:
         txn.execute("INSERT INTO jot (name) VALUES (?)", (name,))
         log.append((name, threading.current_thread() is threading.main_thread()))
@@ -34,10 +32,8 @@ def _where(log: list[tuple[str, bool]], name: str) -> writer_module.WriteOp[str]
     return op
 
 
-async def _open(tmp_path: Path, *, shared: bool = False) -> StorageManager:
-    storage = StorageManager(
-        tmp_path / "s.sqlite", redactor=Redactor(), caches=MultiProcessCaches() if shared else None
-    )
+async def _open(tmp_path: Path) -> StorageManager:
+    storage = StorageManager(tmp_path / "s.sqlite", redactor=Redactor())
     await storage.open()
     await storage.write(lambda txn: txn.execute("CREATE TABLE IF NOT EXISTS jot (name TEXT)"))
     return storage
@@ -60,15 +56,21 @@ async def test_writes_run_on_the_loop_in_fifo_order_with_offloaded_ones(tmp_path
     assert log == [("a", True), ("b", False), ("c", True)]
 
 
-async def test_a_file_other_processes_write_is_written_on_the_connection_thread(tmp_path: Path) -> None:
-    storage = await _open(tmp_path, shared=True)
-    log: list[tuple[str, bool]] = []
+async def test_a_transaction_after_another_connection_committed_is_stale(tmp_path: Path) -> None:
+    storage = await _open(tmp_path)
+    other = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
+
+    def stale(txn: Txn) -> bool:
+        return txn.stale
+
     try:
-        await storage.write(_where(log, "a"))
-        autocheckpoint = await storage.write(lambda txn: txn.scalar("PRAGMA wal_autocheckpoint"))
+        assert [await storage.write(stale) for _ in range(3)] == [False] * 3
+        other.execute("INSERT INTO jot (name) VALUES ('elsewhere')")  # another process's commit
+        assert [await storage.write(stale) for _ in range(2)] == [True, False]
+        assert await storage.writes_elsewhere() == 1
     finally:
+        other.close()
         await storage.close()
-    assert log == [("a", False)] and autocheckpoint == 1000
 
 
 async def test_a_write_that_finds_the_file_locked_waits_off_the_loop(tmp_path: Path) -> None:
@@ -90,8 +92,7 @@ async def test_a_write_that_finds_the_file_locked_waits_off_the_loop(tmp_path: P
         assert ticks >= 10, "the event loop was blocked while the write waited for the lock"
         await storage.write(_where(log, "after"))  # inline again
         busy_timeout = await storage.write(lambda txn: txn.scalar("PRAGMA busy_timeout"))
-        assert storage._writer_conn is not None
-        at_rest = next(iter(await storage._writer_conn.execute_fetchall("PRAGMA busy_timeout")))[0]
+        at_rest = await storage._queue().submit(lambda txn: txn.scalar("PRAGMA busy_timeout"), offload=True)
     finally:
         timer.join()
         other.close()
@@ -105,18 +106,18 @@ async def test_the_wal_is_checkpointed_on_the_connection_thread(
 ) -> None:
     storage = await _open(tmp_path)
     checkpoints: list[tuple[bool, int]] = []
-    real = writer_module._checkpoint
+    real = connection_module.SqliteWriterConnection._checkpoint
 
-    def checkpoint(conn: sqlite3.Connection) -> None:
-        real(conn)
-        _busy, frames, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    def checkpoint(self: connection_module.SqliteWriterConnection) -> None:
+        real(self)
+        _busy, frames, done = self._live().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         checkpoints.append((threading.current_thread() is threading.main_thread(), frames - done))
 
-    monkeypatch.setattr(writer_module, "_checkpoint", checkpoint)
+    monkeypatch.setattr(connection_module.SqliteWriterConnection, "_checkpoint", checkpoint)
     log: list[tuple[str, bool]] = []
     try:
         assert await storage.write(lambda txn: txn.scalar("PRAGMA wal_autocheckpoint")) == 0
-        for i in range(2 * writer_module.CHECKPOINT_EVERY):
+        for i in range(2 * connection_module.CHECKPOINT_EVERY):
             await storage.write(_where(log, str(i)))
     finally:
         await storage.close()

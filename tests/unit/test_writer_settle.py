@@ -13,24 +13,24 @@ import logging
 import sqlite3
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
-from agent_core._storage.writer import Txn, WriterQueue
+from agent_core._storage.sqlite_connection import SqliteWriterConnection
+from agent_core._storage.writer import Txn, TxnQueue
 from agent_core.errors import ErrorCode, StorageError
 
 
-@pytest.mark.parametrize("inline", [False, True], ids=["connection-thread", "inline"])
+@pytest.mark.parametrize("offload", [True, False], ids=["connection-thread", "inline"])
 async def test_callbacks_run_before_the_result_and_a_failing_one_is_only_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, inline: bool
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, offload: bool
 ) -> None:
     ran: list[str] = []
-    async with aiosqlite.connect(
-        tmp_path / "w.sqlite", isolation_level=None, check_same_thread=False
-    ) as conn:
-        await conn.execute("CREATE TABLE t (v INTEGER)")
-        queue = WriterQueue(conn, inline=inline)
+    conn = SqliteWriterConnection(tmp_path / "w.sqlite")
+    await conn.open()
+    try:
+        queue = TxnQueue(conn)
         queue.start()
+        await queue.submit(lambda txn: txn.execute("CREATE TABLE t (v INTEGER)"))
 
         def broken() -> None:
             raise RuntimeError("cache bug")
@@ -49,15 +49,17 @@ async def test_callbacks_run_before_the_result_and_a_failing_one_is_only_logged(
             return int(txn.scalar("SELECT COUNT(*) FROM t"))
 
         with caplog.at_level(logging.ERROR):  # a broken writer would leave the futures pending: 10 s
-            first = queue.enqueue(write)
-            failed = queue.enqueue(fail)
-            after = queue.enqueue(count)
+            first = queue.enqueue(write, offload=offload)
+            failed = queue.enqueue(fail, offload=offload)
+            after = queue.enqueue(count, offload=offload)
             async with asyncio.timeout(10):
                 assert await first == 7
                 with pytest.raises(StorageError) as info:
                     await failed
                 assert await after == 1
         await queue.drain_and_stop()
+    finally:
+        await conn.close()
     assert info.value.code == ErrorCode.storage_error
     assert ran == ["second callback"]
     assert "after_commit callback failed" in caplog.text

@@ -3,7 +3,8 @@
 Contracts:
 
 - :func:`list_sessions`: the sessions whose project (``cwd``) is this runtime's project, most recently
-  updated first; ``title`` is the first user message of the root agent (whitespace folded, cut to
+  updated first; ``title`` is the first user message of the root agent, or for a session only its inbox
+  woke (a teammate's, a schedule's) the first entry it read (whitespace folded, cut to
   :data:`TITLE_LIMIT` characters); ``status`` is the status of the root agent's latest run (``None`` for
   a session without runs).
 - :func:`fork_session`: copies the root agent's path from the session root down to ``node_id`` into a
@@ -18,6 +19,7 @@ Contracts:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from agent_core._context.conversation import is_skipped_assistant
@@ -34,13 +36,27 @@ from agent_core.types.storage import AgentRecord, SessionRecord
 TITLE_LIMIT = 80
 
 
+_ENTRY_TEXT = re.compile(r"<entry [^>]*>\n(.*?)\n</entry>", re.S)
+
+
 def _title(nodes: list[Node]) -> str:
+    """The first user message; for a session woken by its inbox only (a teammate's, a schedule's), the
+    first entry's text."""
     for node in nodes:
         if node.role == "user" and node.node_type == "message":
             text = " ".join(text_of(node.content).split())
             if text:
-                return text if len(text) <= TITLE_LIMIT else text[: TITLE_LIMIT - 3] + "..."
+                return _cut(text)
+    for node in nodes:
+        if node.node_type == "system_note" and node.metadata.get("source") == "inbox":
+            found = _ENTRY_TEXT.search(text_of(node.content))
+            if found and found.group(1).strip():
+                return _cut(" ".join(found.group(1).split()))
     return ""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TITLE_LIMIT else text[: TITLE_LIMIT - 3] + "..."
 
 
 def _mode(record: SessionRecord) -> str:

@@ -22,6 +22,7 @@ from agent_core._context.instructions import (
 )
 from agent_core._context.prompt import DynamicSource
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._inbox.service import Inbox
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
 from agent_core._redaction import Redactor, dsn_secrets
@@ -42,6 +43,7 @@ from agent_core.tools._code_definitions import code_tool_definitions
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools._lazy import LazyToolAdapter
 from agent_core.tools._pipeline import ToolExecutor
+from agent_core.tools._web_fetch.definition import web_fetch_definition
 from agent_core.tools.adapter import ToolAdapter
 from agent_core.tools.registry import ToolRegistry
 from agent_core.types.enums import AgentRole
@@ -50,8 +52,10 @@ from agent_core.types.permissions import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import AgentDefinition, Node
 
 if TYPE_CHECKING:
+    from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -67,6 +71,8 @@ class OpenRuntime:
     compaction: CompactionService
     memory: MemoryService | None
     jobs: JobManager | None
+    inbox: Inbox
+    team: Team | None
 
 
 def secret_env_names(config: LoadedConfig) -> set[str]:
@@ -99,6 +105,7 @@ async def open_services(
     permission_callback: PermissionCallback | None,
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
+    hooks: Sequence[Hook] = (),
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -118,6 +125,10 @@ async def open_services(
             LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
             internal=True,
         )
+        tools.register_adapter(
+            LazyToolAdapter([web_fetch_definition()], lambda: _web_fetch_tool(settings, redactor)),
+            internal=True,
+        )
         skills = SkillCatalog(config.home)
         tools.register_adapter(
             LazyToolAdapter([load_skill_definition()], lambda: _skill_tool(skills)), internal=True
@@ -129,6 +140,18 @@ async def open_services(
             from agent_core._hooks.dispatcher import load_hooks
 
             hooks_dispatcher = load_hooks(config, redactor=redactor)
+        callbacks = None
+        if hooks:  # AgentRuntime(hooks=[...]): in front of hooks.json's
+            from agent_core._hooks.callbacks import CallbackHooks, HookChain
+
+            callbacks = CallbackHooks(
+                hooks,
+                redactor=redactor,
+                timeout_ms=settings.hooks.default_timeout_ms,
+                project_dir=config.project,
+                home_dir=config.home,
+            )
+            hooks_dispatcher = HookChain(callbacks, hooks_dispatcher)
         if settings.tools.declarative_enabled and (config.home / "tools").exists():
             from agent_core.tools._declarative import load_declarative_tools
 
@@ -156,11 +179,18 @@ async def open_services(
             hooks=hooks_dispatcher,
             debug=debug,
             mcp=mcp,
+            hook_callbacks=callbacks,
         )
         manager = RunManager(services)
+        inbox = Inbox(manager)  # the one delivery path of teammates, background jobs and schedules
         # the install order is this code: the agents before the orchestrator that dispatches workers
         agents = install_agents(manager, code_definitions)
         tasks = install_tasks(manager, agents)
+        team = None
+        if settings.agents.max_teammates_per_session > 0:  # teams (docs/teams.md): off by default
+            from agent_core._agents.team_tools import install as install_team
+
+            team = install_team(manager, inbox, agents, tasks)
         memory = None
         if settings.memory.enabled:
             from agent_core._memory import install as install_memory
@@ -171,7 +201,7 @@ async def open_services(
         if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
             from agent_core.jobs import install as install_jobs
 
-            jobs = install_jobs(manager)
+            jobs = install_jobs(manager, inbox)
         engine = None
         if settings.engine.kind == "temporal":  # temporalio is imported only with this engine
             from agent_core.engine.temporal._client import install as install_temporal
@@ -191,6 +221,8 @@ async def open_services(
             jobs=jobs,
             telemetry=telemetry,
             engine=engine,
+            inbox=inbox,
+            team=team,
         )
         return OpenRuntime(
             manager=manager,
@@ -199,6 +231,8 @@ async def open_services(
             compaction=compaction,
             memory=memory,
             jobs=jobs,
+            inbox=inbox,
+            team=team,
         )
     except BaseException:
         # a later call retries opening: drop what this attempt registered in the caller's registry
@@ -216,6 +250,12 @@ def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
     return CodeToolsAdapter(settings, redactor=redactor)
+
+
+def _web_fetch_tool(settings: Settings, redactor: Redactor) -> ToolAdapter:
+    from agent_core.tools._web_fetch.tool import WebFetchAdapter
+
+    return WebFetchAdapter(settings, redactor=redactor)
 
 
 def _skill_tool(skills: SkillCatalog) -> ToolAdapter:

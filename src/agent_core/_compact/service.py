@@ -39,6 +39,9 @@ from agent_core.types.base import format_ts
 from agent_core.types.content import ErrorPayload, TextBlock
 from agent_core.types.enums import AgentRole, AgentStatus, MessageRole, NodeType, RunStatus
 
+SESSION_POLL_S = 0.2
+"""How often a finished background compaction looks whether another process's run still holds the session."""
+
 if TYPE_CHECKING:  # the fork is imported when a compaction starts (cold start)
     from agent_core._compact.fork import CompactionDraft, CompactMode, CompactRequest, ForkResult
 
@@ -148,8 +151,12 @@ class CompactionService:
             while not job.finished:
                 active = self._active_run(req)
                 if active is None:
-                    await self._apply(job)
-                    return
+                    if await self._apply_if_session_free(job):
+                        return
+                    job.wake.clear()  # another process runs the session: look again shortly
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(job.wake.wait(), SESSION_POLL_S)
+                    continue
                 job.wake.clear()
                 async with TaskOwner() as waiters:
                     done = waiters.spawn(active.done.wait())
@@ -176,6 +183,38 @@ class CompactionService:
             job.finished = True
             if self.jobs.get(req.target_agent_id) is job:
                 del self.jobs[req.target_agent_id]
+
+    async def _apply_if_session_free(self, job: _Job) -> bool:
+        """Applies a finished compaction while no run of the session runs in any process sharing the
+        store (its lease held for the write; several processes on one home, issue 40); ``False`` when
+        another process's run holds the session (nothing written)."""
+        req = job.request
+        storage = self.manager.services.storage
+        lease = storage.session_lease(req.session.session_id)
+        entered = lease.try_enter()
+        if entered is False:
+            return False
+        try:
+            if entered and req.root_agent:  # another process may have moved the session on
+                await self._follow_store(req)
+            await self._apply(job)
+        finally:
+            if entered:
+                await lease.__aexit__(None, None, None)
+        return True
+
+    async def _follow_store(self, req: CompactRequest) -> None:
+        """Points the session at its stored active node (and the cursor along its path) when another
+        process wrote the store since the session was read (its crash recovery is left to the next run)."""
+        storage = self.manager.services.storage
+        session = req.session
+        if await storage.writes_elsewhere() == session.store_seen:
+            return
+        record = await storage.get_session(session.session_id)
+        session.active_node_id = record.active_node_id if record else None
+        active = session.active_node_id
+        if not req.cursor.truncate_to(active):
+            req.cursor.reset(await storage.node_path(session.session_id, active) if active else [])
 
     def _active_run(self, req: CompactRequest) -> RunState | None:
         """The compacted agent's non-terminal run in this runtime, if any (compact forks excluded)."""
@@ -277,7 +316,8 @@ class CompactionService:
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def clear_leftovers(self) -> None:
-        """Startup: clears ``compact_pending`` entries of earlier processes; their live forks are gone."""
+        """Startup: clears ``compact_pending`` entries of processes that are gone (their forks went with
+        them); the entries of another live process on the same home (its store owns the fork run) stay."""
         storage = self.manager.services.storage
         for record in await storage.list_sessions():
             try:
@@ -288,8 +328,15 @@ class CompactionService:
             if not entries:
                 continue
             try:
-                for entry in entries.values() if isinstance(entries, dict) else []:
-                    run_id = entry.get("compact_run_id") if isinstance(entry, dict) else None
+                listed = (
+                    [e for e in entries.values() if isinstance(e, dict)] if isinstance(entries, dict) else []
+                )
+                run_ids = [e["compact_run_id"] for e in listed if isinstance(e.get("compact_run_id"), str)]
+                live = await storage.runs_live_elsewhere(run_ids) if run_ids else set()
+                if live:
+                    continue  # another live process compacts in this session: its entries are its own
+                for entry in listed:
+                    run_id = entry.get("compact_run_id")
                     run = await storage.get_run(run_id) if isinstance(run_id, str) else None
                     if run is None or run.status.terminal:
                         continue

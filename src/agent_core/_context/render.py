@@ -40,6 +40,10 @@ SYNTHETIC_TYPES = frozenset(
         NodeType.hook_context.value,
     }
 )
+SELF_WRAPPED_NOTES = frozenset({"inbox", "autonomous_claim"})
+"""``metadata.source`` of runtime notes that carry their own tag (``<inbox>``, ``<auto_claimed>``) and
+escaped every model- or sender-derived part themselves (``agent_core._inbox.note``,
+``agent_core._agents.team_autonomy``)."""
 NEVER_RENDER = "never_render"
 """Node metadata flag for nodes that are never rendered (e.g. a worker tree's root note)."""
 
@@ -69,6 +73,8 @@ def wrap_synthetic(node: Node) -> str:
         )
     if kind == NodeType.task_board:
         return f"<task_board>{body}</task_board>"
+    if kind == NodeType.system_note and meta.get("source") in SELF_WRAPPED_NOTES:
+        return text_of(node.content)  # its own tag; escaped where it was written
     return f"<{kind}>{body}</{kind}>"
 
 

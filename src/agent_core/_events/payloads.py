@@ -618,6 +618,52 @@ class JobFailed(EventPayload):
 
 
 @frozen_dataclass
+class InboxDelivered(EventPayload):
+    """An entry reached an agent's inbox (written on the recipient's session; its run, if one is live)."""
+
+    event_type = EventType.inbox_delivered
+    entry_id: str
+    kind: str
+    sender: str
+    depth: int
+    """Unread entries of the recipient after this one."""
+    request_id: str | Absent = ABSENT
+    woke_run_id: str | Absent = ABSENT
+    """The wake-up run this delivery started (the recipient was idle)."""
+
+
+@frozen_dataclass
+class InboxDrained(EventPayload):
+    """Entries reached the model in one ``<inbox>`` note (written with the note node, which acknowledges
+    them)."""
+
+    event_type = EventType.inbox_drained
+    entry_ids: list[str]
+    kinds: list[str]
+    count: int
+
+
+@frozen_dataclass
+class TeammateSpawned(EventPayload):
+    event_type = EventType.teammate_spawned
+    name: str
+    teammate_agent_id: str
+    teammate_session_id: str
+    resident: bool
+    isolation: str
+    autonomous: bool
+
+
+@frozen_dataclass
+class TeammateStopped(EventPayload):
+    event_type = EventType.teammate_stopped
+    name: str
+    teammate_agent_id: str
+    teammate_session_id: str
+    reason: str
+
+
+@frozen_dataclass
 class TaskWalMirror(EventPayload):
     """A runtime event mirroring one WAL record (``tasks.views.event_payload``): the record's ids,
     ``wal_path`` and its payload fields at the top level. One subclass per WAL record type."""

@@ -6,6 +6,7 @@ The pipeline and the loop call a :class:`HookDispatcher`; the hooks package impl
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -16,6 +17,9 @@ from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
 SessionSource = Literal["new", "resume"]
+Reviser = Callable[[dict[str, Any]], Awaitable[tuple[ToolCall, Preflight]]]
+"""Validates arguments a PreToolUse hook substituted and pre-flights the call again: ``(call, preflight)``;
+raises :class:`~agent_core.errors.AgentCoreError` when they are invalid (given by the tool pipeline)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,6 +35,12 @@ class HookOutcome:
     reasons: list[str] = field(default_factory=list)
     hook_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    call: ToolCall | None = None
+    """PreToolUse: the call with the arguments an in-process hook substituted (``None``: unchanged)."""
+    preflight: Preflight | None = None
+    """PreToolUse: the pre-flight of :attr:`call`."""
+    rewritten_by: list[str] = field(default_factory=list)
+    """The hooks that substituted the arguments, in order."""
 
     @property
     def denied(self) -> bool:
@@ -39,10 +49,19 @@ class HookOutcome:
     def summary(self) -> dict[str, Any] | None:
         if self.hook_count == 0:
             return None
-        return {"decision": self.decision, "reasons": list(self.reasons), "hook_count": self.hook_count}
+        summary: dict[str, Any] = {
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+            "hook_count": self.hook_count,
+        }
+        if self.rewritten_by:
+            summary["arguments_rewritten_by"] = list(self.rewritten_by)
+        return summary
 
 
 NO_OUTCOME = HookOutcome()
+INTERNAL_PURPOSES = frozenset({"compact", "memory_extraction", "memory_recall"})
+"""Purposes (``RunScope.purpose``) of the runtime's internal jobs: no hook runs for them."""
 
 
 class HookDispatcher(Protocol):
@@ -51,7 +70,9 @@ class HookDispatcher(Protocol):
     Optional keyword arguments feed the ``HookInput`` of mcp-hooks.md §B5: ``source`` (SessionStart),
     ``message`` (UserPromptSubmit: the user message as JSON), ``preflight``/``duration_ms``
     (PostToolUse; a dispatcher may remember the PreToolUse pre-flight itself), ``turn_count`` and
-    ``stop_hook_active`` (Stop). Observe-only phases never return a deny.
+    ``stop_hook_active`` (Stop). Observe-only phases never return a deny. A dispatcher whose hooks may
+    substitute a call's arguments says so with ``revises_arguments = True``: the pipeline then passes
+    ``revise`` (a :data:`Reviser`) to its ``pre_tool_use`` and takes ``HookOutcome.call``.
     """
 
     async def session_start(

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core._events import payloads as ev
-from agent_core._hooks.base import NO_HOOKS, NO_OUTCOME, HookDispatcher, HookOutcome, SessionSource
+from agent_core._hooks.base import (
+    INTERNAL_PURPOSES,
+    NO_HOOKS,
+    NO_OUTCOME,
+    HookDispatcher,
+    HookOutcome,
+    SessionSource,
+)
 from agent_core._hooks.config import HookRule, HooksConfig, HookSpec, load_hooks_config
 from agent_core._hooks.runner import HookRun, run_hook
 from agent_core._redaction import Redactor
@@ -49,7 +56,6 @@ from agent_core.types.tools import ToolDefinition, ToolResult
 logger = logging.getLogger(__name__)
 
 LAST_TEXT_LIMIT = 4096
-INTERNAL_PURPOSES = frozenset({"compact", "memory_extraction", "memory_recall"})
 BLOCKING_PHASES = frozenset({HookPhase.PreToolUse, HookPhase.Stop})
 
 ArtifactPathResolver = Callable[[str, str], Path | None]

@@ -140,6 +140,10 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return _interrupted(spec, EndReason.aborted_streaming)
     if state.final is None and state.turns >= spec.max_turns:
         return LoopOutcome(RunStatus.failed, EndReason.max_turns)
+    if spec.inbox is not None and state.final is None:  # entries delivered meanwhile: one tail note
+        ended = await spec.inbox.before_model_step(state.turns)
+        if ended is not None:
+            return ended
     if state.final is None and spec.limits is not None:
         state.final = await _breach(spec, spec.limits.before_model_call())
     request = await _build_request(spec, state, final=state.final is not None)
@@ -319,7 +323,53 @@ async def _end_turn(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutc
             metadata={"synthetic": True, "source": "hook", "hook_event": "Stop"},
         )
         return None
+    if spec.guardrails is not None:
+        return await _guard(spec, state, step)
     return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=step.final_node_id)
+
+
+async def _guard(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutcome | None:
+    """The output guardrails on the final answer: accepted (the run completes), rejected (the reason as a
+    note, once, and another turn) or failed / rejected beyond ``max_retries`` (the run fails)."""
+    assert spec.guardrails is not None
+    attempt = sum(state.guard_rejections.values()) + 1
+    verdict = await spec.guardrails.guard(
+        scope=spec.scope, sink=spec.recorder, answer=state.continued_text + state.final_text, attempt=attempt
+    )
+    name = verdict.rejected_by
+    if name is None:
+        return LoopOutcome(RunStatus.completed, EndReason.completed, final_node_id=step.final_node_id)
+    if verdict.failure is not None:
+        error = ErrorPayload(
+            type="guardrail_failed",
+            code=ErrorCode.internal_error,
+            message=f"the final answer could not be checked: {verdict.failure}",
+            details={"guardrail": name},
+        )
+        return LoopOutcome(RunStatus.failed, EndReason.failed, error=error)
+    rejections = state.guard_rejections[name] = state.guard_rejections.get(name, 0) + 1
+    if rejections > verdict.max_retries:
+        error = ErrorPayload(
+            type="guardrail_rejected",
+            code=ErrorCode.validation_error,
+            message=f"the output guardrail {name} rejected the final answer {rejections} time(s): "
+            f"{verdict.reason}",
+            details={"guardrail": name, "reason": verdict.reason, "rejections": rejections},
+        )
+        return LoopOutcome(RunStatus.failed, EndReason.failed, error=error)
+    await spec.recorder.write_node(
+        role=MessageRole.user,
+        node_type=NodeType.system_note,
+        content=[
+            TextBlock(
+                text=f"The output guardrail {name} rejected your final answer: {verdict.reason}\n"
+                "Give the corrected final answer."
+            )
+        ],
+        metadata={"synthetic": True, "source": "guardrail", "guardrail": name},
+    )
+    state.continuations, state.continued_text = 0, ""  # the next answer starts afresh
+    return None
 
 
 def _error_code(code: str) -> ErrorCode:

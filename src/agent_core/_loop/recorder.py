@@ -26,6 +26,7 @@ from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
 from agent_core._redaction import Redactor
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Unset
+from agent_core._storage.inbox import InboxAck
 from agent_core._storage.protocol import SessionStore
 from agent_core.tools.context import ContextNodeDraft
 from agent_core.types.base import utc_now
@@ -33,6 +34,10 @@ from agent_core.types.content import ArtifactRefBlock, ContentBlock, ToolResultB
 from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, MessageRole, NodeType
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.tools import ToolResult
+
+INBOX_ENTRY_IDS = "inbox_entry_ids"
+"""``ToolResult.metadata`` key: inbox entries the result carries to the model (a plan approval's answer),
+acknowledged when the result's node commits."""
 
 EventSpec = tuple[EventPayload, str | None]
 """``(event, tool_call_id)`` of an event written with a node."""
@@ -99,6 +104,7 @@ class RunRecorder:
         nodes: Sequence[NodeDraft] = (),
         run_update: dict[str, Any] | None = None,
         active_node_id: str | Unset | None = UNSET,
+        inbox_ack: InboxAck | None = None,
         deliver: bool = True,
     ) -> AppendResult:
         """The write path: one storage transaction (the caller holds the lock); its events are delivered
@@ -109,6 +115,7 @@ class RunRecorder:
             events=events,
             active_node_id=active_node_id,
             run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+            inbox_ack=inbox_ack,
         )
         if deliver:
             await self._deliver(result.events)
@@ -184,8 +191,11 @@ class RunRecorder:
         run_update: dict[str, Any] | None = None,
         parent_id: str | object | None = UNSET,
         node_id: str | None = None,
+        inbox_entry_ids: Sequence[str] = (),
     ) -> Node:
-        """Writes one node (child of the tip unless ``parent_id`` is given) with its events atomically."""
+        """Writes one node (child of the tip unless ``parent_id`` is given) with its events atomically;
+        ``inbox_entry_ids``: inbox entries of this agent the node carries, acknowledged in the same
+        transaction (``InboxAckConflict`` when one was acknowledged meanwhile: nothing is written)."""
         metadata = dict(metadata or {})
         async with self._lock:
             node_id = node_id or new_id("node_")
@@ -211,6 +221,9 @@ class RunRecorder:
                 nodes=[draft],
                 active_node_id=node_id if (self.root_agent and visible) else UNSET,
                 run_update=run_update,
+                inbox_ack=InboxAck(self.agent_id, tuple(inbox_entry_ids), node_id)
+                if inbox_entry_ids
+                else None,
                 deliver=False,
             )
             node = result.nodes[0]
@@ -240,12 +253,14 @@ class RunRecorder:
         ):
             if key in result.metadata:
                 metadata[key] = result.metadata[key]
+        carried = result.metadata.get(INBOX_ENTRY_IDS)  # a result that hands over inbox entries
         node = await self.write_node(
             role=MessageRole.tool,
             node_type=NodeType.message,
             content=[block],
             metadata=metadata,
             events=[(event, result.tool_call_id)],
+            inbox_entry_ids=[str(i) for i in carried] if isinstance(carried, list) else (),
         )
         return node.node_id
 

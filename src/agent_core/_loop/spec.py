@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.composer import Composition
@@ -13,6 +13,7 @@ from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits
 from agent_core._loop._output import OutputPolicy
+from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._redaction import Redactor
 from agent_core.providers.base import ProviderAdapter
@@ -23,6 +24,9 @@ from agent_core.types.enums import RunStatus
 from agent_core.types.model import ModelRequest, ToolCall, Usage
 from agent_core.types.tools import ToolDefinition
 
+if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
+
 
 class TurnExecutor(Protocol):
     """Runs the tool calls of one assistant message (``tools.pipeline.ToolExecutor``)."""
@@ -30,6 +34,16 @@ class TurnExecutor(Protocol):
     async def execute_turn(
         self, calls: list[ToolCall], scope: RunScope, sink: ToolRunSink
     ) -> TurnOutcome: ...
+
+
+class InboxHook(Protocol):
+    """The run's inbox (``agent_core._inbox``): drained into one tail note before each model step."""
+
+    async def before_model_step(self, turns: int) -> LoopOutcome | None:
+        """Writes the agent's unread inbox entries as one ``<inbox>`` note (``turns`` model calls so far);
+        an outcome ends the run instead of another model call (a wake-up run found nothing to read, a
+        teammate was asked to shut down)."""
+        ...
 
 
 class PromptSource(Protocol):
@@ -96,8 +110,12 @@ class LoopSpec:
     """Why the cancel event fired: ``cancelled`` on request, ``aborted`` (with an error) on timeout."""
     limits: RunLimits | None = None
     """The ``[limits]`` budget shared down the agent tree and the repeat detector (None: no limits)."""
+    guardrails: CallbackHooks | None = None
+    """The output guardrails of ``AgentRuntime(hooks=...)`` judging this run's final answer (root runs)."""
     cache_watch: CacheWatch | None = None
     """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
+    inbox: InboxHook | None = None
+    """The agent's inbox, drained before every model step (``None``: the run reads no inbox)."""
 
     @property
     def cancel_event(self) -> asyncio.Event:
@@ -133,3 +151,5 @@ class LoopState:
     """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""
+    guard_rejections: dict[str, int] = field(default_factory=dict)
+    """Final answers each output guardrail rejected so far (by its name)."""

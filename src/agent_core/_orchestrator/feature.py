@@ -9,6 +9,7 @@ it would have done for such a run (restore nothing, no board) is what happens wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ class TaskFeature:
         self.agents = agents
         self._wal_root = Path(manager.services.settings.task.wal_dir).resolve()
         self._orchestration: Orchestration | None = None
+        self.board_listeners: list[Callable[[str], None]] = []
+        """Told the session id after every ``agent.task_*`` call on a Task board (autonomous teammates)."""
 
     @property
     def loaded(self) -> Orchestration | None:
@@ -47,7 +50,7 @@ class TaskFeature:
         if self._orchestration is None:
             from agent_core._orchestrator.orchestration import Orchestration
 
-            self._orchestration = Orchestration(self.manager, self.agents)
+            self._orchestration = Orchestration(self.manager, self.agents, self.board_listeners)
         return self._orchestration
 
     def _has_wals(self, session_id: str) -> bool:

@@ -15,7 +15,7 @@ task-board.md §2.5, and reports each invalid pool with an ``error`` event on an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,21 @@ from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core._storage.drafts import EventDraft
 from agent_core._tasks import CORE, Actor, TaskCaller, TaskRegistry, TaskToolAdapter
+from agent_core._tasks.tools import board_session
 from agent_core.tools.adapter import ToolAdapter
+from agent_core.tools.context import ToolContext
 from agent_core.types.base import utc_now
 from agent_core.types.enums import AgentRole
+from agent_core.types.model import ToolCall
 from agent_core.types.runtime import TaskInspectView
 
 
 class Orchestration:
     """The Task board and worker pools of one runtime (``RunFeatures.tasks``)."""
 
-    def __init__(self, manager: RunManager, agents: Agents) -> None:
+    def __init__(
+        self, manager: RunManager, agents: Agents, board_listeners: Sequence[Callable[[str], None]] = ()
+    ) -> None:
         self.manager = manager
         services = manager.services
         settings = services.settings
@@ -64,9 +69,14 @@ class Orchestration:
             from agent_core._orchestrator.autonomous import AutonomousTaskTools, AutonomousWorkers
 
             task_tools = AutonomousTaskTools(task_tools, AutonomousWorkers(self.dispatcher))
-        self.task_tools: ToolAdapter = task_tools
+        self.task_tools: ToolAdapter = BoardNotifier(task_tools, board_listeners)
         """Serves the ``agent.task_*`` tools (registered with their static definitions by the feature)."""
         self.orchestrator_tools: ToolAdapter = OrchestratorToolAdapter(manager, self.dispatcher)
+
+    def pool_id(self, pool_id: str | None) -> str:
+        """A valid worker pool id (``None``: the default pool); unknown or invalid → ``validation_error``."""
+        self._pool_ids()
+        return self.pools.resolve_pool(pool_id)
 
     # ---- the TaskRegistry's callbacks ---------------------------------------------------------------
     def _validate_pools(self) -> None:
@@ -139,3 +149,25 @@ class Orchestration:
             if service is not None:
                 paths.extend(service.active_wal_paths())
         return paths
+
+
+class BoardNotifier:
+    """Wraps the Task tool adapter: after each call the listeners learn which session's board it used."""
+
+    def __init__(self, inner: Any, listeners: Sequence[Callable[[str], None]]) -> None:
+        self._inner = inner
+        self._listeners = listeners
+
+    def definitions(self) -> Any:
+        return self._inner.definitions()
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> Any:
+        try:
+            return await self._inner.execute(call, ctx)
+        finally:
+            session_id = board_session(ctx)
+            for listener in self._listeners:
+                listener(session_id)
+
+    async def close(self) -> None:
+        await self._inner.close()

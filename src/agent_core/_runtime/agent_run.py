@@ -41,6 +41,7 @@ from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._storage.protocol import SessionStore
 
 
@@ -62,6 +63,8 @@ class AgentRunSpec:
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
     task_scope: WorkerTaskScope | None = None
+    task_session_id: str | None = None
+    """The session whose Task board the run's Task tools use, when not its own."""
     workdir: Path | None = None
     """Project directory, cwd and write root of the run instead of the project (worker worktrees)."""
     compaction: CompactionHooks | None = None
@@ -84,15 +87,17 @@ def prompt_cache_key(session_id: str, agent_id: str) -> str:
 def run_limits(
     state: RunState, model: ResolvedModelConfig, settings: Settings, *, enforce: bool
 ) -> RunLimits:
-    """The run's limits: a root run opens the tree's :class:`Budget`; a child run shares its root's."""
+    """The run's limits: a root run opens the tree's :class:`Budget` (or spends the one set on it before:
+    a teammate's root run spends its lead's); a child run shares its root's."""
     ancestor = state.parent
     while ancestor is not None and ancestor.budget is None:
         ancestor = ancestor.parent
-    budget = (
-        ancestor.budget
-        if ancestor is not None and ancestor.budget is not None
-        else Budget(LimitConfig.from_section(settings.limits))
-    )
+    if ancestor is not None and ancestor.budget is not None:
+        budget = ancestor.budget
+    elif state.parent is None and state.budget is not None:  # a teammate's run: its lead's budget
+        budget = state.budget
+    else:
+        budget = Budget(LimitConfig.from_section(settings.limits))
     state.budget = budget
     prices = Prices.for_model(model)
     return RunLimits(budget=budget, prices=prices, enforce=enforce)
@@ -139,6 +144,7 @@ async def prepare_agent_loop(
         mode=state.mode,
         purpose=spec.purpose,
         task_scope=spec.task_scope,
+        task_session_id=spec.task_session_id,
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
@@ -272,8 +278,18 @@ async def prepare_agent_loop(
         interruption=spec.interruption
         or (lambda: Interruption(reason=state.cancel_reason or "cancel_requested")),
         limits=limits,
+        guardrails=_guardrails(services, spec),
         cache_watch=spec.cursor.cache_watch,
+        inbox=features.inbox.hook_for(state, spec.effective) if features.inbox is not None else None,
     )
+
+
+def _guardrails(services: Services, spec: AgentRunSpec) -> CallbackHooks | None:
+    """The output guardrails of a root run (they judge the answer the caller gets), else ``None``."""
+    callbacks = services.hook_callbacks
+    if callbacks is None or not callbacks.has_guardrails or not spec.root_agent or spec.purpose:
+        return None
+    return callbacks if spec.role in (AgentRole.main, AgentRole.orchestrator) else None
 
 
 async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCursor) -> None:

@@ -15,6 +15,8 @@ member              called
 ``jobs``            before a root run's loop, a run's cancel request
 ``telemetry``       every delivered event of every run; runtime close
 ``engine``          a root run leaving the queue runs there instead of in this process
+``inbox``           every agent run: its inbox drain before each model step; a root run's end
+``team``            a session loaded from the store; a root run's end (teammates)
 ==================  ===========================================================================
 
 The protocols keep this module free of the feature packages (which build on the run manager), so the
@@ -30,7 +32,7 @@ from typing import Protocol
 
 from agent_core._context.prompt import DynamicSource
 from agent_core._loop.cursor import AgentCursor
-from agent_core._loop.spec import CompactionHooks, NoCompaction
+from agent_core._loop.spec import CompactionHooks, InboxHook, NoCompaction
 from agent_core._runtime.state import RunState, SessionState
 from agent_core.tools._effective import EffectiveTools
 from agent_core.types.enums import AgentRole
@@ -104,6 +106,37 @@ class Jobs(Protocol):
     async def on_run_cancel(self, state: RunState) -> None: ...
 
 
+class InboxRuns(Protocol):
+    def hook_for(self, state: RunState, effective: EffectiveTools) -> InboxHook | None:
+        """The run's inbox drain (``LoopSpec.inbox``); ``None`` for runs that read no inbox."""
+        ...
+
+    async def before_first_node(self, state: RunState, effective: EffectiveTools) -> bool:
+        """A root run of a user message: the unread entries as one note before the message; whether one
+        was written."""
+        ...
+
+    async def after_root_run(self, session: SessionState, state: RunState) -> None:
+        """A root run ended: a wake-up run when entries that asked for one are still unread."""
+        ...
+
+
+class TeamRuns(Protocol):
+    async def on_session_loaded(self, session: SessionState) -> None:
+        """Sets ``session.profile`` when the session is a teammate's."""
+        ...
+
+    def observe(self, event: RuntimeEvent) -> None:
+        """Every delivered event (teammates' events feed their lead's watchers; must not raise)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def after_root_run(self, session: SessionState, state: RunState) -> None:
+        """A root run of a session ended (a teammate goes idle or stops; autonomous ones claim)."""
+        ...
+
+
 class RootEngine(Protocol):
     async def run_root(self, session: SessionState, state: RunState) -> None:
         """Runs the root run elsewhere (``agent_core.engine``); leaves ``state`` terminal."""
@@ -130,11 +163,18 @@ class RunFeatures:
     jobs: Jobs | None = None
     telemetry: Telemetry | None = None
     engine: RootEngine | None = None
+    inbox: InboxRuns | None = None
+    team: TeamRuns | None = None
 
     @property
     def event_observers(self) -> list[Callable[[RuntimeEvent], None]]:
         """What a run's recorder hands every delivered event to."""
-        return [self.telemetry] if self.telemetry is not None else []
+        observers: list[Callable[[RuntimeEvent], None]] = []
+        if self.telemetry is not None:
+            observers.append(self.telemetry)
+        if self.team is not None:
+            observers.append(self.team.observe)
+        return observers
 
     def instruction_catalog(self, role: AgentRole) -> SystemBlock | None:
         if self.context is None or role == AgentRole.compact:

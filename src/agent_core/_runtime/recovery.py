@@ -10,10 +10,13 @@ without results on the session's active path. Before the session is used again:
   ``cancelled``, type ``interrupted``) and a ``tool_failed`` event, so no provider request ever contains a
   tool call without its result.
 
-On a store shared by several processes (postgres) a session may be loaded while another process runs it;
-that process may die later. :func:`recover_before_root_run` therefore runs the same recovery again when
-a root run of this process holds the session's lease and finds runs of dead owners (``run_owners``
-liveness), before the run's first model request.
+Several processes (and runtimes) may open one store (issue 40): a session may be loaded while another
+process runs it, so a run whose owner is alive (``runs_live_elsewhere``: another live process or open
+store) is not an orphan, and while one is, the dangling tool calls are left alone too (that run may be
+between a tool call and its result). That process may die later: :func:`recover_before_root_run` runs the
+same recovery again when a root run of this process holds the session's lease, another process wrote the
+store since this one last read the session, and runs of dead owners are found, before the run's first
+model request.
 """
 
 from __future__ import annotations
@@ -51,10 +54,9 @@ async def recover_session(
     runs = [
         r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
     ]
-    # a store shared by several processes: runs another live process owns are not orphans
-    elsewhere = (
-        await storage.runs_live_elsewhere([r.run_id for r in runs]) if storage.SHARED and runs else set()
-    )
+    # runs another live process (or open store) owns are not orphans
+    elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs]) if runs else set()
+    session.live_elsewhere = bool(elsewhere)
     await _close_orphans(services, session, [r for r in runs if r.run_id not in elsewhere])
     if not elsewhere:  # a run of another process may be between a tool call and its result
         await _close_dangling_calls(services, session)
@@ -63,27 +65,36 @@ async def recover_session(
 async def recover_before_root_run(
     services: Services, session: SessionState, *, live_run_ids: AbstractSet[str]
 ) -> bool:
-    """Run-start recovery on a shared store, called while this process holds the session's lease.
+    """Run-start recovery, called while this process holds the session's lease, when another process
+    wrote the store since the session was read or ran a run of the session then (it may have died since,
+    without writing).
 
     Finds non-terminal runs of the session that this process does not run and whose owners are dead,
     closes them and the dangling tool calls of the (re-read) active path, exactly as
-    :func:`recover_session`. A ``running`` run whose owner still looks alive cannot be running (this
-    process holds the lease): its owner is dying, so it is waited for up to :data:`OWNER_EXIT_WAIT_S`.
+    :func:`recover_session`. A ``running`` root run whose owner still looks alive cannot be running (this
+    process holds the lease): its owner is dying, so it is waited for up to :data:`OWNER_EXIT_WAIT_S`
+    (child runs and compaction forks of a live process hold no lease: they are left alone).
     Returns whether anything was recovered (the cursor then holds the stored active path).
     """
     storage = services.storage
     runs = [
         r for r in await storage.list_non_terminal_runs(session.session_id) if r.run_id not in live_run_ids
     ]
+    session.live_elsewhere = False
     if not runs:
         return False
     deadline = time.monotonic() + OWNER_EXIT_WAIT_S
     while True:
         elsewhere = await storage.runs_live_elsewhere([r.run_id for r in runs])
-        busy = [r for r in runs if r.run_id in elsewhere and r.status == RunStatus.running]
+        busy = [  # root runs hold the lease; child runs and compaction forks do not
+            r
+            for r in runs
+            if r.run_id in elsewhere and r.status == RunStatus.running and r.agent_id == session.root_agent_id
+        ]
         if not busy or time.monotonic() >= deadline:
             break
         await asyncio.sleep(_OWNER_POLL_S)
+    session.live_elsewhere = bool(elsewhere)
     orphans = [r for r in runs if r.run_id not in elsewhere]
     if not orphans:
         return False

@@ -22,6 +22,7 @@ from agent_core.tools._pipeline import ToolExecutor
 from agent_core.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from agent_core._hooks.callbacks import CallbackHooks
     from agent_core._mcp import McpManager
 
 log = logging.getLogger("agent_core._runtime")
@@ -44,6 +45,8 @@ class Services:
     adapters: dict[ResolvedModelConfig, ProviderAdapter] = field(default_factory=dict)
     mcp: McpManager | None = None
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
+    hook_callbacks: CallbackHooks | None = None
+    """The in-process hooks of ``AgentRuntime(hooks=...)`` (also inside :attr:`hooks`), ``None`` without."""
 
     @property
     def settings(self) -> Settings:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_core._concurrency import CancelEvent
@@ -20,7 +22,52 @@ from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import ChildAgentResult, UserMessage
 
 if TYPE_CHECKING:
+    from agent_core._context.prompt import DynamicSource
     from agent_core._loop._output import OutputSchema
+    from agent_core.tools.context import WorkerTaskScope
+    from agent_core.types.inbox import InboxEntry
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
+class RootRunOptions:
+    """What one root run adds to its session's runs (an autonomous teammate's claimed Task step)."""
+
+    trigger: str
+    """Why the run started without a user message (``runs.metadata_json.trigger``)."""
+    run_id: str | None = None
+    """The run's id when its starter fixed it beforehand (a step claimed for it)."""
+    first_note: str | None = None
+    """A synthetic ``system_note`` written as the run's first node."""
+    first_note_metadata: dict[str, Any] = field(default_factory=dict)
+    task_scope: WorkerTaskScope | None = None
+    """The Task step the run works (``RunScope.task_scope``)."""
+    task_session_id: str | None = None
+    """The session whose Task board it works on (``RunScope.task_session_id``)."""
+    extra_tools: frozenset[str] = frozenset()
+    """Tool names added to the run's effective set (the Task step tools of a claimed step)."""
+    on_ended: Callable[[RunState], Awaitable[None]] | None = None
+    """Called once the run is terminal (the claimed step's worker-run-end fallback)."""
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
+class SessionProfile:
+    """How the root runs of a session differ from a plain main agent's: a teammate's session (set by the
+    team feature when the session is created or loaded)."""
+
+    name: str
+    """The teammate's name (its lead addresses it by it)."""
+    model: ResolvedModelConfig | None = None
+    remove_tools: frozenset[str] = frozenset()
+    extra_tools: frozenset[str] = frozenset()
+    dynamic_sources: Sequence[DynamicSource] = ()
+    workdir: Path | None = None
+    """Project directory, cwd and write root of the runs (a worktree) instead of the project."""
+    budget: Callable[[], Budget] | None = None
+    """The ``[limits]`` budget the runs spend (the lead's)."""
+    on_drained: Callable[[RunState, Sequence[InboxEntry]], Awaitable[LoopOutcome | None]] | None = None
+    """After the run's inbox note was written: an outcome ends the run (a shutdown request)."""
+    closed: str | None = None
+    """Why the agent takes no more inbox entries (a stopped teammate); ``None`` while it does."""
 
 
 @dataclass(eq=False, kw_only=True, slots=True)
@@ -56,6 +103,8 @@ class RunState:
     """The limits budget of the run's tree (opened by the root run, shared by its descendants)."""
     output_schema: OutputSchema | None = None
     output_retries: int | None = None
+    max_turns: int | None = None
+    """The run's own turn limit (``AgentRuntime.start(max_turns=...)``), else the configured one."""
     output_value: Any = None
     output_accepted: bool = False
     # child runs (agents/children.py)
@@ -69,6 +118,9 @@ class RunState:
     timed_out: bool = False
     cancel_watcher: asyncio.Future[None] | None = None
     finalized: bool = False
+    root_options: RootRunOptions | None = None
+    """A root run started without a user message for a reason other than its inbox (``None``: a user or
+    wake-up run)."""
 
     @property
     def terminal(self) -> bool:
@@ -101,6 +153,14 @@ class SessionState:
     live_runs: dict[str, RunState] = field(default_factory=dict)
     """Every non-terminal run of the session in this runtime (root, children, compact forks)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    store_seen: int = -1
+    """The store's ``writes_elsewhere()`` when this state last matched the store: another value at a run's
+    start means another process may have moved the session on (it is read again)."""
+    live_elsewhere: bool = False
+    """Crash recovery last found runs of the session that another live process (or store) runs: the next
+    root run looks again (that process may have died without writing)."""
+    profile: SessionProfile | None = None
+    """A teammate's session: how its root runs differ (``None``: a plain session)."""
 
     @property
     def busy(self) -> bool:

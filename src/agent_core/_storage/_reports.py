@@ -65,11 +65,14 @@ class NodeIndex(dict[str, int]):
     (per report the writer's work then does not grow with the session).
     """
 
-    __slots__ = ("lists",)
+    __slots__ = ("lists", "upto")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.lists: dict[str, CompactedList] = {}
+        self.upto = max(self.values(), default=0)
+        """The session's ``node_seq`` counter this index is complete up to (another process's nodes
+        above it are missing: the index is dropped when the stored counter is found elsewhere)."""
 
 
 class CompactIds:

@@ -7,7 +7,6 @@ imports the ``postgres`` extra only here, when it is configured.
 from __future__ import annotations
 
 from agent_core._redaction import Redactor
-from agent_core._storage.caches import MultiProcessCaches
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.sqlite import StorageManager
 from agent_core.config.loader import LoadedConfig
@@ -27,6 +26,5 @@ def session_store(config: LoadedConfig, redactor: Redactor) -> SessionStore:
             redactor=redactor,
             reconnect_timeout_ms=storage.postgres.reconnect_timeout_ms,
         )
-    if config.settings.engine.kind != "local":  # workers in other processes write the same file
-        return StorageManager(config.session_db_path, redactor=redactor, caches=MultiProcessCaches())
+    # other processes may write the same file (serve beside chat and run, the temporal engine's workers)
     return StorageManager(config.session_db_path, redactor=redactor)

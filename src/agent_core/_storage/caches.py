@@ -3,7 +3,10 @@ per-session ``node_seq``/``seq`` and per-run ``run_seq`` counters, node id → s
 ``node_seq`` index of sessions that write compact context reports, and the per-session SQL.
 
 Counters are read once (``MAX(...)``) inside a write transaction and advanced only in its after-commit
-callback, so a failed transaction never moves them.
+callback, so a failed transaction never moves them. A :attr:`~agent_core._storage.writer.Txn.stale`
+transaction (another process wrote the database since, or the previous write failed) reads them again, and
+its first after-commit callback, :meth:`StoreCaches.forget_foreign`, drops everything another process may
+have changed.
 """
 
 from __future__ import annotations
@@ -25,11 +28,8 @@ class StoreCaches:
     """What the single writer knows about committed rows; owned by one :class:`StorageManager`."""
 
     KEEP_NODE_INDEX = True
-    """Keep node id → ``node_seq`` indexes across writes (compact context reports). A database shared by
-    several processes cannot (another process's nodes would be missing): its reports are stored whole."""
-
-    OTHER_WRITERS = False
-    """Other processes write the same file (so a write transaction may wait for their lock)."""
+    """Keep node id → ``node_seq`` indexes across writes (compact context reports). An index that misses
+    another process's nodes is safe: a list naming a node it does not hold is stored whole."""
 
     def __init__(self) -> None:
         self.sql: dict[str, S.SessionSql] = {}
@@ -57,10 +57,22 @@ class StoreCaches:
             self.sql[session_id] = sql
         return sql
 
+    def forget_foreign(self) -> None:
+        """Another process wrote the database (or a write failed): forgets what it may have changed —
+        counters, known sessions and node → session. The per-session SQL stays valid, and so do the node
+        indexes' entries (committed nodes keep their seqs); an index that misses another process's nodes
+        is dropped by the next write of its session (:attr:`NodeIndex.upto`)."""
+        self.known_sessions.clear()
+        self.node_seq.clear()
+        self.seq.clear()
+        self.run_seq.clear()
+        self.node_sessions.clear()
+
     @staticmethod
     def counter(txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
-        """The committed value of a counter: the cached one, else ``MAX(...)`` read in ``txn``."""
-        value = cache.get(key)
+        """The committed value of a counter: the cached one, else (or in a stale ``txn``) ``MAX(...)``
+        read in ``txn``."""
+        value = None if txn.stale else cache.get(key)
         if value is None:
             value = int(txn.scalar(sql, params) or 0)
         return value
@@ -86,6 +98,9 @@ class StoreCaches:
             self.node_index[session_id] = index  # most recently used last
         return index
 
+    def drop_node_index(self, session_id: str) -> None:
+        self.node_index.pop(session_id, None)
+
     def keep_node_index(self, session_id: str, index: dict[str, int]) -> None:
         self.node_index.pop(session_id, None)
         while len(self.node_index) >= NODE_INDEX_SESSIONS:
@@ -96,16 +111,3 @@ class StoreCaches:
         if len(self.node_sessions) >= NODE_SESSION_CACHE:
             self.node_sessions.pop(next(iter(self.node_sessions)))
         self.node_sessions[node_id] = session_id
-
-
-class MultiProcessCaches(StoreCaches):
-    """The caches of an SQLite file that other processes write too (the ``temporal`` engine's workers):
-    counters are read inside every write transaction (``BEGIN IMMEDIATE`` serialises the processes) and
-    node indexes are not kept."""
-
-    KEEP_NODE_INDEX = False
-    OTHER_WRITERS = True
-
-    @staticmethod
-    def counter(txn: Txn, cache: dict[str, int], key: str, sql: str, *params: Any) -> int:
-        return int(txn.scalar(sql, params) or 0)

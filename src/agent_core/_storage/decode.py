@@ -16,13 +16,13 @@ and only what that walk finds is masked.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import from_json
+from pydantic_core import SchemaValidator, core_schema, from_json
 
 from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys, texts_may_hold_keys
 from agent_core._storage._reports import MARKER, expand_report
@@ -57,29 +57,32 @@ _BLOCKS: dict[str, type[BaseModel]] = {
     "artifact_ref": ArtifactRefBlock,
 }
 _BLOCK_FIELDS = {kind: frozenset(cls.model_fields) for kind, cls in _BLOCKS.items()}
-_EVENT_FIELDS = frozenset(RuntimeEvent.model_fields)
-_NODE_FIELDS = frozenset(Node.model_fields)
-
-
-_new = object.__new__
-_put = object.__setattr__
-"""``BaseModel`` defines neither: these are what :func:`trusted` and its inlined copies call."""
 
 
 def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     """An instance of ``cls`` holding ``values`` (every field, already of its field type) without
-    validation: what :meth:`BaseModel.model_construct` does for a complete set of values, minus its
-    per-field Python work (defaults, aliases). Only for models without private attributes or extras;
-    ``tests/unit/test_storage_decode.py`` checks the result equals a validated instance.
+    validation: :meth:`BaseModel.model_construct` with ``fields_set`` (every field name), which may be
+    shared by many long-lived instances (pydantic only ever adds names to it, and every name is in it
+    already): one set instead of one per instance. Many instances at once: :func:`trusted_builder`."""
+    return cls.model_construct(_fields_set=fields_set, **values)
 
-    ``fields_set`` (every field name) may be shared by the instances of one batch: pydantic only ever
-    adds names to it, and every name is in it already."""
-    obj = _new(cls)
-    _put(obj, "__dict__", values)
-    _put(obj, "__pydantic_fields_set__", fields_set)
-    _put(obj, "__pydantic_extra__", None)
-    _put(obj, "__pydantic_private__", None)
-    return obj
+
+_BUILDERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
+
+
+def trusted_builder(cls: type[M]) -> Callable[[dict[str, Any]], M]:
+    """A fast builder of ``cls`` instances from dicts of every field's value, already of its field type,
+    without validation: pydantic-core's model constructor (public ``pydantic_core`` API) on a schema whose
+    fields accept any value — what :func:`trusted` does, in one native call (~5x faster than
+    ``model_construct``, which loops over the fields in Python). Only for models without validators that
+    must run, private attributes or extras; ``tests/unit/test_storage_decode.py`` checks the result equals
+    a validated instance."""
+    builder = _BUILDERS.get(cls)
+    if builder is None:
+        fields = {name: core_schema.model_field(core_schema.any_schema()) for name in cls.model_fields}
+        schema = core_schema.model_schema(cls, core_schema.model_fields_schema(fields))
+        builder = _BUILDERS[cls] = SchemaValidator(schema).validate_python
+    return builder
 
 
 _SEQ = itemgetter(1)
@@ -167,9 +170,13 @@ def _masked(value: Any) -> Any:
 # ---- nodes ----------------------------------------------------------------------------------------
 
 
-def _block(data: Any, sets: dict[str, set[str]]) -> ContentBlock:
-    """A stored content block (``content_list_adapter.dump_json`` form: every field present);
-    ``sets``: the batch's fields set per block type."""
+_BLOCK_BUILDERS: dict[str, Callable[[dict[str, Any]], BaseModel]] = {
+    kind: trusted_builder(cls) for kind, cls in _BLOCKS.items()
+}
+
+
+def _block(data: Any) -> ContentBlock:
+    """A stored content block (``content_list_adapter.dump_json`` form: every field present)."""
     kind = data.get("type") if type(data) is dict else None
     fields = _BLOCK_FIELDS.get(kind) if type(kind) is str else None
     if fields is None or data.keys() != fields:
@@ -177,13 +184,8 @@ def _block(data: Any, sets: dict[str, set[str]]) -> ContentBlock:
     if kind == "tool_result":
         if data["error"] is not None or type(data["content"]) is not list:
             return content_list_adapter.validate_python([data])[0]
-        data["content"] = [_block(item, sets) for item in data["content"]]
-    name: str = data["type"]
-    block: ContentBlock = _new(_BLOCKS[name])  # type: ignore[assignment]  # trusted(...), inlined
-    _put(block, "__dict__", data)
-    _put(block, "__pydantic_fields_set__", sets[name])
-    _put(block, "__pydantic_extra__", None)
-    _put(block, "__pydantic_private__", None)
+        data["content"] = [_block(item) for item in data["content"]]
+    block: ContentBlock = _BLOCK_BUILDERS[data["type"]](data)  # type: ignore[assignment]
     return block
 
 
@@ -194,9 +196,7 @@ def nodes_from_rows(
     ``redact_keys`` applies read-time redaction (values under sensitive-looking keys masked, as
     :func:`redact_sensitive_keys`)."""
     out: list[Node] = []
-    sets = {kind: set(fields) for kind, fields in _BLOCK_FIELDS.items()}
-    fields = set(_NODE_FIELDS)
-    roles, node_types, block, ts, new, put = _ROLES, _NODE_TYPES, _block, _ts, _new, _put
+    roles, node_types, block, ts, build = _ROLES, _NODE_TYPES, _block, _ts, trusted_builder(Node)
     decoded, isoformat, utc = _Decoded(), datetime.fromisoformat, UTC
     try:
         if redact_keys:  # content and metadata apart: the metadata texts of a session mostly repeat
@@ -249,17 +249,12 @@ def nodes_from_rows(
                 "run_id": run_id,
                 "role": role,
                 "node_type": node_type,
-                "content": [block(b, sets) for b in blocks],
+                "content": [block(b) for b in blocks],
                 "metadata": meta,
                 "token_count": tokens,
                 "created_at": when,
             }
-            node = new(Node)  # trusted(Node, values, fields), inlined
-            put(node, "__dict__", values)
-            put(node, "__pydantic_fields_set__", fields)
-            put(node, "__pydantic_extra__", None)
-            put(node, "__pydantic_private__", None)
-            out.append(node)
+            out.append(build(values))
     except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise read_error("node record", exc) from exc
     return out
@@ -282,8 +277,8 @@ def events_from_rows(
     """
     complete = ids_by_seq is not None and None not in ids_by_seq[1:]
     out: list[RuntimeEvent] = []
-    types, levels, fields, ts = _EVENT_TYPES, _LEVELS, set(_EVENT_FIELDS), _ts
-    cls, new, put, decoded, isoformat, utc = RuntimeEvent, _new, _put, _Decoded(), datetime.fromisoformat, UTC
+    types, levels, ts, build = _EVENT_TYPES, _LEVELS, _ts, trusted_builder(RuntimeEvent)
+    decoded, isoformat, utc = _Decoded(), datetime.fromisoformat, UTC
     walk = texts_may_hold_keys([r[9] for r in rows]) if redact_keys else [False] * len(rows)
     try:
         for row, walk_row in zip(rows, walk, strict=True):
@@ -343,12 +338,7 @@ def events_from_rows(
                 "payload": payload,
                 "created_at": when,
             }
-            event = new(cls)  # trusted(RuntimeEvent, values, fields), inlined: the hottest loop
-            put(event, "__dict__", values)
-            put(event, "__pydantic_fields_set__", fields)
-            put(event, "__pydantic_extra__", None)
-            put(event, "__pydantic_private__", None)
-            out.append(event)
+            out.append(build(values))
     except (ValueError, TypeError, KeyError) as exc:
         raise read_error("event record", exc) from exc
     return out
@@ -367,9 +357,8 @@ def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[RunRecord]:
     validation keeps (known enum values, strings, an int turn count, stored-form timestamps) is built
     directly; any other row is validated (``record_from_row``: bad data → ``schema_error``)."""
     out: list[RunRecord] = []
-    fields = set(_RUN_COLUMNS)
     statuses, reasons, optional, stored = _RUN_STATUSES, _END_REASONS, _OPTIONAL_STR, is_stored_ts
-    width, new, put = len(_RUN_COLUMNS), _new, _put
+    width, build = len(_RUN_COLUMNS), trusted_builder(RunRecord)
     for row in rows:
         if len(row) != width:
             out.append(record_from_row(RunRecord, _RUN_COLUMNS, row))
@@ -426,16 +415,8 @@ def runs_from_rows(rows: Sequence[Sequence[Any]]) -> list[RunRecord]:
             "created_at": created,
             "updated_at": updated,
         }
-        record = new(RunRecord)  # trusted(RunRecord, values, fields), inlined
-        put(record, "__dict__", values)
-        put(record, "__pydantic_fields_set__", fields)
-        put(record, "__pydantic_extra__", None)
-        put(record, "__pydantic_private__", None)
-        out.append(record)
+        out.append(build(values))
     return out
-
-
-_RUN_INFO_FIELDS = frozenset(RunInfo.model_fields)
 
 
 def run_infos(
@@ -450,7 +431,7 @@ def run_infos(
         "purpose": purpose if isinstance(purpose, str) else None,
         "parent_run_id": agent.created_by_run_id if agent else None,
     }
-    fields = set(_RUN_INFO_FIELDS)
+    build = trusted_builder(RunInfo)
     agent_type, parent_run_id = common["agent_type"], common["parent_run_id"]
     purpose = common["purpose"]
     out: list[RunInfo] = []
@@ -485,10 +466,5 @@ def run_infos(
             "created_at": created,
             "updated_at": updated,
         }
-        info = _new(RunInfo)  # trusted(RunInfo, values, fields), inlined
-        _put(info, "__dict__", values)
-        _put(info, "__pydantic_fields_set__", fields)
-        _put(info, "__pydantic_extra__", None)
-        _put(info, "__pydantic_private__", None)
-        out.append(info)
+        out.append(build(values))
     return out

@@ -9,9 +9,8 @@ failure rolls that migration back and raises :class:`StorageError` with code ``m
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-
-import aiosqlite
+import sqlite3
+from collections.abc import Callable, Sequence
 
 from agent_core._dataclass import dataclass
 from agent_core._storage.schema import (
@@ -20,6 +19,7 @@ from agent_core._storage.schema import (
     GLOBAL_TABLES_V1,
     SCHEDULES_V4,
     SCHEMA_MIGRATIONS_DDL,
+    TEAMS_V6,
     TOOL_CLAIMS_V5,
 )
 from agent_core.errors import ErrorCode, StorageError
@@ -27,12 +27,12 @@ from agent_core.types.base import format_ts
 
 log = logging.getLogger(__name__)
 
-MigrationStep = Callable[[aiosqlite.Connection], Awaitable[None]]
+MigrationStep = Callable[[sqlite3.Connection], None]
 
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One schema version: plain statements and/or an async step run on the open transaction."""
+    """One schema version: plain statements and/or a step run on the open transaction (SQLite only)."""
 
     version: int
     description: str
@@ -46,32 +46,31 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "background_jobs table (offloaded tool calls)", BACKGROUND_JOBS_V3),
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
     Migration(5, "tool call claims, tool plans and stopped step attempts (temporal engine)", TOOL_CLAIMS_V5),
+    Migration(6, "inbox entries, teammates and team requests", TEAMS_V6),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 
 CURRENT_VERSION = MIGRATIONS[-1].version
 
 
-async def applied_versions(conn: aiosqlite.Connection) -> set[int]:
-    rows = await conn.execute_fetchall("SELECT version FROM schema_migrations")
-    return {int(row[0]) for row in rows}
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    return {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
 
 
-async def _recorded(conn: aiosqlite.Connection, version: int) -> bool:
-    rows = await conn.execute_fetchall("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
-    return bool(list(rows))
+def _recorded(conn: sqlite3.Connection, version: int) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone() is not None
+    )
 
 
-async def apply_migrations(
-    conn: aiosqlite.Connection, migrations: Sequence[Migration] = MIGRATIONS
-) -> list[int]:
+def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[int]:
     """Applies the missing migrations on ``conn`` (autocommit mode); returns the versions applied."""
     versions = [m.version for m in migrations]
     if versions != sorted(set(versions)):
         raise StorageError(ErrorCode.migration_failed, "migration versions must be unique and ascending")
     try:
-        await conn.execute_fetchall(SCHEMA_MIGRATIONS_DDL)
-        done = await applied_versions(conn)
+        conn.execute(SCHEMA_MIGRATIONS_DDL)
+        done = applied_versions(conn)
     except Exception as exc:
         raise StorageError(
             ErrorCode.migration_failed, f"cannot read schema_migrations: {exc}", cause=exc
@@ -81,23 +80,23 @@ async def apply_migrations(
         if migration.version in done:
             continue
         try:
-            await conn.execute_fetchall("BEGIN IMMEDIATE")
-            if await _recorded(conn, migration.version):  # another process applied it meanwhile
-                await conn.execute_fetchall("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            if _recorded(conn, migration.version):  # another process applied it meanwhile
+                conn.execute("COMMIT")
                 continue
             for statement in migration.statements:
-                await conn.execute_fetchall(statement)
+                conn.execute(statement)
             if migration.step is not None:
-                await migration.step(conn)
-            await conn.execute_fetchall(
+                migration.step(conn)
+            conn.execute(
                 "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                 (migration.version, format_ts()),
             )
-            await conn.execute_fetchall("COMMIT")
+            conn.execute("COMMIT")
         except Exception as exc:
             if conn.in_transaction:
                 try:
-                    await conn.execute_fetchall("ROLLBACK")
+                    conn.execute("ROLLBACK")
                 except Exception:  # the original error is what matters
                     log.debug("rollback after failed migration %s failed", migration.version)
             raise StorageError(

@@ -6,6 +6,9 @@ past its heartbeat timeout (SIGSTOP, a loaded machine) still holds its claims an
 * SQLite (one machine: the database is a local file): the owner is ``pid:<host>:<pid>:<start>`` — the
   process id and its start time (``/proc/<pid>/stat``, so a reused pid is not mistaken for the owner); it
   is alive while that process exists and is not a zombie. An owner on another host counts as alive.
+  A run's owner (``run_owners``) names the open store as well, ``<process owner>/<store>``: alive while its
+  process is, and, in this process, while that store is open (two runtimes of one process on one home do
+  not take each other's runs for orphans).
 * PostgreSQL: the owner is ``pg:<owner key>``, the advisory lock each open store holds on its writer
   connection (:mod:`agent_core._storage.postgres.store`); it is alive while that lock is held.
 """
@@ -26,6 +29,32 @@ def process_owner() -> str:
     """This process's owner id on the SQLite backend."""
     pid = os.getpid()
     return f"{PID_PREFIX}{socket.gethostname()}:{pid}:{_start_time(pid) or ''}"
+
+
+_OPEN_STORES: set[str] = set()
+"""The store owners of this process that are open."""
+
+
+def open_store_owner() -> str:
+    """A new owner id for a store this process opens (alive until :func:`close_store_owner`)."""
+    owner = f"{process_owner()}/{os.urandom(6).hex()}"
+    _OPEN_STORES.add(owner)
+    return owner
+
+
+def close_store_owner(owner: str) -> None:
+    _OPEN_STORES.discard(owner)
+
+
+def store_alive(owner: str) -> bool:
+    """Whether the store of a ``<process owner>/<store>`` owner is still open (a plain process owner:
+    whether its process runs)."""
+    process, slash, _ = owner.rpartition("/")
+    if not slash:
+        return local_alive(owner)
+    if process == process_owner():
+        return owner in _OPEN_STORES
+    return local_alive(process)
 
 
 def pg_owner(owner_key: int) -> str:

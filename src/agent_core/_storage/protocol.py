@@ -11,23 +11,30 @@ Contracts every backend keeps:
 - Each write method is one transaction: all of it is stored or nothing is (``StorageError`` /
   ``AgentCoreError(validation_error)`` for invalid arguments), and it is visible to reads once it returns.
 - ``node_seq`` and ``seq`` are per-session, ``run_seq`` per-run counters starting at 1 and contiguous,
-  also when several processes write one session (postgres).
+  also when several processes write one database (both backends).
+- One root run runs per session across every process that opens the database (:meth:`session_lease`);
+  crash recovery closes only runs whose owner is gone (:meth:`runs_live_elsewhere`).
 - Node content, event payloads, ``*_json`` columns and summaries are redacted before they are stored;
   ``redact_keys`` on reads masks values under sensitive-looking keys (read-time redaction).
 - :meth:`write` runs a synchronous operation on a :class:`~agent_core._storage.writer.Txn` whose SQL uses
   ``?`` placeholders and portable SQL (every global table has an insertion-ordered ``rowid``); feature
   stores (approvals, background jobs, schedules) are written this way and run on every backend.
+- The inbox (:mod:`agent_core._storage.inbox`): a delivery is one transaction bounded by the recipient's
+  unread count; an entry is acknowledged in the transaction of the node that carries it
+  (``append(..., inbox_ack=...)``), exactly once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent_core._redaction import Redactor
 from agent_core._storage.drafts import AppendResult, EventDraft, NodeDraft, Tip, Unset
+from agent_core._storage.inbox import InboxAck, StoredEntry
 from agent_core._storage.writer import Txn
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
 
@@ -36,6 +43,25 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteCounts
 
 T = TypeVar("T")
+
+
+class SessionLease(Protocol):
+    """A session's lease, held by a root run while it runs (``async with``)."""
+
+    queue_position: int
+    """After :meth:`try_enter` returned ``False``: how many runs are ahead of this one."""
+
+    def try_enter(self) -> bool | None:
+        """Takes the lease now if that needs no waiting: ``True`` taken (``async with`` then only holds
+        it), ``False`` another run holds it or waits for it, ``None`` cannot tell without waiting."""
+
+    async def __aenter__(self) -> object:
+        """Waits for the lease (in FIFO order) and takes it."""
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        """Gives the lease up."""
 
 
 class SessionStore(Protocol):
@@ -53,6 +79,11 @@ class SessionStore(Protocol):
     def is_open(self) -> bool: ...
 
     @property
+    def ROW_LOCK(self) -> str:
+        """Appended to a ``SELECT`` of a row its write transaction then changes (``" FOR UPDATE"`` on
+        PostgreSQL; empty on SQLite, whose write transactions are serialised already)."""
+
+    @property
     def redactor(self) -> Redactor: ...
 
     async def open(self) -> None:
@@ -67,12 +98,20 @@ class SessionStore(Protocol):
     async def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one read (committed data only)."""
 
-    def session_lease(self, session_id: str) -> AbstractAsyncContextManager[object]:
+    def session_lease(self, session_id: str) -> SessionLease:
         """Held by a root run while it runs: one running root run per session across every process
-        sharing the database, waiters in FIFO order (SQLite: nothing to hold, one process per file)."""
+        sharing the database, waiters in FIFO order (SQLite: a file lock beside the database)."""
+
+    async def session_busy(self, session_id: str) -> str | None:
+        """Who else holds (or waits for) ``session_id``'s lease, for a message; ``None`` when nobody."""
+
+    async def writes_elsewhere(self) -> int:
+        """A number that stays the same between two calls only if no other process (or store) wrote the
+        database in between (then what this process read of it is still current)."""
 
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
-        """Which of ``run_ids`` another live process runs (crash recovery must leave them alone)."""
+        """Which of ``run_ids`` another live process (or open store) runs: crash recovery must leave
+        them alone."""
 
     @property
     def claim_owner(self) -> str:
@@ -115,8 +154,34 @@ class SessionStore(Protocol):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> AppendResult:
-        """Nodes + events (+ active node, run/agent update, metadata merge) in one transaction."""
+        """Nodes + events (+ active node, run/agent update, metadata merge, inbox acknowledgement) in one
+        transaction."""
+
+    async def deliver_inbox(
+        self,
+        session_id: str,
+        agent_id: str,
+        entries: Sequence[InboxEntry],
+        *,
+        max_entries: int,
+        guard: Callable[[Txn], bool] | None = None,
+    ) -> int | None:
+        """Stores complete inbox entries for one agent (one transaction, bounded by ``max_entries`` unread
+        ones: ``validation_error`` and nothing stored); the unread count after, ``None`` if ``guard``
+        refused."""
+
+    async def pending_inbox(
+        self, session_id: str, agent_id: str, limit: int | None = None
+    ) -> list[StoredEntry]:
+        """Unread entries of one agent, oldest first."""
+
+    async def inbox_depths(self, session_id: str) -> dict[str, int]:
+        """Unread entry count per agent of the session."""
+
+    async def list_inbox(self, session_id: str, agent_id: str | None = None) -> list[StoredEntry]:
+        """Every entry (read or not) of the session or of one agent, oldest first."""
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
 

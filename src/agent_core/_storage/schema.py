@@ -160,6 +160,57 @@ plan (``tool_turns``: a call of an older plan claims nothing), one claim per too
 executes it (``tool_call_claims``) and the step attempts that stopped after being superseded
 (``stopped_attempts``)."""
 
+TEAMS_V6: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS inbox_entries (
+  entry_id      TEXT PRIMARY KEY,
+  session_id    TEXT NOT NULL,
+  agent_id      TEXT NOT NULL,
+  kind          TEXT NOT NULL,
+  sender        TEXT NOT NULL,
+  content       TEXT NOT NULL,
+  request_id    TEXT,
+  metadata_json TEXT,
+  status        TEXT NOT NULL CHECK (status IN ('pending', 'acked')),
+  node_id       TEXT,
+  created_at    TEXT NOT NULL,
+  acked_at      TEXT
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_inbox_entries_agent ON inbox_entries(session_id, agent_id, status)",
+    """CREATE TABLE IF NOT EXISTS teammates (
+  session_id      TEXT PRIMARY KEY,
+  agent_id        TEXT NOT NULL,
+  lead_session_id TEXT NOT NULL,
+  lead_agent_id   TEXT NOT NULL,
+  name            TEXT NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('active', 'stopped')),
+  settings_json   TEXT NOT NULL,
+  created_at      TEXT NOT NULL,
+  updated_at      TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_teammates_lead ON teammates(lead_session_id)",
+    """CREATE TABLE IF NOT EXISTS team_requests (
+  request_id      TEXT PRIMARY KEY,
+  kind            TEXT NOT NULL,
+  lead_session_id TEXT NOT NULL,
+  from_session_id TEXT NOT NULL,
+  from_agent_id   TEXT NOT NULL,
+  from_name       TEXT NOT NULL,
+  to_session_id   TEXT NOT NULL,
+  to_agent_id     TEXT NOT NULL,
+  to_name         TEXT NOT NULL,
+  content         TEXT NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+  reason          TEXT,
+  created_at      TEXT NOT NULL,
+  answered_at     TEXT
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_team_requests_lead ON team_requests(lead_session_id)",
+)
+"""Migration 6: the durable per-agent inbox (``inbox_entries``: ``pending`` until the node that carries
+an entry to the model commits, then ``acked`` with that node's id), the teammates of a lead session
+(``teammates``: one row per teammate session) and their protocol requests (``team_requests``: a
+``plan_approval`` or ``shutdown`` request, answered once)."""
+
 APPROVALS_V2: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS pending_approvals (
   request_id   TEXT PRIMARY KEY,

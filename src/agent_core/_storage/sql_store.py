@@ -15,8 +15,8 @@ Contracts:
   ``AgentCoreError(validation_error)``).
 - Reads never wait behind the writer queue; they see committed data.
 - ``node_seq`` / ``seq`` are per-session counters starting at 1, ``run_seq`` a per-run counter starting
-  at 1, allocated inside the write transaction (:class:`~agent_core._storage.caches.StoreCaches` decides
-  whether a counter may be cached: one process per database, or read every time: shared databases).
+  at 1, allocated inside the write transaction (:class:`~agent_core._storage.caches.StoreCaches`: cached
+  while no other process wrote the database since, read again in a ``stale`` transaction).
 - Node content/metadata, event payloads, ``*_json`` columns and artifact summaries are redacted with
   the :class:`Redactor` before they are serialised (write-time redaction, runtime.md §10.4).
 """
@@ -24,7 +24,6 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -44,6 +43,7 @@ from agent_core._storage.columns import (
 )
 from agent_core._storage.decode import events_from_rows, in_seq_order, nodes_from_rows, runs_from_rows
 from agent_core._storage.drafts import UNSET, AppendResult, EventDraft, NodeDraft, Tip, TipMarker, Unset
+from agent_core._storage.inbox import InboxAck, InboxTables, ack_entries
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.rows import jsonable, prepare_event, prepare_node
 from agent_core._storage.writer import Txn, TxnQueue
@@ -61,6 +61,7 @@ from agent_core.types.storage import (
 )
 
 if TYPE_CHECKING:
+    from agent_core._storage.protocol import SessionLease
     from agent_core._tasks.wal import WalWriter
     from agent_core.types._results import DeleteCounts
 
@@ -79,7 +80,7 @@ def _ends_run(fields: dict[str, Any]) -> bool:
 _TERMINAL_RUN_STATUS_VALUES = frozenset(s.value for s in RunStatus if s.terminal)
 
 
-class SqlSessionStore(ABC):
+class SqlSessionStore(InboxTables, ABC):
     """The portable part of a session store; a backend subclass connects it (see the module docstring)."""
 
     BACKEND = ""
@@ -129,13 +130,22 @@ class SqlSessionStore(ABC):
         self._caches.clear()
 
     @abstractmethod
-    def session_lease(self, session_id: str) -> contextlib.AbstractAsyncContextManager[object]:
+    def session_lease(self, session_id: str) -> SessionLease:
         """Held by a root run while it runs: one running root run per session across every process
         sharing the database, in FIFO order."""
 
     @abstractmethod
+    async def session_busy(self, session_id: str) -> str | None:
+        """Who else holds (or waits for) ``session_id``'s lease, for a message; ``None`` when nobody."""
+
+    @abstractmethod
+    async def writes_elsewhere(self) -> int:
+        """Unchanged between two calls only if no other process (or store) wrote the database between."""
+
+    @abstractmethod
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
-        """Which of ``run_ids`` belong to another live process (crash recovery leaves them alone)."""
+        """Which of ``run_ids`` belong to another live process or open store (crash recovery leaves
+        them alone)."""
 
     @property
     @abstractmethod
@@ -206,8 +216,20 @@ class SqlSessionStore(ABC):
             ):
                 raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
             txn.execute(statement, row)
+            if isinstance(record, RunRecord):
+                self._record_run_owner(txn, record)
 
         await self._queue().submit(op)
+
+    @abstractmethod
+    def _record_run_owner(self, txn: Txn, record: RunRecord) -> None:
+        """Inside the transaction inserting ``record``: notes which open store runs it (read by
+        :meth:`runs_live_elsewhere`)."""
+
+    @abstractmethod
+    def _forget_session_extras(self, txn: Txn, session_id: str) -> None:
+        """Inside the transaction deleting a session (after its runs rows): deletes the backend's own
+        rows of it (run owners)."""
 
     async def insert_agent(self, record: AgentRecord) -> None:
         """Inserts an agent row of an existing session."""
@@ -290,8 +312,10 @@ class SqlSessionStore(ABC):
                 artifacts=txn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,)),
             )
             txn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            for table in ("tool_turns", "tool_call_claims", "stopped_attempts"):
+            for table in ("tool_turns", "tool_call_claims", "stopped_attempts", "inbox_entries", "teammates"):
                 txn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._forget_session_extras(txn, session_id)
+            txn.execute("DELETE FROM team_requests WHERE lead_session_id = ?", (session_id,))
             for statement in sql.drop:
                 txn.execute(statement)
 
@@ -307,7 +331,7 @@ class SqlSessionStore(ABC):
     def _ensure_session(self, txn: Txn, session_id: str, *, ending_run: bool = False) -> None:
         """The session exists (``validation_error``); ``ending_run``: the write only ends a run (its
         terminal events and status), which a shared store writes even after losing the session's lease."""
-        if session_id in self._caches.known_sessions:
+        if session_id in self._caches.known_sessions and not txn.stale:
             return
         if not txn.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
             raise invalid(f"unknown session {session_id!r}")
@@ -327,6 +351,7 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> AppendResult:
         """Writes nodes + events (+ active node, run/agent update) in ONE transaction.
 
@@ -335,6 +360,8 @@ class SqlSessionStore(ABC):
         last node written. On failure nothing is stored and no counter moves. ``session_metadata``
         merges top-level keys into ``sessions.metadata_json`` (a ``None`` value removes the key) in the
         same transaction (read-modify-write inside the writer, so concurrent merges never lose keys).
+        ``inbox_ack`` acknowledges inbox entries carried by one of ``nodes`` in the same transaction
+        (:func:`agent_core._storage.inbox.ack_entries`: an entry no longer pending fails the whole write).
         """
         return await self._queue().submit(
             self._append_op(
@@ -346,6 +373,7 @@ class SqlSessionStore(ABC):
                 agent_update=agent_update,
                 tip=tip,
                 session_metadata=session_metadata,
+                inbox_ack=inbox_ack,
             )
         )
 
@@ -374,8 +402,11 @@ class SqlSessionStore(ABC):
         agent_update: tuple[str, dict[str, Any]] | None = None,
         tip: Tip | None = None,
         session_metadata: dict[str, Any] | None = None,
+        inbox_ack: InboxAck | None = None,
     ) -> Callable[[Txn], AppendResult]:
         """The prepared write operation of :meth:`append` (drafts redacted and encoded here)."""
+        if inbox_ack is not None and inbox_ack.node_id not in {d.node_id for d in nodes}:
+            raise invalid("inbox_ack must name a node written by the same append")
         sql = self._caches.session_sql(session_id)
         secrets = self._redactor.secrets()
         prepared_nodes = [prepare_node(d, secrets) for d in nodes]
@@ -408,6 +439,11 @@ class SqlSessionStore(ABC):
 
         def op(txn: Txn) -> AppendResult:
             self._ensure_session(txn, session_id, ending_run=ending_run)
+            index = self._caches.node_index.get(session_id) if txn.stale else None
+            if index is not None and int(txn.scalar(sql.max_node_seq) or 0) != index.upto:
+                txn.after_commit(
+                    lambda: self._caches.drop_node_index(session_id)
+                )  # misses nodes of elsewhere
             result = AppendResult()
             node_seq = seq = 0
             if prepared_nodes:
@@ -451,6 +487,8 @@ class SqlSessionStore(ABC):
                     raise invalid(f"unknown {what}")
             if meta_updates:
                 merge_session_metadata(txn, session_id, meta_updates, now)
+            if inbox_ack is not None:
+                ack_entries(txn, session_id, inbox_ack)
             loaded = txn.fetchall(f"SELECT node_id, node_seq FROM {sql.nodes}") if load_index else None
 
             def committed() -> None:
@@ -463,6 +501,8 @@ class SqlSessionStore(ABC):
                         self._caches.remember_node(node.node_id, session_id)
                         if index is not None:
                             index[node.node_id] = node.node_seq
+                    if index is not None:
+                        index.upto = node_seq
                     if tip is not None:
                         tip.node_id = result.nodes[-1].node_id
                 if prepared_events:

@@ -1,31 +1,32 @@
-"""The single SQLite writer queue (storage.md §3).
+"""The single writer of a session store: a FIFO of write transactions run one at a time on one connection.
 
-A FIFO of ``(operation, future)`` pairs. An operation is a *synchronous* callable receiving a
-:class:`Txn`; the whole ``BEGIN IMMEDIATE`` … operation … ``COMMIT`` runs as one call — on the event loop
-for a file only this process writes, else on the writer connection's aiosqlite thread (one thread hop per
-transaction instead of one per statement); see :class:`WriterQueue`. On any exception the transaction is
-rolled back, the operation's ``after_commit`` callbacks are discarded and the caller's future receives the
-error (:class:`AgentCoreError` unchanged, anything else wrapped as ``StorageError(storage_error)``). After a
-successful ``COMMIT`` the callbacks run on the event loop, before the next operation starts: this is
-where in-memory counters and caches are advanced.
+An operation is a *synchronous* callable receiving a :class:`Txn`; the connection runs it as one whole
+transaction (``BEGIN`` … operation … ``COMMIT``) in one call, so a transaction costs at most one thread hop.
+On any exception the transaction is rolled back, the operation's ``after_commit`` callbacks are discarded
+and the caller's future receives the error (:class:`AgentCoreError` unchanged, anything else wrapped as
+``StorageError(storage_error)``). After a successful ``COMMIT`` the callbacks run on the event loop, before
+the next operation starts: this is where in-memory counters and caches are advanced.
 
-Operations may run on another thread: they may read manager state but must only *change* it through
-``after_commit``. A write that has been enqueued always runs; cancelling the awaiting task does not
-cancel it.
+:class:`TxnQueue` is the writer of both backends; what differs is the :class:`TxnConnection` it runs
+transactions on (SQLite: :class:`agent_core._storage.sqlite_connection.SqliteWriterConnection`, PostgreSQL:
+``PgConnection.transactions()``). A connection may run a transaction *inline*, on the event loop, when it
+cannot wait there (SQLite: a file whose write lock is free; a commit writes WAL frames without an fsync);
+everything else goes to the connection's own thread.
+
+Operations may run on another thread: they may read store state but must only *change* it through
+``after_commit`` (or under the rule their store documents). A write that has been enqueued always runs;
+cancelling the awaiting task does not cancel it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
-import sqlite3
-from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar, cast
-
-import aiosqlite
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 
@@ -35,12 +36,18 @@ T = TypeVar("T")
 
 
 class Txn:
-    """The open write transaction handed to a queued operation (used on the connection thread)."""
+    """The open write transaction handed to a queued operation (used on the connection's thread or on
+    the event loop, never on both at once). ``conn`` is a DB-API connection (``sqlite3`` here; the
+    PostgreSQL backend overrides the four statement methods).
 
-    __slots__ = ("_after", "conn")
+    ``stale``: what the store caches about the database (counters, known sessions) may be out of date —
+    another process wrote since, or the last write failed — so this transaction reads it again."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    __slots__ = ("_after", "conn", "stale")
+
+    def __init__(self, conn: Any, *, stale: bool = False) -> None:
         self.conn = conn
+        self.stale = stale
         self._after: list[Callable[[], None]] = []
 
     def after_commit(self, callback: Callable[[], None]) -> None:
@@ -55,7 +62,7 @@ class Txn:
         self.conn.executemany(sql, rows)
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self.conn.execute(sql, params).fetchall()
+        return list(self.conn.execute(sql, params).fetchall())
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         row = self.conn.execute(sql, params).fetchone()
@@ -63,7 +70,27 @@ class Txn:
 
 
 WriteOp = Callable[[Txn], T]
-_Item = tuple[Callable[[Txn], Any], "asyncio.Future[Any]"]
+Committed = tuple[Any, list[Callable[[], None]]]
+"""A committed transaction: the operation's result and its ``after_commit`` callbacks."""
+
+
+class TxnConnection(Protocol):
+    """Where a :class:`TxnQueue` runs its transactions: one connection and a thread of its own."""
+
+    def run_inline(self, op: Callable[[Txn], Any]) -> Committed | None:
+        """``op`` as one transaction on the calling thread (the event loop) if it runs there without
+        waiting, else ``None`` (nothing ran: it goes to :meth:`submit`). Raises what the transaction
+        raised (rolled back)."""
+        ...
+
+    def submit(self, op: Callable[[Txn], Any]) -> concurrent.futures.Future[Committed]:
+        """``op`` as one transaction on the connection's thread, where it may wait (locks, reconnects)."""
+        ...
+
+    def submit_upkeep(self) -> concurrent.futures.Future[None] | None:
+        """After an inline commit: upkeep that is due now (e.g. a WAL checkpoint) started on the
+        connection's thread, or ``None``. The queue runs nothing else until it has finished."""
+        ...
 
 
 def wrap_storage_error(exc: BaseException, what: str) -> AgentCoreError:
@@ -73,167 +100,31 @@ def wrap_storage_error(exc: BaseException, what: str) -> AgentCoreError:
     return StorageError(ErrorCode.storage_error, f"{what} failed: {type(exc).__name__}: {exc}", cause=exc)
 
 
-async def run_on_connection_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Runs ``fn(sqlite3_connection)`` on the aiosqlite connection thread in a single hop.
-
-    aiosqlite exposes no public call for this; ``Connection._execute`` and ``Connection._conn`` are the
-    primitives every public aiosqlite method is built on (unchanged since aiosqlite 0.17).
-    """
-    raw: sqlite3.Connection = conn._conn
-    execute: Callable[..., Awaitable[Any]] = conn._execute
-    return cast(T, await execute(fn, raw))
-
-
-CHECKPOINT_EVERY = 100
-"""Inline commits between two ``PASSIVE`` WAL checkpoints on the connection thread (a turn commits ~9)."""
-
-_LOCKED: Any = object()
-"""What an inline ``BEGIN IMMEDIATE`` that found the file locked returns (nothing ran)."""
-
-
-def _transaction(
-    op: Callable[[Txn], T], *, nowait_restore: str | None = None
-) -> Callable[[sqlite3.Connection], tuple[T, list[Callable[[], None]]]]:
-    """``BEGIN IMMEDIATE`` … ``op`` … ``COMMIT`` (``ROLLBACK`` on any error); its result and callbacks.
-    ``nowait_restore`` (a ``PRAGMA busy_timeout=…`` statement): ``BEGIN`` does not wait for a lock held by
-    another process — it returns :data:`_LOCKED` (nothing ran) — and the statement then restores the
-    connection's busy timeout."""
-
-    def run(conn: sqlite3.Connection) -> tuple[T, list[Callable[[], None]]]:
-        txn = Txn(conn)
-        try:
-            if nowait_restore is None:
-                conn.execute("BEGIN IMMEDIATE")
-            else:
-                conn.execute("PRAGMA busy_timeout=0")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                finally:
-                    conn.execute(nowait_restore)
-        except sqlite3.OperationalError as exc:
-            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # SQLITE_BUSY or an extended code
-            if nowait_restore is not None and busy:
-                return cast(tuple[T, list[Callable[[], None]]], _LOCKED)
-            raise
-        try:
-            result = op(txn)
-            conn.execute("COMMIT")
-        except BaseException:
-            try:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                log.exception("ROLLBACK failed")
-            raise
-        return result, txn._after
-
-    return run
-
-
 def _retrieve(future: asyncio.Future[Any]) -> None:
     """Marks the error as retrieved, so a caller cancelled while waiting causes no loop warning."""
     if not future.cancelled():
         future.exception()
 
 
-class TxnQueue(ABC):
-    """FIFO of write transactions executed one at a time on one connection.
-
-    :meth:`_execute` runs one transaction; each backend provides it (SQLite: :class:`WriterQueue`,
-    PostgreSQL: ``storage/postgres``), the FIFO, error wrapping and ``after_commit`` are shared.
-    """
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._closing = False
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="agent_core-sqlite-writer")
-
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
-    async def submit(self, op: WriteOp[T], *, offload: bool = False) -> T:
-        """Enqueues ``op`` and waits for its committed result (or its error). ``offload``: ``op`` may take
-        long (a backend that runs transactions on the event loop runs this one on a thread)."""
-        # no shield: cancelling the caller cancels only this future; the queued write still runs (and a
-        # shield costs an extra future and event-loop iteration per transaction)
-        return await self.enqueue(op, offload=offload)
-
-    def enqueue(self, op: WriteOp[T], *, offload: bool = False) -> asyncio.Future[T]:
-        """Enqueues ``op`` now (FIFO position fixed) and returns the future of its committed result."""
-        if self._closing or self._task is None:
-            raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(_retrieve)
-        self._queue.put_nowait((op, future))
-        return future
-
-    async def drain_and_stop(self) -> None:
-        """Refuses new writes, finishes every queued one, then stops the writer task."""
-        self._closing = True
-        if self._task is None:
-            return
-        self._queue.put_nowait(None)
-        try:
-            await asyncio.shield(self._task)
-        finally:
-            self._task = None
-
-    @abstractmethod
-    async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
-        """Runs ``op`` as one committed transaction; returns its result and ``after_commit`` callbacks."""
-
-    async def _run(self) -> None:
-        while True:
-            item = await self._queue.get()
-            if item is None:
-                return
-            op, future = item
-            try:
-                result, callbacks = await self._execute(op)
-            except BaseException as exc:
-                _fail(future, exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                continue
-            _settle(future, result, callbacks)
+_Item = tuple[Callable[[Txn], Any], "asyncio.Future[Any]", bool]
 
 
-class WriterQueue(TxnQueue):
-    """The SQLite writer: FIFO transactions on one connection, run inline on the event loop or handed to
-    the aiosqlite connection thread.
+class TxnQueue:
+    """FIFO of write transactions executed one at a time on one :class:`TxnConnection`.
 
-    ``inline=True`` (a file no other process writes): a transaction runs on the event loop, in the loop
-    callback after the one that enqueued it; queued ones run back to back. In WAL mode with
-    ``synchronous=NORMAL`` a commit writes WAL frames without an fsync, so a turn's transactions cost less
-    there than the thread hand-offs they replace (GIL and self-pipe wake-ups; issue 16). What may wait stays
-    off the loop, on the connection thread: a transaction that finds the file locked by another process
-    (its inline ``BEGIN`` does not wait; retried there with the connection's busy timeout), the WAL
-    checkpoint (the caller turns ``wal_autocheckpoint`` off; a ``PASSIVE`` checkpoint runs there every
-    :data:`CHECKPOINT_EVERY` inline commits), and writes enqueued with ``offload=True`` (deleting a session).
-
-    ``inline=False`` (other processes write the file, so any ``BEGIN IMMEDIATE`` may wait): every
-    transaction is handed to the connection thread when it reaches the head of the queue, and the thread's
-    completion callback (on the event loop) settles it and hands over the next one.
-
+    A transaction runs inline when the connection allows it (in the loop callback after the one that
+    enqueued it; queued ones then run back to back), else — and always with ``offload=True`` — on the
+    connection's thread, whose completion callback (on the event loop) settles it and runs the queue on.
     Either way: FIFO order, ``after_commit`` callbacks before the next operation, and "an enqueued write
-    always runs" (cancelling the awaiting task cancels only its wait). ``busy_timeout_ms`` is the
-    connection's busy timeout (storage.md §2), restored after each inline ``BEGIN``.
+    always runs" (cancelling the awaiting task cancels only its wait).
     """
 
-    def __init__(self, conn: aiosqlite.Connection, *, inline: bool = False, busy_timeout_ms: int = 0) -> None:
-        super().__init__()
-        self._conn = conn
-        self._inline = inline
-        self._restore_busy_timeout = f"PRAGMA busy_timeout={int(busy_timeout_ms)}"
-        self._items: deque[tuple[Callable[[Txn], Any], asyncio.Future[Any], bool]] = deque()
+    def __init__(self, connection: TxnConnection) -> None:
+        self._connection = connection
+        self._items: deque[_Item] = deque()
         self._busy = False
         self._started = False
-        self._commits = 0
+        self._closing = False
         self._idle: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -241,9 +132,19 @@ class WriterQueue(TxnQueue):
         self._loop = asyncio.get_running_loop()
         self._started = True
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    async def submit(self, op: WriteOp[T], *, offload: bool = False) -> T:
+        """Enqueues ``op`` and waits for its committed result (or its error). ``offload``: ``op`` may take
+        long, so it never runs on the event loop."""
+        # no shield: cancelling the caller cancels only this future; the queued write still runs
+        return await self.enqueue(op, offload=offload)
+
     def enqueue(self, op: WriteOp[T], *, offload: bool = False) -> asyncio.Future[T]:
-        """Enqueues ``op`` now; the future of its committed result. Inline, the queue starts in the next
-        loop callback; otherwise an idle queue hands ``op`` to the connection thread at once."""
+        """Enqueues ``op`` now (its FIFO position fixed) and returns the future of its committed result.
+        An idle queue starts in the next loop callback."""
         if self._closing or not self._started or self._loop is None:
             raise StorageError(ErrorCode.storage_error, "the storage writer is closed")
         future: asyncio.Future[T] = self._loop.create_future()
@@ -251,10 +152,7 @@ class WriterQueue(TxnQueue):
         self._items.append((op, future, offload))
         if not self._busy:
             self._busy = True
-            if self._inline:
-                self._loop.call_soon(self._next)
-            else:
-                self._next()
+            self._loop.call_soon(self._next)
         return future
 
     async def drain_and_stop(self) -> None:
@@ -268,17 +166,14 @@ class WriterQueue(TxnQueue):
             await asyncio.shield(self._idle)
         self._started = False
 
-    async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
-        return await run_on_connection_thread(self._conn, _transaction(op))
-
     def _next(self) -> None:
         """Runs the queue (on the event loop) until it is empty or a transaction went to the thread."""
+        connection = self._connection
         while self._items:
             op, future, offload = self._items.popleft()
-            if self._inline and not offload:
+            if not offload:
                 try:
-                    raw: sqlite3.Connection = self._conn._conn
-                    outcome = _transaction(op, nowait_restore=self._restore_busy_timeout)(raw)
+                    outcome = connection.run_inline(op)
                 except BaseException as exc:
                     _fail(future, exc)
                     if not isinstance(exc, Exception):  # an interrupt leaves the loop: the queue resumes
@@ -286,60 +181,50 @@ class WriterQueue(TxnQueue):
                         self._loop.call_soon(self._next)
                         raise
                     continue
-                if outcome is not _LOCKED:
+                if outcome is not None:
                     _settle(future, *outcome)
-                    self._commits += 1
-                    if self._commits >= CHECKPOINT_EVERY:
-                        self._commits = 0
-                        if self._to_thread(_checkpoint, None):
-                            return
+                    upkeep = connection.submit_upkeep()
+                    if upkeep is not None:
+                        self._when_done(upkeep, None)
+                        return
                     continue
-            # on the thread a transaction may wait for another process's lock (the busy timeout)
-            if self._to_thread(_transaction(op), future):
-                return
+            try:
+                started = connection.submit(op)
+            except Exception as exc:  # the connection is closed
+                _fail(future, exc)
+                continue
+            self._when_done(started, future)
+            return
         self._busy = False
         if self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
-    def _to_thread(self, fn: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any] | None) -> bool:
-        """Hands ``fn`` to the connection thread; ``False`` (and ``future`` failed) if the connection is
-        closed. Its completion settles ``future`` (``None``: a checkpoint) and runs the queue on."""
+    def _when_done(self, work: concurrent.futures.Future[Any], future: asyncio.Future[Any] | None) -> None:
+        """When ``work`` (on the connection's thread) is done: settles ``future`` (``None``: upkeep) and
+        runs the queue on, on the event loop."""
         loop = self._loop
         assert loop is not None
-        try:
-            raw: sqlite3.Connection = self._conn._conn
-            tx: Any = self._conn._tx
-        except Exception as exc:  # the connection is closed
-            if future is not None:
-                _fail(future, exc)
-            return False
 
-        def work() -> None:
-            try:
-                outcome: tuple[Any, BaseException | None] = (fn(raw), None)
-            except BaseException as exc:
-                outcome = (None, exc)
+        def done(finished: concurrent.futures.Future[Any]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(self._done, future, outcome)
+                loop.call_soon_threadsafe(self._done, future, finished)
 
-        # aiosqlite's worker resolves its own future too; a fresh one nobody awaits
-        tx.put_nowait((loop.create_future(), work))
-        return True
+        work.add_done_callback(done)
 
-    def _done(self, future: asyncio.Future[Any] | None, outcome: tuple[Any, BaseException | None]) -> None:
-        value, error = outcome
+    def _done(self, future: asyncio.Future[Any] | None, finished: concurrent.futures.Future[Any]) -> None:
+        error = (
+            finished.exception()
+            if not finished.cancelled()
+            else StorageError(ErrorCode.storage_error, "the storage writer was stopped")
+        )
         if future is None:
             if error is not None:
-                log.warning("WAL checkpoint failed: %s", error)
+                log.warning("storage upkeep failed: %s", error)
         elif error is not None:
             _fail(future, error)
         else:
-            _settle(future, *value)
+            _settle(future, *finished.result())
         self._next()
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _settle(future: asyncio.Future[Any], result: Any, callbacks: Sequence[Callable[[], None]]) -> None:

@@ -30,8 +30,11 @@ class TaskCaller:
 
     @classmethod
     def from_run_scope(cls, scope: RunScope) -> TaskCaller:
-        worker = scope.task_scope if scope.agent_role == AgentRole.worker else None
-        return cls(agent_id=scope.agent_id, run_id=scope.run_id, role=scope.agent_role, worker_scope=worker)
+        """The caller of a run; a run holding a dispatch scope acts on the board as a worker (also a
+        teammate's run working a step it claimed)."""
+        worker = scope.task_scope
+        role = AgentRole.worker if worker is not None else scope.agent_role
+        return cls(agent_id=scope.agent_id, run_id=scope.run_id, role=role, worker_scope=worker)
 
 
 __all__ = ["TaskCaller", "WorkerTaskScope"]

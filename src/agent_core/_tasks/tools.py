@@ -49,6 +49,12 @@ class TaskServiceSource(Protocol):
     async def get(self, session_id: str) -> TaskService: ...
 
 
+def board_session(ctx: ToolContext) -> str:
+    """The session whose Task board a call uses: the run's own, or the one its scope names
+    (``RunScope.task_session_id``)."""
+    return ctx.scope.task_session_id or ctx.session_id
+
+
 # ------------------------------------------------------------------------------------------ schemas
 
 # ------------------------------------------------------------------------------------------ adapter
@@ -110,7 +116,7 @@ class TaskToolAdapter:
                 raise AgentCoreError(
                     ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
                 )
-            service = await self._services.get(ctx.session_id)
+            service = await self._services.get(board_session(ctx))
 
             async def emit(event: ev.EventPayload, actor: Actor) -> None:
                 await ctx.sink.emit(event, tool_call_id=ctx.tool_call_id)

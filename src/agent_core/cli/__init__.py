@@ -5,18 +5,27 @@
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
 either storage backend (``agent_core.cli._task_wal``).
 
-``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id>] "message"`` runs one user
-message on a project with the user-level configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
+``soong-agent run [--path <dir-or-file>] [--orchestrator] [--session-id <id> [--wait]] [--output-format F]
+[--model PROFILE] [--max-turns N] ["message" | -]`` runs one user message on a project with the user-level
+configuration (``$SOONG_AGENT_HOME/config.toml``; never created).
 
 Contract of ``run``:
-- stdout carries only the assistant's text (``message_delta``, then any remainder of ``message_completed``);
-  permission prompts, one-line notices (tools, denials, errors, cancellation) and the final ``session_id``
-  go to stderr. Output is plain text; there is no JSON event stream (``--plain`` is an accepted no-op).
+- ``--output-format text`` (the default): stdout carries only the assistant's text (``message_delta``,
+  then any remainder of ``message_completed``); permission prompts, one-line notices (tools, denials,
+  errors, cancellation) and the final ``session_id`` go to stderr (``--plain`` is an accepted no-op).
+  ``json`` and ``stream-json`` are for programs (``agent_core.cli._headless``): one result object, or
+  one event per line then the result object.
+- The message is read from stdin (to its end) when it is ``-``, or left out while stdin is not a
+  terminal. Without an argument on a terminal: a usage error.
 - Permission prompts are answered on stdin: ``1``/``allow once``, ``2``/``allow for session``,
   ``3``/``deny`` (trimmed, case-insensitive); EOF, unavailable stdin, anything else or 120 s without an
   answer → ``deny``. There is no re-prompt; a denial for an unrecognised answer names the valid ones.
+  Headless (the message from stdin, or ``json``/``stream-json``) nothing is asked and stdin is never
+  read for answers: what would ask is denied as without a permission callback.
 - Exit status: 0 when the run ends ``completed``; 1 for startup/config errors and runs ending otherwise;
-  2 for usage errors; 130 after Ctrl-C (which calls ``run.cancel()``; a second Ctrl-C stops waiting).
+  2 for usage errors; 75 when the session is busy in another process (``serve``, ``chat`` or another
+  ``run`` on the same home; ``--wait`` waits for its turn instead); 130 after Ctrl-C (which calls
+  ``run.cancel()``; a second Ctrl-C stops waiting).
 - Cold start: only argparse/asyncio/logging are imported before the arguments are parsed; the command's
   module (``agent_core.cli._<command>``) and the runtime are imported afterwards.
 
@@ -72,23 +81,70 @@ def _message(value: str) -> str:
     return value
 
 
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
+_SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
+"""The subparsers built so far, by command (for :func:`usage_error`)."""
+
+
+def usage_error(command: str, message: str) -> str:
+    """What a command prints for a usage error it finds after parsing (exit status 2): its usage line
+    and ``soong-agent <command>: error: <message>``, as argparse prints its own."""
+    if command not in _SUBPARSERS:
+        build_parser(command)
+    parser = _SUBPARSERS.get(command)
+    usage = parser.format_usage() if parser is not None else ""
+    return f"{usage}soong-agent {command}: error: {message}\n"
+
+
 def _add_run(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run an agent on a project with one user message",
         description="Run one user message on a project and stream the reply to stdout. Tool activity, "
         "permission prompts (answered on stdin: 1 = allow once, 2 = allow for session, 3 = deny) "
-        "and the session id go to stderr.",
+        "and the session id go to stderr. For scripts: --output-format json|stream-json, the message "
+        "piped on stdin.",
         epilog="exit status: 0 the run completed; 1 a startup or configuration error, or the run ended "
-        "otherwise (failed, cancelled, max_turns, prompt_too_long); 2 a usage error; 130 interrupted "
-        "by Ctrl-C.",
+        "otherwise (failed, cancelled, max_turns, prompt_too_long); 2 a usage error; 75 the session is "
+        "busy (another process, e.g. soong-agent serve or chat, is running it; see --wait); 130 "
+        "interrupted by Ctrl-C.",
     )
     run.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
     run.add_argument(
         "--orchestrator", action="store_true", help="run in orchestrator mode (Task board and workers)"
     )
     run.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another process is running the session, wait for its turn (default: exit with status 75)",
+    )
     run.add_argument("--plain", action="store_true", help="plain text output (the default; no effect)")
+    run.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default="text",
+        help="text (default): the answer on stdout; json: one JSON object with the answer, usage, end "
+        "reason and session id when the run ends; stream-json: one JSON event per line, the result last "
+        "(json and stream-json never prompt: what would ask is denied)",
+    )
+    run.add_argument(
+        "--model",
+        metavar="PROFILE",
+        help="run on the [model_overrides.PROFILE] table of config.toml over [model]",
+    )
+    run.add_argument(
+        "--max-turns", type=_positive, metavar="N", help="at most N model turns (default: [limits]/[runtime])"
+    )
     run.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
     run.add_argument(
         "--output-schema",
@@ -96,8 +152,14 @@ def _add_run(sub: Any) -> None:
         help="JSON schema file of the answer: the reply is validated and printed as JSON on stdout "
         "(the streamed text goes to stderr)",
     )
-    run.add_argument("message", type=_message, help="the user message")
+    run.add_argument(
+        "message",
+        nargs="?",
+        type=_message,
+        help="the user message; - or none (with stdin not a terminal) reads it from stdin",
+    )
     run.set_defaults(handler="agent_core.cli._run:run_command")
+    _SUBPARSERS["run"] = run
 
 
 def _add_schedule(sub: Any) -> None:

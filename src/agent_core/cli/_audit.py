@@ -59,6 +59,9 @@ def explain(audit: dict[str, Any] | None, *, allowed: bool, reason: str | None =
     reasons = audit.get("reasons") or []
     if reasons:
         parts.append("asked because: " + ", ".join(str(r) for r in reasons))
+    rewritten = audit.get("arguments_rewritten_by")
+    if isinstance(rewritten, list) and rewritten:
+        parts.append("arguments replaced by the PreToolUse hook(s) " + ", ".join(str(n) for n in rewritten))
     if audit.get("executable"):
         parts.append(f"executable {audit['executable']}")
     protected = audit.get("protected")

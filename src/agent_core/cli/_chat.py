@@ -128,6 +128,7 @@ async def _resume(chat: ChatSession, args: argparse.Namespace) -> bool:
     chat.session_id = found.session_id
     chat.mode = found.mode
     chat.note(f"resumed session {found.session_id} ({found.mode}): {safe(found.title)}")
+    chat.team.follow(runtime, found.session_id)
     return True
 
 
@@ -166,6 +167,7 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
         return EXIT_FAILED
     finally:
         chat.printer.end_reply()
+        await chat.team.close()
         if chat.opening is not None:
             try:
                 await chat.opening

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent_core.cli._chat_render import cut, safe
+from agent_core.cli._chat_team import team_command
 
 if TYPE_CHECKING:
     from agent_core.cli._chat_session import ChatSession
@@ -301,6 +302,7 @@ COMMANDS: dict[str, Command] = {
     "/fork": _fork,
     "/mode": _mode,
     "/tasks": _tasks,
+    "/team": team_command,
     "/usage": _usage,
     "/skills": _skills,
     "/config": _config,
@@ -319,6 +321,7 @@ HELP = (
     ("/fork <node_id>", "copy the path to that node into a new session and switch to it (same id forms)"),
     ("/mode normal|orchestrator", "mode of the next new session"),
     ("/tasks", "the Task board of this session"),
+    ("/team", "this session's teammates: state and unread inbox entries"),
     ("/usage", "tokens, cost and limits of this session"),
     ("/skills", "available skills"),
     ("/config", "resolved home, project, provider and model"),

@@ -193,6 +193,13 @@ class ChatPrinter:
             self._tool(kind, p, depth)
         elif kind.startswith(("child_agent_", "worker_dispatch")):
             self._agent(kind, p, depth)
+        elif kind == "teammate_spawned":
+            how = "resident" if p.get("resident") else "one task"
+            self.line(f"[teammate {safe(str(p.get('name')))} started ({how})]", dim=True)
+        elif kind == "teammate_stopped":
+            self.line(
+                f"[teammate {safe(str(p.get('name')))} stopped: {safe(str(p.get('reason')))}]", dim=True
+            )
         elif kind == "run_queued":
             self.line(
                 f"[queued behind another run of this session (position {p.get('queue_position')})]", dim=True

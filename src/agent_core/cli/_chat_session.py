@@ -12,6 +12,7 @@ from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
+from agent_core.cli._chat_team import TeamWatcher
 from agent_core.cli._diff import wants_color
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
@@ -62,6 +63,8 @@ class ChatSession:
         """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
         """Slash commands typed at a permission prompt, run when the turn ends."""
+        self.team = TeamWatcher(self)
+        """The current session's teammates' activity (``/team`` lists them)."""
 
     # ---- runtime ------------------------------------------------------------------------------
     async def load(self, path: str | None) -> AgentRuntime:
@@ -198,6 +201,7 @@ class ChatSession:
         self.session_id = run.session_id
         self.run = run
         self.permission_asked = False
+        self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
         presses = 0
         consumer = self.tasks.spawn(self._consume(run), name=f"events of {run.run_id}")
@@ -228,6 +232,7 @@ class ChatSession:
         self.printer.finish()
         if self.printer.cancel_requested or run.status.value == "cancelled":
             self.printer.line("[cancelled]")
+        self.team.after_turn()
 
     async def _consume(self, run: RunHandle) -> None:
         """The run's events and, indented under the tool call that started them, its descendants'."""

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
+import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_core._concurrency import TaskOwner
+from agent_core.cli import _headless as headless
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
+from agent_core.cli._headless import OutputFormat
 from agent_core.cli._prompt import (
     STDIN_TIMEOUT_S,
     VALID_ANSWERS,
@@ -26,7 +30,28 @@ if TYPE_CHECKING:
     from agent_core.types.permissions import PermissionDecision, PermissionRequest
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BUSY = 75
+"""The session is busy in another process (``EX_TEMPFAIL``: try again later, or pass ``--wait``)."""
+NO_CALLBACK = "no permission callback is configured"
+"""The policy's reason for a call denied because nobody could be asked."""
+HEADLESS_HINT = (
+    "hint: this run could ask nobody (message from stdin or --output-format json/stream-json), so calls "
+    "that need permission were denied; allow them ahead with [[permissions.rules]] in config.toml\n"
+)
+
+
+class _Discard(Output):
+    """An output that drops what it is given (the answer text of ``--output-format json``)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.StringIO())
+
+    def write(self, text: str) -> None:
+        return None
+
+
+_DISCARD = _Discard()
 
 
 class _Printer:
@@ -175,18 +200,48 @@ def _error_text(error: dict[str, Any]) -> str:
     return f"{code}: {message}" if code else message or "unknown error"
 
 
-async def _consume(run: RunHandle, printer: _Printer) -> None:
-    async for event in run.events():
-        printer.handle(event)
+class _Sink:
+    """Where the run's events go: the text printer, or (stream-json) one JSON line each on stdout."""
+
+    def __init__(self, printer: _Printer, out: Output, output_format: OutputFormat) -> None:
+        self.printer = printer
+        self.out = out
+        self.format = output_format
+        self.headless_denials = 0
+
+    def handle(self, event: RuntimeEvent) -> None:
+        if event.event_type.value == "tool_denied" and NO_CALLBACK in str(event.payload.get("reason") or ""):
+            self.headless_denials += 1
+        if self.format == "stream-json":
+            headless.write_line(self.out, headless.event_line(event))
+        else:
+            self.printer.handle(event)
+
+
+async def _consume(run: RunHandle, sink: _Sink) -> None:
+    # stream-json carries the child runs' events too (as serve's event stream does)
+    async for event in run.events(include_children=sink.format == "stream-json"):
+        sink.handle(event)
 
 
 async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin: TextIO | None) -> int:
     """Runs ``soong-agent run``; returns the exit status."""
+    started = time.monotonic()
+    output_format: OutputFormat = getattr(args, "output_format", None) or "text"
+    message, from_stdin, problem = await headless.read_message(getattr(args, "message", None), stdin)
+    if message is None:
+        from agent_core.cli import usage_error
+
+        err.write(usage_error("run", escape_terminal(problem)))
+        return EXIT_USAGE
+    # headless: nobody to ask (the message used stdin, or stdout is for a program): the mode decides
+    interactive = not from_stdin and output_format == "text"
+
     from agent_core import AgentRuntime  # the package's lazy import (GC paused: cold start)
-    from agent_core.errors import AgentCoreError
+    from agent_core.errors import AgentCoreError, ErrorCode
     from agent_core.types.permissions import PermissionDecision
 
-    answers = StdinLines(stdin)
+    answers = StdinLines(stdin if interactive else None)
 
     async def ask(request: PermissionRequest) -> PermissionDecision:
         printer.notice("")  # end any partial text line before the prompt
@@ -205,19 +260,29 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
         return PermissionDecision(decision=decision, reason=why or None)
 
+    def fail(exc: AgentCoreError) -> int:
+        """A run that could not start: one line on stderr (and the result object for a program)."""
+        err.write(error_text(exc))
+        if output_format != "text":
+            failure = headless.startup_failure(exc.to_payload(), started)
+            headless.write_line(out, headless.dumps(failure))
+        return EXIT_FAILED
+
     schema: dict[str, Any] | None = None
     if getattr(args, "output_schema", None):
         schema, problem = _read_schema(args.output_schema)
         if problem:
             err.write(f"soong-agent: error: {escape_terminal(problem)}\n")
             return EXIT_FAILED
-    # with --output-schema stdout carries only the validated JSON; the streamed text goes to stderr
-    printer = _Printer(err if schema is not None else out, err)
+    # text: the answer streams to stdout (to stderr with --output-schema: stdout carries only the JSON);
+    # json: notices on stderr, the answer only in the result object; stream-json: stdout is the events
+    text_out = out if output_format == "text" and schema is None else err
+    printer = _Printer(text_out if output_format == "text" else _DISCARD, err)
+    sink = _Sink(printer, out, output_format)
     try:
-        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask)
+        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask if interactive else None)
     except AgentCoreError as exc:
-        err.write(error_text(exc))
-        return EXIT_FAILED
+        return fail(exc)
     interrupted = 0
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -225,16 +290,28 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
                 return EXIT_INTERRUPTED
             run = await runtime.start(
-                args.message,
+                message,
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
                 output_schema=schema,
+                model_profile=getattr(args, "model", None),
+                max_turns=getattr(args, "max_turns", None),
+                wait_if_busy=bool(getattr(args, "wait", False)),
             )
         except AgentCoreError as exc:
-            err.write(error_text(exc))
-            return EXIT_FAILED
+            if exc.code == ErrorCode.session_active:  # another process runs the session (issue 40)
+                err.write(
+                    f"soong-agent: error: {escape_terminal(exc.message)}; "
+                    "run again with --wait to wait for it\n"
+                )
+                if output_format != "text":
+                    headless.write_line(
+                        out, headless.dumps(headless.startup_failure(exc.to_payload(), started))
+                    )
+                return EXIT_BUSY
+            return fail(exc)
         tasks = await stack.enter_async_context(TaskOwner("run command"))  # closed before the runtime
-        consumer = tasks.spawn(_consume(run, printer))
+        consumer = tasks.spawn(_consume(run, sink))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -256,20 +333,33 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 for future in cancelling:
                     await future
         printer.finish()
+        value: Any = None
+        output_error: AgentCoreError | None = None
         if schema is not None and run.status.value == "completed":
             try:
                 value = await run.output()
             except AgentCoreError as exc:
-                err.write(error_text(exc))
-                return EXIT_FAILED
+                output_error = exc
+        if output_format != "text":
+            outcome = await headless.result(runtime, run, started=started, output=value)
+            if output_error is not None:
+                outcome["error"] = output_error.to_payload().model_dump(mode="json")
+            headless.write_line(out, headless.dumps(outcome))
+        elif output_error is not None:
+            err.write(error_text(output_error))
+            return EXIT_FAILED
+        elif schema is not None and run.status.value == "completed":
             # ensure_ascii: every control or non-ASCII character is a JSON escape, safe on a terminal
             out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
-        with contextlib.suppress(AgentCoreError):  # usage of the run and its sub-agents (issue 19)
-            usage = (await runtime.replay_run(run.run_id)).usage
-            if usage is not None:
-                err.write(usage_line(usage) + "\n")
-        err.write(f"session_id: {run.session_id}\n")
+        if output_format == "text":
+            with contextlib.suppress(AgentCoreError):  # usage of the run and its sub-agents (issue 19)
+                usage = (await runtime.replay_run(run.run_id)).usage
+                if usage is not None:
+                    err.write(usage_line(usage) + "\n")
+            err.write(f"session_id: {run.session_id}\n")
+        if sink.headless_denials and output_format != "stream-json":
+            err.write(HEADLESS_HINT)
         status = run.status.value
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if status == "completed" else EXIT_FAILED
+    return EXIT_OK if status == "completed" and output_error is None else EXIT_FAILED

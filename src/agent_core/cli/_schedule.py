@@ -83,6 +83,9 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
             failed = True
             err.write(f"[schedule] {firing.schedule_id}: could not start: {escape_terminal(firing.error)}\n")
             return
+        if firing.run is None:  # the session's run in another process reads it
+            err.write(f"[schedule] {firing.schedule_id}: delivered to session {firing.session_id}\n")
+            return
         err.write(
             f"[schedule] {firing.schedule_id}: fired (session {firing.session_id}, run {firing.run_id})\n"
         )

@@ -304,6 +304,10 @@ class AgentsSection(StrictModel):
     worker_pools: list[WorkerPool] = Field(default_factory=empty_list)
     worker_isolation: Literal["shared", "worktree"] = "shared"
     """``worktree``: each dispatched worker runs in its own git worktree and branch (surfaces.md §6)."""
+    inbox_max_entries: int = Field(default=100, ge=1)
+    """Unread entries one agent's inbox holds; a delivery beyond it is refused (an error to the sender)."""
+    max_teammates_per_session: int = Field(default=0, ge=0)
+    """Teammates a lead session may have at once (``agent.team_*`` tools); ``0`` turns teams off."""
 
     @field_validator("worker_pools")
     @classmethod
@@ -392,9 +396,30 @@ class ToolOverride(StrictModel):
     tags: list[str] | None = None
 
 
+def _network_list(values: list[str]) -> list[str]:
+    """CIDR networks or single addresses (``10.0.0.0/8``, ``127.0.0.1``, ``::1``), checked at load."""
+    import ipaddress
+
+    for value in values:
+        try:
+            ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP network (CIDR such as 10.0.0.0/8) or address") from None
+    return values
+
+
 class ToolsNetwork(StrictModel):
     allowed_hosts: list[str] = Field(default_factory=empty_list)
     allowed_domains: list[str] = Field(default_factory=empty_list)
+    denied_domains: list[str] = Field(default_factory=empty_list)
+    """Domains (each with its subdomains) no network-tagged call may reach: denied without asking, also
+    when a host or domain allow-list or a permission rule would allow it; ``code.web_fetch`` refuses them
+    as redirect targets too."""
+    allowed_private_networks: Annotated[list[str], AfterValidator(_network_list)] = Field(
+        default_factory=empty_list
+    )
+    """Non-public address space ``code.web_fetch`` may connect to (loopback, private, link-local, ...),
+    as CIDR networks or single addresses; every other non-public address is refused."""
 
 
 class ToolsMcp(StrictModel):

@@ -10,6 +10,7 @@ from agent_core.jobs._store import JobRecord, JobStore
 from agent_core.jobs._tools import JobToolsAdapter
 
 if TYPE_CHECKING:
+    from agent_core._inbox.service import Inbox
     from agent_core._runtime.runs import RunManager
 
 __all__ = [
@@ -23,11 +24,12 @@ __all__ = [
 ]
 
 
-def install(manager: RunManager) -> JobManager:
-    """Builds the job manager (``RunFeatures.jobs``): the executor's offload hook and the job tools."""
+def install(manager: RunManager, inbox: Inbox) -> JobManager:
+    """Builds the job manager (``RunFeatures.jobs``): the executor's offload hook and the job tools; job
+    results reach the sessions through ``inbox``."""
     tools = manager.services.settings.tools
     jobs = JobManager(
-        manager, offload_after_ms=tools.offload_after_ms, wake_on_completion=tools.wake_on_completion
+        manager, inbox, offload_after_ms=tools.offload_after_ms, wake_on_completion=tools.wake_on_completion
     )
     manager.services.executor.offload = jobs
     manager.services.tools.register_adapter(JobToolsAdapter(jobs), internal=True)

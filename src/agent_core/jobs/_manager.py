@@ -8,13 +8,17 @@ Contract:
   ``[background job <job_id> started; its result will arrive as a message]`` — a normal tool result of
   that call, so the call is paired like any other. The handler keeps running as the job.
 - On completion the job's result is stored as an artifact, the row becomes ``completed``/``failed`` and
-  ``job_completed``/``job_failed`` is emitted; then the session is told with a synthetic
-  ``<system_note>`` user message: with ``wake_on_completion`` a run is started for it (queued behind an
-  active run of the session), otherwise the note is prepended to the next run's user message.
+  ``job_completed``/``job_failed`` is emitted; then the result is delivered to the inbox
+  (``agent_core._inbox``) of the agent whose call it was (while that agent has a live run here, else the
+  session's root agent) as a ``job_result`` entry, in the transaction that marks the job ``delivered``
+  (exactly once): a run still in progress reads it before its next model step; an idle session is woken
+  with a run for it when ``wake_on_completion`` is on, otherwise its next run reads it first.
 - ``internal.job_cancel``, cancelling the job's run and closing the runtime cancel the handler (the
-  command runner kills the process tree); such jobs end ``cancelled`` and no note is sent.
+  command runner kills the process tree); such jobs end ``cancelled`` and nothing is delivered.
 - Jobs a previous process left ``running`` (a crash) are marked ``failed`` at the first use of this
-  manager; the next run of their session is told with a note.
+  manager and delivered (without a wake-up): the next run of their session reads them first. Jobs of
+  another live process on the same home (its store owns their runs) are left to it. A result the inbox
+  refused (full) stays undelivered and is delivered again before the session's next run.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core._events import payloads as ev
 from agent_core._ids import new_id
-from agent_core._notes import escape_note_text
 from agent_core._storage.drafts import EventDraft
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.jobs._store import JobRecord, JobStatus, JobStore
@@ -38,12 +41,12 @@ from agent_core.tools._normalize import exception_result, normalize_return
 from agent_core.tools.context import ToolContext
 from agent_core.types.base import format_ts, utc_now
 from agent_core.types.content import ArtifactRefBlock, JsonBlock, TextBlock
-from agent_core.types.enums import RunMode
+from agent_core.types.inbox import InboxEntry
 from agent_core.types.model import ToolCall
-from agent_core.types.runtime import UserMessage
 from agent_core.types.tools import ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
+    from agent_core._inbox.service import Inbox
     from agent_core._runtime.runs import RunManager
     from agent_core._runtime.state import RunState
 
@@ -85,8 +88,11 @@ def _result_text(result: ToolResult) -> str:
 class JobManager:
     """Background jobs of one runtime."""
 
-    def __init__(self, manager: RunManager, *, offload_after_ms: int, wake_on_completion: bool) -> None:
+    def __init__(
+        self, manager: RunManager, inbox: Inbox, *, offload_after_ms: int, wake_on_completion: bool
+    ) -> None:
         self.manager = manager
+        self.inbox = inbox
         self.after_s = offload_after_ms / 1000
         self.wake = wake_on_completion
         self.store = JobStore(manager.services.storage)
@@ -226,8 +232,7 @@ class JobManager:
         done = record.model_copy(
             update={"status": status, "artifact_id": ref.artifact_id, "summary": summary, "error": error}
         )
-        if self.wake and not self._closing:
-            await self._wake(done)
+        await self._deliver(done, wake=self.wake and not self._closing)
 
     async def _end(self, record: JobRecord, status: JobStatus, *, reason: str) -> None:
         error = {"code": ErrorCode.cancelled.value, "message": f"background job cancelled: {reason}"}
@@ -257,57 +262,60 @@ class JobManager:
 
     # ---- telling the session ------------------------------------------------------------------
     def note(self, record: JobRecord) -> str:
+        """What the model reads of a job's outcome (the ``job_result`` entry's text)."""
         lines = [
-            "<system_note>",
-            escape_note_text(
-                f"Background job {record.job_id} ({record.tool_name}, tool_call_id {record.tool_call_id}) "
-                f"ended: {record.status}."
-            ),
+            f"Background job {record.job_id} ({record.tool_name}, tool_call_id {record.tool_call_id}) "
+            f"ended: {record.status}."
         ]
         if record.error is not None and record.status != "completed":
-            error = f"Error: {record.error.get('code')}: {record.error.get('message')}"
-            lines.append(escape_note_text(error))
-        if record.summary:  # tool output: escaped, so it cannot close the note (issue 31)
+            lines.append(f"Error: {record.error.get('code')}: {record.error.get('message')}")
+        if record.summary:  # tool output: the inbox note escapes it, so it cannot close the note (issue 31)
             lines.append("Result:")
-            lines.append(escape_note_text(record.summary))
+            lines.append(record.summary)
         if record.artifact_id:
             lines.append(f"Full result: artifact {record.artifact_id}.")
-        lines.append("</system_note>")
         return self.manager.services.redactor.text("\n".join(lines))
 
-    def _message(self, records: list[JobRecord]) -> UserMessage:
-        return UserMessage(
-            content=[TextBlock(text=self.note(r)) for r in records],
-            metadata={"synthetic": True, "source": "background_job", "job_ids": [r.job_id for r in records]},
-        )
+    def _recipient(self, record: JobRecord) -> str | None:
+        """The agent whose call it was while it has a live run here (a sub agent still working), else
+        ``None``: the session's root agent."""
+        session = self.manager.sessions.get(record.session_id)
+        if session is None or record.agent_id == session.root_agent_id:
+            return None
+        live = any(r.agent_id == record.agent_id and not r.terminal for r in session.live_runs.values())
+        return record.agent_id if live else None
 
-    async def _wake(self, record: JobRecord) -> None:
-        if not await self.store.mark_delivered(record.job_id):
-            return
-        manager = self.manager
-        try:
-            session = await manager.get_session(record.session_id)
-            mode = RunMode.orchestrator if session.mode == RunMode.orchestrator else RunMode.normal
-            await manager.start(self._message([record]), record.session_id, mode)
-        except AgentCoreError as exc:
-            log.warning("could not wake session %s for job %s: %s", record.session_id, record.job_id, exc)
+    async def _deliver(self, record: JobRecord, *, wake: bool) -> None:
+        """Delivers the job's outcome to the inbox once (the delivery marks the row ``delivered``)."""
+        from agent_core._inbox.service import delivered_guard
 
-    async def before_root_run(self, state: RunState) -> None:
-        """Prepends the notes of jobs the session has not been told about to the run's user message."""
-        await self.recover()
-        pending = await self.store.take_undelivered(state.session_id)
-        if not pending or state.message is None:
-            return
-        notes = self._message(pending)
-        state.message = state.message.model_copy(
-            update={
-                "content": [*notes.content, *state.message.content],
-                "metadata": {**state.message.metadata, "background_job_ids": [r.job_id for r in pending]},
+        entry = InboxEntry.model_validate(
+            {
+                "kind": "job_result",
+                "from": f"job:{record.job_id}",
+                "content": self.note(record),
+                "metadata": {"job_id": record.job_id, "status": record.status},
             }
         )
+        guard = delivered_guard(
+            "UPDATE background_jobs SET delivered = 1 WHERE job_id = ? AND delivered = 0", (record.job_id,)
+        )
+        try:
+            await self.inbox.deliver(
+                record.session_id, self._recipient(record), entry, wake=wake, guard=guard
+            )
+        except AgentCoreError as exc:  # a full inbox, a deleted session: kept for the next run
+            log.warning("could not deliver the result of job %s: %s", record.job_id, exc.message)
+
+    async def before_root_run(self, state: RunState) -> None:
+        """Delivers the outcomes the session was not told yet (a full inbox, a crash): the run reads them
+        before its first model step."""
+        await self.recover()
+        for record in await self.store.undelivered(state.session_id):
+            await self._deliver(record, wake=False)
 
     async def recover(self) -> None:
-        """Once per process: jobs left ``running`` by a previous process are marked failed."""
+        """Once per process: jobs left ``running`` by a process that is gone are marked failed."""
         if self._recovered:
             return
         async with self._recover_lock:
@@ -329,6 +337,7 @@ class JobManager:
                             reason="interrupted",
                         ),
                     )
+                await self._deliver(record, wake=False)
 
     # ---- control ------------------------------------------------------------------------------
     async def status(self, job_id: str, session_id: str) -> dict[str, Any]:

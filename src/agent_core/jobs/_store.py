@@ -1,7 +1,8 @@
 """The ``background_jobs`` table (migration 3): one row per offloaded tool call (surfaces.md §6).
 
 ``status`` is ``running``, ``completed``, ``failed`` or ``cancelled``; ``delivered`` says whether the
-session has been told the outcome (a ``<system_note>`` message). Every write is one transaction.
+outcome reached the session's inbox (set in the delivery's own transaction, so it is delivered once).
+Every write is one transaction.
 """
 
 from __future__ import annotations
@@ -116,10 +117,15 @@ class JobStore:
         return await db.write(op) > 0
 
     async def fail_running(self, message: str) -> list[JobRecord]:
-        """Marks every ``running`` job failed (recovery after a crash); returns them as they are now."""
+        """Marks ``running`` jobs failed (recovery after a crash) — except those of runs another live
+        process (or open store) owns: that process still runs them (several processes on one home,
+        issue 40); returns the jobs marked, as they are now."""
         db = await self._db()
         rows = await db.query(f"{_SELECT} WHERE status = 'running'")
         stale = [_record(r) for r in rows]
+        if stale:
+            live = await db.runs_live_elsewhere(sorted({r.run_id for r in stale}))
+            stale = [r for r in stale if r.run_id not in live]
         if not stale:
             return []
         error = json.dumps({"code": "internal_error", "message": message})
@@ -136,29 +142,13 @@ class JobStore:
         await db.write(op)
         return [r.model_copy(update={"status": "failed", "error": json.loads(error)}) for r in stale]
 
-    async def take_undelivered(self, session_id: str) -> list[JobRecord]:
-        """Terminal, not yet delivered jobs of a session, marked delivered in the same transaction."""
-        db = await self._db()
-
-        def op(txn: Txn) -> list[Any]:
-            rows = txn.fetchall(
-                f"{_SELECT} WHERE session_id = ? AND delivered = 0 AND status != 'running' "
-                "ORDER BY updated_at, rowid",
-                (session_id,),
-            )
-            for row in rows:
-                txn.execute("UPDATE background_jobs SET delivered = 1 WHERE job_id = ?", (row[0],))
-            return rows
-
-        return [_record(r) for r in await db.write(op)]
-
-    async def mark_delivered(self, job_id: str) -> bool:
-        def op(txn: Txn) -> int:
-            return txn.execute(
-                "UPDATE background_jobs SET delivered = 1 WHERE job_id = ? AND delivered = 0", (job_id,)
-            )
-
-        return await (await self._db()).write(op) > 0
+    async def undelivered(self, session_id: str) -> list[JobRecord]:
+        """Terminal jobs of a session whose outcome was not delivered yet (oldest first)."""
+        rows = await (await self._db()).query(
+            f"{_SELECT} WHERE session_id = ? AND delivered = 0 AND status != 'running' ORDER BY updated_at, rowid",
+            (session_id,),
+        )
+        return [_record(r) for r in rows]
 
     async def get(self, job_id: str) -> JobRecord | None:
         rows = await (await self._db()).query(f"{_SELECT} WHERE job_id = ?", (job_id,))

@@ -8,6 +8,9 @@ keeps no state; the session cache and the callback live in :mod:`agent_core.perm
 A protected target (:mod:`agent_core.permissions._protected`: git internals, soong-agent's state, credential
 files) adds ``protected_path`` / ``credential_path``: the call asks with ``suggested_decision = deny`` and
 ``allow_for_session`` unavailable, and is denied without a callback, whatever else the table says.
+
+A ``network``-tagged call whose host is in ``tools.network.denied_domains`` is denied without asking
+(host lists: :mod:`agent_core.permissions._network`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Literal, Protocol
 
 from agent_core.config.schema import PermissionsSection, Settings, ToolsNetwork
 from agent_core.errors import ErrorCode
+from agent_core.permissions._network import DENIED_DOMAINS_KEY, NetworkRules, normalise_host
 from agent_core.permissions._protected import ProtectedPath
 from agent_core.types.enums import PermissionDecisionKind
 from agent_core.types.tools import ToolDefinition
@@ -77,10 +81,6 @@ class PolicyDecision:
     message: str | None = None
 
 
-def _norm_host(host: str) -> str:
-    return host.strip().rstrip(".").lower()
-
-
 class PermissionPolicy:
     """Stateless decision table built from ``[permissions]`` and ``[tools.network]``."""
 
@@ -88,25 +88,22 @@ class PermissionPolicy:
         self._permissions = permissions
         net = network or ToolsNetwork()
         policy = permissions.network_policy
-        self._hosts = frozenset(
-            _norm_host(h) for h in (*policy.allowed_hosts, *net.allowed_hosts) if h.strip()
+        self.network = NetworkRules(
+            allowed_hosts=(*policy.allowed_hosts, *net.allowed_hosts),
+            allowed_domains=(*policy.allowed_domains, *net.allowed_domains),
+            denied_domains=net.denied_domains,
+            private_networks=net.allowed_private_networks,
         )
-        self._domains = frozenset(
-            _norm_host(d).lstrip("*.") for d in (*policy.allowed_domains, *net.allowed_domains) if d.strip()
-        )
+        """The host lists (``permissions._network``), shared with the tools that connect."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PermissionPolicy:
         return cls(settings.permissions, settings.tools.network)
 
     def host_allowed(self, host: str | None) -> bool:
-        """Exact allow-listed host, or a host equal to / below an allow-listed domain (case-insensitive)."""
-        if not host:
-            return False
-        name = _norm_host(host)
-        if name in self._hosts:
-            return True
-        return any(name == d or name.endswith("." + d) for d in self._domains)
+        """Exact allow-listed host, or a host equal to / below an allow-listed domain (case-insensitive),
+        never a denied one."""
+        return self.network.host_allowed(host)
 
     def decide(self, tool: ToolDefinition, facts: CallFacts, *, has_callback: bool) -> PolicyDecision:
         tags = set(tool.tags)
@@ -131,6 +128,15 @@ class PermissionPolicy:
         if "credential" in kinds:
             reasons.append(REASON_CREDENTIAL)
         if "network" in tags:
+            if self.network.host_denied(facts.network_host):
+                return PolicyDecision(
+                    action="deny",
+                    reasons=(REASON_NETWORK,),
+                    target_scope=scope,
+                    deny_code=ErrorCode.permission_denied,
+                    message=f"tool '{tool.name}' may not contact {facts.network_host}: it is in "
+                    f"{DENIED_DOMAINS_KEY}",
+                )
             mode = self._permissions.network_policy.default
             if mode == "deny":
                 return PolicyDecision(
@@ -147,7 +153,7 @@ class PermissionPolicy:
         if not reasons:
             return PolicyDecision(action="allow", target_scope=scope)
         if scope is None and reasons == [REASON_NETWORK] and facts.network_host:
-            scope = _norm_host(facts.network_host)
+            scope = normalise_host(facts.network_host)
         risky = facts.sensitive or facts.outside_write_roots or bool(protected)
         suggested = PermissionDecisionKind.deny if risky else PermissionDecisionKind.allow_once
         available = self._permissions.allow_for_session_enabled and scope is not None and not protected

@@ -7,9 +7,11 @@ Contract:
   sleeps until the next due time (re-reading the store at least every ``poll_interval_s``, so schedules
   added by another process are seen) and fires what is due. :meth:`stop` ends that task; runs it started
   belong to the runtime (closing the runtime cancels them).
-- A firing only produces a user message (the schedule's text) in the schedule's session, or in a new
-  session when the schedule has none; it never runs a command by itself. A firing that cannot start (an
-  unknown session, say) is recorded in ``last_error`` and the schedule stays active.
+- A firing only delivers the schedule's text as a ``schedule`` entry to the inbox of the schedule's
+  session (or of a new session when the schedule has none), which wakes it (``agent_core._inbox``: a
+  run in progress reads it before its next model step, an idle session gets a run for it); it never
+  runs a command by itself. A firing that cannot be delivered (an unknown session, a full inbox) is
+  recorded in ``last_error`` and the schedule stays active.
 - Time comes from a :class:`Clock`, so tests drive it without real waits.
 """
 
@@ -63,25 +65,39 @@ class StartedRun(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Delivered:
+    """Where a firing's message went: its session, the inbox entry and the run that reads it (the run it
+    woke, or the session's run in progress here; ``None`` when that run is in another process)."""
+
+    session_id: str
+    entry_id: str
+    run: StartedRun | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Firing:
-    """One schedule firing: the run it started, or the error that prevented it."""
+    """One schedule firing: where its message was delivered, or the error that prevented it."""
 
     schedule_id: str
     fired_at: datetime
-    run: StartedRun | None = None
+    delivered: Delivered | None = None
     error: str | None = None
 
     @property
+    def run(self) -> StartedRun | None:
+        return self.delivered.run if self.delivered is not None else None
+
+    @property
     def session_id(self) -> str | None:
-        return self.run.session_id if self.run is not None else None
+        return self.delivered.session_id if self.delivered is not None else None
 
     @property
     def run_id(self) -> str | None:
         return self.run.run_id if self.run is not None else None
 
 
-StartScheduled = Callable[[Schedule], Awaitable[StartedRun]]
-"""Starts the run of one firing (or queues it behind the session's active run)."""
+StartScheduled = Callable[[Schedule], Awaitable[Delivered]]
+"""Delivers the message of one firing to its session's inbox (which wakes it)."""
 
 
 class SchedulerService:
@@ -144,7 +160,7 @@ class SchedulerService:
 
     async def _fire(self, schedule: Schedule, now: datetime) -> Firing:
         try:
-            run = await self._start_run(schedule)
+            delivered = await self._start_run(schedule)
         except AgentCoreError as exc:
             log.warning("schedule %s could not start a run: %s", schedule.schedule_id, exc.message)
             await self._store.record_outcome(schedule.schedule_id, error=f"{exc.code.value}: {exc.message}")
@@ -152,10 +168,13 @@ class SchedulerService:
                 schedule_id=schedule.schedule_id, fired_at=now, error=f"{exc.code.value}: {exc.message}"
             )
         else:
+            run = delivered.run
             await self._store.record_outcome(
-                schedule.schedule_id, session_id=run.session_id, run_id=run.run_id
+                schedule.schedule_id,
+                session_id=delivered.session_id,
+                run_id=run.run_id if run is not None else None,
             )
-            firing = Firing(schedule_id=schedule.schedule_id, fired_at=now, run=run)
+            firing = Firing(schedule_id=schedule.schedule_id, fired_at=now, delivered=delivered)
         self.firings.append(firing)
         if self._on_fired is not None:
             self._on_fired(firing)

@@ -22,6 +22,7 @@ from agent_core.types._results import CancelResult, DeleteSessionResult, Session
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest
 from agent_core.types.runtime import NestedRuntimeEvent, Node, ReplayResult
+from agent_core.types.team import TeammateView
 
 _REF = "#/components/schemas/{model}"
 _INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)
@@ -38,6 +39,7 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
     NestedRuntimeEvent,
     PermissionRequest,
     ErrorPayload,
+    TeammateView,
 )
 
 
@@ -317,6 +319,25 @@ def openapi_document(version: str) -> dict[str, Any]:
                             "properties": {
                                 "session_id": {"type": "string"},
                                 "tasks": {"type": "array", "items": _ref("TaskInspectView")},
+                            },
+                        }
+                    ),
+                    **_errors(404),
+                },
+            }
+        },
+        "/api/sessions/{session_id}/team": {
+            "get": {
+                "summary": "The teammates of the session's team with their state and unread inbox entries",
+                "parameters": [session_id],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["session_id", "teammates"],
+                            "properties": {
+                                "session_id": {"type": "string"},
+                                "teammates": {"type": "array", "items": _ref("TeammateView")},
                             },
                         }
                     ),

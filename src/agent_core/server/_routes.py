@@ -281,6 +281,15 @@ async def session_tasks(request: Request) -> Response:
     return _json({"session_id": session_id, "tasks": [json.loads(t.model_dump_json()) for t in replay.tasks]})
 
 
+async def session_team(request: Request) -> Response:
+    """The session's teammates (its own, or its lead's when it is a teammate's session)."""
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    team = await state.runtime.team(session_id)
+    return _json({"session_id": session_id, "teammates": [json.loads(m.model_dump_json()) for m in team]})
+
+
 def _queued_runs(state: ServerState, session_id: str | None) -> list[QueuedRun]:
     out: list[QueuedRun] = []
     for run in state.live_runs():
@@ -318,4 +327,5 @@ API_ROUTES = [
     Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),
     Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
+    Route("/api/sessions/{session_id}/team", session_team, methods=["GET"]),
 ]

@@ -44,6 +44,8 @@ def _row(**levels: Level) -> dict[AgentRole, Level]:
 ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="D") for n in CODE_READ_TOOLS},
     **{n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P") for n in CODE_WRITE_TOOLS},
+    # an orchestrator plans and dispatches (its sub-agents and workers fetch); its context stays for the board
+    "code.web_fetch": _row(main="D", orchestrator="P", sub="D", fork="D", worker="D"),
     "internal.load_skill": _row(main="D", orchestrator="D", sub="D", fork="D", worker="P"),
     **{  # background jobs (surfaces.md §6): whoever may run commands may watch and cancel them
         n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")
@@ -62,6 +64,16 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
         for n in ("agent.task_get", "agent.task_query_steps", "agent.task_update_step")
     },
     "agent.task_claim_step": _row(worker="D"),
+    **{  # teams (docs/teams.md): a lead and its teammates (root agents); registered only when teams are on
+        n: _row(main="D", orchestrator="D")
+        for n in (
+            "agent.team_spawn",
+            "agent.team_send",
+            "agent.team_request",
+            "agent.team_respond",
+            "agent.team_list",
+        )
+    },
 }
 """§11.3 rows of the core tools."""
 
@@ -221,6 +233,24 @@ def compute_effective_tools(
     else:
         wanted = {n for n in all_names if role_default(n, role)}
     names = frozenset(n for n in wanted if n in candidates)
+    return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
+
+
+def adjust_effective(
+    effective: EffectiveTools,
+    definitions: Iterable[ToolDefinition],
+    settings: Settings,
+    *,
+    remove: Collection[str] = (),
+    add: Collection[str] = (),
+) -> EffectiveTools:
+    """``effective`` without ``remove`` and with the registered, not config-disabled tools of ``add`` (a
+    teammate's root runs: no ``agent.team_spawn``; the Task step tools of a step it claimed)."""
+    if not remove and not add:
+        return effective
+    defs = [apply_overrides(d, settings) for d in definitions]
+    added = {d.name for d in defs if d.name in add and not disabled_by_config(d, settings)}
+    names = frozenset((effective.names - set(remove)) | added)
     return EffectiveTools(names=names, definitions=tuple(d for d in defs if d.name in names))
 
 

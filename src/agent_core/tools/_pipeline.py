@@ -111,6 +111,13 @@ class _Ready:
     definition: ToolDefinition
     gate: GateOutcome
     preflight: Preflight
+    rewritten_by: list[str] = field(default_factory=list)
+    """In-process PreToolUse hooks that substituted the arguments (``permission_audit``)."""
+
+
+def _rewrites(names: list[str]) -> dict[str, Any]:
+    """The ``permission_audit`` key naming the hooks that substituted a call's arguments (none: ``{}``)."""
+    return {"arguments_rewritten_by": list(names)} if names else {}
 
 
 @dataclass(slots=True)
@@ -376,11 +383,31 @@ class ToolExecutor:
         except Exception as exc:
             result = exception_result(exc, call.tool_call_id, call.name)
             return CallOutcome(result, "failed", {"aborted": False, "reason": "preflight_failed"})
+        checked = call
+
+        async def revise(substitute: dict[str, Any]) -> tuple[ToolCall, Preflight]:
+            """Arguments an in-process PreToolUse hook substituted: validated and pre-flighted again."""
+            revised = checked.model_copy(
+                update={"arguments": validate_arguments(definition.input_schema, substitute)}
+            )
+            try:
+                return revised, await self._preflight(entry, revised, ctx, turn)
+            except (Aborted, AgentCoreError):
+                raise
+            except Exception as exc:
+                raise AgentCoreError(ErrorCode.internal_error, f"pre-flight failed: {exc}") from exc
+
+        revising = {"revise": revise} if getattr(self._hooks, "revises_arguments", False) else {}
         try:
             hook = (
                 await self._race(
                     self._hooks.pre_tool_use(
-                        scope=scope, sink=turn.sink, tool=definition, call=call, preflight=preflight
+                        scope=scope,
+                        sink=turn.sink,
+                        tool=definition,
+                        call=call,
+                        preflight=preflight,
+                        **revising,
                     ),
                     turn,
                 )
@@ -397,6 +424,8 @@ class ToolExecutor:
             return await self._hook_denied(turn, prep, hook)
         if turn.cancelled:
             raise Aborted(started=False)
+        if hook.call is not None and hook.preflight is not None:  # the arguments a hook substituted
+            call, preflight, arguments = hook.call, hook.preflight, hook.call.arguments
         gate = self._gate.decide(tool=definition, arguments=arguments, requester=scope, facts=preflight)
         if isinstance(gate, PendingAsk):  # only asking the callback waits
             gate = await self._race(
@@ -406,7 +435,15 @@ class ToolExecutor:
             return await self._permission_denied(turn, prep, gate, hook, preflight)
         ctx.allowed_outside_roots = preflight.outside_write_roots
         ctx.preflight = preflight
-        return _Ready(call=call, ctx=ctx, entry=entry, definition=definition, gate=gate, preflight=preflight)
+        return _Ready(
+            call=call,
+            ctx=ctx,
+            entry=entry,
+            definition=definition,
+            gate=gate,
+            preflight=preflight,
+            rewritten_by=list(hook.rewritten_by),
+        )
 
     async def _preflight(
         self, entry: RegisteredTool, call: ToolCall, ctx: ToolContext, turn: _Turn
@@ -475,7 +512,7 @@ class ToolExecutor:
             "denied_by": "permission",
             "reason": reason,
             "hook_summary": hook.summary(),
-            "permission_audit": {**gate.audit(), **facts_display(preflight)},
+            "permission_audit": {**gate.audit(), **facts_display(preflight), **_rewrites(hook.rewritten_by)},
         }
         return CallOutcome(result, "denied", extra)
 
@@ -487,7 +524,11 @@ class ToolExecutor:
             permission=definition.permission,
             tags=list(definition.tags),
             permission_outcome=ready.gate.permission_outcome(),
-            permission_audit={**ready.gate.audit(), **facts_display(ready.preflight)},
+            permission_audit={
+                **ready.gate.audit(),
+                **facts_display(ready.preflight),
+                **_rewrites(ready.rewritten_by),
+            },
             internal=_internal(prep),
         )
         await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)

@@ -111,7 +111,10 @@ class RunScope:
     purpose: str | None = None
     """Why an internal run runs (``memory_extraction``, ``worker``, ...): hooks skip internal purposes."""
     task_scope: WorkerTaskScope | None = None
-    """A worker run's Task scope (its dispatch); ``None`` for every other run."""
+    """A worker run's Task scope (its dispatch, or a teammate's claimed step); ``None`` otherwise."""
+    task_session_id: str | None = None
+    """The session whose Task board the run's Task tools use when it is not the run's own (an
+    autonomous teammate working a step of its lead's board)."""
     mcp_failed_servers: set[str] = field(default_factory=set)
     """MCP servers that failed during this run: their tools are not offered again in it."""
 

@@ -136,6 +136,11 @@ class EventType(StrEnum):
     job_started = "job_started"
     job_completed = "job_completed"
     job_failed = "job_failed"
+    # The durable per-agent inbox and teammates (issue 36)
+    inbox_delivered = "inbox_delivered"
+    inbox_drained = "inbox_drained"
+    teammate_spawned = "teammate_spawned"
+    teammate_stopped = "teammate_stopped"
     # The 17 WAL-mirroring task events (contract.md §7.2)
     task_created = "task_created"
     task_running = "task_running"

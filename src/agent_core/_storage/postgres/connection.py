@@ -20,6 +20,7 @@ The DSN never leaves this module's error texts: errors name the environment vari
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from agent_core._storage.writer import Txn, TxnQueue
+from agent_core._storage.writer import Committed, Txn
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class PgTxn(Txn):
 
     def __init__(self, cur: psycopg.Cursor[Any]) -> None:
         self._after = []
+        self.stale = True  # other processes write the database at any time: nothing cached is trusted
         self._cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -290,7 +292,9 @@ class PgConnection:
                 log.debug("closing a lost PostgreSQL connection failed", exc_info=True)
         self._conn = None
 
-    def _transaction(self, op: Callable[[Txn], T]) -> tuple[T, list[Callable[[], None]]]:
+    def transaction_blocking(self, op: Callable[[Txn], T]) -> tuple[T, list[Callable[[], None]]]:
+        """``op`` as one committed transaction, on the connection thread (see the module docstring for
+        lost connections)."""
         run = transaction(op)
         attempts = 0
         while True:
@@ -363,6 +367,10 @@ class PgConnection:
             return fn()
         return self._executor.submit(self._on_thread(fn)).result()
 
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Starts ``fn()`` on the connection thread; its future."""
+        return self._executor.submit(self._on_thread(fn))
+
     async def call(self, fn: Callable[[], T]) -> T:
         """``fn()`` on the connection thread, awaited without blocking the event loop."""
         return await self._call(fn)
@@ -401,10 +409,6 @@ class PgConnection:
     async def run_idempotent(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """``fn(connection)``, run again after reconnecting when the connection was lost (reads)."""
         return await self._call(lambda: self.idempotent(what, fn))
-
-    async def run_transaction(self, op: Callable[[Txn], T]) -> tuple[T, list[Callable[[], None]]]:
-        """``op`` as one committed transaction (see the module docstring for lost connections)."""
-        return await self._call(lambda: self._transaction(op))
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         statement, values = pg_sql(sql), tuple(params)
@@ -488,12 +492,19 @@ def dsn_from_env(environ: dict[str, str] | Any, dsn_env: str) -> str:
     return str(dsn)
 
 
-class PgWriterQueue(TxnQueue):
-    """The FIFO writer of one process on its PostgreSQL writer connection."""
+class PgTransactions:
+    """A :class:`PgConnection` as the writer queue's connection (``TxnConnection``): every transaction
+    runs on the connection's thread (a network round trip never runs on the event loop)."""
 
     def __init__(self, conn: PgConnection) -> None:
-        super().__init__()
         self._conn = conn
 
-    async def _execute(self, op: Callable[[Txn], Any]) -> tuple[Any, list[Callable[[], None]]]:
-        return await self._conn.run_transaction(op)
+    def run_inline(self, op: Callable[[Txn], Any]) -> Committed | None:
+        return None
+
+    def submit(self, op: Callable[[Txn], Any]) -> concurrent.futures.Future[Committed]:
+        conn = self._conn
+        return conn.submit(lambda: conn.transaction_blocking(op))
+
+    def submit_upkeep(self) -> concurrent.futures.Future[None] | None:
+        return None

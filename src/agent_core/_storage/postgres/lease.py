@@ -129,6 +129,11 @@ class SessionLease:
         self._held = held
         self.lost = False
         """Another process took the lock after this lease's connection was lost (see :class:`HeldLeases`)."""
+        self.queue_position = 0
+
+    def try_enter(self) -> None:
+        """Taking the lease is a server round trip: cannot tell without waiting (``async with`` does)."""
+        return None
 
     @property
     def session_id(self) -> str:

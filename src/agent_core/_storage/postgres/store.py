@@ -32,26 +32,25 @@ import psycopg
 from agent_core._redaction import Redactor
 from agent_core._storage import schema as S
 from agent_core._storage.caches import SESSION_SQL_CACHE, StoreCaches
-from agent_core._storage.columns import invalid, redact_record, update_statement
+from agent_core._storage.columns import invalid, update_statement
 from agent_core._storage.migrations import MIGRATIONS, Migration
 from agent_core._storage.owners import local_alive, pg_owner, pg_owner_keys
 from agent_core._storage.postgres.connection import (
     DEFAULT_RECONNECT_TIMEOUT_MS,
     PgConnection,
-    PgWriterQueue,
+    PgTransactions,
     ReconnectPolicy,
     connect,
     dsn_from_env,
 )
-from agent_core._storage.postgres.lease import HeldLeases, SessionLease
+from agent_core._storage.postgres.lease import LEASE_NAMESPACE, HeldLeases, SessionLease
 from agent_core._storage.postgres.migrate import apply_pg_migrations, pg_ddl
 from agent_core._storage.postgres.task_wal import PgTaskWal
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.sql_store import SqlSessionStore, _ends_run
-from agent_core._storage.writer import Txn, wrap_storage_error
+from agent_core._storage.writer import Txn, TxnQueue, wrap_storage_error
 from agent_core.errors import AgentCoreError, ErrorCode, StorageError
-from agent_core.types._results import DeleteCounts
-from agent_core.types.storage import AgentRecord, ArtifactRecord, RunRecord
+from agent_core.types.storage import RunRecord
 
 MAX_TABLE_KEY = 40
 """Longest session id used verbatim in table names (``ux_events_<key>_seq`` stays under 63 bytes)."""
@@ -138,6 +137,7 @@ class PostgresStorage(SqlSessionStore):
         self._dsn: str | None = None
         self._owner_key = 0
         self._leases = HeldLeases()
+        self._elsewhere = 0
         self._policy = ReconnectPolicy(timeout_s=reconnect_timeout_ms / 1000)
 
     @property
@@ -173,7 +173,7 @@ class PostgresStorage(SqlSessionStore):
                     raise wrap_storage_error(exc, f"opening PostgreSQL (${self._dsn_env})") from exc
                 raise
             self._pg_writer, self._pg_reader, self._dsn = writer, reader, dsn
-            self._writer = PgWriterQueue(writer)
+            self._writer = TxnQueue(PgTransactions(writer))
             self._writer.start()
 
     def _hold_owner_key(self, conn: psycopg.Connection[Any]) -> None:
@@ -197,37 +197,17 @@ class PostgresStorage(SqlSessionStore):
             if self._task_wal is not None:
                 self._task_wal.close()
 
-    async def _insert(
-        self, statement: str, record: AgentRecord | RunRecord | ArtifactRecord, *, agent_id: str | None = None
-    ) -> None:
-        """As on SQLite; a run row is written with its owner (this store) in the same transaction."""
-        if statement != S.INSERT_RUN:
-            return await super()._insert(statement, record, agent_id=agent_id)
-        row = redact_record(record, self._redactor).row()
-        session_id, run_id, owner = record.session_id, getattr(record, "run_id", ""), self._owner_key
+    def _record_run_owner(self, txn: Txn, record: RunRecord) -> None:
+        """A run row is written with its owner (this store's owner lock) in the same transaction."""
+        txn.execute(
+            "INSERT INTO run_owners (run_id, owner_key) VALUES (?, ?)", (record.run_id, self._owner_key)
+        )
 
-        def op(txn: Txn) -> None:
-            self._ensure_session(txn, session_id)
-            if agent_id is not None and not txn.scalar(
-                "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, session_id)
-            ):
-                raise invalid(f"unknown agent {agent_id!r} in session {session_id!r}")
-            txn.execute(statement, row)
-            txn.execute("INSERT INTO run_owners (run_id, owner_key) VALUES (?, ?)", (run_id, owner))
-
-        await self._queue().submit(op)
-
-    async def delete_session_rows(self, session_id: str) -> DeleteCounts:
-        """As on SQLite; then forgets the owners of runs that no longer exist."""
-        counts = await super().delete_session_rows(session_id)
-
-        def op(txn: Txn) -> None:
-            txn.execute(
-                "DELETE FROM run_owners o WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)"
-            )
-
-        await self._queue().submit(op)
-        return counts
+    def _forget_session_extras(self, txn: Txn, session_id: str) -> None:
+        """Forgets the owners of runs that no longer exist (the session's runs rows are gone)."""
+        txn.execute(
+            "DELETE FROM run_owners o WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)"
+        )
 
     async def runs_live_elsewhere(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` another open store owns (its owner lock is held): not orphans."""
@@ -262,6 +242,21 @@ class PostgresStorage(SqlSessionStore):
             held = {int(r[0]) for r in rows}
             live |= {o for o, k in keys.items() if k in held}
         return live
+
+    async def session_busy(self, session_id: str) -> str | None:
+        """Who holds ``session_id``'s lease (its lease owner), if another process holds it, else ``None``."""
+        rows = await self._read(
+            "SELECT l.owner FROM session_leases l WHERE l.session_id = ? AND EXISTS (SELECT 1 FROM pg_locks p"
+            " WHERE p.locktype = 'advisory' AND p.granted AND p.classid::bigint = ?"
+            " AND p.objid = hashtext(?)::oid AND p.objsubid = 2)",
+            (session_id, LEASE_NAMESPACE, session_id),
+        )
+        return f"owner {rows[0][0]}" if rows else None
+
+    async def writes_elsewhere(self) -> int:
+        """Other processes may have written at any time: a new number on every call."""
+        self._elsewhere += 1
+        return self._elsewhere
 
     def session_lease(self, session_id: str) -> SessionLease:
         """The session's cluster-wide lease (an advisory lock on a connection of its own)."""

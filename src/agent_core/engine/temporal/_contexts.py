@@ -25,10 +25,9 @@ from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.driver import ModelTurn
 from agent_core._loop.spec import LoopSpec, LoopState
 from agent_core._runtime.agent_run import prepare_agent_loop
-from agent_core._runtime.runs import RunManager
+from agent_core._runtime.runs import RunManager, root_model
 from agent_core._runtime.state import RunState, SessionState
 from agent_core._storage.live import LiveChannel
-from agent_core.config._profiles import resolve_purpose_model
 from agent_core.engine.temporal._live import LivePublisher
 from agent_core.engine.temporal._payloads import CallResult, Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
@@ -155,9 +154,13 @@ class RunContexts:
             message=message or UserMessage(content="(continued)"),
             output_schema=output_schema_of(meta),
             output_retries=meta.get(RETRIES_KEY),
+            max_turns=meta.get("max_turns"),
         )
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"
-        state.model = resolve_purpose_model(self.manager.services.config, purpose)
+        profile = (meta.get("model") or {}).get("profile")  # AgentRuntime.start(model_profile=...)
+        state.model = root_model(
+            self.manager.services.config, purpose, profile if isinstance(profile, str) else None
+        )
         recorder = self.manager.recorder_for(state, session.cursor, root_agent=True)
         if self.live is not None:
             recorder.forward = LivePublisher(self.live, run_id, self.tasks)

@@ -21,6 +21,7 @@ const state = {
   live: null,        // {runId, sessionId, abort, bubble, text}
   approvals: new Map(),  // request_id -> pending approval (pushed)
   pools: null,
+  team: null,        // {session_id, teammates} of the selected session (GET /api/sessions/{id}/team)
   expanded: new Set(),     // child run ids whose activity the conversation shows
   childEvents: new Map(),  // child run id -> its replayed events (finished children only)
   newSession: false,
@@ -167,6 +168,7 @@ async function selectSession(sessionId) {
   history.replaceState(null, "", sessionId ? `#${sessionId}` : "#");
   await loadSession();
   await loadSessions();
+  if (state.view === "agents") await loadTeam();
 }
 
 async function loadSession() {
@@ -795,6 +797,36 @@ function renderAgents() {
       c.result_summary ? el("div", {}, short(c.result_summary, 400)) : null));
   }
   renderTasks(replay.tasks || []);
+  renderTeam();
+}
+
+// ---- teammates ---------------------------------------------------------------------------------------
+
+async function loadTeam() {
+  const sid = state.sessionId && !state.newSession ? state.sessionId : null;
+  if (!sid) { state.team = null; return; }
+  let data;
+  try { data = await api("GET", `/api/sessions/${encodeURIComponent(sid)}/team`); } catch (err) { state.team = { session_id: sid, error: err.message }; renderTeam(); return; }
+  state.team = data;
+  if (state.view === "agents") renderTeam();
+}
+
+function renderTeam() {
+  const box = clear($("team"));
+  const data = state.team;
+  if (!data || data.session_id !== state.sessionId) { box.append(el("p", { class: "muted" }, "No teammates in this session.")); return; }
+  if (data.error) { box.append(el("p", { class: "error" }, data.error)); return; }
+  if (!data.teammates.length) { box.append(el("p", { class: "muted" }, "No teammates in this session.")); return; }
+  const body = el("tbody");
+  for (const m of data.teammates) {
+    const kind = `${m.resident ? "resident" : "one task"}, ${m.isolation}${m.autonomous ? ", autonomous" : ""}`;
+    body.append(el("tr", { class: "teammate", "data-name": m.name },
+      el("td", {}, m.name), el("td", { class: `state-${m.state}` }, m.state),
+      el("td", {}, `${m.inbox_depth} unread`), el("td", {}, kind),
+      el("td", {}, el("a", { href: `#${encodeURIComponent(m.session_id)}`, onclick: (e) => { e.preventDefault(); selectSession(m.session_id); } }, m.session_id))));
+  }
+  box.append(el("table", { id: "team-table" },
+    el("thead", {}, el("tr", {}, ["name", "state", "inbox", "kind", "session"].map((h) => el("th", {}, h)))), body));
 }
 
 function renderTasks(tasks) {
@@ -910,7 +942,11 @@ function render() {
 
 async function init() {
   for (const tab of document.querySelectorAll(".tab")) {
-    tab.addEventListener("click", () => { state.view = tab.dataset.view; render(); if (state.view === "pools") loadPools(); });
+    tab.addEventListener("click", () => {
+      state.view = tab.dataset.view; render();
+      if (state.view === "pools") loadPools();
+      if (state.view === "agents") loadTeam();
+    });
   }
   $("composer").addEventListener("submit", send);
   $("message").addEventListener("keydown", (e) => {
@@ -941,6 +977,7 @@ async function init() {
   watchApprovals();
   setInterval(() => { if (!state.live) loadSessions(); }, 4000);
   setInterval(() => { if (state.view === "pools") loadPools(); }, 2000);
+  setInterval(() => { if (state.view === "agents") loadTeam(); }, 2000);
 }
 
 document.addEventListener("DOMContentLoaded", init);
