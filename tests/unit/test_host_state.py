@@ -27,11 +27,6 @@ from agent_core.testing._servers import Response
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "architecture_report.py"
 
-STORAGE_PRIVATES_BEING_REMOVED = "agent_core/_storage/"
-"""aiosqlite's ``_conn``/``_execute``/``_tx`` (storage writer) and the ``__pydantic_*__`` writes of the row
-decoder are removed by the storage work of issue 40 in parallel; the lead drops this allow-list when both
-land."""
-
 HOST = r"""
 import asyncio, gc, json, logging, os, signal, sys, threading, warnings
 
@@ -203,8 +198,7 @@ def test_src_patches_nothing_process_wide_and_reaches_no_private_attribute_of_a_
 ) -> None:
     found = arch.host_state()
     assert found["patches"] == []
-    others = [line for line in found["privates"] if not line.startswith(STORAGE_PRIVATES_BEING_REMOVED)]
-    assert others == []
+    assert found["privates"] == []
 
 
 OFFENCES = {
