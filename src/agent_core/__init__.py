@@ -30,8 +30,11 @@ if TYPE_CHECKING:
     from agent_core.tools.registry import ToolRegistry as ToolRegistry
     from agent_core.types.content import ArtifactRefBlock as ArtifactRefBlock
     from agent_core.types.content import ContentBlock as ContentBlock
+    from agent_core.types.content import DocumentBlock as DocumentBlock
     from agent_core.types.content import ErrorPayload as ErrorPayload
+    from agent_core.types.content import ImageBlock as ImageBlock
     from agent_core.types.content import JsonBlock as JsonBlock
+    from agent_core.types.content import ReasoningBlock as ReasoningBlock
     from agent_core.types.content import TextBlock as TextBlock
     from agent_core.types.content import ToolCallBlock as ToolCallBlock
     from agent_core.types.content import ToolResultBlock as ToolResultBlock
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from agent_core.types.permissions import PermissionDecision as PermissionDecision
     from agent_core.types.permissions import PermissionRequest as PermissionRequest
     from agent_core.types.runtime import AgentDefinition as AgentDefinition
+    from agent_core.types.runtime import Attachment as Attachment
     from agent_core.types.runtime import CancelResult as CancelResult
     from agent_core.types.runtime import CleanupResult as CleanupResult
     from agent_core.types.runtime import ContextBuildReport as ContextBuildReport
@@ -87,8 +91,11 @@ _EXPORTS: dict[str, str] = {
     "ToolRegistry": "agent_core.tools.registry",
     "ArtifactRefBlock": "agent_core.types.content",
     "ContentBlock": "agent_core.types.content",
+    "DocumentBlock": "agent_core.types.content",
     "ErrorPayload": "agent_core.types.content",
+    "ImageBlock": "agent_core.types.content",
     "JsonBlock": "agent_core.types.content",
+    "ReasoningBlock": "agent_core.types.content",
     "TextBlock": "agent_core.types.content",
     "ToolCallBlock": "agent_core.types.content",
     "ToolResultBlock": "agent_core.types.content",
@@ -116,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "PermissionDecision": "agent_core.types.permissions",
     "PermissionRequest": "agent_core.types.permissions",
     "AgentDefinition": "agent_core.types.runtime",
+    "Attachment": "agent_core.types.runtime",
     "CancelResult": "agent_core.types.runtime",
     "CleanupResult": "agent_core.types.runtime",
     "ContextBuildReport": "agent_core.types.runtime",

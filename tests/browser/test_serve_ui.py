@@ -335,3 +335,62 @@ def test_agents_view_lists_teammates_with_state_and_inbox(
         assert page.js_errors == []
     finally:
         assert server.stop() == 0
+
+
+def _session_with_reasoning_and_image(env: SoongEnv) -> str:
+    """A stored session: the user sent an image, the answer has reasoning (made in a thread: the
+    Playwright sync API owns this thread's event loop)."""
+    import asyncio
+    import threading
+
+    from agent_core import UserMessage
+    from tests.fixtures.real_models import png
+    from tests.fixtures.runtime import collect, open_runtime
+    from tests.fixtures.scripted_servers import OllamaWire, stream
+
+    found: list[str] = []
+
+    async def make() -> None:
+        with ScriptedOllamaServer(capabilities=("completion", "tools", "vision", "thinking")) as model:
+            thought = OllamaWire.thinking("secret <b>plan</b>")
+            model.enqueue(stream([thought, OllamaWire.content("A red square."), OllamaWire.done()]))
+            config = {
+                "model": {
+                    "provider": "ollama",
+                    "base_url": model.base_url,
+                    "input_modalities": ["text", "image"],
+                    "thinking_budget_tokens": 1024,
+                }
+            }
+            async with open_runtime(env, config=config) as rt:
+                run = await rt.start(UserMessage.with_files("what is this?", png(30, 20)))
+                await collect(run)
+                await run.wait()
+                found.append(run.session_id)
+
+    worker = threading.Thread(target=lambda: asyncio.run(make()))
+    worker.start()
+    worker.join(60)
+    return found[0]
+
+
+def test_reasoning_is_collapsed_and_images_are_shown(page: Any, soong_env: SoongEnv) -> None:
+    """Issue 34: a stored answer's reasoning is a collapsed section (opened on click), and the user's
+    image is shown through /api/artifacts."""
+    session_id = _session_with_reasoning_and_image(soong_env)
+    server = start_serve(soong_env)
+    try:
+        open_ui(page, server)
+        page.click(f"#session-list li[data-session='{session_id}']")
+        details = page.wait_for_selector("#conversation details.reasoning")
+        assert details is not None and details.get_attribute("open") is None
+        assert page.locator("#conversation details.reasoning b").count() == 0  # inserted as text
+        page.click("#conversation details.reasoning summary")
+        assert "secret <b>plan</b>" in page.locator("#conversation details.reasoning").inner_text()
+        page.wait_for_function(
+            "() => { const i = document.querySelector('#conversation img.attachment'); "
+            "return i && i.complete && i.naturalWidth === 30; }"
+        )
+        assert page.js_errors == []
+    finally:
+        assert server.stop() == 0

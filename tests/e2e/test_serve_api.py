@@ -343,6 +343,7 @@ def test_openapi_document_describes_every_route(
             ("DELETE", "/api/sessions/{session_id}"),
             ("GET", "/api/sessions/{session_id}/tasks"),
             ("GET", "/api/sessions/{session_id}/team"),
+            ("GET", "/api/artifacts/{artifact_id}"),  # issue 34: the conversation's images
         }
     finally:
         assert server.stop() == 0
@@ -376,5 +377,38 @@ def test_team_route_lists_teammates_with_state_and_inbox(
             listed = {s["session_id"] for s in client.get("/api/sessions").json()["sessions"]}
             assert alice["session_id"] in listed
             assert client.get("/api/sessions/sess_missing/team").status_code == 404
+    finally:
+        assert server.stop() == 0
+
+
+async def test_artifact_route_serves_the_conversation_images(soong_env: SoongEnv) -> None:
+    """Issue 34: the web UI shows a message's image through GET /api/artifacts/{id} (with the token; 404
+    for an unknown id)."""
+    from agent_core import UserMessage
+    from tests.fixtures.real_models import png
+    from tests.fixtures.runtime import collect, open_runtime
+    from tests.fixtures.scripted_servers import OllamaWire, stream
+
+    image = png(6, 4)
+    with ScriptedOllamaServer(capabilities=("completion", "tools", "vision")) as model:
+        model.enqueue(stream(OllamaWire.text_stream("A tiny image.")))
+        config = {
+            "model": {"provider": "ollama", "base_url": model.base_url, "input_modalities": ["text", "image"]}
+        }
+        async with open_runtime(soong_env, config=config) as rt:
+            run = await rt.start(UserMessage.with_files("what is it?", image))
+            await collect(run)
+            await run.wait()
+    server = start_serve(soong_env)
+    try:
+        with server.client() as client:
+            nodes = client.get(f"/api/sessions/{run.session_id}").json()["nodes"]
+            (block,) = [b for n in nodes for b in n["content"] if b["type"] == "image"]
+            served = client.get(f"/api/artifacts/{block['artifact_id']}")
+            assert served.status_code == 200 and served.content == image
+            assert served.headers["content-type"] == "image/png"
+            assert client.get("/api/artifacts/artifact_nope").status_code == 404
+        with server.client(token=None) as anonymous:
+            assert anonymous.get(f"/api/artifacts/{block['artifact_id']}").status_code == 401
     finally:
         assert server.stop() == 0

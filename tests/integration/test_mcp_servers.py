@@ -614,3 +614,23 @@ async def test_refresh_reconnects_a_session_that_died_while_idle(
     assert len(starts(log)) == 2 and "mcp.srv.lookup" in effective.names
     ok = (await h.executor().execute_turn([tool_call("mcp.srv.lookup", "l1")], scope, h.sink)).results[0]
     assert not ok.is_error
+
+
+async def test_an_mcp_image_reaches_a_model_that_reads_images(harness: Callable[..., McpHarness]) -> None:
+    """Issue 34: with the run's model reading images, an MCP image result is an image block on its
+    artifact (the model sees it); without, it stays an artifact reference."""
+    from agent_core._media import MediaPolicy
+    from agent_core.types.content import ImageBlock
+
+    h = harness(
+        {"srv": stdio([{"name": "image", "behavior": "image", "annotations": {"readOnlyHint": True}}])}
+    )
+    scope, _, _ = await h.start_run()
+    scope.media = MediaPolicy(("text", "image"))
+    (result,) = (await h.executor().execute_turn([tool_call("mcp.srv.image", "i1")], scope, h.sink)).results
+    (block,) = result.content
+    assert isinstance(block, ImageBlock) and block.mime_type == "image/png"
+    assert h.sink.artifacts[block.artifact_id].read_bytes().startswith(b"\x89PNG")
+    scope.media = MediaPolicy(("text",))
+    (plain,) = (await h.executor().execute_turn([tool_call("mcp.srv.image", "i2")], scope, h.sink)).results
+    assert isinstance(plain.content[0], ArtifactRefBlock)

@@ -3,13 +3,17 @@ acceptance 12–13 end to end)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from agent_core.providers._anthropic import AnthropicAdapter
-from agent_core.types.content import TextBlock
-from agent_core.types.model import ModelCompleted, ModelFailed, ModelTextDelta, ProviderDebug, ToolCallDelta
+from agent_core.types.content import ReasoningBlock, TextBlock
+from agent_core.types.model import (
+    ModelCompleted,
+    ModelFailed,
+    ModelReasoningDelta,
+    ModelTextDelta,
+    ToolCallDelta,
+)
 from tests.fixtures.provider_requests import (
     SleepRecorder,
     assistant,
@@ -123,35 +127,35 @@ async def test_c04_anthropic_tool_result_goes_back_in_user_message(
     assert messages[2] == {"role": "user", "content": [{**result, "cache_control": {"type": "ephemeral"}}]}
 
 
-async def test_anthropic_thinking_block_ignored_and_text_kept(
+async def test_anthropic_thinking_block_kept_with_its_signature(
     scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
 ) -> None:
-    thinking = AnthropicWire.frame(
-        "content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}}
-    )
-    thinking_delta = AnthropicWire.frame(
-        "content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "secret plan"}}
-    )
     frames = [
         AnthropicWire.message_start(),
-        thinking,
-        thinking_delta,
+        AnthropicWire.thinking_start(0),
+        AnthropicWire.thinking_delta(0, "a plan"),
+        AnthropicWire.signature_delta(0, "sig-1"),
         AnthropicWire.block_stop(0),
-        AnthropicWire.text_start(1),
-        AnthropicWire.text_delta(1, "Answer"),
+        AnthropicWire.redacted_thinking(1, "opaque"),
         AnthropicWire.block_stop(1),
+        AnthropicWire.text_start(2),
+        AnthropicWire.text_delta(2, "Answer"),
+        AnthropicWire.block_stop(2),
         AnthropicWire.message_delta("max_tokens", 3),
         AnthropicWire.message_stop(),
     ]
     scripted_anthropic.enqueue(stream(frames))
     events = await collect(adapter, make_request())
     await adapter.close()
-    assert [e.kind for e in events if isinstance(e, ProviderDebug)] == ["ignored_block"]
+    assert [e.text for e in events if isinstance(e, ModelReasoningDelta)] == ["a plan"]
     done = events[-1]
     assert isinstance(done, ModelCompleted)
-    assert done.content == [TextBlock(text="Answer")]
+    assert done.content == [
+        ReasoningBlock(text="a plan", signature="sig-1", provider="anthropic"),
+        ReasoningBlock(text="", signature="opaque", provider="anthropic", redacted=True),
+        TextBlock(text="Answer"),
+    ]
     assert done.stop_reason.model_dump() == {"reason": "max_tokens", "raw_stop_reason": "max_tokens"}
-    assert "secret plan" not in json.dumps(done.model_dump())
 
 
 async def test_c08_anthropic_error_event_after_text(

@@ -93,6 +93,11 @@ CONTRACT_EXPORTS = {
     "ContextBuildReport",
     "ProviderRegistry",
     "ToolRegistry",
+    # issue 34: reasoning, images and documents, attachments of a user message
+    "ReasoningBlock",
+    "ImageBlock",
+    "DocumentBlock",
+    "Attachment",
     # issue 37 item 6: in-process hooks and output guardrails (agent_core.types.hooks)
     "Hook",
     "HookContext",
@@ -196,8 +201,10 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
+    models = {"reasoning_delta", "model_fallback", "context_overflow"}  # issue 34: real models
+    assert models <= {e.value for e in EventType}
     teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
-    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams)
+    assert len(EventType) == 70 + len(jobs) + len(cache) + len(status) + len(teams) + len(models)
     assert EventType("run_completed") == "run_completed"
 
 

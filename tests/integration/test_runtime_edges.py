@@ -148,6 +148,7 @@ async def test_event_catalogue_payload_keys_levels_and_persistence(soong_env: So
     assert compact, "long context reports are stored compactly"
     assert {t.value for t in TRANSIENT_EVENTS} == {
         "message_delta",
+        "reasoning_delta",  # issue 34
         "model_text_delta",
         "tool_call_delta",
         "tool_progress",

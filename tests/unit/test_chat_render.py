@@ -40,3 +40,19 @@ def test_plain_printer_escapes_and_indents_children() -> None:
         "      └ code.list_dir ok (3 ms)\n"
         "  └ agent.create_sub_agent ok (9 ms)\n"
     )
+
+
+def test_reasoning_is_shown_folded_and_unfolded_on_request() -> None:
+    """Issue 34: the reasoning streams silently and is shown as one folded line when the answer starts;
+    ``/reasoning`` prints it in full; escape codes in it are neutralised."""
+    stream = io.StringIO()
+    printer = ChatPrinter(Output(stream), rich=False)
+    printer.handle(event(EventType.reasoning_delta, text="first \x1b[31mthought\nsecond"))
+    printer.handle(event(EventType.reasoning_delta, text=" line\nthird"))
+    assert stream.getvalue() == ""  # nothing until the reasoning ends
+    printer.handle(event(EventType.message_delta, text="Answer."))
+    printer.handle(event(EventType.message_completed, role="assistant", text="Answer.", reasoning="..."))
+    printer.finish()
+    assert stream.getvalue() == "▸ reasoning (3 lines): first \\x1b[31mthought\nAnswer.\n"
+    printer.show_reasoning()
+    assert stream.getvalue().endswith("first \\x1b[31mthought\nsecond line\nthird\n")

@@ -129,9 +129,12 @@ def test_runtime_enums_are_strenums() -> None:
     assert cache <= {e.value for e in enums.EventType}
     status = {enums.EventType.model_progress}  # issue 32: the live status line of a model call
     assert status <= enums.TRANSIENT_EVENTS
+    models = {"reasoning_delta", "model_fallback", "context_overflow"}  # issue 34: real models
+    assert models <= {e.value for e in enums.EventType}
+    assert enums.EventType.reasoning_delta in enums.TRANSIENT_EVENTS
     teams = {"inbox_delivered", "inbox_drained", "teammate_spawned", "teammate_stopped"}  # issue 36
     assert teams <= {e.value for e in enums.EventType}
-    assert len(enums.EventType) == 70 + len(v2_jobs) + len(cache) + len(status) + len(teams)
+    assert len(enums.EventType) == 70 + len(v2_jobs) + len(cache) + len(status) + len(teams) + len(models)
     assert len(enums.WAL_EVENT_TYPES) == 17
 
 

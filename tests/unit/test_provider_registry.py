@@ -21,6 +21,7 @@ from agent_core.providers import ProviderAdapter, ProviderRegistry
 from agent_core.providers._anthropic import AnthropicAdapter
 from agent_core.providers._ollama import OllamaAdapter
 from agent_core.providers._openai_compatible import OpenAIAdapter
+from agent_core.providers._openai_responses import OpenAIResponsesAdapter
 from agent_core.types.model import ModelEvent, ModelFailed, ModelMessage, ModelRequest, ProviderErrorPayload
 from tests.fixtures.provider_requests import model_config
 
@@ -47,10 +48,11 @@ class RecordingAdapter:
 
 def test_providers_ac01_c01_c11_builtin_keys_exact() -> None:
     registry = ProviderRegistry()
-    assert sorted(registry.keys()) == ["anthropic", "ollama", "openai"]
+    assert sorted(registry.keys()) == ["anthropic", "ollama", "openai", "openai_responses"]
     assert registry.get("openai") is OpenAIAdapter
     assert registry.get("anthropic") is AnthropicAdapter
     assert registry.get("ollama") is OllamaAdapter
+    assert registry.get("openai_responses") is OpenAIResponsesAdapter
     assert "openai" in registry and "fake" not in registry
     assert ProviderRegistry(include_builtins=False).keys() == []
 
@@ -59,7 +61,7 @@ def test_providers_ac01_caller_registry_gets_missing_builtins() -> None:
     registry = ProviderRegistry({"fake": RecordingAdapter}, include_builtins=False)
     assert registry.keys() == ["fake"]
     registry.ensure_builtins()
-    assert sorted(registry.keys()) == ["anthropic", "fake", "ollama", "openai"]
+    assert sorted(registry.keys()) == ["anthropic", "fake", "ollama", "openai", "openai_responses"]
     custom_openai = ProviderRegistry({"openai": RecordingAdapter}, include_builtins=False)
     custom_openai.ensure_builtins()
     assert custom_openai.get("openai") is RecordingAdapter  # the caller's entry is kept

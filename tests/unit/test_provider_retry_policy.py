@@ -81,6 +81,7 @@ def test_classification_table_codes_and_retryability() -> None:
         "protocol": ("provider_error", False),
         "closed": ("provider_error", False),
         "internal": ("internal_error", False),
+        "prompt_too_long": ("validation_error", False),  # issue 34: compacted and retried by the loop
     }
     assert {k: (v[0].value, v[1]) for k, v in ERROR_TYPES.items()} == expected
     payload = error_payload("rate_limit", "slow down", provider="openai", model="m", status_code=429)

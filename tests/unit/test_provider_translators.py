@@ -17,11 +17,12 @@ from agent_core.providers import _ollama as ollama
 from agent_core.providers import _openai_compatible as openai_compatible
 from agent_core.providers._tool_mapping import ToolNameMap
 from agent_core.providers.base import MessageAssembler, parse_arguments
-from agent_core.types.content import ErrorPayload, TextBlock, ToolCallBlock, ToolResultBlock
+from agent_core.types.content import ErrorPayload, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
     ModelCompleted,
     ModelEvent,
     ModelFailed,
+    ModelReasoningDelta,
     ModelTextDelta,
     ProviderDebug,
     ToolCallDelta,
@@ -360,18 +361,18 @@ def test_anthropic_stop_reasons(raw: str, reason: str) -> None:
     assert completed(events).stop_reason.model_dump() == {"reason": reason, "raw_stop_reason": raw}
 
 
-def test_anthropic_thinking_ignored_errors_and_truncation() -> None:
+def test_anthropic_thinking_deltas_errors_and_truncation() -> None:
     t = anthropic.StreamTranslator(model="m", name_map=NAMES)
     events = t.feed(
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}
     )
-    assert isinstance(events[0], ProviderDebug) and events[0].kind == "ignored_block"
-    assert (
-        t.feed(
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}}
-        )
-        == []
+    assert events == []
+    deltas = t.feed(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}}
     )
+    assert [e.type for e in deltas] == ["model_reasoning_delta"]
+    events = t.feed({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}})
+    assert isinstance(events[0], ProviderDebug) and events[0].kind == "ignored_block"
     assert t.feed({"type": "ping"}) == []
     failed = t.feed({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     assert isinstance(failed[0], ModelFailed)
@@ -508,9 +509,10 @@ def test_ollama_translator_text_length_thinking_error_truncation() -> None:
         ],
     )
     assert "".join(e.text for e in events if isinstance(e, ModelTextDelta)) == "Hello"
-    assert len([e for e in events if isinstance(e, ProviderDebug)]) == 1
+    assert [e.text for e in events if isinstance(e, ModelReasoningDelta)] == ["hmm", "more"]
     done = completed(events)
-    assert done.content == [TextBlock(text="Hello")] and done.stop_reason.reason == "max_tokens"
+    thought = ReasoningBlock(text="hmmmore", provider="ollama")
+    assert done.content == [thought, TextBlock(text="Hello")] and done.stop_reason.reason == "max_tokens"
     err = ollama.StreamTranslator(model="m", name_map=NAMES).feed({"error": '"m" does not support tools'})[0]
     assert isinstance(err, ModelFailed) and err.error.type == "unsupported_capability"
     assert err.error.capability == "tools"

@@ -217,6 +217,8 @@ class AgentRuntime:
                 ) from exc
         elif not isinstance(message, UserMessage):
             raise AgentCoreError(ErrorCode.validation_error, "message must be a str or a UserMessage")
+        if message.attachments:
+            message = await _prepared_attachments(manager, message)
         try:
             run_mode = RunMode(mode)
         except ValueError as exc:
@@ -400,6 +402,15 @@ class AgentRuntime:
 
         return await maintenance.delete_session(manager, session_id)
 
+    async def read_artifact(self, artifact_id: str) -> tuple[bytes, str]:
+        """An artifact's bytes and MIME type (an image or PDF a message carries, a tool's output);
+        unknown id or missing file → ``AgentCoreError(file_not_found)``."""
+        manager = await self._open()
+        record = await manager.services.artifacts.get(artifact_id)
+        return await manager.services.artifacts.read_bytes(
+            artifact_id
+        ), record.mime_type or "application/octet-stream"
+
     async def delete_artifact(self, artifact_id: str) -> CleanupResult:
         manager = await self._open()
         return await manager.services.artifacts.delete(artifact_id)
@@ -543,3 +554,26 @@ class AgentRuntime:
         if self._opened is None:
             raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is not open")
         return self._opened
+
+
+async def _prepared_attachments(manager: RunManager, message: UserMessage) -> UserMessage:
+    """The message with its attachments checked and brought within the main model's limits (images
+    downscaled, ``_media.py``); an unreadable or too large one is a ``validation_error`` naming the limit."""
+    import asyncio
+
+    from agent_core._media import MediaError, MediaLimits, prepare_media
+    from agent_core.config._profiles import resolve_purpose_model
+    from agent_core.types.runtime import Attachment
+
+    limits = MediaLimits.of(resolve_purpose_model(manager.services.config, "main"))
+    prepared: list[Attachment] = []
+    for index, attachment in enumerate(message.attachments):
+        name = attachment.filename or f"attachment {index + 1}"
+        try:
+            ready = await asyncio.to_thread(
+                prepare_media, attachment.data, limits, mime_hint=attachment.mime_type, name=name
+            )
+        except MediaError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, str(exc), details={"attachment": name}) from exc
+        prepared.append(attachment.model_copy(update={"data": ready.data, "mime_type": ready.mime_type}))
+    return message.model_copy(update={"attachments": prepared})

@@ -20,6 +20,8 @@ from agent_core.providers._tool_mapping import render_tool_result
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonBlock,
     TextBlock,
     ToolCallBlock,
@@ -120,6 +122,9 @@ def _user_text(blocks: Sequence[ContentBlock]) -> str:
                 parts.append(_clip(compact_json(block.data)))
         elif isinstance(block, ArtifactRefBlock):
             parts.append(f"[artifact {block.artifact_id}: {block.summary or ''}]")
+        elif isinstance(block, ImageBlock | DocumentBlock):
+            kind = "image" if isinstance(block, ImageBlock) else "document"
+            parts.append(f"[{kind} {block.artifact_id} ({block.mime_type})]")
     return "\n".join(p for p in parts if p)
 
 

@@ -125,9 +125,17 @@ class Composition:
     """Why this build started a new prompt-prefix epoch (``prefix.py``), if it did."""
     tools: list[ToolDefinition] | None = None
     """The tool definitions to send instead of the run's own (a child sends its parent's)."""
+    estimate_factor: float = 1.0
+    """Real tokens per estimated token of the model (the budget figures are estimates)."""
+    reasoning_dropped: dict[str, str] = field(default_factory=dict)
+    """Included node id → why its reasoning blocks were left out (another provider or model made them)."""
+    has_media: bool = False
+    """The conversation may carry images or documents (the request then needs their bytes)."""
 
     def report_fields(self) -> dict[str, Any]:
         return {
+            "estimate_factor": self.estimate_factor,
+            "reasoning_dropped": self.reasoning_dropped,
             "token_budget": self.budget,
             "included_node_ids": self.included_node_ids,
             "excluded_node_ids": self.excluded_node_ids,

@@ -152,6 +152,25 @@ def static_blocks(
     return out
 
 
+def scaled_limits(limits: ComposeLimits, factor: float) -> ComposeLimits:
+    """``limits`` in estimated tokens for a model whose real token count is ``factor`` times the estimate
+    (every token limit divided by it; tool-result and task-board limits stay as configured)."""
+    if factor == 1.0:
+        return limits
+
+    def scale(value: int) -> int:
+        return max(1, int(value / factor))
+
+    return replace(
+        limits,
+        context_window=scale(limits.context_window),
+        reserve_output_tokens=scale(limits.reserve_output_tokens),
+        dynamic_system_budget=scale(limits.dynamic_system_budget),
+        min_output_tokens=scale(limits.min_output_tokens),
+        non_system_budget=None if limits.non_system_budget is None else scale(limits.non_system_budget),
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InheritedPrefix:
     """The parent's last request a child's requests start with: its tool definitions and system blocks
@@ -179,9 +198,27 @@ class RunPrompt:
     tool_tokens_short: int | None = None
     inherited: InheritedPrefix | None = None
     """A child's parent's last request: its requests start with it while ``cursor.prefix.inherited``."""
+    model: tuple[str, str] | None = None
+    """``(provider, model)`` the prompt is for: reasoning blocks of other models are left out."""
+    estimate_factor: Callable[[], float] | None = None
+    """The model's learned correction of the token estimate (real tokens per estimated token): the limits
+    are divided by it, so the estimate is compared with the window the model really has."""
     _degraded: dict[str, ArtifactDegradation] = field(default_factory=dict)
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition:
+        cache = self.cursor.cache
+        if self.model is not None and cache.use_model(self.model):
+            self.cursor.memo.forget()
+        factor = self.estimate_factor() if self.estimate_factor is not None else 1.0
+        result = self._compose(substitutions, scaled_limits(self.limits, factor))
+        result.estimate_factor = factor
+        result.has_media = bool(cache.media)
+        if cache.reasoning_dropped:
+            included = set(result.included_node_ids)
+            result.reasoning_dropped = {k: v for k, v in cache.reasoning_dropped.items() if k in included}
+        return result
+
+    def _compose(self, substitutions: dict[str, ContentBlock], limits: ComposeLimits) -> Composition:
         path = self.cursor.path
         dynamic: list[SystemBlock] = []
         for source in self.dynamic_sources:
@@ -191,7 +228,7 @@ class RunPrompt:
             static_blocks=self.static,
             dynamic_blocks=dynamic,
             path=path,
-            limits=self.limits,
+            limits=limits,
             current_run_id=self.current_run_id,
             current_user_node_id=self.current_user_node_id,
             task_board=board,

@@ -17,10 +17,14 @@ from agent_core._storage.decode import trusted
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonBlock,
+    ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    media_ids,
     text_of,
 )
 from agent_core.types.enums import NodeType
@@ -98,7 +102,10 @@ def referenced_artifacts(nodes: Iterable[Node]) -> set[str]:
 
     def visit(blocks: Iterable[ContentBlock]) -> None:
         for block in blocks:
-            if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id:
+            if (
+                isinstance(block, ArtifactRefBlock | JsonBlock | ImageBlock | DocumentBlock)
+                and block.artifact_id
+            ):
                 found.add(block.artifact_id)
             elif isinstance(block, ToolResultBlock):
                 visit(block.content)
@@ -112,9 +119,9 @@ def _mark_deleted(blocks: list[ContentBlock], deleted: frozenset[str]) -> list[C
     """Blocks referencing a deleted artifact render as ``[artifact <id> (deleted)]`` (storage.md §11.2)."""
     out: list[ContentBlock] = []
     for block in blocks:
-        if (isinstance(block, ArtifactRefBlock) and block.artifact_id in deleted) or (
-            isinstance(block, JsonBlock) and block.data is None and block.artifact_id in deleted
-        ):
+        if (
+            isinstance(block, ArtifactRefBlock | ImageBlock | DocumentBlock) and block.artifact_id in deleted
+        ) or (isinstance(block, JsonBlock) and block.data is None and block.artifact_id in deleted):
             out.append(TextBlock(text=f"[artifact {block.artifact_id} (deleted)]"))
         elif isinstance(block, ToolResultBlock) and referenced_in(block.content, deleted):
             out.append(block.model_copy(update={"content": _mark_deleted(list(block.content), deleted)}))
@@ -125,17 +132,41 @@ def _mark_deleted(blocks: list[ContentBlock], deleted: frozenset[str]) -> list[C
 
 def referenced_in(blocks: Iterable[ContentBlock], ids: frozenset[str]) -> bool:
     for block in blocks:
-        if isinstance(block, ArtifactRefBlock | JsonBlock) and block.artifact_id in ids:
+        if (
+            isinstance(block, ArtifactRefBlock | JsonBlock | ImageBlock | DocumentBlock)
+            and block.artifact_id in ids
+        ):
             return True
         if isinstance(block, ToolResultBlock) and referenced_in(block.content, ids):
             return True
     return False
 
 
-def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessage | None:
+ModelKey = tuple[str, str]
+"""``(provider, model)`` a prompt is composed for."""
+
+
+def foreign_reasoning(node: Node, model: ModelKey | None) -> str | None:
+    """Why the reasoning blocks of an assistant ``node`` must not go to ``model`` (they go back only to
+    the provider and model that produced them), else ``None``."""
+    if model is None or node.role != "assistant":
+        return None
+    if not any(isinstance(b, ReasoningBlock) for b in node.content):
+        return None
+    made = (str(node.metadata.get("provider") or ""), str(node.metadata.get("model") or ""))
+    if made == model:
+        return None
+    return f"reasoning of {made[0]}/{made[1]} is not sent to {model[0]}/{model[1]}"
+
+
+def render_node(
+    node: Node, deleted: frozenset[str] = frozenset(), model: ModelKey | None = None
+) -> ModelMessage | None:
     """The message for one node, or ``None`` when the node is never rendered.
 
     ``deleted``: ids of deleted artifacts; blocks that reference one render as a deleted marker.
+    ``model``: the ``(provider, model)`` the prompt is for; an assistant node's reasoning blocks are
+    left out unless that model produced them (:func:`foreign_reasoning`).
     """
     if node.node_type == NodeType.instruction_context or node.metadata.get(NEVER_RENDER):
         return None
@@ -148,10 +179,13 @@ def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessa
     role = _ROLES.get(node.role, "user")
     content: list[ContentBlock]
     if role == "user":
-        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ArtifactRefBlock)]
+        content = [b for b in node.content if isinstance(b, _USER_BLOCKS)]
     elif role == "assistant":
-        content = [b for b in node.content if isinstance(b, TextBlock | JsonBlock | ToolCallBlock)]
+        allowed = _ASSISTANT_BLOCKS if foreign_reasoning(node, model) is None else _ASSISTANT_TEXT_BLOCKS
+        content = [b for b in node.content if isinstance(b, allowed)]
         content = [b for b in content if not (isinstance(b, TextBlock) and not b.text)]
+        if content and all(isinstance(b, ReasoningBlock) for b in content):
+            return None  # an answer that was only reasoning says nothing to the conversation
     else:
         content = [b for b in node.content if isinstance(b, ToolResultBlock)]
     if not content:
@@ -161,6 +195,9 @@ def render_node(node: Node, deleted: frozenset[str] = frozenset()) -> ModelMessa
     return _message(role, content, {"source_node_id": node.node_id})
 
 
+_USER_BLOCKS = (TextBlock, JsonBlock, ArtifactRefBlock, ImageBlock, DocumentBlock)
+_ASSISTANT_TEXT_BLOCKS = (TextBlock, JsonBlock, ToolCallBlock)
+_ASSISTANT_BLOCKS = (*_ASSISTANT_TEXT_BLOCKS, ReasoningBlock)
 _ROLES = {"user": "user", "assistant": "assistant", "tool": "tool"}
 """A node's role → its message role as the plain string (nodes may hold :class:`MessageRole` members)."""
 _MESSAGE_FIELDS = set(ModelMessage.model_fields)
@@ -190,12 +227,29 @@ class Rendered:
 class RenderCache:
     """Per-node rendered message and token estimate; valid forever because nodes never change."""
 
-    __slots__ = ("_counter", "_entries", "_refs", "deleted")
+    __slots__ = (
+        "_counter",
+        "_entries",
+        "_reasoning",
+        "_refs",
+        "deleted",
+        "media",
+        "model",
+        "reasoning_dropped",
+    )
 
     def __init__(self, counter: TokenCounter = DEFAULT_COUNTER) -> None:
         self._counter = counter
         self._entries: dict[str, Rendered | None] = {}
         self.deleted: frozenset[str] = frozenset()
+        self.model: ModelKey | None = None
+        """The ``(provider, model)`` the cached renderings are for (:meth:`use_model`)."""
+        self._reasoning: set[str] = set()
+        """Ids of the cached nodes that carry reasoning blocks (their rendering depends on the model)."""
+        self.reasoning_dropped: dict[str, str] = {}
+        """Node id → why its reasoning blocks were left out of the renderings (for the context report)."""
+        self.media: set[str] = set()
+        """Ids of the rendered nodes that carry images or documents (their requests need the bytes)."""
         """Ids of deleted artifacts the cached renderings account for."""
         self._refs: tuple[int, Node | None, frozenset[str]] = (0, None, frozenset())
         """(path length, last node, artifact ids) of the last :meth:`referenced` scan."""
@@ -213,6 +267,19 @@ class RenderCache:
         self._refs = (len(path), path[-1] if path else None, found)
         return found
 
+    def use_model(self, model: ModelKey) -> bool:
+        """Renders for ``model`` from now on; True (and the entries of nodes with reasoning dropped) when
+        it changed, so those nodes render again with or without their reasoning."""
+        if model == self.model:
+            return False
+        changed = self.model is not None and bool(self._reasoning)
+        self.model = model
+        for node_id in self._reasoning:
+            self._entries.pop(node_id, None)
+        self._reasoning.clear()
+        self.reasoning_dropped.clear()
+        return changed
+
     def set_deleted(self, deleted: frozenset[str]) -> bool:
         """Records the deleted artifacts; True (and every entry dropped) when the set changed."""
         if deleted == self.deleted:
@@ -226,7 +293,14 @@ class RenderCache:
         try:
             return self._entries[node.node_id]
         except KeyError:
-            message = render_node(node, self.deleted)
+            if node.role == "assistant" and any(isinstance(b, ReasoningBlock) for b in node.content):
+                self._reasoning.add(node.node_id)
+                reason = foreign_reasoning(node, self.model)
+                if reason is not None:
+                    self.reasoning_dropped[node.node_id] = reason
+            message = render_node(node, self.deleted, self.model)
+            if message is not None and media_ids(message.content):
+                self.media.add(node.node_id)
             entry = Rendered(message, self._counter.message(message.content)) if message is not None else None
             self._entries[node.node_id] = entry
             return entry

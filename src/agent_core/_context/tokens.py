@@ -12,13 +12,22 @@ from agent_core._jsontext import compact_json
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonBlock,
+    ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 
 MESSAGE_OVERHEAD = 4
+IMAGE_TOKENS = 1600
+"""Estimate of one image: about what Anthropic charges for an image of the default 1568 px long edge
+((w x h) / 750) and above OpenAI's high-detail cost of a 1024 px image."""
+DOCUMENT_TOKENS = 3000
+"""Estimate of one PDF (about two pages of text and page images); the provider's reported input tokens
+correct it (the per-model correction factor)."""
 
 
 class TokenCounter(Protocol):
@@ -51,6 +60,12 @@ class CharTokenCounter:
             return inner + 4
         if isinstance(block, ArtifactRefBlock):
             return self.text(block.summary or "") + 8
+        if isinstance(block, ReasoningBlock):
+            return self.text(block.text)
+        if isinstance(block, ImageBlock):
+            return IMAGE_TOKENS
+        if isinstance(block, DocumentBlock):
+            return DOCUMENT_TOKENS
         return 0
 
     def blocks(self, blocks: Iterable[ContentBlock]) -> int:

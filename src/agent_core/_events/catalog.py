@@ -25,6 +25,8 @@ _WARNING = {
     EventType.compact_failed,
     EventType.memory_extraction_failed,
     EventType.mcp_server_failed,
+    EventType.model_fallback,
+    EventType.context_overflow,
 }
 _ERROR = {EventType.loop_failed, EventType.model_failed, EventType.error, EventType.task_wal_failed}
 _DEBUG = {

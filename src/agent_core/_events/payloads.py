@@ -225,6 +225,19 @@ class MessageCompleted(EventPayload):
     role: str = "assistant"
     text: str
     has_tool_calls: bool
+    reasoning: str | Absent = ABSENT
+    """The message's reasoning text (its reasoning blocks joined), when it has any (issue 34)."""
+
+
+@frozen_dataclass
+class ReasoningDelta(EventPayload):
+    """A fragment of the model's reasoning as it streams (live only, like ``message_delta``)."""
+
+    event_type = EventType.reasoning_delta
+    text: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"text": self.text}
 
 
 @frozen_dataclass
@@ -294,6 +307,39 @@ class ModelFailed(EventPayload):
     event_type = EventType.model_failed
     error: JsonObject
     partial_node_id: str | None
+
+
+@frozen_dataclass(kw_only=True)
+class ModelFallback(EventPayload):
+    """A model call failed after its retries (retriable error) or for a capability the model lacks, and
+    the same request goes to the next ``[model] fallback_profiles`` profile (issue 34)."""
+
+    event_type = EventType.model_fallback
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    profile: str
+    error: JsonObject
+    turn: int
+
+
+@frozen_dataclass(kw_only=True)
+class ContextOverflow(EventPayload):
+    """The provider said the prompt exceeds the model's window although the estimate fit: the runtime
+    compacts once and retries the request (issue 34). ``prompt_tokens`` / ``context_window`` are the
+    provider's figures (``null`` when it gave none); ``estimate_factor`` is the estimate's correction learned
+    from them."""
+
+    event_type = EventType.context_overflow
+    provider: str
+    model: str
+    estimated_tokens: int
+    prompt_tokens: int | None
+    context_window: int | None
+    estimate_factor: float
+    compacted: bool
+    turn: int
 
 
 @frozen_dataclass

@@ -93,7 +93,7 @@ def usage_record(usage: Usage, cost: float | None) -> dict[str, Any]:
 def usage_of_record(record: dict[str, Any]) -> Usage:
     """The :class:`Usage` of a :func:`usage_record` (its derived ``uncached_input_tokens`` and
     ``cost_usd`` left out)."""
-    fields = {k: v for k, v in record.items() if k not in ("uncached_input_tokens", "cost_usd")}
+    fields = {k: v for k, v in record.items() if k not in ("uncached_input_tokens", "cost_usd", "by_model")}
     return Usage.model_validate(fields)
 
 

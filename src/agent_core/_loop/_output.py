@@ -4,7 +4,7 @@
 :class:`OutputPolicy` is what the loop driver consults for one run:
 
 * :meth:`OutputPolicy.prepare` shapes every request: the provider's native JSON mode where it has one
-  (OpenAI ``response_format`` json_schema, Ollama ``format``), else a final ``output`` tool
+  (OpenAI ``response_format`` json_schema, the Responses API's ``text.format``, Ollama ``format``), else a final ``output`` tool
   (Anthropic and every other adapter), plus one system block that states the contract;
 * :meth:`OutputPolicy.settle` judges a completed model message: a turn that calls other tools is not an
   answer (``"tools"``); a valid answer is ``"accepted"`` (the value is kept on the policy); an invalid one
@@ -34,7 +34,7 @@ OUTPUT_TOOL_NAME = "output"
 """The final-answer tool offered when the provider has no native JSON mode."""
 DEFAULT_OUTPUT_RETRIES = 2
 """Invalid answers sent back to the model before the run fails (``runtime.start(output_retries=...)``)."""
-NATIVE_PROVIDERS = frozenset({"openai", "ollama"})
+NATIVE_PROVIDERS = frozenset({"openai", "openai_responses", "ollama"})
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.S)
 _MAX_SHOWN_OUTPUT = 4000
 
@@ -148,6 +148,14 @@ class OutputPolicy:
                         "name": _schema_name(self.schema.name),
                         "schema": self.schema.json_schema,
                     },
+                }
+            elif self.provider_key == "openai_responses":
+                options["text"] = {
+                    "format": {
+                        "type": "json_schema",
+                        "name": _schema_name(self.schema.name),
+                        "schema": self.schema.json_schema,
+                    }
                 }
             else:
                 options["format"] = self.schema.json_schema

@@ -25,6 +25,7 @@ from agent_core._context.composer import Composition
 from agent_core._events import payloads as ev
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
+from agent_core._loop._recovery import can_fall_back, fall_back, provider_overflow_outcome, recover_overflow
 from agent_core._loop.model_call import (
     done_progress,
     normalise_calls,
@@ -44,12 +45,13 @@ from agent_core._loop.spec import (
 from agent_core._loop.steps import Continue, EndTurn, Finish, RunTools, next_step
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._pipeline import TurnOutcome
-from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, text_of
+from agent_core.types.content import ContentBlock, ErrorPayload, TextBlock, media_ids, text_of
 from agent_core.types.enums import EndReason, MessageRole, NodeType, RunStatus
 from agent_core.types.model import (
     ModelCompleted,
     ModelRequest,
     ToolCall,
+    Usage,
     sum_usage,
 )
 from agent_core.types.runtime import ContextBuildReport
@@ -104,8 +106,27 @@ def end_outcome(state: LoopState, outcome: LoopOutcome) -> LoopOutcome:
     """Completes the run's outcome from the loop state (turns, usage, final text)."""
     outcome.turn_count = state.turns
     outcome.usage = sum_usage(state.usages)
+    outcome.usage_by_model = usage_by_model(state)
     outcome.final_text = state.final_text
     return outcome
+
+
+def usage_by_model(state: LoopState) -> dict[str, Usage]:
+    """The usage of each model the run called, when it called more than one (a fallback)."""
+    models = dict.fromkeys(state.usage_models)
+    if len(models) < 2:
+        return {}
+    return {
+        model: sum_usage([u for u, m in zip(state.usages, state.usage_models, strict=False) if m == model])
+        for model in models
+    }
+
+
+def _record_usage(spec: LoopSpec, state: LoopState, usage: Usage) -> None:
+    state.usages.append(usage)
+    state.usage_models.append(f"{spec.provider}/{spec.model}")
+    if spec.limits is not None:
+        spec.limits.record_usage(usage)
 
 
 def _failed(state: LoopState, error: ErrorPayload, reason: EndReason = EndReason.failed) -> LoopOutcome:
@@ -168,9 +189,19 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
         return _interrupted(spec, EndReason.aborted_streaming)
     if isinstance(result, StreamFailed):
         if result.usage is not None:
-            state.usages.append(result.usage)
-            if spec.limits is not None:
-                spec.limits.record_usage(result.usage)
+            _record_usage(spec, state, result.usage)
+        nothing_streamed = not result.partial_text and not result.partial_tool_calls
+        if result.error.type == "prompt_too_long" and nothing_streamed:
+            if not state.overflow_retry:
+                state.turns -= 1  # the request is sent again: the failed attempt is not a turn
+                await recover_overflow(spec, state, result.error)
+                return None
+            state.overflow_retry = False
+            return provider_overflow_outcome(spec, state, result.error)
+        if nothing_streamed and can_fall_back(spec, state, result.error):
+            state.turns -= 1
+            await fall_back(spec, state, result.error)
+            return None
         await record_failure(spec, result)
         payload = ErrorPayload(
             type=result.error.type,
@@ -195,6 +226,9 @@ async def model_step(spec: LoopSpec, state: LoopState) -> LoopOutcome | ModelTur
             return _final_outcome(state, RunStatus.failed, {"final_call_error": payload.model_dump()})
         return LoopOutcome(RunStatus.failed, EndReason.failed, error=payload)
     completed = normalise_calls(result.event)
+    state.overflow_retry = False
+    if spec.calibration is not None:
+        spec.calibration.observe(spec.provider, spec.model, state.last_estimate, completed.usage.input_tokens)
     assistant = await persist_assistant(spec, completed, result.latency_ms)
     await rec.emit(done_progress(spec, state.turns, completed, result.latency_ms, result.first_token_ms))
     return await answer_step(spec, state, completed, assistant)
@@ -205,9 +239,7 @@ async def answer_step(
 ) -> LoopOutcome | ModelTurn | None:
     """Accounts a stored model answer and judges it (structured output, the limits' final answer)."""
     rec = spec.recorder
-    state.usages.append(completed.usage)
-    if spec.limits is not None:
-        spec.limits.record_usage(completed.usage)
+    _record_usage(spec, state, completed.usage)
     state.final_text = text_of(completed.content)
     state.final_node_id = assistant
     if spec.output is not None:  # structured output: judge the answer (loop/_output.py)
@@ -416,7 +448,8 @@ async def _build_request(
         if more:
             substitutions.update(more)
             composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
-    if not composition.fits:
+    force, state.force_recovery = state.force_recovery, False
+    if not composition.fits or force:  # after a provider overflow: one recovery compaction even if it fits
         recovered = await spec.compaction.recover(composition)
         if spec.cancel_event.is_set():
             return _interrupted(spec, EndReason.aborted_streaming)
@@ -446,9 +479,16 @@ async def _build_request(
         # a sub-agent or fork sends its parent's tool definitions (its prompt prefix); the tool pipeline
         # still runs only the child's effective tools (any other call is answered tool_not_available)
         tools = composition.tools
+    state.last_estimate = composition.total_tokens
+    state.last_composition = composition
     max_output = spec.max_output_tokens
     if max_output is not None:  # never ask for more output than the window leaves (issue 13)
-        max_output = min(max_output, composition.budget.context_window - composition.total_tokens)
+        left = (composition.budget.context_window - composition.total_tokens) * composition.estimate_factor
+        max_output = min(max_output, int(left))
+    attachments: dict[str, bytes] = {}
+    if composition.has_media and spec.load_attachments is not None:
+        ids = [i for message in composition.messages for i in media_ids(message.content)]
+        attachments = await spec.load_attachments(list(dict.fromkeys(ids)))
     request = ModelRequest.model_construct(
         model=spec.model,
         system=composition.system,
@@ -460,6 +500,7 @@ async def _build_request(
         stop_sequences=[],
         metadata={**spec.request_metadata, "debug": spec.debug},
         provider_options={},
+        attachments=attachments,
     )
     if spec.output is not None:
         request = spec.output.prepare(request)
@@ -482,10 +523,12 @@ PROMPT_CONFIG_KEYS = (
 
 def _prompt_too_long(state: LoopState, composition: Composition, *, compact_attempted: bool) -> LoopOutcome:
     budget = composition.budget
-    window, reserved = budget.context_window, budget.reserve_output_tokens
+    factor = composition.estimate_factor  # the figures in the model's tokens (the budget is in estimates)
+    window, reserved = round(budget.context_window * factor), round(budget.reserve_output_tokens * factor)
     needed = composition.total_tokens
     if composition.static_overflow:  # even the deepest degradation of the system prompt is too large
         needed = max(composition.min_prompt_tokens, 1)
+    needed = round(needed * factor)
     message = (
         f"the prompt does not fit the model's context window: it needs {needed} prompt tokens, but the "
         f"context window {window} minus the reserved output {reserved} leaves {max(0, window - reserved)}. "

@@ -14,11 +14,19 @@ from agent_core._loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core._loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core._loop.spec import LoopSpec, LoopState
 from agent_core.errors import AgentCoreError, ProviderError, StorageError
-from agent_core.types.content import TextBlock, ToolCallBlock, text_of
+from agent_core.types.content import (
+    ContentBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    reasoning_of,
+    text_of,
+)
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import (
     ModelCompleted,
     ModelFailed,
+    ModelReasoningDelta,
     ModelRequest,
     ModelStarted,
     ModelTextDelta,
@@ -38,6 +46,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     raw_debug: dict[str, object] = {}
     started = time.monotonic()
     text_redactor = DeltaRedactor(spec.redactor)
+    reasoning_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
     taken = {b.tool_call_id for m in request.messages for b in m.content if isinstance(b, ToolCallBlock)}
@@ -53,8 +62,13 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         if aggregate is not None:
             aggregate.add(text)
 
+    async def forward_reasoning(text: str) -> None:
+        if text:
+            await rec.emit(ev.ReasoningDelta(text))
+
     async def end_text() -> None:
         """Releases held-back text; in debug mode persists the call's text as aggregated deltas."""
+        await forward_reasoning(reasoning_redactor.flush())
         await forward_text(text_redactor.flush())
         if aggregate is not None:
             for chunk in aggregate.drain():
@@ -64,9 +78,13 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
         agen = spec.adapter.stream(request)
         try:
             async for event in agen:
-                if progress.waiting and isinstance(event, ModelTextDelta | ToolCallDelta):
+                if progress.waiting and isinstance(
+                    event, ModelTextDelta | ToolCallDelta | ModelReasoningDelta
+                ):
                     await progress.first_token(rec)
-                if isinstance(event, ModelTextDelta):
+                if isinstance(event, ModelReasoningDelta):
+                    await forward_reasoning(reasoning_redactor.feed(event.text))
+                elif isinstance(event, ModelTextDelta):
                     text_parts.append(event.text)
                     await forward_text(text_redactor.feed(event.text))
                 elif isinstance(event, ToolCallDelta):
@@ -270,6 +288,36 @@ def normalise_calls(event: ModelCompleted) -> ModelCompleted:
     return event.model_copy(update={"tool_calls": calls, "content": content})
 
 
+SIGNED_SECRET_NOTE = (
+    "a signed reasoning block held a secret: redacting it would break its signature (the provider would "
+    "refuse it), so the block was dropped"
+)
+
+
+def reasoning_kept(
+    spec: LoopSpec, content: list[ContentBlock]
+) -> tuple[list[ContentBlock], list[dict[str, Any]]]:
+    """The content to store and the reasoning blocks dropped from it (with why).
+
+    Redaction never alters a signed reasoning block (the provider checks its signature when it comes
+    back): one whose text or signature holds a secret is dropped instead. An unsigned block is redacted
+    like any other text when it is stored."""
+    kept: list[ContentBlock] = []
+    dropped: list[dict[str, Any]] = []
+    for block in content:
+        if (
+            isinstance(block, ReasoningBlock)
+            and block.signature
+            and (spec.redactor.contains_secret(block.text) or spec.redactor.contains_secret(block.signature))
+        ):
+            dropped.append(
+                {"provider": block.provider, "redacted": block.redacted, "reason": SIGNED_SECRET_NOTE}
+            )
+            continue
+        kept.append(block)
+    return kept, dropped
+
+
 async def persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_ms: int) -> str:
     meta = dict(completed.metadata)
     raw = meta.pop("_raw_debug", None)
@@ -298,7 +346,11 @@ async def persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_m
                 "raw_response.jsonl",
                 {"direction": "response", "source": spec.provider},
             )
-    text = text_of(completed.content)
+    content, dropped = reasoning_kept(spec, list(completed.content))
+    if dropped:
+        metadata["reasoning_dropped"] = dropped
+    text = text_of(content)
+    reasoning = reasoning_of(content)
     model_event = ev.ModelCompleted(
         stop_reason=completed.stop_reason.reason,
         raw_stop_reason=completed.stop_reason.raw_stop_reason,
@@ -307,11 +359,13 @@ async def persist_assistant(spec: LoopSpec, completed: ModelCompleted, latency_m
         latency_ms=metadata["latency_ms"],
         retries=_retry_count(meta.get("retry")),
     )
-    message_event = ev.MessageCompleted(text=text, has_tool_calls=bool(completed.tool_calls))
+    message_event = ev.MessageCompleted(
+        text=text, has_tool_calls=bool(completed.tool_calls), reasoning=reasoning if reasoning else ev.ABSENT
+    )
     node = await spec.recorder.write_node(
         role=MessageRole.assistant,
         node_type=NodeType.message,
-        content=list(completed.content),
+        content=content,
         metadata=metadata,
         events=[
             (model_event, None),

@@ -45,6 +45,8 @@ class LoopOutcome:
     turn_count: int = 0
     usage: Usage = field(default_factory=Usage)
     final_text: str = ""
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    """``provider/model`` → the usage of that model's calls, when the run used more than one model."""
 
     @property
     def terminal(self) -> bool:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._context.cache_watch import CacheWatch
+from agent_core._context.calibration import TokenCalibration
 from agent_core._context.composer import Composition
 from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
-from agent_core._loop._limits import Breach, RunLimits
+from agent_core._loop._limits import Breach, Prices, RunLimits
 from agent_core._loop._output import OutputPolicy
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._redaction import Redactor
+from agent_core.config.model import ResolvedModelConfig
 from agent_core.providers.base import ProviderAdapter
 from agent_core.tools._pipeline import TurnOutcome
 from agent_core.tools.context import RunScope, ToolRunSink
@@ -77,6 +79,15 @@ class NoCompaction:
         return False
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fallback:
+    """A ``[model] fallback_profiles`` model: its profile name, config and adapter (made on first use)."""
+
+    profile: str
+    config: ResolvedModelConfig
+    adapter: Callable[[], ProviderAdapter]
+
+
 class DebugArtifactSaver(Protocol):
     async def __call__(
         self, kind: str, data: Any, filename: str, metadata: dict[str, Any] | None = None
@@ -114,6 +125,16 @@ class LoopSpec:
     """The output guardrails of ``AgentRuntime(hooks=...)`` judging this run's final answer (root runs)."""
     cache_watch: CacheWatch | None = None
     """The agent's last request, for ``prompt_cache_break`` (``_context/cache_watch.py``)."""
+    calibration: TokenCalibration | None = None
+    """The runtime's per-model correction of the token estimate, learned from reported usage."""
+    load_attachments: Callable[[list[str]], Awaitable[dict[str, bytes]]] | None = None
+    """Bytes of the artifacts a request's image and document blocks reference."""
+    fallbacks: list[Fallback] = field(default_factory=list)
+    """The models tried, in order, when a call fails after its retries (``[model] fallback_profiles``)."""
+    use_model: Callable[[ResolvedModelConfig], None] | None = None
+    """Points the prompt at another model (its window, its reasoning) after a fallback."""
+    model_prices: dict[str, Prices] = field(default_factory=dict)
+    """``provider/model`` → prices of the models the run moved to (the run's usage per model)."""
     inbox: InboxHook | None = None
     """The agent's inbox, drained before every model step (``None``: the run reads no inbox)."""
 
@@ -151,5 +172,16 @@ class LoopState:
     """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""
     final: Breach | None = None
     """Set when a limit or a loop ends the run: the next model call is the final one, without tools."""
+    usage_models: list[str] = field(default_factory=list)
+    """``provider/model`` of each entry of ``usages`` (a run may change model: fallbacks)."""
+    fallbacks_used: int = 0
+    """How many ``[model] fallback_profiles`` models the run has moved to."""
+    last_estimate: int = 0
+    """The composer's estimate of the last request's prompt (for the token calibration)."""
+    last_composition: Composition | None = None
+    overflow_retry: bool = False
+    """The request being retried after the provider said its prompt was too long (one retry)."""
+    force_recovery: bool = False
+    """The next build runs a recovery compaction even when the estimate fits (after an overflow)."""
     guard_rejections: dict[str, int] = field(default_factory=dict)
     """Final answers each output guardrail rejected so far (by its name)."""

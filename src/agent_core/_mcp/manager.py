@@ -410,7 +410,7 @@ class McpManager:
                 message,
                 error_type="mcp_transport_error",
             )
-        return await map_result(remote, call, create)
+        return await map_result(remote, call, create, ctx.scope.media)
 
     async def _call_failed(
         self, state: _ServerState, client: McpClient | None, exc: McpTransportError, ctx: ToolContext

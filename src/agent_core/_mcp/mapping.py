@@ -8,7 +8,8 @@ else ``write``; tags are ``mcp`` + the server's tags + ``network`` for ``openWor
 ``dangerous`` for ``destructiveHint: true``. ``tools.mcp.tool_overrides`` apply afterwards: the tool key
 wins over ``mcp.<server_id>.*`` (never merged); ``permission`` replaces, ``tags`` replace (``mcp`` kept).
 
-Results: text → ``TextBlock``; ``structuredContent`` → ``JsonBlock``; image/audio/binary resources →
+Results: text → ``TextBlock``; ``structuredContent`` → ``JsonBlock``; images and PDFs the run's model reads
+→ ``ImageBlock`` / ``DocumentBlock`` on an artifact; other image/audio/binary resources →
 artifacts (``ArtifactRefBlock`` with the MIME type); embedded text resources → ``TextBlock``; resource
 links and unknown items → ``JsonBlock``; ``isError`` → ``internal_error`` with ``type = "mcp_tool_error"``.
 """
@@ -24,11 +25,20 @@ from typing import Any, Literal
 
 from agent_core._mcp.catalog import McpServerConfig
 from agent_core._mcp.remote import RemoteResult, RemoteTool
+from agent_core._media import MediaError, MediaPolicy, prepare_media, sniff
 from agent_core.config.schema import ToolOverride
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._schema import check_schema
 from agent_core.tools.registry import CANONICAL_NAME
-from agent_core.types.content import ArtifactRefBlock, ContentBlock, ErrorPayload, JsonBlock, TextBlock
+from agent_core.types.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    DocumentBlock,
+    ErrorPayload,
+    ImageBlock,
+    JsonBlock,
+    TextBlock,
+)
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
@@ -133,34 +143,60 @@ def _extension(mime_type: str | None) -> str:
 
 
 async def _binary(
-    data: str, mime_type: str | None, kind: str, index: int, tool: str, create: CreateArtifact
+    data: str,
+    mime_type: str | None,
+    kind: str,
+    index: int,
+    tool: str,
+    create: CreateArtifact,
+    media: MediaPolicy | None = None,
 ) -> ContentBlock:
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return TextBlock(text=f"[{kind} content of {tool} could not be decoded]")
+    sniffed = sniff(raw)
+    if media is not None and sniffed is not None and media.takes(sniffed):
+        try:  # the model reads it: an image or PDF block on the artifact (within the model's limits)
+            prepared = prepare_media(raw, media.limits, name=f"{kind} from {tool}")
+        except MediaError as exc:
+            return TextBlock(text=f"[{kind} from {tool} not shown to the model: {exc}]")
+        summary = f"{kind} from {tool}: {prepared.describe()}"
+        ref = await create(
+            prepared.data, f"{kind}_{index}{_extension(prepared.mime_type)}", prepared.mime_type, summary
+        )
+        if prepared.kind == "pdf":
+            return DocumentBlock(artifact_id=ref.artifact_id, mime_type=prepared.mime_type)
+        return ImageBlock(artifact_id=ref.artifact_id, mime_type=prepared.mime_type)
     summary = f"{kind} from {tool} ({mime_type or 'unknown type'}, {len(raw)} bytes)"
     return await create(raw, f"{kind}_{index}{_extension(mime_type)}", mime_type, summary)
 
 
-async def _block(item: dict[str, Any], index: int, tool: str, create: CreateArtifact) -> ContentBlock:
+async def _block(
+    item: dict[str, Any], index: int, tool: str, create: CreateArtifact, media: MediaPolicy | None = None
+) -> ContentBlock:
     kind = item.get("type")
     if kind == "text" and isinstance(item.get("text"), str):
         return TextBlock(text=item["text"])
     if kind in ("image", "audio") and isinstance(item.get("data"), str):
-        return await _binary(item["data"], item.get("mimeType"), str(kind), index, tool, create)
+        return await _binary(item["data"], item.get("mimeType"), str(kind), index, tool, create, media)
     if kind == "resource" and isinstance(item.get("resource"), dict):
         resource = item["resource"]
         if isinstance(resource.get("text"), str):
             return TextBlock(text=resource["text"])
         if isinstance(resource.get("blob"), str):
-            return await _binary(resource["blob"], resource.get("mimeType"), "resource", index, tool, create)
+            blob, blob_mime = resource["blob"], resource.get("mimeType")
+            return await _binary(blob, blob_mime, "resource", index, tool, create, media)
     return JsonBlock(data=item)
 
 
-async def map_result(remote: RemoteResult, call: ToolCall, create: CreateArtifact) -> ToolResult:
-    """Maps a ``tools/call`` result to a :class:`ToolResult` (see the module docstring)."""
-    blocks = [await _block(item, i, call.name, create) for i, item in enumerate(remote.items)]
+async def map_result(
+    remote: RemoteResult, call: ToolCall, create: CreateArtifact, media: MediaPolicy | None = None
+) -> ToolResult:
+    """Maps a ``tools/call`` result to a :class:`ToolResult` (see the module docstring). With ``media``
+    (the run's model reads images / PDFs), image and PDF content becomes :class:`ImageBlock` /
+    :class:`DocumentBlock` on its artifact, so the model sees it."""
+    blocks = [await _block(item, i, call.name, create, media) for i, item in enumerate(remote.items)]
     if remote.structured is not None:
         blocks.append(JsonBlock(data=remote.structured))
     if not remote.is_error:

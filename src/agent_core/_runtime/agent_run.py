@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +28,16 @@ from agent_core._loop._limits import Budget, LimitConfig, Prices, RunLimits
 from agent_core._loop._output import output_policy
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.outcome import LoopOutcome
-from agent_core._loop.spec import CompactionHooks, Interruption, LoopSpec
+from agent_core._loop.spec import CompactionHooks, Fallback, Interruption, LoopSpec
+from agent_core._media import MediaPolicy
 from agent_core._runtime import lifecycle
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState, SessionState
+from agent_core.config._profiles import resolve_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
+from agent_core.errors import AgentCoreError
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools.context import RunScope, WorkerTaskScope
 from agent_core.types.content import ArtifactRefBlock
@@ -145,6 +149,7 @@ async def prepare_agent_loop(
         purpose=spec.purpose,
         task_scope=spec.task_scope,
         task_session_id=spec.task_session_id,
+        media=MediaPolicy.of(spec.model),
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
@@ -243,7 +248,17 @@ async def prepare_agent_loop(
         tool_tokens=tool_schema_tokens(tools, services.counter),
         tool_tokens_short=tool_schema_tokens(short_tools(tools), services.counter),
         inherited=inherited,
+        model=(spec.model.provider, spec.model.name),
+        estimate_factor=_factor_of(services, spec.model),
     )
+
+    def use_model(config: ResolvedModelConfig) -> None:
+        """After a fallback: the prompt follows the new model's window and reasoning."""
+        prompt.model = (config.provider, config.name)
+        prompt.estimate_factor = _factor_of(services, config)
+        prompt.limits = replace(compose_limits, context_window=config.context_window)
+        scope.media = MediaPolicy.of(config)
+
     metadata: dict[str, Any] = {
         "session_id": state.session_id,
         "agent_id": state.agent_id,
@@ -280,8 +295,55 @@ async def prepare_agent_loop(
         limits=limits,
         guardrails=_guardrails(services, spec),
         cache_watch=spec.cursor.cache_watch,
+        calibration=services.calibration,
+        load_attachments=_attachment_loader(services),
+        fallbacks=fallbacks_of(services, spec.model),
+        use_model=use_model,
         inbox=features.inbox.hook_for(state, spec.effective) if features.inbox is not None else None,
     )
+
+
+def _factor_of(services: Services, config: ResolvedModelConfig) -> Callable[[], float]:
+    calibration, provider, name = services.calibration, config.provider, config.name
+    return lambda: calibration.factor(provider, name)
+
+
+def fallbacks_of(services: Services, model: ResolvedModelConfig) -> list[Fallback]:
+    """The run's ``[model] fallback_profiles`` models (resolved for the run's purpose)."""
+    out: list[Fallback] = []
+    for name in model.fallback_profiles:
+        config = resolve_model(
+            services.config, purpose=model.purpose, profile=name, source_key="model.fallback_profiles"
+        )
+        config = config.model_copy(update={"fallback_profiles": ()})
+        out.append(Fallback(profile=name, config=config, adapter=partial(services.adapter_for, config)))
+    return out
+
+
+ATTACHMENT_CACHE = 16
+"""Attachments a run keeps in memory (re-sent with every request of the run)."""
+
+
+def _attachment_loader(services: Services) -> Callable[[list[str]], Awaitable[dict[str, bytes]]]:
+    """Reads the bytes of image/document artifacts, keeping the most recent in memory for the run."""
+    kept: dict[str, bytes] = {}
+
+    async def load(ids: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for artifact_id in ids:
+            data = kept.get(artifact_id)
+            if data is None:
+                try:
+                    data = await services.artifacts.read_bytes(artifact_id)
+                except AgentCoreError:
+                    continue  # deleted meanwhile: the adapter refuses the request, naming it
+                kept[artifact_id] = data
+                while len(kept) > ATTACHMENT_CACHE:
+                    del kept[next(iter(kept))]
+            out[artifact_id] = data
+        return out
+
+    return load
 
 
 def _guardrails(services: Services, spec: AgentRunSpec) -> CallbackHooks | None:

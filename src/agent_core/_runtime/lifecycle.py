@@ -141,7 +141,13 @@ async def run_agent_loop(state: RunState, loop: LoopSpec, prices: Prices | None)
             )
         raise
     try:
-        await finish_loop(state.recorder, outcome, prices=prices, abort_reason=loop.interruption().reason)
+        await finish_loop(
+            state.recorder,
+            outcome,
+            prices=prices,
+            abort_reason=loop.interruption().reason,
+            model_prices=loop.model_prices,
+        )
     except Exception:
         log.exception("could not persist the terminal events of run %s", state.run_id)
     if loop.output is not None and loop.output.accepted:
@@ -179,11 +185,37 @@ def terminal_events(outcome: LoopOutcome, usage: dict[str, Any], abort_reason: s
     return events
 
 
+def run_usage_record(
+    outcome: LoopOutcome, prices: Prices | None, model_prices: dict[str, Prices] | None = None
+) -> dict[str, Any]:
+    """``runs.usage_json``: the run's usage and cost; a run that used more than one model (a fallback)
+    also has ``by_model`` (``provider/model`` → that model's usage record, priced with its own prices),
+    and its ``cost_usd`` is their sum."""
+    if not outcome.usage_by_model:
+        return usage_record(outcome.usage, cost_usd(outcome.usage, prices) if prices else None)
+    by_model: dict[str, Any] = {}
+    costs: list[float] = []
+    for key, usage in outcome.usage_by_model.items():
+        own = (model_prices or {}).get(key, prices)
+        cost = cost_usd(usage, own) if own else None
+        if cost is not None:
+            costs.append(cost)
+        by_model[key] = usage_record(usage, cost)
+    record = usage_record(outcome.usage, sum(costs) if costs else None)
+    record["by_model"] = by_model
+    return record
+
+
 async def finish_loop(
-    rec: RunRecorder, outcome: LoopOutcome, *, prices: Prices | None, abort_reason: str
+    rec: RunRecorder,
+    outcome: LoopOutcome,
+    *,
+    prices: Prices | None,
+    abort_reason: str,
+    model_prices: dict[str, Prices] | None = None,
 ) -> None:
     """Writes the terminal events and the final ``runs`` update in one transaction."""
-    usage = usage_record(outcome.usage, cost_usd(outcome.usage, prices) if prices else None)
+    usage = run_usage_record(outcome, prices, model_prices)
     run_update: dict[str, Any] = {
         "status": outcome.status.value,
         "end_reason": outcome.end_reason.value if outcome.end_reason else None,

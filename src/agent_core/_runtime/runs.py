@@ -23,6 +23,7 @@ from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._loop.spec import Interruption
+from agent_core._media import Prepared, sniff, store_media
 from agent_core._runtime import lifecycle
 from agent_core._runtime.agent_run import AgentRunSpec, execute_agent_run
 from agent_core._runtime.features import RunFeatures
@@ -516,18 +517,36 @@ class RunManager:
             inbox = self.features.inbox
             noted = inbox is not None and await inbox.before_first_node(state, effective)
             text = text_of(state.message.content)
+            content = list(state.message.content)
+            for index, attachment in enumerate(state.message.attachments):
+                prepared = Prepared(attachment.data, attachment.mime_type or sniff(attachment.data) or "")
+                content.append(
+                    await store_media(
+                        self.services.artifacts,
+                        prepared,
+                        filename=attachment.filename or f"attachment-{index + 1}",
+                        session_id=state.session_id,
+                        kind="attachment",
+                        agent_id=state.agent_id,
+                        run_id=state.run_id,
+                        detail=attachment.detail,
+                    )
+                )
             await rec.write_node(
                 node_id=user_node_id,
                 role=MessageRole.user,
                 node_type=NodeType.message,
-                content=list(state.message.content),
+                content=content,
                 metadata=dict(state.message.metadata),
                 events=[(ev.MessageCreated(text_preview=text[:200]), None)],
                 run_update=None if noted else {"start_node_id": user_node_id},
             )
             session.active_node_id = user_node_id
             await hooks.user_prompt_submit(
-                scope=scope, sink=rec, prompt=text, message=state.message.model_dump(mode="json")
+                scope=scope,
+                sink=rec,
+                prompt=text,
+                message=state.message.model_dump(mode="json", exclude={"attachments"}),
             )
 
         return spec, first_nodes

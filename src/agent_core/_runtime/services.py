@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
 from agent_core._asset_loader import AssetLoader
+from agent_core._context.calibration import TokenCalibration
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._redaction import Redactor
@@ -45,6 +46,8 @@ class Services:
     adapters: dict[ResolvedModelConfig, ProviderAdapter] = field(default_factory=dict)
     mcp: McpManager | None = None
     """The MCP servers of ``mcp.json`` (``None`` without the file); connected lazily by the runs."""
+    calibration: TokenCalibration = field(default_factory=TokenCalibration)
+    """The per-model correction of the token estimate (``_context/calibration.py``)."""
     hook_callbacks: CallbackHooks | None = None
     """The in-process hooks of ``AgentRuntime(hooks=...)`` (also inside :attr:`hooks`), ``None`` without."""
 

@@ -3,7 +3,7 @@
 Definitions follow tools.md §10 and contract.md §6.2: permission ``readonly``, tags ``agent`` + ``internal``
 (read tools also ``readonly``), ``metadata.concurrency`` ``parallel`` for reads and ``serial`` for mutators,
 input schemas in the core subset with ``additionalProperties: false``. Handlers derive the caller from
-``ctx.scope`` (role, ids, ``extras["task_scope"]``), emit Task events through ``ctx.sink.emit`` and raise
+``ctx.scope`` (role, ids, ``task_scope``), emit Task events through ``ctx.sink.emit`` and raise
 :class:`AgentCoreError` for business errors (the pipeline turns them into error results).
 """
 

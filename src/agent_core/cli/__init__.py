@@ -153,6 +153,14 @@ def _add_run(sub: Any) -> None:
         "(the streamed text goes to stderr)",
     )
     run.add_argument(
+        "--image",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="an image or PDF sent with the message (repeatable); the model needs it in [model] "
+        "input_modalities",
+    )
+    run.add_argument(
         "message",
         nargs="?",
         type=_message,

@@ -9,6 +9,7 @@ runs (and the cost when the run reported one).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_core.cli._chat_render import cut, safe
@@ -292,6 +293,26 @@ async def _exit(chat: ChatSession, args: list[str]) -> None:
     chat.quit = True
 
 
+async def _image(chat: ChatSession, args: list[str]) -> None:
+    """Attaches an image or PDF to the next message (checked when the message is sent)."""
+    if not args:
+        chat.printer.line("error: usage: /image <file> (an image or PDF for the next message)")
+        return
+    path = Path(" ".join(args)).expanduser()
+    if not path.is_file():
+        chat.printer.line(f"error: /image: no such file {safe(str(path))!r}")
+        return
+    chat.attachments.append(path)
+    names = ", ".join(safe(p.name) for p in chat.attachments)
+    chat.note(
+        f"attached {names}: sent with your next message (the model needs them in [model] input_modalities)"
+    )
+
+
+async def _reasoning(chat: ChatSession, args: list[str]) -> None:
+    chat.printer.show_reasoning()
+
+
 COMMANDS: dict[str, Command] = {
     "/help": _help,
     "/new": _new,
@@ -307,6 +328,8 @@ COMMANDS: dict[str, Command] = {
     "/skills": _skills,
     "/config": _config,
     "/cancel": _cancel,
+    "/image": _image,
+    "/reasoning": _reasoning,
     "/exit": _exit,
     "/quit": _exit,
 }
@@ -326,6 +349,8 @@ HELP = (
     ("/skills", "available skills"),
     ("/config", "resolved home, project, provider and model"),
     ("/cancel", "cancel the running reply (Ctrl-C does the same)"),
+    ("/image <file>", "attach an image or PDF to your next message"),
+    ("/reasoning", "the latest answer's reasoning in full (shown folded)"),
     ("/exit, /quit", "leave (also Ctrl-D)"),
 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_core.cli._run import _error_text
+from agent_core.cli._run import _error_text, folded_reasoning
 from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, escape_terminal
 
@@ -68,6 +68,9 @@ class ChatPrinter:
         self._at_line_start = True
         self._error: dict[str, Any] | None = None
         self.cancel_requested = False
+        self._reasoning = ""  # the reasoning of the current answer, not shown yet
+        self.last_reasoning = ""
+        """The latest answer's whole reasoning (``/reasoning`` shows it)."""
         self.status = ModelStatus(err or out)
         self.status.before_line = self.end_reply
         self.status.line_open = lambda: bool(self._pending.strip()) or not self._at_line_start
@@ -177,7 +180,12 @@ class ChatPrinter:
             self.line(f"[error] {safe(_error_text(error))}", depth=depth)
         if depth:
             self._child(kind, p, depth)
-        elif kind == "message_delta":
+            return
+        if kind == "reasoning_delta":
+            self._reasoning += str(p.get("text", ""))
+            return
+        self.end_reasoning()
+        if kind == "message_delta":
             delta = str(p.get("text", ""))
             self._streamed += delta
             self.reply(delta)
@@ -210,6 +218,33 @@ class ChatPrinter:
             self.line(
                 f"[a Stop hook asked the agent to continue: {safe(str(p.get('reason') or ''))}]", dim=True
             )
+        elif kind == "model_fallback":
+            error = (p.get("error") or {}).get("code")
+            self.line(
+                safe(
+                    f"[{p.get('from_provider')}/{p.get('from_model')} failed ({error}); continuing on "
+                    f"{p.get('to_provider')}/{p.get('to_model')}]"
+                ),
+                dim=True,
+            )
+        elif kind == "context_overflow":
+            self.line("[the provider said the prompt is too long: compacting and retrying once]", dim=True)
+
+    def end_reasoning(self) -> None:
+        """Shows the reasoning that just ended as one dimmed, folded line (``/reasoning`` unfolds it)."""
+        if self._reasoning.strip():
+            text, self._reasoning = self._reasoning, ""
+            self.last_reasoning = text
+            self.line(safe(folded_reasoning(text)), dim=True)
+        self._reasoning = ""
+
+    def show_reasoning(self) -> None:
+        """The latest answer's reasoning in full, dimmed (``/reasoning``)."""
+        if not self.last_reasoning.strip():
+            self.line("[no reasoning in the latest answer]", dim=True)
+            return
+        for line in self.last_reasoning.strip().splitlines():
+            self.line(safe(line), dim=True)
 
     def _tool(self, kind: str, p: dict[str, Any], depth: int) -> None:
         name = safe(str(p.get("tool_name") or "tool"))
@@ -266,6 +301,7 @@ class ChatPrinter:
 
     def finish(self) -> None:
         self.status.clear()
+        self.end_reasoning()
         if self._error is not None:
             error, self._error = self._error, None
             self.line(f"[error] {safe(_error_text(error))}")

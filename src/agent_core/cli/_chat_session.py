@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent_core._concurrency import TaskOwner
@@ -63,6 +64,8 @@ class ChatSession:
         """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
         """Slash commands typed at a permission prompt, run when the turn ends."""
+        self.attachments: list[Path] = []
+        """Files ``/image`` attached to the next message."""
         self.team = TeamWatcher(self)
         """The current session's teammates' activity (``/team`` lists them)."""
 
@@ -193,8 +196,18 @@ class ChatSession:
         from agent_core.errors import AgentCoreError
 
         runtime = await self.ready()
+        content: Any = message
+        if self.attachments:
+            from agent_core.types.runtime import UserMessage
+
+            files, self.attachments = self.attachments, []
+            try:
+                content = UserMessage.with_files(message, *files)
+            except OSError as exc:
+                self.printer.line(f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}")
+                return
         try:
-            run = await runtime.start(message, session_id=self.session_id, mode=self.mode)
+            run = await runtime.start(content, session_id=self.session_id, mode=self.mode)
         except AgentCoreError as exc:
             self.printer.line(f"error: {safe(exc.message)}")
             return

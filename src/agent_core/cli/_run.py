@@ -64,6 +64,9 @@ class _Printer:
         self._streamed = ""
         self._out_at_line_start = True
         self._pending_error: dict[str, Any] | None = None
+        self._reasoning = ""
+        color = wants_color(err.stream)
+        self._dim, self._undim = ("\x1b[2m", "\x1b[0m") if color else ("", "")
         self.status = ModelStatus(err)
         self.status.before_line = self.end_text_line
         self.status.line_open = lambda: not self._out_at_line_start
@@ -74,9 +77,22 @@ class _Printer:
             self._out_at_line_start = text.endswith("\n")
 
     def end_text_line(self) -> None:
+        self.end_reasoning()
         if not self._out_at_line_start:
             self.out.write("\n")
             self._out_at_line_start = True
+
+    def reasoning(self, text: str) -> None:
+        """Collects the model's reasoning; it is shown folded (one dimmed stderr line) when it ends."""
+        self._reasoning += text
+
+    def end_reasoning(self) -> None:
+        if self._reasoning:
+            text, self._reasoning = self._reasoning, ""
+            if not self._out_at_line_start:
+                self.out.write("\n")
+                self._out_at_line_start = True
+            self.err.write(f"{self._dim}{escape_terminal(folded_reasoning(text))}{self._undim}\n")
 
     def notice(self, line: str) -> None:
         """One stderr line; every model-/tool-derived part is escaped (issue 14 §6)."""
@@ -100,6 +116,10 @@ class _Printer:
             self.notice(f"[run] failed: {detail}")
             return
         self._flush_error()
+        if kind == "reasoning_delta":
+            self.reasoning(str(p.get("text", "")))
+            return
+        self.end_reasoning()
         if kind == "message_delta":
             delta = str(p.get("text", ""))
             self.text(delta)
@@ -135,6 +155,17 @@ class _Printer:
             self.notice(f"[hook] Stop hook asked the agent to continue: {p.get('reason') or ''}".rstrip(": "))
         elif kind == "run_cancelled":
             self.notice("[run] cancelled")
+        elif kind == "model_fallback":
+            self.notice(
+                f"[model] {p.get('from_provider')}/{p.get('from_model')} failed "
+                f"({(p.get('error') or {}).get('code')}); continuing on {p.get('to_provider')}/"
+                f"{p.get('to_model')} (profile {p.get('profile')})"
+            )
+        elif kind == "context_overflow":
+            self.notice(
+                f"[model] the provider said the prompt is too long ({p.get('prompt_tokens') or '?'} tokens, "
+                f"window {p.get('context_window') or '?'}); compacting and retrying once"
+            )
 
     def _agent_notice(self, kind: str, p: dict[str, Any]) -> None:
         run = p.get("child_run_id") or "-"
@@ -160,6 +191,20 @@ class _Printer:
         self.status.clear()
         self._flush_error()
         self.end_text_line()
+
+
+REASONING_FOLD = 100
+"""Characters of a reasoning's first line shown in its folded line."""
+
+
+def folded_reasoning(text: str, limit: int = REASONING_FOLD) -> str:
+    """One line standing for a reasoning: ``▸ reasoning (N lines): <its first line, cut>``."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    first = " ".join(lines[0].split()) if lines else ""
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    more = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
+    return f"▸ reasoning ({more}): {first}"
 
 
 def _read_schema(path: str) -> tuple[dict[str, Any] | None, str]:
@@ -274,6 +319,18 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         if problem:
             err.write(f"soong-agent: error: {escape_terminal(problem)}\n")
             return EXIT_FAILED
+    user_message: Any = message
+    images = list(getattr(args, "image", None) or [])
+    if images:
+        from agent_core.types.runtime import UserMessage
+
+        try:
+            user_message = UserMessage.with_files(message, *images)
+        except OSError as exc:
+            err.write(
+                f"soong-agent: error: cannot read --image {escape_terminal(str(exc.filename))}: {exc.strerror}\n"
+            )
+            return EXIT_FAILED
     # text: the answer streams to stdout (to stderr with --output-schema: stdout carries only the JSON);
     # json: notices on stderr, the answer only in the result object; stream-json: stdout is the events
     text_out = out if output_format == "text" and schema is None else err
@@ -290,7 +347,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             if interrupts.pending():  # Ctrl-C while it opened: start nothing (main prints the line)
                 return EXIT_INTERRUPTED
             run = await runtime.start(
-                message,
+                user_message,
                 session_id=args.session_id,
                 mode="orchestrator" if args.orchestrator else "normal",
                 output_schema=schema,

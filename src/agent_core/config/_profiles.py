@@ -140,6 +140,12 @@ def resolve_model(
             raise ProfileError(
                 f"{origin}: model profile {label!r} sets an empty {key}", profile=label or "", details={}
             )
+    if merged.get("temperature") == "default":
+        merged["temperature"] = None
+    for key in ("input_modalities", "fallback_profiles"):
+        merged[key] = tuple(merged.get(key) or ())
+    if not merged["input_modalities"]:
+        merged["input_modalities"] = ("text",)
     try:
         retry = RetryConfig.model_validate(merged.pop("retry"))
     except ValidationError as exc:

@@ -5,9 +5,31 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agent_core.types.base import FrozenModel, StrictModel
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+"""OpenAI's ``reasoning_effort`` values (``none`` and ``xhigh`` exist only on some models)."""
+InputModality = Literal["text", "image", "pdf"]
+DEFAULT_IMAGE_MAX_EDGE_PX = 1568
+"""Anthropic's recommended long edge (larger images are downscaled by the API anyway); OpenAI's high
+detail works on at most 2048 x 768."""
+DEFAULT_IMAGE_MAX_BYTES = 5 * 1024 * 1024
+"""Anthropic's per-image limit (OpenAI takes up to 20 MB)."""
+DEFAULT_PDF_MAX_BYTES = 32 * 1024 * 1024
+"""Anthropic's request limit for a PDF (OpenAI: 50 MB per request)."""
+
+
+def _temperature(value: Any) -> Any:
+    """A number, ``"default"`` or nothing: one clear error for anything else (not one per union arm)."""
+    if isinstance(value, str) and value != "default":
+        raise ValueError('must be a number or "default" (send no temperature)')
+    return value
+
+
+def _text_only() -> list[InputModality]:
+    return ["text"]
 
 
 def section_default() -> Any:
@@ -42,9 +64,33 @@ class ModelSection(StrictModel):
     name: str
     context_window: int = Field(default=8192, ge=1)
     max_output_tokens: int = Field(default=4096, ge=1)
-    temperature: float | None = 0.2
+    temperature: float | Literal["default"] | None = 0.2
+    """Sampling temperature; ``"default"`` sends none (the model's default; reasoning models accept
+    only that)."""
     timeout_ms: int = Field(default=60000, ge=1)
     retry: RetryConfig = Field(default_factory=section_default, validate_default=True)
+    reasoning_effort: ReasoningEffort | None = None
+    """OpenAI (and compatible) reasoning models: ``reasoning_effort`` (Chat Completions) or
+    ``reasoning.effort`` (Responses API). Setting it marks the model as a reasoning model: the output
+    limit goes out as ``max_completion_tokens`` and no temperature is sent."""
+    thinking_budget_tokens: int | None = Field(default=None, ge=1)
+    """Anthropic extended thinking (``thinking: {type: enabled, budget_tokens}``; at least 1024 and
+    below ``max_output_tokens``); Ollama sends ``think: true`` when it is set."""
+    openai_token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    """The Chat Completions field for ``max_output_tokens``; unset: ``max_completion_tokens`` when
+    ``reasoning_effort`` is set, else ``max_tokens`` (what most compatible servers take)."""
+    input_modalities: list[InputModality] = Field(default_factory=_text_only)
+    """What the model reads besides text: ``"image"``, ``"pdf"``. An image or PDF sent to a model
+    without it fails ``unsupported_capability`` (or goes to a ``fallback_profiles`` model)."""
+    fallback_profiles: list[str] = Field(default_factory=list)
+    """``[model_overrides]`` profiles tried in order when a call still fails after its retries with a
+    retriable error (5xx, overload, timeout, rate limit) or ``unsupported_capability``."""
+    image_max_edge_px: int = Field(default=DEFAULT_IMAGE_MAX_EDGE_PX, ge=16)
+    """Images with a longer edge are downscaled when stored (needs the ``images`` extra, Pillow)."""
+    image_max_bytes: int = Field(default=DEFAULT_IMAGE_MAX_BYTES, ge=1024)
+    """Images larger than this are downscaled (re-encoded) when stored, or refused without Pillow."""
+    pdf_max_bytes: int = Field(default=DEFAULT_PDF_MAX_BYTES, ge=1024)
+    """PDFs larger than this are refused."""
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     """USD per million input tokens (usage cost and ``limits.max_cost_usd``); unset: no cost."""
     price_output_per_mtok: float | None = Field(default=None, ge=0)
@@ -63,6 +109,15 @@ class ModelSection(StrictModel):
     """OpenAI-protocol servers: send ``prompt_cache_key`` (and, to a server on this machine or a private
     network, llama.cpp's ``cache_prompt``). Set false for a server that rejects unknown request fields."""
 
+    _check_temperature = field_validator("temperature", mode="before")(_temperature)
+
+    @field_validator("input_modalities")
+    @classmethod
+    def _with_text(cls, value: list[str]) -> list[str]:
+        if "text" not in value:
+            raise ValueError('must include "text"')
+        return list(dict.fromkeys(value))
+
 
 class ModelProfile(StrictModel):
     """A partial model config (``[model_overrides.<name>]`` or an inline ``model_profile`` table)."""
@@ -73,7 +128,7 @@ class ModelProfile(StrictModel):
     name: str | None = None
     context_window: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = None
+    temperature: float | Literal["default"] | None = None
     timeout_ms: int | None = Field(default=None, ge=1)
     retry: PartialRetryConfig | None = None
     price_input_per_mtok: float | None = Field(default=None, ge=0)
@@ -83,10 +138,30 @@ class ModelProfile(StrictModel):
     prompt_cache: Literal["auto", "off"] | None = None
     prompt_cache_ttl: Literal["5m", "1h"] | None = None
     openai_cache_fields: bool | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    thinking_budget_tokens: int | None = Field(default=None, ge=1)
+    openai_token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    input_modalities: list[InputModality] | None = None
+    fallback_profiles: list[str] | None = None
+    image_max_edge_px: int | None = Field(default=None, ge=16)
+    image_max_bytes: int | None = Field(default=None, ge=1024)
+    pdf_max_bytes: int | None = Field(default=None, ge=1024)
+
+    _check_temperature = field_validator("temperature", mode="before")(_temperature)
+
+    @field_validator("input_modalities")
+    @classmethod
+    def _with_text(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and "text" not in value:
+            raise ValueError('must include "text"')
+        return None if value is None else list(dict.fromkeys(value))
 
 
 class ResolvedModelConfig(FrozenModel):
-    """Main ``[model]`` overlaid with the applicable profile; handed to provider factories."""
+    """Main ``[model]`` overlaid with the applicable profile; handed to provider factories.
+
+    ``temperature = "default"`` resolves to ``None`` (no temperature is sent).
+    """
 
     provider: str
     base_url: str
@@ -104,6 +179,14 @@ class ResolvedModelConfig(FrozenModel):
     prompt_cache: Literal["auto", "off"] = "auto"
     prompt_cache_ttl: Literal["5m", "1h"] = "5m"
     openai_cache_fields: bool = True
+    reasoning_effort: ReasoningEffort | None = None
+    thinking_budget_tokens: int | None = None
+    openai_token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    input_modalities: tuple[InputModality, ...] = ("text",)
+    fallback_profiles: tuple[str, ...] = ()
+    image_max_edge_px: int = DEFAULT_IMAGE_MAX_EDGE_PX
+    image_max_bytes: int = DEFAULT_IMAGE_MAX_BYTES
+    pdf_max_bytes: int = DEFAULT_PDF_MAX_BYTES
     purpose: str = "main"
     profile: str | None = None
     source: str = ""

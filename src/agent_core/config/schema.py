@@ -544,6 +544,15 @@ class Settings(StrictModel):
         ):
             if isinstance(ref, str) and ref not in self.model_overrides:
                 raise ValueError(f"{key}: names unknown profile {ref!r} (no [model_overrides.{ref}])")
+        fallbacks = [("model.fallback_profiles", self.model.fallback_profiles)]
+        fallbacks += [
+            (f"model_overrides.{name}.fallback_profiles", profile.fallback_profiles or [])
+            for name, profile in self.model_overrides.items()
+        ]
+        for key, names in fallbacks:
+            for ref in names:
+                if ref not in self.model_overrides:
+                    raise ValueError(f"{key}: names unknown profile {ref!r} (no [model_overrides.{ref}])")
         return self
 
 

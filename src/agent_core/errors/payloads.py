@@ -53,3 +53,7 @@ class ProviderErrorPayload(StrictModel):
     request_feature: str | None = None
     status_code: int | None = None
     retry_after_ms: int | None = None
+    prompt_tokens: int | None = None
+    """For ``type="prompt_too_long"``: the prompt size the provider reported, when it said."""
+    context_window: int | None = None
+    """For ``type="prompt_too_long"``: the model's window the provider reported, when it said."""

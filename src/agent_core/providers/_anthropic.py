@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._jsontext import compact_json
+from agent_core.providers._media import b64
+from agent_core.providers._model_fields import RequestFields
+from agent_core.providers._overflow import overflow_message, recognise_overflow
 from agent_core.providers._prefix import PrefixEntry
 from agent_core.providers._streaming import ChunkTranslator, HttpStreamAdapter, decode_json_object, sse_events
 from agent_core.providers._tool_mapping import (
@@ -22,7 +25,14 @@ from agent_core.providers._tool_mapping import (
     system_texts,
 )
 from agent_core.providers.base import MessageAssembler, as_dict, as_int, error_payload, optional_int
-from agent_core.types.content import TextBlock, ToolCallBlock, ToolResultBlock
+from agent_core.types.content import (
+    DocumentBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from agent_core.types.model import ModelEvent, ModelRequest, ProviderDebug, ToolChoiceNamed, Usage
 
 if TYPE_CHECKING:
@@ -51,6 +61,8 @@ ERROR_TYPES = {
 OPTION_KEYS = frozenset({"top_p", "top_k"})
 EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
 """The ``anthropic-beta`` value that enables one-hour cache entries (``ttl: "1h"``)."""
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+"""Content block types that carry no ``cache_control`` (Anthropic refuses a breakpoint on them)."""
 _BLOCKS_KEY = "anthropic_blocks"
 """Key in ``PrefixEntry.extra``: (messages, message blocks) of the conversation's previous request."""
 
@@ -84,8 +96,56 @@ class CachePlan:
         return {"type": "ephemeral", "ttl": "1h"} if self.ttl == "1h" else {"type": "ephemeral"}
 
 
+def media_block(block: ImageBlock | DocumentBlock, attachments: dict[str, bytes]) -> dict[str, Any]:
+    """An ``image`` or ``document`` block with a base64 source."""
+    kind = "image" if isinstance(block, ImageBlock) else "document"
+    data = attachments.get(block.artifact_id, b"")
+    return {"type": kind, "source": {"type": "base64", "media_type": block.mime_type, "data": b64(data)}}
+
+
+def thinking_block(block: ReasoningBlock) -> dict[str, Any] | None:
+    """A ``thinking`` (text and signature) or ``redacted_thinking`` (data) block, exactly as received;
+    ``None`` for a block Anthropic cannot take back (another provider's, or one without a signature)."""
+    if block.provider != "anthropic" or not block.signature:
+        return None
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.signature}
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+
+
+def _tool_result(block: ToolResultBlock, attachments: dict[str, bytes]) -> dict[str, Any]:
+    content: str | list[dict[str, Any]] = render_tool_result(block, provider_has_error_flag=True)
+    media = [b for b in block.content if isinstance(b, ImageBlock | DocumentBlock)]
+    if media:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+        content = parts + [media_block(b, attachments) for b in media]
+    return {
+        "type": "tool_result",
+        "tool_use_id": block.tool_call_id,
+        "content": content,
+        "is_error": block.is_error,
+    }
+
+
+def tool_loop_lost_thinking(messages: list[dict[str, Any]]) -> bool:
+    """Whether the request continues a tool loop (it ends with tool results) whose last assistant message
+    does not start with a thinking block: Anthropic refuses such a request while thinking is enabled."""
+    if not messages or messages[-1]["role"] != "user":
+        return False
+    if not any(b.get("type") == "tool_result" for b in messages[-1]["content"]):
+        return False
+    for message in reversed(messages[:-1]):
+        if message["role"] == "assistant":
+            content = message["content"]
+            return not content or content[0].get("type") not in THINKING_TYPES
+    return False
+
+
 def build_payload(
-    request: ModelRequest, name_map: ToolNameMap, cache: CachePlan | None = None
+    request: ModelRequest,
+    name_map: ToolNameMap,
+    cache: CachePlan | None = None,
+    fields: RequestFields | None = None,
 ) -> dict[str, Any]:
     """The ``POST /v1/messages`` body for ``request`` (pure). Same-role neighbours are merged.
 
@@ -93,49 +153,27 @@ def build_payload(
     ("Requests which include tool_use or tool_result blocks must define tools"), so a request that
     offers no tools (the limits' final answer call) carries the earlier calls and results as text.
     ``cache`` places the prompt-cache breakpoints (:class:`CachePlan`); ``None`` sends none.
+
+    Thinking (``fields.thinking_budget``): Anthropic's signed thinking blocks go back exactly as they came,
+    first in their assistant message. A request that continues a tool loop whose assistant message has no
+    thinking block (a block was dropped, or the turn began on another model) is sent with thinking off:
+    Anthropic refuses it with thinking on. With thinking off, no thinking block is sent.
     """
-    messages: list[dict[str, Any]] = []
-    tools_offered = bool(request.tools)
-    for message in conversation(request.messages):
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks: list[dict[str, Any]] = []
-        for block in message.content:
-            if not tools_offered and isinstance(block, ToolCallBlock | ToolResultBlock):
-                blocks.append(_tool_block_as_text(block))
-            elif isinstance(block, ToolCallBlock):
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": block.tool_call_id,
-                        "name": name_map.mangle(block.name),
-                        "input": block.arguments,
-                    }
-                )
-            elif isinstance(block, ToolResultBlock):
-                blocks.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": block.tool_call_id,
-                        "content": render_tool_result(block, provider_has_error_flag=True),
-                        "is_error": block.is_error,
-                    }
-                )
-            else:
-                text = block.text if isinstance(block, TextBlock) else render_block(block)
-                if text:
-                    blocks.append({"type": "text", "text": text})
-        if not blocks:
-            continue
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": role, "content": blocks})
+    fields = fields or RequestFields(request.temperature, "max_tokens", request.max_output_tokens)
+    thinking = fields.thinking_budget
+    messages = _messages(request, name_map, keep_thinking=True)
+    if thinking is not None and tool_loop_lost_thinking(messages):
+        thinking = None
+    if thinking is None and any(b.get("type") in THINKING_TYPES for m in messages for b in m["content"]):
+        messages = _messages(request, name_map, keep_thinking=False)
     payload: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+        "max_tokens": fields.max_output_tokens or request.max_output_tokens or DEFAULT_MAX_TOKENS,
         "messages": messages,
         "stream": True,
     }
+    if thinking is not None:
+        payload["thinking"] = {"type": "enabled", "budget_tokens": thinking}
     system = system_texts(request)
     if system:
         payload["system"] = [{"type": "text", "text": text} for text in system]
@@ -149,8 +187,10 @@ def build_payload(
             payload["tool_choice"] = {"type": "tool", "name": name_map.mangle(choice.name)}
         else:
             payload["tool_choice"] = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
-    if request.temperature is not None:
-        payload["temperature"] = request.temperature
+    # thinking planned but off for this request: the configured temperature goes out again
+    temperature = request.temperature if thinking is None else fields.temperature
+    if temperature is not None:
+        payload["temperature"] = temperature
     if request.stop_sequences:
         payload["stop_sequences"] = list(request.stop_sequences)
     for key, value in request.provider_options.get("anthropic", {}).items():
@@ -159,6 +199,51 @@ def build_payload(
     if cache is not None:
         mark_breakpoints(payload, cache)
     return payload
+
+
+def thinking_lost(payload: dict[str, Any], fields: RequestFields) -> bool:
+    """Whether :func:`build_payload` turned thinking off for a tool loop that lost its thinking block."""
+    return fields.thinking_budget is not None and "thinking" not in payload
+
+
+def _messages(request: ModelRequest, name_map: ToolNameMap, *, keep_thinking: bool) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    tools_offered = bool(request.tools)
+    attachments = request.attachments
+    for message in conversation(request.messages):
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, ReasoningBlock):
+                thought = thinking_block(block) if keep_thinking and role == "assistant" else None
+                if thought is not None:
+                    blocks.append(thought)
+            elif isinstance(block, ImageBlock | DocumentBlock):
+                blocks.append(media_block(block, attachments))
+            elif not tools_offered and isinstance(block, ToolCallBlock | ToolResultBlock):
+                blocks.append(_tool_block_as_text(block))
+            elif isinstance(block, ToolCallBlock):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": block.tool_call_id,
+                        "name": name_map.mangle(block.name),
+                        "input": block.arguments,
+                    }
+                )
+            elif isinstance(block, ToolResultBlock):
+                blocks.append(_tool_result(block, attachments))
+            else:
+                text = block.text if isinstance(block, TextBlock) else render_block(block)
+                if text:
+                    blocks.append({"type": "text", "text": text})
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    return messages
 
 
 def message_blocks(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -177,9 +262,24 @@ def mark_breakpoints(payload: dict[str, Any], cache: CachePlan) -> None:
     positions = [(m, b) for m, message in enumerate(messages) for b in range(len(message["content"]))]
     if not positions:
         return
-    marks = {len(positions) - 1}
+
+    def markable(index: int) -> int | None:
+        """``index`` or the nearest block before it that may carry ``cache_control`` (not thinking)."""
+        while index >= 0:
+            m, b = positions[index]
+            if messages[m]["content"][b].get("type") not in THINKING_TYPES:
+                return index
+            index -= 1
+        return None
+
+    marks: set[int] = set()
+    last = markable(len(positions) - 1)
+    if last is not None:
+        marks.add(last)
     if cache.bridge is not None and 0 <= cache.bridge < len(positions) - 1:
-        marks.add(cache.bridge)
+        bridge = markable(cache.bridge)
+        if bridge is not None:
+            marks.add(bridge)
     for index in sorted(marks):
         m, b = positions[index]
         content = list(messages[m]["content"])
@@ -256,6 +356,18 @@ class StreamTranslator:
         if kind == "error":
             self._failed = True
             error = as_dict(chunk.get("error"))
+            overflow = recognise_overflow({"error": error})
+            if overflow is not None:
+                payload = error_payload(
+                    "prompt_too_long",
+                    overflow_message("anthropic", overflow, str(error.get("message") or "")),
+                    provider=self._asm.provider,
+                    model=self._asm.model,
+                    raw={"error": error},
+                    prompt_tokens=overflow.prompt_tokens,
+                    context_window=overflow.context_window,
+                )
+                return [self._asm.failed(payload)]
             payload = error_payload(
                 ERROR_TYPES.get(str(error.get("type")), "server"),
                 f"anthropic stream error ({error.get('type')}): {error.get('message') or ''}",
@@ -276,6 +388,15 @@ class StreamTranslator:
         if block_type == "text":
             self._asm.break_text()
             return self._asm.text(str(block.get("text") or ""))
+        if block_type == "thinking":
+            self._asm.start_reasoning(index)
+            events = self._asm.reasoning(index, str(block.get("thinking") or ""))
+            if block.get("signature"):
+                self._asm.reasoning_signature(index, str(block["signature"]))
+            return events
+        if block_type == "redacted_thinking":
+            self._asm.start_reasoning(index, redacted=True, signature=str(block.get("data") or ""))
+            return []
         if block_type == "tool_use":
             block_id = block.get("id")
             return self._asm.start_call(
@@ -294,7 +415,12 @@ class StreamTranslator:
             return self._asm.text(str(delta.get("text") or ""))
         if delta_type == "input_json_delta" and isinstance(index, int) and self._asm.has_call(index):
             return self._asm.call_arguments(index, str(delta.get("partial_json") or ""))
-        return []  # thinking / signature / citation deltas are not part of the unified protocol
+        if delta_type == "thinking_delta" and isinstance(index, int):
+            return self._asm.reasoning(index, str(delta.get("thinking") or ""))
+        if delta_type == "signature_delta" and isinstance(index, int):
+            self._asm.reasoning_signature(index, str(delta.get("signature") or ""), append=True)
+            return []
+        return []  # citation deltas are not part of the unified protocol
 
     def finish(self) -> list[ModelEvent]:
         if self._stopped or self._failed:
@@ -328,13 +454,15 @@ class AnthropicAdapter(HttpStreamAdapter):
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
+        fields = self._fields(request)
         if self.config.prompt_cache == "off":
-            return build_payload(request, name_map)
+            return build_payload(request, name_map, None, fields)
         bridge: int | None = None
         previous = prefix[0].extra.get(_BLOCKS_KEY) if prefix is not None else None
         if prefix is not None and previous is not None and prefix[1] == previous[0]:
             bridge = previous[1] - 1  # the previous request is this one's prefix: its last block
-        payload = build_payload(request, name_map, CachePlan(ttl=self.config.prompt_cache_ttl, bridge=bridge))
+        plan = CachePlan(ttl=self.config.prompt_cache_ttl, bridge=bridge)
+        payload = build_payload(request, name_map, plan, fields)
         if prefix is not None:
             prefix[0].extra[_BLOCKS_KEY] = (len(request.messages), len(message_blocks(payload)))
         return payload

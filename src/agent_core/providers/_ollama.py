@@ -11,6 +11,9 @@ import json
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
+from agent_core.providers._media import b64
+from agent_core.providers._model_fields import RequestFields, media_kinds
+from agent_core.providers._overflow import overflow_message, recognise_overflow
 from agent_core.providers._prefix import PrefixEntry
 from agent_core.providers._streaming import (
     ChunkTranslator,
@@ -35,12 +38,11 @@ from agent_core.providers.base import (
     mentions_tools_unsupported,
     optional_int,
 )
-from agent_core.types.content import ToolCallBlock, ToolResultBlock
+from agent_core.types.content import ImageBlock, ReasoningBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.model import (
     ModelEvent,
     ModelFailed,
     ModelRequest,
-    ProviderDebug,
     ProviderErrorPayload,
     Usage,
 )
@@ -61,10 +63,26 @@ USAGE_KEYS = (
 )
 
 
+def _images(blocks: list[Any], attachments: dict[str, bytes]) -> list[str]:
+    return [b64(attachments.get(b.artifact_id, b"")) for b in blocks if isinstance(b, ImageBlock)]
+
+
 def build_payload(
-    request: ModelRequest, name_map: ToolNameMap, *, context_window: int | None = None
+    request: ModelRequest,
+    name_map: ToolNameMap,
+    *,
+    context_window: int | None = None,
+    fields: RequestFields | None = None,
 ) -> dict[str, Any]:
-    """The ``POST /api/chat`` body for ``request`` (pure)."""
+    """The ``POST /api/chat`` body for ``request`` (pure).
+
+    Images go in a message's ``images`` (base64); the images tool results returned follow the tool
+    messages in one user message. Ollama's own ``thinking`` goes back on its assistant message.
+    ``truncate: false`` makes an over-long prompt an error (Ollama otherwise drops its start silently),
+    which the runtime answers with a compaction and one retry.
+    """
+    fields = fields or RequestFields(request.temperature, "num_predict", request.max_output_tokens)
+    attachments = request.attachments
     messages: list[dict[str, Any]] = []
     system = system_texts(request)
     if system:
@@ -72,10 +90,21 @@ def build_payload(
     call_names = tool_call_names(request.messages)
     for message in conversation(request.messages):
         if message.role == "user":
-            messages.append({"role": "user", "content": render_blocks(message.content)})
+            user: dict[str, Any] = {"role": "user", "content": render_blocks(message.content)}
+            images = _images(list(message.content), attachments)
+            if images:
+                user["images"] = images
+            messages.append(user)
         elif message.role == "assistant":
-            text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
+            text = render_blocks(
+                [b for b in message.content if not isinstance(b, ToolCallBlock | ReasoningBlock)]
+            )
             entry: dict[str, Any] = {"role": "assistant", "content": text}
+            thinking = [
+                b.text for b in message.content if isinstance(b, ReasoningBlock) and b.provider == "ollama"
+            ]
+            if any(thinking):
+                entry["thinking"] = "\n\n".join(t for t in thinking if t)
             calls = [
                 {"function": {"name": name_map.mangle(b.name), "arguments": b.arguments}}
                 for b in message.content
@@ -85,6 +114,7 @@ def build_payload(
                 entry["tool_calls"] = calls
             messages.append(entry)
         else:
+            returned: list[str] = []
             for block in message.content:
                 if not isinstance(block, ToolResultBlock):
                     continue
@@ -92,11 +122,16 @@ def build_payload(
                 if block.tool_call_id in call_names:
                     item["tool_name"] = name_map.mangle(call_names[block.tool_call_id])
                 messages.append(item)
+                returned += _images(list(block.content), attachments)
+            if returned:
+                messages.append(
+                    {"role": "user", "content": "[images returned by the tools]", "images": returned}
+                )
     options: dict[str, Any] = {}
-    if request.temperature is not None:
-        options["temperature"] = request.temperature
-    if request.max_output_tokens is not None:
-        options["num_predict"] = request.max_output_tokens
+    if fields.temperature is not None:
+        options["temperature"] = fields.temperature
+    if fields.max_output_tokens is not None:
+        options["num_predict"] = fields.max_output_tokens
     if context_window is not None:
         options["num_ctx"] = context_window
     if request.stop_sequences:
@@ -105,6 +140,9 @@ def build_payload(
     if isinstance(provider_options.get("options"), dict):
         options.update(provider_options["options"])
     payload: dict[str, Any] = {"model": request.model, "messages": messages, "stream": True}
+    if fields.think is not None:
+        payload["think"] = fields.think
+    payload["truncate"] = False
     if options:
         payload["options"] = options
     if request.tools:
@@ -145,13 +183,24 @@ class StreamTranslator:
         self._asm = MessageAssembler(provider=provider, model=model, name_map=name_map)
         self._done = False
         self._failed = False
-        self._thinking_noted = False
         self._calls = 0
 
     def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         if chunk.get("error"):
             self._failed = True
             text = str(chunk["error"])
+            overflow = recognise_overflow({"error": text})
+            if overflow is not None:
+                payload = error_payload(
+                    "prompt_too_long",
+                    overflow_message("ollama", overflow, text),
+                    provider=self._asm.provider,
+                    model=self._asm.model,
+                    raw={"error": text},
+                    prompt_tokens=overflow.prompt_tokens,
+                    context_window=overflow.context_window,
+                )
+                return [self._asm.failed(payload)]
             if mentions_tools_unsupported(text):
                 payload = unsupported_tools(self._asm.model, f"ollama: {text}", raw={"error": text})
             else:
@@ -166,11 +215,10 @@ class StreamTranslator:
         events: list[ModelEvent] = []
         message = chunk.get("message")
         if isinstance(message, dict):
+            if isinstance(message.get("thinking"), str) and message["thinking"]:
+                events += self._asm.reasoning("thinking", message["thinking"])
             if isinstance(message.get("content"), str):
                 events += self._asm.text(message["content"])
-            if message.get("thinking") and not self._thinking_noted:
-                self._thinking_noted = True
-                events.append(ProviderDebug(kind="ignored_block", data={"block_type": "thinking"}))
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict):
                     events += self._tool_call(call)
@@ -243,7 +291,9 @@ class OllamaAdapter(HttpStreamAdapter):
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
-        return build_payload(request, name_map, context_window=self.config.context_window)
+        return build_payload(
+            request, name_map, context_window=self.config.context_window, fields=self._fields(request)
+        )
 
     def _translator(self, request: ModelRequest, name_map: ToolNameMap) -> StreamTranslator:
         return StreamTranslator(provider=self.provider_key, model=request.model, name_map=name_map)
@@ -266,8 +316,10 @@ class OllamaAdapter(HttpStreamAdapter):
         return self._error(status_error_type(status), f"ollama HTTP {status}: {message}", request, raw=raw)
 
     async def _network_preflight(self, request: ModelRequest, api_key: str | None) -> ModelFailed | None:
-        """``/api/show`` capability lookup, made only when the request carries tools."""
-        if not request.tools:
+        """``/api/show`` capability lookup, made only when the request carries tools or images: tools
+        need ``"tools"``, images ``"vision"``."""
+        images = bool(request.attachments) and "image" in media_kinds(request)
+        if not request.tools and not images:
             return None
         meta: dict[str, Any] = {"provider": self.provider_key, "model": request.model}
         if request.model not in self._capabilities:
@@ -281,6 +333,17 @@ class OllamaAdapter(HttpStreamAdapter):
             caps = data.get("capabilities")
             self._capabilities[request.model] = [str(c) for c in caps] if isinstance(caps, list) else None
         caps = self._capabilities[request.model]
+        if images and (caps is None or "vision" not in caps):
+            message = (
+                f'ollama model {request.model!r} cannot read images (capabilities: {caps}); remove "image" '
+                "from model.input_modalities or use a vision model"
+            )
+            failure = self._error(
+                "unsupported_capability", message, request, capability="image", request_feature="images"
+            )
+            return ModelFailed(error=failure, metadata=meta)
+        if not request.tools:
+            return None
         if caps is None:
             message = (
                 f"ollama did not report capabilities for model {request.model!r} (older server); "

@@ -149,6 +149,12 @@ class StreamTranslator:
         events: list[ModelEvent] = []
         delta = choice.get("delta") or {}
         if isinstance(delta, dict):
+            # reasoning text: ``reasoning_content`` (DeepSeek, vLLM, llama.cpp), ``reasoning`` (OpenRouter)
+            for key in ("reasoning_content", "reasoning"):
+                thought = delta.get(key)
+                if isinstance(thought, str) and thought:
+                    events += self._asm.reasoning("reasoning", thought)
+                    break
             content = delta.get("content")
             if isinstance(content, str):
                 events += self._asm.text(content)
@@ -234,12 +240,14 @@ class OpenAIAdapter(HttpStreamAdapter):
     def _payload(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> dict[str, Any]:
-        return build_payload(request, name_map, self._cache_fields(request))
+        return build_payload(request, name_map, self._cache_fields(request), self._fields(request))
 
     def _body(
         self, request: ModelRequest, name_map: ToolNameMap, prefix: tuple[PrefixEntry, int] | None = None
     ) -> bytes:
-        return self._encoder.encode(request, name_map, prefix, self._cache_fields(request))
+        return self._encoder.encode(
+            request, name_map, prefix, self._cache_fields(request), self._fields(request)
+        )
 
     def _cache_fields(self, request: ModelRequest) -> list[tuple[str, Any]]:
         """The prompt-cache fields: ``prompt_cache_key`` (the request's ``metadata["prompt_cache_key"]``,
@@ -283,6 +291,11 @@ class OpenAIAdapter(HttpStreamAdapter):
                 raw=raw,
                 capability="tools",
                 request_feature="tools",
+            )
+        if client_error and ("'max_tokens'" in message or "'temperature'" in message):
+            message += (
+                " (a reasoning model: set [model] reasoning_effort, or openai_token_field = "
+                '"max_completion_tokens" and temperature = "default")'
             )
         if client_error and ("prompt_cache_key" in message or "cache_prompt" in message):
             message += (

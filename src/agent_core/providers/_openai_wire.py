@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_core._memo import WireMemo
+from agent_core.providers._media import data_url, document_filename
+from agent_core.providers._model_fields import RequestFields
 from agent_core.providers._prefix import PrefixEntry
 from agent_core.providers._tool_mapping import (
     ToolNameMap,
@@ -28,7 +30,14 @@ from agent_core.providers._tool_mapping import (
     render_tool_result,
     system_texts,
 )
-from agent_core.types.content import ToolCallBlock, ToolResultBlock
+from agent_core.types.content import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    ReasoningBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from agent_core.types.model import ModelMessage, ModelRequest, ToolChoiceNamed
 from agent_core.types.tools import ToolDefinition
 
@@ -46,8 +55,40 @@ def _dumps(value: Any) -> bytes:
 
 
 # -- one message's entry ------------------------------------------------------------------------------
-def user_entry(message: ModelMessage) -> dict[str, Any]:
-    return {"role": "user", "content": render_blocks(message.content)}
+Attachments = dict[str, bytes]
+
+
+def media_part(block: ImageBlock | DocumentBlock, attachments: Attachments) -> dict[str, Any]:
+    """A Chat Completions content part: ``image_url`` with a data URL, or a ``file`` part for a PDF."""
+    data = attachments.get(block.artifact_id, b"")
+    if isinstance(block, ImageBlock):
+        image: dict[str, Any] = {"url": data_url(block.mime_type, data)}
+        if block.detail is not None:
+            image["detail"] = block.detail
+        return {"type": "image_url", "image_url": image}
+    return {
+        "type": "file",
+        "file": {"filename": document_filename(block), "file_data": data_url(block.mime_type, data)},
+    }
+
+
+def content_parts(blocks: list[ContentBlock], attachments: Attachments) -> str | list[dict[str, Any]]:
+    """The content of a user entry: its rendered text, or text and media parts when it has media."""
+    if not any(isinstance(b, ImageBlock | DocumentBlock) for b in blocks):
+        return render_blocks(blocks)
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, ImageBlock | DocumentBlock):
+            parts.append(media_part(block, attachments))
+        else:
+            text = render_blocks([block])
+            if text:
+                parts.append({"type": "text", "text": text})
+    return parts
+
+
+def user_entry(message: ModelMessage, attachments: Attachments | None = None) -> dict[str, Any]:
+    return {"role": "user", "content": content_parts(list(message.content), attachments or {})}
 
 
 def tool_entry(block: ToolResultBlock) -> dict[str, Any]:
@@ -55,9 +96,26 @@ def tool_entry(block: ToolResultBlock) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": block.tool_call_id, "content": content}
 
 
+def tool_media_entry(blocks: list[ToolResultBlock], attachments: Attachments) -> dict[str, Any] | None:
+    """Chat Completions takes only text in a tool message: the images and PDFs tool results returned
+    follow in one user message, each introduced by the call it came from."""
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        media = [b for b in block.content if isinstance(b, ImageBlock | DocumentBlock)]
+        if media:
+            parts.append({"type": "text", "text": f"[attached by tool call {block.tool_call_id}]"})
+            parts += [media_part(b, attachments) for b in media]
+    return {"role": "user", "content": parts} if parts else None
+
+
 def assistant_entry(message: ModelMessage, name_map: ToolNameMap) -> dict[str, Any]:
-    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock)])
+    text = render_blocks([b for b in message.content if not isinstance(b, ToolCallBlock | ReasoningBlock)])
     entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    reasoning = [b.text for b in message.content if isinstance(b, ReasoningBlock) and b.provider == "openai"]
+    if any(
+        reasoning
+    ):  # a server that streamed ``reasoning_content`` (DeepSeek, vLLM, llama.cpp) reads it back
+        entry["reasoning_content"] = "\n\n".join(t for t in reasoning if t)
     blocks = [b for b in message.content if isinstance(b, ToolCallBlock)]
     if blocks:
         entry["tool_calls"] = [
@@ -79,6 +137,9 @@ def merge_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, 
     ending with two assistant messages."""
     text = (first.get("content") or "") + (second.get("content") or "")
     merged: dict[str, Any] = {"role": "assistant", "content": text or None}
+    reasoning = "\n\n".join(r for r in (first.get("reasoning_content"), second.get("reasoning_content")) if r)
+    if reasoning:
+        merged["reasoning_content"] = reasoning
     calls = [*first.get("tool_calls", []), *second.get("tool_calls", [])]
     if calls:
         merged["tool_calls"] = calls
@@ -124,6 +185,10 @@ def wire_messages(
             )
             blocks = [block for _, block in ranked]
         out.extend([emit("tool", block) for block in blocks])
+        if any(isinstance(b, ImageBlock | DocumentBlock) for block in blocks for b in block.content):
+            media = emit("tool_media", list(blocks))
+            if media is not None:
+                out.append(media)
         tools.clear()
 
     for position, message in enumerate(source, offset):
@@ -155,12 +220,14 @@ def wire_messages(
     return out
 
 
-def _plain_emit(name_map: ToolNameMap) -> Emit:
-    def emit(role: str, key: Any) -> dict[str, Any]:
+def _plain_emit(name_map: ToolNameMap, attachments: Attachments) -> Emit:
+    def emit(role: str, key: Any) -> dict[str, Any] | None:
         if role == "tool":
             return tool_entry(key)
+        if role == "tool_media":
+            return tool_media_entry(key, attachments)
         if role == "user":
-            return user_entry(key)
+            return user_entry(key, attachments)
         return assistant_entry(key, name_map)
 
     return emit
@@ -176,21 +243,30 @@ def _plain_chain(name_map: ToolNameMap) -> Chain:
     return chain
 
 
-def _head(request: ModelRequest) -> list[tuple[str, Any]]:
-    """The body's fields in order; ``messages`` and ``tools`` hold the request's own lists."""
-    fields: list[tuple[str, Any]] = [
+def default_fields(request: ModelRequest) -> RequestFields:
+    """The fields of a request with no reasoning configured (``temperature``, ``max_tokens``)."""
+    return RequestFields(request.temperature, "max_tokens", request.max_output_tokens)
+
+
+def _head(request: ModelRequest, fields: RequestFields | None = None) -> list[tuple[str, Any]]:
+    """The body's fields in order; ``messages`` and ``tools`` hold the request's own lists. ``fields``
+    (``providers/_model_fields.py``) names the output-limit field and what reasoning sends."""
+    chosen = fields or default_fields(request)
+    head: list[tuple[str, Any]] = [
         ("model", request.model),
         ("messages", request.messages),
         ("stream", True),
         ("stream_options", {"include_usage": True}),
     ]
-    if request.temperature is not None:
-        fields.append(("temperature", request.temperature))
-    if request.max_output_tokens is not None:
-        fields.append(("max_tokens", request.max_output_tokens))
+    if chosen.temperature is not None:
+        head.append(("temperature", chosen.temperature))
+    if chosen.max_output_tokens is not None:
+        head.append((chosen.token_field, chosen.max_output_tokens))
+    if chosen.reasoning_effort is not None:
+        head.append(("reasoning_effort", chosen.reasoning_effort))
     if request.stop_sequences:
-        fields.append(("stop", list(request.stop_sequences)))
-    return fields
+        head.append(("stop", list(request.stop_sequences)))
+    return head
 
 
 Fields = Sequence[tuple[str, Any]]
@@ -228,16 +304,19 @@ def tool_entry_of(tool: ToolDefinition, name_map: ToolNameMap) -> dict[str, Any]
     }
 
 
-def build_payload(request: ModelRequest, name_map: ToolNameMap, extra: Fields = ()) -> dict[str, Any]:
+def build_payload(
+    request: ModelRequest, name_map: ToolNameMap, extra: Fields = (), fields: RequestFields | None = None
+) -> dict[str, Any]:
     """The ``POST /chat/completions`` body for ``request`` (pure); ``extra`` fields come last."""
     payload: dict[str, Any] = {}
-    for key, value in [*_head(request), *_tail(request, name_map, extra)]:
+    for key, value in [*_head(request, fields), *_tail(request, name_map, extra)]:
         if key == "messages":
             messages: list[dict[str, Any]] = []
             system = system_texts(request)
             if system:
                 messages.append({"role": "system", "content": "\n\n".join(system)})
-            messages += wire_messages(request.messages, _plain_emit(name_map), _plain_chain(name_map))
+            emit = _plain_emit(name_map, request.attachments)
+            messages += wire_messages(request.messages, emit, _plain_chain(name_map))
             value = messages
         elif key == "tools":
             value = [tool_entry_of(tool, name_map) for tool in request.tools]
@@ -267,14 +346,16 @@ class BodyEncoder:
         name_map: ToolNameMap,
         prefix: tuple[PrefixEntry, int] | None = None,
         extra: Fields = (),
+        fields: RequestFields | None = None,
     ) -> bytes:
-        """``json.dumps(build_payload(request, name_map, extra), ensure_ascii=False)`` as UTF-8 bytes.
+        """``json.dumps(build_payload(request, name_map, extra, fields), ensure_ascii=False)`` as UTF-8
+        bytes.
 
         ``prefix`` = (the conversation's entry, messages shared with its previous request): the encoded
         history up to the last user message within the shared part is reused.
         """
         out: list[bytes] = [b"{"]
-        for index, (key, value) in enumerate([*_head(request), *_tail(request, name_map, extra)]):
+        for index, (key, value) in enumerate([*_head(request, fields), *_tail(request, name_map, extra)]):
             out += (b", " if index else b"", _dumps(key), b": ")
             if key == "messages":
                 _list_into(out, self._messages(request, name_map, prefix))
@@ -300,7 +381,7 @@ class BodyEncoder:
         system = prefix[0].system_texts(request) if prefix is not None else system_texts(request)
         head = [self._system_entry(system)] if system else []
         source = request.messages
-        emit = self._emitter(name_map)
+        emit = self._emitter(name_map, request.attachments)
         chain = _encoded_chain(name_map)
         if prefix is None:
             return head + wire_messages(source, emit, chain)
@@ -336,10 +417,13 @@ class BodyEncoder:
             parts.append(body)
         return b'{"role": "system", "content": "' + b"\\n\\n".join(parts) + b'"}'
 
-    def _emitter(self, name_map: ToolNameMap) -> Emit:
+    def _emitter(self, name_map: ToolNameMap, attachments: Attachments) -> Emit:
         memo = self.memo
 
-        def emit(role: str, key: Any) -> bytes:
+        def emit(role: str, key: Any) -> bytes | None:
+            if role == "tool_media":
+                entry = tool_media_entry(key, attachments)
+                return None if entry is None else _dumps(entry)
             cached = memo.get(key)
             if role == "assistant":
                 if cached is not None and all(name_map.mangle(c) == p for c, p in cached[1]):
@@ -350,9 +434,10 @@ class BodyEncoder:
                 memo.put(key, (encoded, tuple((b.name, name_map.mangle(b.name)) for b in calls)))
                 return encoded
             if cached is None:
-                cached = _dumps(tool_entry(key) if role == "tool" else user_entry(key))
+                cached = _dumps(tool_entry(key) if role == "tool" else user_entry(key, attachments))
                 memo.put(key, cached)
-            return cached
+            encoded_entry: bytes = cached
+            return encoded_entry
 
         return emit
 

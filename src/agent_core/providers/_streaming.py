@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from agent_core._redaction import Redactor
 from agent_core.config.model import ResolvedModelConfig, RetryConfig
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.providers._model_fields import FieldsError, RequestFields, media_problem, request_fields
+from agent_core.providers._overflow import overflow_message, recognise_overflow
 from agent_core.providers._prefix import PrefixEntry, PrefixMemo
 from agent_core.providers._sse import body_encoding, content_type_problem, read_events
 from agent_core.providers._tool_mapping import ToolNameMap
@@ -41,6 +43,7 @@ from agent_core.types.model import (
     ModelCompleted,
     ModelEvent,
     ModelFailed,
+    ModelReasoningDelta,
     ModelRequest,
     ModelStarted,
     ModelTextDelta,
@@ -443,6 +446,29 @@ class HttpStreamAdapter(ABC):
             )
         return value, None
 
+    def _fields(self, request: ModelRequest) -> RequestFields:
+        """The request's sampling/output/reasoning fields (``providers/_model_fields.py``)."""
+        return request_fields(self.provider_key, self.config, request)
+
+    def _capability_preflight(self, request: ModelRequest) -> ProviderErrorPayload | None:
+        """``unsupported_capability`` for images/documents the model cannot read; ``config`` for a
+        reasoning configuration the provider would refuse."""
+        problem = media_problem(self.provider_key, self.config, request)
+        if problem is not None:
+            capability, message = problem
+            return self._error(
+                "unsupported_capability",
+                message,
+                request,
+                capability=capability,
+                request_feature="model.input_modalities",
+            )
+        try:
+            self._fields(request)
+        except FieldsError as exc:
+            return self._error("config", str(exc), request)
+        return None
+
     def _meta(self, request: ModelRequest) -> dict[str, Any]:
         return {"provider": self.provider_key, "model": request.model}
 
@@ -489,8 +515,30 @@ class HttpStreamAdapter(ABC):
                 break
         return bytes(data[:limit]).decode("utf-8", errors="replace")
 
+    def overflow_error(
+        self, request: ModelRequest, raw: dict[str, Any] | None, message: str, status: int | None = None
+    ) -> ProviderErrorPayload | None:
+        """A ``prompt_too_long`` error when ``raw``/``message`` says the prompt exceeds the model's window
+        (``providers/_overflow.py``), else ``None``."""
+        overflow = recognise_overflow(raw, message)
+        if overflow is None:
+            return None
+        return self._error(
+            "prompt_too_long",
+            overflow_message(self.provider_key, overflow, body_message(raw or {}) or message),
+            request,
+            raw=raw,
+            status_code=status,
+            prompt_tokens=overflow.prompt_tokens,
+            context_window=overflow.context_window,
+        )
+
     async def _status_failure(self, request: ModelRequest, response: httpx.Response) -> ProviderErrorPayload:
         raw = body_excerpt(await self._read_body(response))
+        if 400 <= response.status_code < 600 and response.status_code not in (401, 403, 429):
+            overflow = self.overflow_error(request, raw, "", response.status_code)
+            if overflow is not None:
+                return overflow
         error = self._http_error(request, response.status_code, raw)
         retry_after = parse_retry_after(response.headers)
         return error.model_copy(update={"status_code": response.status_code, "retry_after_ms": retry_after})
@@ -524,6 +572,10 @@ class HttpStreamAdapter(ABC):
             return
         if request.max_output_tokens is None:
             request = request.model_copy(update={"max_output_tokens": self.config.max_output_tokens})
+        failure = self._capability_preflight(request)
+        if failure is not None:
+            yield ModelFailed(error=failure, metadata=self._meta(request))
+            return
         name_map = ToolNameMap([tool.name for tool in request.tools] + prefix[0].names)
         rejected = await self._network_preflight(request, api_key)
         if rejected is not None:
@@ -537,6 +589,9 @@ class HttpStreamAdapter(ABC):
             model=request.model,
             metadata={"purpose": self.config.purpose, "profile": self.config.profile},
         )
+        notes = self._fields(request).notes
+        if notes:
+            yield ProviderDebug(kind="request_fields", data={"notes": list(notes)})
         if debug:
             payload = json.loads(body)
             yield ProviderDebug(kind="raw_request", data={"url": url, "body": self._redactor.value(payload)})
@@ -571,7 +626,9 @@ class HttpStreamAdapter(ABC):
                                     if isinstance(event, ModelCompleted | ModelFailed):
                                         terminal = event
                                         break
-                                    if isinstance(event, ModelTextDelta | ToolCallDelta):
+                                    if isinstance(
+                                        event, ModelTextDelta | ToolCallDelta | ModelReasoningDelta
+                                    ):
                                         yielded_delta = True
                                         if first_delta_at is None:
                                             first_delta_at = time.monotonic()

@@ -16,7 +16,10 @@ from agent_core._jsontext import compact_json
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonBlock,
+    ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -134,6 +137,12 @@ def render_block(block: ContentBlock) -> str:
         return text + "]"
     if isinstance(block, ToolResultBlock):
         return render_blocks(block.content)
+    if isinstance(block, ImageBlock):
+        return f"[image {block.artifact_id} ({block.mime_type})]"
+    if isinstance(block, DocumentBlock):
+        return f"[document {block.artifact_id} ({block.mime_type})]"
+    if isinstance(block, ReasoningBlock):
+        return ""  # reasoning never becomes text of a message
     return compact_json({"tool_call": block.name, "arguments": block.arguments})
 
 

@@ -21,11 +21,12 @@ from agent_core._ids import is_printable_id, new_id
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ErrorCode
 from agent_core.providers._tool_mapping import ToolNameMap
-from agent_core.types.content import ContentBlock, TextBlock, ToolCallBlock
+from agent_core.types.content import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from agent_core.types.model import (
     ModelCompleted,
     ModelEvent,
     ModelFailed,
+    ModelReasoningDelta,
     ModelRequest,
     ModelTextDelta,
     ProviderErrorPayload,
@@ -62,6 +63,7 @@ ERROR_TYPES: dict[str, tuple[ErrorCode, bool]] = {
     "protocol": (ErrorCode.provider_error, False),
     "closed": (ErrorCode.provider_error, False),
     "internal": (ErrorCode.internal_error, False),
+    "prompt_too_long": (ErrorCode.validation_error, False),
 }
 """The classification table of §5: error ``type`` -> (``code``, ``retryable``)."""
 
@@ -146,6 +148,15 @@ def stop_reason(reason: str, raw: str | None, *, has_tool_calls: bool) -> StopRe
 
 
 @dataclass(slots=True)
+class _Reasoning:
+    """One reasoning block in the making (its text arrives in fragments; the signature at its end)."""
+
+    fragments: list[str] = field(default_factory=list)
+    signature: str | None = None
+    redacted: bool = False
+
+
+@dataclass(slots=True)
 class _PendingCall:
     index: int
     provider_id: str | None
@@ -172,7 +183,8 @@ class MessageAssembler:
         self.usage = Usage()
         self.response_id: str | None = None
         self.delta_count = 0
-        self._parts: list[list[str] | _PendingCall] = []
+        self._parts: list[list[str] | _PendingCall | _Reasoning] = []
+        self._reasoning: dict[object, _Reasoning] = {}
         self._calls: dict[object, _PendingCall] = {}
         self._used_ids: set[str] = set()
 
@@ -191,6 +203,43 @@ class MessageAssembler:
         """Starts a new text segment (a provider text block boundary)."""
         if self._parts and isinstance(self._parts[-1], list) and self._parts[-1]:
             self._parts.append([])
+
+    # -- reasoning --------------------------------------------------------------------------------
+    def start_reasoning(self, key: object, *, redacted: bool = False, signature: str | None = None) -> None:
+        """Opens a reasoning block (a provider reasoning/thinking item) at the current position."""
+        part = _Reasoning(signature=signature, redacted=redacted)
+        self._reasoning[key] = part
+        self._parts.append(part)
+
+    def has_reasoning(self, key: object) -> bool:
+        return key in self._reasoning
+
+    def reasoning(self, key: object, text: str) -> list[ModelEvent]:
+        """A reasoning text fragment (a block is opened on first sight of ``key``)."""
+        if not self.has_reasoning(key):
+            self.start_reasoning(key)
+        if not text:
+            return []
+        self._reasoning[key].fragments.append(text)
+        self.delta_count += 1
+        return [ModelReasoningDelta(text=text)]
+
+    def reasoning_signature(self, key: object, signature: str, *, append: bool = False) -> None:
+        """Sets (or, ``append``, extends) the opaque signature of reasoning block ``key``."""
+        if not self.has_reasoning(key):
+            self.start_reasoning(key)
+        part = self._reasoning[key]
+        part.signature = (part.signature or "") + signature if append else signature
+
+    def set_reasoning_text(self, key: object, text: str) -> None:
+        """Replaces the text of block ``key`` (the provider's final text for it, when it differs)."""
+        if not self.has_reasoning(key):
+            self.start_reasoning(key)
+        self._reasoning[key].fragments = [text] if text else []
+
+    def reasoning_text(self, key: object) -> str:
+        part = self._reasoning.get(key)
+        return "".join(part.fragments) if part is not None else ""
 
     # -- tool calls -------------------------------------------------------------------------------
     def has_call(self, key: object) -> bool:
@@ -294,6 +343,18 @@ class MessageAssembler:
                 text = "".join(part)
                 if text:
                     content.append(TextBlock(text=text))
+                continue
+            if isinstance(part, _Reasoning):
+                text = "".join(part.fragments)
+                if text or part.signature or part.redacted:
+                    content.append(
+                        ReasoningBlock(
+                            text=text,
+                            signature=part.signature,
+                            provider=self.provider,
+                            redacted=part.redacted,
+                        )
+                    )
                 continue
             raw = "".join(part.fragments)
             arguments, error = parse_arguments(raw)

@@ -2,7 +2,8 @@
 
 Keys match ``^[a-z][a-z0-9_-]*$``; registering an existing key replaces it (last registration wins);
 an unknown key raises ``ConfigError(config_error)``. ``ProviderRegistry()`` holds exactly the built-in
-keys ``openai``, ``anthropic`` and ``ollama``; ``include_builtins=False`` starts empty.
+keys ``openai``, ``anthropic``, ``ollama`` and ``openai_responses``; ``include_builtins=False`` starts
+empty.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _BUILTINS = {
     "openai": _Builtin("agent_core.providers._openai_compatible", "OpenAIAdapter"),
     "anthropic": _Builtin("agent_core.providers._anthropic", "AnthropicAdapter"),
     "ollama": _Builtin("agent_core.providers._ollama", "OllamaAdapter"),
+    "openai_responses": _Builtin("agent_core.providers._openai_responses", "OpenAIResponsesAdapter"),
 }
 
 

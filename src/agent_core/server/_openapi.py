@@ -326,6 +326,30 @@ def openapi_document(version: str) -> dict[str, Any]:
                 },
             }
         },
+        "/api/artifacts/{artifact_id}": {
+            "get": {
+                "summary": "An image or PDF of the conversation (a message's attachment, a tool's image)",
+                "parameters": [
+                    {"name": "artifact_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the bytes",
+                        "content": {
+                            media: {"schema": {"type": "string", "format": "binary"}}
+                            for media in (
+                                "image/png",
+                                "image/jpeg",
+                                "image/gif",
+                                "image/webp",
+                                "application/pdf",
+                            )
+                        },
+                    },
+                    **_errors(404),
+                },
+            }
+        },
         "/api/sessions/{session_id}/team": {
             "get": {
                 "summary": "The teammates of the session's team with their state and unread inbox entries",

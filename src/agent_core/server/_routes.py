@@ -231,6 +231,24 @@ async def answer_approval(request: Request) -> Response:
     return _json(AnswerResult(request_id=request_id, status="answered", decision=body.decision))
 
 
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"})
+"""Artifacts the UI shows (images and PDFs of the conversation); never SVG or HTML."""
+
+
+async def artifact_media(request: Request) -> Response:
+    """An image or PDF artifact for the conversation view (404 for anything else)."""
+    state = _state(request)
+    artifact_id = str(request.path_params["artifact_id"])
+    try:
+        data, mime = await state.runtime.read_artifact(artifact_id)
+    except AgentCoreError as exc:
+        raise ApiError(404, ErrorCode.file_not_found, f"unknown artifact {artifact_id!r}") from exc
+    if mime not in MEDIA_TYPES:
+        raise ApiError(404, ErrorCode.file_not_found, f"artifact {artifact_id!r} is not an image or PDF")
+    headers = {"Content-Disposition": "inline", "Cache-Control": "private, max-age=3600"}
+    return Response(data, media_type=mime, headers=headers)
+
+
 async def get_session(request: Request) -> Response:
     state = _state(request)
     session_id = request.path_params["session_id"]
@@ -327,5 +345,6 @@ API_ROUTES = [
     Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),
     Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
+    Route("/api/artifacts/{artifact_id}", artifact_media, methods=["GET"]),
     Route("/api/sessions/{session_id}/team", session_team, methods=["GET"]),
 ]

@@ -13,7 +13,12 @@
   :class:`AnthropicWire`, :class:`OllamaWire` and the response kinds (:func:`stream`, :func:`error`,
   :func:`hold_open`, :func:`drop_after`, :func:`stall`), for integration tests of the real adapters;
   with :class:`AnthropicPromptCache` / :class:`OpenAIPromptCache` they report the usage of the vendor's
-  prompt cache (cache reads and writes) for the requests they receive.
+  prompt cache (cache reads and writes) for the requests they receive; :class:`ScriptedResponsesServer`
+  and :class:`ResponsesWire` do the same for OpenAI's Responses API;
+* the servers enforce their vendor's request rules (reasoning models, extended thinking, image input,
+  context windows) and answer a breach with the vendor's exact error: :class:`ModelRules` per model, and
+  the overflow bodies (:func:`openai_overflow`, :func:`responses_overflow`, :func:`anthropic_overflow`,
+  :func:`llamacpp_overflow`, :func:`ollama_overflow`) to script them.
 
 Every model records the requests it received (``model.requests``). Importing ``agent_core`` does not
 import this package.
@@ -33,6 +38,15 @@ from agent_core.testing._prompt_cache import (
     CacheTotals,
     OpenAIPromptCache,
     PromptCacheError,
+)
+from agent_core.testing._responses import ResponsesWire, ScriptedResponsesServer
+from agent_core.testing._rules import (
+    ModelRules,
+    anthropic_overflow,
+    llamacpp_overflow,
+    ollama_overflow,
+    openai_overflow,
+    responses_overflow,
 )
 from agent_core.testing._runtime import open_runtime
 from agent_core.testing._servers import (
@@ -65,28 +79,36 @@ __all__ = [
     "ModelMessage",
     "ModelReply",
     "ModelRequest",
+    "ModelRules",
     "OllamaWire",
     "OpenAIPromptCache",
     "OpenAIWire",
     "PromptCacheError",
     "Response",
+    "ResponsesWire",
     "ScriptedAnthropicServer",
     "ScriptedOllamaServer",
     "ScriptedOpenAIServer",
     "ScriptedRequest",
+    "ScriptedResponsesServer",
     "ScriptedServer",
     "TestModel",
     "advertised_tool_name",
+    "anthropic_overflow",
     "drop_after",
     "error",
     "example_value",
     "hold_open",
     "json_reply",
     "last_user_text",
+    "llamacpp_overflow",
     "normalise_request",
+    "ollama_overflow",
     "open_runtime",
+    "openai_overflow",
     "record",
     "replay",
+    "responses_overflow",
     "stall",
     "stream",
     "tool_results",

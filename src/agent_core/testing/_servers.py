@@ -30,7 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.testing import _rules
 from agent_core.testing._prompt_cache import AnthropicPromptCache, OpenAIPromptCache, PromptCacheError
+from agent_core.testing._rules import ModelRules
 from agent_core.testing._wire import (
     AnthropicWire,
     OllamaWire,
@@ -141,8 +143,13 @@ class ScriptedServer:
     base_path = ""
     request_id_header = "x-request-id"
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, models: dict[str, ModelRules] | None = None) -> None:
         self.strict = strict
+        self.models: dict[str, ModelRules] = dict(models or {})
+        """What each model accepts (:class:`~agent_core.testing.ModelRules`); others get ``default_rules``."""
+        self.default_rules = ModelRules()
+        self.rejections: list[tuple[ScriptedRequest, int, Any]] = []
+        """Requests the vendor rules refused: (request, status, error body)."""
         self.allow_unconsumed = False
         self.requests: list[ScriptedRequest] = []
         self.disconnects: list[Disconnect] = []
@@ -261,6 +268,18 @@ class ScriptedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # -- the vendor's rules -----------------------------------------------------------------------
+    def rules_for(self, model: object) -> ModelRules:
+        return self.models.get(str(model), self.default_rules)
+
+    def _check_rules(self, request: ScriptedRequest) -> _rules.Rejection | None:
+        """The vendor's error for a request it would refuse (``agent_core.testing._rules``), else ``None``."""
+        return None
+
+    def _observe(self, frames: Sequence[str | bytes], request: ScriptedRequest) -> Sequence[str | bytes]:
+        """Sees the frames of a response before they are sent (what it issues); may adjust them."""
+        return frames
+
     # -- prompt-cache emulation -------------------------------------------------------------------
     def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
         """Computes ``request.cache_usage`` when the server emulates a prompt cache; the rejection of a
@@ -309,7 +328,10 @@ class ScriptedServer:
                 if request is None:
                     break
                 self.requests.append(request)
-                rejected = self._emulate_cache(request)
+                refused = self._check_rules(request) if isinstance(request.json, dict) else None
+                if refused is not None:
+                    self.rejections.append((request, *refused))
+                rejected = error(*refused) if refused is not None else self._emulate_cache(request)
                 response = rejected if rejected is not None else self._choose(request)
                 if not await self._respond(response, request, reader, writer):
                     break
@@ -420,6 +442,8 @@ class ScriptedServer:
         try:
             delay = response.delay_s if isinstance(response, StreamResponse) else 0.0
             frames = response.frames
+            if status < 400:
+                frames = list(self._observe(frames, request))
             if request.cache_usage is not None and status < 400:
                 frames = [self._with_usage(frame, request) for frame in frames]
             await self._send_frames(writer, frames, delay)
@@ -459,9 +483,20 @@ class ScriptedOpenAIServer(ScriptedServer):
     name = "openai"
     base_path = "/v1"
 
-    def __init__(self, *, strict: bool = True, prompt_cache: OpenAIPromptCache | None = None) -> None:
-        super().__init__(strict=strict)
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        prompt_cache: OpenAIPromptCache | None = None,
+        models: dict[str, ModelRules] | None = None,
+    ) -> None:
+        super().__init__(strict=strict, models=models)
         self.prompt_cache = prompt_cache
+
+    def _check_rules(self, request: ScriptedRequest) -> _rules.Rejection | None:
+        if not request.path.endswith("/chat/completions"):
+            return None
+        return _rules.check_openai_chat(request.json, self.rules_for(request.json.get("model")))
 
     def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
         cache = self.prompt_cache
@@ -512,9 +547,28 @@ class ScriptedAnthropicServer(ScriptedServer):
     name = "anthropic"
     request_id_header = "request-id"
 
-    def __init__(self, *, strict: bool = True, prompt_cache: AnthropicPromptCache | None = None) -> None:
-        super().__init__(strict=strict)
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        prompt_cache: AnthropicPromptCache | None = None,
+        models: dict[str, ModelRules] | None = None,
+    ) -> None:
+        super().__init__(strict=strict, models=models)
         self.prompt_cache = prompt_cache
+        self.signatures: dict[str, str] = {}
+        """Thinking signatures this server issued → the text each signs."""
+        self.redacted_data: set[str] = set()
+
+    def _check_rules(self, request: ScriptedRequest) -> _rules.Rejection | None:
+        if not request.path.endswith("/messages"):
+            return None
+        rules = self.rules_for(request.json.get("model"))
+        return _rules.check_anthropic(request.json, rules, self.signatures, self.redacted_data)
+
+    def _observe(self, frames: Sequence[str | bytes], request: ScriptedRequest) -> Sequence[str | bytes]:
+        _rules.observe_anthropic_frames(frames, self.signatures, self.redacted_data)
+        return frames
 
     def _emulate_cache(self, request: ScriptedRequest) -> Response | None:
         if self.prompt_cache is None or not request.path.endswith("/messages"):
@@ -559,8 +613,14 @@ class ScriptedOllamaServer(ScriptedServer):
     name = "ollama"
     content_type = "application/x-ndjson"
 
-    def __init__(self, *, capabilities: Sequence[str] | None = ("completion", "tools"), strict: bool = True):
-        super().__init__(strict=strict)
+    def __init__(
+        self,
+        *,
+        capabilities: Sequence[str] | None = ("completion", "tools"),
+        strict: bool = True,
+        models: dict[str, ModelRules] | None = None,
+    ):
+        super().__init__(strict=strict, models=models)
         self.capabilities: list[str] | None = list(capabilities) if capabilities is not None else None
         self.show_queue: deque[Response] = deque()
 
@@ -576,6 +636,13 @@ class ScriptedOllamaServer(ScriptedServer):
             if self.capabilities is not None:
                 body["capabilities"] = list(self.capabilities)
             return json_reply(body)
+        if request.path == "/api/chat" and isinstance(request.json, dict):
+            refused = _rules.check_ollama(
+                request.json, self.rules_for(request.json.get("model")), self.capabilities
+            )
+            if refused is not None:
+                self.rejections.append((request, *refused))
+                return error(*refused)
         tools_disabled = self.capabilities is None or "tools" not in self.capabilities
         wants_tools = isinstance(request.json, dict) and bool(request.json.get("tools"))
         if request.path == "/api/chat" and wants_tools and tools_disabled:

@@ -75,6 +75,11 @@ class OpenAIWire:
         return cls.chunk({"content": text})
 
     @classmethod
+    def reasoning(cls, text: str, field: str = "reasoning_content") -> str:
+        """A reasoning delta as DeepSeek, vLLM and llama.cpp stream it (``reasoning`` for OpenRouter)."""
+        return cls.chunk({field: text})
+
+    @classmethod
     def tool_call(cls, index: int, call_id: str, name: str, arguments: str = "") -> str:
         call = {
             "index": index,
@@ -193,6 +198,27 @@ class AnthropicWire:
         return cls.frame("content_block_start", {"index": index, "content_block": block})
 
     @classmethod
+    def thinking_start(cls, index: int) -> str:
+        block = {"type": "thinking", "thinking": ""}
+        return cls.frame("content_block_start", {"index": index, "content_block": block})
+
+    @classmethod
+    def thinking_delta(cls, index: int, text: str) -> str:
+        delta = {"type": "thinking_delta", "thinking": text}
+        return cls.frame("content_block_delta", {"index": index, "delta": delta})
+
+    @classmethod
+    def signature_delta(cls, index: int, signature: str) -> str:
+        delta = {"type": "signature_delta", "signature": signature}
+        return cls.frame("content_block_delta", {"index": index, "delta": delta})
+
+    @classmethod
+    def redacted_thinking(cls, index: int, data: str) -> str:
+        """A ``redacted_thinking`` block (it arrives whole, in its start event)."""
+        block = {"type": "redacted_thinking", "data": data}
+        return cls.frame("content_block_start", {"index": index, "content_block": block})
+
+    @classmethod
     def input_json(cls, index: int, partial: str) -> str:
         delta = {"type": "input_json_delta", "partial_json": partial}
         return cls.frame("content_block_delta", {"index": index, "delta": delta})
@@ -224,15 +250,37 @@ class AnthropicWire:
         return cls.frame("error", {"error": {"type": type_, "message": message}})
 
     @classmethod
-    def text_stream(
-        cls, *texts: str, stop_reason: str = "end_turn", input_tokens: int = 10, output_tokens: int = 5
-    ) -> list[str]:
+    def thinking(cls, index: int, text: str, signature: str) -> list[str]:
+        """A whole thinking block: its text in deltas, then its signature."""
+        parts = split_text(text, 2) if text else []
         return [
-            cls.message_start(input_tokens=input_tokens),
-            cls.text_start(0),
+            cls.thinking_start(index),
+            *(cls.thinking_delta(index, part) for part in parts),
+            cls.signature_delta(index, signature),
+            cls.block_stop(index),
+        ]
+
+    @classmethod
+    def text_stream(
+        cls,
+        *texts: str,
+        stop_reason: str = "end_turn",
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        thinking: tuple[str, str] | None = None,
+    ) -> list[str]:
+        """A text answer; ``thinking`` = (text, signature) puts a thinking block before it."""
+        frames = [cls.message_start(input_tokens=input_tokens)]
+        index = 0
+        if thinking is not None:
+            frames += cls.thinking(0, *thinking)
+            index = 1
+        return [
+            *frames,
+            cls.text_start(index),
             cls.ping(),
-            *(cls.text_delta(0, t) for t in texts),
-            cls.block_stop(0),
+            *(cls.text_delta(index, t) for t in texts),
+            cls.block_stop(index),
             cls.message_delta(stop_reason, output_tokens),
             cls.message_stop(),
         ]
@@ -246,12 +294,17 @@ class AnthropicWire:
         fragments: int = 3,
         cache_read: int | None = None,
         cache_write: int | None = None,
+        thinking: tuple[str, str] | None = None,
     ) -> list[str]:
+        """Tool calls ``(id, provider name, arguments)``; ``thinking`` = (text, signature) comes first."""
         frames = [cls.message_start(cache_read=cache_read, cache_write=cache_write)]
         index = 0
-        if text:
-            frames += [cls.text_start(0), cls.text_delta(0, text), cls.block_stop(0)]
+        if thinking is not None:
+            frames += cls.thinking(0, *thinking)
             index = 1
+        if text:
+            frames += [cls.text_start(index), cls.text_delta(index, text), cls.block_stop(index)]
+            index += 1
         for call_id, name, arguments in calls:
             frames.append(cls.tool_use_start(index, call_id, name))
             frames.extend(
@@ -278,6 +331,14 @@ class OllamaWire:
                 "message": {"role": "assistant", "content": text},
                 "done": False,
             }
+        )
+
+    @classmethod
+    def thinking(cls, text: str, model: str = "test-model") -> str:
+        """A ``message.thinking`` line (a model run with ``think``)."""
+        message = {"role": "assistant", "content": "", "thinking": text}
+        return cls.line(
+            {"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message, "done": False}
         )
 
     @classmethod

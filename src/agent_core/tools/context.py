@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEvent
+from agent_core._media import MediaPolicy
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType, RunMode
 from agent_core.types.runtime import Node
@@ -117,6 +118,8 @@ class RunScope:
     autonomous teammate working a step of its lead's board)."""
     mcp_failed_servers: set[str] = field(default_factory=set)
     """MCP servers that failed during this run: their tools are not offered again in it."""
+    media: MediaPolicy | None = None
+    """What the run's model reads besides text (images, PDFs) and their limits; ``None``: text only."""
 
 
 @dataclass(kw_only=True, eq=False, slots=True)

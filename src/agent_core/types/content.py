@@ -47,17 +47,80 @@ class ArtifactRefBlock(StrictModel):
     mime_type: str | None = None
 
 
+class ReasoningBlock(StrictModel):
+    """A model's reasoning (OpenAI reasoning summaries, Anthropic thinking, Ollama ``thinking``).
+
+    ``signature`` is the provider's opaque proof or payload that must travel back unchanged (Anthropic's
+    thinking ``signature`` or a ``redacted_thinking`` block's ``data``; the Responses API's
+    ``encrypted_content``); ``None`` when the provider gives none. ``provider`` is the provider key that
+    produced it: the block is sent back only to that provider (and model). ``redacted``: the provider
+    withheld the text (Anthropic ``redacted_thinking``; ``text`` is then empty).
+    """
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    signature: str | None = None
+    provider: str
+    redacted: bool = False
+
+
+class ImageBlock(StrictModel):
+    """An image the model sees; the bytes are the artifact ``artifact_id`` (never inline in storage).
+
+    ``detail`` is OpenAI's resolution hint (``auto``/``low``/``high``); other providers ignore it.
+    """
+
+    type: Literal["image"] = "image"
+    artifact_id: str
+    mime_type: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class DocumentBlock(StrictModel):
+    """A document (PDF) the model reads; the bytes are the artifact ``artifact_id``."""
+
+    type: Literal["document"] = "document"
+    artifact_id: str
+    mime_type: str = "application/pdf"
+
+
 ContentBlock = Annotated[
-    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock,
+    TextBlock
+    | JsonBlock
+    | ToolCallBlock
+    | ToolResultBlock
+    | ArtifactRefBlock
+    | ReasoningBlock
+    | ImageBlock
+    | DocumentBlock,
     Field(discriminator="type"),
 ]
-"""Discriminated union of the five v1 block types."""
+"""Discriminated union of the content block types."""
+
+MediaBlock = ImageBlock | DocumentBlock
+"""The blocks whose bytes an adapter sends from ``ModelRequest.attachments``."""
 
 
 content_list_adapter: TypeAdapter[list[ContentBlock]] = TypeAdapter(
     list[ContentBlock], config=ConfigDict(defer_build=True)
 )
 """Validates/serialises ``list[ContentBlock]`` (e.g. ``content_json`` columns)."""
+
+
+def media_ids(blocks: "list[ContentBlock]") -> list[str]:
+    """Artifact ids of the image and document blocks of ``blocks`` (tool results included), in order."""
+    found: list[str] = []
+    for block in blocks:
+        if isinstance(block, ImageBlock | DocumentBlock):
+            found.append(block.artifact_id)
+        elif isinstance(block, ToolResultBlock):
+            found.extend(media_ids(block.content))
+    return found
+
+
+def reasoning_of(blocks: "list[ContentBlock]") -> str:
+    """The text of the ``reasoning`` blocks, joined by blank lines."""
+    return "\n\n".join(b.text for b in blocks if isinstance(b, ReasoningBlock) and b.text)
 
 
 def text_of(blocks: list[ContentBlock]) -> str:

@@ -100,9 +100,12 @@ class EventType(StrEnum):
     model_started = "model_started"
     model_progress = "model_progress"
     model_text_delta = "model_text_delta"
+    reasoning_delta = "reasoning_delta"
     tool_call_delta = "tool_call_delta"
     model_completed = "model_completed"
     model_failed = "model_failed"
+    model_fallback = "model_fallback"
+    context_overflow = "context_overflow"
     provider_debug = "provider_debug"
     tool_started = "tool_started"
     tool_progress = "tool_progress"
@@ -198,6 +201,7 @@ TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
     {
         EventType.message_delta,
         EventType.model_text_delta,
+        EventType.reasoning_delta,
         EventType.tool_call_delta,
         EventType.provider_debug,
         EventType.tool_progress,

@@ -13,7 +13,10 @@ from agent_core.types.base import StrictModel, empty_list
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonBlock,
+    ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -57,12 +60,15 @@ class ModelRequest(StrictModel):
     stop_sequences: list[str] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    attachments: dict[str, bytes] = Field(default_factory=dict)
+    """The bytes of the artifacts the request's image and document blocks reference, by artifact id
+    (loaded by the runtime for this request; never stored). An adapter encodes them its provider's way."""
 
 
 _ALLOWED_BLOCKS: dict[str, tuple[type, ...]] = {
     "system": (TextBlock,),
-    "user": (TextBlock, JsonBlock, ArtifactRefBlock),
-    "assistant": (TextBlock, JsonBlock, ToolCallBlock),
+    "user": (TextBlock, JsonBlock, ArtifactRefBlock, ImageBlock, DocumentBlock),
+    "assistant": (TextBlock, JsonBlock, ToolCallBlock, ReasoningBlock),
     "tool": (ToolResultBlock,),
 }
 
@@ -149,6 +155,13 @@ class ModelTextDelta(StrictModel):
     text: str = Field(min_length=1)
 
 
+class ModelReasoningDelta(StrictModel):
+    """A fragment of the model's reasoning text (a reasoning summary, thinking); live only."""
+
+    type: Literal["model_reasoning_delta"] = "model_reasoning_delta"
+    text: str = Field(min_length=1)
+
+
 class ToolCallDelta(StrictModel):
     type: Literal["tool_call_delta"] = "tool_call_delta"
     index: int
@@ -182,6 +195,12 @@ class ProviderDebug(StrictModel):
 
 
 ModelEvent = Annotated[
-    ModelStarted | ModelTextDelta | ToolCallDelta | ModelCompleted | ModelFailed | ProviderDebug,
+    ModelStarted
+    | ModelTextDelta
+    | ModelReasoningDelta
+    | ToolCallDelta
+    | ModelCompleted
+    | ModelFailed
+    | ProviderDebug,
     Field(discriminator="type"),
 ]

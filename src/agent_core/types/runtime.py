@@ -11,15 +11,18 @@ start: a run creates none of them before its first model request).
 import importlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from agent_core.types.base import StrictModel, empty_list, utc_now
 from agent_core.types.content import (
     ArtifactRefBlock,
     ContentBlock,
+    DocumentBlock,
     ErrorPayload,
+    ImageBlock,
     JsonBlock,
     TextBlock,
 )
@@ -58,11 +61,69 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-class UserMessage(StrictModel):
-    """A user input; a bare ``str`` becomes ``[TextBlock(text=...)]`` (contract.md §3.4)."""
+class Attachment(StrictModel):
+    """An image or PDF sent with a :class:`UserMessage`: the runtime stores the bytes as an artifact (never
+    inline in the session database) and the message carries an :class:`ImageBlock` / :class:`DocumentBlock`
+    referencing it. ``mime_type`` is sniffed from the bytes when not given; an image larger than
+    ``[model] image_max_edge_px`` / ``image_max_bytes`` is downscaled when it is stored."""
 
-    content: list[ContentBlock]
+    data: bytes
+    mime_type: str = ""
+    filename: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+    @classmethod
+    def from_path(
+        cls, path: "str | Path", *, detail: 'Literal["auto", "low", "high"] | None' = None
+    ) -> "Attachment":
+        """Reads ``path`` (an image or a PDF; the type comes from its bytes, else its extension)."""
+        from pathlib import Path as _Path
+
+        file = _Path(path)
+        return cls(data=file.read_bytes(), filename=file.name, detail=detail)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        mime_type: str = "",
+        *,
+        filename: str | None = None,
+        detail: 'Literal["auto", "low", "high"] | None' = None,
+    ) -> "Attachment":
+        return cls(data=data, mime_type=mime_type, filename=filename, detail=detail)
+
+
+class UserMessage(StrictModel):
+    """A user input; a bare ``str`` becomes ``[TextBlock(text=...)]`` (contract.md §3.4).
+
+    ``attachments`` (images, PDFs) are stored as artifacts when the message is written and become
+    :class:`ImageBlock` / :class:`DocumentBlock` content after the text; a message may consist of
+    attachments only. :meth:`with_files` builds one from a text and file paths or bytes.
+    """
+
+    content: list[ContentBlock] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    attachments: list[Attachment] = Field(default_factory=empty_list)
+
+    @classmethod
+    def with_files(
+        cls,
+        text: str | None,
+        *files: "str | Path | bytes | Attachment",
+        detail: 'Literal["auto", "low", "high"] | None' = None,
+    ) -> "UserMessage":
+        """``text`` plus images or PDFs given as paths, bytes or :class:`Attachment` s."""
+        attachments: list[Attachment] = []
+        for item in files:
+            if isinstance(item, Attachment):
+                attachments.append(item)
+            elif isinstance(item, bytes | bytearray):
+                attachments.append(Attachment(data=bytes(item), detail=detail))
+            else:
+                attachments.append(Attachment.from_path(item, detail=detail))
+        content = [TextBlock(text=text)] if text and text.strip() else []
+        return cls(content=content, attachments=attachments)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -74,10 +135,8 @@ class UserMessage(StrictModel):
     @field_validator("content")
     @classmethod
     def _allowed_blocks(cls, blocks: list[ContentBlock]) -> list[ContentBlock]:
-        if not blocks:
-            raise ValueError("a user message needs at least one content block")
         for block in blocks:
-            if not isinstance(block, TextBlock | JsonBlock | ArtifactRefBlock):
+            if not isinstance(block, TextBlock | JsonBlock | ArtifactRefBlock | ImageBlock | DocumentBlock):
                 raise ValueError(f"{block.type!r} blocks are not allowed in a user message")
         texts = [b for b in blocks if isinstance(b, TextBlock)]
         if texts and all(not b.text.strip() for b in texts) and len(texts) == len(blocks):
@@ -86,6 +145,12 @@ class UserMessage(StrictModel):
             if not block.text.strip():
                 raise ValueError("a user message text block must not be empty or whitespace-only")
         return blocks
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "UserMessage":
+        if not self.content and not self.attachments:
+            raise ValueError("a user message needs at least one content block or attachment")
+        return self
 
 
 class RuntimeEvent(StrictModel):
@@ -332,3 +397,9 @@ class ContextBuildReport(StrictModel):
     """compact.md §9 extra payload key: which compact (if any) this build triggered."""
     task_board: str | None = None
     """The ephemeral task board text of this build (context.md §13.5), so requests can be rebuilt."""
+    estimate_factor: float = 1.0
+    """The model's learned real-tokens-per-estimated-token factor; ``token_budget`` is in estimated
+    tokens, the window it was compared with is the model's divided by this factor (issue 34)."""
+    reasoning_dropped: dict[str, str] = Field(default_factory=dict)
+    """Included node id → why its reasoning blocks were not sent: reasoning goes back only to the
+    provider and model that produced it (issue 34)."""

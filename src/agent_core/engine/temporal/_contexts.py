@@ -251,6 +251,7 @@ def checkpoint(ctx: RunContext) -> Checkpoint:
         continued_text=st.continued_text,
         stop_denials=st.stop_denials,
         usages=[u.model_dump(mode="json") for u in st.usages],
+        usage_models=list(st.usage_models),
         final=_breach_dump(st.final),
         final_node_id=st.final_node_id,
         budget=budget,
@@ -265,6 +266,7 @@ def restore(loop: LoopSpec, st: LoopState, cp: Checkpoint) -> None:
     st.continued_text = cp.continued_text
     st.stop_denials = cp.stop_denials
     st.usages = [Usage.model_validate(u) for u in cp.usages]
+    st.usage_models = list(cp.usage_models)
     st.final = Breach(**{**cp.final, "end_reason": EndReason(cp.final["end_reason"])}) if cp.final else None
     st.final_node_id = cp.final_node_id
     limits = loop.limits

@@ -61,6 +61,8 @@ class Checkpoint:
     budget: dict[str, Any] = field(default_factory=dict)
     repeat: dict[str, Any] = field(default_factory=dict)
     tip_node_id: str | None = None
+    usage_models: list[str] = field(default_factory=list)
+    """``provider/model`` of each entry of ``usages`` (a fallback moves a run to another model)."""
 
 
 StepKind = Literal["model", "after", "tools", "end"]

@@ -63,6 +63,30 @@ function textOf(blocks) {
   return (blocks || []).filter((b) => b.type === "text").map((b) => b.text).join("");
 }
 
+function reasoningOf(blocks) {
+  return (blocks || []).filter((b) => b.type === "reasoning" && b.text).map((b) => b.text).join("\n\n");
+}
+
+// The model's reasoning, collapsed (a <details> the user opens); the text goes in as text.
+function reasoningBox(text) {
+  const body = document.createTextNode(text || "");
+  const box = el("details", { class: "reasoning" }, el("summary", {}, "reasoning"), el("div", { class: "reasoning-text" }, body));
+  box.textNode = body;
+  return box;
+}
+
+// Images and PDFs of a message or a tool result: served by /api/artifacts/{id} (same origin, cookie).
+function mediaOf(blocks) {
+  const out = [];
+  for (const b of blocks || []) {
+    const id = encodeURIComponent(String(b.artifact_id || ""));
+    if (b.type === "image") out.push(el("img", { class: "attachment", src: `/api/artifacts/${id}`, alt: `image ${b.artifact_id}` }));
+    else if (b.type === "document") out.push(el("a", { class: "attachment", href: `/api/artifacts/${id}`, target: "_blank", rel: "noopener" }, `document ${b.artifact_id}`));
+    else if (b.type === "tool_result") out.push(...mediaOf(b.content));
+  }
+  return out;
+}
+
 function resultText(blocks) {
   return (blocks || []).map((b) => b.type === "text" ? b.text
     : b.type === "json" ? (b.summary || JSON.stringify(b.data))
@@ -297,9 +321,11 @@ function renderNodes(nodes, box, byCall) {
   for (const node of nodes) {
     if (node.role === "user" && node.node_type === "message") {
       box.append(el("div", { class: "msg user", "data-node": node.node_id }, el("span", { class: "who" }, "you"),
-        textOf(node.content), addressChips(node)));
+        textOf(node.content), mediaOf(node.content), addressChips(node)));
     } else if (node.role === "assistant") {
       const text = textOf(node.content);
+      const reasoning = reasoningOf(node.content);
+      if (reasoning) box.append(reasoningBox(reasoning));
       if (text) {
         box.append(el("div", { class: `msg assistant${node.metadata?.partial ? " partial" : ""}`, "data-node": node.node_id },
           el("span", { class: "who" }, "assistant"), text));
@@ -315,6 +341,8 @@ function renderNodes(nodes, box, byCall) {
         if (block.type !== "tool_result") continue;
         const summary = block.error ? `${block.error.code}: ${block.error.message}` : resultText(block.content);
         box.append(toolLine("result", short(summary, 300), block.is_error ? "failed" : "ok"));
+        const media = mediaOf(block.content);
+        if (media.length) box.append(el("div", { class: "tool-media" }, media));
       }
     } else if (node.node_type === "compaction" || node.role === "system") {
       box.append(el("div", { class: "notice" }, `[${node.node_type}]`));
@@ -372,11 +400,17 @@ function handleLiveEvent(live, ev) {
     lane.append(lane.bubble);
   };
   switch (ev.event_type) {
+    case "reasoning_delta":
+      if (!lane.reasoning) { lane.reasoning = reasoningBox(""); lane.append(lane.reasoning); }
+      lane.reasoning.textNode.data += String(p.text || "");
+      break;
     case "message_delta":
+      lane.reasoning = null;
       if (!lane.bubble) bubble("streaming");
       lane.textNode.data += String(p.text || "");
       break;
     case "message_completed":
+      lane.reasoning = null;
       if (p.role === "assistant" || p.role === undefined) {
         if (!lane.bubble && p.text) bubble("");
         if (lane.bubble) { lane.textNode.data = String(p.text || lane.textNode.data); lane.bubble.classList.remove("streaming"); }

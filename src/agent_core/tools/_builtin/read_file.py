@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core._frontmatter import split_frontmatter
+from agent_core._media import PDF_TYPE, MediaError, prepare_media, sniff
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.tools._builtin.base import (
     Args,
@@ -35,7 +36,7 @@ from agent_core.tools._instruction_files import InstructionFileRef, match_instru
 from agent_core.tools._safe_fs import open_file
 from agent_core.tools.context import ContextNodeDraft, ToolContext
 from agent_core.tools.preflight import Preflight
-from agent_core.types.content import TextBlock
+from agent_core.types.content import DocumentBlock, ImageBlock, TextBlock
 from agent_core.types.enums import MessageRole, NodeType
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
@@ -110,9 +111,7 @@ class ReadFileTool:
         ref = match_instruction_file(target, project_dir=env.project, home_dir=env.soong_home)
         window, whole = await asyncio.to_thread(read)
         if window.binary:
-            mime, _ = mimetypes.guess_type(target.name)
-            data = _result(target, "", truncated=False, next_line=None, cut=[], binary=True, loaded=None)
-            return ok(call, data, metadata={"size_bytes": window.size_bytes, "mime_type": mime})
+            return await _binary_result(call, ctx, target, expect, window.size_bytes)
         remaining = window.total_lines >= start + count
         data = _result(
             target,
@@ -126,6 +125,60 @@ class ReadFileTool:
         if ref is not None and whole is not None:
             data["already_loaded"] = await _register_instruction(ref, whole, ctx)
         return ok(call, data, metadata={"total_lines": window.total_lines})
+
+
+MEDIA_READ_LIMIT = 64 * 1024 * 1024
+"""The largest image file read to be downscaled (beyond it, the file is reported as binary)."""
+
+
+async def _binary_result(
+    call: ToolCall, ctx: ToolContext, target: Path, expect: Any, size: int
+) -> ToolResult:
+    """A binary file: the image or PDF itself when the run's model reads it (``[model] input_modalities``,
+    ``_media.py``): the usual result, a line describing it and an :class:`ImageBlock` / :class:`DocumentBlock`
+    on an artifact; else the result with ``binary: true`` and why the model does not see it."""
+    data = _result(target, "", truncated=False, next_line=None, cut=[], binary=True, loaded=None)
+    guessed, _ = mimetypes.guess_type(target.name)
+    metadata: dict[str, Any] = {"size_bytes": size, "mime_type": guessed}
+    policy = ctx.scope.media
+
+    def head_and_body() -> tuple[bytes, bytes | None]:
+        fd = open_file(target, expect)
+        with open(fd, "rb", closefd=True) as fh:
+            head = fh.read(16)
+            kind = sniff(head)
+            if policy is None or not policy.takes(kind) or size > MEDIA_READ_LIMIT:
+                return head, None
+            fh.seek(0)
+            return head, fh.read()
+
+    head, body = await asyncio.to_thread(head_and_body)
+    kind = sniff(head)
+    if kind is None:
+        return ok(call, data, metadata=metadata)
+    metadata["mime_type"] = kind
+    if body is None:
+        note = (
+            f"{target.name} is {'a PDF' if kind == PDF_TYPE else 'an image'} ({kind}); this model does not "
+            f'read it: [model] input_modalities lacks "{"pdf" if kind == PDF_TYPE else "image"}"'
+        )
+        result = ok(call, data, metadata=metadata)
+        return result.model_copy(update={"content": [*result.content, TextBlock(text=note)]})
+    assert policy is not None
+    try:
+        prepared = await asyncio.to_thread(prepare_media, body, policy.limits, name=target.name)
+    except MediaError as exc:
+        raise invalid(str(exc), path=str(target)) from exc
+    ref = await ctx.create_artifact(prepared.data, target.name, prepared.mime_type, prepared.describe())
+    block: ImageBlock | DocumentBlock
+    if prepared.kind == "pdf":
+        block = DocumentBlock(artifact_id=ref.artifact_id, mime_type=prepared.mime_type)
+    else:
+        block = ImageBlock(artifact_id=ref.artifact_id, mime_type=prepared.mime_type)
+    metadata.update(artifact_id=ref.artifact_id, width=prepared.width, height=prepared.height)
+    result = ok(call, data, metadata=metadata)
+    text = TextBlock(text=f"{target.name}: {prepared.describe()}; its content follows")
+    return result.model_copy(update={"content": [*result.content, text, block]})
 
 
 def _result(
