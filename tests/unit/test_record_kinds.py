@@ -1,9 +1,9 @@
 """One way to declare a record (issue 35 item 2): stdlib ``@dataclass(slots=True, ...)`` inside the
 package, pydantic models at its boundaries. Counted by ``scripts/architecture_report.py``.
 
-``_storage/`` and ``_events/`` are left out: their records (the lazy ``agent_core._dataclass`` decorator
-in the storage drafts and schema, ``_events/_frozen.py`` for the event payloads) belong to the storage and
-typed-events work of issue 35, done in parallel; the lead drops the exclusion when both land.
+``_events/`` is left out: its records (``_events/_frozen.py`` for the event payloads) belong to the
+typed-events work of issue 35, done in parallel (the payloads move to ``agent_core.types.events`` as slotted
+stdlib dataclasses); the lead drops the exclusion when it lands.
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ def test_the_counter_tells_the_kinds_apart(arch: ModuleType, tmp_path: Path) -> 
         "import dataclasses\n"
         "from dataclasses import dataclass\n"
         "from pydantic import BaseModel\n"
-        "from agent_core._dataclass import dataclass as lazy\n"
+        "from agent_core._events._frozen import frozen_dataclass as lazy\n"
         "@dataclass(slots=True, frozen=True)\nclass A:\n    x: int\n"
         "@dataclasses.dataclass\nclass B:\n    x: int\n"
-        "@lazy(frozen=True)\nclass C:\n    x: int\n"
+        "@lazy(kw_only=True)\nclass C:\n    x: int\n"
         "class M(BaseModel):\n    x: int\n"
         "class N(M):\n    y: int\n",
         encoding="utf-8",
     )
     assert arch.record_kinds(tmp_path) == {
-        "agent_core._dataclass.dataclass": 1,
+        "agent_core._events._frozen.frozen_dataclass": 1,
         "pydantic model": 2,
         "stdlib dataclass": 1,
         "stdlib dataclass without slots": 1,
