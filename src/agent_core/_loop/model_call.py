@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agent_core._concurrency import race
 from agent_core._events import payloads as ev
 from agent_core._ids import is_printable_id, new_id
-from agent_core._loop._call_ids import CallIdGuard
+from agent_core._loop._call_ids import CallIdGuard, TakenIds
 from agent_core._loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core._loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core._loop.spec import LoopSpec, LoopState
@@ -49,8 +49,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     reasoning_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
-    taken = {b.tool_call_id for m in request.messages for b in m.content if isinstance(b, ToolCallBlock)}
-    call_ids = CallIdGuard(spec.redactor, taken | state.call_ids)
+    call_ids = CallIdGuard(spec.redactor, TakenIds(request.messages, frozenset(state.call_ids)))
     progress = _Progress(spec, turn)
 
     async def forward_text(text: str) -> None:
