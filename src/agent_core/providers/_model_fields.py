@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent_core._memo import WireMemo
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.types.content import MediaBlock, media_blocks
 from agent_core.types.model import ModelRequest, ToolChoiceNamed
@@ -129,9 +130,26 @@ def _anthropic(
     return RequestFields(temperature, "max_tokens", max_output, thinking_budget=thinking, notes=tuple(notes))
 
 
+_MESSAGE_MEDIA = WireMemo()
+"""A message's image and document blocks, by message identity (a long session's messages reach every
+request again: one lookup each instead of a walk over their blocks)."""
+
+
+def request_media(request: ModelRequest) -> list[MediaBlock]:
+    """The image and document blocks of the request's messages (tool results included), in order."""
+    found: list[MediaBlock] = []
+    for message in request.messages:
+        media = _MESSAGE_MEDIA.get(message)
+        if media is None:
+            media = tuple(media_blocks(message.content))
+            _MESSAGE_MEDIA.put(message, media)
+        found.extend(media)
+    return found
+
+
 def media_kinds(request: ModelRequest) -> set[str]:
     """``"image"`` / ``"pdf"`` when the request's messages carry such blocks (tool results included)."""
-    return _kinds(media_blocks(block for message in request.messages for block in message.content))
+    return _kinds(request_media(request))
 
 
 def _kinds(blocks: list[MediaBlock]) -> set[str]:
@@ -142,7 +160,7 @@ def media_problem(
     provider: str, config: ResolvedModelConfig, request: ModelRequest
 ) -> tuple[str, str] | None:
     """``(capability, message)`` when the model cannot read the request's images or documents."""
-    media = media_blocks(block for message in request.messages for block in message.content)
+    media = request_media(request)
     if not media:
         return None
     for kind in sorted(_kinds(media)):
