@@ -321,6 +321,7 @@ def test_agents_view_lists_teammates_with_state_and_inbox(
         open_ui(page, server)
         page.click("#new-session")
         say(page, "spawn alice <b>hi</b>")
+        page.wait_for_function("() => state.sessionId", timeout=15_000)  # the run has started
         wait_run_finished(page)
         lead = page.evaluate("state.sessionId")
         page.click("[data-view=agents]")

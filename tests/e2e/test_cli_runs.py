@@ -134,7 +134,10 @@ class OrchestratorScript:
 
 
 def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
-    soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
+    # the orchestrator's prompt with every default tool outgrew the baseline's 8192-token window
+    soong_env.write_config(
+        model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 200_000}
+    )
     script = OrchestratorScript()
     scripted_ollama.handler(script)
     result = run_cli(["run", "--orchestrator", "--path", str(soong_env.project), "--plain", "do work"])

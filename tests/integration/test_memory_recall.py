@@ -126,7 +126,8 @@ async def test_m08_m14_m20_ac23_ac24_ac25_recall_in_main_and_orchestrator(
         text("Still tabs."),
     )
     permissions = PermissionRecorder.never()
-    async with open_runtime(soong_env, fake, config=ON, permission_callback=permissions) as rt:
+    # the orchestrator's prompt with every default tool outgrew the baseline's 8192-token window
+    async with open_runtime(soong_env, fake, config=roomy(ON), permission_callback=permissions) as rt:
         run = await rt.start("format this file", mode=mode)
         await collect(run)
         assert run.status == RunStatus.completed, run.error

@@ -360,7 +360,9 @@ async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_too
         await collect(run)
     parent_tools = {t.name for t in fake.requests[0].tools}
     assert {"agent.create_sub_agent", "agent.fork_agent", "agent.list_agent_definitions"} <= parent_tools
-    expected = {n for n in parent_tools if not n.startswith("agent.") and n not in CHILD_BLACKLIST}
+    # internal.ask_user is not offered to children by default (a parent may grant it in allowed_tools)
+    parent_only = CHILD_BLACKLIST | {"internal.ask_user"}
+    expected = {n for n in parent_tools if not n.startswith("agent.") and n not in parent_only}
     # children send their parent's tool definitions (the parent's prompt prefix, issue 33); what they may
     # call is their own effective set, which their tool catalog names and the pipeline enforces
     for marker, agent_type in (("MARK-SUB", "sub"), ("MARK-FORK", "fork")):

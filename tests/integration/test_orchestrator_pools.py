@@ -166,8 +166,9 @@ async def test_j03_j12_structural_pool_errors_fail_startup(soong_env: SoongEnv) 
     # the same explicit worker_id in two different pools is fine
     fake = FakeProvider()
     router = Router(fake).orch(tool_calls(("agent.list_workers", {}, "c")), text("ok"))
+    # the orchestrator's prompt with every default tool outgrew the baseline's 8192-token window
     async with open_runtime(
-        soong_env, fake, config=pools(("a", [worker("w1")]), ("b", [worker("w1")]))
+        soong_env, fake, config=roomy(pools(("a", [worker("w1")]), ("b", [worker("w1")])))
     ) as rt:
         await finish(await rt.start("go", mode="orchestrator"))
     listed = result_json(result_of(router, "c"))["workers"]

@@ -318,6 +318,8 @@ def test_contract51_signatures_match_the_contract() -> None:
         ("tool_registry", None),
         ("debug", False),
         ("hooks", None),  # issue 37: in-process hooks and guardrails
+        ("question_callback", None),  # issue 37: internal.ask_user
+        ("file_access", None),  # issue 38: the host's hook for the file tools' text reads and writes
     ]
     expected: dict[str, list[tuple[str, Any]]] = {
         "close": [("self", E)],
@@ -330,6 +332,7 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("output_retries", 2),
             ("model_profile", None),  # issue 37: run --model
             ("max_turns", None),  # issue 37: run --max-turns
+            ("permission_mode", None),  # issue 37: permission modes
             ("wait_if_busy", True),  # issue 40: a busy session (another process) is waited for
         ],
         "register_provider": [("self", E), ("key", E), ("factory", E)],
@@ -362,6 +365,9 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("max_bytes", None),
         ],
         "switch_node": [("self", E), ("session_id", E), ("node_id", E)],
+        # issue 37: rewind and ask_user
+        "rewind": [("self", E), ("session_id", E), ("node_id", E), ("files", True), ("conversation", True)],
+        "answer_question": [("self", E), ("request_id", E), ("answer", E)],
         "delete_artifact": [("self", E), ("artifact_id", E)],
     }
     for name, params in expected.items():

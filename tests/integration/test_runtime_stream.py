@@ -310,7 +310,8 @@ async def test_runtime11_task_internals_are_debug_only(soong_env: SoongEnv) -> N
         tool_calls(("agent.task_create", {"task_id": "bad id!"}, "call_bad")),
         text("planned"),
     )
-    async with open_runtime(soong_env, fake) as rt:
+    # the orchestrator's prompt with every default tool outgrew the baseline's 8192-token window
+    async with open_runtime(soong_env, fake, config={"model": {"context_window": 200_000}}) as rt:
         run = await rt.start("plan the work", mode="orchestrator")
         stream = run.events()
         plain = [e async for e in stream]

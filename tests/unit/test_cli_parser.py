@@ -67,6 +67,8 @@ def test_main_registers_only_the_named_command(monkeypatch: pytest.MonkeyPatch) 
         "_add_run",
         "_add_chat",
         "_add_serve",
+        "_add_acp",
+        "_add_mcp_server",
         "_add_schedule",
         "_add_audit",
         "_add_worker",

@@ -254,6 +254,7 @@ async def test_h18_acc78_acc79_request_fields(tmp_path: Path, monkeypatch: pytes
     assert {k: v for k, v in req.metadata.items() if k not in shown} == {
         "reasons": ["write", "dangerous"],
         "allow_for_session_available": True,
+        "permission_mode": "default",
     }
     assert req.metadata["args_length"] > 500 and req.metadata["argv"][3] == "x" * 900
     assert secret not in str(req.metadata["argv"])

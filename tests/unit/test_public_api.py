@@ -36,6 +36,7 @@ PUBLIC_MODULES = frozenset(
         "agent_core.tools.context",
         "agent_core.tools.preflight",
         "agent_core.tools.registry",
+        "agent_core.tools.files",  # the FileAccess hook of the built-in file tools (issue 38)
         "agent_core.providers",
         "agent_core.providers.base",
         "agent_core.providers.registry",
@@ -50,6 +51,10 @@ PUBLIC_MODULES = frozenset(
         "agent_core.cli",
         "agent_core.cli.__main__",
         "agent_core.server",
+        # the editor and agent adapters (issue 38): soong-agent acp / mcp-server, embeddable
+        "agent_core.adapters",
+        "agent_core.adapters.acp",
+        "agent_core.adapters.mcp_server",
         "agent_core.telemetry",
         "agent_core.jobs",
         "agent_core.schedules",

@@ -291,6 +291,7 @@ class ChildLauncher:
             status=RunStatus.pending,
             channel=EventChannel(buffer_before_subscribe=False),
             purpose=spec.purpose,
+            permission_mode=parent.permission_mode,
             parent=parent,
             model=prepared.model,
             cursor=AgentCursor(agent_id, spec.base_path),
@@ -355,6 +356,7 @@ class ChildLauncher:
             "effective_tools": sorted(prepared.effective.names),
             "allowed_tools": prepared.allowed_tools,
             "timeout_ms": prepared.timeout_ms,
+            "permission_mode": parent.permission_mode,
             **spec.run_metadata,
         }
         if prepared.requested_timeout_ms is not None and prepared.requested_timeout_ms > prepared.timeout_ms:

@@ -9,6 +9,7 @@ from agent_core._runtime.state import RunState
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunMode, RunStatus
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import InspectResult, RuntimeEvent
 
 if TYPE_CHECKING:
@@ -53,6 +54,11 @@ class RunHandle:
     @property
     def mode(self) -> RunMode:
         return self._state.mode
+
+    @property
+    def permission_mode(self) -> PermissionMode:
+        """The run's permission mode (``AgentRuntime.start(permission_mode=...)`` or the configured one)."""
+        return self._state.permission_mode
 
     @property
     def end_reason(self) -> EndReason | None:

@@ -35,6 +35,7 @@ async def delete_session(manager: RunManager, session_id: str) -> DeleteSessionR
     counts = await storage.delete_session_rows(session_id)
     manager.sessions.pop(session_id, None)
     manager.services.gate.forget_session(session_id)
+    manager.services.checkpoints.forget(session_id)
     failures: list[DeleteFailure] = []
     directory = manager.services.config.home / "sessions" / session_id
     if directory.exists():

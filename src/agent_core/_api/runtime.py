@@ -30,7 +30,12 @@ from agent_core.providers.base import ProviderFactory
 from agent_core.providers.registry import ProviderRegistry
 from agent_core.tools.registry import ToolHandler, ToolRegistry
 from agent_core.types.enums import RunMode
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import (
+    PermissionDecision,
+    PermissionMode,
+    PermissionRequest,
+    UserQuestion,
+)
 from agent_core.types.runtime import AgentDefinition, InspectResult, Node, ReplayResult, UserMessage
 from agent_core.types.tools import ToolDefinition
 
@@ -38,13 +43,22 @@ if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
-    from agent_core.types._results import CancelResult, CleanupResult, DeleteSessionResult, SessionSummary
+    from agent_core.tools.files import FileAccess
+    from agent_core.types._results import (
+        CancelResult,
+        CleanupResult,
+        DeleteSessionResult,
+        RewindResult,
+        SessionSummary,
+    )
     from agent_core.types.hooks import Hook
     from agent_core.types.inbox import InboxDelivery, InboxEntry
     from agent_core.types.team import TeamEvent, TeammateView
     from agent_core.types.workers import WorkerPoolView
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
+QuestionCallback = Callable[[UserQuestion], Awaitable[str | PermissionDeferral]]
+"""Answers ``internal.ask_user`` questions: the answer text, or ``DEFER`` (then ``answer_question``)."""
 
 
 class AgentRuntime:
@@ -61,9 +75,13 @@ class AgentRuntime:
         tool_registry: ToolRegistry | None = None,
         debug: bool = False,
         hooks: Sequence[Hook] | None = None,
+        question_callback: QuestionCallback | None = None,
+        file_access: FileAccess | None = None,
     ) -> None:
         """``hooks``: in-process hooks and output guardrails (``agent_core.types.hooks``; ``validation_error``
-        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event."""
+        for an entry that is not one); they run before the ``hooks.json`` hooks of the same event.
+        ``file_access``: the host's hook for the built-in file tools' text reads and writes (an editor's
+        buffers; :mod:`agent_core.tools.files`)."""
         self._config: LoadedConfig = load_config(
             home_dir=home_dir,
             config_path=config_path,
@@ -71,6 +89,7 @@ class AgentRuntime:
             session_db_path=session_db_path,
         )
         self._permission_callback = permission_callback
+        self._question_callback = question_callback
         self._hooks: tuple[Hook, ...] = ()
         if hooks is not None:  # imported only when given (cold start)
             from agent_core._hooks.callbacks import check_hooks
@@ -79,6 +98,7 @@ class AgentRuntime:
         self._providers = provider_registry if provider_registry is not None else ProviderRegistry()
         self._tools = tool_registry if tool_registry is not None else ToolRegistry()
         self._debug = debug
+        self._file_access = file_access
         self._code_definitions: list[AgentDefinition] = []
         self._manager: RunManager | None = None
         self._opened: OpenRuntime | None = None
@@ -127,6 +147,8 @@ class AgentRuntime:
                     debug=self._debug,
                     code_definitions=self._code_definitions,
                     hooks=self._hooks,
+                    question_callback=self._question_callback,
+                    file_access=self._file_access,
                 )
                 self._manager = self._opened.manager
             return self._manager
@@ -178,6 +200,7 @@ class AgentRuntime:
         output_retries: int = 2,
         model_profile: str | None = None,
         max_turns: int | None = None,
+        permission_mode: PermissionMode | None = None,
         *,
         wait_if_busy: bool = True,
     ) -> RunHandle:
@@ -194,6 +217,11 @@ class AgentRuntime:
         A session runs one run at a time, also across processes sharing the session store (``serve``
         beside ``chat`` and ``run`` on one home): a run of a busy session waits for its turn (its stream
         starts with ``run_queued``). ``wait_if_busy=False`` raises ``session_active`` instead.
+
+        ``permission_mode`` (``default``, ``accept_edits``, ``plan``, ``dont_ask``, ``bypass``) decides
+        this run's permission requests and those of its child runs (``None``: ``[permissions] mode``);
+        each run may use another mode. ``bypass`` is refused (``validation_error``) unless
+        ``[tools] sandbox = "bwrap"``.
         """
         if max_turns is not None and (
             isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
@@ -208,6 +236,7 @@ class AgentRuntime:
                 ErrorCode.validation_error, "model_profile must be the name of a [model_overrides] table"
             )
         manager = await self._open()
+        mode_of_run = self._permission_mode(permission_mode)
         if isinstance(message, str):
             try:
                 message = UserMessage(content=message)
@@ -245,8 +274,47 @@ class AgentRuntime:
             model_profile=model_profile,
             max_turns=max_turns,
             wait_if_busy=wait_if_busy,
+            permission_mode=mode_of_run,
         )
         return RunHandle(self, state)
+
+    def _permission_mode(self, value: object) -> PermissionMode:
+        """A run's permission mode: ``value`` checked, else ``[permissions] mode``."""
+        from agent_core.permissions._modes import check_mode
+
+        settings = self._config.settings
+        if value is None:
+            return settings.permissions.mode
+        try:
+            mode = check_mode(value)
+        except ValueError as exc:
+            raise AgentCoreError(
+                ErrorCode.validation_error, str(exc), details={"argument": "permission_mode"}
+            ) from exc
+        if mode == "bypass" and settings.tools.sandbox != "bwrap":
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                'permission mode "bypass" needs the command sandbox: set [tools] sandbox = "bwrap" in '
+                f"{self._config.config_path} (or choose another mode)",
+                details={"argument": "permission_mode", "config_key": "tools.sandbox"},
+            )
+        return mode
+
+    async def create_session(self, mode: Literal["normal", "orchestrator"] = "normal") -> str:
+        """Creates an empty session of this project (no run yet) and returns its id; ``start(message,
+        session_id=...)`` runs in it. For hosts that name a conversation before its first message (an ACP
+        editor's ``session/new``); it is listed by :meth:`list_sessions` with an empty title."""
+        manager = await self._open()
+        try:
+            run_mode = RunMode(mode)
+        except ValueError as exc:
+            raise AgentCoreError(ErrorCode.validation_error, f"unknown mode {mode!r}") from exc
+        if manager.closing:
+            raise AgentCoreError(ErrorCode.validation_error, "this AgentRuntime is closing")
+        if run_mode == RunMode.orchestrator and manager.features.tasks is not None:
+            await manager.features.tasks.check()  # as start() does before an orchestrator session
+        session = await manager.new_session(run_mode)
+        return session.session_id
 
     async def _cancel_run(self, state: RunState) -> CancelResult:
         if self._manager is None:
@@ -267,6 +335,26 @@ class AgentRuntime:
 
         return await replay.switch_node(manager, session_id, node_id)
 
+    async def rewind(
+        self, session_id: str, node_id: str, files: bool = True, conversation: bool = True
+    ) -> RewindResult:
+        """Puts the session back to just after ``node_id``: with ``files`` every file a tool call of the
+        session changed after that node gets its earlier content back (files created are removed), using
+        the checkpoints taken around write/edit/command calls; with ``conversation`` the active path ends
+        at ``node_id`` (the later nodes stay in the tree as a branch). Per session: changes of other
+        sessions are never undone.
+
+        Refused as a whole, nothing changed: a queued or running run (``session_active``); a file changed
+        since by someone else or outside this session between its calls (``path_conflict``, the files in
+        ``details.conflicts``); an unknown node, or for ``conversation`` a child agent's or partial node
+        (``validation_error``). Protected paths (``.git``, ``.soong-agent``, credential files), paths
+        below a symlinked directory or outside the write roots, and contents never captured (sensitive,
+        too large) are left alone and listed in ``RewindResult.skipped``."""
+        manager = await self._open()
+        from agent_core._api import rewind  # imported on first use: not needed to run agents
+
+        return await rewind.rewind(manager, session_id, node_id, files=files, conversation=conversation)
+
     async def answer_permission(
         self,
         request_id: str,
@@ -284,6 +372,15 @@ class AgentRuntime:
             except ValidationError as exc:
                 raise AgentCoreError(ErrorCode.validation_error, f"invalid decision {decision!r}") from exc
         manager.services.gate.deferred.answer(request_id, decision)
+
+    async def answer_question(self, request_id: str, answer: str) -> None:
+        """Answers a question the model asked with ``internal.ask_user`` whose question callback returned
+        ``DEFER`` (``agent_core.permissions``): ``answer`` is any non-empty text (an option or the user's
+        own words). Callable from any task of the runtime's event loop; the first answer wins. A question
+        that is not pending (unknown, already answered, or abandoned because its run stopped) →
+        ``validation_error``."""
+        manager = await self._open()
+        manager.services.questions.answer(request_id, answer)
 
     # ---- the inbox (docs/teams.md) --------------------------------------------------------------
     async def deliver(

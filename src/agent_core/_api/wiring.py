@@ -25,6 +25,8 @@ from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._inbox.service import Inbox
 from agent_core._orchestrator.feature import TaskFeature
 from agent_core._orchestrator.feature import install as install_tasks
+from agent_core._questions.definition import ask_user_definition
+from agent_core._questions.service import QuestionCallback, QuestionService
 from agent_core._redaction import Redactor, dsn_secrets
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.runs import RunManager
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from agent_core._agents.team import Team
     from agent_core._memory import MemoryService
     from agent_core.jobs import JobManager
+    from agent_core.tools.files import FileAccess
     from agent_core.types.hooks import Hook
 
 log = logging.getLogger("agent_core._runtime")
@@ -106,6 +109,8 @@ async def open_services(
     debug: bool,
     code_definitions: Sequence[AgentDefinition],
     hooks: Sequence[Hook] = (),
+    question_callback: QuestionCallback | None = None,
+    file_access: FileAccess | None = None,
 ) -> OpenRuntime:
     """Opens storage, verifies assets and wires every registry; releases everything on failure."""
     redactor = Redactor(secret_env_names(config))
@@ -122,7 +127,9 @@ async def open_services(
         settings = config.settings
         # static definitions; the implementations are imported on the first call (cold start)
         tools.register_adapter(
-            LazyToolAdapter(code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor)),
+            LazyToolAdapter(
+                code_tool_definitions(settings.tools), lambda: _code_tools(settings, redactor, file_access)
+            ),
             internal=True,
         )
         tools.register_adapter(
@@ -134,6 +141,11 @@ async def open_services(
             LazyToolAdapter([load_skill_definition()], lambda: _skill_tool(skills)), internal=True
         )
         gate = PermissionGate(permission_callback, settings, redactor=redactor)
+        questions = QuestionService(question_callback)
+        tools.register_adapter(
+            LazyToolAdapter([ask_user_definition()], lambda: _ask_user_tool(questions, redactor)),
+            internal=True,
+        )
         # optional user-level sources are imported only when their files exist (CLI cold start)
         hooks_dispatcher: HookDispatcher = NO_HOOKS
         if settings.hooks.enabled and (config.home / "hooks.json").exists():
@@ -180,6 +192,7 @@ async def open_services(
             debug=debug,
             mcp=mcp,
             hook_callbacks=callbacks,
+            questions=questions,
         )
         manager = RunManager(services)
         inbox = Inbox(manager)  # the one delivery path of teammates, background jobs and schedules
@@ -246,10 +259,16 @@ async def open_services(
         raise
 
 
-def _code_tools(settings: Settings, redactor: Redactor) -> ToolAdapter:
+def _code_tools(settings: Settings, redactor: Redactor, file_access: FileAccess | None) -> ToolAdapter:
     from agent_core.tools._builtin import CodeToolsAdapter
 
-    return CodeToolsAdapter(settings, redactor=redactor)
+    return CodeToolsAdapter(settings, redactor=redactor, file_access=file_access)
+
+
+def _ask_user_tool(questions: QuestionService, redactor: Redactor) -> ToolAdapter:
+    from agent_core._questions.tool import AskUserTool
+
+    return AskUserTool(questions, redactor)
 
 
 def _web_fetch_tool(settings: Settings, redactor: Redactor) -> ToolAdapter:

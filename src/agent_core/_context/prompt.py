@@ -19,10 +19,12 @@ from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._jsontext import compact_json
 from agent_core._memo import WireMemo
+from agent_core.permissions._modes import mode_prompt_text
 from agent_core.tools._normalize import NO_ARTIFACTIZE
 from agent_core.types.base import utc_now
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import SystemBlock
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import ArtifactDegradation, Node
 from agent_core.types.tools import ToolDefinition
 
@@ -109,6 +111,18 @@ def runtime_state_block(*, project: str, mode: str, role: str, session_id: str, 
     )
     return SystemBlock(
         block_id="runtime_state", source="runtime_state", content=body, priority=140, dynamic=True
+    )
+
+
+def permission_mode_block(mode: PermissionMode) -> SystemBlock:
+    """The run's permission mode and what it means (a small dynamic block after ``runtime_state``: a
+    mode switched between runs changes only this block; see ``agent_core.permissions._modes``)."""
+    return SystemBlock(
+        block_id="permission_mode",
+        source="permission_mode",
+        content=mode_prompt_text(mode),
+        priority=141,
+        dynamic=True,
     )
 
 

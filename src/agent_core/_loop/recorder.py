@@ -250,6 +250,7 @@ class RunRecorder:
             "child_agent_id",
             "child_run_id",
             "stream_id",
+            "checkpoint_id",
         ):
             if key in result.metadata:
                 metadata[key] = result.metadata[key]

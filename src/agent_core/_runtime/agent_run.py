@@ -19,6 +19,7 @@ from agent_core._context.prompt import (
     DynamicSource,
     InheritedPrefix,
     RunPrompt,
+    permission_mode_block,
     runtime_state_block,
     static_blocks,
     tool_schema_tokens,
@@ -38,6 +39,7 @@ from agent_core.config._profiles import resolve_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError
+from agent_core.permissions._modes import plan_tools
 from agent_core.tools._effective import EffectiveTools
 from agent_core.tools.context import RunScope, WorkerTaskScope
 from agent_core.types.content import ArtifactRefBlock
@@ -132,6 +134,10 @@ async def prepare_agent_loop(
     state = spec.state
     rec = state.recorder
     settings = services.settings
+    effective = spec.effective
+    if state.permission_mode == "plan":  # plan mode offers the read-only tools only
+        offered = plan_tools(effective.definitions)
+        effective = EffectiveTools(names=frozenset(d.name for d in offered), definitions=tuple(offered))
     scope = RunScope(
         session_id=state.session_id,
         agent_id=state.agent_id,
@@ -141,7 +147,7 @@ async def prepare_agent_loop(
         home_dir=services.config.home,
         cwd=spec.workdir or services.config.project,
         cancel_event=state.cancel_event,
-        effective_tools=spec.effective.names,
+        effective_tools=effective.names,
         parent_agent_id=spec.parent_agent_id,
         parent_run_id=spec.parent_run_id,
         debug=services.debug,
@@ -149,6 +155,7 @@ async def prepare_agent_loop(
         purpose=spec.purpose,
         task_scope=spec.task_scope,
         task_session_id=spec.task_session_id,
+        permission_mode=state.permission_mode,
         media=MediaPolicy.of(spec.model),
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
@@ -159,7 +166,7 @@ async def prepare_agent_loop(
         await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
         if first_nodes is not None:
             await first_nodes(scope)
-    tools = list(spec.effective.definitions)
+    tools = list(effective.definitions)
     catalog = features.instruction_catalog(spec.role)
     static = static_blocks(
         services.assets,
@@ -183,9 +190,16 @@ async def prepare_agent_loop(
             )
         ]
 
+    mode_block = permission_mode_block(state.permission_mode)
+
+    def permission_mode(_path: Sequence[Any]) -> list[SystemBlock]:
+        return [mode_block]
+
     sources: list[DynamicSource] = list(spec.dynamic_sources)
-    sources.extend(features.dynamic_sources(state, spec.role, spec.effective))
+    sources.extend(features.dynamic_sources(state, spec.role, effective))
     sources.append(runtime_state)
+    if spec.role != AgentRole.compact:
+        sources.append(permission_mode)
 
     async def make_artifact(data: Any, filename: str, summary: str) -> ArtifactRefBlock:
         return await services.artifacts.create(

@@ -49,6 +49,7 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import UserMessage
 from agent_core.types.storage import AgentRecord, SessionRecord
 
@@ -197,6 +198,7 @@ class RunManager:
         model_profile: str | None = None,
         max_turns: int | None = None,
         wait_if_busy: bool = True,
+        permission_mode: PermissionMode | None = None,
     ) -> RunState:
         """Registers a root run (``output_schema``: the run's structured output; ``model_profile`` a
         ``[model_overrides.<name>]`` profile over ``[model]``; ``max_turns`` the run's turn limit:
@@ -231,7 +233,14 @@ class RunManager:
             model = session.profile.model or model
         async with session.lock:  # the queue decision and the registration are atomic per session
             state = await self._register_root_run(
-                session, message, mode, model, output_schema, output_retries, max_turns=max_turns
+                session,
+                message,
+                mode,
+                model,
+                output_schema,
+                output_retries,
+                max_turns=max_turns,
+                permission_mode=permission_mode,
             )
         return state
 
@@ -292,6 +301,7 @@ class RunManager:
         *,
         root_options: RootRunOptions | None = None,
         max_turns: int | None = None,
+        permission_mode: PermissionMode | None = None,
     ) -> RunState:
         """Registers a root run: of a user ``message``, or (``message=None``) a wake-up run that reads the
         root agent's inbox, or a run of ``root_options``."""
@@ -303,6 +313,8 @@ class RunManager:
             "model": lifecycle.model_meta(model),
             "agent_type": agent_type.value,
         }
+        permission_mode = permission_mode or self.services.settings.permissions.mode
+        metadata["permission_mode"] = permission_mode
         if message is None:
             metadata["trigger"] = root_options.trigger if root_options is not None else "inbox"
         if max_turns is not None:
@@ -334,6 +346,7 @@ class RunManager:
             output_retries=output_retries,
             root_options=root_options,
             max_turns=max_turns,
+            permission_mode=permission_mode,
         )
         self.recorder_for(state, session.cursor, root_agent=True)
         self.runs[run_id] = state

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
 from agent_core._asset_loader import AssetLoader
+from agent_core._checkpoints.service import CheckpointService
 from agent_core._context.calibration import TokenCalibration
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
+from agent_core._questions.service import QuestionService
 from agent_core._redaction import Redactor
 from agent_core._storage.protocol import SessionStore
 from agent_core.config.loader import LoadedConfig
@@ -50,6 +52,14 @@ class Services:
     """The per-model correction of the token estimate (``_context/calibration.py``)."""
     hook_callbacks: CallbackHooks | None = None
     """The in-process hooks of ``AgentRuntime(hooks=...)`` (also inside :attr:`hooks`), ``None`` without."""
+    questions: QuestionService = field(default_factory=lambda: QuestionService(None))
+    """The question callback and deferred questions of ``internal.ask_user``."""
+    checkpoints: CheckpointService = field(init=False)
+    """File checkpoints around write/edit/command calls, per session (``agent_core._checkpoints``)."""
+
+    def __post_init__(self) -> None:
+        self.checkpoints = CheckpointService(self.config.settings, self.config.home)
+        self.executor.checkpoints = self.checkpoints
 
     @property
     def settings(self) -> Settings:

@@ -19,6 +19,7 @@ from agent_core.config.model import ResolvedModelConfig
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import AgentRole, AgentType, EndReason, RunMode, RunStatus
 from agent_core.types.model import SystemBlock
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import ChildAgentResult, UserMessage
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class RunState:
     status: RunStatus
     channel: EventChannel
     purpose: str | None = None
+    permission_mode: PermissionMode = "default"
+    """How the run's permission requests are decided (inherited by its child runs)."""
     message: UserMessage | None = None
     end_reason: EndReason | None = None
     error: ErrorPayload | None = None

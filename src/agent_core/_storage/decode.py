@@ -38,7 +38,7 @@ from agent_core.types.content import (
     content_list_adapter,
 )
 from agent_core.types.enums import EndReason, EventLevel, EventType, MessageRole, NodeType, RunStatus
-from agent_core.types.mappers import record_from_row, run_info_from_record
+from agent_core.types.mappers import permission_mode_of, record_from_row, run_info_from_record
 from agent_core.types.runtime import Node, RunInfo, RuntimeEvent
 from agent_core.types.storage import AgentRecord, RunRecord
 from agent_core.types.storage import _is_stored_form as is_stored_ts
@@ -463,6 +463,7 @@ def run_infos(
             "turn_count": record["turn_count"],
             "usage": usage,
             "error": None,
+            "permission_mode": permission_mode_of(record["metadata_json"]),
             "created_at": created,
             "updated_at": updated,
         }

@@ -17,6 +17,7 @@ from agent_core._storage.schema import (
     APPROVALS_V2,
     BACKGROUND_JOBS_V3,
     GLOBAL_TABLES_V1,
+    QUESTIONS_V7,
     SCHEDULES_V4,
     SCHEMA_MIGRATIONS_DDL,
     TEAMS_V6,
@@ -47,6 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "schedules table (cron schedules)", SCHEDULES_V4),
     Migration(5, "tool call claims, tool plans and stopped step attempts (temporal engine)", TOOL_CLAIMS_V5),
     Migration(6, "inbox entries, teammates and team requests", TEAMS_V6),
+    Migration(7, "pending_questions table (durable ask_user questions of soong-agent serve)", QUESTIONS_V7),
 )
 """Every built-in migration, ascending. Per-session DDL changes must iterate over ``sessions``."""
 

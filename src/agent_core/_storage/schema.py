@@ -229,6 +229,24 @@ APPROVALS_V2: tuple[str, ...] = (
 )
 """DDL of schema version 2 (``storage.migrations``): durable pending approvals (``storage.approvals``)."""
 
+QUESTIONS_V7: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS pending_questions (
+  request_id   TEXT PRIMARY KEY,
+  run_id       TEXT NOT NULL,
+  session_id   TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('pending', 'answered', 'expired')),
+  answer_json  TEXT,
+  created_at   TEXT NOT NULL,
+  answered_at  TEXT,
+  updated_at   TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS pending_questions_status ON pending_questions(status, created_at)",
+    "CREATE INDEX IF NOT EXISTS pending_questions_session ON pending_questions(session_id)",
+)
+"""DDL of schema version 7: durable questions of ``internal.ask_user`` shown by ``soong-agent serve``
+(``storage.approvals.QuestionStore``; same shape as ``pending_approvals``)."""
+
 SESSION_DDL_VERSION = 1
 """Version of the per-session DDL below; a migration changing it must iterate over ``sessions``."""
 

@@ -1,5 +1,8 @@
 """The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
 
+``soong-agent acp [--path <dir>]`` serves the Agent Client Protocol on stdio and ``soong-agent mcp-server
+[--path <dir>] [--http]`` serves MCP (``agent_core.cli._acp``, ``agent_core.cli._mcp_server``).
+
 ``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
 
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
@@ -81,6 +84,17 @@ def _message(value: str) -> str:
     return value
 
 
+PERMISSION_MODES = ("default", "accept_edits", "plan", "dont_ask", "bypass")
+"""``--permission-mode`` choices (``agent_core.types.permissions.PERMISSION_MODES``, kept literal here so the
+parser imports nothing)."""
+PERMISSION_MODE_HELP = (
+    "how permission requests are decided: default (ask), accept_edits (file edits inside the write roots "
+    "without asking), plan (read-only tools, ends with a plan), dont_ask (deny whatever would ask), "
+    'bypass (allow all but protected/sensitive paths; needs [tools] sandbox = "bwrap"); '
+    "default: [permissions] mode"
+)
+
+
 def _positive(value: str) -> int:
     try:
         number = int(value)
@@ -123,6 +137,8 @@ def _add_run(sub: Any) -> None:
         "--orchestrator", action="store_true", help="run in orchestrator mode (Task board and workers)"
     )
     run.add_argument("--session-id", metavar="ID", help="continue an existing session")
+    run.add_argument("--permission-mode", choices=PERMISSION_MODES, metavar="MODE", help=PERMISSION_MODE_HELP)
+
     run.add_argument(
         "--wait",
         action="store_true",
@@ -267,8 +283,61 @@ def _add_chat(sub: Any) -> None:
         action="store_true",
         help="new sessions run in orchestrator mode (Task board and workers)",
     )
+    chat.add_argument(
+        "--permission-mode",
+        choices=PERMISSION_MODES,
+        metavar="MODE",
+        help=PERMISSION_MODE_HELP + " (switch with /mode)",
+    )
     chat.add_argument("--debug", action="store_true", help="show debug log output and internal tracebacks")
     chat.set_defaults(handler="agent_core.cli._chat:chat_command")
+
+
+def _add_acp(sub: Any) -> None:
+    acp = sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdin/stdout (for editors such as Zed)",
+        description="Runs soong-agent as an ACP agent: an editor starts this command and speaks JSON-RPC "
+        "on its stdin/stdout (sessions, prompts, tool calls with diffs, permission requests, the editor's "
+        "file buffers). Needs the acp extra: pip install 'soong-agent[acp]'.",
+    )
+    acp.add_argument(
+        "--path", help="project directory for every session (default: the cwd each session names)"
+    )
+    acp.add_argument(
+        "--orchestrator",
+        action="store_true",
+        help="new sessions run in orchestrator mode (Task board and workers; shown as the editor's plan)",
+    )
+    acp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    acp.set_defaults(handler="agent_core.cli._acp:acp_command")
+
+
+def _add_mcp_server(sub: Any) -> None:
+    mcp = sub.add_parser(
+        "mcp-server",
+        help="serve soong-agent as an MCP server (stdio, or streamable HTTP on 127.0.0.1)",
+        description="Exposes the project's agent to MCP clients: tools run(message, session_id?), "
+        "list_sessions and get_session(session_id), and every session's transcript as a resource. "
+        "Permission requests are asked through MCP elicitation when the client supports it, else denied.",
+    )
+    mcp.add_argument("--path", help="project directory; a file selects its parent directory (default: cwd)")
+    mcp.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (needs a bearer token)",
+    )
+    mcp.add_argument(
+        "--port", type=_port, default=8766, help="TCP port with --http (default 8766; 0 picks one)"
+    )
+    mcp.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --http: read the bearer token from PATH (mode 0600; or set $SOONG_AGENT_MCP_TOKEN; "
+        "default: generated and printed)",
+    )
+    mcp.add_argument("--debug", action="store_true", help="show debug log output on stderr")
+    mcp.set_defaults(handler="agent_core.cli._mcp_server:mcp_server_command")
 
 
 def _add_audit(sub: Any) -> None:
@@ -328,6 +397,8 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "chat": _add_chat,
     "serve": _add_serve,
+    "acp": _add_acp,
+    "mcp-server": _add_mcp_server,
     "schedule": _add_schedule,
     "scheduler": _add_schedule,
     "audit": _add_audit,

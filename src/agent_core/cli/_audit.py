@@ -1,7 +1,8 @@
 """``soong-agent audit <run_id|session_id>``: why each tool call of a past run was allowed or denied.
 
 Reads the persisted events (``tool_started`` / ``tool_denied`` carry ``permission_audit``: who decided —
-``policy``, ``rule``, ``session_grant``, ``callback`` or ``hook`` — the decision, the matching
+``policy``, ``rule``, ``mode``, ``session_grant``, ``callback`` or ``hook`` — the run's permission mode, the
+decision, the matching
 ``[[permissions.rules]]`` entry, the reasons for asking and the request id; ``tool_failed`` before the
 gate means the call was never checked). One block per executed tool call (``<run_id> #<n>``: keyed by run
 and sequence, so calls sharing a provider id stay apart), in call order, on stdout; every stored string is
@@ -52,8 +53,12 @@ def explain(audit: dict[str, Any] | None, *, allowed: bool, reason: str | None =
             parts.append(f"request {audit['request_id']}")
     elif by == "hook":
         parts.append("by a PreToolUse hook")
+    elif by == "mode":
+        parts.append(f"by the permission mode {audit.get('permission_mode')}")
     else:
         parts.append("by the default policy" + (" (no prompt needed)" if allowed else ""))
+    if by != "mode" and audit.get("permission_mode") not in (None, "default"):
+        parts.append(f"mode {audit['permission_mode']}")
     if by != "rule" and audit.get("rule"):
         parts.append(f"matching {_rule_text(audit.get('rule'))}")
     reasons = audit.get("reasons") or []

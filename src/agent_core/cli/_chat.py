@@ -32,6 +32,7 @@ from typing import TextIO
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_commands import run_command
 from agent_core.cli._chat_input import Interrupted, chat_home, open_input
+from agent_core.cli._chat_modes import approve_plan
 from agent_core.cli._chat_render import safe
 from agent_core.cli._chat_session import ChatSession
 from agent_core.cli._prompt import recognised_answer
@@ -93,6 +94,7 @@ async def _read_lines(chat: ChatSession) -> None:
                 await run_command(chat, text)
             else:
                 await chat.turn(line)
+                await _after_plan(chat)
             while chat.queued and not chat.quit:
                 command = chat.queued.pop(0)
                 chat.note(f"> {safe(command)}")
@@ -101,6 +103,17 @@ async def _read_lines(chat: ChatSession) -> None:
             if chat.open_failed():
                 raise  # the runtime did not open: chat_command reports it once and exits 1
             chat.printer.line(f"error: {safe(exc.message)}")
+
+
+async def _after_plan(chat: ChatSession) -> None:
+    """A completed run in plan mode ends with a plan: asks to carry it out (``cli._chat_modes``)."""
+    run = chat.last_run
+    while run is not None and run.permission_mode == "plan" and run.status.value == "completed":
+        follow = await approve_plan(chat)
+        if follow is None:
+            return
+        await chat.turn(follow)
+        run = chat.last_run
 
 
 async def _resume(chat: ChatSession, args: argparse.Namespace) -> bool:
@@ -138,6 +151,7 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
 
     chat = ChatSession(out, err, stdin, "orchestrator" if args.orchestrator else "normal")
     chat.path = args.path
+    chat.permission_mode = getattr(args, "permission_mode", None)
     try:  # config and credentials are checked before the first prompt
         await chat.load(args.path)
     except AgentCoreError as exc:

@@ -12,7 +12,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_core.cli._chat_modes import (
+    PERMISSION_MODES,
+    current_permission_mode,
+    modes_line,
+    permissions_command,
+    set_permission_mode,
+)
 from agent_core.cli._chat_render import cut, safe
+from agent_core.cli._chat_rewind import rewind_command
 from agent_core.cli._chat_team import team_command
 
 if TYPE_CHECKING:
@@ -164,8 +172,17 @@ async def _fork(chat: ChatSession, args: list[str]) -> None:
 
 
 async def _mode(chat: ChatSession, args: list[str]) -> None:
+    if not args:
+        chat.note(modes_line(chat))
+        return
+    if len(args) == 1 and args[0] in PERMISSION_MODES:
+        await set_permission_mode(chat, args[0])
+        return
     if len(args) != 1 or args[0] not in ("normal", "orchestrator"):
-        chat.printer.line(f"error: usage: /mode normal|orchestrator (current: {chat.mode})")
+        chat.printer.line(
+            f"error: usage: /mode normal|orchestrator (current: {chat.mode}) or /mode "
+            f"{'|'.join(PERMISSION_MODES)} (permission mode: {current_permission_mode(chat)})"
+        )
         return
     if args[0] == chat.mode:
         chat.note(f"already in {chat.mode} mode")
@@ -280,6 +297,7 @@ async def _config(chat: ChatSession, args: list[str]) -> None:
             f"provider: {safe(model.provider)} ({safe(model.base_url)})",
             f"model:    {safe(model.name)}",
             f"mode:     {chat.mode}",
+            f"permissions: {current_permission_mode(chat)}",
             f"session:  {chat.session_id or '- (new session with the next message)'}",
         ]
     )
@@ -321,7 +339,9 @@ COMMANDS: dict[str, Command] = {
     "/history": _history,
     "/branch": _branch,
     "/fork": _fork,
+    "/rewind": rewind_command,
     "/mode": _mode,
+    "/permissions": permissions_command,
     "/tasks": _tasks,
     "/team": team_command,
     "/usage": _usage,
@@ -342,7 +362,10 @@ HELP = (
     ("/history", "messages of the active path, with their node ids"),
     ("/branch <node_id>", "make that node the active leaf (a unique start or end of the id is enough)"),
     ("/fork <node_id>", "copy the path to that node into a new session and switch to it (same id forms)"),
+    ("/rewind [node]", "files and conversation back to a node (none: list them; + files|conversation: half)"),
     ("/mode normal|orchestrator", "mode of the next new session"),
+    ("/mode <permission mode>", "default, accept_edits, plan, dont_ask or bypass: how the next runs ask"),
+    ("/permissions [mode]", "show or set the permission mode only"),
     ("/tasks", "the Task board of this session"),
     ("/team", "this session's teammates: state and unread inbox entries"),
     ("/usage", "tokens, cost and limits of this session"),

@@ -22,12 +22,14 @@ from agent_core.cli._prompt import (
     describe_request,
     recognised_answer,
 )
+from agent_core.cli._questions import ANSWER_PROMPT as QUESTION_PROMPT
+from agent_core.cli._questions import QUESTION_TIMEOUT_S, ShownCalls, describe_question, parse_answer
 from agent_core.cli._terminal import Output
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
     from agent_core._api.runtime import AgentRuntime
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 Mode = Literal["normal", "orchestrator"]
 ANSWER_PROMPT = "Answer [1/2/3]: "
@@ -53,6 +55,10 @@ class ChatSession:
         self.printer = ChatPrinter(out, rich=self.terminal, err=err)
         self.input: LineInput | None = None
         self.run: RunHandle | None = None
+        self.last_run: RunHandle | None = None
+        """The run of the latest turn (its status and permission mode: plan approval)."""
+        self.permission_mode: str | None = None
+        """The permission mode chosen with ``--permission-mode`` or ``/mode`` (``None``: the configured one)."""
         self.last_usage: dict[str, Any] | None = None
         self.tasks = TaskOwner("chat")
         """The runtime's background open, the turns' event consumers and cancel requests; closed by
@@ -60,6 +66,9 @@ class ChatSession:
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
+        self.shown_calls = ShownCalls()
+        self.prompting = asyncio.Lock()
+        """Held while a permission prompt or a question is on the input line."""
         self.permission_asked = False
         """A permission prompt was shown during the current turn (its answers never become messages)."""
         self.queued: list[str] = []
@@ -78,7 +87,11 @@ class ChatSession:
         def construct() -> AgentRuntime:
             from agent_core._api.runtime import AgentRuntime
 
-            return AgentRuntime(project_dir=path, permission_callback=self.ask)
+            return AgentRuntime(
+                project_dir=path,
+                permission_callback=self._one_prompt_at_a_time,
+                question_callback=self.ask_question,
+            )
 
         runtime = await asyncio.to_thread(construct)
         check_credentials(runtime._config)
@@ -122,6 +135,9 @@ class ChatSession:
         model = resolve_purpose_model(config, "orchestrator" if self.mode == "orchestrator" else "main")
         session = self.session_id or "new session"
         mode = "" if self.mode == "normal" else f" ({self.mode} mode)"
+        permissions = self.permission_mode or config.settings.permissions.mode
+        if permissions != "default":  # the permission mode, when it is not the usual one
+            mode += f" · permissions: {permissions}"
         return (
             f"soong-agent chat · {safe(model.name)} ({safe(model.provider)}) · {safe(str(config.project))} · "
             f"{session}{mode} · /help for commands, Ctrl-D to leave"
@@ -132,6 +148,41 @@ class ChatSession:
         self.printer.line(text, dim=True)
 
     # ---- permission prompts -------------------------------------------------------------------
+    async def _one_prompt_at_a_time(self, request: PermissionRequest) -> PermissionDecision:
+        async with self.prompting:  # a question and a permission prompt never share the input line
+            return await self.ask(request)
+
+    async def ask_question(self, question: UserQuestion) -> str:
+        """Shows a question of ``internal.ask_user`` and reads the answer (``cli._questions``); an empty
+        string when it stays unanswered (end of input, Ctrl-C, no answer in time)."""
+        async with self.prompting:
+            await self.shown_calls.wait(question.tool_call_id)
+            self.printer.end_reply()
+            self.prompt_out.write(describe_question(question) + "\n")
+            assert self.input is not None
+            while True:
+                try:
+                    line = await asyncio.wait_for(
+                        self.input.read(QUESTION_PROMPT, history=False), QUESTION_TIMEOUT_S
+                    )
+                except TimeoutError:
+                    self.prompt_out.write(f"  -> no answer within {QUESTION_TIMEOUT_S:.0f} s\n")
+                    return ""
+                except Interrupted:  # as at a permission prompt: Ctrl-C also cancels the run
+                    self.prompt_out.write("  -> not answered (interrupted)\n")
+                    if self.run is not None:
+                        self.printer.cancel_requested = True
+                        self.cancels.append(self.tasks.spawn(self.run.cancel()))
+                    return ""
+                if line is None:
+                    self.prompt_out.write("\n  -> not answered (end of input)\n")
+                    return ""
+                answer = parse_answer(line, question.options)
+                if answer is not None:
+                    if not self.input.interactive:
+                        self.prompt_out.write("\n")
+                    return answer
+
     async def ask(self, request: PermissionRequest) -> PermissionDecision:
         """The inline permission prompt. On a terminal an unrecognised answer re-prompts with the valid
         choices (yes/no-style words count too), at most :data:`ANSWER_TRIES` times, then denies; piped
@@ -207,12 +258,18 @@ class ChatSession:
                 self.printer.line(f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}")
                 return
         try:
-            run = await runtime.start(content, session_id=self.session_id, mode=self.mode)
+            run = await runtime.start(
+                content,
+                session_id=self.session_id,
+                mode=self.mode,
+                permission_mode=self.permission_mode,  # type: ignore[arg-type]
+            )
         except AgentCoreError as exc:
             self.printer.line(f"error: {safe(exc.message)}")
             return
         self.session_id = run.session_id
         self.run = run
+        self.last_run = run
         self.permission_asked = False
         self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
@@ -258,6 +315,7 @@ class ChatSession:
                 if event.event_type.value.startswith("message_delta"):
                     continue  # a child's reply is shown once, when its message completes
             self.printer.handle(event, depth=level)
+            self.shown_calls.saw(event)
             if level == 0 and event.event_type.value == "run_completed":
                 self.last_usage = dict(event.payload.get("usage") or {}) or None
 

@@ -22,12 +22,14 @@ from agent_core.cli._prompt import (
     parse_permission_answer,
     recognised_answer,
 )
+from agent_core.cli._questions import ANSWER_PROMPT as QUESTION_PROMPT
+from agent_core.cli._questions import QUESTION_TIMEOUT_S, ShownCalls, describe_question, parse_answer
 from agent_core.cli._status import ModelStatus
 from agent_core.cli._terminal import Output, StdinLines, error_text, escape_terminal
 
 if TYPE_CHECKING:
     from agent_core._api.handles import RunHandle
-    from agent_core.types.permissions import PermissionDecision, PermissionRequest
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
     from agent_core.types.runtime import RuntimeEvent, UsageTotals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -37,7 +39,8 @@ NO_CALLBACK = "no permission callback is configured"
 """The policy's reason for a call denied because nobody could be asked."""
 HEADLESS_HINT = (
     "hint: this run could ask nobody (message from stdin or --output-format json/stream-json), so calls "
-    "that need permission were denied; allow them ahead with [[permissions.rules]] in config.toml\n"
+    "that need permission were denied; allow them ahead with [[permissions.rules]] in config.toml, or "
+    "choose a permission mode (--permission-mode accept_edits lets file edits inside the project through)\n"
 )
 
 
@@ -253,6 +256,8 @@ class _Sink:
         self.out = out
         self.format = output_format
         self.headless_denials = 0
+        self.shown = ShownCalls()
+        """The tool calls whose line was printed (a question is shown after its call's line)."""
 
     def handle(self, event: RuntimeEvent) -> None:
         if event.event_type.value == "tool_denied" and NO_CALLBACK in str(event.payload.get("reason") or ""):
@@ -261,6 +266,7 @@ class _Sink:
             headless.write_line(self.out, headless.event_line(event))
         else:
             self.printer.handle(event)
+        self.shown.saw(event)
 
 
 async def _consume(run: RunHandle, sink: _Sink) -> None:
@@ -287,6 +293,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     from agent_core.types.permissions import PermissionDecision
 
     answers = StdinLines(stdin if interactive else None)
+    root_run_id = ""
 
     async def ask(request: PermissionRequest) -> PermissionDecision:
         printer.notice("")  # end any partial text line before the prompt
@@ -304,6 +311,22 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         echo = "" if answers.interactive and answered and line is not None else "\n"
         err.write(f"{echo}  -> {decision.replace('_', ' ')}{f' ({why})' if why else ''}\n")
         return PermissionDecision(decision=decision, reason=why or None)
+
+    async def ask_question(question: UserQuestion) -> str:
+        """``internal.ask_user`` on a terminal: the question on stderr, the answer from stdin."""
+        if question.run_id == root_run_id:  # this stream shows the root run's tool lines only
+            await sink.shown.wait(question.tool_call_id)
+        printer.notice("")
+        err.write(describe_question(question) + "\n")
+        while True:
+            err.write(QUESTION_PROMPT)
+            answered, line = await answers.readline(QUESTION_TIMEOUT_S)
+            if not answered or line is None:
+                err.write(f"\n  -> {'not answered (end of input)' if answered else 'no answer in time'}\n")
+                return ""
+            answer = parse_answer(line, question.options)
+            if answer is not None:
+                return answer
 
     def fail(exc: AgentCoreError) -> int:
         """A run that could not start: one line on stderr (and the result object for a program)."""
@@ -337,7 +360,12 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     printer = _Printer(text_out if output_format == "text" else _DISCARD, err)
     sink = _Sink(printer, out, output_format)
     try:
-        runtime = AgentRuntime(project_dir=args.path, permission_callback=ask if interactive else None)
+        # a question needs someone at the terminal: without one, ask_user tells the model to decide itself
+        runtime = AgentRuntime(
+            project_dir=args.path,
+            permission_callback=ask if interactive else None,
+            question_callback=ask_question if interactive and answers.interactive else None,
+        )
     except AgentCoreError as exc:
         return fail(exc)
     interrupted = 0
@@ -354,6 +382,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 model_profile=getattr(args, "model", None),
                 max_turns=getattr(args, "max_turns", None),
                 wait_if_busy=bool(getattr(args, "wait", False)),
+                permission_mode=getattr(args, "permission_mode", None),
             )
         except AgentCoreError as exc:
             if exc.code == ErrorCode.session_active:  # another process runs the session (issue 40)
@@ -367,6 +396,7 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                     )
                 return EXIT_BUSY
             return fail(exc)
+        root_run_id = run.run_id
         tasks = await stack.enter_async_context(TaskOwner("run command"))  # closed before the runtime
         consumer = tasks.spawn(_consume(run, sink))
         cancelling: list[asyncio.Future[Any]] = []
@@ -417,6 +447,11 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         if sink.headless_denials and output_format != "stream-json":
             err.write(HEADLESS_HINT)
         status = run.status.value
+        if run.permission_mode == "plan" and status == "completed":
+            err.write(
+                "plan mode: nothing was changed. To carry out the plan: soong-agent run --session-id "
+                f'{run.session_id} --permission-mode default "Carry out the plan."\n'
+            )
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if status == "completed" and output_error is None else EXIT_FAILED

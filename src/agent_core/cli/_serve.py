@@ -129,13 +129,16 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
     from agent_core._api.runtime import AgentRuntime
     from agent_core.errors import AgentCoreError
     from agent_core.server._app import create_app
-    from agent_core.server._approvals import ApprovalBroker
+    from agent_core.server._approvals import ApprovalBroker, QuestionBroker
     from agent_core.server._state import close_state, open_state
 
     broker = ApprovalBroker()
+    questions = QuestionBroker()
     try:
-        runtime = AgentRuntime(project_dir=args.path, permission_callback=broker.callback)
-        state = await open_state(runtime, broker)
+        runtime = AgentRuntime(
+            project_dir=args.path, permission_callback=broker.callback, question_callback=questions.callback
+        )
+        state = await open_state(runtime, broker, questions)
     except AgentCoreError as exc:
         err.write(error_text(exc))
         return EXIT_FAILED
@@ -167,6 +170,7 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
         def stop() -> None:
             server.should_exit = True
             state.approvals.end_streams()  # open approval streams never end by themselves
+            state.questions.end_streams()
 
         def on_interrupt() -> None:
             nonlocal interrupted

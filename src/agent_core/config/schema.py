@@ -37,6 +37,7 @@ from pydantic import (
 from agent_core.config.model import ModelProfile, ModelSection, section_default
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.types.base import StrictModel, empty_list
+from agent_core.types.permissions import PermissionMode
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 POOL_OR_WORKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -384,6 +385,9 @@ class PermissionsSection(StrictModel):
     network_policy: NetworkPolicy = Field(default_factory=section_default, validate_default=True)
     rules: list[PermissionRule] = Field(default_factory=empty_list)
     """Checked in front of the default policy; ``deny`` wins over ``confirm`` wins over ``allow``."""
+    mode: PermissionMode = "default"
+    """The permission mode of runs that do not choose one (``AgentRuntime.start(permission_mode=...)``,
+    ``run --permission-mode``, chat ``/mode``); ``bypass`` needs ``tools.sandbox = "bwrap"``."""
 
 
 class HooksSection(StrictModel):
@@ -480,6 +484,29 @@ class ToolsSection(StrictModel):
         return self
 
 
+class CheckpointsSection(StrictModel):
+    """File checkpoints before write/edit tool calls and commands (rewind, ``agent_core._checkpoints``).
+
+    A command's checkpoint walks the write roots by ``stat`` (skipping ``.git``, ``.soong-agent``,
+    dependency and cache directories, ``.gitignore``d paths and ``exclude``); a file's content is read and
+    stored once per version it is seen in, so later walks only ``stat``. Sensitive and credential files are
+    never copied into the store."""
+
+    enabled: bool = True
+    commands: bool = True
+    """Checkpoint ``code.run_command`` and declarative tools too (a ``stat`` walk of the write roots)."""
+    max_file_bytes: int = Field(default=10_485_760, ge=0)
+    """Larger files are recorded by size and time only: a rewind cannot restore them (it says so)."""
+    max_files: int = Field(default=50_000, ge=1)
+    """A walk stops after this many entries (the checkpoint is marked incomplete)."""
+    max_store_bytes: int = Field(default=1_073_741_824, ge=0)
+    """Content stored per session at most; beyond it files are recorded by size and time only."""
+    exclude: list[str] = Field(default_factory=empty_list)
+    """More ``.gitignore``-style patterns (relative to each write root) that command walks skip."""
+    use_gitignore: bool = True
+    """Command walks skip what the ``.gitignore`` files of the write roots ignore."""
+
+
 _PATH_SECTIONS = ("context", "memory", "plan", "task", "tools", "telemetry")
 
 
@@ -502,6 +529,16 @@ class Settings(StrictModel):
     telemetry: TelemetrySection = Field(default_factory=section_default, validate_default=True)
     storage: StorageSection = Field(default_factory=section_default, validate_default=True)
     engine: EngineSection = Field(default_factory=section_default, validate_default=True)
+    checkpoints: CheckpointsSection = Field(default_factory=section_default, validate_default=True)
+
+    @model_validator(mode="after")
+    def _bypass_needs_sandbox(self) -> "Settings":
+        if self.permissions.mode == "bypass" and self.tools.sandbox != "bwrap":
+            raise ValueError(
+                'permissions.mode: "bypass" needs the command sandbox: set [tools] sandbox = "bwrap" '
+                "(or choose another mode)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _legacy_max_turns(self) -> "Settings":

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.types.permissions import PermissionDecision
 
 
 class PermissionDeferral:
@@ -39,18 +38,23 @@ class PermissionDeferral:
 
 
 DEFER: Final = PermissionDeferral()
-"""Returned by a permission callback to defer the request to ``AgentRuntime.answer_permission``."""
+"""Returned by a permission callback to defer the request to ``AgentRuntime.answer_permission`` (and by a
+question callback to defer a question to ``AgentRuntime.answer_question``)."""
+
+T = TypeVar("T")
 
 
-class DeferredAnswers:
-    """Pending deferred requests of one runtime, keyed by ``request_id`` (single event loop)."""
+class DeferredAnswers(Generic[T]):
+    """Pending deferred requests of one runtime, keyed by ``request_id`` (single event loop); ``what``
+    names them in errors (``permission request``, ``question``)."""
 
-    def __init__(self) -> None:
-        self._pending: dict[str, asyncio.Future[PermissionDecision]] = {}
+    def __init__(self, what: str = "permission request") -> None:
+        self._what = what
+        self._pending: dict[str, asyncio.Future[T]] = {}
 
-    def open(self, request_id: str) -> asyncio.Future[PermissionDecision]:
+    def open(self, request_id: str) -> asyncio.Future[T]:
         """Registers ``request_id`` before the callback runs (an answer may arrive as soon as it returns)."""
-        future: asyncio.Future[PermissionDecision] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         return future
 
@@ -72,13 +76,13 @@ class DeferredAnswers:
     def pending_ids(self) -> list[str]:
         return [rid for rid, future in self._pending.items() if not future.done()]
 
-    def answer(self, request_id: str, decision: PermissionDecision) -> None:
+    def answer(self, request_id: str, answer: T) -> None:
         """Resolves a pending request; ``validation_error`` when it is not pending."""
         future = self._pending.get(request_id)
         if future is None or future.done():
             raise AgentCoreError(
                 ErrorCode.validation_error,
-                f"permission request {request_id!r} is not pending (unknown, already answered or abandoned)",
+                f"{self._what} {request_id!r} is not pending (unknown, already answered or abandoned)",
                 details={"request_id": request_id},
             )
-        future.set_result(decision)
+        future.set_result(answer)

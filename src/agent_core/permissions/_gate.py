@@ -34,6 +34,7 @@ from agent_core._redaction import Redactor, default_redactor, redact_sensitive_k
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions._deferred import DeferredAnswers, PermissionDeferral
+from agent_core.permissions._modes import apply_mode, refuse_ask
 from agent_core.permissions._policy import (
     UNGRANTABLE,
     CallFacts,
@@ -44,7 +45,7 @@ from agent_core.permissions._policy import (
 from agent_core.permissions._rules import REASON_RULE_CONFIRM, RuleSet, apply_rule, call_argv
 from agent_core.permissions._session_grants import SessionGrant, session_grant
 from agent_core.types.enums import AgentRole, PermissionDecisionKind
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionDecision, PermissionMode, PermissionRequest
 from agent_core.types.tools import ToolDefinition
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
@@ -67,7 +68,7 @@ class NoCallback(Exception):
     (the policy's or the rule's denial, with its code and message)."""
 
 
-DecidedBy = Literal["policy", "rule", "session_grant", "callback"]
+DecidedBy = Literal["policy", "rule", "mode", "session_grant", "callback"]
 
 DEFAULT_CALLBACK_TIMEOUT_S = 300.0
 ARGS_SUMMARY_LIMIT = 500
@@ -108,6 +109,12 @@ class Requester(Protocol):
     def project_dir(self) -> Path: ...
 
 
+def mode_of(requester: Requester) -> PermissionMode:
+    """The requester's permission mode (``default`` for a requester that has none)."""
+    mode: PermissionMode = getattr(requester, "permission_mode", "default")
+    return mode
+
+
 def summarize_arguments(
     arguments: Any, redactor: Redactor | None = None, limit: int = ARGS_SUMMARY_LIMIT
 ) -> str:
@@ -137,9 +144,12 @@ class GateOutcome:
     failure_message: str | None = None
     decided_by: DecidedBy = "policy"
     """Who decided (audit, issue 14 §10): ``policy`` (the default table), ``rule`` (a
-    ``[[permissions.rules]]`` entry), ``session_grant`` (an earlier ``allow_for_session``) or ``callback``."""
+    ``[[permissions.rules]]`` entry), ``mode`` (the run's permission mode), ``session_grant`` (an earlier
+    ``allow_for_session``) or ``callback``."""
     rule: dict[str, Any] | None = None
     """The matching permission rule (its index and fields), when one matched."""
+    mode: PermissionMode = "default"
+    """The run's permission mode when the call was decided (in every audit entry)."""
 
     def permission_outcome(self) -> dict[str, Any]:
         """The ``tool_started`` payload key ``permission_outcome``."""
@@ -153,6 +163,7 @@ class GateOutcome:
             "rule": self.rule,
             "reasons": list(self.reasons),
             "request_id": self.request.request_id if self.request is not None else None,
+            "permission_mode": self.mode,
         }
 
 
@@ -204,7 +215,7 @@ class PermissionGate:
         self._lock = asyncio.Lock()
         self._session_grants: dict[str, set[tuple[str, str]]] = {}
         self._command_grants: dict[str, set[tuple[str, str, SessionGrant]]] = {}
-        self.deferred = DeferredAnswers()
+        self.deferred: DeferredAnswers[PermissionDecision] = DeferredAnswers()
         """Requests whose callback returned ``DEFER`` (answered by ``AgentRuntime.answer_permission``)."""
 
     def use_callback(self, callback: PermissionCallback, *, forwarding: bool = False) -> None:
@@ -290,6 +301,7 @@ class PermissionGate:
             metadata={
                 "reasons": list(reasons),
                 "allow_for_session_available": allow_for_session_available,
+                "permission_mode": mode_of(requester),
                 **self._change_preview(facts),
                 **self._argument_display(arguments),
                 **facts_display(facts),
@@ -357,19 +369,24 @@ class PermissionGate:
         decide, else the :class:`PendingAsk` to finish with :meth:`ask` (same outcome as :meth:`check`).
         ``has_callback=False``: decided as without a callback (an ``ask`` becomes the denial)."""
         has_callback = self.has_callback if has_callback is None else has_callback
+        mode = mode_of(requester)
         decision = self._policy.decide(tool, facts, has_callback=True)
         match = self._rules.match(tool, arguments, facts, requester.project_dir)
         decision = apply_rule(decision, match, tool=tool.name, has_callback=has_callback)
+        decision, by_mode = apply_mode(decision, mode, tool)
         if decision.action == "ask" and not has_callback and REASON_RULE_CONFIRM not in decision.reasons:
             decision = self._policy.decide(tool, facts, has_callback=False)
-        by_rule: DecidedBy = "rule" if match is not None else "policy"
+        by_rule: DecidedBy = "mode" if by_mode else "rule" if match is not None else "policy"
         rule = match.describe() if match is not None else None
         scope = decision.target_scope
         if decision.action == "allow":
             return GateOutcome(
-                allowed=True, decision="allow", target_scope=scope, decided_by=by_rule, rule=rule
+                allowed=True, decision="allow", target_scope=scope, decided_by=by_rule, rule=rule, mode=mode
             )
         if decision.action == "deny":
+            denied_by: DecidedBy = (
+                "mode" if by_mode else "rule" if match is not None and match.decision != "allow" else "policy"
+            )
             return GateOutcome(
                 allowed=False,
                 decision="deny",
@@ -377,8 +394,9 @@ class PermissionGate:
                 target_scope=scope,
                 reason=decision.message,
                 error_code=decision.deny_code or ErrorCode.permission_denied,
-                decided_by="rule" if match is not None and match.decision != "allow" else "policy",
+                decided_by=denied_by,
                 rule=rule,
+                mode=mode,
             )
         argv = call_argv(arguments) if "argv" in arguments else None
         grant = session_grant(argv) if argv is not None else None
@@ -390,11 +408,25 @@ class PermissionGate:
             target_scope=scope,
             decided_by="session_grant",
             rule=rule,
+            mode=mode,
         )
         if not set(decision.reasons) & UNGRANTABLE and self._granted(
             requester.session_id, tool.name, scope, argv
         ):
             return cached
+        if mode == "dont_ask":
+            refused = refuse_ask(decision, tool)
+            return GateOutcome(
+                allowed=False,
+                decision="deny",
+                reasons=refused.reasons,
+                target_scope=scope,
+                reason=refused.message,
+                error_code=ErrorCode.permission_denied,
+                decided_by="mode",
+                rule=rule,
+                mode=mode,
+            )
         return PendingAsk(tool, arguments, requester, facts, decision, rule, argv, grant, cached)
 
     async def ask(
@@ -468,6 +500,7 @@ class PermissionGate:
                     failure_message=failure_message if failure else None,
                     decided_by="callback",
                     rule=rule,
+                    mode=mode_of(requester),
                 )
             granted = answer.decision
             if granted == "allow_for_session":
@@ -488,6 +521,7 @@ class PermissionGate:
                 request=request,
                 decided_by="callback",
                 rule=rule,
+                mode=mode_of(requester),
             )
 
     async def ask_callback(

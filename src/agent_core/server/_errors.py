@@ -22,7 +22,7 @@ class ApiError(Exception):
 
 
 def status_for(exc: AgentCoreError) -> int:
-    if exc.code == ErrorCode.session_active:
+    if exc.code in (ErrorCode.session_active, ErrorCode.path_conflict):
         return 409
     if exc.code in (ErrorCode.validation_error, ErrorCode.schema_error):
         return 400

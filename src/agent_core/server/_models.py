@@ -20,6 +20,8 @@ class RunRequest(Body):
     session_id: str | None = None
     mode: Literal["normal", "orchestrator"] | None = None
     """Omitted: the session's mode (a new session: ``normal``); a different mode than the session's → 409."""
+    permission_mode: Literal["default", "accept_edits", "plan", "dont_ask", "bypass"] | None = None
+    """The run's permission mode (omitted: ``[permissions] mode``); ``bypass`` without the sandbox → 409."""
 
 
 class WorkerRef(Body):
@@ -44,8 +46,27 @@ class AnswerResult(Body):
     decision: str
 
 
+class QuestionAnswerRequest(Body):
+    answer: str = Field(min_length=1, max_length=20_000)
+    """The user's answer: one of the question's options or their own words."""
+
+
+class QuestionAnswerResult(Body):
+    request_id: str
+    status: Literal["answered"]
+    answer: str
+
+
 class NodeRequest(Body):
     node_id: str = Field(min_length=1, max_length=200)
+
+
+class RewindRequest(Body):
+    node_id: str = Field(min_length=1, max_length=200)
+    files: bool = Field(default=True, strict=True)
+    """Put back the files changed after the node."""
+    conversation: bool = Field(default=True, strict=True)
+    """Make the node the active leaf."""
 
 
 class ForkResult(Body):

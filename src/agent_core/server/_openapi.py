@@ -15,21 +15,33 @@ from agent_core.server._models import (
     ForkResult,
     NodeRequest,
     PoolsResult,
+    QuestionAnswerRequest,
+    QuestionAnswerResult,
+    RewindRequest,
     RunCreated,
     RunRequest,
 )
-from agent_core.types._results import CancelResult, DeleteSessionResult, SessionSummary
+from agent_core.types._results import CancelResult, DeleteSessionResult, RewindResult, SessionSummary
 from agent_core.types.content import ErrorPayload
-from agent_core.types.permissions import PermissionRequest
+from agent_core.types.permissions import PermissionRequest, UserQuestion
 from agent_core.types.runtime import NestedRuntimeEvent, Node, ReplayResult
 from agent_core.types.team import TeammateView
 
 _REF = "#/components/schemas/{model}"
-_INPUTS: tuple[type[BaseModel], ...] = (RunRequest, AnswerRequest, NodeRequest)
+_INPUTS: tuple[type[BaseModel], ...] = (
+    RunRequest,
+    AnswerRequest,
+    QuestionAnswerRequest,
+    NodeRequest,
+    RewindRequest,
+)
 _OUTPUTS: tuple[type[BaseModel], ...] = (
     RunCreated,
     PoolsResult,
     AnswerResult,
+    QuestionAnswerResult,
+    UserQuestion,
+    RewindResult,
     ForkResult,
     CancelResult,
     ReplayResult,
@@ -69,28 +81,38 @@ _SSE_EVENT: dict[str, Any] = {
 }
 
 
-_APPROVAL_EVENT: dict[str, Any] = {
-    "type": "object",
-    "required": ["data", "event"],
-    "properties": {
-        "event": {"enum": ["approvals", "approval_pending", "approval_answered", "approval_expired"]},
-        "data": {
-            "type": "string",
-            "contentMediaType": "application/json",
-            "contentSchema": {
-                "anyOf": [
-                    {
-                        "type": "object",
-                        "required": ["approvals"],
-                        "properties": {
-                            "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}}
+def _pending_event(kind: str, schema: str) -> dict[str, Any]:
+    """The SSE schema of ``/api/<kind>s/events`` (a snapshot, then each change of one request)."""
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    return {
+        "type": "object",
+        "required": ["data", "event"],
+        "properties": {
+            "event": {"enum": [f"{kind}s", f"{kind}_pending", f"{kind}_answered", f"{kind}_expired"]},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "required": [f"{kind}s"],
+                            "properties": {f"{kind}s": {"type": "array", "items": ref}},
                         },
-                    },
-                    {"$ref": "#/components/schemas/Approval"},
-                ]
+                        ref,
+                    ]
+                },
             },
         },
-    },
+    }
+
+
+_APPROVAL_EVENT = _pending_event("approval", "Approval")
+_QUESTION_EVENT = _pending_event("question", "Question")
+_STATUS_PARAM: dict[str, Any] = {
+    "name": "status",
+    "in": "query",
+    "schema": {"enum": ["pending", "answered", "expired", "all"]},
 }
 
 
@@ -149,6 +171,16 @@ def _components() -> dict[str, Any]:
     )
     approval["required"] = [*approval.get("required", []), "status", "created_at", "answered_at", "answer"]
     schemas["Approval"] = approval
+    question = copy.deepcopy(schemas["UserQuestion"])
+    question["title"] = "Question"
+    question["properties"].update(
+        status={"enum": ["pending", "answered", "expired"]},
+        created_at={"type": "string"},
+        answered_at={"type": ["string", "null"]},
+        answer={"type": ["string", "null"]},
+    )
+    question["required"] = [*question.get("required", []), "status", "created_at", "answered_at", "answer"]
+    schemas["Question"] = question
     return schemas
 
 
@@ -228,13 +260,7 @@ def openapi_document(version: str) -> dict[str, Any]:
         "/api/approvals": {
             "get": {
                 "summary": "Permission requests (pending by default), all sessions",
-                "parameters": [
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "schema": {"enum": ["pending", "answered", "expired", "all"]},
-                    }
-                ],
+                "parameters": [_STATUS_PARAM],
                 "responses": {"200": _json(_obj("approvals", _ref("Approval"))), **_errors(400)},
             }
         },
@@ -260,6 +286,37 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "parameters": [_path("request_id")],
                 "requestBody": _body("AnswerRequest"),
                 "responses": {"200": _json(_ref("AnswerResult")), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/questions": {
+            "get": {
+                "summary": "Questions the agents asked with internal.ask_user (pending by default), all sessions",
+                "parameters": [_STATUS_PARAM],
+                "responses": {"200": _json(_obj("questions", _ref("Question"))), **_errors(400)},
+            }
+        },
+        "/api/questions/events": {
+            "get": {
+                "summary": "Server-sent events of questions, pushed as they change",
+                "description": 'First `event: questions` with `{"questions": [pending Question...]}`, then '
+                "`question_pending`, `question_answered` and `question_expired`, each with the Question as "
+                "it committed. A question left pending when the server stopped is expired, never answered.",
+                "responses": {
+                    "200": {
+                        "description": "event: questions | question_pending | question_answered | "
+                        "question_expired",
+                        "content": {"text/event-stream": {"schema": _QUESTION_EVENT}},
+                    },
+                    **_errors(),
+                },
+            }
+        },
+        "/api/questions/{request_id}": {
+            "post": {
+                "summary": "Answer a pending question (an option or free text; the first answer wins)",
+                "parameters": [_path("request_id")],
+                "requestBody": _body("QuestionAnswerRequest"),
+                "responses": {"200": _json(_ref("QuestionAnswerResult")), **_errors(400, 404, 409, 413)},
             }
         },
         "/api/pools": {
@@ -305,6 +362,17 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "parameters": [session_id],
                 "requestBody": _body("NodeRequest"),
                 "responses": {"201": _json(_ref("ForkResult"), "forked"), **_errors(400, 404, 409, 413)},
+            }
+        },
+        "/api/sessions/{session_id}/rewind": {
+            "post": {
+                "summary": "Rewind files and conversation to a node (the files changed after it come back)",
+                "description": "409 `path_conflict` with `error.details.conflicts` ([{path, reason}]) when a "
+                "file changed since by someone else: nothing is changed. Paths left alone (protected, below "
+                "a symlinked directory, not captured, another session's change) are listed in `skipped`.",
+                "parameters": [session_id],
+                "requestBody": _body("RewindRequest"),
+                "responses": {"200": _json(_ref("RewindResult")), **_errors(400, 404, 409, 413)},
             }
         },
         "/api/sessions/{session_id}/tasks": {

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_core._ids import validate_session_id
-from agent_core._storage.approvals import ApprovalStatus, request_json
+from agent_core._storage.approvals import ApprovalStatus, QuestionAnswer
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.server._addressing import NOTE_TAG, addressed_message, addressed_workers
 from agent_core.server._errors import ApiError
@@ -29,7 +29,10 @@ from agent_core.server._models import (
     ForkResult,
     NodeRequest,
     PoolsResult,
+    QuestionAnswerRequest,
+    QuestionAnswerResult,
     QueuedRun,
+    RewindRequest,
     RunCreated,
     RunRequest,
     WorkerRef,
@@ -125,7 +128,16 @@ async def start_run(request: Request) -> Response:
         addressed = addressed_workers(body.message, workers)
         if addressed:
             message = addressed_message(body.message, addressed)
-    handle = await state.runtime.start(message, session_id=body.session_id, mode=mode)
+    if body.permission_mode == "bypass" and state.runtime._config.settings.tools.sandbox != "bwrap":
+        raise ApiError(  # a valid request this server's configuration refuses
+            409,
+            ErrorCode.validation_error,
+            'permission mode "bypass" needs the command sandbox ([tools] sandbox = "bwrap" in config.toml)',
+            {"config_key": "tools.sandbox"},
+        )
+    handle = await state.runtime.start(
+        message, session_id=body.session_id, mode=mode, permission_mode=body.permission_mode
+    )
     state.feeds.start(handle)
     refs = [WorkerRef(worker_pool_id=w.worker_pool_id, worker_agent_id=w.worker_agent_id) for w in addressed]
     return _json(RunCreated(run_id=handle.run_id, session_id=handle.session_id, addressed_workers=refs), 201)
@@ -188,18 +200,60 @@ async def cancel_run(request: Request) -> Response:
     return _json(await state.cancel(run_id))
 
 
-async def list_approvals(request: Request) -> Response:
+_STATUS_CHOICES: dict[str, tuple[ApprovalStatus, ...]] = {
+    "pending": ("pending",),
+    "answered": ("answered",),
+    "expired": ("expired",),
+    "all": ("pending", "answered", "expired"),
+}
+
+
+def _statuses(request: Request) -> tuple[ApprovalStatus, ...]:
     wanted = request.query_params.get("status", "pending")
-    choices: dict[str, tuple[ApprovalStatus, ...]] = {
-        "pending": ("pending",),
-        "answered": ("answered",),
-        "expired": ("expired",),
-        "all": ("pending", "answered", "expired"),
-    }
-    if wanted not in choices:
-        raise ApiError(400, ErrorCode.validation_error, f"status must be one of {', '.join(choices)}")
-    rows = await _state(request).approvals.list(choices[wanted])
-    return _json({"approvals": [request_json(r) for r in rows]})
+    if wanted not in _STATUS_CHOICES:
+        raise ApiError(400, ErrorCode.validation_error, f"status must be one of {', '.join(_STATUS_CHOICES)}")
+    return _STATUS_CHOICES[wanted]
+
+
+async def list_approvals(request: Request) -> Response:
+    broker = _state(request).approvals
+    rows = await broker.list(_statuses(request))
+    return _json({"approvals": [broker.store.view(r) for r in rows]})
+
+
+async def list_questions(request: Request) -> Response:
+    broker = _state(request).questions
+    rows = await broker.list(_statuses(request))
+    return _json({"questions": [broker.store.view(r) for r in rows]})
+
+
+async def question_events(request: Request) -> Response:
+    """Pushes the pending questions, then every change (``question_pending`` / ``_answered`` / ``_expired``)."""
+    broker = _state(request).questions
+
+    async def messages() -> Any:
+        async for name, data in broker.subscribe():
+            yield ServerSentEvent(data=json.dumps(data), event=name)
+
+    return EventSourceResponse(messages(), ping=SSE_PING_S, headers={"Cache-Control": "no-store"})
+
+
+async def answer_question(request: Request) -> Response:
+    state = _state(request)
+    request_id = request.path_params["request_id"]
+    body: QuestionAnswerRequest = await _body(request, QuestionAnswerRequest)
+    outcome = await state.questions.answer(request_id, QuestionAnswer(answer=body.answer))
+    if outcome == "missing":
+        raise ApiError(404, ErrorCode.validation_error, f"unknown question {request_id!r}")
+    if outcome != "answered":
+        status = "expired" if outcome == "conflict_expired" else "answered"
+        raise ApiError(
+            409,
+            ErrorCode.validation_error,
+            f"question {request_id!r} is already {status}",
+            {"request_id": request_id, "status": status},
+        )
+    return _json(QuestionAnswerResult(request_id=request_id, status="answered", answer=body.answer))
 
 
 async def approval_events(request: Request) -> Response:
@@ -269,6 +323,20 @@ async def set_active(request: Request) -> Response:
     return _json(await state.runtime.switch_node(session_id, body.node_id))
 
 
+async def rewind_session(request: Request) -> Response:
+    """Files and conversation back to a node (``AgentRuntime.rewind``): 409 with ``details.conflicts``
+    when a file changed since (nothing is changed), 409 while a run of the session is queued or running."""
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    await _known_session(state, session_id)
+    body: RewindRequest = await _body(request, RewindRequest)
+    await _known_node(state, session_id, body.node_id)
+    result = await state.runtime.rewind(
+        session_id, body.node_id, files=body.files, conversation=body.conversation
+    )
+    return _json(result)
+
+
 async def fork_session(request: Request) -> Response:
     state = _state(request)
     session_id = request.path_params["session_id"]
@@ -286,6 +354,7 @@ async def delete_session(request: Request) -> Response:
     result = await state.runtime.delete_session(session_id)
     if result.deleted:
         await state.approvals.store.delete_session(session_id)
+        await state.questions.store.delete_session(session_id)
         return _json(result)
     status = 409 if result.error is not None and result.error.code == ErrorCode.session_active else 400
     return _json(result, status)
@@ -339,11 +408,15 @@ API_ROUTES = [
     Route("/api/approvals", list_approvals, methods=["GET"]),
     Route("/api/approvals/events", approval_events, methods=["GET"]),
     Route("/api/approvals/{request_id}", answer_approval, methods=["POST"]),
+    Route("/api/questions", list_questions, methods=["GET"]),
+    Route("/api/questions/events", question_events, methods=["GET"]),
+    Route("/api/questions/{request_id}", answer_question, methods=["POST"]),
     Route("/api/pools", list_pools, methods=["GET"]),
     Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
     Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
     Route("/api/sessions/{session_id}/active", set_active, methods=["POST"]),
     Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+    Route("/api/sessions/{session_id}/rewind", rewind_session, methods=["POST"]),
     Route("/api/sessions/{session_id}/tasks", session_tasks, methods=["GET"]),
     Route("/api/artifacts/{artifact_id}", artifact_media, methods=["GET"]),
     Route("/api/sessions/{session_id}/team", session_team, methods=["GET"]),

@@ -11,10 +11,10 @@ from importlib import metadata
 from agent_core._api.handles import RunHandle
 from agent_core._api.runtime import AgentRuntime
 from agent_core._runtime.state import RunState
-from agent_core._storage.approvals import ApprovalStore
+from agent_core._storage.approvals import ApprovalStore, QuestionStore
 from agent_core._storage.protocol import SessionStore
 from agent_core.errors import AgentCoreError, ErrorCode
-from agent_core.server._approvals import ApprovalBroker
+from agent_core.server._approvals import ApprovalBroker, QuestionBroker
 from agent_core.server._errors import ApiError
 from agent_core.server._sse import RunFeeds
 from agent_core.types._results import CancelResult
@@ -35,6 +35,8 @@ class ServerState:
 
     runtime: AgentRuntime
     approvals: ApprovalBroker
+    questions: QuestionBroker = field(default_factory=QuestionBroker)
+    """The model's questions (``internal.ask_user``), durable like the approvals."""
     feeds: RunFeeds = field(default_factory=RunFeeds)
     version: str = field(default_factory=_version)
 
@@ -64,14 +66,21 @@ class ServerState:
         return CancelResult(run_id=run_id, status=record.status, already_terminal=record.status.terminal)
 
 
-async def open_state(runtime: AgentRuntime, approvals: ApprovalBroker) -> ServerState:
-    """Opens ``runtime`` and expires pending approvals left by an earlier process (never allowed)."""
+async def open_state(
+    runtime: AgentRuntime, approvals: ApprovalBroker, questions: QuestionBroker | None = None
+) -> ServerState:
+    """Opens ``runtime`` and expires pending approvals and questions left by an earlier process (never
+    allowed, never answered)."""
     await runtime.__aenter__()
-    state = ServerState(runtime=runtime, approvals=approvals)
+    state = ServerState(runtime=runtime, approvals=approvals, questions=questions or QuestionBroker())
     approvals.attach(runtime, ApprovalStore(state.storage))
+    state.questions.attach(runtime, QuestionStore(state.storage))
     expired = await approvals.expire_all()
     if expired:
         log.warning("%d pending permission request(s) of an earlier server process expired", expired)
+    expired = await state.questions.expire_all()
+    if expired:
+        log.warning("%d pending question(s) of an earlier server process expired", expired)
     return state
 
 
@@ -79,8 +88,10 @@ async def close_state(state: ServerState) -> None:
     """Expires pending approvals (never allowed later), then closes the runtime (cancels its runs)."""
     try:
         await state.approvals.close()
+        await state.questions.close()
         with contextlib.suppress(AgentCoreError):
             await state.approvals.expire_all()
+            await state.questions.expire_all()
         await state.runtime.close()
     finally:
         await state.feeds.close()

@@ -52,6 +52,7 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
         for n in ("internal.job_status", "internal.job_cancel")
     },
     "internal.recall_memory": _row(main="D", orchestrator="D"),
+    "internal.ask_user": _row(main="D", orchestrator="D", sub="P", fork="P"),
     "agent.list_agent_definitions": _row(main="D", orchestrator="D"),
     "agent.create_sub_agent": _row(main="D", orchestrator="D"),
     "agent.fork_agent": _row(main="D"),

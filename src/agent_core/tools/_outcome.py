@@ -48,12 +48,20 @@ def failed(call: ToolCall, code: ErrorCode, message: str, reason: str, **details
     return CallOutcome(result, "failed", {"aborted": False, "reason": reason})
 
 
-def unavailable(call: ToolCall, role: AgentRole | str | None) -> CallOutcome:
+def unavailable(
+    call: ToolCall, role: AgentRole | str | None, permission_mode: str = "default"
+) -> CallOutcome:
     """A call of a tool that is not in the run's effective set (a worker's Task mutation is a denial)."""
     if role == AgentRole.worker and call.name in TASK_MUTATORS:
         message = f"workers may not call '{call.name}': Task content is modified only by the Orchestrator"
         result = error_result(call.tool_call_id, call.name, ErrorCode.permission_denied, message)
-        audit = {"decided_by": "policy", "decision": "deny", "rule": None, "reasons": ["worker_role"]}
+        audit = {
+            "decided_by": "policy",
+            "decision": "deny",
+            "rule": None,
+            "reasons": ["worker_role"],
+            "permission_mode": permission_mode,
+        }
         extra = {
             "denied_by": "permission",
             "reason": message,
@@ -62,6 +70,8 @@ def unavailable(call: ToolCall, role: AgentRole | str | None) -> CallOutcome:
         }
         return CallOutcome(result, "denied", extra)
     message = f"tool '{call.name}' is not available in this run"
+    if permission_mode == "plan":
+        message += " (plan mode offers read-only tools only: finish with the plan for the user to approve)"
     return failed(call, ErrorCode.tool_not_available, message, "tool_not_available")
 
 

@@ -24,9 +24,10 @@ import time
 import traceback
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_core._concurrency import TaskOwner, wait_uninterrupted
+from agent_core._concurrency import TaskOwner, run_to_end, wait_uninterrupted
 from agent_core._events import payloads as ev
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
@@ -130,6 +131,8 @@ class _Turn:
     calls: TaskOwner = field(default_factory=lambda: TaskOwner("tool calls"))
     """The tasks of the calls running in the current group (those of earlier groups have finished)."""
     commit_errors: list[BaseException] = field(default_factory=list)
+    checkpoint_ids: dict[str, str] = field(default_factory=dict)
+    """``tool_call_id`` → the checkpoint taken around the call (named on its tool node)."""
 
     @property
     def cancelled(self) -> bool:
@@ -177,6 +180,27 @@ class Offload(Protocol):
     def wrap(self, handler: Awaitable[Any], call: ToolCall, ctx: ToolContext) -> Awaitable[Any]: ...
 
 
+class Checkpointer(Protocol):
+    """File checkpoints around calls that change files (``agent_core._checkpoints.CheckpointService``)."""
+
+    def kind_for(self, definition: ToolDefinition) -> str | None: ...
+
+    async def open(
+        self,
+        call: ToolCall,
+        definition: ToolDefinition,
+        preflight: Preflight,
+        *,
+        session_id: str,
+        run_id: str,
+        agent_id: str,
+        project: Path,
+        base_node_seq: int | None,
+    ) -> Any: ...
+
+    async def close(self, opened: Any) -> str: ...
+
+
 class ToolExecutor:
     """Executes the tool calls of one assistant message (the loop's seam, tools.md §16–§19)."""
 
@@ -198,6 +222,8 @@ class ToolExecutor:
         self._cancel_grace_s = cancel_grace_s
         self.offload: Offload | None = None
         """Background offload of slow calls (``agent_core.jobs``, installed when offload is on)."""
+        self.checkpoints: Checkpointer | None = None
+        """File checkpoints before write/edit/command calls (installed by the runtime)."""
 
     # -- turn ---------------------------------------------------------------------------------------
 
@@ -360,7 +386,7 @@ class ToolExecutor:
             raise Aborted(started=False)
         call, scope = prep.call, turn.scope
         if not prep.available or prep.entry is None or prep.definition is None:
-            return outcome.unavailable(call, scope.agent_role)
+            return outcome.unavailable(call, scope.agent_role, scope.permission_mode)
         definition, entry = prep.definition, prep.entry
         provider_error = call.metadata.get("arguments_error")
         if provider_error:
@@ -480,6 +506,7 @@ class ToolExecutor:
             "rule": None,
             "reasons": [],
             "request_id": None,
+            "permission_mode": turn.scope.permission_mode,
         }
         extra = {"denied_by": "hook", "reason": reason, "hook_summary": summary, "permission_audit": audit}
         return CallOutcome(result, "denied", extra)
@@ -517,6 +544,59 @@ class ToolExecutor:
         return CallOutcome(result, "denied", extra)
 
     async def _execute(self, turn: _Turn, prep: _Prepared, ready: _Ready) -> CallOutcome:
+        """Runs the handler; a call that changes files runs between its checkpoint's opening (after
+        ``tool_started``) and closing (whatever the handler's outcome)."""
+        opened: list[Any] = []
+        try:
+            return await self._run_handler(turn, prep, ready, opened)
+        finally:
+            for checkpoint in opened:
+                await self._close_checkpoint(turn, ready.call, checkpoint)
+
+    async def _open_checkpoint(self, turn: _Turn, ready: _Ready) -> Any:
+        checkpoints = self.checkpoints
+        if checkpoints is None or checkpoints.kind_for(ready.definition) is None:
+            return None
+        scope = turn.scope
+        path = turn.sink.active_path()
+        try:
+            return await checkpoints.open(
+                ready.call,
+                ready.definition,
+                ready.preflight,
+                session_id=scope.session_id,
+                run_id=scope.run_id,
+                agent_id=scope.agent_id,
+                project=scope.project_dir,
+                base_node_seq=path[-1].node_seq if path else None,
+            )
+        except Exception:  # a call is never blocked by its checkpoint; a rewind then reports its files
+            logger.warning(
+                "no checkpoint for %s (%s)", ready.call.name, ready.call.tool_call_id, exc_info=True
+            )
+            return None
+
+    async def _close_checkpoint(self, turn: _Turn, call: ToolCall, checkpoint: Any) -> None:
+        """Records the state after the call (never interrupted half-way: a cancellation waits for it)."""
+        checkpoints = self.checkpoints
+        assert checkpoints is not None
+
+        async def close() -> str | None:
+            try:
+                return await checkpoints.close(checkpoint)
+            except Exception:
+                logger.warning("could not record the checkpoint of %s", call.tool_call_id, exc_info=True)
+                return None
+
+        checkpoint_id, interrupted = await run_to_end(close())
+        if checkpoint_id is not None:
+            turn.checkpoint_ids[call.tool_call_id] = checkpoint_id
+        if interrupted:
+            raise asyncio.CancelledError()
+
+    async def _run_handler(
+        self, turn: _Turn, prep: _Prepared, ready: _Ready, opened: list[Any]
+    ) -> CallOutcome:
         call, definition = ready.call, ready.definition
         started_event = ev.ToolStarted(
             tool_name=call.name,
@@ -532,6 +612,9 @@ class ToolExecutor:
             internal=_internal(prep),
         )
         await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
+        checkpoint = await self._open_checkpoint(turn, ready)
+        if checkpoint is not None:
+            opened.append(checkpoint)
         timeout_ms = self._timeout_ms(ready.entry, definition)
         started = time.monotonic()
         handler: Awaitable[Any] = ready.entry.adapter.execute(call, ready.ctx)
@@ -600,6 +683,11 @@ class ToolExecutor:
         call = prep.call
         try:
             result = redact_result(final.result, self._redactor)
+            checkpoint_id = turn.checkpoint_ids.get(call.tool_call_id)
+            if checkpoint_id is not None:  # the tool node names its checkpoint (rewind)
+                result = result.model_copy(
+                    update={"metadata": {**result.metadata, "checkpoint_id": checkpoint_id}}
+                )
             if call.name not in NO_ARTIFACTIZE:
                 result = await limit_output(
                     result,

@@ -17,6 +17,7 @@ from agent_core._events.payloads import EventPayload, ToolProgress, ToolResultEv
 from agent_core._media import MediaPolicy
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
 from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType, RunMode
+from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolResult
 
@@ -118,6 +119,8 @@ class RunScope:
     autonomous teammate working a step of its lead's board)."""
     mcp_failed_servers: set[str] = field(default_factory=set)
     """MCP servers that failed during this run: their tools are not offered again in it."""
+    permission_mode: PermissionMode = "default"
+    """The run's permission mode (``agent_core.permissions._modes``): recorded in every permission audit."""
     media: MediaPolicy | None = None
     """What the run's model reads besides text (images, PDFs) and their limits; ``None``: text only."""
 

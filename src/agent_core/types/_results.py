@@ -85,3 +85,26 @@ class CleanupResult(StrictModel):
     failures: list[CleanupFailure] = Field(default_factory=empty_list)
     freed_bytes: int = 0
     partial_failure: bool = False
+
+
+class RewindSkip(StrictModel):
+    """A path a rewind left alone, and why."""
+
+    path: str
+    reason: str
+
+
+class RewindResult(StrictModel):
+    """What ``AgentRuntime.rewind`` did: the checkpoints undone, the files put back (``restored``: their
+    earlier content, link or directory; ``removed``: they did not exist then) and what it left alone."""
+
+    session_id: str
+    node_id: str
+    files: bool
+    conversation: bool
+    active_node_id: str | None = None
+    """The session's active leaf afterwards (the target node when ``conversation``)."""
+    checkpoints: list[str] = Field(default_factory=empty_list)
+    restored: list[str] = Field(default_factory=empty_list)
+    removed: list[str] = Field(default_factory=empty_list)
+    skipped: list[RewindSkip] = Field(default_factory=empty_list)

@@ -104,6 +104,14 @@ def artifact_from_record(record: ArtifactRecord) -> ArtifactRef:
 # ---- runs -------------------------------------------------------------------------------------------
 
 
+def permission_mode_of(metadata_json: str | None) -> str | None:
+    """``runs.metadata_json.permission_mode`` (read without parsing the whole object when absent)."""
+    if not metadata_json or '"permission_mode"' not in metadata_json:
+        return None
+    value = load_json_object(metadata_json, "runs.metadata_json").get("permission_mode")
+    return value if isinstance(value, str) else None
+
+
 def run_info_from_record(
     run: RunRecord, agent: AgentRecord | None = None, agent_meta: dict[str, Any] | None = None
 ) -> RunInfo:
@@ -121,6 +129,7 @@ def run_info_from_record(
     try:
         error = ErrorPayload.model_validate_json(run.error_json) if run.error_json is not None else None
         purpose = agent_meta.get("purpose")
+        mode = permission_mode_of(run.metadata_json)
         return RunInfo(
             run_id=run.run_id,
             session_id=run.session_id,
@@ -133,6 +142,7 @@ def run_info_from_record(
             turn_count=run.turn_count,
             usage=usage,
             error=error,
+            permission_mode=mode,
             created_at=_ts(run.created_at, "runs.created_at"),
             updated_at=_ts(run.updated_at, "runs.updated_at"),
         )

@@ -10,6 +10,15 @@ from pydantic import Field
 from agent_core.types.base import StrictModel
 from agent_core.types.enums import PermissionDecisionKind
 
+PermissionMode = Literal["default", "accept_edits", "plan", "dont_ask", "bypass"]
+"""How a run's permission requests are decided (``[permissions] mode``, ``AgentRuntime.start(...,
+permission_mode=...)``): ``default`` asks as the policy says; ``accept_edits`` allows file writes and edits
+inside the write roots without asking (commands still ask); ``plan`` offers read-only tools only and ends
+with a plan for the user to approve; ``dont_ask`` denies whatever would ask; ``bypass`` allows everything
+but protected, sensitive and credential paths and writes outside the write roots (only with the command
+sandbox on)."""
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("default", "accept_edits", "plan", "dont_ask", "bypass")
+
 
 class PermissionRequest(StrictModel):
     request_id: str
@@ -37,3 +46,18 @@ class PermissionDecision(StrictModel):
     decision: Literal["allow_once", "allow_for_session", "deny"]
     reason: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class UserQuestion(StrictModel):
+    """A question the model asks the user with ``internal.ask_user`` (answered by the question callback,
+    or later through ``AgentRuntime.answer_question(request_id, answer)`` when the callback defers)."""
+
+    request_id: str
+    session_id: str
+    agent_id: str
+    run_id: str
+    agent_role: str
+    tool_call_id: str
+    question: str
+    options: list[str] = Field(default_factory=list)
+    """Suggested answers (may be empty); any text is a valid answer."""

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from agent_core.types._results import DeleteCounts as DeleteCounts
     from agent_core.types._results import DeleteFailure as DeleteFailure
     from agent_core.types._results import DeleteSessionResult as DeleteSessionResult
+    from agent_core.types._results import RewindResult as RewindResult
+    from agent_core.types._results import RewindSkip as RewindSkip
     from agent_core.types._results import SessionSummary as SessionSummary
 
 _RESULTS = frozenset(
@@ -47,6 +49,8 @@ _RESULTS = frozenset(
         "DeleteCounts",
         "DeleteFailure",
         "DeleteSessionResult",
+        "RewindResult",
+        "RewindSkip",
         "SessionSummary",
     }
 )
@@ -232,6 +236,8 @@ class RunInfo(StrictModel):
     turn_count: int | None = None
     usage: dict[str, Any] | None = None
     error: ErrorPayload | None = None
+    permission_mode: str | None = None
+    """The run's permission mode (``None`` for runs stored before modes existed)."""
     created_at: datetime
     updated_at: datetime
 

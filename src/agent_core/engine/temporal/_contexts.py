@@ -33,6 +33,7 @@ from agent_core.engine.temporal._payloads import CallResult, Checkpoint
 from agent_core.engine.temporal._structured import RETRIES_KEY, output_schema_of, restore_attempts
 from agent_core.engine.temporal._worker_runs import is_worker_run, worker_run_loop
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.permissions._modes import stored_permission_mode
 from agent_core.tools._pipeline import StagedTurn
 from agent_core.types.content import ToolCallBlock, ToolResultBlock, text_of
 from agent_core.types.enums import AgentRole, AgentType, EndReason, MessageRole, RunMode, RunStatus
@@ -154,6 +155,7 @@ class RunContexts:
             message=message or UserMessage(content="(continued)"),
             output_schema=output_schema_of(meta),
             output_retries=meta.get(RETRIES_KEY),
+            permission_mode=stored_permission_mode(meta, self.manager.services.settings),
             max_turns=meta.get("max_turns"),
         )
         purpose = "orchestrator" if mode == RunMode.orchestrator else "main"

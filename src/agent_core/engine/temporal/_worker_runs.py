@@ -31,6 +31,7 @@ from agent_core._tasks import TaskCaller, WorkerTaskScope
 from agent_core.config.schema import worker_entries
 from agent_core.engine.temporal._worker_handoff import start_budget
 from agent_core.errors import AgentCoreError, ErrorCode
+from agent_core.permissions._modes import stored_permission_mode
 from agent_core.tools._effective import compute_effective_tools
 from agent_core.tools.context import RunScope
 from agent_core.types.content import TextBlock, text_of
@@ -101,6 +102,7 @@ async def worker_run_loop(
         status=RunStatus.pending,
         channel=EventChannel(buffer_before_subscribe=False),
         purpose="worker",
+        permission_mode=stored_permission_mode(meta, services.settings),
         model=model,
         cursor=cursor,
         parent_tool_call_id=meta.get("tool_call_id"),

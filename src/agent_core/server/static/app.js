@@ -20,6 +20,7 @@ const state = {
   debug: false,
   live: null,        // {runId, sessionId, abort, bubble, text}
   approvals: new Map(),  // request_id -> pending approval (pushed)
+  questions: new Map(),  // request_id -> pending question of internal.ask_user (pushed)
   pools: null,
   team: null,        // {session_id, teammates} of the selected session (GET /api/sessions/{id}/team)
   expanded: new Set(),     // child run ids whose activity the conversation shows
@@ -536,6 +537,7 @@ async function send(event) {
   const body = { message };
   if (state.sessionId && !state.newSession) body.session_id = state.sessionId;
   else body.mode = $("new-mode").value;
+  if ($("permission-mode").value) body.permission_mode = $("permission-mode").value;
   $("send").disabled = true;
   try {
     if (body.session_id) {  // the path as stored now (an earlier run's stream may have been cut short)
@@ -673,24 +675,79 @@ function renderApprovals() {
   for (const a of mine) if (!shown.has(a.request_id)) box.append(approvalCard(a));
 }
 
-// Approvals are pushed (GET /api/approvals/events): a snapshot, then every change as it commits. The
-// stream is reopened after a drop (a fresh snapshot resynchronises).
-async function watchApprovals() {
+// Approvals and questions are pushed (GET /api/approvals/events, /api/questions/events): a snapshot, then
+// every change as it commits. A stream is reopened after a drop (a fresh snapshot resynchronises).
+async function watchPending(kind, key, onChange) {
   let delay = 500;
   for (;;) {
     try {
-      await readStream("/api/approvals/events", (data, name) => {
+      await readStream(`/api/${kind}s/events`, (data, name) => {
         delay = 500;
-        if (name === "approvals") state.approvals = new Map(data.approvals.map((a) => [a.request_id, a]));
-        else if (name === "approval_pending") state.approvals.set(data.request_id, data);
-        else if (name === "approval_answered" || name === "approval_expired") state.approvals.delete(data.request_id);
+        if (name === `${kind}s`) state[key] = new Map(data[`${kind}s`].map((a) => [a.request_id, a]));
+        else if (name === `${kind}_pending`) state[key].set(data.request_id, data);
+        else if (name === `${kind}_answered` || name === `${kind}_expired`) state[key].delete(data.request_id);
         else return;
-        renderApprovals();
+        onChange();
       });
     } catch (err) { /* reconnect below */ }
     await new Promise((resolve) => setTimeout(resolve, delay));
     delay = Math.min(delay * 2, 8000);
   }
+}
+
+const watchApprovals = () => watchPending("approval", "approvals", renderApprovals);
+
+// ---- questions (internal.ask_user) -------------------------------------------------------------------
+
+function questionCard(q) {
+  const card = el("div", { class: "question", "data-request": q.request_id });
+  const answer = async (text) => {
+    if (!String(text).trim()) return;
+    for (const b of card.querySelectorAll("button, input")) b.disabled = true;
+    try {
+      await api("POST", `/api/questions/${encodeURIComponent(q.request_id)}`, { answer: text });
+      card.replaceChildren(el("p", { class: "muted" }, `answered: ${text}`));
+    } catch (err) {
+      card.replaceChildren(el("p", { class: "error" }, err.status === 409 ? `already ${err.message.split(" ").pop()}` : err.message));
+    }
+    // the pushed question_answered / question_expired removes the card on every client
+  };
+  const own = el("input", { type: "text", placeholder: "or answer in your own words", "aria-label": "your answer" });
+  own.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); answer(own.value); } });
+  card.append(
+    el("h4", {}, q.agent_role === "main" || q.agent_role === "orchestrator" ? "The agent asks" : `The ${q.agent_role} agent asks`),
+    el("p", { class: "text" }, q.question),
+    el("div", { class: "actions" },
+      (q.options || []).map((option) => el("button", { type: "button", class: "option", onclick: () => answer(option) }, option)),
+      own,
+      el("button", { type: "button", class: "primary", onclick: () => answer(own.value) }, "Answer")));
+  return card;
+}
+
+function renderQuestions() {
+  const mine = [...state.questions.values()].filter((q) => q.session_id === state.sessionId);
+  const box = $("questions");
+  const shown = new Map([...box.querySelectorAll(".question")].map((c) => [c.dataset.request, c]));
+  for (const [id, card] of shown) if (!mine.some((q) => q.request_id === id)) card.remove();
+  for (const q of mine) if (!shown.has(q.request_id)) box.append(questionCard(q));
+}
+
+const watchQuestions = () => watchPending("question", "questions", renderQuestions);
+
+// ---- plan mode ---------------------------------------------------------------------------------------
+
+// The latest root run of the open session ended in plan mode with its plan: offer to carry it out.
+function renderPlanApproval() {
+  const runs = (state.replay?.runs || []).filter((r) => !r.parent_run_id);
+  const last = runs[runs.length - 1];
+  const show = Boolean(last && last.permission_mode === "plan" && last.status === "completed" && !(state.live && !state.live.done));
+  const button = $("approve-plan");
+  button.hidden = !show;
+  button.onclick = () => {
+    $("permission-mode").value = "default";
+    $("message").value = "Carry out the plan.";
+    $("composer").requestSubmit();
+  };
 }
 
 // ---- worker pools ------------------------------------------------------------------------------------
@@ -787,6 +844,9 @@ function renderTree() {
       n.node_id === replay.active_node_id ? el("span", { class: "muted" }, "active") : el("button", {
         type: "button", class: "switch", onclick: () => switchTo(n.node_id),
       }, "Switch here"),
+      n.node_id === replay.active_node_id || n.metadata?.partial || n.metadata?.failed ? null : el("button", {
+        type: "button", class: "rewind", onclick: () => rewindTo(n.node_id),
+      }, "Rewind to here"),
       n.role === "user" && n.node_type === "message"
         ? el("button", { type: "button", class: "fork", onclick: () => forkAt(n.node_id) }, "Fork") : null),
       branch(n.node_id))));
@@ -800,6 +860,22 @@ async function switchTo(nodeId) {
   try {
     await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/active`, { node_id: nodeId });
   } catch (err) { alert(err.message); return; }
+  await loadSession();
+}
+
+// Files and conversation back to a node (POST /api/sessions/{id}/rewind), after a confirmation; a refusal
+// (a file changed since) lists the files and changes nothing.
+async function rewindTo(nodeId) {
+  if (!confirm("Rewind to here? The files the agent changed after this node are put back, and the conversation continues from it.")) return;
+  try {
+    const result = await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { node_id: nodeId });
+    const left = result.skipped.length ? `, ${result.skipped.length} left alone (${result.skipped.map((s) => `${s.path}: ${s.reason}`).join("; ")})` : "";
+    $("rewind-status").textContent = `rewound: ${result.restored.length} file(s) restored, ${result.removed.length} removed${left}`;
+  } catch (err) {
+    $("rewind-status").textContent = `rewind refused: ${err.message}`;
+    alert(`Rewind refused, nothing was changed:\n${err.message}`);
+    return;
+  }
   await loadSession();
 }
 
@@ -969,6 +1045,8 @@ function render() {
   if (state.view === "timeline") renderTimeline();
   if (state.view === "pools") renderPools();
   renderApprovals();
+  renderQuestions();
+  renderPlanApproval();
   $("message").placeholder = sessionMode() === "orchestrator"
     ? "Message the Orchestrator; @<worker> addresses a worker (Enter to send, Shift+Enter for a new line)"
     : "Message the agent (Enter to send, Shift+Enter for a new line)";
@@ -1009,6 +1087,7 @@ async function init() {
   if (fromHash) await selectSession(fromHash);
   else render();
   watchApprovals();
+  watchQuestions();
   setInterval(() => { if (!state.live) loadSessions(); }, 4000);
   setInterval(() => { if (state.view === "pools") loadPools(); }, 2000);
   setInterval(() => { if (state.view === "agents") loadTeam(); }, 2000);

@@ -37,6 +37,7 @@ from agent_core.tools._builtin.search import SearchTool, find_ripgrep
 from agent_core.tools._builtin.write_file import WriteFileTool
 from agent_core.tools._code_definitions import CODE_TOOL_NAMES
 from agent_core.tools.context import ToolContext
+from agent_core.tools.files import FileAccess
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
@@ -50,7 +51,8 @@ class CodeToolsAdapter:
     """Adapter for the built-in code tools (see module docstring).
 
     ``redactor`` redacts error messages, command output and artifacts (default: the process redactor);
-    ``rg_executable`` forces a ripgrep binary, or ``None`` for the pure-Python search (default: look it up).
+    ``rg_executable`` forces a ripgrep binary, or ``None`` for the pure-Python search (default: look it up);
+    ``file_access`` is the host's :class:`~agent_core.tools.files.FileAccess` hook for text reads and writes.
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class CodeToolsAdapter:
         *,
         redactor: Redactor | None = None,
         rg_executable: str | None = _AUTO,
+        file_access: FileAccess | None = None,
     ) -> None:
         self.settings = settings
+        self.file_access = file_access
         self.redactor = redactor or default_redactor
         self._envs: dict[tuple[Path, Path, str], ToolEnv] = {}
         rg = find_ripgrep() if rg_executable == _AUTO else rg_executable
@@ -94,7 +98,7 @@ class CodeToolsAdapter:
         key = (ctx.project_dir, ctx.home_dir, os.environ.get("HOME", ""))
         env = self._envs.get(key)
         if env is None:
-            env = ToolEnv.build(self.settings.tools, ctx)
+            env = ToolEnv.build(self.settings.tools, ctx, self.file_access)
             self._envs[key] = env
         return env
 

@@ -34,6 +34,7 @@ from agent_core.tools._paths import (
 )
 from agent_core.tools._safe_fs import FileIdentity, changed, identity, open_dir
 from agent_core.tools.context import ToolContext
+from agent_core.tools.files import FileAccess, FileRead, FileWrite
 from agent_core.tools.preflight import Preflight
 from agent_core.types.content import ContentBlock, JsonBlock, TextBlock
 from agent_core.types.model import ToolCall
@@ -54,9 +55,11 @@ class ToolEnv:
     user_home: Path
     roots: tuple[Path, ...]
     sensitive: SensitiveMatcher
+    files: FileAccess | None = None
+    """The runtime's :class:`~agent_core.tools.files.FileAccess` hook, when the host set one."""
 
     @classmethod
-    def build(cls, tools: ToolsSection, ctx: ToolContext) -> ToolEnv:
+    def build(cls, tools: ToolsSection, ctx: ToolContext, files: FileAccess | None = None) -> ToolEnv:
         project = resolve_dir(ctx.project_dir)
         soong_home = resolve_dir(ctx.home_dir)
         home = user_home()
@@ -72,6 +75,7 @@ class ToolEnv:
                 project_dir=project,
                 home=home,
             ),
+            files=files,
         )
 
     def resolve(self, raw: str) -> ResolvedTarget:
@@ -298,3 +302,62 @@ def prepare_parent(target: Path, *, create: bool, expect: FileIdentity | None = 
             raise changed(parent, "the directory was replaced")
     finally:
         os.close(fd)
+
+
+def _hook_failed(exc: Exception, path: Path) -> AgentCoreError:
+    if isinstance(exc, AgentCoreError):
+        return exc
+    return AgentCoreError(
+        ErrorCode.internal_error,
+        f"the file access hook failed for {path}: {type(exc).__name__}: {exc}",
+        details={"path": str(path)},
+    )
+
+
+async def hooked_read(env: ToolEnv, ctx: ToolContext, path: Path) -> str | None:
+    """The text of the checked ``path`` from the runtime's file access hook, ``None`` without a hook or
+    when the hook leaves the read to the disk (:mod:`agent_core.tools.files`)."""
+    if env.files is None:
+        return None
+    read = FileRead(
+        path=path,
+        session_id=ctx.session_id,
+        run_id=ctx.run_id,
+        agent_id=ctx.agent_id,
+        tool_call_id=ctx.tool_call_id,
+        tool_name=ctx.tool_name,
+    )
+    try:
+        text = await env.files.read_text(read)
+    except Exception as exc:
+        raise _hook_failed(exc, path) from exc
+    if text is not None and not isinstance(text, str):
+        raise AgentCoreError(
+            ErrorCode.internal_error,
+            f"the file access hook returned {type(text).__name__} for {path}, not text",
+            details={"path": str(path)},
+        )
+    return text
+
+
+async def hooked_write(
+    env: ToolEnv, ctx: ToolContext, path: Path, text: str, previous_text: str | None
+) -> bool:
+    """Offers the write to the runtime's file access hook; ``True`` when the hook stored the text (the
+    caller writes nothing), ``False`` without a hook or when the hook leaves the write to the disk."""
+    if env.files is None:
+        return False
+    write = FileWrite(
+        path=path,
+        text=text,
+        previous_text=previous_text,
+        session_id=ctx.session_id,
+        run_id=ctx.run_id,
+        agent_id=ctx.agent_id,
+        tool_call_id=ctx.tool_call_id,
+        tool_name=ctx.tool_name,
+    )
+    try:
+        return bool(await env.files.write_text(write))
+    except Exception as exc:
+        raise _hook_failed(exc, path) from exc

@@ -2,7 +2,9 @@
 
 Edits/hunks apply to an in-memory copy; only a fully successful result is written (atomically, to the
 resolved target). Any error leaves the file untouched. ``create_if_missing`` treats a missing file as
-empty and creates its missing parent directories.
+empty and creates its missing parent directories. With the runtime's file access hook
+(:mod:`agent_core.tools.files`) the current text comes from the hook when it supplies it, and the result is
+offered to the hook before it is written to disk.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from agent_core.tools._builtin.base import (
     checked_identity,
     checked_target,
     ensure_write_allowed,
+    hooked_read,
+    hooked_write,
     identities,
     invalid,
     ok,
@@ -161,6 +165,9 @@ class EditFileTool:
         ensure_write_allowed(target, env, ctx)
         expect = checked_identity(ctx, target)
         current, existed = await asyncio.to_thread(_current_text, target, request.create, expect)
+        if existed:  # the host's view of the checked text file (an unsaved editor buffer), if it has one
+            hooked = await hooked_read(env, ctx, target)
+            current = current if hooked is None else hooked
         if request.patch is not None:
             if request.patch.creates and existed:
                 raise invalid(
@@ -178,6 +185,8 @@ class EditFileTool:
             applied = len(request.edits)
         data = encode_utf8(new_text, "result")
         prepare_parent(target, create=not existed, expect=checked_identity(ctx, target.parent))
+        if await hooked_write(env, ctx, target, new_text, current if existed else None):
+            return ok(call, {"path": str(target), "edits_applied": applied, "bytes_written": len(data)})
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:

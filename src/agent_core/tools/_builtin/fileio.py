@@ -136,6 +136,35 @@ def read_line_window(
     return window
 
 
+def looks_like_text(fh: BinaryIO) -> bool:
+    """Whether the first :data:`BINARY_SNIFF_BYTES` bytes of ``fh`` (from its position) have no NUL and
+    are valid UTF-8 so far; the position is restored. A text file passes; the rest is a full-read check."""
+    position = fh.tell()
+    head = fh.read(BINARY_SNIFF_BYTES)
+    fh.seek(position)
+    if b"\x00" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def text_line_window(text: str, start: int, count: int, cap: int = LINE_CAP_BYTES) -> LineWindow:
+    """:func:`read_line_window` over text already in memory (lines split on ``\\n`` alike)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # a trailing newline does not create an extra line
+    window = LineWindow(total_lines=len(lines), size_bytes=len(text.encode("utf-8", "surrogatepass")))
+    for number in range(start, min(start + count, len(lines) + 1)):
+        line, cut = cap_line(lines[number - 1].encode("utf-8", "surrogatepass"), cap)
+        window.lines.append(line)
+        if cut:
+            window.cut_lines.append(number)
+    return window
+
+
 def read_text(path: Path) -> tuple[str | None, bytes]:
     """Whole file as ``(text, raw)``; ``text`` is ``None`` for binary content."""
     raw = path.read_bytes()

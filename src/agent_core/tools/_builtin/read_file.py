@@ -1,6 +1,7 @@
 """``code.read_file`` (contract.md §4.2/§4.8, tools.md §13.1, context.md §7.4).
 
-Line-window reads of UTF-8 text; never artifactises. Reading an instruction file additionally buffers an
+Line-window reads of UTF-8 text; never artifactises. With the runtime's file access hook
+(:mod:`agent_core.tools.files`) a text file's content comes from the hook when it supplies it. Reading an instruction file additionally buffers an
 ``instruction_context`` node (full file body) unless the same hash is already loaded on the active path.
 """
 
@@ -22,11 +23,19 @@ from agent_core.tools._builtin.base import (
     ToolEnv,
     checked_identity,
     checked_target,
+    hooked_read,
     identities,
     invalid,
     ok,
 )
-from agent_core.tools._builtin.fileio import LINE_CAP_BYTES, LineWindow, is_binary_bytes, read_line_window
+from agent_core.tools._builtin.fileio import (
+    LINE_CAP_BYTES,
+    LineWindow,
+    is_binary_bytes,
+    looks_like_text,
+    read_line_window,
+    text_line_window,
+)
 from agent_core.tools._code_definitions import (
     READ_FILE_DEFAULT_MAX_LINES,
     READ_FILE_MAX_LINES_LIMIT,
@@ -108,8 +117,19 @@ class ReadFileTool:
                     whole = fh.read()
             return window, whole
 
+        def sniff() -> bool:
+            with open(open_file(target, expect), "rb", closefd=True) as fh:
+                return looks_like_text(fh)
+
         ref = match_instruction_file(target, project_dir=env.project, home_dir=env.soong_home)
-        window, whole = await asyncio.to_thread(read)
+        hooked: str | None = None
+        if env.files is not None and await asyncio.to_thread(sniff):
+            hooked = await hooked_read(env, ctx, target)
+        if hooked is not None:  # the host's view of the checked file (an unsaved editor buffer)
+            window = text_line_window(hooked, start, count, LINE_CAP_BYTES)
+            whole = hooked.encode("utf-8", "surrogatepass") if ref is not None else None
+        else:
+            window, whole = await asyncio.to_thread(read)
         if window.binary:
             return await _binary_result(call, ctx, target, expect, window.size_bytes)
         remaining = window.total_lines >= start + count

@@ -3,7 +3,8 @@
 The conflict check (existing target without ``overwrite``; any directory target) runs in pre-flight and
 again just before writing. The write is atomic (temp file + rename in the target directory) to the
 *resolved* target, so a symlink inside the roots is written through and the link stays; a write outside
-the roots is refused unless ``ctx.allowed_outside_roots`` is set.
+the roots is refused unless ``ctx.allowed_outside_roots`` is set. With the runtime's file access hook
+(:mod:`agent_core.tools.files`) the write is offered to the hook first, with the text it replaces.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from agent_core.tools._builtin.base import (
     checked_identity,
     checked_target,
     ensure_write_allowed,
+    hooked_read,
+    hooked_write,
     identities,
     invalid,
     ok,
     prepare_parent,
 )
-from agent_core.tools._builtin.fileio import atomic_write
+from agent_core.tools._builtin.fileio import atomic_write, is_binary_bytes
 from agent_core.tools._builtin.preview import write_preview
 from agent_core.tools._code_definitions import code_tool_definition
-from agent_core.tools._safe_fs import changed, identity
+from agent_core.tools._safe_fs import FileIdentity, changed, identity, open_file
 from agent_core.tools.context import ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.types.model import ToolCall
@@ -58,6 +61,14 @@ def conflict_check(path: Path, overwrite: bool) -> bool:
             ErrorCode.path_conflict, f"{path} is not a regular file", details={"path": str(path)}
         )
     return True
+
+
+def _disk_text(target: Path, expect: FileIdentity | None) -> tuple[str, bool]:
+    """The checked file's current content (a binary file's decoded with replacement characters) and
+    whether it is text."""
+    with open(open_file(target, expect), "rb", closefd=True) as fh:
+        raw = fh.read()
+    return raw.decode("utf-8", errors="replace"), not is_binary_bytes(raw)
 
 
 def encode_utf8(text: str, key: str) -> bytes:
@@ -108,6 +119,22 @@ class WriteFileTool:
         expect = checked_identity(ctx, target)
         if existed and expect is not None and identity(target) != expect:
             raise changed(target, "it was replaced by another file")
+        if env.files is not None:
+            previous: str | None = None
+            if existed:
+                previous, text_file = await asyncio.to_thread(_disk_text, target, expect)
+                hooked = await hooked_read(env, ctx, target) if text_file else None
+                previous = previous if hooked is None else hooked
+            if await hooked_write(env, ctx, target, content, previous):
+                return ok(
+                    call,
+                    {
+                        "path": str(target),
+                        "bytes_written": len(data),
+                        "created": not existed,
+                        "overwritten": existed,
+                    },
+                )
         try:
             await asyncio.to_thread(atomic_write, target, data, exclusive=not existed)
         except FileExistsError as exc:

@@ -1,0 +1,11 @@
+"""Adapters that put soong-agent where people work (issue 38): clients of the public SDK only.
+
+- :mod:`agent_core.adapters.acp` — an Agent Client Protocol agent over stdio (``soong-agent acp``), for
+  editors such as Zed and JetBrains; needs the ``acp`` extra (``agent-client-protocol``).
+- :mod:`agent_core.adapters.mcp_server` — an MCP server (``soong-agent mcp-server``, stdio or streamable
+  HTTP) exposing runs, sessions and transcripts to other agents; built on the ``mcp`` SDK.
+
+Each adapter uses only what an outside program could use (``AgentRuntime``, ``RunHandle``, the public
+types, the permission ``DEFER`` protocol and the :mod:`agent_core.tools.files` hook); ``docs/adapters.md``
+describes them. Importing this package imports neither protocol SDK.
+"""
