@@ -41,11 +41,14 @@ class Asker:
     def __init__(self, action: str = "accept", decision: str = "allow_once") -> None:
         self.action, self.decision = action, decision
         self.asked: list[types.ElicitRequestParams] = []
+        self.answer: dict[str, str] = {}
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.asked.append(params)
         if self.action != "accept":
             return types.ElicitResult(action=self.action)  # type: ignore[arg-type]
+        if "answer" in params.requestedSchema["properties"]:  # an internal.ask_user question
+            return types.ElicitResult(action="accept", content=dict(self.answer))
         return types.ElicitResult(action="accept", content={"decision": self.decision})
 
 
@@ -151,6 +154,43 @@ async def test_permission_requests_are_elicited_and_without_elicitation_denied(
         assert done["status"] == "completed"
         assert not (soong_env.project / "d.txt").exists()
         assert "does not support elicitation" in done["answer"]  # the model saw the denial's reason
+
+
+async def test_questions_of_the_model_are_elicited_and_without_elicitation_the_model_is_told(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    use_model(soong_env, scripted_ollama)
+    asker = Asker("accept")
+    async with stdio_session(soong_env, asker) as session:
+        asker.answer = {"choice": "PostgreSQL"}
+        done = structured(
+            await session.call_tool("run", {"message": "ask Which database? | SQLite | PostgreSQL"})
+        )
+        assert (
+            done["status"] == "completed" and "PostgreSQL" in done["answer"]
+        )  # the tool result the model saw
+        asked = asker.asked[-1]
+        assert "Which database?" in asked.message
+        assert asked.requestedSchema["properties"]["choice"]["enum"] == ["SQLite", "PostgreSQL"]
+
+        asker.answer = {"choice": "SQLite", "answer": "neither: use DuckDB"}  # typed words win
+        done = structured(
+            await session.call_tool("run", {"message": "ask Which database? | SQLite | PostgreSQL"})
+        )
+        assert "neither: use DuckDB" in done["answer"]
+
+        asker.answer = {}
+        done = structured(await session.call_tool("run", {"message": "ask Your name?"}))
+        assert asker.asked[-1].requestedSchema["required"] == ["answer"]  # no options: free text
+        assert "the user gave no answer" in done["answer"]
+
+        asker.action = "decline"
+        done = structured(await session.call_tool("run", {"message": "ask Proceed? | yes | no"}))
+        assert "the user gave no answer" in done["answer"] and "decline" in done["answer"]
+
+    async with stdio_session(soong_env, None) as session:  # a client without elicitation
+        done = structured(await session.call_tool("run", {"message": "ask Proceed? | yes | no"}))
+        assert done["status"] == "completed" and "does not support elicitation" in done["answer"]
 
 
 @pytest.fixture

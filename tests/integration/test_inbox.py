@@ -264,3 +264,54 @@ async def test_a_background_jobs_result_reaches_the_run_still_in_progress(tmp_pa
         assert 'kind="job_result"' in note and "job-output" in note and texts(third)[-1] == note
         await asyncio.sleep(0.2)
         assert len(model.requests) == 3  # no wake-up run: the run in progress read it
+
+
+async def test_a_run_reads_entries_another_process_delivered_before_its_next_model_step(
+    tmp_path: Path,
+) -> None:
+    """Another runtime on the same home (another process: its own connections) delivers to a session
+    while a run of this runtime is in progress: the run's next model step reads it (nothing tells this
+    process about that delivery but the store's writes made elsewhere)."""
+    from agent_core import ProviderRegistry
+
+    released = asyncio.Event()
+    holder: dict[str, Any] = {}
+
+    async def hold(_args: dict[str, Any], ctx: Any) -> str:
+        holder["session_id"] = ctx.session_id
+        await released.wait()
+        return "held"
+
+    def reply(request: ModelRequest) -> ModelReply | str:
+        if len(model.requests) == 1:
+            return ModelReply(tool_calls=[CallTool("test.hold", {})])
+        return "on it"
+
+    model = FunctionModel(reply)
+    async with runtime(tmp_path, model) as rt:
+        rt.register_tool(
+            ToolDefinition(
+                name="test.hold", description="wait", input_schema={"type": "object"}, permission="readonly"
+            ),
+            hold,
+        )
+        run = await rt.start("work")
+        while "session_id" not in holder:
+            await asyncio.sleep(0.01)
+        registry = ProviderRegistry()
+        registry.register(model.provider_key, model.factory)
+        other = AgentRuntime(
+            project_dir=tmp_path / "project", home_dir=tmp_path / "home", provider_registry=registry
+        )
+        async with other:
+            delivery = await other.deliver(
+                holder["session_id"],
+                None,
+                {"kind": "message", "from": "ops", "content": "from elsewhere"},
+                wake=False,
+            )
+            assert delivery.depth == 1
+        released.set()
+        assert await run.wait() == RunStatus.completed
+        (note,) = inbox_notes(model.requests[1])
+        assert "from elsewhere" in note

@@ -141,3 +141,12 @@ def test_conversation_merges_tool_messages_in_call_order() -> None:
     assert ids == ["c1", "c2", "c3", "zz"]
     request = make_request(system=system_blocks("core"), messages=messages)
     assert system_texts(request) == ["core", "extra system"]
+
+
+def test_json_results_leave_top_level_null_fields_out_of_the_prompt() -> None:
+    """Absent means null: a tool result's null fields are not paid for at every later request (issue 33);
+    nested nulls and non-object data are sent as they are."""
+    block = JsonBlock(data={"path": "a.txt", "next_start_line": None, "nested": {"x": None}, "flag": False})
+    assert render_block(block) == '{"path":"a.txt","nested":{"x":null},"flag":false}'
+    assert render_block(JsonBlock(data=[None, 1])) == "[null,1]"
+    assert render_block(JsonBlock(data={"only": None})) == "{}"

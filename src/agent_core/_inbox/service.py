@@ -13,8 +13,9 @@ Contracts:
   synthetic ``<inbox>`` note at the tail of the conversation, together with ``inbox_drained`` and the
   entries' acknowledgement, in one transaction: a crash before that commit leaves them unread (read
   again by the next run), never twice after. Between two steps the store is read only when this process
-  delivered something to the agent meanwhile (or the store is shared with other processes); the first
-  step of every run always reads it.
+  delivered something to the agent meanwhile, or another process wrote the home's database since the
+  last read (``writes_elsewhere()``; a shared store is read every step); the first step of every run
+  always reads it.
 - A root run that ends while entries that asked for a wake-up are unread (they arrived after its last
   model step) is followed by a wake-up run. A wake-up run that finds nothing to read ends ``completed``
   without a model call.
@@ -53,7 +54,8 @@ log = logging.getLogger("agent_core._inbox")
 Key = tuple[str, str]
 """``(session_id, agent_id)`` of one inbox."""
 SHARED_POLL_S = 1.0
-"""How often a waiter re-reads a store other processes write (their deliveries wake nobody here)."""
+"""How often a waiter checks for deliveries of other processes (they wake nobody here): a shared store
+is re-read, a SQLite home only when its ``writes_elsewhere()`` changed."""
 _ENDED = frozenset({AgentStatus.completed.value, AgentStatus.failed.value, AgentStatus.cancelled.value})
 
 
@@ -228,14 +230,22 @@ class Inbox:
         is delivered (``None`` once ``cancel_event`` is set). Nothing is acknowledged here."""
         key = (session_id, agent_id)
         storage = self.manager.services.storage
+        elsewhere: int | None = None
+        read = True
         while not cancel_event.is_set():
             signal = self._signals.setdefault(key, asyncio.Event())
-            for stored in await storage.pending_inbox(session_id, agent_id):
-                if predicate(stored):
-                    return stored
+            if not self.shared:  # read before the entries: a later write elsewhere is seen next time
+                elsewhere, before = await storage.writes_elsewhere(), elsewhere
+                read = read or elsewhere != before
+            if read:
+                for stored in await storage.pending_inbox(session_id, agent_id):
+                    if predicate(stored):
+                        return stored
             async with TaskOwner() as waiters:  # the signal's waiter ends with this wait
                 waiter = waiters.spawn(signal.wait())
-                await first_of(waiter, cancel_event, SHARED_POLL_S if self.shared else None)
+                # this process's deliveries set the signal; another process's are seen by polling
+                await first_of(waiter, cancel_event, SHARED_POLL_S)
+                read = self.shared or waiter.done()
         return None
 
     # ---- RunFeatures.inbox -----------------------------------------------------------------------
@@ -285,13 +295,15 @@ class Inbox:
 class RunInbox:
     """One run's inbox drain (``LoopSpec.inbox``)."""
 
-    __slots__ = ("_can_respond", "_early", "_inbox", "_key", "_seen", "_state")
+    __slots__ = ("_can_respond", "_early", "_elsewhere", "_inbox", "_key", "_seen", "_state")
 
     def __init__(self, inbox: Inbox, state: RunState, *, can_respond: bool) -> None:
         self._inbox = inbox
         self._state = state
         self._key: Key = (state.session_id, state.agent_id)
         self._seen: int | None = None
+        self._elsewhere: int | None = None
+        """The store's ``writes_elsewhere()`` at the last drain (another process's deliveries)."""
         self._can_respond = can_respond
         self._early: list[InboxEntry] = []
 
@@ -306,7 +318,10 @@ class RunInbox:
         inbox, state = self._inbox, self._state
         version = inbox.version(self._key)
         drained, self._early = self._early, []
-        if self._seen is None or version != self._seen or inbox.shared:
+        # another process on the same home may have delivered (read before the drain: later writes count)
+        elsewhere = None if inbox.shared else await inbox.manager.services.storage.writes_elsewhere()
+        if self._seen is None or version != self._seen or inbox.shared or elsewhere != self._elsewhere:
+            self._elsewhere = elsewhere
             drained += await self._drain()
             self._seen = version
             inbox._drained(self._key, version)

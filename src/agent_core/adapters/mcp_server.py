@@ -24,6 +24,10 @@ Built on the official ``mcp`` SDK's low-level server. Contract:
   it cannot be asked: what the configuration leaves to a prompt is denied, with a reason naming the
   ``[[permissions.rules]]`` that would allow it. Requests are deferred (``agent_core.permissions.DEFER``):
   no timeout while the user decides.
+- Questions the model asks (``internal.ask_user``) go to the same client as an elicitation: a free-text
+  ``answer`` field, plus a ``choice`` among the suggested options when there are some (the typed answer
+  wins over the choice). Declining or cancelling tells the model the user gave no answer; a client
+  without elicitation cannot be asked, and the model is told so (it decides itself).
 - :func:`serve_stdio` serves one client on stdin/stdout; :func:`http_app` is the streamable-HTTP ASGI app
   (endpoint ``/mcp``), which answers ``401`` to a request without ``Authorization: Bearer <token>``
   (compared in constant time) and checks ``Host``/``Origin`` against loopback names (DNS rebinding).
@@ -48,8 +52,9 @@ from pydantic import AnyUrl
 from agent_core import AgentCoreError, AgentRuntime, RunHandle
 from agent_core._concurrency import TaskOwner
 from agent_core.adapters._transcript import transcript_markdown, transcript_messages
+from agent_core.errors import ErrorCode, ToolError
 from agent_core.permissions import DEFER, PermissionDeferral
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
 
 if TYPE_CHECKING:
     from agent_core.types.runtime import RuntimeEvent, SessionSummary
@@ -220,8 +225,10 @@ class _Progress:
 class SoongMcpServer:
     """The MCP server of one project's runtime (see the module docstring).
 
-    ``runtime_factory`` builds the runtime with this server's permission callback (default:
-    ``AgentRuntime(project_dir, permission_callback=...)``); :meth:`open` opens it, :meth:`close` closes it."""
+    ``runtime_factory`` builds the runtime from this server's permission callback (default:
+    ``AgentRuntime(project_dir, permission_callback=..., question_callback=server.question)``; a factory
+    of its own passes ``question_callback=server.question`` too for questions to reach the client);
+    :meth:`open` opens it, :meth:`close` closes it."""
 
     def __init__(
         self,
@@ -230,7 +237,9 @@ class SoongMcpServer:
         | None = None,
     ) -> None:
         factory = runtime_factory or (
-            lambda permission: AgentRuntime(project_dir=project_dir, permission_callback=permission)
+            lambda permission: AgentRuntime(
+                project_dir=project_dir, permission_callback=permission, question_callback=self.question
+            )
         )
         self.runtime = factory(self.permission)
         self._callers: dict[str, _Caller] = {}
@@ -432,6 +441,40 @@ class SoongMcpServer:
                 request.request_id,
                 PermissionDecision(decision=decision, reason=reason),
             )
+
+    # ---- questions ------------------------------------------------------------------------------------
+    async def question(self, question: UserQuestion) -> str:
+        """The runtime's question callback (see the module docstring): waits for the client's answer (the
+        run's cancellation cancels the elicitation)."""
+        caller = self._callers.get(question.session_id)
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        if caller is None or not caller.session.check_client_capability(wanted):
+            raise ToolError(
+                ErrorCode.tool_not_available,
+                "nobody can answer: the MCP client that runs you does not support elicitation; decide yourself",
+            )
+        properties: dict[str, Any] = {}
+        if question.options:
+            properties["choice"] = {"type": "string", "title": "Choice", "enum": list(question.options)}
+        properties["answer"] = {
+            "type": "string",
+            "title": "Answer",
+            "description": "your own words" + (" (instead of a choice)" if question.options else ""),
+        }
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if not question.options:
+            schema["required"] = ["answer"]
+        result = await caller.session.elicit_form(
+            f"soong-agent asks: {question.question}", schema, related_request_id=caller.request_id
+        )
+        content = result.content or {} if result.action == "accept" else {}
+        typed, choice = str(content.get("answer") or "").strip(), str(content.get("choice") or "").strip()
+        if typed or choice:
+            return typed or choice
+        raise ToolError(
+            ErrorCode.cancelled,
+            f"the user gave no answer (the MCP client answered {result.action}); decide yourself or ask again later",
+        )
 
     # ---- transports -----------------------------------------------------------------------------------
     async def serve_stdio(self) -> None:

@@ -128,7 +128,7 @@ def render_block(block: ContentBlock) -> str:
         if block.artifact_id:
             return f"{block.summary or ''}\n[artifact {block.artifact_id}]"
         if block.data is not None:
-            return compact_json(block.data)
+            return compact_json(_without_null_fields(block.data))
         return block.summary if block.summary is not None else "null"
     if isinstance(block, ArtifactRefBlock):
         text = f"[artifact {block.artifact_id}: {block.summary or ''}"
@@ -144,6 +144,15 @@ def render_block(block: ContentBlock) -> str:
     if isinstance(block, ReasoningBlock):
         return ""  # reasoning never becomes text of a message
     return compact_json({"tool_call": block.name, "arguments": block.arguments})
+
+
+def _without_null_fields(data: object) -> object:
+    """An object's top-level ``null`` fields left out (absent means null; a tool result such as
+    ``code.read_file``'s names every optional field, and each one costs tokens at every later request).
+    Nested values and other types are sent as they are."""
+    if isinstance(data, dict):
+        return {key: value for key, value in data.items() if value is not None}
+    return data
 
 
 def render_blocks(blocks: Sequence[ContentBlock]) -> str:
