@@ -246,6 +246,34 @@ async def test_a_rejected_or_cancelled_permission_request_denies_the_call(
         assert len(client.permissions) == 2
 
 
+async def test_session_modes_are_the_permission_modes_and_set_mode_applies_to_the_next_prompts(
+    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    use_model(soong_env, scripted_ollama)
+    client = EditorClient("reject_once", fs=False)
+    async with editor(soong_env, client) as (conn, _process, _stderr):
+        session = await conn.new_session(cwd=str(soong_env.project), mcp_servers=[])
+        modes = session.modes
+        assert modes.current_mode_id == "default"
+        offered = [m.id for m in modes.available_modes]
+        assert offered == ["default", "accept_edits", "plan", "dont_ask"]  # no sandbox: no bypass
+        await conn.set_session_mode(session_id=session.session_id, mode_id="accept_edits")
+        await prompt(conn, session.session_id, "write edits.txt accepted")
+        assert (soong_env.project / "edits.txt").read_text(encoding="utf-8") == "accepted"
+        assert client.permissions == []  # a write in the project: not asked in accept_edits
+        await conn.set_session_mode(session_id=session.session_id, mode_id="dont_ask")
+        await prompt(conn, session.session_id, 'command ["touch", "ran.txt"]')
+        assert not (soong_env.project / "ran.txt").exists() and client.permissions == []  # denied unasked
+        with pytest.raises(acp.RequestError, match="bypass needs"):
+            await conn.set_session_mode(session_id=session.session_id, mode_id="bypass")
+        with pytest.raises(acp.RequestError, match="unknown mode 'yolo'"):
+            await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+        loaded = await conn.load_session(
+            cwd=str(soong_env.project), session_id=session.session_id, mcp_servers=[]
+        )
+        assert loaded.modes.current_mode_id == "default"
+
+
 async def test_cancel_stops_the_run_and_the_prompt_answers_cancelled(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:

@@ -52,3 +52,41 @@ def test_run_image_that_is_not_an_image_fails_with_one_line(soong_env: SoongEnv)
     assert "is not an image" in result.stderr and "Traceback" not in result.stderr
     assert missing.exit_code == 1 and "cannot read --image" in missing.stderr
     assert server.requests_to("/api/chat") == []
+
+
+def test_chat_image_attaches_to_the_next_message_only(soong_env: SoongEnv) -> None:
+    """``/image <file>`` in chat (a terminal): the image goes with the next message, not the one after;
+    a missing file is one error line."""
+    from tests.fixtures.chat_pty import ChatTerminal
+
+    image = png(10, 6)
+    (soong_env.project / "shot.png").write_bytes(image)
+    with ScriptedOllamaServer(capabilities=("completion", "tools", "vision")) as server:
+        server.enqueue(stream(OllamaWire.text_stream("Red.")))
+        server.enqueue(stream(OllamaWire.text_stream("Still red.")))
+        soong_env.write_config(
+            model={"provider": "ollama", "base_url": server.base_url, "input_modalities": ["text", "image"]}
+        )
+        term = ChatTerminal(["--path", str(soong_env.project)], cwd=soong_env.project)
+        try:
+            term.wait_prompt()
+            term.say("/image nope.png")
+            assert "error: /image: no such file 'nope.png'" in term.text()
+            term.say("/image shot.png")
+            assert "attached shot.png" in term.text()
+            term.say("what colour?")
+            assert "Red." in term.text()
+            term.say("and now?")
+            assert "Still red." in term.text()
+            term.send_line("/exit")
+            assert term.finish() == 0
+        finally:
+            term.close()
+        server.verify()
+    first, second = server.requests_to("/api/chat")
+    asked = [m for m in first.json["messages"] if m["role"] == "user"][-1]
+    assert asked["content"].startswith("what colour?") and asked["images"] == [
+        base64.b64encode(image).decode()
+    ]
+    again = [m for m in second.json["messages"] if m["role"] == "user"]
+    assert "images" not in again[-1] and again[0]["images"] == asked["images"]  # the history keeps it

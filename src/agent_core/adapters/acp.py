@@ -18,6 +18,10 @@ Built on the official SDK (``agent-client-protocol``, the ``acp`` extra; importe
   ``max_tokens``, ``cancelled``; a failed run is a JSON-RPC error carrying the run's error line. The
   answer's ``usage`` is the run's (sub-agents included).
 - ``session/cancel`` cancels the session's running run (its prompt answers ``cancelled``).
+- Session modes are the permission modes (:mod:`._acp_modes`): ``session/new`` and ``session/load`` offer
+  ``default``, ``accept_edits``, ``plan``, ``dont_ask`` (and ``bypass`` when the command sandbox is on),
+  the current one being ``[permissions] mode``; ``session/set_mode`` sets the mode of the session's next
+  prompts (an unknown or refused mode is an invalid-params error).
 - A permission request of a run of an ACP session becomes ``session/request_permission`` with the options
   ``allow_once`` / ``allow_always`` (= allow for the session; offered when the runtime allows it) /
   ``reject_once``, the tool call's title, kind, locations and change preview as a diff. The request is
@@ -59,6 +63,7 @@ from acp.schema import (
     SessionCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
     ToolCallLocation,
@@ -68,11 +73,12 @@ from acp.schema import (
 
 from agent_core import AgentCoreError, AgentRuntime, RunHandle, TextBlock, UserMessage
 from agent_core._concurrency import TaskOwner
+from agent_core.adapters._acp_modes import configured_modes, mode_state, parse_mode
 from agent_core.adapters._acp_updates import TurnUpdates, Update, history_updates, permission_content
 from agent_core.adapters._task_plan import PlanBoard
 from agent_core.permissions import DEFER, PermissionDeferral
 from agent_core.tools.files import FileRead, FileWrite
-from agent_core.types.permissions import PermissionDecision, PermissionRequest
+from agent_core.types.permissions import PermissionDecision, PermissionMode, PermissionRequest
 
 log = logging.getLogger("agent_core.adapters.acp")
 
@@ -120,6 +126,9 @@ class _Session:
     session_id: str
     runtime: AgentRuntime
     mode: Literal["normal", "orchestrator"]
+    permission_mode: PermissionMode = "default"
+    sandboxed: bool = False
+    """Whether ``bypass`` may be chosen (the command sandbox is on)."""
     board: PlanBoard = field(default_factory=PlanBoard)
     run: RunHandle | None = None
     turn: TurnUpdates | None = None
@@ -293,8 +302,11 @@ class SoongAcpAgent:
             session_id = await runtime.create_session(self.mode)
         except AgentCoreError as exc:
             raise _request_error(exc) from exc
-        self.sessions[session_id] = _Session(session_id, runtime, self.mode)
-        return NewSessionResponse(session_id=session_id)
+        session = self._with_modes(_Session(session_id, runtime, self.mode))
+        self.sessions[session_id] = session
+        return NewSessionResponse(
+            session_id=session_id, modes=mode_state(session.permission_mode, sandboxed=session.sandboxed)
+        )
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
@@ -305,7 +317,7 @@ class SoongAcpAgent:
             summary = next((s for s in await runtime.list_sessions() if s.session_id == session_id), None)
             if summary is None:
                 raise RequestError(-32602, f"unknown session {session_id!r} in project {runtime.project_dir}")
-            session = _Session(session_id, runtime, summary.mode)
+            session = self._with_modes(_Session(session_id, runtime, summary.mode))
             path = await runtime.get_node_path(summary.active_node_id) if summary.active_node_id else []
             replay = await runtime.replay_session(session_id)
         except AgentCoreError as exc:
@@ -318,7 +330,28 @@ class SoongAcpAgent:
         if session.board:
             entries = [acp.plan_entry(text, status=status) for text, status in session.board.entries()]
             await self.send(session_id, [acp.update_plan(entries)])
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=mode_state(session.permission_mode, sandboxed=session.sandboxed))
+
+    def _with_modes(self, session: _Session) -> _Session:
+        """``session`` with the configured permission mode (a configuration error was raised at open)."""
+        runtime = session.runtime
+        session.permission_mode, session.sandboxed = configured_modes(
+            str(runtime.project_dir), str(runtime.home_dir)
+        )
+        return session
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """The permission mode of the session's next prompts (a running prompt keeps its own)."""
+        session = self._session(session_id)
+        mode = parse_mode(mode_id, sandboxed=session.sandboxed)
+        if mode is None:
+            offered = ", ".join(
+                m.id for m in mode_state("default", sandboxed=session.sandboxed).available_modes
+            )
+            hint = ' (bypass needs [tools] sandbox = "bwrap")' if mode_id == "bypass" else ""
+            raise RequestError(-32602, f"unknown mode {mode_id!r}{hint}; offered: {offered}")
+        session.permission_mode = mode
+        return SetSessionModeResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -353,7 +386,9 @@ class SoongAcpAgent:
         message = prompt_message(prompt)
         runtime = session.runtime
         try:
-            run = await runtime.start(message, session_id=session_id, mode=session.mode)
+            run = await runtime.start(
+                message, session_id=session_id, mode=session.mode, permission_mode=session.permission_mode
+            )
         except AgentCoreError as exc:
             raise _request_error(exc) from exc
         turn = TurnUpdates(run.run_id, runtime.project_dir, session.board)
