@@ -101,6 +101,8 @@ def test_permission_mode_plan_approval_and_rewind_to_here(
     first_reply = page.evaluate(
         "() => state.replay.nodes.find((n) => n.role === 'assistant' && JSON.stringify(n.content).includes('Done:')).node_id"
     )
+    while page.locator("#tree button.collapsed-run").count():  # the tree folds long linear runs
+        page.locator("#tree button.collapsed-run").first.click()
     page.once("dialog", lambda dialog: dialog.accept())
     page.click(f".node[data-node='{first_reply}'] button.rewind")
     page.wait_for_selector("#rewind-status:has-text('rewound: 0 file(s) restored, 1 removed')")

@@ -347,6 +347,8 @@ def test_openapi_document_describes_every_route(
             ("DELETE", "/api/sessions/{session_id}"),
             ("GET", "/api/sessions/{session_id}/tasks"),
             ("GET", "/api/sessions/{session_id}/team"),
+            ("GET", "/api/sessions/{session_id}/trace"),
+            ("GET", "/api/config"),
             ("GET", "/api/artifacts/{artifact_id}"),  # issue 34: the conversation's images
         }
     finally:

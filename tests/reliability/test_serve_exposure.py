@@ -72,7 +72,15 @@ def test_i10_ui_static_files_and_api_refuse_framing(
     server = start_serve(soong_env)
     try:
         with server.client() as client:
-            for path in ("/", "/static/app.js", "/static/style.css", "/static/index.html", "/api/health"):
+            paths = (
+                "/",
+                "/static/js/main.js",  # the UI's entry module
+                "/static/vendor/purify.min.js",  # a vendored library
+                "/static/style.css",
+                "/static/index.html",
+                "/api/health",
+            )
+            for path in paths:
                 response = client.get(path)
                 assert response.status_code == 200, path
                 assert response.headers["x-frame-options"] == "DENY", path

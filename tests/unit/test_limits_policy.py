@@ -7,13 +7,12 @@ import pytest
 from agent_core._loop._limits import (
     Budget,
     LimitConfig,
-    Prices,
     RepeatDetector,
     RunLimits,
-    cost_usd,
     usage_of_record,
     usage_record,
 )
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.config.loader import load_config
 from agent_core.config.schema import Settings
 from agent_core.errors import ConfigError

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_core._jsontext import compact_json
-from agent_core.config.model import ResolvedModelConfig
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason
@@ -31,53 +31,6 @@ from agent_core.types.tools import ToolResult
 
 LimitName = Literal["max_total_tokens", "max_tool_calls", "max_wall_time_ms", "max_cost_usd"]
 RepeatVerdict = Literal["ok", "warn", "loop"]
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """USD per million tokens: ``[model] price_input_per_mtok`` / ``price_output_per_mtok`` and the prompt
-    cache's ``price_cache_read_per_mtok`` / ``price_cache_write_per_mtok`` (see :meth:`for_model`)."""
-
-    input_per_mtok: float | None = None
-    output_per_mtok: float | None = None
-    cache_read_per_mtok: float | None = None
-    """``None``: cache reads cost the input price."""
-    cache_write_per_mtok: float | None = None
-    """``None``: cache writes cost the input price."""
-
-    @property
-    def priced(self) -> bool:
-        return self.input_per_mtok is not None or self.output_per_mtok is not None
-
-    @classmethod
-    def for_model(cls, model: ResolvedModelConfig) -> Prices:
-        """The model's prices. Unset cache prices follow the provider's rule: Anthropic bills a cache read at
-        0.1x and a write at 1.25x the input price (2x for one-hour entries); other providers are assumed
-        to bill cached input like input (an upper bound: set the cache read price to be exact)."""
-        read, write = model.price_cache_read_per_mtok, model.price_cache_write_per_mtok
-        base = model.price_input_per_mtok
-        if base is not None and model.provider == "anthropic":
-            if read is None:
-                read = base * 0.1
-            if write is None:
-                write = base * (2.0 if model.prompt_cache_ttl == "1h" else 1.25)
-        return cls(model.price_input_per_mtok, model.price_output_per_mtok, read, write)
-
-
-def cost_usd(usage: Usage, prices: Prices) -> float | None:
-    """The USD cost of ``usage``, each part of the input at its own price (uncached input, cache reads,
-    cache writes); ``None`` when no price is configured."""
-    if not prices.priced:
-        return None
-    base = prices.input_per_mtok or 0.0
-    read = base if prices.cache_read_per_mtok is None else prices.cache_read_per_mtok
-    write = base if prices.cache_write_per_mtok is None else prices.cache_write_per_mtok
-    return (
-        usage.uncached_input_tokens * base
-        + (usage.cache_read_tokens or 0) * read
-        + (usage.cache_write_tokens or 0) * write
-        + usage.output_tokens * (prices.output_per_mtok or 0.0)
-    ) / 1_000_000
 
 
 def usage_record(usage: Usage, cost: float | None) -> dict[str, Any]:

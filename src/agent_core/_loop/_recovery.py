@@ -13,9 +13,9 @@
 from __future__ import annotations
 
 from agent_core._events import payloads as ev
-from agent_core._loop._limits import Prices
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.spec import LoopSpec, LoopState, NoCompaction
+from agent_core.config._pricing import Prices
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus

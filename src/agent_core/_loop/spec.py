@@ -12,11 +12,12 @@ from agent_core._context.calibration import TokenCalibration
 from agent_core._context.composer import Composition
 from agent_core._events.payloads import ContextBuilt
 from agent_core._hooks.base import HookDispatcher
-from agent_core._loop._limits import Breach, Prices, RunLimits
+from agent_core._loop._limits import Breach, RunLimits
 from agent_core._loop._output import OutputPolicy
 from agent_core._loop.outcome import LoopOutcome
 from agent_core._loop.recorder import RunRecorder
 from agent_core._redaction import Redactor
+from agent_core.config._pricing import Prices
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.providers.base import ProviderAdapter
 from agent_core.tools._pipeline import TurnOutcome

@@ -25,7 +25,7 @@ from agent_core._context.prompt import (
     tool_schema_tokens,
 )
 from agent_core._hooks.base import NO_HOOKS
-from agent_core._loop._limits import Budget, LimitConfig, Prices, RunLimits
+from agent_core._loop._limits import Budget, LimitConfig, RunLimits
 from agent_core._loop._output import output_policy
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.outcome import LoopOutcome
@@ -35,6 +35,7 @@ from agent_core._runtime import lifecycle
 from agent_core._runtime.features import RunFeatures
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState, SessionState
+from agent_core.config._pricing import Prices
 from agent_core.config._profiles import resolve_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.config.schema import Settings

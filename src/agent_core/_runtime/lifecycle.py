@@ -24,7 +24,7 @@ from typing import Any
 from agent_core._concurrency import wait_uninterrupted
 from agent_core._events import payloads as ev
 from agent_core._jsontext import compact_json
-from agent_core._loop._limits import Prices, cost_usd, usage_record
+from agent_core._loop._limits import usage_record
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.driver import run_loop
 from agent_core._loop.outcome import LoopOutcome
@@ -34,6 +34,7 @@ from agent_core._runtime._nested import child_forwarder
 from agent_core._runtime.services import Services
 from agent_core._runtime.state import RunState
 from agent_core._storage.protocol import SessionStore
+from agent_core.config._pricing import Prices, cost_usd
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import AgentCoreError, ErrorCode
 from agent_core.types.base import format_ts

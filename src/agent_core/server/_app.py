@@ -25,6 +25,7 @@ from agent_core.server._headers import SecurityHeaders
 from agent_core.server._openapi import openapi_document
 from agent_core.server._routes import API_ROUTES
 from agent_core.server._state import ServerState
+from agent_core.server._views import VIEW_ROUTES
 
 log = logging.getLogger("agent_core.server")
 
@@ -71,6 +72,7 @@ def create_app(state: ServerState, token: str) -> Any:
     app = Starlette(
         routes=[
             *API_ROUTES,
+            *VIEW_ROUTES,
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),

@@ -21,6 +21,7 @@ from agent_core.server._models import (
     RunCreated,
     RunRequest,
 )
+from agent_core.server._trace import SessionTrace
 from agent_core.types._results import CancelResult, DeleteSessionResult, RewindResult, SessionSummary
 from agent_core.types.content import ErrorPayload
 from agent_core.types.permissions import PermissionRequest, UserQuestion
@@ -52,6 +53,7 @@ _OUTPUTS: tuple[type[BaseModel], ...] = (
     PermissionRequest,
     ErrorPayload,
     TeammateView,
+    SessionTrace,
 )
 
 
@@ -438,6 +440,7 @@ def openapi_document(version: str) -> dict[str, Any]:
             }
         },
     }
+    paths.update(_view_paths(session_id))
     return {
         "openapi": "3.1.0",
         "info": {"title": "soong-agent serve", "version": version},
@@ -449,5 +452,58 @@ def openapi_document(version: str) -> dict[str, Any]:
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "the token printed at start"}
             },
+        },
+    }
+
+
+_CONFIG_VIEW: dict[str, Any] = {
+    "type": "object",
+    "required": ["home", "project", "config_path", "session_db_path", "model", "settings", "environment"],
+    "properties": {
+        "home": {"type": "string"},
+        "project": {"type": "string"},
+        "config_path": {"type": "string"},
+        "session_db_path": {"type": "string"},
+        "model": {
+            "type": "object",
+            "description": "the main [model]: provider, name, context_window, base_url (password masked)",
+        },
+        "settings": {
+            "type": "object",
+            "description": "every config.toml section resolved (defaults filled, paths expanded); secrets "
+            "masked as [REDACTED]; *_env keys name variables and stay",
+        },
+        "environment": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["key", "name", "set"],
+                "properties": {
+                    "key": {"type": "string"},
+                    "name": {"type": "string"},
+                    "set": {"type": "boolean"},
+                },
+            },
+        },
+        "redacted": {"const": True},
+    },
+}
+
+
+def _view_paths(session_id: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "/api/config": {
+            "get": {
+                "summary": "The resolved configuration with every secret masked, and where the server runs",
+                "responses": {"200": _json(_CONFIG_VIEW), **_errors()},
+            }
+        },
+        "/api/sessions/{session_id}/trace": {
+            "get": {
+                "summary": "The session's runs as a tree of timed spans (model and tool calls, child runs, "
+                "marks), built from its stored events",
+                "parameters": [session_id],
+                "responses": {"200": _json(_ref("SessionTrace")), **_errors(404)},
+            }
         },
     }
