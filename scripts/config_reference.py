@@ -170,7 +170,8 @@ def sections() -> list[Section]:
     for name, info in settings.model_fields.items():
         kind = _model_of(info.annotation)
         assert kind is not None, name
-        walk(kind[1], f"[{name}]" if kind[0] == "table" else f"[{name}.<name>]")
+        heading = {"table": f"[{name}]", "array": f"[[{name}]]"}.get(kind[0], f"[{name}.<name>]")
+        walk(kind[1], heading)
     return [s for s in out if s.keys]
 
 

@@ -3,7 +3,9 @@ scripted Ollama server as the model, the browser signed in through the printed `
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.cli import TurnScript, chat_requests, tool_messages
 from tests.fixtures.env import SoongEnv
 from tests.fixtures.scripted_servers import ScriptedOllamaServer
 from tests.fixtures.serve import RuleModel, ServeProcess, start_serve, use_scripted_ollama
@@ -423,6 +426,41 @@ def test_reasoning_is_collapsed_and_images_are_shown(page: Any, soong_env: Soong
             "() => { const i = document.querySelector('#conversation img.attachment'); "
             "return i && i.complete && i.naturalWidth === 30; }"
         )
+        assert page.js_errors == []
+    finally:
+        assert server.stop() == 0
+
+
+def test_an_mcp_servers_question_is_a_form(
+    page: Any, soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
+) -> None:
+    """Issue 38 item 4: an MCP elicitation request is an approval card with one input per schema field;
+    Send answers with the typed values (the integer as a number), which reach the MCP server."""
+    soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
+    entry = {
+        "command": sys.executable,
+        "args": [str(STATIC.parents[3] / "tests/fixtures/mcp_full_server.py")],
+    }
+    soong_env.write_home(
+        "mcp.json", json.dumps({"mcpServers": {"full": {**entry, "startup_timeout_ms": 60000}}})
+    )
+    scripted_ollama.handler(TurnScript(lambda r: [("ask_name", {})], lambda r: "thanks"))
+    server = start_serve(soong_env)
+    try:
+        open_ui(page, server)
+        page.click("#new-session")
+        say(page, "who am I?")
+        page.wait_for_selector(".approval:has-text('mcp.full.ask_name')", timeout=60_000)
+        page.click(".approval button[data-decision=allow_once]")
+        card = page.wait_for_selector(".approval.elicitation", timeout=60_000)
+        assert card is not None
+        assert "MCP server full asks" in card.inner_text() and "Who are you?" in card.inner_text()
+        page.fill(".approval.elicitation input[name=name]", "Ada <b>")
+        page.fill(".approval.elicitation input[name=age]", "36")
+        page.click(".approval.elicitation button[data-decision=allow_once]")
+        page.wait_for_selector(".msg.assistant:has-text('thanks')", timeout=30_000)
+        results = tool_messages(chat_requests(scripted_ollama)[-1])
+        assert any("accept: Ada <b> is 36" in str(m.get("content")) for m in results), results
         assert page.js_errors == []
     finally:
         assert server.stop() == 0

@@ -73,4 +73,5 @@ def test_main_registers_only_the_named_command(monkeypatch: pytest.MonkeyPatch) 
         "_add_audit",
         "_add_worker",
         "_add_task_wal",
+        "_add_channels",
     ]

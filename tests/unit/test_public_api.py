@@ -27,6 +27,7 @@ PUBLIC_MODULES = frozenset(
         *(f"agent_core.types.{m}" for m in ("protocol", "runtime", "storage", "tools", "workers")),
         "agent_core.types.inbox",  # runtime.deliver entries (issue 36)
         "agent_core.types.team",  # runtime.team views (issue 36)
+        "agent_core.types.mcp",  # runtime.mcp_resources / mcp_prompts views (issue 38)
         "agent_core.errors",
         "agent_core.errors.codes",
         "agent_core.errors.exceptions",
@@ -55,6 +56,10 @@ PUBLIC_MODULES = frozenset(
         "agent_core.adapters",
         "agent_core.adapters.acp",
         "agent_core.adapters.mcp_server",
+        # chat channels (issue 38): the Channel protocol, the hub and the platform adapters
+        "agent_core.adapters.channels",
+        "agent_core.adapters.channels.slack",
+        "agent_core.adapters.channels.telegram",
         "agent_core.telemetry",
         "agent_core.jobs",
         "agent_core.schedules",

@@ -41,6 +41,7 @@ from agent_core.types.tools import ToolDefinition
 
 if TYPE_CHECKING:
     from agent_core._loop._output import OutputSchema
+    from agent_core._mcp.manager import McpManager
     from agent_core._storage.protocol import SessionStore
     from agent_core.schedules import Clock, Delivered, Firing, Schedule, SchedulerService, ScheduleStore
     from agent_core.tools.files import FileAccess
@@ -51,8 +52,10 @@ if TYPE_CHECKING:
         RewindResult,
         SessionSummary,
     )
+    from agent_core.types.content import ContentBlock
     from agent_core.types.hooks import Hook
     from agent_core.types.inbox import InboxDelivery, InboxEntry
+    from agent_core.types.mcp import McpPrompt, McpPromptMessage, McpResource
     from agent_core.types.team import TeamEvent, TeammateView
     from agent_core.types.workers import WorkerPoolView
 
@@ -450,6 +453,71 @@ class AgentRuntime:
         from agent_core._orchestrator.views import worker_pools_view  # imported on first use
 
         return await worker_pools_view(manager, session_id)
+
+    # ---- MCP resources and prompts (docs/hooks-and-mcp.md) --------------------------------------
+    def _mcp(self, manager: RunManager) -> McpManager:
+        mcp = manager.services.mcp
+        if mcp is None:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"no MCP servers are configured ({self.home_dir / 'mcp.json'} does not exist)",
+            )
+        return mcp
+
+    async def mcp_resources(self, server_id: str) -> list[McpResource]:
+        """The resources and resource templates of one MCP server (connected when needed)."""
+        from agent_core.types.mcp import McpResource
+
+        mcp = self._mcp(await self._open())
+        return [
+            McpResource(
+                server_id=server_id,
+                uri=r.uri,
+                name=r.name,
+                description=r.description,
+                mime_type=r.mime_type,
+                template=r.template,
+            )
+            for r in await mcp.list_resources(server_id)
+        ]
+
+    async def read_mcp_resource(self, server_id: str, uri: str) -> list[ContentBlock]:
+        """One resource's contents as content blocks for a user message (text; binary contents are
+        described, not attached); what ``chat`` attaches for an ``@server:uri`` mention."""
+        mcp = self._mcp(await self._open())
+        return await mcp.read_resource_blocks(server_id, uri)
+
+    async def mcp_prompts(self) -> list[McpPrompt]:
+        """The prompts of every configured MCP server (a server that cannot be reached lists none)."""
+        from agent_core.types.mcp import McpPrompt, McpPromptArgument
+
+        manager = await self._open()
+        if manager.services.mcp is None:
+            return []
+        found = await manager.services.mcp.list_prompts()
+        return [
+            McpPrompt(
+                server_id=server_id,
+                name=p.name,
+                description=p.description,
+                arguments=[
+                    McpPromptArgument(name=a.name, description=a.description, required=a.required)
+                    for a in p.arguments
+                ],
+            )
+            for server_id, prompts in found.items()
+            for p in prompts
+        ]
+
+    async def get_mcp_prompt(
+        self, server_id: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[McpPromptMessage]:
+        """The messages of one MCP prompt, filled in by its server with ``arguments``."""
+        from agent_core.types.mcp import McpPromptMessage
+
+        mcp = self._mcp(await self._open())
+        messages = await mcp.get_prompt(server_id, name, arguments or {})
+        return [McpPromptMessage(role=m.role, text=m.text) for m in messages]
 
     # ---- replay / inspect -----------------------------------------------------------------------
     async def replay_session(

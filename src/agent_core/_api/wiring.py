@@ -174,7 +174,9 @@ async def open_services(
         if (config.home / "mcp.json").exists():
             from agent_core._mcp import McpManager, load_mcp_catalog
 
-            mcp = McpManager(load_mcp_catalog(config), settings, registry=tools, redactor=redactor)
+            mcp = McpManager(
+                load_mcp_catalog(config), settings, registry=tools, redactor=redactor, roots=[config.project]
+            )
         executor = ToolExecutor(
             tools, settings=settings, gate=gate, hooks=hooks_dispatcher, redactor=redactor
         )
@@ -195,6 +197,10 @@ async def open_services(
             questions=questions,
         )
         manager = RunManager(services)
+        if mcp is not None:  # servers' sampling and elicitation requests run on the calling run
+            from agent_core._mcp.host import RuntimeMcpHost
+
+            mcp.attach_host(RuntimeMcpHost(manager))
         inbox = Inbox(manager)  # the one delivery path of teammates, background jobs and schedules
         # the install order is this code: the agents before the orchestrator that dispatches workers
         agents = install_agents(manager, code_definitions)

@@ -36,7 +36,20 @@ SERVER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_STARTUP_TIMEOUT_MS = 30000
 _STDIO_ONLY = ("command", "args", "cwd", "env", "env_allowlist")
-_HTTP_ONLY = ("url", "headers", "headers_env")
+_HTTP_ONLY = ("url", "headers", "headers_env", "oauth")
+
+
+class McpOAuthEntry(StrictModel):
+    """``oauth`` of an HTTP server: OAuth 2.1 with PKCE through the ``mcp`` SDK's auth client."""
+
+    scopes: list[str] | None = None
+    """Scopes to request (default: what the server's metadata names)."""
+    client_id: str | None = Field(default=None, min_length=1)
+    """A client registered beforehand (public client, PKCE); default: dynamic client registration."""
+    client_name: str = Field(default="soong-agent", min_length=1)
+    redirect_port: int | None = Field(default=None, ge=1, le=65535)
+    """Port of the local redirect listener (``http://127.0.0.1:<port>/callback``); default: the one of
+    the stored registration, else a free port."""
 
 
 class McpServerEntry(StrictModel):
@@ -54,6 +67,8 @@ class McpServerEntry(StrictModel):
     tags: list[str] = Field(default_factory=list)
     startup_timeout_ms: int | None = Field(default=None, ge=1)
     timeout_ms: int | None = Field(default=None, ge=1)
+    oauth: McpOAuthEntry | None = None
+    trusted: bool = False
 
 
 class McpFile(StrictModel):
@@ -79,6 +94,9 @@ class McpServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     headers_env: Mapping[str, str] = field(default_factory=dict)
     source: Path | None = None
+    oauth: McpOAuthEntry | None = None
+    trusted: bool = False
+    """Sampling requests of this server run without asking the user."""
 
     @property
     def network_host(self) -> str | None:
@@ -170,15 +188,23 @@ def _server(
         "startup_timeout_ms": entry.startup_timeout_ms or DEFAULT_STARTUP_TIMEOUT_MS,
         "timeout_ms": entry.timeout_ms or settings.tools.default_timeout_ms,
         "source": path,
+        "trusted": entry.trusted,
     }
     if transport == "http":
         assert entry.url is not None
         _check_url(path, where, entry.url)
+        if entry.oauth is not None and any(
+            h.lower() == "authorization" for h in (*(entry.headers or {}), *(entry.headers_env or {}))
+        ):
+            raise _error(
+                path, f"{where}: oauth and an Authorization header exclude each other", key=f"{where}.oauth"
+            )
         return McpServerConfig(
             **common,
             url=entry.url,
             headers=dict(entry.headers or {}),
             headers_env=dict(entry.headers_env or {}),
+            oauth=entry.oauth,
         )
     cwd = project
     if entry.cwd is not None:

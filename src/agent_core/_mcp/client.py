@@ -14,8 +14,12 @@ variables (``HOME``, ``PATH``, ...) into a child's environment, so the server is
 NAME ...`` for every such variable the caller did not pass; the executable is resolved beforehand and
 passed as an absolute path. The server's stderr is read through a pipe: lines go to debug logging and the
 last few kilobytes are kept for error messages. The client advertises no sampling, elicitation or roots
-capability (the SDK's default handlers decline such server requests). ``tools/list`` pagination is
-followed to the end.
+capability unless the caller passes :class:`~agent_core._mcp.remote.ClientHandlers`: then it advertises
+sampling, elicitation and roots and answers those server requests through them (a handler's
+:class:`McpRequestRefused` becomes a JSON-RPC error for the server). Every ``*/list`` pagination is
+followed to the end. An HTTP connection may carry an ``httpx.Auth`` (the OAuth 2.1 provider of
+:mod:`agent_core._mcp.oauth`); the server's capabilities from ``initialize`` are kept in
+:attr:`McpClient.capabilities`.
 """
 
 from __future__ import annotations
@@ -31,13 +35,29 @@ from typing import Any, cast
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters
+from mcp import types as mcp_types
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
 from mcp.shared.exceptions import McpError
 from mcp.shared.session import ProgressFnT
-from mcp.types import CONNECTION_CLOSED, Implementation
+from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, Implementation
 
-from agent_core._concurrency import CancelEvent, TaskOwner, cancel_and_wait, race
-from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError, RemoteResult, RemoteTool
+from agent_core._concurrency import CancelEvent, TaskOwner, cancel_and_wait, first_of
+from agent_core._mcp.remote import (
+    ClientHandlers,
+    ElicitationRequest,
+    McpCallError,
+    McpRequestRefused,
+    McpTimeoutError,
+    McpTransportError,
+    PromptArgument,
+    PromptMessage,
+    RemotePrompt,
+    RemoteResource,
+    RemoteResult,
+    RemoteTool,
+    ResourceContent,
+    SamplingRequest,
+)
 from agent_core.tools._executables import trusted_which
 
 logger = logging.getLogger(__name__)
@@ -111,6 +131,25 @@ def _exact_env_command(executable: str, args: list[str], env: Mapping[str, str])
     return env_tool, [*prefix, "--", executable, *args]
 
 
+def _content_text(content: Any) -> str:
+    """Text of a content block (or a list of them): text as is, embedded text resources inlined, other
+    kinds as a ``[kind content]`` marker."""
+    if isinstance(content, list):
+        return "\n".join(_content_text(c) for c in content)
+    kind = getattr(content, "type", "")
+    if kind == "text":
+        return str(content.text)
+    if kind == "resource":
+        resource = content.resource
+        text = getattr(resource, "text", None)
+        if isinstance(text, str):
+            return f"[resource {resource.uri}]\n{text}"
+        return f"[binary resource {resource.uri}]"
+    if kind == "resource_link":
+        return f"[resource link {content.uri}]"
+    return f"[{kind or 'unknown'} content]"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
@@ -133,6 +172,8 @@ class McpClient:
         env: Mapping[str, str] | None = None,
         url: str | None = None,
         headers: Mapping[str, str] | None = None,
+        handlers: ClientHandlers | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError("exactly one of command (stdio) and url (http) is required")
@@ -143,6 +184,13 @@ class McpClient:
         self._env = dict(env or {})
         self._url = url
         self._headers = dict(headers or {})
+        self._handlers = handlers
+        self._auth = auth
+        self._host_busy = 0
+        self._host_since = 0.0
+        self._host_total = 0.0
+        self.capabilities: dict[str, Any] = {}
+        """The server's capabilities from ``initialize`` (``tools``, ``resources``, ``prompts``, ...)."""
         self._session: ClientSession | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -180,7 +228,7 @@ class McpClient:
             return streams[0], streams[1]
         assert self._url is not None
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(30.0, read=300.0))
+            httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(30.0, read=300.0), auth=self._auth)
         )
         from mcp.client import streamable_http
 
@@ -197,8 +245,9 @@ class McpClient:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack)
-                session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT_INFO))
-                await session.initialize()
+                session = await stack.enter_async_context(self._client_session(read, write))
+                initialized = await session.initialize()
+                self.capabilities = initialized.capabilities.model_dump(mode="json", exclude_none=True)
                 self._session = session
                 self._ready.set()
                 await self._stop.wait()
@@ -208,6 +257,96 @@ class McpClient:
             self._session = None
             self._ended.set()
             self._ready.set()
+
+    def _client_session(self, read: Any, write: Any) -> ClientSession:
+        if self._handlers is None:
+            return ClientSession(read, write, client_info=CLIENT_INFO)
+        return ClientSession(
+            read,
+            write,
+            client_info=CLIENT_INFO,
+            sampling_callback=self._on_sampling,
+            elicitation_callback=self._on_elicitation,
+            list_roots_callback=self._on_roots,
+        )
+
+    # -- server requests ----------------------------------------------------------------------------
+
+    def _host_seconds(self) -> float:
+        """Seconds spent answering the server's requests so far (the one in progress included)."""
+        ongoing = asyncio.get_running_loop().time() - self._host_since if self._host_busy else 0.0
+        return self._host_total + ongoing
+
+    async def _answer(self, what: str, produce: Callable[[], Awaitable[Any]]) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._host_busy == 0:
+            self._host_since = loop.time()
+        self._host_busy += 1
+        try:
+            return await produce()
+        except McpRequestRefused as exc:
+            return mcp_types.ErrorData(code=INVALID_REQUEST, message=str(exc))
+        except Exception as exc:
+            logger.warning("MCP server %s: answering %s failed: %s", self.server_id, what, _describe(exc))
+            return mcp_types.ErrorData(code=INTERNAL_ERROR, message=f"{what} failed: {type(exc).__name__}")
+        finally:
+            self._host_busy -= 1
+            if self._host_busy == 0:
+                self._host_total += loop.time() - self._host_since
+
+    async def _on_sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
+        assert self._handlers is not None
+        handlers = self._handlers
+
+        async def produce() -> Any:
+            preferences = params.modelPreferences
+            hints = tuple(h.name for h in (preferences.hints or []) if h.name) if preferences else ()
+            request = SamplingRequest(
+                messages=tuple(PromptMessage(m.role, _content_text(m.content)) for m in params.messages),
+                max_tokens=params.maxTokens,
+                system_prompt=params.systemPrompt,
+                temperature=params.temperature,
+                stop_sequences=tuple(params.stopSequences or ()),
+                model_hints=hints,
+            )
+            reply = await handlers.sample(request)
+            stop = {"max_tokens": "maxTokens", "stop_sequence": "stopSequence"}.get(
+                reply.stop_reason or "", "endTurn"
+            )
+            return mcp_types.CreateMessageResult(
+                role="assistant",
+                content=mcp_types.TextContent(type="text", text=reply.text),
+                model=reply.model,
+                stopReason=stop,
+            )
+
+        return await self._answer("sampling", produce)
+
+    async def _on_elicitation(self, context: Any, params: Any) -> Any:
+        assert self._handlers is not None
+        handlers = self._handlers
+
+        async def produce() -> Any:
+            if getattr(params, "mode", "form") == "url":
+                request = ElicitationRequest(message=params.message, url=str(params.url))
+            else:
+                schema = params.requestedSchema
+                request = ElicitationRequest(message=params.message, requested_schema=dict(schema))
+            reply = await handlers.elicit(request)
+            content = reply.content if reply.action == "accept" else None
+            return mcp_types.ElicitResult(action=reply.action, content=content)
+
+        return await self._answer("elicitation", produce)
+
+    async def _on_roots(self, context: Any) -> Any:
+        assert self._handlers is not None
+        handlers = self._handlers
+
+        async def produce() -> Any:
+            roots = [mcp_types.Root(uri=uri, name=name) for uri, name in handlers.roots()]
+            return mcp_types.ListRootsResult(roots=roots)
+
+        return await self._answer("roots", produce)
 
     async def connect(self, timeout_s: float) -> None:
         """Starts the connection task and waits for ``initialize``; raises :class:`McpTransportError` or
@@ -232,7 +371,27 @@ class McpClient:
         session = self._session
         if session is None or self._ended.is_set():
             raise McpTransportError(self._failure("not connected"))
-        request = await race(factory(session), self._ended, timeout_s)
+        loop = asyncio.get_running_loop()
+        started, host_before = loop.time(), self._host_seconds()
+        async with TaskOwner("mcp request") as owner:
+            request = owner.spawn(factory(session))
+            while True:
+                # the time the host spends on the server's own requests (a user answering an
+                # elicitation, a sampling call) does not count against this request's timeout
+                remaining = None
+                if timeout_s is not None:
+                    spent = loop.time() - started - (self._host_seconds() - host_before)
+                    remaining = max(timeout_s - spent, 0.5 if self._host_busy else 0.0)
+                await first_of(request, self._ended, remaining)
+                if request.done() or self._ended.is_set() or timeout_s is None:
+                    break
+                if (
+                    self._host_busy == 0
+                    and loop.time() - started - (self._host_seconds() - host_before) >= timeout_s
+                ):
+                    break
+            if not request.done():
+                await cancel_and_wait(request)
         if request.cancelled():
             if self._ended.is_set():
                 raise McpTransportError(self._failure("connection lost"))
@@ -297,6 +456,108 @@ class McpClient:
         result = await self._request(call, timeout_s)
         items = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in result.content]
         return RemoteResult(items=items, structured=result.structuredContent, is_error=bool(result.isError))
+
+    async def _pages(
+        self,
+        fetch: Callable[[ClientSession, str | None], Awaitable[Any]],
+        field: str,
+        timeout_s: float | None,
+    ) -> list[Any]:
+        items: list[Any] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page_cursor = cursor
+
+            async def one(session: ClientSession, page: str | None = page_cursor) -> Any:
+                return await fetch(session, page)
+
+            result = await self._request(one, timeout_s)
+            items.extend(getattr(result, field))
+            cursor = result.nextCursor
+            if not cursor or cursor in seen:
+                return items
+            seen.add(cursor)
+        raise McpCallError(f"{field} listing returned more than {MAX_PAGES} pages")
+
+    async def list_resources(self, timeout_s: float | None) -> list[RemoteResource]:
+        """Every resource and resource template of the server (empty without the capability)."""
+        if "resources" not in self.capabilities:
+            return []
+
+        async def resources(session: ClientSession, page: str | None) -> Any:
+            return await session.list_resources(page) if page is not None else await session.list_resources()
+
+        async def templates(session: ClientSession, page: str | None) -> Any:
+            if page is not None:
+                return await session.list_resource_templates(page)
+            return await session.list_resource_templates()
+
+        found = [
+            RemoteResource(
+                uri=str(r.uri), name=r.name, description=r.description or r.title or "", mime_type=r.mimeType
+            )
+            for r in await self._pages(resources, "resources", timeout_s)
+        ]
+        try:
+            listed = await self._pages(templates, "resourceTemplates", timeout_s)
+        except McpCallError:  # templates are optional for a server
+            listed = []
+        found += [
+            RemoteResource(
+                uri=t.uriTemplate,
+                name=t.name,
+                description=t.description or t.title or "",
+                mime_type=t.mimeType,
+                template=True,
+            )
+            for t in listed
+        ]
+        return found
+
+    async def read_resource(self, uri: str, timeout_s: float | None) -> list[ResourceContent]:
+        """The contents of one resource (text, or base64 blobs)."""
+
+        async def read(session: ClientSession) -> Any:
+            return await session.read_resource(uri)  # type: ignore[arg-type]
+
+        result = await self._request(read, timeout_s)
+        contents: list[ResourceContent] = []
+        for item in result.contents:
+            text = getattr(item, "text", None)
+            blob = getattr(item, "blob", None)
+            contents.append(ResourceContent(uri=str(item.uri), mime_type=item.mimeType, text=text, blob=blob))
+        return contents
+
+    async def list_prompts(self, timeout_s: float | None) -> list[RemotePrompt]:
+        """Every prompt of the server (empty without the capability)."""
+        if "prompts" not in self.capabilities:
+            return []
+
+        async def prompts(session: ClientSession, page: str | None) -> Any:
+            return await session.list_prompts(page) if page is not None else await session.list_prompts()
+
+        return [
+            RemotePrompt(
+                name=p.name,
+                description=p.description or p.title or "",
+                arguments=tuple(
+                    PromptArgument(a.name, a.description or "", bool(a.required)) for a in p.arguments or ()
+                ),
+            )
+            for p in await self._pages(prompts, "prompts", timeout_s)
+        ]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout_s: float | None
+    ) -> list[PromptMessage]:
+        """The messages of one prompt with ``arguments`` filled in by the server."""
+
+        async def get(session: ClientSession) -> Any:
+            return await session.get_prompt(name, arguments)
+
+        result = await self._request(get, timeout_s)
+        return [PromptMessage(m.role, _content_text(m.content)) for m in result.messages]
 
     # -- shutdown -----------------------------------------------------------------------------------
 

@@ -34,15 +34,32 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent_core._concurrency import TaskOwner
 from agent_core._events import payloads as ev
 from agent_core._mcp.catalog import McpCatalog, McpServerConfig
+from agent_core._mcp.features import (
+    LIST_RESOURCES,
+    McpHost,
+    ServerHandlers,
+    content_blocks,
+    resource_definitions,
+    resource_listing,
+)
 from agent_core._mcp.mapping import build_definitions, map_result, unmatched_overrides
-from agent_core._mcp.remote import McpCallError, McpTimeoutError, McpTransportError
+from agent_core._mcp.remote import (
+    McpCallError,
+    McpTimeoutError,
+    McpTransportError,
+    PromptMessage,
+    RemotePrompt,
+    RemoteResource,
+    ResourceContent,
+)
 from agent_core._redaction import SECRET_ENV_NAME, SENSITIVE_KEY, Redactor
 from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode
@@ -51,12 +68,13 @@ from agent_core.tools._normalize import error_result
 from agent_core.tools.context import RunScope, ToolContext
 from agent_core.tools.preflight import Preflight
 from agent_core.tools.registry import ToolRegistry
-from agent_core.types.content import ArtifactRefBlock, ErrorPayload
+from agent_core.types.content import ArtifactRefBlock, ContentBlock, ErrorPayload, TextBlock
 from agent_core.types.model import ToolCall
 from agent_core.types.tools import ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
     from agent_core._mcp.client import McpClient
+    from agent_core._mcp.oauth import Opener
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +94,8 @@ class _ServerState:
     last_failure: ev.McpServerFailed | None = None
     attempts: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    active: list[ToolContext] = field(default_factory=list)
+    """The server's tool calls in progress (a sampling or elicitation request belongs to the newest)."""
 
 
 def failed_for_run(scope: RunScope) -> set[str]:
@@ -112,6 +132,8 @@ class McpServerAdapter:
             raise AgentCoreError(
                 ErrorCode.tool_not_available, f"tool '{call.name}' is not available in this run"
             )
+        if definition.metadata.get("mcp_builtin") is not None:
+            return await self._manager.resource_tool(self.server.server_id, definition, call, ctx)
         return await self._manager.call_tool(self.server.server_id, definition, call, ctx)
 
     async def close(self) -> None:
@@ -145,7 +167,11 @@ class McpManager:
         redactor: Redactor | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        roots: Sequence[Path] = (),
+        oauth_opener: Opener | None = None,
     ) -> None:
+        """``roots``: what ``roots/list`` answers (the project); ``oauth_opener``: sends the user to an
+        authorization page (default: a WARNING log line with the URL)."""
         self._catalog = catalog
         self._settings = settings
         self._registry = registry
@@ -156,11 +182,18 @@ class McpManager:
         self._closed = False
         self._closing = TaskOwner("mcp client closes")
         """Closes of dropped clients, awaited by :meth:`close`."""
+        self._roots = list(roots)
+        self._oauth_opener = oauth_opener
+        self._host: McpHost | None = None
         for server in catalog:
             for name in (*server.env_allowlist, *server.headers_env.values()):
                 self._redactor.add_secret_env(name)
             for secret in literal_secrets(server):
                 self._redactor.add_secret(secret)
+
+    def attach_host(self, host: McpHost) -> None:
+        """Who answers the servers' sampling and elicitation requests (the runtime, once it is wired)."""
+        self._host = host
 
     # -- introspection ------------------------------------------------------------------------------
 
@@ -262,6 +295,8 @@ class McpManager:
             return
         overrides = self._settings.tools.mcp.tool_overrides
         definitions, skipped = build_definitions(server, remote, overrides)
+        if "resources" in client.capabilities:
+            definitions += resource_definitions(server, {d.name for d in definitions})
         adapter = McpServerAdapter(self, server, definitions)
         if state.adapter is not None:
             self._registry.unregister_adapter(state.adapter)
@@ -306,7 +341,14 @@ class McpManager:
                     )
                 headers[header] = source[variable]
             assert server.url is not None
-            return McpClient(server.server_id, url=server.url, headers=headers)
+            auth = None
+            if server.oauth is not None:
+                from agent_core._mcp.oauth import oauth_provider  # OAuth servers only
+
+                auth = oauth_provider(server, self._catalog.path.parent, self._redactor, self._oauth_opener)
+            return McpClient(
+                server.server_id, url=server.url, headers=headers, handlers=self._handlers(server), auth=auth
+            )
         assert server.command is not None and server.cwd is not None
         try:
             env = build_env(
@@ -322,7 +364,20 @@ class McpManager:
         if not server.cwd.is_dir():
             raise AgentCoreError(ErrorCode.file_not_found, f"cwd {server.cwd} of {consumer} does not exist")
         executable = resolve_executable(server.command, cwd=server.cwd, env=env)
-        return McpClient(server.server_id, command=str(executable), args=server.args, cwd=server.cwd, env=env)
+        return McpClient(
+            server.server_id,
+            command=str(executable),
+            args=server.args,
+            cwd=server.cwd,
+            env=env,
+            handlers=self._handlers(server),
+        )
+
+    def _handlers(self, server: McpServerConfig) -> ServerHandlers:
+        state = self._states[server.server_id]
+        return ServerHandlers(
+            server, lambda: self._host, lambda: state.active[-1] if state.active else None, self._roots
+        )
 
     def _failure(self, server_id: str, phase: str, exc: BaseException) -> ev.McpServerFailed:
         if isinstance(exc, AgentCoreError):
@@ -388,7 +443,11 @@ class McpManager:
             if client is None or not client.alive:
                 raise McpTransportError(f"MCP server {server_id} is not connected")
             tool_name = str(definition.metadata.get("mcp_tool_name") or call.name.split(".", 2)[2])
-            remote = await client.call_tool(tool_name, dict(call.arguments), timeout_ms / 1000, progress)
+            state.active.append(ctx)
+            try:
+                remote = await client.call_tool(tool_name, dict(call.arguments), timeout_ms / 1000, progress)
+            finally:
+                state.active.remove(ctx)
         except McpTimeoutError:
             raise AgentCoreError(
                 ErrorCode.timeout,
@@ -428,6 +487,130 @@ class McpManager:
                 state.failed = True
                 state.last_failure = failure
                 await self._drop_client(state)
+
+    async def resource_tool(
+        self, server_id: str, definition: ToolDefinition, call: ToolCall, ctx: ToolContext
+    ) -> ToolResult:
+        """``mcp.<server>.list_resources`` / ``read_resource`` (``_mcp.features``)."""
+
+        async def create(
+            data: bytes, filename: str, mime: str | None, summary: str | None
+        ) -> ArtifactRefBlock:
+            return await ctx.create_artifact(data, filename, mime, summary)
+
+        try:
+            if definition.metadata.get("mcp_builtin") == LIST_RESOURCES:
+                listing = resource_listing(await self.list_resources(server_id, connect=False))
+                return ToolResult(
+                    tool_call_id=call.tool_call_id, tool_name=call.name, content=[TextBlock(text=listing)]
+                )
+            uri = str(call.arguments.get("uri", ""))
+            contents = await self.read_resource(server_id, uri, connect=False)
+        except AgentCoreError as exc:
+            return error_result(
+                call.tool_call_id,
+                call.name,
+                exc.code,
+                self._redactor.text(exc.message),
+                error_type="mcp_resource_error",
+            )
+        blocks = await content_blocks(contents, create)
+        return ToolResult(tool_call_id=call.tool_call_id, tool_name=call.name, content=blocks)
+
+    # -- resources and prompts for surfaces ---------------------------------------------------------
+
+    async def _live_client(self, server_id: str, connect: bool) -> McpClient:
+        state = self._states.get(server_id)
+        if state is None or server_id in self._settings.tools.mcp.disabled_servers:
+            raise AgentCoreError(
+                ErrorCode.validation_error,
+                f"unknown MCP server {server_id!r}",
+                details={"server_id": server_id, "source": str(self._catalog.path)},
+            )
+        if connect:
+            await self.ensure_connected(True, servers={server_id})
+        client = state.client
+        if client is None or not client.alive:
+            reason = state.last_failure.error.get("message") if state.last_failure else "not connected"
+            raise AgentCoreError(
+                ErrorCode.tool_not_available,
+                f"MCP server {server_id} is not available: {reason}",
+                details={"server_id": server_id},
+            )
+        return client
+
+    async def _ask(
+        self, server_id: str, what: str, request: Callable[[McpClient], Awaitable[Any]], connect: bool
+    ) -> Any:
+        client = await self._live_client(server_id, connect)
+        try:
+            return await request(client)
+        except McpTimeoutError:
+            raise AgentCoreError(ErrorCode.timeout, f"MCP server {server_id}: {what} timed out") from None
+        except McpCallError as exc:
+            message = self._redactor.text(f"MCP server {server_id} refused {what}: {exc}")
+            raise AgentCoreError(
+                ErrorCode.validation_error, message, details={"server_id": server_id}
+            ) from None
+        except McpTransportError as exc:
+            message = self._redactor.text(f"MCP server {server_id}: {what} failed: {exc}")
+            raise AgentCoreError(
+                ErrorCode.internal_error, message, details={"server_id": server_id}
+            ) from None
+
+    def _timeout_s(self, server_id: str) -> float:
+        return self._states[server_id].config.timeout_ms / 1000
+
+    async def list_resources(self, server_id: str, *, connect: bool = True) -> list[RemoteResource]:
+        """The server's resources and templates (connects it when needed; errors as ``AgentCoreError``)."""
+        timeout = self._timeout_s(server_id) if server_id in self._states else None
+        return list(
+            await self._ask(server_id, "resources/list", lambda c: c.list_resources(timeout), connect)
+        )
+
+    async def read_resource(self, server_id: str, uri: str, *, connect: bool = True) -> list[ResourceContent]:
+        if not uri:
+            raise AgentCoreError(ErrorCode.validation_error, "a resource URI is required")
+        timeout = self._timeout_s(server_id) if server_id in self._states else None
+        return list(
+            await self._ask(
+                server_id, f"resources/read {uri}", lambda c: c.read_resource(uri, timeout), connect
+            )
+        )
+
+    async def read_resource_blocks(self, server_id: str, uri: str) -> list[ContentBlock]:
+        """A resource as blocks for a user message (binary contents described, not attached)."""
+        return await content_blocks(await self.read_resource(server_id, uri), None)
+
+    async def list_prompts(self, server_ids: Collection[str] | None = None) -> dict[str, list[RemotePrompt]]:
+        """Prompts of every connectable server (or of ``server_ids``); a failing server lists none."""
+        disabled = set(self._settings.tools.mcp.disabled_servers)
+        wanted = [s for s in self._states if s not in disabled and (server_ids is None or s in server_ids)]
+        await self.ensure_connected(True, servers=wanted)
+        found: dict[str, list[RemotePrompt]] = {}
+        for server_id in wanted:
+            timeout = self._timeout_s(server_id)
+
+            async def listing(client: McpClient, timeout: float = timeout) -> list[RemotePrompt]:
+                return await client.list_prompts(timeout)
+
+            try:
+                found[server_id] = list(await self._ask(server_id, "prompts/list", listing, False))
+            except AgentCoreError as exc:
+                logger.warning("MCP server %s: cannot list prompts: %s", server_id, exc.message)
+                found[server_id] = []
+        return found
+
+    async def get_prompt(
+        self, server_id: str, name: str, arguments: Mapping[str, str]
+    ) -> list[PromptMessage]:
+        timeout = self._timeout_s(server_id) if server_id in self._states else None
+        args = {str(k): str(v) for k, v in arguments.items()}
+        return list(
+            await self._ask(
+                server_id, f"prompts/get {name}", lambda c: c.get_prompt(name, args, timeout), True
+            )
+        )
 
     # -- shutdown -----------------------------------------------------------------------------------
 

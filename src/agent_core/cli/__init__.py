@@ -2,6 +2,8 @@
 
 ``soong-agent acp [--path <dir>]`` serves the Agent Client Protocol on stdio and ``soong-agent mcp-server
 [--path <dir>] [--http]`` serves MCP (``agent_core.cli._acp``, ``agent_core.cli._mcp_server``).
+``soong-agent channels [--path <dir>]`` answers on the ``[[channels]]`` of ``config.toml`` (Telegram, Slack) in
+the foreground (``agent_core.cli._channels``); ``serve`` runs the channels of its project too.
 
 ``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
 
@@ -340,6 +342,23 @@ def _add_mcp_server(sub: Any) -> None:
     mcp.set_defaults(handler="agent_core.cli._mcp_server:mcp_server_command")
 
 
+def _add_channels(sub: Any) -> None:
+    channels = sub.add_parser(
+        "channels",
+        help="answer on the chat channels of config.toml ([[channels]]: Telegram, Slack)",
+        description="Runs every [[channels]] entry of config.toml in the foreground: messages from the "
+        "allowed chats and users go to a session per conversation, answers and permission questions go "
+        "back to the chat. Prints one line per channel once it receives; Ctrl-C stops it.",
+    )
+    channels.add_argument(
+        "--path", help="project of channels that name none; a file selects its parent (default: cwd)"
+    )
+    channels.add_argument(
+        "--debug", action="store_true", help="show debug log output and internal tracebacks"
+    )
+    channels.set_defaults(handler="agent_core.cli._channels:channels_command")
+
+
 def _add_audit(sub: Any) -> None:
     audit = sub.add_parser(
         "audit",
@@ -404,6 +423,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
     "audit": _add_audit,
     "worker": _add_worker,
     "task-wal": _add_task_wal,
+    "channels": _add_channels,
 }
 """Command name → the function registering it (``schedule`` and ``scheduler`` share one), in the order
 ``soong-agent --help`` lists them."""

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_core.cli._chat_mcp import mcp_command, prompt_command
 from agent_core.cli._chat_modes import (
     PERMISSION_MODES,
     current_permission_mode,
@@ -344,6 +345,7 @@ COMMANDS: dict[str, Command] = {
     "/permissions": permissions_command,
     "/tasks": _tasks,
     "/team": team_command,
+    "/mcp": mcp_command,
     "/usage": _usage,
     "/skills": _skills,
     "/config": _config,
@@ -368,6 +370,10 @@ HELP = (
     ("/permissions [mode]", "show or set the permission mode only"),
     ("/tasks", "the Task board of this session"),
     ("/team", "this session's teammates: state and unread inbox entries"),
+    (
+        "/mcp [resources <server>]",
+        "MCP prompts (/mcp:<server>:<prompt> args) and resources (@<server>:<uri>)",
+    ),
     ("/usage", "tokens, cost and limits of this session"),
     ("/skills", "available skills"),
     ("/config", "resolved home, project, provider and model"),
@@ -380,6 +386,8 @@ HELP = (
 
 async def run_command(chat: ChatSession, line: str) -> None:
     """Runs one slash command line; an unknown command prints a one-line error."""
+    if line.startswith("/mcp:") and await prompt_command(chat, line):
+        return
     name, *args = line.split()
     command = COMMANDS.get(name.lower())
     if command is None:

@@ -190,6 +190,10 @@ class ChatSession:
         The answers are read here, so none of them reaches the chat as a message."""
         from agent_core.types.permissions import PermissionDecision
 
+        if request.metadata.get("mcp_request") == "elicitation":
+            from agent_core.cli._chat_mcp import ask_elicitation
+
+            return await ask_elicitation(self, request)
         self.printer.end_reply()
         color = self.terminal if self.prompt_out is self.out else wants_color(self.err.stream)
         text = describe_request(request, color=color)
@@ -244,20 +248,32 @@ class ChatSession:
 
     # ---- one turn -----------------------------------------------------------------------------
     async def turn(self, message: str) -> None:
+        from agent_core.cli._chat_mcp import with_attachments
         from agent_core.errors import AgentCoreError
 
         runtime = await self.ready()
-        content: Any = message
+        files: list[Any] = []
         if self.attachments:
-            from agent_core.types.runtime import UserMessage
-
             files, self.attachments = self.attachments, []
-            try:
-                content = UserMessage.with_files(message, *files)
-            except OSError as exc:
-                self.printer.line(f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}")
-                return
         try:
+            sent = await with_attachments(self, message)  # @server:uri mentions of MCP resources
+            if sent is None:
+                return
+            content: Any = sent
+            if files:  # /image attachments ride on the same message
+                from agent_core.types.runtime import UserMessage
+
+                try:
+                    if isinstance(sent, str):
+                        content = UserMessage.with_files(sent, *files)
+                    else:
+                        added = UserMessage.with_files(None, *files).attachments
+                        content = sent.model_copy(update={"attachments": [*sent.attachments, *added]})
+                except OSError as exc:
+                    self.printer.line(
+                        f"error: cannot read {safe(str(exc.filename))}: {safe(str(exc.strerror))}"
+                    )
+                    return
             run = await runtime.start(
                 content,
                 session_id=self.session_id,

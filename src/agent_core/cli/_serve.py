@@ -8,7 +8,10 @@ registered with the process redactor, so a command that prints it reaches neithe
 prints exactly one line to stdout, ``serving http://HOST:PORT/?token=T`` (``--port 0`` picks a free
 port); logs go to stderr. SIGTERM and Ctrl-C (SIGINT) stop it: runs are cancelled, the runtime closes,
 pending approvals expire; exit 0 after SIGTERM, 130 after Ctrl-C (at any moment, also while it starts).
-Startup errors (config, credentials, storage, port in use) exit 1 with one line.
+Startup errors (config, credentials, storage, port in use) exit 1 with one line. The ``[[channels]]`` of
+the served project run inside the server (``agent_core.adapters.channels``): their permission questions are
+durable approvals like every other, also posted to the chat as buttons; a channel configuration error is a
+warning, the server goes on without channels.
 """
 
 from __future__ import annotations
@@ -22,14 +25,79 @@ import secrets
 import signal
 import socket
 import stat
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._terminal import Output, error_text
 
+if TYPE_CHECKING:
+    from agent_core._api.runtime import AgentRuntime
+    from agent_core.adapters.channels import ChannelHub
+    from agent_core.permissions import PermissionDeferral
+    from agent_core.server._approvals import ApprovalBroker, QuestionBroker
+    from agent_core.types.permissions import PermissionDecision, PermissionRequest, UserQuestion
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TOKEN_ENV = "SOONG_AGENT_SERVE_TOKEN"
+
+
+class _ChannelAsker:
+    """The server's permission and question callbacks: every request is a durable approval or question
+    (the web UI and the API answer it); one of a chat channel's session is also posted to its conversation,
+    answered through the same broker (first answer wins)."""
+
+    def __init__(self, broker: ApprovalBroker, questions: QuestionBroker) -> None:
+        self.broker = broker
+        self.questions = questions
+        self.hub: ChannelHub | None = None
+
+    async def __call__(self, request: PermissionRequest) -> PermissionDecision | PermissionDeferral:
+        decision = await self.broker.callback(request)
+        if self.hub is not None:
+            await self.hub.ask(request)
+        return decision
+
+    async def ask_user(self, question: UserQuestion) -> str | PermissionDeferral:
+        """The question callback: a durable question (web UI, ``/api/questions``), also posted to the chat
+        of a channel session; the first answer wins."""
+        answer = await self.questions.callback(question)
+        if self.hub is not None:
+            await self.hub.ask_user(question)
+        return answer
+
+
+def _channel_hub(
+    runtime: AgentRuntime, broker: ApprovalBroker, questions: QuestionBroker, err: Output
+) -> ChannelHub | None:
+    """The hub of the ``[[channels]]`` whose project is the served one; others are named in a warning
+    (``soong-agent channels`` runs them). A channel configuration error is a warning: serve goes on."""
+    from agent_core.adapters.channels import ChannelHub, build_channel, project_of
+    from agent_core.config import load_config
+    from agent_core.errors import AgentCoreError
+
+    try:
+        config = load_config(project_dir=runtime.project_dir)
+        channels = []
+        for index, section in enumerate(config.settings.channels):
+            if project_of(section, runtime.project_dir) != runtime.project_dir.resolve():
+                err.write(
+                    f"soong-agent: warning: channel {section.channel_name} runs on another project; "
+                    "start it with soong-agent channels\n"
+                )
+                continue
+            channels.append(build_channel(index, section))
+    except AgentCoreError as exc:
+        err.write(f"soong-agent: warning: chat channels are not running: {exc.message}\n")
+        return None
+    if not channels:
+        return None
+    from agent_core._storage.approvals import QuestionAnswer
+
+    async def answer_question(request_id: str, text: str) -> object:
+        return await questions.answer(request_id, QuestionAnswer(answer=text))
+
+    return ChannelHub(runtime, channels, answer=broker.answer, answer_question=answer_question)
 
 
 def is_loopback(host: str) -> bool:
@@ -134,14 +202,16 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
 
     broker = ApprovalBroker()
     questions = QuestionBroker()
+    asker = _ChannelAsker(broker, questions)
     try:
         runtime = AgentRuntime(
-            project_dir=args.path, permission_callback=broker.callback, question_callback=questions.callback
+            project_dir=args.path, permission_callback=asker, question_callback=asker.ask_user
         )
         state = await open_state(runtime, broker, questions)
     except AgentCoreError as exc:
         err.write(error_text(exc))
         return EXIT_FAILED
+    asker.hub = _channel_hub(runtime, broker, questions, err)
     try:
         if interrupts.pending():  # Ctrl-C while the runtime opened: serve nothing
             return EXIT_INTERRUPTED
@@ -193,7 +263,13 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
                 except AgentCoreError as exc:
                     err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
             try:
-                await serving
+                async with asyncio.TaskGroup() as group:  # the project's chat channels (docs/channels.md)
+                    channels = group.create_task(asker.hub.run()) if asker.hub is not None else None
+                    try:
+                        await serving
+                    finally:
+                        if channels is not None:
+                            channels.cancel()
             finally:
                 await tasks.aclose()
         sock.close()

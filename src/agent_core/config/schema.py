@@ -484,6 +484,70 @@ class ToolsSection(StrictModel):
         return self
 
 
+CHANNEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ChannelSection(StrictModel):
+    """One ``[[channels]]`` entry: a chat platform the agent answers on (``docs/channels.md``).
+
+    ``allowed_chats`` / ``allowed_users`` are required (at least one non-empty): a channel never answers
+    strangers. A message is taken when its chat is in ``allowed_chats`` (or that list is empty) and its
+    sender is in ``allowed_users`` (or that list is empty). Secrets are named by environment variable,
+    never written here.
+    """
+
+    kind: Literal["telegram", "slack"]
+    name: str | None = Field(default=None, pattern=CHANNEL_NAME.pattern)
+    """Identity of the channel (its session map); default: ``kind``. Unique among the channels."""
+    token_env: str = Field(pattern=ENV_VAR_NAME.pattern)
+    """Telegram: the bot token's variable; Slack: the bot token (``xoxb-...``)'s variable."""
+    signing_secret_env: str | None = Field(default=None, pattern=ENV_VAR_NAME.pattern)
+    """Slack only (required there): the variable holding the app's signing secret."""
+    allowed_chats: list[str] = Field(default_factory=empty_list)
+    allowed_users: list[str] = Field(default_factory=empty_list)
+    project: ConfigPath | None = None
+    """The project the channel's sessions run on; default: the project of the command that runs it."""
+    session_scope: Literal["chat", "thread"] = "thread"
+    """One session per chat, or per thread (Slack thread, Telegram forum topic) of a chat."""
+    base_url: str | None = Field(default=None, min_length=1)
+    """The platform API's base URL (tests, self-hosted gateways); default: the public API."""
+    listen_host: str = "127.0.0.1"
+    """Slack only: the address the Events API endpoint listens on (put a TLS proxy in front)."""
+    listen_port: int = Field(default=8790, ge=0, le=65535)
+    """Slack only: the endpoint's port (``0``: a free port, logged at start)."""
+    poll_timeout_s: int = Field(default=30, ge=1, le=600)
+    """Telegram only: the long-polling timeout of ``getUpdates``."""
+
+    @property
+    def channel_name(self) -> str:
+        return self.name or self.kind
+
+    @field_validator("allowed_chats", "allowed_users")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        if any(not item.strip() for item in v):
+            raise ValueError("entries must be non-empty chat / user ids")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"must be an http(s) URL, got {v!r}")
+        return v.rstrip("/") if v is not None else None
+
+    @model_validator(mode="after")
+    def _per_kind(self) -> "ChannelSection":
+        if not self.allowed_chats and not self.allowed_users:
+            raise ValueError("allowed_chats or allowed_users is required (a channel never answers strangers)")
+        if self.kind == "slack" and self.signing_secret_env is None:
+            raise ValueError("signing_secret_env is required for a slack channel")
+        if self.kind == "telegram" and self.signing_secret_env is not None:
+            raise ValueError("signing_secret_env is only for slack channels")
+        return self
+
+
 class CheckpointsSection(StrictModel):
     """File checkpoints before write/edit tool calls and commands (rewind, ``agent_core._checkpoints``).
 
@@ -529,6 +593,21 @@ class Settings(StrictModel):
     telemetry: TelemetrySection = Field(default_factory=section_default, validate_default=True)
     storage: StorageSection = Field(default_factory=section_default, validate_default=True)
     engine: EngineSection = Field(default_factory=section_default, validate_default=True)
+    channels: list[ChannelSection] = Field(default_factory=empty_list)
+    """``[[channels]]``: chat platforms run by ``soong-agent channels`` and ``serve`` (docs/channels.md)."""
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_names(cls, v: list[ChannelSection]) -> list[ChannelSection]:
+        seen: set[str] = set()
+        for index, channel in enumerate(v):
+            if channel.channel_name in seen:
+                raise ValueError(
+                    f"channels[{index}]: duplicate channel name {channel.channel_name!r} (set a distinct name)"
+                )
+            seen.add(channel.channel_name)
+        return v
+
     checkpoints: CheckpointsSection = Field(default_factory=section_default, validate_default=True)
 
     @model_validator(mode="after")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,8 @@ class RunCreated(Body):
 
 class AnswerRequest(Body):
     decision: Literal["allow_once", "allow_for_session", "deny"]
+    content: dict[str, Any] | None = None
+    """An MCP elicitation's answer (the fields of its ``requested_schema``), sent with an allow."""
 
 
 class AnswerResult(Body):

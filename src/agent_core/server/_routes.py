@@ -271,7 +271,10 @@ async def answer_approval(request: Request) -> Response:
     state = _state(request)
     request_id = request.path_params["request_id"]
     body: AnswerRequest = await _body(request, AnswerRequest)
-    outcome = await state.approvals.answer(request_id, PermissionDecision(decision=body.decision))
+    metadata = {"content": body.content} if body.content is not None else {}
+    outcome = await state.approvals.answer(
+        request_id, PermissionDecision(decision=body.decision, metadata=metadata)
+    )
     if outcome == "missing":
         raise ApiError(404, ErrorCode.validation_error, f"unknown permission request {request_id!r}")
     if outcome != "answered":

@@ -30,10 +30,10 @@ function argumentsRow(a, meta) {
   return ["arguments", [visibleText(a.args_summary), cut]];
 }
 
-async function answerApproval(a, decision, card) {
+async function answerApproval(a, decision, card, content) {
   for (const b of card.querySelectorAll("button")) b.disabled = true;
   try {
-    await api("POST", `/api/approvals/${encodeURIComponent(a.request_id)}`, { decision });
+    await api("POST", `/api/approvals/${encodeURIComponent(a.request_id)}`, content ? { decision, content } : { decision });
     card.replaceChildren(el("p", { class: "muted" }, `${decision.replace(/_/g, " ")}: ${a.tool_name}`));
   } catch (err) {
     card.replaceChildren(el("p", { class: "error" }, err.status === 409 ? `already ${err.message.split(" ").pop()}` : err.message));
@@ -41,9 +41,47 @@ async function answerApproval(a, decision, card) {
   // the pushed approval_answered / approval_expired removes the card on every client
 }
 
+// An MCP server's question (elicitation): one input per field of its schema; Send answers allow_once with
+// the values as `content`, Decline answers deny.
+function elicitationCard(a, meta) {
+  const card = el("div", { class: "approval elicitation", "data-request": a.request_id, role: "group", "aria-label": `question of MCP server ${meta.server_id}` });
+  card.append(el("h4", {}, `MCP server ${meta.server_id} asks`), el("p", {}, visibleText(String(meta.message || ""))));
+  if (meta.url) {  // only http(s) links: a server must not get a javascript: URL clicked
+    const url = String(meta.url);
+    const link = /^https?:\/\//i.test(url) ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, url) : visibleText(url);
+    card.append(el("p", {}, "Open: ", link));
+  }
+  const schema = meta.requested_schema || {};
+  const required = new Set(schema.required || []);
+  const inputs = [];
+  for (const [name, spec] of Object.entries(schema.properties || {})) {
+    const kind = spec.type || "string";
+    let input;
+    if (Array.isArray(spec.enum)) input = el("select", { name }, spec.enum.map((o) => el("option", { value: String(o) }, String(o))));
+    else if (kind === "boolean") input = el("input", { type: "checkbox", name });
+    else input = el("input", { type: kind === "integer" || kind === "number" ? "number" : "text", name, step: kind === "number" ? "any" : "1" });
+    inputs.push([name, kind, input]);
+    card.append(el("label", { class: "field" }, `${name}${required.has(name) ? " *" : ""} `, input, spec.description ? el("span", { class: "muted" }, ` ${spec.description}`) : null));
+  }
+  const send = () => {
+    const content = {};
+    for (const [name, kind, input] of inputs) {
+      if (kind === "boolean") { content[name] = input.checked; continue; }
+      if (input.value === "") continue;
+      content[name] = kind === "integer" ? parseInt(input.value, 10) : kind === "number" ? Number(input.value) : input.value;
+    }
+    answerApproval(a, "allow_once", card, content);
+  };
+  card.append(el("div", { class: "actions" },
+    el("button", { type: "button", class: "primary", "data-decision": "allow_once", onclick: send }, meta.url ? "Done" : "Send"),
+    el("button", { type: "button", class: "deny", "data-decision": "deny", onclick: () => answerApproval(a, "deny", card) }, "Decline")));
+  return card;
+}
+
 function approvalCard(a) {
-  const card = el("div", { class: "approval", "data-request": a.request_id, role: "group", "aria-label": `permission request for ${a.tool_name}` });
   const meta = a.metadata || {};
+  if (meta.mcp_request === "elicitation") return elicitationCard(a, meta);
+  const card = el("div", { class: "approval", "data-request": a.request_id, role: "group", "aria-label": `permission request for ${a.tool_name}` });
   const rows = [
     ["agent", `${a.agent_role} ${a.agent_id}`],
     ["tool", a.tool_name],
@@ -73,7 +111,7 @@ function approvalCard(a) {
 
 // Answers the open session's first pending approval from the keyboard (Alt+1 / Alt+2 / Alt+3).
 export function answerFirstApproval(decision) {
-  const card = $("approvals").querySelector(".approval[data-request]");
+  const card = $("approvals").querySelector(".approval[data-request]:not(.elicitation)");  // a form needs its values
   const a = card && state.approvals.get(card.dataset.request);
   if (!a || card.querySelector("button:disabled")) return false;
   answerApproval(a, decision, card);
