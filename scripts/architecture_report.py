@@ -1,6 +1,6 @@
 """Architecture figures of ``src/agent_core`` (issue 15): import cycles, room sizes, largest file, ``Any`` use.
 
-    python scripts/architecture_report.py [--strict] [--type-checking]
+    python scripts/architecture_report.py [--strict] [--type-checking] [--verbose] [--src DIR]
 
 - **Import cycles** are counted between files over the imports that run: module-level imports and
   imports inside functions alike; those under ``if TYPE_CHECKING:`` only with ``--type-checking``
@@ -15,6 +15,19 @@
   of another object (a detector's ``._last`` ...); ``server/``, ``cli/`` and ``adapters/`` (the editor and
   MCP-client protocol servers) importing a private module of another room (they are clients of the public
   API; ``engine/`` is a runtime backend, counted apart).
+- **Host state** (issue 35, a library leaves its host alone): *process-wide patches* are sites that change
+  state the whole process shares: ``sys.modules`` entries, the cyclic collector (``gc.freeze``/``disable``/
+  ``set_threshold``...), attributes of other packages' modules, ``os.environ``, the interpreter's hooks and
+  limits, and signal handlers and logging/warnings configuration outside the modules that own their
+  process (:data:`PROCESS_OWNERS`). *Private accesses of dependencies* are ``_name`` attributes reached
+  from another package's module (``httpx._main``, ``os.environ._data``), ``from pkg._private import``,
+  pydantic's ``__pydantic_*__`` internals, ``getattr``/``hasattr``/``setattr`` of a ``_name`` on an object
+  other than ``self``/``cls``, and the attributes of :data:`KNOWN_PRIVATES` on an object other than
+  ``self``/``cls`` (httpx's pool, aiosqlite's connection).
+- **Record kinds**: the ways a record class is declared (stdlib ``dataclass``, pydantic models, and the
+  package's own lazy dataclass decorators); each kind with its number of classes.
+- **Unowned tasks**: ``asyncio.create_task``/``asyncio.ensure_future`` calls and ``create_task`` on an
+  event loop, outside :data:`TASK_OWNER_MODULE` (the task owners every other module spawns through).
 
 ``--strict`` exits 1 when any file-level cycle exists; ``tests/unit/test_import_cycles.py`` runs the same
 check (with TYPE_CHECKING imports) in the test suite.
@@ -192,11 +205,17 @@ def _private_imports(tree: ast.Module, room: str) -> list[tuple[int, str]]:
             modules = [alias.name for alias in node.names]
         for module in modules:
             parts = module.split(".")
-            if parts[0] != PACKAGE or (len(parts) > 1 and parts[1] == room):
+            if parts[0] != PACKAGE or (len(parts) > 1 and parts[1] == room) or module in SHARED_UTILITIES:
                 continue
             if any(_private(part) for part in parts[1:]):
                 found.append((node.lineno, module))
     return found
+
+
+SHARED_UTILITIES = frozenset({f"{PACKAGE}._concurrency"})
+"""Private modules every room may import, surfaces included: they hold no runtime state and reach nothing
+of the runtime (``_concurrency``: the task owners every module spawns its tasks through, so that no task
+of a surface is left without an owner either)."""
 
 
 def boundary(trees: dict[Path, ast.Module], src: Path) -> dict[str, list[str]]:
@@ -226,6 +245,288 @@ def boundary(trees: dict[Path, ast.Module], src: Path) -> dict[str, list[str]]:
 
 def _count_any(tree: ast.Module) -> int:
     return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any")
+
+
+# -- host state, record kinds, unowned tasks (issue 35) ------------------------------------------------
+
+PROCESS_OWNERS = ("agent_core/cli/", "agent_core/tools/_reaper_main.py")
+"""Modules that own their process (the CLI's commands; the launcher run as a script): they may install
+signal handlers and configure logging and warnings. ``sys.modules`` and the collector are nobody's."""
+TASK_OWNER_MODULE = "agent_core/_concurrency.py"
+"""The one module that calls ``asyncio.create_task``: its owners await or cancel every task they create."""
+KNOWN_PRIVATES = frozenset(
+    {"_conn", "_execute", "_tx", "_pool", "_transport", "_mounts", "_network_backend", "_data", "_main"}
+)
+"""Private attributes of dependency objects the code once used (on anything but ``self``/``cls``)."""
+OTHER_ROOMS = (f"{PACKAGE}/_events/",)
+"""Rooms whose record declarations belong to other work of issue 35 (the typed event payloads, which move
+to ``agent_core.types.events`` as slotted stdlib dataclasses)."""
+PUBLIC_UNDERSCORED = frozenset({"os._exit", "sys._getframe"})
+"""Documented functions whose names start with an underscore."""
+PYDANTIC_INTERNALS = ("__pydantic_",)
+_GC_CHANGERS = frozenset({"freeze", "unfreeze", "disable", "enable", "set_threshold", "set_debug"})
+_MUTATORS = frozenset({"setdefault", "pop", "update", "clear", "popitem", "__setitem__", "__delitem__"})
+_INTERPRETER = {
+    "sys": frozenset(
+        {
+            "setrecursionlimit",
+            "setswitchinterval",
+            "set_int_max_str_digits",
+            "settrace",
+            "setprofile",
+            "set_asyncgen_hooks",
+            "setdlopenflags",
+        }
+    ),
+    "asyncio": frozenset({"set_event_loop_policy"}),
+    "os": frozenset({"putenv", "unsetenv"}),
+    "threading": frozenset({"settrace", "setprofile"}),
+}
+_OWNER_ONLY = {
+    "signal": frozenset({"signal", "siginterrupt", "set_wakeup_fd"}),
+    "logging": frozenset({"basicConfig", "disable", "setLoggerClass", "captureWarnings"}),
+    "warnings": frozenset({"filterwarnings", "simplefilter", "resetwarnings"}),
+}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _foreign_modules(tree: ast.Module) -> dict[str, str]:
+    """Local names bound to modules (or names) of other packages and of the standard library."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] != PACKAGE:
+                    bound[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] != PACKAGE
+        ):
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _own(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def host_state(src: Path = ROOT) -> dict[str, list[str]]:
+    """``{"patches": [...], "privates": [...]}``: one ``path:line: what`` per site (module docstring)."""
+    patches: list[str] = []
+    privates: list[str] = []
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        rel = str(path.relative_to(src))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        foreign = _foreign_modules(tree)
+        owner = rel.startswith(PROCESS_OWNERS)
+        module_handles: set[str] = set()  # names assigned from sys.modules / importlib.import_module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Subscript)):
+                source = node.value.func if isinstance(node.value, ast.Call) else node.value.value
+                if _dotted(source) in ("sys.modules.get", "sys.modules", "importlib.import_module"):
+                    module_handles.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+        def where(node: ast.AST, what: str, rel: str = rel) -> str:
+            return f"{rel}:{getattr(node, 'lineno', 0)}: {what}"
+
+        for node in ast.walk(tree):
+            # writes: sys.modules[...] / os.environ[...] / attributes of foreign modules
+            targets: list[ast.AST] = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Delete):
+                targets = list(node.targets)
+            for target in targets:
+                if isinstance(target, ast.Subscript) and _dotted(target.value) in (
+                    "sys.modules",
+                    "os.environ",
+                ):
+                    patches.append(where(node, f"{_dotted(target.value)}[...] written"))
+                elif isinstance(target, ast.Attribute):
+                    root = _dotted(target)
+                    head = root.split(".")[0] if root else None
+                    if head in module_handles or (head in foreign and head not in ("self", "cls")):
+                        patches.append(where(node, f"{root} assigned (another package's module)"))
+                    if _is_private(target.attr) and not _own(target.value) and target.attr in KNOWN_PRIVATES:
+                        privates.append(where(node, f".{target.attr} written"))
+            if isinstance(node, ast.Call):
+                name = _dotted(node.func)
+                if (
+                    isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "add_signal_handler"
+                    and not owner
+                ):
+                    patches.append(where(node, "add_signal_handler()"))
+                if name:
+                    head, _, last = name.rpartition(".")
+                    if (
+                        (head in ("sys.modules", "os.environ") and last in _MUTATORS)
+                        or (head == "gc" and last in _GC_CHANGERS)
+                        or (head in _INTERPRETER and last in _INTERPRETER[head])
+                        or (head in _OWNER_ONLY and last in _OWNER_ONLY[head] and not owner)
+                    ):
+                        patches.append(where(node, f"{name}()"))
+                    elif name in ("setattr", "object.__setattr__", "type.__setattr__") and node.args:
+                        first = _dotted(node.args[0])
+                        if first and first.split(".")[0] in module_handles | {
+                            k for k, v in foreign.items() if "." not in v
+                        }:
+                            patches.append(where(node, f"{name}({first}, ...) (another package's module)"))
+                if (
+                    name in ("getattr", "hasattr", "setattr", "delattr", "object.__setattr__")
+                    and len(node.args) > 1
+                ):
+                    attr = node.args[1]
+                    if (
+                        isinstance(attr, ast.Constant)
+                        and isinstance(attr.value, str)
+                        and _is_private(attr.value)
+                        and not _own(node.args[0])
+                    ):
+                        privates.append(where(node, f"{name}(..., {attr.value!r})"))
+            elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+                root = _dotted(node)
+                head = root.split(".")[0] if root else None
+                if head in foreign and root not in PUBLIC_UNDERSCORED:
+                    privates.append(where(node, root or node.attr))
+                elif node.attr in KNOWN_PRIVATES and not _own(node.value) and isinstance(node.ctx, ast.Load):
+                    privates.append(where(node, f".{node.attr}"))
+            elif isinstance(node, ast.Import):
+                privates.extend(
+                    where(node, f"import {a.name}")
+                    for a in node.names
+                    if a.name.split(".")[0] != PACKAGE and any(_is_private(p) for p in a.name.split("."))
+                )
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] != PACKAGE:
+                    if any(_is_private(part) for part in node.module.split(".")):
+                        privates.append(where(node, f"from {node.module} import ..."))
+                    privates.extend(
+                        where(node, f"from {node.module} import {a.name}")
+                        for a in node.names
+                        if _is_private(a.name)
+                    )
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith(PYDANTIC_INTERNALS)
+                and node.value.endswith("__")
+            ):
+                privates.append(where(node, repr(node.value)))
+            if isinstance(node, ast.Attribute) and node.attr.startswith(PYDANTIC_INTERNALS):
+                privates.append(where(node, f".{node.attr}"))
+    return {"patches": sorted(set(patches)), "privates": sorted(set(privates))}
+
+
+def record_kinds(src: Path = ROOT, exclude: tuple[str, ...] = ()) -> dict[str, int]:
+    """Record classes by how they are declared: ``stdlib dataclass``, ``pydantic model`` and one kind per
+    decorator of the package's own (e.g. ``agent_core._events._frozen.frozen_dataclass``);
+    ``exclude``: path prefixes (relative to ``src``) left out. A stdlib dataclass without ``slots=True``
+    counts as ``stdlib dataclass without slots``."""
+    kinds: dict[str, int] = defaultdict(int)
+    bases: dict[str, list[str]] = {}
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        if str(path.relative_to(src)).startswith(exclude) and exclude:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        origin: dict[str, str] = {}
+        module = module_name(path, src)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if node.level:
+                    anchor = module if path.name == "__init__.py" else module.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    source = f"{anchor}.{source}" if source else anchor
+                for alias in node.names:
+                    origin[alias.asname or alias.name] = f"{source}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    origin[alias.asname or alias.name] = alias.name
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases[node.name] = [_dotted(b) or "" for b in node.bases]
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                dotted = _dotted(target) or ""
+                head, _, rest = dotted.partition(".")
+                resolved = origin.get(head, head) + (f".{rest}" if rest else "")
+                if resolved in ("dataclasses.dataclass",):
+                    slots = isinstance(decorator, ast.Call) and any(
+                        k.arg == "slots" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in decorator.keywords
+                    )
+                    kinds["stdlib dataclass" if slots else "stdlib dataclass without slots"] += 1
+                elif resolved.startswith(PACKAGE + ".") and resolved.endswith("dataclass"):
+                    kinds[resolved] += 1
+                elif resolved == "pydantic.dataclasses.dataclass":
+                    kinds["pydantic dataclass"] += 1
+    pydantic_roots = {"BaseModel", "RootModel", "BaseSettings", "pydantic.BaseModel"}
+    memo: dict[str, bool] = {}
+
+    def is_model(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        short = name.rpartition(".")[2]
+        if name in pydantic_roots or short in pydantic_roots:
+            return True
+        if short in memo:
+            return memo[short]
+        if short in seen or short not in bases:
+            return False
+        memo[short] = any(is_model(b, seen | {short}) for b in bases[short])
+        return memo[short]
+
+    models = sum(1 for name in bases if name not in pydantic_roots and is_model(name))
+    if models:
+        kinds["pydantic model"] = models
+    return dict(sorted(kinds.items()))
+
+
+def unowned_tasks(src: Path = ROOT) -> list[str]:
+    """``asyncio.create_task``/``asyncio.ensure_future`` calls and ``create_task`` on an event loop
+    (``loop``, ``get_running_loop()``, ``get_event_loop()``) outside :data:`TASK_OWNER_MODULE`."""
+    found: list[str] = []
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        rel = str(path.relative_to(src))
+        if rel == TASK_OWNER_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            receiver, attr = node.func.value, node.func.attr
+            name = _dotted(node.func) or ""
+            loop_call = isinstance(receiver, ast.Call) and (_dotted(receiver.func) or "").endswith(
+                ("get_running_loop", "get_event_loop")
+            )
+            loop_name = isinstance(receiver, (ast.Name, ast.Attribute)) and (_dotted(receiver) or "").split(
+                "."
+            )[-1] in ("loop", "_loop", "event_loop")
+            if name in ("asyncio.create_task", "asyncio.ensure_future") or (
+                attr == "create_task" and (loop_call or loop_name)
+            ):
+                found.append(f"{rel}:{node.lineno}: {name or attr}")
+    return found
 
 
 def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
@@ -265,6 +566,9 @@ def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
         "largest_file": (str(largest_file[0].relative_to(src)), largest_file[1]),
         "any": any_count,
         **reach,
+        "host_state": host_state(src),
+        "record_kinds": record_kinds(src),
+        "unowned_tasks": unowned_tasks(src),
     }
 
 
@@ -274,8 +578,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--type-checking", action="store_true", help="also count imports under `if TYPE_CHECKING:`"
     )
+    parser.add_argument("--verbose", action="store_true", help="list the host-state and unowned-task sites")
+    parser.add_argument(
+        "--src", type=Path, default=ROOT, help="the src/ directory to measure (default: this one)"
+    )
     args = parser.parse_args(argv)
-    figures = report(args.type_checking)
+    figures = report(args.type_checking, args.src)
     cycles = figures["cycles"]
     assert isinstance(cycles, list)
     print(f"files: {figures['files']}, lines: {figures['lines']}")
@@ -298,6 +606,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: {len(sites)}")
         for site in sites if key != "engine_imports" else ():
             print(f"  {site}")
+    host = figures["host_state"]
+    assert isinstance(host, dict)
+    print(f"process-wide patches: {len(host['patches'])}")
+    print(f"private-attribute accesses of dependencies: {len(host['privates'])}")
+    for label, kinds in (
+        ("record kinds", figures["record_kinds"]),
+        ("  outside _events/", record_kinds(args.src, OTHER_ROOMS)),
+    ):
+        assert isinstance(kinds, dict)
+        print(f"{label}: {len(kinds)} ({', '.join(f'{k}: {n}' for k, n in kinds.items())})")
+    tasks = figures["unowned_tasks"]
+    assert isinstance(tasks, list)
+    print(f"create_task/ensure_future without an owner: {len(tasks)}")
+    if args.verbose:
+        for line in [*host["patches"], *host["privates"], *tasks]:
+            print("  " + line)
     return 1 if args.strict and cycles else 0
 
 

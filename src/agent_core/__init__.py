@@ -199,10 +199,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agent_core' has no attribute {name!r}")
-    from agent_core._gc_pause import gc_paused
-
-    with gc_paused(tenure=True):  # cold start: the import makes no garbage; what it creates is long-lived
-        value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -74,11 +74,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, InternalError
 
 ASSET_PATHS: dict[str, str] = {

@@ -7,14 +7,12 @@ block (cold start: a run whose files have none never loads it).
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from agent_core._dataclass import dataclass
 
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Frontmatter:
     """A leading YAML frontmatter block: parsed ``data`` (``{}`` if absent/invalid), ``error`` flag, ``body``."""
 

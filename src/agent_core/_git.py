@@ -29,9 +29,9 @@ import asyncio
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core.tools._executables import trusted_path_entries, trusted_which
 from agent_core.tools._paths import is_within, resolve_dir
 
@@ -79,7 +79,7 @@ class GitError(Exception):
         self.output = output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GitRepo:
     """A pinned repository: the git directory and work tree every command names explicitly."""
 

@@ -43,7 +43,7 @@ async def test_k05_tb33_concurrent_claims_of_one_step(h: TaskHarness) -> None:
             "task_id": "t1",
             "step_id": "s1",
             "code": "step_already_claimed",
-            "worker_agent_id": loser.extras["task_scope"]["worker_agent_id"],
+            "worker_agent_id": loser.task_scope.worker_agent_id,  # type: ignore[union-attr]
             "worker_run_id": loser.run_id,
         }
     ]

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agent_core._cancel import CancelEvent, first_of
+from agent_core._concurrency import CancelEvent, first_of
 
 
 @pytest.mark.parametrize("event_type", [CancelEvent, asyncio.Event])

@@ -53,10 +53,8 @@ OPTIONAL_AT_FIRST_REQUEST = (
     "agent_core.tools._builtin",
     "agent_core._skills.tool",
 )
-THIRD_PARTY_NOT_AT_FIRST_REQUEST = ("click", "pygments", "rich", "yaml", "anyio._backends._asyncio")
-"""httpx's command line (httpx imports it when installed; the adapters skip it), PyYAML (only parsed
-frontmatter needs it: the packaged agent definitions are parsed on first lookup) and anyio's asyncio backend
-(httpcore's locks and events are asyncio's under a plain-http adapter: providers/_asyncio_sync.py)."""
+THIRD_PARTY_NOT_AT_FIRST_REQUEST = ("yaml",)
+"""PyYAML: only parsed frontmatter needs it (the packaged agent definitions are parsed on first lookup)."""
 STATIC_TOOLS = (
     "agent.task_create",
     "agent.dispatch_worker",

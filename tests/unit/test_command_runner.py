@@ -55,8 +55,8 @@ async def read_pid(path: Path, within: float = 3.0) -> int:
 SPAWN_GRANDCHILD = (
     "import subprocess, sys, time\n"
     "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+    "print('started', flush=True)\n"  # before the pid file: a test that waits for it sees the output too
     "open(sys.argv[1], 'w').write(str(p.pid))\n"
-    "print('started', flush=True)\n"
     "time.sleep(30)\n"
 )
 

@@ -410,7 +410,7 @@ async def test_no_hooks_for_compact_fork_and_internal_jobs(soong_env: SoongEnv, 
     )
     sink = RecordingSink(tmp_path / "art")
     compact = make_scope(soong_env.project, soong_env.home, role=AgentRole.compact)
-    memory = make_scope(soong_env.project, soong_env.home, extras={"purpose": "memory_extraction"})
+    memory = make_scope(soong_env.project, soong_env.home, purpose="memory_extraction")
     for scope in (compact, memory):
         outcome = await dispatcher.stop(scope=scope, sink=sink, final_text="")
         assert outcome.hook_count == 0 and outcome.summary() is None

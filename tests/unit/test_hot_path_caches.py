@@ -346,11 +346,12 @@ def test_openai_payload_with_prefix_memo_equals_a_fresh_build() -> None:
         assert body == _plain_body(request, ToolNameMap.for_request(request))
 
 
-async def test_loop_started_commits_with_the_user_message(
+async def test_loop_started_commits_first_with_the_running_status(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``loop_started`` and the run's ``running`` status ride in the user message's transaction; the
-    stream still delivers it first, committed (it has a seq), and the run row ends up consistent."""
+    """``loop_started`` and the run's ``running`` status commit together, first, on the recorder's one
+    write path (each write a transaction of its own); the stream delivers it first, committed (it has a
+    seq), and the run row ends up consistent."""
     fake = FakeProvider(text("one"))
     async with open_runtime(soong_env, fake) as runtime:
         manager = await runtime._open()
@@ -367,7 +368,7 @@ async def test_loop_started_commits_with_the_user_message(
         monkeypatch.setattr(storage, "append", spy)
         run = await runtime.start("hello")
         events = await collect(run, debug=True)
-        assert appends[0] == (["loop_started", "message_created"], ["start_node_id", "status"])
+        assert appends[:2] == [(["loop_started"], ["status"]), (["message_created"], ["start_node_id"])]
         assert not any("loop_started" in e for e, _ in appends[1:])
         assert [e.event_type for e in events[:2]] == [EventType.loop_started, EventType.message_created]
         assert events[0].seq is not None and events[1].seq == events[0].seq + 1

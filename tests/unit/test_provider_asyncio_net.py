@@ -1,5 +1,5 @@
 """The asyncio network backend under the adapters' HTTP client (providers/_asyncio_net.py): httpcore's
-stream contract over real loopback sockets, and where the adapters install it."""
+stream contract over real loopback sockets, the httpx transport built on it, and where the adapters use it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpcore
 import httpx
 import pytest
 
-from agent_core.providers._asyncio_net import AsyncioBackend, use_asyncio_backend
+from agent_core.providers._asyncio_net import AsyncioBackend, AsyncioTransport
 from agent_core.providers._openai_compatible import OpenAIAdapter
 from agent_core.types.model import ModelCompleted
 from tests.fixtures.provider_requests import collect, make_request, model_config
@@ -137,7 +137,7 @@ async def test_a_reset_connection_gives_read_error() -> None:
         await stream.aclose()
 
 
-async def test_httpx_over_the_backend_keeps_the_connection_alive() -> None:
+async def test_httpx_over_the_transport_keeps_the_connection_alive() -> None:
     connections = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -148,31 +148,98 @@ async def test_httpx_over_the_backend_keeps_the_connection_alive() -> None:
             await writer.drain()
 
     server, port = await _serve(handle)
-    async with server, httpx.AsyncClient() as client:
-        assert use_asyncio_backend(client) is True
+    async with server, httpx.AsyncClient(transport=AsyncioTransport()) as client:
         for _ in range(3):
             response = await client.get(f"http://127.0.0.1:{port}/")
             assert (response.status_code, response.text) == (200, "ok")
         assert connections == 1
 
 
-def test_installed_only_under_a_plain_http_adapter_and_a_direct_pool() -> None:
-    def backend(client: httpx.AsyncClient) -> object:
-        return backend_of(getattr(client._transport, "_pool", None))
+async def test_the_transport_raises_httpx_exception_types() -> None:
+    server, port = await _serve(lambda r, w: asyncio.sleep(0))
+    server.close()
+    await server.wait_closed()
+    async with httpx.AsyncClient(transport=AsyncioTransport()) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"http://127.0.0.1:{port}/")
 
-    def backend_of(pool: object) -> object:
-        return getattr(pool, "_network_backend", None)
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
 
-    plain = OpenAIAdapter(model_config("openai", "http://127.0.0.1:9/v1"))
-    assert isinstance(backend(plain._client()), AsyncioBackend)
-    tls = OpenAIAdapter(model_config("openai", "https://127.0.0.1:9/v1"))
-    assert not isinstance(backend(tls._client()), AsyncioBackend)
-    proxied = httpx.AsyncClient(proxy="http://127.0.0.1:9")
-    use_asyncio_backend(proxied)  # the proxy's own pool keeps httpcore's backend
-    proxy_pools = [getattr(t, "_pool", None) for t in proxied._mounts.values()]
-    assert proxy_pools and not any(isinstance(backend_of(p), AsyncioBackend) for p in proxy_pools)
-    custom = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
-    assert use_asyncio_backend(custom) is False
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+        await writer.drain()
+        writer.close()
+
+    quiet, quiet_port = await _serve(silent)
+    broken, broken_port = await _serve(cut)
+    async with quiet, broken, httpx.AsyncClient(transport=AsyncioTransport(), timeout=0.2) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get(f"http://127.0.0.1:{quiet_port}/")
+        with pytest.raises(httpx.RemoteProtocolError):  # raised while the body is read
+            await client.get(f"http://127.0.0.1:{broken_port}/")
+
+
+class _Connects:
+    """Counts the connections :class:`AsyncioBackend` opens."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = AsyncioBackend.connect_tcp
+
+        async def counted(
+            backend: AsyncioBackend, *args: object, **kwargs: object
+        ) -> httpcore.AsyncNetworkStream:
+            self.count += 1
+            return await original(backend, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(AsyncioBackend, "connect_tcp", counted)
+
+
+async def test_used_only_by_a_plain_http_adapter_on_a_direct_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    connects = _Connects(monkeypatch)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with ScriptedOpenAIServer() as server:
+        server.enqueue(stream(OpenAIWire.text_stream("one")), stream(OpenAIWire.text_stream("two")))
+        plain = OpenAIAdapter(model_config("openai", server.base_url, max_attempts=1))
+        try:
+            assert isinstance((await collect(plain, make_request()))[-1], ModelCompleted)
+        finally:
+            await plain.close()
+        assert connects.count == 1
+        # TLS: httpx's own transport (the handshake with the plain server fails)
+        tls = OpenAIAdapter(
+            model_config("openai", server.base_url.replace("http:", "https:"), max_attempts=1)
+        )
+        try:
+            await collect(tls, make_request())
+        finally:
+            await tls.close()
+        assert connects.count == 1
+        assert len(server.requests) == 1
+
+    # a proxy from the environment: httpx's own proxy transport carries the request to the proxy
+    request_lines: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request_lines.append((await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")[0])
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    proxy_server, proxy_port = await _serve(proxy)
+    async with proxy_server:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
+        proxied = OpenAIAdapter(model_config("openai", "http://model.invalid/v1", max_attempts=1))
+        try:
+            await collect(proxied, make_request())
+        finally:
+            await proxied.close()
+    assert request_lines == [b"POST http://model.invalid/v1/chat/completions HTTP/1.1"]
+    assert connects.count == 1
 
 
 async def test_the_prebuilt_post_sends_httpx_own_headers_and_cookies_round_trip(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent_core import _redaction as redaction
 from agent_core._redaction import Redactor
 from agent_core._storage.rows import redact_json_text
 
@@ -38,6 +39,16 @@ def test_secrets_follow_os_environ_changes(monkeypatch: pytest.MonkeyPatch) -> N
     assert "plainvalue" in redactor.secrets()
     monkeypatch.setenv("SOONG_T_PLAIN", "plainvalue2")
     assert redactor.secrets()[0] == "plainvalue2"  # longest first
+
+
+def test_a_renamed_variable_is_seen_once_the_names_are_listed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"SOONG_T_PLAIN": "plainvalue", "SOONG_T_OTHER": "x"}
+    redactor = Redactor(environ=env)
+    assert redactor.secrets() == ()
+    del env["SOONG_T_OTHER"]
+    env["SOONG_T_API_TOKEN"] = "pattern-secret-1"  # the same number of variables
+    monkeypatch.setattr(redaction, "NAMES_REFRESH_S", 0.0)  # the refresh interval has passed
+    assert redactor.secrets() == ("pattern-secret-1",)
 
 
 def test_secrets_of_an_explicit_mapping() -> None:

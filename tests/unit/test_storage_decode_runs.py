@@ -1,19 +1,15 @@
 """Batch reads of the replay path (storage/decode.py): run records and run infos built without per-row
-validation equal validated ones, other rows are validated; the agent filter of ``list_events``; the
-collector pause tenures a large result at once."""
+validation equal validated ones, other rows are validated; the agent filter of ``list_events``."""
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_core._gc_pause import TENURE_MIN_YOUNG
 from agent_core._redaction import texts_may_hold_keys
 from agent_core._storage.decode import (
-    collector_paused,
     events_from_rows,
     in_seq_order,
     run_infos,
@@ -133,37 +129,6 @@ async def test_list_events_keeps_the_given_agents(tmp_path: Path) -> None:
         assert await env.storage.list_events(sid, agent_ids=[child]) == [every[1]]
         assert await env.storage.list_events(sid, agent_ids=[None], from_seq=2) == [every[2]]
         assert await env.storage.list_events(sid, agent_ids=[]) == []
-
-
-def test_collector_paused_tenures_a_large_block_and_restores_the_collector() -> None:
-    assert gc.isenabled()
-    gc.collect()
-    with collector_paused():
-        assert not gc.isenabled()
-        kept = [[i] for i in range(TENURE_MIN_YOUNG + 100)]
-    assert gc.isenabled() and gc.get_freeze_count() == 0
-    assert gc.get_count()[0] < TENURE_MIN_YOUNG  # no young collection left to walk them
-    young = {id(o) for o in gc.get_objects(generation=0)}
-    assert not any(id(x) in young for x in kept[:: len(kept) // 50])
-    gc.disable()
-    try:
-        with collector_paused():  # already paused: left as it was
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
-def test_collector_paused_leaves_objects_the_application_froze() -> None:
-    gc.collect()
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        with collector_paused():
-            kept = [[i] for i in range(TENURE_MIN_YOUNG + 100)]
-        assert gc.get_freeze_count() == frozen and len(kept) > TENURE_MIN_YOUNG
-    finally:
-        gc.unfreeze()
 
 
 def test_repeated_texts_get_the_verdict_of_their_first_copy() -> None:

@@ -46,6 +46,7 @@ from agent_core._agents.results import (
     structured_output,
 )
 from agent_core._agents.spec import ChildOutcome, ChildSpec, RemoteChildRuns
+from agent_core._concurrency import TaskOwner, cancel_and_wait, first_of
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id
 from agent_core._jsontext import compact_json
@@ -100,7 +101,7 @@ _ROLE_AGENT_TYPE = {
 }
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class _Prepared:
     model: ResolvedModelConfig
     effective: EffectiveTools
@@ -118,6 +119,8 @@ class ChildLauncher:
         self.model_policy: ModelPolicy | None = None
         self.remote: RemoteChildRuns | None = None
         """Where the children it handles execute instead of in this process (temporal workers)."""
+        self.tasks = TaskOwner("child runs")
+        """The child runs' tasks, their cancel watchers and the result assembly the agent tools await."""
 
     @property
     def settings(self) -> Settings:
@@ -238,7 +241,7 @@ class ChildLauncher:
             if remote is not None
             else self._execute(state, parent, session, spec, prepared)
         )
-        state.task = asyncio.create_task(execution, name=f"child run {state.run_id}")
+        state.task = self.tasks.spawn(execution, name=f"child run {state.run_id}")
         timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
         return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
 
@@ -257,24 +260,31 @@ class ChildLauncher:
             self._unregister(state, parent, session)
             raise
         state.status = RunStatus.running
-        state.task = asyncio.create_task(
+        state.task = self.tasks.spawn(
             self._execute_remote(remote, state, parent, session, spec), name=f"child run {state.run_id}"
         )
         timed_out = await self._await_child(ctx, state, prepared.timeout_ms)
         return await self._uninterrupted(self._finish(state, parent, spec, prepared, timed_out))
 
-    async def _uninterrupted(self, awaitable: Awaitable[T]) -> T:
-        """Awaits ``awaitable`` to the end even if the handler is cancelled meanwhile (the parent's tool
-        pipeline cancels an agent-tool handler after its grace period); only runtime shutdown interrupts."""
-        future = asyncio.ensure_future(awaitable)
+    async def _uninterrupted(self, work: Awaitable[T]) -> T:
+        """``work``'s result, awaited to the end even if the handler is cancelled meanwhile: the parent's
+        tool pipeline cancels an agent-tool handler after its grace period, when the child was already
+        asked to stop, and the handler's answer is the child's outcome. Only runtime shutdown interrupts
+        (a coroutine is then cancelled; a future such as a cancel watcher is left to :attr:`tasks`)."""
+        future = work if isinstance(work, asyncio.Future) else self.tasks.spawn(work)
         while not future.done():
             try:
                 await asyncio.wait({future})
             except asyncio.CancelledError:
                 if self.manager.closing:
-                    future.cancel()
+                    if future is not work:
+                        await cancel_and_wait(future)
                     raise
         return future.result()
+
+    async def close(self) -> None:
+        """Runtime close (after the runs were cancelled): cancels and awaits what is still running."""
+        await self.tasks.aclose(bound=2.0)  # a task ignoring its cancellation longer is logged and left
 
     def _register(
         self, parent: RunState, session: SessionState, spec: ChildSpec, prepared: _Prepared
@@ -389,7 +399,7 @@ class ChildLauncher:
             current_user_node_id=node_id,
             parent_agent_id=parent.agent_id,
             parent_run_id=parent.run_id,
-            scope_extras=dict(spec.scope_extras),
+            task_scope=spec.task_scope,
             workdir=spec.workdir,
             purpose=spec.purpose,
             agent_type=state.agent_type,
@@ -454,25 +464,20 @@ class ChildLauncher:
     async def _await_child(self, ctx: ToolContext, state: RunState, timeout_ms: int) -> bool:
         """Waits for the child; on timeout or parent cancellation requests its cancel and waits for the
         cancel watcher (bounded by ``agents.child_cancel_timeout_ms``). Returns whether it timed out."""
-        done = asyncio.ensure_future(state.done.wait())
-        cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
         interrupted = False
-        try:
-            await asyncio.wait(
-                {done, cancelled}, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
-            )
-        except asyncio.CancelledError:
-            interrupted = True
-        finally:
-            done.cancel()
-            cancelled.cancel()
+        async with TaskOwner() as waiters:
+            done = waiters.spawn(state.done.wait())
+            try:
+                await first_of(done, ctx.cancel_event, timeout_ms / 1000)
+            except asyncio.CancelledError:
+                interrupted = True
         if state.terminal:
             return False
         parent_cancel = interrupted or ctx.cancel_event.is_set()
         if not parent_cancel:
             state.timed_out = True
         watcher = self.request_cancel(state, "parent_cancelled" if parent_cancel else "timeout")
-        await self._uninterrupted(asyncio.shield(watcher))
+        await self._uninterrupted(watcher)
         return not parent_cancel
 
     # ---- cancellation -------------------------------------------------------------------------
@@ -487,7 +492,7 @@ class ChildLauncher:
             return watcher
         child.cancel_reason = child.cancel_reason or reason
         child.cancel_event.set()
-        future: asyncio.Future[None] = asyncio.ensure_future(self._watch_cancel(child, reason))
+        future: asyncio.Future[None] = self.tasks.spawn(self._watch_cancel(child, reason))
         child.cancel_watcher = future
         return future
 

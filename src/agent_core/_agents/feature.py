@@ -50,6 +50,11 @@ class Agents:
         if self._launcher is not None:
             await self._launcher.on_parent_cancel(parent)
 
+    async def close(self) -> None:
+        """Runtime close: the launcher's remaining tasks are cancelled and awaited."""
+        if self._launcher is not None:
+            await self._launcher.close()
+
 
 def _mcp_server_ids(services: Services) -> Collection[str]:
     mcp = services.mcp

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from agent_core._asset_loader import BUILTIN_AGENT_ASSETS, Asset, AssetLoader
-from agent_core._dataclass import dataclass
 from agent_core._frontmatter import split_frontmatter
 from agent_core.config._profiles import ProfileError, resolve_model
 from agent_core.config.loader import LoadedConfig
@@ -82,7 +82,7 @@ def _override_error(message: str, **details: Any) -> AgentCoreError:
     return AgentDefinitionError(ErrorCode.invalid_agent_override, message, details=details)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate:
     """One definition from one source; ``origin`` is its file path, ``"code"`` or the asset resource."""
 
@@ -99,7 +99,7 @@ class Candidate:
         return f"agent definition {self.definition.agent_definition_id!r} ({self.source}: {self.origin})"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ResolvedDefinition:
     """The effective (highest-ranked) definition of one id and its override chain, lowest rank first."""
 

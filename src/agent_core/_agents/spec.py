@@ -1,7 +1,7 @@
 """The request and the outcome of one child run (multi-agent.md §5, §7-§8, §11-§12).
 
 :class:`ChildSpec` is what an agent tool hands to :class:`~agent_core._agents.children.ChildLauncher`
-(already validated arguments, the first node text, the initial active path, worker extras);
+(already validated arguments, the first node text, the initial active path, a worker's Task scope);
 :class:`ChildOutcome` is what the launcher returns: the child's state, its ``ChildAgentResult`` and the
 tool-result error, turned into the parent's :class:`ToolResult` by :meth:`ChildOutcome.tool_result`.
 """
@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_core._runtime.state import RunState
+from agent_core.tools.context import WorkerTaskScope
 from agent_core.types.content import ErrorPayload, JsonBlock, TextBlock
 from agent_core.types.enums import AgentRole
 from agent_core.types.runtime import AgentDefinition, ChildAgentResult, Node
 from agent_core.types.tools import ToolResult
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ChildSpec:
     """One child run requested by an agent tool (arguments already schema-validated)."""
 
@@ -42,7 +43,8 @@ class ChildSpec:
     agent_metadata: dict[str, Any] = field(default_factory=dict)
     run_metadata: dict[str, Any] = field(default_factory=dict)
     first_node_metadata: dict[str, Any] = field(default_factory=dict)
-    scope_extras: dict[str, Any] = field(default_factory=dict)
+    task_scope: WorkerTaskScope | None = None
+    """A worker's Task scope (:attr:`RunScope.task_scope <agent_core.tools.context.RunScope.task_scope>`)."""
     workdir: Path | None = None
     """The run's project directory, cwd and write root instead of the project (a worker worktree)."""
     task_board: Callable[[], str | None] | None = None
@@ -62,7 +64,7 @@ class ChildSpec:
     aborts the start like a failed row write."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ChildOutcome:
     """What the agent tool returns to its parent."""
 

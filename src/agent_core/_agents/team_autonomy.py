@@ -20,15 +20,15 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._ids import new_id
 from agent_core._notes import escape_note_text
 from agent_core._runtime.state import RootRunOptions, RunState, SessionState
 from agent_core._tasks.inputs import TaskClaimStepInput
-from agent_core._tasks.scope import TASK_SESSION_KEY, TaskCaller, WorkerTaskScope
+from agent_core._tasks.scope import TaskCaller, WorkerTaskScope
 from agent_core.errors import AgentCoreError, ErrorCode, InvalidArgumentError
 from agent_core.types.enums import AgentRole, RunMode, RunStatus, StepStatus
 
@@ -70,7 +70,7 @@ class TeamAutonomy:
         self._claiming: set[str] = set()
         """Teammate sessions with a claim in progress (between the claim and its run's registration)."""
         self._locks: dict[str, asyncio.Lock] = {}
-        self._scans: set[asyncio.Future[int]] = set()
+        self._scans = TaskOwner("autonomous scans")
         tasks.board_listeners.append(self.board_changed)
 
     async def check_scope(
@@ -98,9 +98,8 @@ class TeamAutonomy:
         """A Task tool call on ``session_id``'s board: a scan in the background (owned here)."""
         if self.manager.closing:
             return
-        task = asyncio.ensure_future(self.scan(session_id))
-        self._scans.add(task)
-        task.add_done_callback(self._scans.discard)
+        if not self._scans.closed:
+            self._scans.spawn(self.scan(session_id), name=f"scan {session_id}")
 
     async def scan(self, lead_session_id: str) -> int:
         """Claims one ready step for each idle autonomous teammate of the lead; returns how many runs it
@@ -194,7 +193,8 @@ class TeamAutonomy:
                 run_id=run_id,
                 first_note=claim_note(task_id, step, scope.worker_pool_id),
                 first_note_metadata={"task_id": task_id, "step_id": step.step_id},
-                scope_extras={**scope.to_extras(), TASK_SESSION_KEY: mate.lead_session_id},
+                task_scope=scope,
+                task_session_id=mate.lead_session_id,
                 extra_tools=STEP_TOOLS,
                 on_ended=ended,
             )
@@ -211,12 +211,4 @@ class TeamAutonomy:
 
     async def close(self) -> None:
         """Waits (bounded) for scans in progress, then cancels the rest."""
-        pending = [t for t in self._scans if not t.done()]
-        if not pending:
-            return
-        _done, still = await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
-        for task in still:
-            task.cancel()
-        for task in still:
-            with contextlib.suppress(BaseException):
-                await task
+        await self._scans.aclose(grace=CLOSE_WAIT_S)

@@ -16,7 +16,7 @@ from agent_core._ids import validate_session_id
 from agent_core._redaction import REDACTED, has_sensitive_keys, redact_sensitive_keys
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
-from agent_core._storage.decode import collector_paused, run_infos
+from agent_core._storage.decode import run_infos
 from agent_core.errors import (
     ErrorCode,
     InvalidArgumentError,
@@ -101,20 +101,10 @@ async def _root_agent_ids(manager: RunManager, session_id: str) -> tuple[str, li
 async def replay_session(
     manager: RunManager, session_id: str, from_seq: int | None, to_seq: int | None, include_sensitive: bool
 ) -> ReplayResult:
-    """The session's root-agent history (runtime.md §10), built with the cyclic GC paused: a replay
-    creates hundreds of thousands of long-lived acyclic objects, and the collections they trigger on the
-    way walk the growing heap again and again (full passes at every ~25 % of growth); the result is
-    tenured at once (:func:`~agent_core._storage.decode.collector_paused`)."""
+    """The root agent's history of the session (its runs, nodes and events) from ``from_seq`` to ``to_seq``."""
     validate_session_id(session_id)
     check_type("from_seq", from_seq, int, optional=True)
     check_type("to_seq", to_seq, int, optional=True)
-    with collector_paused():
-        return await _replay_session(manager, session_id, from_seq, to_seq, include_sensitive)
-
-
-async def _replay_session(
-    manager: RunManager, session_id: str, from_seq: int | None, to_seq: int | None, include_sensitive: bool
-) -> ReplayResult:
     storage = manager.services.storage
     root_id, agents = await _root_agent_ids(manager, session_id)
     agent_by_id = {a.agent_id: a for a in agents}

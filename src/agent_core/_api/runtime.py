@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from agent_core._api._args import check_type
 from agent_core._api.handles import RunHandle
 from agent_core._api.wiring import OpenRuntime, open_services
+from agent_core._concurrency import TaskOwner, wait_uninterrupted
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState
 from agent_core.config._credentials import check_credentials
@@ -111,6 +112,8 @@ class AgentRuntime:
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
+        self._shutdowns = TaskOwner("runtime shutdown")
+        """Owns the one shutdown task; every :meth:`close` awaits it."""
         self._scheduler: SchedulerService | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -189,8 +192,9 @@ class AgentRuntime:
         """Stops new runs, cancels queued and active runs, closes adapters, hooks, MCP and storage."""
         if self._closing is None:
             self._closed = True
-            self._closing = asyncio.ensure_future(self._shutdown())
-        await asyncio.shield(self._closing)
+            self._closing = self._shutdowns.spawn(self._shutdown(), name="runtime shutdown")
+        # every caller waits for the one shutdown; a caller cancelled meanwhile still lets it finish
+        await wait_uninterrupted(self._closing)
 
     async def _shutdown(self) -> None:
         if self._scheduler is not None:

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_core._agents.feature import Agents
@@ -20,7 +21,6 @@ from agent_core._context.instructions import (
     scan_instruction_catalog,
 )
 from agent_core._context.prompt import DynamicSource
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._inbox.service import Inbox
 from agent_core._orchestrator.feature import TaskFeature
@@ -64,7 +64,7 @@ log = logging.getLogger("agent_core._runtime")
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionDecision | PermissionDeferral]]
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(frozen=True, eq=False, kw_only=True, slots=True)
 class OpenRuntime:
     """One open runtime: its run manager and its features, typed (what ``AgentRuntime`` reaches)."""
 

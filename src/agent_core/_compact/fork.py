@@ -24,6 +24,7 @@ from agent_core._asset_loader import AssetLoader
 from agent_core._compact.inputs import CompactInput, RangeFacts, build_input, range_facts
 from agent_core._compact.payload import ValidatedSummary, validate_payload
 from agent_core._compact.policy import CutPlan
+from agent_core._concurrency import TaskOwner
 from agent_core._context.prompt import runtime_state_block, static_blocks
 from agent_core._context.tokens import TokenCounter
 from agent_core._events.stream import EventChannel
@@ -71,7 +72,7 @@ CompactMode = Literal["auto", "recovery"]
 FailureReason = Literal["error", "invalid_payload", "timeout", "cancelled"]
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class CompactRequest:
     """One compaction of one agent, fixed at trigger time."""
 
@@ -92,7 +93,7 @@ class CompactRequest:
         return self.trigger.agent_id
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactionDraft:
     """A validated compaction, ready to be appended (``metadata`` per compact.md §3)."""
 
@@ -101,7 +102,7 @@ class CompactionDraft:
     summary_tokens: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactFailure:
     reason: FailureReason
     error: ErrorPayload
@@ -357,22 +358,22 @@ async def _execute(
     manager.runs[state.run_id] = state
     req.session.live_runs[state.run_id] = state
     handle = asyncio.get_running_loop().call_later(timeout_ms / 1000, on_timeout)
-    watcher = asyncio.create_task(follow(follow_cancel)) if follow_cancel is not None else None
-    try:
-        if manager.closing:
-            state.cancel_reason = "runtime_closed"
-            state.cancel_event.set()
-        outcome = await manager.execute_agent_run(spec, first_nodes)
-    except Exception as exc:
-        await lifecycle.fail_before_loop(services, state, exc)
-        outcome = LoopOutcome(state.status, state.end_reason, error=state.error)
-    finally:
-        handle.cancel()
-        if watcher is not None:
-            watcher.cancel()
-        lifecycle.ended_unexpectedly(state)
-        req.session.live_runs.pop(state.run_id, None)
-        manager.runs.pop(state.run_id, None)
+    async with TaskOwner() as watchers:  # the parent's cancel request reaches the fork; gone at its end
+        if follow_cancel is not None:
+            watchers.spawn(follow(follow_cancel))
+        try:
+            if manager.closing:
+                state.cancel_reason = "runtime_closed"
+                state.cancel_event.set()
+            outcome = await manager.execute_agent_run(spec, first_nodes)
+        except Exception as exc:
+            await lifecycle.fail_before_loop(services, state, exc)
+            outcome = LoopOutcome(state.status, state.end_reason, error=state.error)
+        finally:
+            handle.cancel()
+            lifecycle.ended_unexpectedly(state)
+            req.session.live_runs.pop(state.run_id, None)
+            manager.runs.pop(state.run_id, None)
     status = {
         RunStatus.completed: AgentStatus.completed,
         RunStatus.cancelled: AgentStatus.cancelled,

@@ -42,7 +42,7 @@ INSTRUCTION = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RangeFacts:
     """File operations and artifacts of the summarised range (merged file lists, range-only artifacts)."""
 
@@ -161,7 +161,7 @@ def _section(tag: str, lines: Sequence[str]) -> str:
     return f"<{tag}>\n" + "\n".join(lines) + f"\n</{tag}>"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactInput:
     text: str
     truncated: bool

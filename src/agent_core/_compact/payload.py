@@ -50,7 +50,7 @@ class CompactionPayload(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ValidatedSummary:
     summary: str
     """The normalised summary (missing headings appended)."""

@@ -17,11 +17,11 @@ on a tool node nor between a ``tool_call`` and its results.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agent_core._context.conversation import is_skipped_assistant, latest_valid_compaction
 from agent_core._context.render import NEVER_RENDER
 from agent_core._context.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core.types.content import ToolCallBlock, ToolResultBlock
 from agent_core.types.enums import NodeType
 from agent_core.types.runtime import Node
@@ -68,7 +68,7 @@ def _is_assistant_message(node: Node) -> bool:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CutPlan:
     """Where to cut and what to summarise; computed from the path as it was at trigger time."""
 

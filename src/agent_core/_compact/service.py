@@ -22,12 +22,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_core._compact.policy import compaction_threshold, plan_cut, should_trigger, stale_reason
+from agent_core._concurrency import TaskOwner, first_of, wait_uninterrupted
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._ids import new_id
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.spec import CompactionHooks, NoCompaction
@@ -51,7 +51,7 @@ PENDING_KEY = "compact_pending"
 CLOSE_WAIT_S = 5.0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Job:
     """A background compaction of one agent, from trigger until applied, failed or found stale."""
 
@@ -68,6 +68,7 @@ class CompactionService:
     def __init__(self, manager: RunManager) -> None:
         self.manager = manager
         self.jobs: dict[str, _Job] = {}
+        self.tasks = TaskOwner("background compactions")
         """In-flight background compactions by compacted agent id (at most one per agent)."""
         self.pending: dict[str, dict[str, dict[str, Any]]] = {}
         """``session_id -> agent_id -> pending entry``; mirrors ``sessions.metadata_json.compact_pending``."""
@@ -135,7 +136,7 @@ class CompactionService:
         except BaseException:
             del self.jobs[agent_id]
             raise
-        job.task = asyncio.create_task(self._background(job), name=f"compact {agent_id}")
+        job.task = self.tasks.spawn(self._background(job), name=f"compact {agent_id}")
 
     async def _background(self, job: _Job) -> None:
         req = job.request
@@ -157,20 +158,17 @@ class CompactionService:
                         await asyncio.wait_for(job.wake.wait(), SESSION_POLL_S)
                     continue
                 job.wake.clear()
-                waiters = [asyncio.ensure_future(active.done.wait()), asyncio.ensure_future(job.wake.wait())]
-                try:
-                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for waiter in waiters:
-                        waiter.cancel()
+                async with TaskOwner() as waiters:
+                    done = waiters.spawn(active.done.wait())
+                    await first_of(done, job.wake)
         except asyncio.CancelledError:
             if not job.finished:
                 job.finished = True
                 error = ErrorPayload(
                     code=ErrorCode.cancelled, message="the runtime closed before the compaction"
                 )
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.fail(req, "cancelled", error))
+                with contextlib.suppress(Exception):  # recorded even if cancelled again meanwhile
+                    await wait_uninterrupted(self.fail(req, "cancelled", error))
             raise
         except Exception:
             log.exception("background compaction of %s failed", req.target_agent_id)
@@ -360,14 +358,7 @@ class CompactionService:
         jobs = list(self.jobs.values())
         for job in jobs:
             job.wake.set()
-        tasks = [j.task for j in jobs if j.task is not None and not j.task.done()]
-        if not tasks:
-            return
-        _done, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=2)
+        await self.tasks.aclose(grace=CLOSE_WAIT_S, bound=2)
 
 
 class AgentCompaction:

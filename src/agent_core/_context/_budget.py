@@ -14,10 +14,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from agent_core._context.tokens import TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._memo import WireMemo
 from agent_core.types.model import SystemBlock
 from agent_core.types.runtime import SystemBlockReport
@@ -93,7 +92,7 @@ def select_dynamic(
     return chosen, used
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class StaticPlan:
     """The static part of a request: the blocks kept (prompt order) and the tool schema cost."""
 

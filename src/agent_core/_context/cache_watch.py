@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import compress, count
 from typing import Any
 
-from agent_core._dataclass import dataclass
 from agent_core.types.model import ModelMessage, ModelRequest, SystemBlock
 from agent_core.types.tools import ToolDefinition
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CacheBreak:
     """Where a request stopped repeating the previous one."""
 

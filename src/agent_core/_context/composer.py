@@ -16,7 +16,7 @@ current user message (``_budget.degrade_static``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core._context._budget import (
@@ -39,7 +39,6 @@ from agent_core._context.prefix import PrefixState, Settled, board_block, commit
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
 from agent_core._context.trim import DegradableBlock, degradable_blocks, shrink_previews
-from agent_core._dataclass import dataclass
 from agent_core.types.content import (
     ContentBlock,
 )
@@ -59,7 +58,7 @@ _ALWAYS_PROTECTED = frozenset({NodeType.skill_context.value, NodeType.memory_con
 __all__ = ["TRUNCATION_MARKER", "ComposeInput", "ComposeLimits", "Composition", "block_key", "compose"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ComposeLimits:
     context_window: int
     reserve_output_tokens: int
@@ -73,7 +72,7 @@ class ComposeLimits:
     task_board_token_budget: int = 1200
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ComposeInput:
     static_blocks: list[SystemBlock]
     dynamic_blocks: list[SystemBlock]
@@ -98,7 +97,7 @@ class ComposeInput:
     differ from what the parent's requests carry (``prefix.settle``)."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Composition:
     system: list[SystemBlock]
     messages: list[ModelMessage]

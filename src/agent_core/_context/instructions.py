@@ -23,12 +23,11 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._frontmatter import Frontmatter, split_frontmatter
 from agent_core._jsontext import compact_json
 from agent_core.tools._instruction_files import INSTRUCTION_NAMES, PROJECT_PRIVATE_DIR, match_instruction_file
@@ -55,7 +54,7 @@ FRONTMATTER_READ_LIMIT = 64 * 1024
 # ------------------------------------------------------------------------------------------------ catalog
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InstructionEntry:
     path: str
     """Resolved absolute path, usable with ``code.read_file``."""
@@ -78,7 +77,7 @@ class InstructionEntry:
         return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InstructionCatalog:
     entries: tuple[InstructionEntry, ...]
     truncated: bool

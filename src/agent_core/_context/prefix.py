@@ -39,11 +39,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from html import escape
 
 from agent_core._context.tokens import TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._notes import escape_note_text
 from agent_core.types.content import TextBlock
 from agent_core.types.model import ModelMessage, SystemBlock
@@ -84,7 +83,7 @@ def board_block(board: str, counter: TokenCounter) -> SystemBlock:
     )
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class TailNote:
     """A block's new content (``None``: the block went away), appended after the conversation at
     ``anchor`` (the node id of the message it follows; ``None``: before the first message)."""
@@ -131,7 +130,7 @@ class PrefixState:
             self.notes = [replace(note) for note in parent.notes]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Settled:
     """One build's dynamic system blocks and tail notes (see :func:`settle`)."""
 

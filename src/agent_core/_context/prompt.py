@@ -8,7 +8,7 @@ come from pluggable sources evaluated at every build (context.md §4).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from agent_core._asset_loader import STATIC_SYSTEM_BLOCKS, AssetLoader
@@ -17,7 +17,6 @@ from agent_core._context.conversation import ComposeMemo
 from agent_core._context.prefix import PrefixState
 from agent_core._context.render import RenderCache
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core._memo import WireMemo
 from agent_core.permissions._modes import mode_prompt_text
@@ -186,7 +185,7 @@ def scaled_limits(limits: ComposeLimits, factor: float) -> ComposeLimits:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InheritedPrefix:
     """The parent's last request a child's requests start with: its tool definitions and system blocks
     (a fork's inherited conversation and tail notes come with its prefix state, ``prefix.py``)."""
@@ -196,7 +195,7 @@ class InheritedPrefix:
     tool_tokens: int
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class RunPrompt:
     """The :class:`~agent_core._loop.driver.PromptSource` of one run."""
 

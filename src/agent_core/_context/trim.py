@@ -6,9 +6,10 @@ the large protected blocks the caller may artifactise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agent_core._context.conversation import ConversationItem, block_key
 from agent_core._context.tokens import TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core.types.content import ArtifactRefBlock, ContentBlock, JsonBlock, TextBlock, ToolResultBlock
 from agent_core.types.runtime import ArtifactDegradation
@@ -16,7 +17,7 @@ from agent_core.types.runtime import ArtifactDegradation
 SUMMARY_LIMIT = 200
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DegradableBlock:
     key: str
     node_id: str

@@ -7,10 +7,9 @@ The pipeline and the loop call a :class:`HookDispatcher`; the hooks package impl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core.tools.context import RunScope, ToolRunSink
 from agent_core.tools.preflight import Preflight
 from agent_core.types.enums import HookPhase
@@ -23,7 +22,7 @@ Reviser = Callable[[dict[str, Any]], Awaitable[tuple[ToolCall, Preflight]]]
 raises :class:`~agent_core.errors.AgentCoreError` when they are invalid (given by the tool pipeline)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HookOutcome:
     """Aggregated result of the hooks matched for one phase.
 
@@ -62,7 +61,7 @@ class HookOutcome:
 
 NO_OUTCOME = HookOutcome()
 INTERNAL_PURPOSES = frozenset({"compact", "memory_extraction", "memory_recall"})
-"""Scopes (``RunScope.extras["purpose"]``) of the runtime's internal jobs: no hook runs for them."""
+"""Purposes (``RunScope.purpose``) of the runtime's internal jobs: no hook runs for them."""
 
 
 class HookDispatcher(Protocol):

@@ -107,7 +107,7 @@ def check_hooks(hooks: Sequence[Any] | None) -> tuple[Hook, ...]:
     return tuple(hooks)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """One callback's outcome: its result (``None``: allow, no change) or why it failed."""
 
@@ -126,7 +126,7 @@ class _Run:
         return getattr(self.result, "reason", None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PromptVerdict:
     """What the UserPromptSubmit callbacks decided about a user message."""
 
@@ -137,7 +137,7 @@ class PromptVerdict:
     replaced_by: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GuardVerdict:
     """What the guardrails decided about a final answer: accepted, rejected (retry) or the run fails."""
 
@@ -348,16 +348,14 @@ class CallbackHooks:
     # -- running ----------------------------------------------------------------------------------
 
     def _skipped(self, scope: RunScope) -> bool:
-        return scope.agent_role == AgentRole.compact or scope.extras.get("purpose") in INTERNAL_PURPOSES
+        return scope.agent_role == AgentRole.compact or scope.purpose in INTERNAL_PURPOSES
 
     def _lock(self, scope: RunScope) -> asyncio.Lock:
         return self._locks.setdefault(scope, asyncio.Lock())
 
     def _context(self, scope: RunScope, event: HookEvent) -> HookContext:
-        named = scope.extras.get("mode")
-        if named in (RunMode.normal, RunMode.orchestrator):
-            mode = RunMode(named)
-        else:
+        mode = scope.mode
+        if mode is None:
             mode = (
                 RunMode.orchestrator
                 if scope.agent_role in (AgentRole.orchestrator, AgentRole.worker)

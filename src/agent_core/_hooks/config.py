@@ -80,7 +80,7 @@ class HooksFile(StrictModel):
         return v
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookSpec:
     """One hook command, placeholders expanded and limits resolved."""
 
@@ -103,7 +103,7 @@ class HookSpec:
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookRule:
     phase: HookPhase
     index: int
@@ -111,7 +111,7 @@ class HookRule:
     hooks: tuple[HookSpec, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HooksConfig:
     """The validated rule set of one ``hooks.json``."""
 

@@ -13,7 +13,7 @@
   ignored deny is reported in ``hook_completed`` and ``HookOutcome.metadata["ignored_denies"]``);
 * a failing hook (non-zero exit, timeout, invalid output, missing env var) writes ``hook_failed`` and
   counts as ``allow`` unless it printed an explicit deny;
-* no hooks run for the compact fork (role ``compact``) or scopes whose ``extras["purpose"]`` names an
+* no hooks run for the compact fork (role ``compact``) or scopes whose ``purpose`` names an
   internal job (``compact``, ``memory_extraction``, ``memory_recall``).
 
 ``HookOutcome.reasons`` holds the reasons of the hooks whose decision equals the aggregated decision;
@@ -77,9 +77,8 @@ def default_artifact_path(home: Path) -> ArtifactPathResolver:
 
 
 def _mode(scope: RunScope) -> str:
-    mode = scope.extras.get("mode")
-    if isinstance(mode, str) and mode:
-        return mode
+    if scope.mode is not None:
+        return scope.mode.value
     return "orchestrator" if scope.agent_role in (AgentRole.orchestrator, AgentRole.worker) else "normal"
 
 
@@ -264,8 +263,7 @@ class HooksDispatcher:
     # -- running ------------------------------------------------------------------------------------
 
     def _skipped(self, scope: RunScope) -> bool:
-        purpose = scope.extras.get("purpose")
-        return self._closed or scope.agent_role == AgentRole.compact or purpose in INTERNAL_PURPOSES
+        return self._closed or scope.agent_role == AgentRole.compact or scope.purpose in INTERNAL_PURPOSES
 
     def _matched(
         self, phase: HookPhase, tool: ToolDefinition | None, preflight: Preflight | None

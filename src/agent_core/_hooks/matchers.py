@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_core.tools._paths import is_within
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RuleMatcher:
     """A resolved matcher; ``path_prefix`` is already absolute and symlink-resolved."""
 

@@ -53,7 +53,7 @@ class HookOutput(StrictModel):
     logs: list[Any] = Field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HookRun:
     """The interpreted outcome of one hook process."""
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agent_core._cancel import first_of
+from agent_core._concurrency import TaskOwner, first_of
 from agent_core._ids import new_id, validate_session_id
 from agent_core._inbox.note import NOTE_SOURCE, inbox_note
 from agent_core._loop.outcome import LoopOutcome
@@ -243,13 +243,11 @@ class Inbox:
                 for stored in await storage.pending_inbox(session_id, agent_id):
                     if predicate(stored):
                         return stored
-            waiter = asyncio.ensure_future(signal.wait())
-            try:
+            async with TaskOwner() as waiters:  # the signal's waiter ends with this wait
+                waiter = waiters.spawn(signal.wait())
                 # this process's deliveries set the signal; another process's are seen by polling
                 await first_of(waiter, cancel_event, SHARED_POLL_S)
                 read = self.shared or waiter.done()
-            finally:
-                waiter.cancel()
         return None
 
     # ---- RunFeatures.inbox -----------------------------------------------------------------------

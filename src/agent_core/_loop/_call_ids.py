@@ -16,21 +16,43 @@ every turn gets distinct stored calls, distinct audit entries and unambiguous re
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Sequence
 from typing import Any
 
 from agent_core._ids import new_id
 from agent_core._redaction import Redactor
 from agent_core.types.content import ToolCallBlock
-from agent_core.types.model import ModelCompleted
+from agent_core.types.model import ModelCompleted, ModelMessage
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_\-.:@+=]{1,128}")
 REPLACED_NOTE = "replaced"
 
 
+class TakenIds:
+    """The ids a model call must not reuse: ``run``'s and those of the tool calls in ``messages``, which
+    are collected on the first check only (a model call that makes no tool call never walks the whole
+    conversation)."""
+
+    __slots__ = ("_found", "_messages", "_run")
+
+    def __init__(self, messages: Sequence[ModelMessage], run: Container[str] = frozenset()) -> None:
+        self._messages = messages
+        self._run = run
+        self._found: set[str] | None = None
+
+    def __contains__(self, call_id: object) -> bool:
+        if call_id in self._run:
+            return True
+        if self._found is None:
+            # the type discriminator, not isinstance against the model class (several times slower)
+            self._found = {b.tool_call_id for m in self._messages for b in m.content if b.type == "tool_call"}
+        return call_id in self._found
+
+
 class CallIdGuard:
     """Maps provider ids to safe ids for one model call."""
 
-    def __init__(self, redactor: Redactor, taken: set[str] | frozenset[str] = frozenset()) -> None:
+    def __init__(self, redactor: Redactor, taken: Container[str] = frozenset()) -> None:
         self._redactor = redactor
         self._map: dict[str, str] = {}
         self._taken = taken

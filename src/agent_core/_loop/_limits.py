@@ -18,10 +18,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core.config._pricing import Prices, cost_usd
 from agent_core.errors import ErrorCode
@@ -55,7 +54,7 @@ def _round_cost(cost: float | None) -> float | None:
     return None if cost is None else round(cost, 9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LimitConfig:
     """The budget keys of ``[limits]`` (``None`` = unlimited)."""
 
@@ -76,7 +75,7 @@ class LimitConfig:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Breach:
     """Why the run ends after one final answer call: a spent limit or a detected loop."""
 
@@ -182,7 +181,7 @@ def _signature(call: ToolCall, result: ToolResult) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-@dataclass
+@dataclass(slots=True)
 class RepeatDetector:
     """Same tool + same arguments + same result ``limit`` times in a row (one run's calls, model order)."""
 
@@ -225,7 +224,7 @@ class RepeatState:
     warned: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnVerdict:
     """What the loop does after a tool turn: nothing, tell the model it repeats itself, or end the run."""
 
@@ -233,7 +232,7 @@ class TurnVerdict:
     breach: Breach | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class RunLimits:
     """One run's view of the limits: the tree's shared :class:`Budget`, its own prices and repeat count."""
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from agent_core._context._budget import short_tools
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._loop._final import skip_tool_calls, write_runtime_note
 from agent_core._loop._limits import Breach
 from agent_core._loop._recovery import can_fall_back, fall_back, provider_overflow_outcome, recover_overflow
@@ -142,7 +142,7 @@ async def _turns(spec: LoopSpec, state: LoopState) -> LoopOutcome:
             return step
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelTurn:
     """A persisted model answer the run continues from (its tool calls, or the end-of-turn checks)."""
 
@@ -462,7 +462,6 @@ async def _build_request(
                     substitutions.update(more)
                     composition = spec.prompt.compose(turn=state.turns + 1, substitutions=substitutions)
     triggered = bool(await spec.compaction.after_build(composition)) if composition.fits else False
-    state.start_early = not triggered
     report = await _report(spec, state, composition, recovered, triggered)
     if composition.fits:
         # written together with model_started, which an adapter yields before it sends the request

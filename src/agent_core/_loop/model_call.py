@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agent_core._cancel import CancelEvent, first_of
+from agent_core._concurrency import race
 from agent_core._ids import is_printable_id, new_id
-from agent_core._loop._call_ids import CallIdGuard
+from agent_core._loop._call_ids import CallIdGuard, TakenIds
 from agent_core._loop.deltas import DeltaAggregator, DeltaRedactor
 from agent_core._loop.outcome import StreamAborted, StreamCompleted, StreamFailed, StreamResult
 from agent_core._loop.spec import LoopSpec, LoopState
@@ -51,8 +49,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
     reasoning_redactor = DeltaRedactor(spec.redactor)
     arg_redactors: dict[int, DeltaRedactor] = {}
     aggregate = DeltaAggregator() if spec.debug else None
-    taken = {b.tool_call_id for m in request.messages for b in m.content if isinstance(b, ToolCallBlock)}
-    call_ids = CallIdGuard(spec.redactor, taken | state.call_ids)
+    call_ids = CallIdGuard(spec.redactor, TakenIds(request.messages, frozenset(state.call_ids)))
     progress = _Progress(spec, turn)
 
     async def forward_text(text: str) -> None:
@@ -106,12 +103,8 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                 elif isinstance(event, ModelStarted):
                     started_event = ev.ModelStarted(event.provider, event.model, turn)
                     report, state.pending_report = state.pending_report, None
-                    # committed while the request goes out (delivered once committed, before the deltas)
                     written = [report, started_event] if report is not None else [started_event]
-                    if state.start_early:
-                        await rec.emit_early([(e, None) for e in written])
-                    else:
-                        await rec.emit_events(written)
+                    await rec.emit_events(written)
                     await progress.waiting_for(rec, event, report)
                 elif isinstance(event, ProviderDebug):
                     raw_debug[event.kind] = event.data
@@ -161,32 +154,15 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
             list(partial_calls.values()),
         )
 
-    cancel_event = spec.cancel_event
-    current = asyncio.current_task()
-    if (
-        state.start_early
-        and isinstance(cancel_event, CancelEvent)
-        and current is not None
-        and not cancel_event.is_set()
-    ):
-        return await _consume_here(consume, cancel_event, current, spec, text_parts, partial_calls)
-    task = asyncio.create_task(consume())
-    try:
-        await first_of(task, cancel_event)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if task.done():
-        try:
-            return task.result()
-        except (AgentCoreError, StorageError):
-            raise
-        except Exception as exc:
-            return _internal_failure(exc, text_parts, partial_calls)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return StreamAborted("".join(text_parts), spec.interruption().reason)
+    task = await race(consume(), spec.cancel_event)
+    if task.cancelled():  # the run's cancel event interrupted the stream
+        return StreamAborted("".join(text_parts), spec.interruption().reason)
+    error = task.exception()
+    if error is None:
+        return task.result()
+    if isinstance(error, AgentCoreError | StorageError) or not isinstance(error, Exception):
+        raise error
+    return _internal_failure(error, text_parts, partial_calls)
 
 
 class _Progress:
@@ -268,53 +244,6 @@ def _internal_failure(exc: Exception, text_parts: list[str], partial_calls: dict
         list(partial_calls.values()),
         exc=exc,
     )
-
-
-async def _consume_here(
-    consume: Callable[[], Awaitable[StreamResult]],
-    cancel_event: CancelEvent,
-    current: asyncio.Task[Any],
-    spec: LoopSpec,
-    text_parts: list[str],
-    partial_calls: dict[int, str],
-) -> StreamResult:
-    """:func:`stream_model`'s race of the stream against the run's cancel event without a task: the
-    event cancels this task, and that one cancellation is taken back here (a cancellation of the task
-    from elsewhere still propagates). The same outcomes as the task race: the stream's result when it
-    ended, :class:`StreamAborted` when the cancel event interrupted it."""
-    fired = False  # the event fires only while this task waits inside the stream
-
-    def interrupt() -> None:
-        nonlocal fired
-        fired = True
-        current.cancel()
-
-    remove = cancel_event.on_set(interrupt)
-    result: StreamResult
-    try:
-        result = await consume()
-    except asyncio.CancelledError:
-        remove()
-        if not fired or current.uncancel() > 0:
-            raise
-        return StreamAborted("".join(text_parts), spec.interruption().reason)
-    except (AgentCoreError, StorageError):
-        raise
-    except Exception as exc:
-        result = _internal_failure(exc, text_parts, partial_calls)
-    finally:
-        remove()
-    if fired:  # the cancellation reached the stream, which ended without raising it: still aborted
-        try:
-            await asyncio.sleep(0)  # a cancellation not delivered yet is delivered here
-        except asyncio.CancelledError:
-            if current.uncancel() > 0:
-                raise
-        else:
-            if current.cancelling():
-                current.uncancel()
-        return StreamAborted("".join(text_parts), spec.interruption().reason)
-    return result
 
 
 def validate_completed(event: ModelCompleted) -> str | None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from agent_core._dataclass import dataclass
 from agent_core.types.content import ErrorPayload
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ModelCompleted, ProviderErrorPayload, Usage
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamCompleted:
     event: ModelCompleted
     latency_ms: int
@@ -18,7 +17,7 @@ class StreamCompleted:
     """Milliseconds from the request to the first streamed token (text or tool call), when one arrived."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamFailed:
     error: ProviderErrorPayload
     partial_text: str
@@ -28,7 +27,7 @@ class StreamFailed:
     """The unexpected exception behind an ``internal`` failure (its traceback is a debug artifact)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamAborted:
     partial_text: str
     reason: str
@@ -37,7 +36,7 @@ class StreamAborted:
 StreamResult = StreamCompleted | StreamFailed | StreamAborted
 
 
-@dataclass
+@dataclass(slots=True)
 class LoopOutcome:
     status: RunStatus
     end_reason: EndReason | None

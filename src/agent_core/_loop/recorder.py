@@ -1,27 +1,17 @@
 """Persists one run's nodes and events and delivers its live events (the loop's :class:`ToolRunSink`).
 
-Every node is written together with the event(s) that record it in one storage transaction. The parent of
-a new node is the agent's current tip, assigned under the run lock, so parallel tool results form a chain in
-completion order. For the session's root agent each user-visible node also moves
-``sessions.active_node_id`` in the same transaction (storage.md §9). Events are persisted (unless transient)
-and then pushed to the run's channel in seq order.
-
-A lifecycle event may be *deferred* (:meth:`RunRecorder.defer_event`, e.g. ``loop_started``): it is committed
-in the run's next write transaction, ahead of that write's own events, and delivered after that commit like
-any other persisted event, so the live stream never carries an uncommitted event and order is unchanged (a
-transient event flushes it first). :meth:`RunRecorder.flush` writes it alone.
-
-Events may also be written *early* (:meth:`RunRecorder.emit_early`, e.g. ``model_started`` before the
-request is sent): their transaction is enqueued at once and the caller goes on without waiting for the
-commit; they are delivered right after it commits. Every later operation of the recorder first settles
-that write (:meth:`RunRecorder.settle`: waits for its commit, raises its error), so the FIFO writer keeps
-seq order, nothing is delivered before an earlier event and a failed write still fails the run.
+One write path: every write is one storage transaction, made under the run's lock and awaited, and its
+events are delivered after it committed (:meth:`RunRecorder._write`). A node is written together with the
+event(s) that record it. The parent of a new node is the agent's current tip, assigned under the lock, so
+parallel tool results form a chain in completion order. For the session's root agent each user-visible
+node also moves ``sessions.active_node_id`` in the same transaction. Transient event types
+are delivered without a write; the live stream never carries an uncommitted persisted event, and events
+are delivered in seq order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,8 +34,6 @@ from agent_core.types.enums import TRANSIENT_EVENTS, EventLevel, MessageRole, No
 from agent_core.types.events import EventPayload, ToolResultEvent
 from agent_core.types.runtime import Node, RuntimeEvent
 from agent_core.types.tools import ToolResult
-
-log = logging.getLogger("agent_core._loop")
 
 INBOX_ENTRY_IDS = "inbox_entry_ids"
 """``ToolResult.metadata`` key: inbox entries the result carries to the model (a plan approval's answer),
@@ -89,10 +77,6 @@ class RunRecorder:
         """Delivers a child run's events to its ancestors' streams (``events(include_children=True)``)."""
         self._lock = asyncio.Lock()
         self._pending_context: list[tuple[str, ContextNodeDraft]] = []
-        self._deferred: list[EventDraft] = []
-        self._deferred_update: dict[str, Any] = {}
-        self._early: asyncio.Future[AppendResult] | None = None
-        self._undelivered: list[RuntimeEvent] = []
         self.written_node_ids: list[str] = []
 
     # ---- events -------------------------------------------------------------------------------
@@ -113,81 +97,7 @@ class RunRecorder:
             created_at=utc_now(),
         )
 
-    def defer_event(self, event: EventPayload, *, run_update: dict[str, Any] | None = None) -> None:
-        """Queues ``event`` (and its ``runs`` update) for the run's next write transaction (module docstring)."""
-        self._deferred.append(self._draft(event, None, None))
-        if run_update:
-            self._deferred_update.update(run_update)
-
-    async def emit_early(self, events: Sequence[EventSpec]) -> asyncio.Future[AppendResult] | None:
-        """Writes ``events`` in one transaction without waiting for its commit (module docstring); they
-        are delivered once committed. Returns the write (for :meth:`settle`), or ``None`` when it wrote
-        and delivered them at once (like :meth:`emit_events`): another write holds the recorder, events
-        wait to be deferred, or the run forwards its events."""
-        append_nowait = getattr(self.storage, "append_nowait", None)
-        while self._early is not None or self._undelivered:  # another call may start one meanwhile
-            await self.settle()
-        if append_nowait is None or self._deferred or self.forward is not None or self._lock.locked():
-            async with self._lock:
-                result, k = await self._append([self._draft(e, call_id, None) for e, call_id in events])
-                await self._deliver(result.events[k:])
-            return None
-        drafts = [self._draft(e, call_id, None) for e, call_id in events]
-        future: asyncio.Future[AppendResult] = append_nowait(self.session_id, events=drafts)
-        self._early = future
-        future.add_done_callback(self._committed_early)
-        return future
-
-    def _committed_early(self, future: asyncio.Future[AppendResult]) -> None:
-        """Delivers an early write's events right after its commit (a failure waits for :meth:`settle`)."""
-        if self._early is not future or future.cancelled() or future.exception() is not None:
-            return
-        self._early = None
-        self._deliver_now(future.result().events)
-
-    def _deliver_now(self, events: Sequence[RuntimeEvent]) -> None:
-        """Delivers committed early events (also from a future callback: an observer's error is logged,
-        it never keeps the rest of the write from the stream)."""
-        for event in events:
-            for observer in self.observers:
-                try:
-                    observer(event)
-                except Exception:
-                    log.exception("event observer failed on %s", event.event_type)
-            if self._undelivered or not self.channel.push_nowait(event):
-                self._undelivered.append(event)  # the channel is full: :meth:`settle` pushes it
-
-    async def settle(self, write: asyncio.Future[AppendResult] | None = None) -> None:
-        """Waits for the early write (if any) to commit and be delivered; raises its error (once).
-
-        ``write`` (from :meth:`emit_early`): waits for that write, raising its error even when another
-        operation raised it already (its caller learns that its own events were not stored)."""
-        if write is not None and write is not self._early:
-            if not write.done():
-                await asyncio.wait({write})
-            write.result()  # committed and delivered unless it failed
-        future = self._early
-        if future is not None:
-            if not future.done():
-                await asyncio.wait({future})  # never cancels the write's future
-            if self._early is future:  # committed, its callback has not run yet; or it failed
-                self._early = None
-                self._deliver_now(future.result().events)
-        if self._undelivered:
-            undelivered, self._undelivered = self._undelivered, []
-            for event in undelivered:
-                await self.channel.push(event)
-
-    async def flush(self) -> None:
-        """Commits and delivers the deferred events (nothing to do when none are queued)."""
-        if self._early is not None or self._undelivered:
-            await self.settle()
-        if self._deferred:
-            async with self._lock:
-                if self._deferred:
-                    await self._append([])
-
-    async def _append(
+    async def _write(
         self,
         events: list[EventDraft],
         *,
@@ -195,33 +105,21 @@ class RunRecorder:
         run_update: dict[str, Any] | None = None,
         active_node_id: str | Unset | None = UNSET,
         inbox_ack: InboxAck | None = None,
-    ) -> tuple[AppendResult, int]:
-        """One storage transaction (under the lock) with the deferred events first; returns the result
-        and how many of its events were deferred ones. On failure the deferred events stay queued."""
-        if self._early is not None or self._undelivered:
-            await self.settle()
-        deferred, update = self._deferred, self._deferred_update
-        if deferred:
-            self._deferred, self._deferred_update = [], {}
-            events = deferred + events
-            run_update = {**update, **run_update} if run_update else update
-        try:
-            result = await self.storage.append(
-                self.session_id,
-                nodes=nodes,
-                events=events,
-                active_node_id=active_node_id,
-                run_update=(self.run_id, run_update) if run_update and self.run_id else None,
-                inbox_ack=inbox_ack,
-            )
-        except BaseException:
-            if deferred:
-                self._deferred = deferred + self._deferred
-                self._deferred_update = {**update, **self._deferred_update}
-            raise
-        if deferred:
-            await self._deliver(result.events[: len(deferred)])
-        return result, len(deferred)
+        deliver: bool = True,
+    ) -> AppendResult:
+        """The write path: one storage transaction (the caller holds the lock); its events are delivered
+        once it committed (unless ``deliver`` is false)."""
+        result = await self.storage.append(
+            self.session_id,
+            nodes=nodes,
+            events=events,
+            active_node_id=active_node_id,
+            run_update=(self.run_id, run_update) if run_update and self.run_id else None,
+            inbox_ack=inbox_ack,
+        )
+        if deliver:
+            await self._deliver(result.events)
+        return result
 
     async def emit(
         self, event: EventPayload, *, tool_call_id: str | None = None, level: EventLevel | None = None
@@ -252,34 +150,26 @@ class RunRecorder:
                 data=self.redactor.value(event.to_payload()),
                 created_at=utc_now(),
             )
-            if self._early is not None or self._undelivered:
-                await self.settle()
-            if self._deferred:
-                await self.flush()
             await self._deliver([live])
             return live
         async with self._lock:
-            result, k = await self._append([self._draft(event, tool_call_id, level)], run_update=run_update)
-            await self._deliver(result.events[k:])
-            return result.events[k]
+            result = await self._write([self._draft(event, tool_call_id, level)], run_update=run_update)
+            return result.events[0]
 
     async def emit_events(
         self, events: Sequence[EventPayload], *, run_update: dict[str, Any] | None = None
     ) -> list[RuntimeEvent]:
         """Persists several consecutive events (and a run update) in one transaction, then delivers them."""
         async with self._lock:
-            result, k = await self._append(
-                [self._draft(e, None, None) for e in events], run_update=run_update
-            )
-            await self._deliver(result.events[k:])
-            return result.events[k:]
+            result = await self._write([self._draft(e, None, None) for e in events], run_update=run_update)
+            return list(result.events)
 
     async def persist_event(self, event: EventPayload, *, tool_call_id: str | None = None) -> RuntimeEvent:
         """Persists an event without delivering it live (also a normally transient type: debug-mode
         aggregated text deltas, whose text the live stream already carried)."""
         async with self._lock:
-            result, k = await self._append([self._draft(event, tool_call_id, None)])
-            return result.events[k]
+            result = await self._write([self._draft(event, tool_call_id, None)], deliver=False)
+            return result.events[0]
 
     async def _deliver(self, events: Sequence[RuntimeEvent]) -> None:
         for event in events:
@@ -326,7 +216,7 @@ class RunRecorder:
                 metadata.get("partial") or metadata.get("failed") or metadata.get("aborted")
             )
             drafts = [self._draft(e, call_id, None, node_id) for e, call_id in events]
-            result, k = await self._append(
+            result = await self._write(
                 drafts,
                 nodes=[draft],
                 active_node_id=node_id if (self.root_agent and visible) else UNSET,
@@ -334,12 +224,13 @@ class RunRecorder:
                 inbox_ack=InboxAck(self.agent_id, tuple(inbox_entry_ids), node_id)
                 if inbox_entry_ids
                 else None,
+                deliver=False,
             )
             node = result.nodes[0]
             if parent_id is UNSET or parent == self.cursor.tip:
                 self.cursor.append(node)
             self.written_node_ids.append(node.node_id)
-            await self._deliver(result.events[k:])
+            await self._deliver(result.events)
             return node
 
     async def commit_tool_result(self, result: ToolResult, *, event: ToolResultEvent) -> str:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core._context.cache_watch import CacheWatch
 from agent_core._context.calibration import TokenCalibration
 from agent_core._context.composer import Composition
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import HookDispatcher
 from agent_core._loop._limits import Breach, RunLimits
 from agent_core._loop._output import OutputPolicy
@@ -81,7 +80,7 @@ class NoCompaction:
         return False
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Fallback:
     """A ``[model] fallback_profiles`` model: its profile name, config and adapter (made on first use)."""
 
@@ -96,7 +95,7 @@ class DebugArtifactSaver(Protocol):
     ) -> str | None: ...
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class LoopSpec:
     recorder: RunRecorder
     adapter: ProviderAdapter
@@ -145,7 +144,7 @@ class LoopSpec:
         return self.scope.cancel_event
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interruption:
     status: RunStatus = RunStatus.cancelled
     reason: str = "cancel_requested"
@@ -156,7 +155,7 @@ def default_interruption() -> Interruption:
     return Interruption()
 
 
-@dataclass
+@dataclass(slots=True)
 class LoopState:
     """Mutable state of one loop run."""
 
@@ -169,11 +168,6 @@ class LoopState:
     final_node_id: str | None = None
     in_tools: bool = False
     pending_report: ContextBuilt | None = None
-    start_early: bool = True
-    """``model_started`` (with the pending report) commits while the request goes out and the stream runs
-    in the run's own task. Off for a request whose build started a background compaction, which writes
-    ``compact_started`` on this run meanwhile: that request keeps the former interleaving (an awaited
-    write, the stream in its own task), so the fork still writes it while the run streams."""
     stop_denials: int = 0
     call_ids: set[str] = field(default_factory=set)
     """Tool-call ids this run stored so far: a provider id reused later is replaced (issue 31 item 9)."""

@@ -14,9 +14,9 @@ of those stops ends the run ``failed`` with ``max_output_tokens_recovery`` and a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._loop.outcome import LoopOutcome
 from agent_core.errors import ErrorCode
 from agent_core.types.content import ErrorPayload, text_of
@@ -32,24 +32,24 @@ REPEAT_SHARE = 0.5
 CONTINUATION_KEYS = ("model.max_output_tokens", "model.temperature", "model.name")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunTools:
     calls: tuple[ToolCall, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Continue:
     """The answer stopped at the output limit: ask the model to go on."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EndTurn:
     """A complete answer without tool calls: the Stop hooks decide whether the run completes."""
 
     final_node_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finish:
     outcome: LoopOutcome
 

@@ -75,7 +75,7 @@ class McpFile(StrictModel):
     mcpServers: dict[str, McpServerEntry]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class McpServerConfig:
     """A validated server entry with defaults applied and placeholders expanded."""
 
@@ -107,7 +107,7 @@ class McpServerConfig:
         return host.lower() if host else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class McpCatalog:
     """Every configured server, in file order."""
 

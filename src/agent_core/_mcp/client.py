@@ -41,6 +41,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.session import ProgressFnT
 from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, Implementation
 
+from agent_core._concurrency import CancelEvent, TaskOwner, cancel_and_wait, first_of
 from agent_core._mcp.remote import (
     ClientHandlers,
     ElicitationRequest,
@@ -70,7 +71,8 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class _StderrPipe:
-    """A pipe whose write end is handed to the server process; the read end is drained by a task."""
+    """A pipe whose write end is handed to the server process; the read end is drained by a task of the
+    client's owner."""
 
     def __init__(self, server_id: str) -> None:
         read_fd, write_fd = os.pipe()
@@ -80,8 +82,8 @@ class _StderrPipe:
         self._tail = bytearray()
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._drain())
+    def start(self, owner: TaskOwner) -> None:
+        self._task = owner.spawn(self._drain(), name=f"mcp-stderr-{self._server_id}")
 
     def close_writer(self) -> None:
         with contextlib.suppress(OSError):
@@ -110,10 +112,8 @@ class _StderrPipe:
     async def close(self) -> None:
         self.close_writer()
         if self._task is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._task), 1.0)
-            if not self._task.done():
-                self._task.cancel()
+            await asyncio.wait({self._task}, timeout=1.0)  # the rest of what the server wrote
+            await cancel_and_wait(self._task)
         else:
             with contextlib.suppress(OSError):
                 self._reader.close()
@@ -194,8 +194,10 @@ class McpClient:
         self._session: ClientSession | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
-        self._ended = asyncio.Event()
+        self._ended = CancelEvent()
         self._error: BaseException | None = None
+        self._tasks = TaskOwner(f"mcp client {server_id}")
+        """The connection task (the SDK's session lives in it, start to end) and the stderr drain."""
         self._task: asyncio.Task[None] | None = None
         self._stderr: _StderrPipe | None = None
 
@@ -218,7 +220,7 @@ class McpClient:
             command, args = _exact_env_command(self._command, self._args, self._env)
             params = StdioServerParameters(command=command, args=args, env=self._env, cwd=self._cwd)
             self._stderr = _StderrPipe(self.server_id)
-            self._stderr.start()
+            self._stderr.start(self._tasks)
             try:
                 streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr.writer))
             finally:
@@ -351,7 +353,7 @@ class McpClient:
         :class:`McpTimeoutError` (the connection is then closed)."""
         if self._task is not None:
             raise RuntimeError("connect() may be called only once per client")
-        self._task = asyncio.create_task(self._run(), name=f"mcp-{self.server_id}")
+        self._task = self._tasks.spawn(self._run(), name=f"mcp-{self.server_id}")
         try:
             await asyncio.wait_for(self._ready.wait(), timeout_s)
         except TimeoutError:
@@ -369,11 +371,10 @@ class McpClient:
         session = self._session
         if session is None or self._ended.is_set():
             raise McpTransportError(self._failure("not connected"))
-        request = asyncio.ensure_future(factory(session))
-        ended = asyncio.ensure_future(self._ended.wait())
         loop = asyncio.get_running_loop()
         started, host_before = loop.time(), self._host_seconds()
-        try:
+        async with TaskOwner("mcp request") as owner:
+            request = owner.spawn(factory(session))
             while True:
                 # the time the host spends on the server's own requests (a user answering an
                 # elicitation, a sampling call) does not count against this request's timeout
@@ -381,24 +382,18 @@ class McpClient:
                 if timeout_s is not None:
                     spent = loop.time() - started - (self._host_seconds() - host_before)
                     remaining = max(timeout_s - spent, 0.5 if self._host_busy else 0.0)
-                done, _ = await asyncio.wait(
-                    {request, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-                if done or timeout_s is None:
+                await first_of(request, self._ended, remaining)
+                if request.done() or self._ended.is_set() or timeout_s is None:
                     break
                 if (
                     self._host_busy == 0
                     and loop.time() - started - (self._host_seconds() - host_before) >= timeout_s
                 ):
                     break
-        finally:
-            ended.cancel()
             if not request.done():
-                request.cancel()
-                with contextlib.suppress(BaseException):
-                    await request
-        if request not in done or request.cancelled():
-            if ended in done or self._ended.is_set():
+                await cancel_and_wait(request)
+        if request.cancelled():
+            if self._ended.is_set():
                 raise McpTransportError(self._failure("connection lost"))
             raise McpTimeoutError(f"no answer within {timeout_s:g} s")
         exc = request.exception()
@@ -570,18 +565,14 @@ class McpClient:
         """Closes the session and stops a stdio server process; idempotent."""
         self._stop.set()
         task = self._task
-        if task is not None and not task.done() and self._session is None:
-            task.cancel()  # still connecting: nothing waits for the stop signal yet
-            with contextlib.suppress(BaseException):
-                await task
         if task is not None and not task.done():
             try:
-                await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)
-            except (TimeoutError, asyncio.CancelledError):
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+                if self._session is not None:  # connected: the session ends by itself on the stop signal
+                    await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
+            finally:  # still connecting (nothing waits for the stop signal yet), too slow, or cancelled
+                await cancel_and_wait(task)
         if self._stderr is not None:
             await self._stderr.close()
+        await self._tasks.aclose()
         self._session = None
         self._ended.set()

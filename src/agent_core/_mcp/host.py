@@ -24,11 +24,10 @@ schema) is what the server receives when the decision allows; ``deny`` declines 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from agent_core._concurrency import race
 from agent_core._ids import new_id
 from agent_core._mcp.catalog import McpServerConfig
 from agent_core._mcp.remote import (
@@ -64,17 +63,8 @@ def _summary(request: SamplingRequest) -> str:
 
 async def _until_cancelled(ctx: ToolContext, work: Any) -> Any:
     """Awaits ``work`` unless the calling run is cancelled first (then the work is cancelled)."""
-    task = asyncio.ensure_future(work)
-    cancelled = asyncio.ensure_future(ctx.cancel_event.wait())
-    try:
-        done, _ = await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        cancelled.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-    if task not in done:
+    task = await race(work, ctx.cancel_event)  # cancelled and awaited once the run is cancelled
+    if task.cancelled():
         raise McpRequestRefused("the run was cancelled")
     return task.result()
 

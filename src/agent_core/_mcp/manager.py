@@ -20,7 +20,7 @@ Contract (mcp-hooks.md §A3–§A8):
 * Calls: per-call timeout ``timeout_ms`` → ``timeout``; a JSON-RPC error → ``internal_error`` /
   ``mcp_tool_error``; a transport failure → ``internal_error`` / ``mcp_transport_error``, an
   ``mcp_server_failed`` (``phase: "call"``) event, and the server's tools are removed from the rest of the
-  run: its id is added to ``scope.extras["mcp_failed_servers"]``, its tools are dropped from
+  run: its id is added to ``scope.mcp_failed_servers``, its tools are dropped from
   ``scope.effective_tools``, and later calls get ``tool_not_available`` at pre-flight. The connection is
   closed so the next run start reconnects.
 * :meth:`McpManager.close` closes every client (stdio processes stop); idempotent.
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._mcp.catalog import McpCatalog, McpServerConfig
 from agent_core._mcp.features import (
     LIST_RESOURCES,
@@ -89,10 +90,9 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[ev.EventPayload], Awaitable[None]]
 """Emits one event of the calling run; ``ToolRunSink.emit`` fits."""
-FAILED_SERVERS_KEY = "mcp_failed_servers"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _ServerState:
     config: McpServerConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -109,12 +109,8 @@ class _ServerState:
 
 
 def failed_for_run(scope: RunScope) -> set[str]:
-    """Servers that failed during this run (mutable set kept in ``scope.extras``)."""
-    value = scope.extras.get(FAILED_SERVERS_KEY)
-    if not isinstance(value, set):
-        value = set()
-        scope.extras[FAILED_SERVERS_KEY] = value
-    return value
+    """Servers that failed during this run (``scope.mcp_failed_servers``, a mutable set)."""
+    return scope.mcp_failed_servers
 
 
 class McpServerAdapter:
@@ -194,7 +190,8 @@ class McpManager:
         self._clock = clock
         self._states = {s.server_id: _ServerState(config=s) for s in catalog}
         self._closed = False
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing = TaskOwner("mcp client closes")
+        """Closes of dropped clients, awaited by :meth:`close`."""
         self._roots = list(roots)
         self._oauth_opener = oauth_opener
         self._host: McpHost | None = None
@@ -433,9 +430,7 @@ class McpManager:
         client, state.client = state.client, None
         state.discovered_at = None
         if client is not None:
-            task = asyncio.create_task(client.close(), name=f"mcp-close-{state.config.server_id}")
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._closing.spawn(client.close(), name=f"mcp-close-{state.config.server_id}")
 
     # -- calls --------------------------------------------------------------------------------------
 
@@ -644,5 +639,5 @@ class McpManager:
         """Closes every client and stops stdio server processes; idempotent."""
         self._closed = True
         await asyncio.gather(*(self.close_server(sid) for sid in list(self._states)), return_exceptions=True)
-        if self._closing:
-            await asyncio.gather(*list(self._closing), return_exceptions=True)
+        await self._closing.wait()  # each close is bounded by the client's own timeouts
+        await self._closing.aclose()

@@ -169,7 +169,11 @@ class RedirectListener:
             await self.start()
         assert self._result is not None
         try:
-            return await asyncio.wait_for(asyncio.shield(self._result), self._timeout_s)
+            # asyncio.wait leaves the shared future alone when the wait ends (no shield needed)
+            await asyncio.wait({self._result}, timeout=self._timeout_s)
+            if not self._result.done():
+                raise TimeoutError
+            return self._result.result()
         finally:
             await self.stop()
 

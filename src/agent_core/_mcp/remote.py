@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteTool:
     """One entry of ``tools/list``: name verbatim, description, raw ``inputSchema`` and annotations."""
 
@@ -20,7 +20,7 @@ class RemoteTool:
     annotations: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteResult:
     """A ``tools/call`` result: content items as JSON dicts (``type`` = text/image/audio/resource/...)."""
 
@@ -41,7 +41,7 @@ class McpTimeoutError(Exception):
     """No answer within the allowed time."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteResource:
     """One entry of ``resources/list`` (or a template of ``resources/templates/list``: ``template``)."""
 
@@ -52,7 +52,7 @@ class RemoteResource:
     template: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResourceContent:
     """One item of ``resources/read``: text, or base64 ``blob`` for binary contents."""
 
@@ -62,14 +62,14 @@ class ResourceContent:
     blob: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PromptArgument:
     name: str
     description: str = ""
     required: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemotePrompt:
     """One entry of ``prompts/list``."""
 
@@ -78,7 +78,7 @@ class RemotePrompt:
     arguments: tuple[PromptArgument, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PromptMessage:
     """One message of ``prompts/get``: its role and its text (embedded text resources inlined; other
     content as a ``[kind content]`` marker)."""
@@ -87,7 +87,7 @@ class PromptMessage:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SamplingRequest:
     """A server's ``sampling/createMessage``: messages as ``(role, text)``, the server's preferences."""
 
@@ -99,14 +99,14 @@ class SamplingRequest:
     model_hints: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SamplingReply:
     text: str
     model: str
     stop_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ElicitationRequest:
     """A server's ``elicitation/create`` in form mode: the question and the JSON schema of the answer
     (an object of primitive properties), or URL mode (``url``: the user is sent there)."""
@@ -116,7 +116,7 @@ class ElicitationRequest:
     url: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ElicitationReply:
     action: str
     """``accept``, ``decline`` or ``cancel``."""

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemoryService:
     """The memory feature of one runtime (``RunFeatures.memory``)."""
 

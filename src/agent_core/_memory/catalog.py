@@ -42,7 +42,7 @@ def cut_to_tokens(text: str, max_tokens: int, counter: TokenCounter) -> tuple[st
     return head + TRUNCATED_MARKER, True
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class MemoryCatalogBlock:
     """Builds the block; cached per ``(inode, mtime_ns, size)`` of ``MEMORY.md``."""
 

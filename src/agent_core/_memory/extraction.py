@@ -129,7 +129,7 @@ def job_tools() -> list[ToolDefinition]:
     ]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ExtractionOutcome:
     """What one job did (``skipped`` = nothing unscanned; no events were written)."""
 

@@ -95,7 +95,7 @@ class MemoryFrontmatter(BaseModel):
         return data
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemoryRecord:
     """One parsed memory file."""
 
@@ -167,13 +167,13 @@ def render_catalog(records: list[MemoryRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemoryIssue:
     path: Path
     reason: str
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class MemoryStore:
     """Reads memory files under ``memory_dir`` with a per-file ``(mtime_ns, size)`` cache."""
 

@@ -110,7 +110,7 @@ def parse_submit(arguments: Mapping[str, Any]) -> SubmitPayload:
         ) from None
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class CommitPlan:
     """What :func:`plan_commit` decided: files in write order and the ids/paths affected."""
 
@@ -124,7 +124,7 @@ class CommitPlan:
         return [rel for rel, _ in self.files]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class PlanContext:
     """Facts the validation needs: the session, its root agent, its nodes and the existing memories."""
 

@@ -158,7 +158,7 @@ def memory_section(record: MemoryRecord) -> str:
     return f"## {record.id} ({record.category}) — {record.summary}\n\n{record.body.strip()}\n"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RecallLimits:
     top_k: int
     token_budget: int

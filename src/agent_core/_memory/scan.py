@@ -32,7 +32,7 @@ SUMMARY_MESSAGES = 6
 COMPACTION_CHARS = 6000
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ScanCursor:
     node_seq: int
     node_id: str
@@ -41,7 +41,7 @@ class ScanCursor:
         return {"node_seq": self.node_seq, "node_id": self.node_id}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ScanInput:
     """A snapshot of one session's root-agent context relative to the scan cursor."""
 

@@ -18,12 +18,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent_core._concurrency import TaskOwner
 from agent_core._context.tokens import TokenCounter
 from agent_core._memory.extraction import ExtractionOutcome, MemoryExtractor
 from agent_core._memory.scan import ScanInput, load_scan
@@ -66,7 +67,7 @@ def decide_reason(
     return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _SessionJobs:
     job: asyncio.Task[None] | None = None
     idle: asyncio.Task[None] | None = None
@@ -89,7 +90,8 @@ class MemoryScheduler:
         self._settings = settings
         self._counter = counter
         self._sessions: dict[str, _SessionJobs] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("memory jobs")
+        """Extraction jobs, re-evaluations and idle timers; :meth:`close` cancels and awaits them."""
         self.closed = False
 
     # ---- observers installed on the run manager ---------------------------------------------------
@@ -139,7 +141,7 @@ class MemoryScheduler:
         deadline = loop.time() + timeout
         while True:
             idle = {j.idle for j in self._sessions.values() if j.idle is not None}
-            pending = [t for t in self._tasks if not t.done() and (include_idle or t not in idle)]
+            pending = [t for t in self._tasks.tasks if include_idle or t not in idle]
             if not pending:
                 return
             remaining = deadline - loop.time()
@@ -154,11 +156,8 @@ class MemoryScheduler:
             return True
         return False
 
-    def _spawn(self, coro: object, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
+        return self._tasks.spawn(coro, name=name)
 
     def _start(self, session_id: str, jobs: _SessionJobs, reason: str) -> None:
         if jobs.idle is not None:
@@ -215,12 +214,7 @@ class MemoryScheduler:
     async def close(self) -> None:
         """Cancels idle timers, re-evaluations and running jobs (their cursors do not move)."""
         self.closed = True
-        tasks = [t for t in self._tasks if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            with contextlib.suppress(Exception):
-                await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+        await self._tasks.aclose(bound=CLOSE_WAIT_S)
         for jobs in self._sessions.values():
             jobs.idle = None
             jobs.job = None

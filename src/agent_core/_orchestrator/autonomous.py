@@ -17,13 +17,12 @@ Contract:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import secrets
 from dataclasses import replace
 from typing import Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._orchestrator.dispatch import WorkerDispatcher
 from agent_core._orchestrator.pools import PoolWorker
 from agent_core.errors import AgentCoreError
@@ -43,7 +42,7 @@ class AutonomousWorkers:
         self._hosts: dict[str, ToolContext] = {}
         self._taken_steps: set[tuple[str, str, str]] = set()
         self._busy_workers: set[tuple[str, str, str]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("autonomous workers")
 
     def enabled(self) -> bool:
         settings = self.dispatcher.manager.services.settings
@@ -111,9 +110,7 @@ class AutonomousWorkers:
                 self._busy_workers.discard(worker_key)
             self.scan(host.session_id)  # idle again: the next ready step, if any
 
-        task = asyncio.ensure_future(work())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(work(), name=f"autonomous {worker.worker_id} on {task_id}/{step_id}")
 
     async def _run(
         self, host: ToolContext, worker: PoolWorker, task_id: str, step_id: str
@@ -142,15 +139,7 @@ class AutonomousWorkers:
 
     async def close(self) -> None:
         """Waits (bounded) for the bookkeeping of runs that are ending; the runs belong to the manager."""
-        pending = [t for t in self._tasks if not t.done()]
-        if not pending:
-            return
-        _done, still = await asyncio.wait(pending, timeout=2.0)
-        for task in still:
-            task.cancel()
-        for task in still:
-            with contextlib.suppress(BaseException):
-                await task
+        await self._tasks.aclose(grace=2.0)
 
 
 class AutonomousTaskTools:

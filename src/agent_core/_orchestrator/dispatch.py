@@ -13,7 +13,7 @@ purpose ``worker``): the worker's agent row and its never-rendered root ``system
 lazily at its first dispatch in the session (:mod:`.worker_agents`; ``child_agent_created``); a tool step
 the temporal engine retried attaches to the run its first attempt started (:mod:`.redispatch`). Each
 dispatch writes its ``<worker_dispatch>`` start node as a new child of that root (``runs.start_node_id``),
-and the run's Task scope travels in ``RunScope.extras["task_scope"]``. After the run ended, the worker-run-end fallback
+and the run's Task scope travels in ``RunScope.task_scope``. After the run ended, the worker-run-end fallback
 (:meth:`TaskService.on_worker_run_end`) runs before the result is assembled; a run abandoned after a
 cancel timeout gets its fallback when it really ends. ``no_step_claimed`` is a successful result.
 """
@@ -21,7 +21,6 @@ cancel timeout gets its fallback when it really ends. ``no_step_claimed`` is a s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from pydantic import Field
 from agent_core._agents.children import ChildLauncher, ChildSpec
 from agent_core._agents.registry import AgentDefinitionRegistry
 from agent_core._agents.tools import delegation_text
+from agent_core._concurrency import TaskOwner
 from agent_core._orchestrator.pools import PoolWorker, WorkerPools, WorkerSlot, WorkerSlots
 from agent_core._orchestrator.redispatch import EarlierDispatch, started_before
 from agent_core._orchestrator.worker_agents import ensure_worker_agent
@@ -110,7 +110,8 @@ class WorkerDispatcher:
         self.definitions = definitions
         self.launcher = launcher
         self.slots = WorkerSlots()
-        self._deferred: set[asyncio.Future[Any]] = set()
+        self._deferred = TaskOwner("worker-run fallbacks")
+        """Worker-run-end fallbacks: they finish even when the call that started them is cancelled."""
 
     # ================================================================== agent.list_workers
 
@@ -233,7 +234,7 @@ class WorkerDispatcher:
         slot.waiting = False
         state = outcome.state
         if state.terminal:
-            fallback = asyncio.ensure_future(
+            fallback = self._deferred.spawn(
                 service.on_worker_run_end(
                     state.run_id,
                     agent_id=state.agent_id,
@@ -242,8 +243,8 @@ class WorkerDispatcher:
                     worker_agent_id=worker.worker_id,
                 )
             )
-            self._track(fallback)
-            end = await asyncio.shield(fallback)  # the fallback completes even if this call is aborted
+            await asyncio.wait({fallback})  # an aborted call leaves the fallback to finish (it is owned)
+            end = fallback.result()
             if worktree is not None:
                 await self._finish_worktree(worktree, inp.task_id, end.claimed_step_id)
             facts = {
@@ -460,7 +461,7 @@ class WorkerDispatcher:
                 "worker_pool_id": scope.worker_pool_id,
                 "worker_id": worker.worker_id,
             },
-            scope_extras=scope.to_extras(),
+            task_scope=scope,
             workdir=worktree.workdir if worktree is not None else None,
             task_board=board,
             step_id=step_id,
@@ -510,11 +511,7 @@ class WorkerDispatcher:
             if worktree is not None:
                 await self._finish_worktree(worktree, task_id, end.claimed_step_id)
 
-        self._track(asyncio.ensure_future(later()))
-
-    def _track(self, task: asyncio.Future[Any]) -> None:
-        self._deferred.add(task)
-        task.add_done_callback(self._deferred.discard)
+        self._deferred.spawn(later(), name=f"worker-run end {state.run_id}")
 
     async def cancel_worker_runs(self, run_ids: list[str], reason: str) -> None:
         """TaskService callback for ``task_fail``/``task_cancel``: cancel holder runs in parallel and wait
@@ -530,12 +527,4 @@ class WorkerDispatcher:
 
     async def close(self) -> None:
         """Lets deferred fallbacks of runs that ended during shutdown finish (bounded)."""
-        pending = [t for t in self._deferred if not t.done()]
-        if not pending:
-            return
-        _done, still = await asyncio.wait(pending, timeout=2.0)
-        for task in still:
-            task.cancel()
-        for task in still:
-            with contextlib.suppress(BaseException):
-                await task
+        await self._deferred.aclose(grace=2.0)

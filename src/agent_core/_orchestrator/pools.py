@@ -38,7 +38,7 @@ def worker_agent_id(session_id: str, pool_id: str, worker_id: str) -> str:
     return f"agent_worker_{digest[:24]}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PoolProblem:
     """Why a configured pool is invalid (one entry per offending reference)."""
 
@@ -54,7 +54,7 @@ class PoolProblem:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PoolWorker:
     """One configured worker of a valid pool, with its resolved AgentDefinition."""
 
@@ -211,7 +211,7 @@ def _bad_tools(
 # ------------------------------------------------------------------------------------------ worker state
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class WorkerSlot:
     """One worker of one session: its agent, its tree root and its current (or last) run."""
 

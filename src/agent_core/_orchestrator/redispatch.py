@@ -22,7 +22,7 @@ from agent_core.errors import ErrorCode, WorkerUnavailableError
 from agent_core.tools.context import ToolContext
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EarlierDispatch:
     """What the first attempt checked and chose, as its worker run's row records it."""
 

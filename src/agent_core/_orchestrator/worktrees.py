@@ -27,10 +27,9 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core._git import GitError, GitRepo, common_git_dir, discover_repo, linked_git_dir, run_git
 from agent_core.errors import AgentCoreError, ConfigError, ErrorCode, InternalError, StorageError
 from agent_core.tools._paths import project_side_dir, resolve_dir
@@ -57,7 +56,7 @@ BRANCH_PREFIX = "soong"
 _IDENTITY = ("-c", "user.name=soong-agent", "-c", "user.email=soong-agent@localhost")
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Worktree:
     """One worker's worktree: where it lives, its branch and the commit it started from."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,6 @@ from agent_core._context.prompt import (
     static_blocks,
     tool_schema_tokens,
 )
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS
 from agent_core._loop._limits import Budget, LimitConfig, RunLimits
 from agent_core._loop._output import output_policy
@@ -43,7 +42,7 @@ from agent_core.config.schema import Settings
 from agent_core.errors import AgentCoreError
 from agent_core.permissions._modes import plan_tools
 from agent_core.tools._effective import EffectiveTools
-from agent_core.tools.context import RunScope
+from agent_core.tools.context import RunScope, WorkerTaskScope
 from agent_core.types.content import ArtifactRefBlock
 from agent_core.types.enums import AgentRole, AgentType, RunStatus
 from agent_core.types.model import SystemBlock
@@ -53,7 +52,7 @@ if TYPE_CHECKING:
     from agent_core._storage.protocol import SessionStore
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class AgentRunSpec:
     """Everything that differs between agent runs; consumed by :func:`execute_agent_run`."""
 
@@ -70,7 +69,9 @@ class AgentRunSpec:
     max_turns: int | None = None
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
-    scope_extras: dict[str, Any] = field(default_factory=dict)
+    task_scope: WorkerTaskScope | None = None
+    task_session_id: str | None = None
+    """The session whose Task board the run's Task tools use, when not its own."""
     workdir: Path | None = None
     """Project directory, cwd and write root of the run instead of the project (worker worktrees)."""
     compaction: CompactionHooks | None = None
@@ -151,13 +152,12 @@ async def prepare_agent_loop(
         parent_agent_id=spec.parent_agent_id,
         parent_run_id=spec.parent_run_id,
         debug=services.debug,
+        mode=state.mode,
+        purpose=spec.purpose,
+        task_scope=spec.task_scope,
+        task_session_id=spec.task_session_id,
         permission_mode=state.permission_mode,
         media=MediaPolicy.of(spec.model),
-        extras={
-            "mode": state.mode.value,
-            **({"purpose": spec.purpose} if spec.purpose else {}),
-            **spec.scope_extras,
-        },
     )
     max_turns = spec.max_turns or settings.limits.max_turns or settings.runtime.max_turns
     limits = run_limits(state, spec.model, settings, enforce=spec.role != AgentRole.compact)
@@ -167,7 +167,6 @@ async def prepare_agent_loop(
         await lifecycle.start_loop(state, agent_type=spec.agent_type, max_turns=max_turns)
         if first_nodes is not None:
             await first_nodes(scope)
-        await rec.flush()  # ``loop_started`` is committed before anything else happens
     tools = list(effective.definitions)
     catalog = features.instruction_catalog(spec.role)
     static = static_blocks(

@@ -26,11 +26,11 @@ imports point one way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from agent_core._context.prompt import DynamicSource
-from agent_core._dataclass import dataclass
 from agent_core._loop.cursor import AgentCursor
 from agent_core._loop.spec import CompactionHooks, InboxHook, NoCompaction
 from agent_core._runtime.state import RunState, SessionState
@@ -55,6 +55,10 @@ class ContextSources(Protocol):
 class ChildRuns(Protocol):
     async def on_parent_cancel(self, parent: RunState) -> None:
         """Requests the cancel of every active child run of ``parent``."""
+        ...
+
+    async def close(self) -> None:
+        """Runtime close, after the runs: nothing of the child runs keeps running."""
         ...
 
 
@@ -147,7 +151,7 @@ class Telemetry(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class RunFeatures:
     """The features of one open runtime (``None``: off). See the module docstring for when each is called."""
 

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_core._concurrency import wait_uninterrupted
 from agent_core._jsontext import compact_json
 from agent_core._loop._limits import usage_record
 from agent_core._loop.cursor import AgentCursor
@@ -115,11 +116,9 @@ def attach_recorder(
 
 # ---- start ------------------------------------------------------------------------------------------
 async def start_loop(state: RunState, *, agent_type: AgentType, max_turns: int) -> None:
-    """``loop_started``; the run becomes ``running``. Both are deferred into the run's next write (the
-    first nodes' transaction, issue 16) and delivered after it commits; :func:`prepare_agent_loop` flushes
-    them before the first turn when no write came first."""
+    """``loop_started``; the run becomes ``running`` (one transaction, delivered once committed)."""
     state.status = RunStatus.running
-    state.recorder.defer_event(
+    await state.recorder.emit_event(
         ev.LoopStarted(mode=state.mode.value, agent_type=agent_type.value, max_turns=max_turns),
         run_update={"status": RunStatus.running.value},
     )
@@ -137,8 +136,8 @@ async def run_agent_loop(state: RunState, loop: LoopSpec, prices: Prices | None)
     except asyncio.CancelledError:
         outcome = LoopOutcome(RunStatus.cancelled, EndReason.aborted_streaming, turn_count=progress.turns)
         outcome.usage = sum_usage(progress.usages)
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(
+        with contextlib.suppress(BaseException):  # written whole, even if cancelled again meanwhile
+            await wait_uninterrupted(
                 finish_loop(state.recorder, outcome, prices=prices, abort_reason="runtime_shutdown")
             )
         raise

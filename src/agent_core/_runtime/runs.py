@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events.stream import EventChannel
 from agent_core._ids import new_id, validate_session_id
 from agent_core._jsontext import compact_json
@@ -82,6 +83,8 @@ class RunManager:
         self.runs: dict[str, RunState] = {}
         self.closing = False
         self._session_load_lock = asyncio.Lock()
+        self.tasks = TaskOwner("runs")
+        """The root runs' tasks (also those finishing their run-end observers); :meth:`close` closes it."""
         self._effective = EffectiveToolsMemo()
         self._recent: OrderedDict[str, RunState] = OrderedDict()
 
@@ -371,7 +374,7 @@ class RunManager:
             session.active = state
             if promoted:
                 await self.services.storage.update_run(run_id, status=RunStatus.pending.value)
-            state.task = asyncio.create_task(self._run_root(session, state), name=f"run {run_id}")
+            state.task = self.tasks.spawn(self._run_root(session, state), name=f"run {run_id}")
         return state
 
     async def connect_mcp(
@@ -503,7 +506,8 @@ class RunManager:
             task_board=self.features.task_board_for(state, state.role),
             dynamic_sources=list(profile.dynamic_sources) if profile is not None else [],
             workdir=profile.workdir if profile is not None else None,
-            scope_extras=dict(options.scope_extras) if options is not None else {},
+            task_scope=options.task_scope if options is not None else None,
+            task_session_id=options.task_session_id if options is not None else None,
             max_turns=state.max_turns,
         )
 
@@ -624,13 +628,13 @@ class RunManager:
         return state if state is not None and state.parent is None else None
 
     def _start_next(self, session: SessionState) -> None:
-        while session.queue and session.active is None:
+        while session.queue and session.active is None and not self.tasks.closed:
             nxt = session.queue.popleft()
             if nxt.terminal:
                 continue
             session.active = nxt
             nxt.status = RunStatus.pending
-            nxt.task = asyncio.create_task(self._run_root(session, nxt), name=f"run {nxt.run_id}")
+            nxt.task = self.tasks.spawn(self._run_root(session, nxt), name=f"run {nxt.run_id}")
 
     # ---- cancellation -------------------------------------------------------------------------
     async def cancel(self, state: RunState, *, reason: str = "cancel_requested") -> CancelResult:
@@ -701,16 +705,16 @@ class RunManager:
                 run.cancel_event.set()
         # also the tasks of runs that are already terminal but still run their run-end observers (memory
         # trigger, ...): storage closes after this returns, so none of them may outlive it (issue 13)
-        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
-        if tasks:
-            timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
-            _done, pending = await asyncio.wait(tasks, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
+        timeout = self.services.settings.runtime.cancel_timeout_ms / 1000
+        await self.tasks.aclose(grace=timeout, bound=2)
         features = self.features
-        for feature in (features.team, features.memory, features.compaction, features.telemetry):
+        for feature in (
+            features.children,
+            features.team,
+            features.memory,
+            features.compaction,
+            features.telemetry,
+        ):
             if feature is None:
                 continue
             try:

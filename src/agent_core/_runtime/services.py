@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent_core._artifacts.manager import ArtifactManager
@@ -11,7 +11,6 @@ from agent_core._asset_loader import AssetLoader
 from agent_core._checkpoints.service import CheckpointService
 from agent_core._context.calibration import TokenCalibration
 from agent_core._context.tokens import DEFAULT_COUNTER, TokenCounter
-from agent_core._dataclass import dataclass
 from agent_core._hooks.base import NO_HOOKS, HookDispatcher
 from agent_core._questions.service import QuestionService
 from agent_core._redaction import Redactor
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_core._runtime")
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class Services:
     config: LoadedConfig
     redactor: Redactor

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from agent_core._concurrency import race
 from agent_core._storage.protocol import SessionStore
 
 
@@ -32,15 +33,6 @@ async def hold_session_lease(
         return
     if entered is False and on_wait is not None:
         await on_wait(lease.queue_position)
-    entering = asyncio.ensure_future(stack.enter_async_context(lease))
-    cancelled = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({entering, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        cancelled.cancel()
-        if not entering.done():
-            entering.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await entering
+    entering = await race(stack.enter_async_context(lease), cancel)
     if not entering.cancelled():
         entering.result()  # a failure to get the lease fails the run

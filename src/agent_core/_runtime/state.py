@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_core._cancel import CancelEvent
-from agent_core._dataclass import dataclass
+from agent_core._concurrency import CancelEvent
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Budget
 from agent_core._loop.cursor import AgentCursor
@@ -26,10 +25,11 @@ from agent_core.types.runtime import ChildAgentResult, UserMessage
 if TYPE_CHECKING:
     from agent_core._context.prompt import DynamicSource
     from agent_core._loop._output import OutputSchema
+    from agent_core.tools.context import WorkerTaskScope
     from agent_core.types.inbox import InboxEntry
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class RootRunOptions:
     """What one root run adds to its session's runs (an autonomous teammate's claimed Task step)."""
 
@@ -40,14 +40,17 @@ class RootRunOptions:
     first_note: str | None = None
     """A synthetic ``system_note`` written as the run's first node."""
     first_note_metadata: dict[str, Any] = field(default_factory=dict)
-    scope_extras: dict[str, Any] = field(default_factory=dict)
+    task_scope: WorkerTaskScope | None = None
+    """The Task step the run works (``RunScope.task_scope``)."""
+    task_session_id: str | None = None
+    """The session whose Task board it works on (``RunScope.task_session_id``)."""
     extra_tools: frozenset[str] = frozenset()
     """Tool names added to the run's effective set (the Task step tools of a claimed step)."""
     on_ended: Callable[[RunState], Awaitable[None]] | None = None
     """Called once the run is terminal (the claimed step's worker-run-end fallback)."""
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class SessionProfile:
     """How the root runs of a session differ from a plain main agent's: a teammate's session (set by the
     team feature when the session is created or loaded)."""
@@ -68,7 +71,7 @@ class SessionProfile:
     """Why the agent takes no more inbox entries (a stopped teammate); ``None`` while it does."""
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class RunState:
     """One run's mutable state; ``RunHandle`` exposes a read-only view of it."""
 
@@ -137,7 +140,7 @@ class RunState:
         self.done.set()
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class SessionState:
     """A session loaded into this runtime: its root cursor, active run and FIFO queue."""
 

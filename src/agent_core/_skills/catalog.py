@@ -17,11 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core._dataclass import dataclass
 from agent_core._frontmatter import split_frontmatter
 from agent_core._jsontext import compact_json
 from agent_core.types.model import SystemBlock
@@ -36,7 +35,7 @@ SKILL_CATALOG_MARKER = "\n[... skill catalog truncated to fit the context budget
 _Fingerprint = dict[str, tuple[int, int]]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SkillEntry:
     name: str
     description: str
@@ -48,7 +47,7 @@ class SkillEntry:
     """Frontmatter fields other than ``name``/``description`` (kept, not relied upon)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SkillIssue:
     path: Path
     reason: str

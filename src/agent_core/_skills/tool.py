@@ -34,7 +34,7 @@ from agent_core.types.runtime import Node
 from agent_core.types.tools import ToolDefinition
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LoadedSkill:
     body: str
     hash: str

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -25,7 +24,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator, core_schema, from_json
 
-from agent_core._gc_pause import gc_paused
 from agent_core._redaction import has_sensitive_keys, redact_sensitive_keys, texts_may_hold_keys
 from agent_core._storage._reports import MARKER, expand_report
 from agent_core.errors import ErrorCode, SchemaError
@@ -85,19 +83,6 @@ def trusted_builder(cls: type[M]) -> Callable[[dict[str, Any]], M]:
         schema = core_schema.model_schema(cls, core_schema.model_fields_schema(fields))
         builder = _BUILDERS[cls] = SchemaValidator(schema).validate_python
     return builder
-
-
-def collector_paused() -> AbstractContextManager[None]:
-    """Pauses the cyclic garbage collector while a batch of rows is decoded, then tenures the result.
-
-    A replay allocates hundreds of thousands of long-lived, acyclic objects (models, payload dicts) in
-    one synchronous block; each allocation burst would otherwise trigger collections that walk the whole
-    heap (about half the decode time of a 10,000-node session). Nothing collectable is created here.
-    The young objects the block leaves are then moved to the oldest generation without a traversal
-    (:func:`agent_core._gc_pause.tenure_young`): otherwise the first allocation after the block starts a
-    young collection that walks every one of them (~12 % of a replay) only to promote them.
-    """
-    return gc_paused(tenure=True)
 
 
 _SEQ = itemgetter(1)
@@ -219,60 +204,57 @@ def nodes_from_rows(
             walk = [c or m for c, m in zip(content, texts_may_hold_keys([r[8] for r in rows]), strict=True)]
         else:
             walk = [False] * len(rows)
-        with collector_paused():
-            for row, walk_row in zip(rows, walk, strict=True):
-                (
-                    node_id,
-                    node_seq,
-                    parent_id,
-                    agent_id,
-                    run_id,
-                    role,
-                    node_type,
-                    text,
-                    meta_text,
-                    tokens,
-                    created,
-                ) = row
-                meta = decoded(meta_text) if meta_text is not None else {}  # metadata texts repeat
-                blocks = from_json(text)
-                if type(meta) is not dict or type(blocks) is not list:
-                    raise ValueError(
-                        "a node's content_json must be a JSON list and metadata_json a JSON object"
-                    )
-                if walk_row and (has_sensitive_keys(meta) or has_sensitive_keys(blocks)):
-                    meta, blocks = _masked(meta), _masked(blocks)
-                if (
-                    role not in roles
-                    or node_type not in node_types
-                    or type(node_seq) is not int
-                    or (tokens is not None and type(tokens) is not int)
-                    or type(node_id) is not str
-                    or type(agent_id) is not str
-                ):
-                    raise ValueError(f"invalid node row {node_id!r}")
-                try:  # _ts(created), inlined
-                    when = isoformat(created)
-                except (ValueError, TypeError):
+        for row, walk_row in zip(rows, walk, strict=True):
+            (
+                node_id,
+                node_seq,
+                parent_id,
+                agent_id,
+                run_id,
+                role,
+                node_type,
+                text,
+                meta_text,
+                tokens,
+                created,
+            ) = row
+            meta = decoded(meta_text) if meta_text is not None else {}  # metadata texts repeat
+            blocks = from_json(text)
+            if type(meta) is not dict or type(blocks) is not list:
+                raise ValueError("a node's content_json must be a JSON list and metadata_json a JSON object")
+            if walk_row and (has_sensitive_keys(meta) or has_sensitive_keys(blocks)):
+                meta, blocks = _masked(meta), _masked(blocks)
+            if (
+                role not in roles
+                or node_type not in node_types
+                or type(node_seq) is not int
+                or (tokens is not None and type(tokens) is not int)
+                or type(node_id) is not str
+                or type(agent_id) is not str
+            ):
+                raise ValueError(f"invalid node row {node_id!r}")
+            try:  # _ts(created), inlined
+                when = isoformat(created)
+            except (ValueError, TypeError):
+                when = ts(created)
+            else:
+                if when.tzinfo is not utc:
                     when = ts(created)
-                else:
-                    if when.tzinfo is not utc:
-                        when = ts(created)
-                values = {
-                    "node_id": node_id,
-                    "node_seq": node_seq,
-                    "session_id": session_id,
-                    "parent_id": parent_id,
-                    "agent_id": agent_id,
-                    "run_id": run_id,
-                    "role": roles[role],
-                    "node_type": node_types[node_type],
-                    "content": [block(b) for b in blocks],
-                    "metadata": meta,
-                    "token_count": tokens,
-                    "created_at": when,
-                }
-                out.append(build(values))
+            values = {
+                "node_id": node_id,
+                "node_seq": node_seq,
+                "session_id": session_id,
+                "parent_id": parent_id,
+                "agent_id": agent_id,
+                "run_id": run_id,
+                "role": roles[role],
+                "node_type": node_types[node_type],
+                "content": [block(b) for b in blocks],
+                "metadata": meta,
+                "token_count": tokens,
+                "created_at": when,
+            }
+            out.append(build(values))
     except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise read_error("node record", exc) from exc
     return out
@@ -299,65 +281,64 @@ def events_from_rows(
     decoded, isoformat, utc = _Decoded(), datetime.fromisoformat, UTC
     walk = texts_may_hold_keys([r[9] for r in rows]) if redact_keys else [False] * len(rows)
     try:
-        with collector_paused():
-            for row, walk_row in zip(rows, walk, strict=True):
-                (
-                    event_id,
-                    seq,
-                    run_seq,
-                    agent_id,
-                    run_id,
-                    level,
-                    event_type,
-                    node_id,
-                    call_id,
-                    text,
-                    created,
-                ) = row
-                if text is None:
-                    payload = {}
-                elif event_type == "context_built" and MARKER in text:  # expanded in place: own copy
-                    payload = from_json(text)
-                    if type(payload) is not dict:
-                        raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
-                    if ids_by_seq is None:
-                        raise ValueError("a compact context report needs the session's node seqs")
-                    expand_report(payload, ids_by_seq, complete=complete)
-                else:
-                    payload = decoded(text)
-                    if type(payload) is not dict:
-                        raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
-                if walk_row and has_sensitive_keys(payload):
-                    payload = redact_sensitive_keys(payload)
-                if (
-                    level not in levels
-                    or type(seq) is not int
-                    or (run_seq is not None and type(run_seq) is not int)
-                    or type(event_id) is not str
-                ):
-                    raise ValueError(f"invalid event row {event_id!r}")
-                try:  # _ts(created), inlined
-                    when = isoformat(created)
-                except (ValueError, TypeError):
+        for row, walk_row in zip(rows, walk, strict=True):
+            (
+                event_id,
+                seq,
+                run_seq,
+                agent_id,
+                run_id,
+                level,
+                event_type,
+                node_id,
+                call_id,
+                text,
+                created,
+            ) = row
+            if text is None:
+                payload = {}
+            elif event_type == "context_built" and MARKER in text:  # expanded in place: own copy
+                payload = from_json(text)
+                if type(payload) is not dict:
+                    raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
+                if ids_by_seq is None:
+                    raise ValueError("a compact context report needs the session's node seqs")
+                expand_report(payload, ids_by_seq, complete=complete)
+            else:
+                payload = decoded(text)
+                if type(payload) is not dict:
+                    raise ValueError(f"the payload of event {event_id!r} is not a JSON object")
+            if walk_row and has_sensitive_keys(payload):
+                payload = redact_sensitive_keys(payload)
+            if (
+                level not in levels
+                or type(seq) is not int
+                or (run_seq is not None and type(run_seq) is not int)
+                or type(event_id) is not str
+            ):
+                raise ValueError(f"invalid event row {event_id!r}")
+            try:  # _ts(created), inlined
+                when = isoformat(created)
+            except (ValueError, TypeError):
+                when = ts(created)
+            else:
+                if when.tzinfo is not utc:
                     when = ts(created)
-                else:
-                    if when.tzinfo is not utc:
-                        when = ts(created)
-                values = {
-                    "event_id": event_id,
-                    "seq": seq,
-                    "run_seq": run_seq,
-                    "session_id": session_id,
-                    "agent_id": agent_id,
-                    "run_id": run_id,
-                    "level": level,
-                    "event_type": types[event_type],
-                    "node_id": node_id,
-                    "tool_call_id": call_id,
-                    "data": payload,
-                    "created_at": when,
-                }
-                out.append(build(values))
+            values = {
+                "event_id": event_id,
+                "seq": seq,
+                "run_seq": run_seq,
+                "session_id": session_id,
+                "agent_id": agent_id,
+                "run_id": run_id,
+                "level": level,
+                "event_type": types[event_type],
+                "node_id": node_id,
+                "tool_call_id": call_id,
+                "data": payload,
+                "created_at": when,
+            }
+            out.append(build(values))
     except (ValueError, TypeError, KeyError) as exc:
         raise read_error("event record", exc) from exc
     return out

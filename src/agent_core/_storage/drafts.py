@@ -9,11 +9,10 @@ so concurrent writers of one agent form a chain in commit order.
 from __future__ import annotations
 
 import enum
-from dataclasses import field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._events.catalog import level_of
 from agent_core._ids import new_id
 from agent_core.types.content import ContentBlock

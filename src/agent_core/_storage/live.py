@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core._private_fs import make_private_dirs, open_private_new
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ PG_PAYLOAD_LIMIT = 7900
 UDP_PAYLOAD_LIMIT = 60_000
 
 
-@dataclass
+@dataclass(slots=True)
 class LiveFeed:
     """What a follower receives for one run: batches ``(after_seq, event JSON texts)`` in arrival order,
     and ``stored_seq``, the highest stored seq a wake-up announced (``woken`` is set on each message)."""
@@ -199,6 +200,7 @@ class PostgresLive:
         self._publisher: Any = None
         self._listener: Any = None
         self._reader: asyncio.Task[None] | None = None
+        self._tasks = TaskOwner("postgres live listener")
         self._pending: list[tuple[str, asyncio.Future[None]]] = []
         self._feeds: dict[str, LiveFeed] = {}
         self._publish_lock = asyncio.Lock()
@@ -243,7 +245,7 @@ class PostgresLive:
 
                 self._listener = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
             if self._reader is None or self._reader.done():
-                self._reader = asyncio.ensure_future(self._read(self._listener))
+                self._reader = self._tasks.spawn(self._read(self._listener))
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._pending.append((statement, done))
         await done
@@ -274,10 +276,7 @@ class PostgresLive:
             self._pending = []
 
     async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reader
+        await cancel_and_wait(*self._tasks.tasks)
         for conn in (self._publisher, self._listener):
             if conn is not None:
                 with contextlib.suppress(Exception):

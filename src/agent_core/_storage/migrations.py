@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from agent_core._dataclass import dataclass
 from agent_core._storage.schema import (
     APPROVALS_V2,
     BACKGROUND_JOBS_V3,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agent_core._dataclass import dataclass
 from agent_core._jsontext import compact_json
 from agent_core._redaction import (
     Redactor,

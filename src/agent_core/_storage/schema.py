@@ -7,7 +7,8 @@ of one session so the strings are built once and reused (sqlite3 caches the prep
 
 from __future__ import annotations
 
-from agent_core._dataclass import dataclass
+from dataclasses import dataclass
+
 from agent_core._ids import validate_session_id
 from agent_core.types.storage import (
     AgentRecord,

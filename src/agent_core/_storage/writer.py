@@ -163,7 +163,7 @@ class TxnQueue:
         if self._busy and self._loop is not None:
             if self._idle is None:
                 self._idle = self._loop.create_future()
-            await asyncio.shield(self._idle)
+            await asyncio.wait({self._idle})  # a cancelled caller leaves the shared future to the queue
         self._started = False
 
     def _next(self) -> None:

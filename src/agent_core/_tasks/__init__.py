@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agent_core._tasks.dag import CORE, Actor, IllegalTransition, TaskDag
     from agent_core._tasks.models import Task, TaskStep, TaskWalEvent, parse_wal_event
     from agent_core._tasks.registry import TaskRegistry
-    from agent_core._tasks.scope import TASK_SCOPE_KEY, TaskCaller, WorkerTaskScope
+    from agent_core._tasks.scope import TaskCaller, WorkerTaskScope
     from agent_core._tasks.service import TaskService
     from agent_core._tasks.tool_definitions import TASK_TOOL_NAMES, task_tool_definitions
     from agent_core._tasks.tools import TaskToolAdapter
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORE",
-    "TASK_SCOPE_KEY",
     "TASK_TOOL_NAMES",
     "Actor",
     "DispatchCheck",
@@ -54,7 +53,6 @@ _HOMES = {
     "CORE": "agent_core._tasks.dag",
     "DispatchCheck": "agent_core._tasks.worker_runs",
     "IllegalTransition": "agent_core._tasks.dag",
-    "TASK_SCOPE_KEY": "agent_core._tasks.scope",
     "TASK_TOOL_NAMES": "agent_core._tasks.tool_definitions",
     "Task": "agent_core._tasks.models",
     "TaskCaller": "agent_core._tasks.scope",

@@ -23,7 +23,7 @@ _SUMMARY_CHARS = 160
 _TASK_ORDER = {TaskStatus.blocked: 0, TaskStatus.running: 1, TaskStatus.pending: 2}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RecentChange:
     """One applied WAL record as remembered for the board."""
 

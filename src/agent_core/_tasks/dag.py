@@ -77,18 +77,15 @@ _CREATED_STEP_FIELDS = frozenset(
         "created_at",
     }
 )
-_STEP_FIELD_NAMES = tuple(TaskStep.model_fields)
 _COPIED_FIELDS = ("step_id", "title", "summary", "required", "worker_pool_id", "updated_at")
 
 
 def created_step(snapshot: dict[str, Any], created_at: str) -> TaskStep:
     """The :class:`TaskStep` that ``TaskStep(...)`` builds from a validated ``task_created`` snapshot step
-    (``snapshot``, its ``__dict__``), without re-validating values already of their types: what
-    ``model_construct`` does, minus its per-field Python work. The fields set is the constructor's;
-    ``tests/unit/test_task_dag.py`` checks the result equals the validated instance."""
-    values: dict[str, Any] = dict.fromkeys(_STEP_FIELD_NAMES)  # field order; None is every other default
-    for name in _COPIED_FIELDS:
-        values[name] = snapshot[name]
+    (``snapshot``, its ``__dict__``), without re-validating values already of their types
+    (``model_construct`` with the constructor's fields set); ``tests/unit/test_task_dag.py`` checks the
+    result equals the validated instance."""
+    values: dict[str, Any] = {name: snapshot[name] for name in _COPIED_FIELDS}
     values.update(
         status=StepStatus.pending,
         depends_on_step_ids=dedupe(snapshot["depends_on_step_ids"]),
@@ -96,12 +93,7 @@ def created_step(snapshot: dict[str, Any], created_at: str) -> TaskStep:
         created_at=created_at,
         metadata={},
     )
-    step = TaskStep.__new__(TaskStep)
-    object.__setattr__(step, "__dict__", values)
-    object.__setattr__(step, "__pydantic_fields_set__", set(_CREATED_STEP_FIELDS))
-    object.__setattr__(step, "__pydantic_extra__", None)
-    object.__setattr__(step, "__pydantic_private__", None)
-    return step
+    return TaskStep.model_construct(_fields_set=set(_CREATED_STEP_FIELDS), **values)
 
 
 class IllegalTransition(InvalidArgumentError):
@@ -110,7 +102,7 @@ class IllegalTransition(InvalidArgumentError):
     :class:`~agent_core.errors.TaskError`)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Actor:
     """Who triggers a commit; injected into ``actor_agent_id`` / ``actor_run_id`` of every record."""
 

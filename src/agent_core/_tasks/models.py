@@ -343,6 +343,19 @@ TERMINAL_EVENT_STATUS: dict[str, TaskStatus] = {
 # --------------------------------------------------------------------------------------------------
 
 
+def _common_rules(event: TaskWalEvent) -> TaskWalEvent:
+    """:class:`TaskWalEvent`'s after-validator (a module function, so the WAL replay's fast path can find it
+    in the core schema: :func:`unchecked_actor_validator`)."""
+    if (event.actor_run_id is None) != (event.actor_agent_id == CORE_ACTOR):
+        raise ValueError('actor_run_id may be null only (and must be null) when actor_agent_id is "core"')
+    if type(event) is TaskWalEvent:  # subclasses enforce these through their field types
+        if type(event.payload) is not PAYLOAD_MODELS[event.event_type]:
+            raise ValueError(f"payload does not match event_type {event.event_type!r}")
+        if event.event_type.startswith("task_step_") != (event.step_id is not None) or event.step_id == "":
+            raise ValueError("step_id is required for task_step_* events and null for task-level events")
+    return event
+
+
 class TaskWalEvent(StrictModel):
     """One WAL line: exactly the ten common fields of contract.md §7.1.
 
@@ -361,16 +374,7 @@ class TaskWalEvent(StrictModel):
     payload: WalPayload
     created_at: WalTimestamp
 
-    @model_validator(mode="after")
-    def _common_rules(self) -> TaskWalEvent:
-        if (self.actor_run_id is None) != (self.actor_agent_id == CORE_ACTOR):
-            raise ValueError('actor_run_id may be null only (and must be null) when actor_agent_id is "core"')
-        if type(self) is TaskWalEvent:  # subclasses enforce these through their field types
-            if type(self.payload) is not PAYLOAD_MODELS[self.event_type]:
-                raise ValueError(f"payload does not match event_type {self.event_type!r}")
-            if self.event_type.startswith("task_step_") != (self.step_id is not None) or self.step_id == "":
-                raise ValueError("step_id is required for task_step_* events and null for task-level events")
-        return self
+    _common_rules = model_validator(mode="after")(_common_rules)
 
     def to_line(self) -> bytes:
         """The record as one JSON line terminated by ``\\n``."""
@@ -527,11 +531,10 @@ def unchecked_actor_validator() -> SchemaValidator:
     (the model schemas are shared; only the ``function-after`` wrappers calling ``_common_rules`` are
     dropped, which for subclasses checks only the actor rule). Built on first use.
     """
-    rules = TaskWalEvent.__pydantic_decorators__.model_validators["_common_rules"].func
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
-            if node.get("type") == "function-after" and node["function"].get("function") is rules:
+            if node.get("type") == "function-after" and node["function"].get("function") is _common_rules:
                 return strip(node["schema"])
             return {key: strip(value) for key, value in node.items()}
         if isinstance(node, list):

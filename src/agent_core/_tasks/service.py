@@ -4,7 +4,7 @@
 :class:`~agent_core._tasks.access.WorkerPools` (pools and worker scope),
 :class:`~agent_core._tasks.reads.TaskReads` (the read operations and views) and
 :class:`~agent_core._tasks.worker_runs.WorkerRuns` (dispatch checks, worker-run-end fallback), and holds the write operations below. Worker runs are identified by
-``RunScope.extras["task_scope"]`` (:class:`~agent_core._tasks.scope.WorkerTaskScope`); roles come from
+``RunScope.task_scope`` (:class:`~agent_core._tasks.scope.WorkerTaskScope`); roles come from
 :class:`~agent_core._tasks.scope.TaskCaller`.
 """
 

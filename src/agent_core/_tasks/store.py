@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent_core._concurrency import run_to_end
 from agent_core._ids import validate_id
 from agent_core._tasks.board import RecentChange
 from agent_core._tasks.dag import CORE, Actor, TaskDag
@@ -55,7 +56,7 @@ async def _no_emit(event: ev.EventPayload, actor: Actor) -> None:
     return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TaskEntry:
     """An active Task: its DAG, WAL file, commit lock and the in-memory *terminating* flag."""
 
@@ -65,7 +66,7 @@ class TaskEntry:
     terminating: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TerminalTask:
     """A terminal Task (tombstone): its WAL and status; ``dag`` is kept when it ended in this process."""
 
@@ -237,14 +238,7 @@ class TaskStore:
     async def _append(self, path: Path, records: list[TaskWalEvent]) -> bool:
         """Appends one commit through :meth:`WalWriter.offload`; returns whether the caller was cancelled
         meanwhile (the append is waited for even then, so a stored commit is always applied in memory)."""
-        appending = asyncio.ensure_future(self.writer.offload(lambda: self.writer.append(path, records)))
-        cancelled = False
-        while not appending.done():
-            try:
-                await asyncio.wait({appending})
-            except asyncio.CancelledError:
-                cancelled = True
-        appending.result()
+        _, cancelled = await run_to_end(self.writer.offload(lambda: self.writer.append(path, records)))
         return cancelled
 
     async def reconcile(self, entry: TaskEntry, actor: Actor, emit: EmitFn | None) -> list[TaskWalEvent]:

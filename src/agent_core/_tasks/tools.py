@@ -3,7 +3,7 @@
 Definitions follow tools.md §10 and contract.md §6.2: permission ``readonly``, tags ``agent`` + ``internal``
 (read tools also ``readonly``), ``metadata.concurrency`` ``parallel`` for reads and ``serial`` for mutators,
 input schemas in the core subset with ``additionalProperties: false``. Handlers derive the caller from
-``ctx.scope`` (role, ids, ``extras["task_scope"]``), emit Task events through ``ctx.sink.emit`` and raise
+``ctx.scope`` (role, ids, ``task_scope``), emit Task events through ``ctx.sink.emit`` and raise
 :class:`AgentCoreError` for business errors (the pipeline turns them into error results).
 """
 
@@ -28,7 +28,7 @@ from agent_core._tasks.inputs import (
     TaskUpdateStepInput,
     parse_input,
 )
-from agent_core._tasks.scope import TASK_SESSION_KEY, TaskCaller
+from agent_core._tasks.scope import TaskCaller
 from agent_core._tasks.service import TaskService
 from agent_core._tasks.store import EmitFn
 from agent_core._tasks.tool_definitions import task_tool_definitions
@@ -57,9 +57,8 @@ class TaskServiceSource(Protocol):
 
 def board_session(ctx: ToolContext) -> str:
     """The session whose Task board a call uses: the run's own, or the one its scope names
-    (:data:`~agent_core._tasks.scope.TASK_SESSION_KEY`)."""
-    named = ctx.scope.extras.get(TASK_SESSION_KEY)
-    return named if isinstance(named, str) and named else ctx.session_id
+    (``RunScope.task_session_id``)."""
+    return ctx.scope.task_session_id or ctx.session_id
 
 
 # ------------------------------------------------------------------------------------------ schemas

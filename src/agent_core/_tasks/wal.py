@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agent_core._gc_pause import gc_paused
 from agent_core._tasks.dag import IllegalTransition, TaskDag
 from agent_core._tasks.models import (
     CORE_ACTOR,
@@ -214,7 +213,7 @@ class WalWriter:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WalTail:
     """What the last complete line says (terminal detection reads only this line, §2.5)."""
 
@@ -333,7 +332,7 @@ class WalReplayError(StorageError):
         self.task_id = task_id
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ReplayOutcome:
     dag: TaskDag
     records: int
@@ -389,16 +388,15 @@ def replay_bytes(
             add_newline = True
     if not end and not add_newline:
         raise WalReplayError(path, "no complete record (expected task_created)", task_id=None)
-    with gc_paused():  # records die young and build no cycles; collections would walk the whole heap
-        # lines one at a time (each freed once applied): memchr per line, no list of 100k copies
-        lines = io.BytesIO(memoryview(data)[:end] if torn else data)
-        outcome = _replay_valid_lines(lines, path, session_id, recent)
-        if outcome is None:  # some line is bad: the checked loop names it exactly
-            exact = data.split(b"\n")
-            del exact[-1]
-            if add_newline:
-                exact.append(tail)
-            outcome = _replay_lines(exact, path, session_id, recent)
+    # lines one at a time (each freed once applied): memchr per line, no list of 100k copies
+    lines = io.BytesIO(memoryview(data)[:end] if torn else data)
+    outcome = _replay_valid_lines(lines, path, session_id, recent)
+    if outcome is None:  # some line is bad: the checked loop names it exactly
+        exact = data.split(b"\n")
+        del exact[-1]
+        if add_newline:
+            exact.append(tail)
+        outcome = _replay_lines(exact, path, session_id, recent)
     return outcome, tail, torn, add_newline
 
 

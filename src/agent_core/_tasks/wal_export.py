@@ -16,7 +16,7 @@ from agent_core._tasks.wal_files import WAL_SUFFIX
 from agent_core.errors import ErrorCode, StorageError, error_for
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WalSummary:
     """One WAL of a session: its name (``<name>.wal.jsonl``), path, first Task id and last record type."""
 

@@ -35,7 +35,7 @@ _END_REASONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DispatchCheck:
     """A dispatch request that passed the Task checks of multi-agent.md §11."""
 
@@ -44,7 +44,7 @@ class DispatchCheck:
     allowed_step_ids: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WorkerRunEnd:
     """Task facts for the ``agent.dispatch_worker`` result after the fallback ran (task-board.md §6)."""
 

@@ -73,7 +73,7 @@ ToolContent = ContentToolCallContent | FileEditToolCallContent
 RESULT_TEXT_LIMIT = 2000
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     name: str
     arguments: str = ""

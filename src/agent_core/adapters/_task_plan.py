@@ -42,13 +42,13 @@ _TASK_EVENTS = frozenset({"task_created", "task_updated", "task_running", "task_
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
     title: str
     status: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Task:
     title: str
     status: str = "pending"

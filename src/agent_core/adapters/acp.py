@@ -72,6 +72,7 @@ from acp.schema import (
 )
 
 from agent_core import AgentCoreError, AgentRuntime, RunHandle, TextBlock, UserMessage
+from agent_core._concurrency import TaskOwner
 from agent_core.adapters._acp_modes import configured_modes, mode_state, parse_mode
 from agent_core.adapters._acp_updates import TurnUpdates, Update, history_updates, permission_content
 from agent_core.adapters._task_plan import PlanBoard
@@ -118,7 +119,7 @@ def _request_error(exc: AgentCoreError) -> RequestError:
     return RequestError(code, f"{exc.code.value}: {exc.message}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Session:
     """One ACP session: a soong-agent session of ``runtime`` and its live turn."""
 
@@ -131,7 +132,7 @@ class _Session:
     board: PlanBoard = field(default_factory=PlanBoard)
     run: RunHandle | None = None
     turn: TurnUpdates | None = None
-    asking: set[asyncio.Task[None]] = field(default_factory=set)
+    asking: TaskOwner = field(default_factory=lambda: TaskOwner("acp permission questions"))
 
 
 def prompt_message(blocks: Sequence[PromptBlock]) -> UserMessage:
@@ -254,8 +255,7 @@ class SoongAcpAgent:
     async def close(self) -> None:
         """Cancels what runs and closes every runtime."""
         for session in self.sessions.values():
-            for task in session.asking:
-                task.cancel()
+            await session.asking.aclose()
         runtimes, self._runtimes = list(self._runtimes.values()), {}
         for runtime in runtimes:
             with contextlib.suppress(Exception):
@@ -399,8 +399,8 @@ class SoongAcpAgent:
             await run.wait()
         finally:
             session.run = session.turn = None
-            for task in list(session.asking):  # questions of this run nobody can answer any more
-                task.cancel()
+            for task in session.asking.tasks:  # questions of this run nobody can answer any more
+                task.cancel()  # awaited by the owner when the session closes
         return await self._answer(runtime, run, turn)
 
     async def _answer(self, runtime: AgentRuntime, run: RunHandle, turn: TurnUpdates) -> PromptResponse:
@@ -438,9 +438,7 @@ class SoongAcpAgent:
         session = self.sessions.get(request.session_id)
         if session is None or self._client is None:
             return PermissionDecision(decision="deny", reason="no editor session is attached to this run")
-        task = asyncio.ensure_future(self._ask(session, request))
-        session.asking.add(task)
-        task.add_done_callback(session.asking.discard)
+        session.asking.spawn(self._ask(session, request))
         return DEFER
 
     async def _ask(self, session: _Session, request: PermissionRequest) -> None:

@@ -35,7 +35,6 @@ Built on the official ``mcp`` SDK's low-level server. Contract:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
 import logging
@@ -51,6 +50,7 @@ from mcp.server.session import ServerSession
 from pydantic import AnyUrl
 
 from agent_core import AgentCoreError, AgentRuntime, RunHandle
+from agent_core._concurrency import TaskOwner
 from agent_core.adapters._transcript import transcript_markdown, transcript_messages
 from agent_core.errors import ErrorCode, OperationCancelledError, ToolNotAvailableError
 from agent_core.permissions import DEFER, PermissionDeferral
@@ -188,13 +188,13 @@ def permission_message(request: PermissionRequest) -> str:
     return "\n".join(lines)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Caller:
     """The ``run`` request a session's run belongs to: where its permission requests are asked."""
 
     session: ServerSession
     request_id: types.RequestId
-    asking: set[asyncio.Task[None]] = field(default_factory=set)
+    asking: TaskOwner = field(default_factory=lambda: TaskOwner("mcp permission questions"))
 
 
 class _Progress:
@@ -256,8 +256,7 @@ class SoongMcpServer:
 
     async def close(self) -> None:
         for caller in self._callers.values():
-            for task in caller.asking:
-                task.cancel()
+            await caller.asking.aclose()
         await self.runtime.close()
 
     # ---- tools ----------------------------------------------------------------------------------------
@@ -316,8 +315,8 @@ class SoongMcpServer:
         finally:
             if self._callers.get(run.session_id) is caller:
                 del self._callers[run.session_id]
-            for task in list(caller.asking):
-                task.cancel()
+            for task in caller.asking.tasks:  # questions nobody can answer any more
+                task.cancel()  # awaited by the owner when the server closes
         return self._result(run, answer)
 
     async def _on_event(self, event: RuntimeEvent, progress: _Progress, answer: str) -> str:
@@ -407,9 +406,7 @@ class SoongMcpServer:
                 reason=f"the MCP client cannot answer permission requests (it does not support elicitation); "
                 f"allow {request.tool_name} with a [[permissions.rules]] entry in config.toml",
             )
-        task = asyncio.ensure_future(self._ask(caller, request))
-        caller.asking.add(task)
-        task.add_done_callback(caller.asking.discard)
+        caller.asking.spawn(self._ask(caller, request))
         return DEFER
 
     async def _ask(self, caller: _Caller, request: PermissionRequest) -> None:

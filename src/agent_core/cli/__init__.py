@@ -509,9 +509,6 @@ def _main(argv: Sequence[str] | None) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="replace")  # type: ignore[union-attr]
-    # Cold start: httpx imports its optional command-line client (click, pygments) whenever those are
-    # installed; this process never uses it, so it is marked unavailable (httpx then defines a stub).
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     from agent_core.cli._terminal import Output
 
     out, err = Output(sys.stdout), Output(sys.stderr)

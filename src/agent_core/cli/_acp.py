@@ -15,6 +15,7 @@ import contextlib
 import signal
 from typing import TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._terminal import Output, error_text
 
@@ -47,7 +48,8 @@ async def acp_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     if interrupts.pending():
         await agent.close()
         return EXIT_INTERRUPTED
-    serving = asyncio.ensure_future(serve_acp(agent))
+    tasks = TaskOwner("acp server")
+    serving = tasks.spawn(serve_acp(agent))
     stopped_by: list[str] = []
 
     def stop(why: str) -> None:
@@ -63,6 +65,7 @@ async def acp_command(args: argparse.Namespace, out: Output, err: Output, stdin:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
+        await tasks.aclose()
         await agent.close()
     if "SIGINT" in stopped_by:
         return EXIT_INTERRUPTED

@@ -191,4 +191,5 @@ async def chat_command(args: argparse.Namespace, out: Output, err: Output, stdin
                     reported = exc
         if chat.runtime is not None:
             await chat.runtime.close()
+        await chat.tasks.aclose()
     return EXIT_FAILED if reported is not None else EXIT_OK

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from agent_core._concurrency import race
 from agent_core.cli._terminal import Output, StdinLines
 
 if TYPE_CHECKING:
@@ -140,14 +141,8 @@ class PlainInput:
         if self._interrupted is None:
             self._interrupted = asyncio.Event()
         self._interrupted.clear()
-        reading = asyncio.ensure_future(self._lines.readline(24 * 3600.0))
-        interrupted = asyncio.ensure_future(self._interrupted.wait())
-        try:
-            await asyncio.wait({reading, interrupted}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            interrupted.cancel()
-        if not reading.done():
-            reading.cancel()
+        reading = await race(self._lines.readline(24 * 3600.0), self._interrupted)
+        if reading.cancelled():  # interrupted: the read was cancelled
             self._out.write("\n")
             if self._aborted:
                 return None

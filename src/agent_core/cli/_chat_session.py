@@ -9,6 +9,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._chat_input import Interrupted, LineInput
 from agent_core.cli._chat_render import ChatPrinter, safe
@@ -58,6 +59,9 @@ class ChatSession:
         self.permission_mode: str | None = None
         """The permission mode chosen with ``--permission-mode`` or ``/mode`` (``None``: the configured one)."""
         self.last_usage: dict[str, Any] | None = None
+        self.tasks = TaskOwner("chat")
+        """The runtime's background open, the turns' event consumers and cancel requests; closed by
+        ``chat_command`` when the chat ends."""
         self.cancels: list[asyncio.Future[Any]] = []
         """``run.cancel()`` calls started from a permission prompt (awaited when the turn ends)."""
         self.quit = False
@@ -96,7 +100,7 @@ class ChatSession:
     def start_opening(self) -> asyncio.Future[Any]:
         """Starts opening the loaded runtime (storage, hooks, MCP catalog, ...), at most once."""
         if self.opening is None:
-            self.opening = asyncio.ensure_future(self._open())
+            self.opening = self.tasks.spawn(self._open(), name="open runtime")
         return self.opening
 
     async def _open(self) -> None:
@@ -167,7 +171,7 @@ class ChatSession:
                     self.prompt_out.write("  -> not answered (interrupted)\n")
                     if self.run is not None:
                         self.printer.cancel_requested = True
-                        self.cancels.append(asyncio.ensure_future(self.run.cancel()))
+                        self.cancels.append(self.tasks.spawn(self.run.cancel()))
                     return ""
                 if line is None:
                     self.prompt_out.write("\n  -> not answered (end of input)\n")
@@ -213,7 +217,7 @@ class ChatSession:
                 why = "interrupted"
                 if self.run is not None:
                     self.printer.cancel_requested = True
-                    self.cancels.append(asyncio.ensure_future(self.run.cancel()))
+                    self.cancels.append(self.tasks.spawn(self.run.cancel()))
                 break
             if line is None:
                 why = "end of input"
@@ -285,7 +289,7 @@ class ChatSession:
         self.team.follow(runtime, run.session_id)
         self.printer.cancel_requested = False
         presses = 0
-        consumer = asyncio.ensure_future(self._consume(run))
+        consumer = self.tasks.spawn(self._consume(run), name=f"events of {run.run_id}")
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -293,9 +297,9 @@ class ChatSession:
             presses += 1
             if presses == 1:
                 self.printer.cancel_requested = True
-                cancelling.append(asyncio.ensure_future(run.cancel()))
+                cancelling.append(self.tasks.spawn(run.cancel()))
             else:
-                consumer.cancel()
+                consumer.cancel()  # a second Ctrl-C stops waiting; the turn below awaits the consumer
 
         assert self.input is not None
         try:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core.cli._chat_render import cut, safe
 
 if TYPE_CHECKING:
@@ -66,9 +67,10 @@ class TeamWatcher:
     def __init__(self, chat: ChatView) -> None:
         self.chat = chat
         self._session_id: str | None = None
+        self._tasks = TaskOwner("team watcher")
+        """The session's watch and the prints into the prompt; :meth:`close` cancels and awaits them."""
         self._task: asyncio.Task[None] | None = None
         self._held: list[Callable[[], None]] = []
-        self._printing: set[asyncio.Future[Any]] = set()
         self._last: str | None = None
 
     def follow(self, runtime: AgentRuntime, session_id: str | None) -> None:
@@ -78,7 +80,7 @@ class TeamWatcher:
         self._drop()
         self._session_id = session_id
         if session_id is not None:
-            self._task = asyncio.ensure_future(self._watch(runtime, session_id))
+            self._task = self._tasks.spawn(self._watch(runtime, session_id), name=f"team of {session_id}")
 
     async def _watch(self, runtime: AgentRuntime, session_id: str) -> None:
         from agent_core.errors import AgentCoreError
@@ -120,12 +122,10 @@ class TeamWatcher:
         if chat.run is not None:  # a turn is streaming: after its reply
             self._held.append(write)
             return
-        if chat.input is not None and chat.input.interactive:
+        if chat.input is not None and chat.input.interactive and not self._tasks.closed:
             from prompt_toolkit.application import run_in_terminal
 
-            future = asyncio.ensure_future(run_in_terminal(write))
-            self._printing.add(future)
-            future.add_done_callback(self._printing.discard)
+            self._tasks.spawn(run_in_terminal(write))
             return
         write()
 
@@ -143,14 +143,11 @@ class TeamWatcher:
         self._held.clear()
 
     async def close(self) -> None:
-        task = self._task
-        self._drop()
+        task, self._task = self._task, None
         if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for future in list(self._printing):
-            with contextlib.suppress(Exception):
-                await future
+            await cancel_and_wait(task)
+        await self._tasks.wait()  # the prints still queued for the terminal
+        await self._tasks.aclose()
 
 
 async def team_command(chat: ChatView, args: list[str]) -> None:

@@ -20,6 +20,7 @@ import secrets
 import signal
 from typing import TYPE_CHECKING, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._serve import TokenFileError, _bind, read_token_file
 from agent_core.cli._terminal import Output, error_text
@@ -57,14 +58,16 @@ async def mcp_server_command(args: argparse.Namespace, out: Output, err: Output,
         err.write(error_text(exc))
         return EXIT_FAILED
     stopped_by: list[str] = []
+    tasks = TaskOwner("mcp server")
     try:
         if interrupts.pending():
             return EXIT_INTERRUPTED
         if args.http:
             status = await _serve_http(server, args.port, token, generated, out, err, stopped_by)
         else:
-            status = await _serve_until_stopped(asyncio.ensure_future(server.serve_stdio()), stopped_by)
+            status = await _serve_until_stopped(tasks.spawn(server.serve_stdio()), stopped_by)
     finally:
+        await tasks.aclose()
         await server.close()
     if "SIGINT" in stopped_by:
         return EXIT_INTERRUPTED
@@ -118,8 +121,8 @@ async def _serve_http(
     web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 
     async def serve() -> None:
-        async with manager.run():
-            task = asyncio.ensure_future(web.serve(sockets=[sock]))
+        async with manager.run(), TaskOwner("mcp http server") as owner:
+            task = owner.spawn(web.serve(sockets=[sock]))
             try:
                 while not web.started and not task.done():
                     await asyncio.sleep(0.02)
@@ -133,6 +136,7 @@ async def _serve_http(
                     await task
 
     try:
-        return await _serve_until_stopped(asyncio.ensure_future(serve()), stopped_by)
+        async with TaskOwner("mcp http") as tasks:
+            return await _serve_until_stopped(tasks.spawn(serve()), stopped_by)
     finally:
         sock.close()

@@ -10,6 +10,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _headless as headless
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._diff import wants_color
@@ -396,7 +397,8 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
                 return EXIT_BUSY
             return fail(exc)
         root_run_id = run.run_id
-        consumer = asyncio.ensure_future(_consume(run, sink))
+        tasks = await stack.enter_async_context(TaskOwner("run command"))  # closed before the runtime
+        consumer = tasks.spawn(_consume(run, sink))
         cancelling: list[asyncio.Future[Any]] = []
 
         def on_sigint() -> None:
@@ -406,9 +408,9 @@ async def run_command(args: argparse.Namespace, out: Output, err: Output, stdin:
             if interrupted == 1:
                 printer.cancel_requested = True
                 printer.notice("[run] cancelling (Ctrl-C again to stop waiting)...")
-                cancelling.append(asyncio.ensure_future(run.cancel()))
+                cancelling.append(tasks.spawn(run.cancel()))
             else:
-                consumer.cancel()
+                consumer.cancel()  # a second Ctrl-C stops waiting; awaited below
 
         with interrupts.on_interrupt(on_sigint):
             with contextlib.suppress(asyncio.CancelledError):

@@ -17,6 +17,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._terminal import Output, error_text, escape_terminal
 
@@ -63,6 +64,8 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
     """Runs ``soong-agent scheduler``; returns the exit status."""
     from agent_core.errors import AgentCoreError
 
+    tasks = TaskOwner("scheduler command")
+    """Each firing's watcher, until the scheduler stops."""
     watchers: list[asyncio.Future[bool]] = []
     failed = False
 
@@ -86,7 +89,7 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
         err.write(
             f"[schedule] {firing.schedule_id}: fired (session {firing.session_id}, run {firing.run_id})\n"
         )
-        watchers.append(asyncio.ensure_future(watch(firing)))
+        watchers.append(tasks.spawn(watch(firing), name=f"watch {firing.run_id}"))
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -121,11 +124,12 @@ async def scheduler_command(args: argparse.Namespace, out: Output, err: Output, 
                 await service.stop()
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(signal.SIGTERM)
-                for watcher in watchers:
-                    watcher.cancel()
+                await tasks.aclose()  # before the runtime closes: no watcher reports its cancelled run
     except AgentCoreError as exc:
         err.write(error_text(exc))
         return EXIT_FAILED
+    finally:
+        await tasks.aclose()  # also on an error
     if interrupted:
         interrupts.mark_reported()
     err.write("scheduler: stopped\n")

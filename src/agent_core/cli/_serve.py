@@ -27,6 +27,7 @@ import socket
 import stat
 from typing import TYPE_CHECKING, TextIO
 
+from agent_core._concurrency import TaskOwner
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._terminal import Output, error_text
 
@@ -246,8 +247,9 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, stop)
+        tasks = TaskOwner("serve command")
         with interrupts.on_interrupt(on_interrupt):
-            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            serving = tasks.spawn(server.serve(sockets=[sock]), name="uvicorn")
             while not server.started and not serving.done():
                 await asyncio.sleep(0.02)
             if server.started and not server.should_exit:
@@ -258,13 +260,16 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
                     await runtime.scheduler().start()
                 except AgentCoreError as exc:
                     err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")
-            async with asyncio.TaskGroup() as group:  # the project's chat channels (docs/channels.md)
-                channels = group.create_task(asker.hub.run()) if asker.hub is not None else None
-                try:
-                    await serving
-                finally:
-                    if channels is not None:
-                        channels.cancel()
+            try:
+                async with asyncio.TaskGroup() as group:  # the project's chat channels (docs/channels.md)
+                    channels = group.create_task(asker.hub.run()) if asker.hub is not None else None
+                    try:
+                        await serving
+                    finally:
+                        if channels is not None:
+                            channels.cancel()
+            finally:
+                await tasks.aclose()
         sock.close()
         if interrupted:
             return EXIT_INTERRUPTED

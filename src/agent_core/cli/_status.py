@@ -49,7 +49,8 @@ class ModelStatus:
     def __init__(self, err: Output, *, terminal: bool | None = None) -> None:
         self.err = err
         self.terminal = _isatty(err.stream) if terminal is None else terminal
-        self._spinner: asyncio.Task[None] | None = None
+        self._spinner: asyncio.TimerHandle | None = None
+        """The next frame of the spinner (a timer on the loop: no task)."""
         self._shown = False
         self._since = 0.0
         self._label = ""
@@ -92,14 +93,11 @@ class ModelStatus:
             return
         self._draw(0)
         with contextlib.suppress(RuntimeError):
-            self._spinner = asyncio.get_running_loop().create_task(self._spin())
+            self._spinner = asyncio.get_running_loop().call_later(FRAME_S, self._spin, 1)
 
-    async def _spin(self) -> None:
-        frame = 0
-        while True:
-            await asyncio.sleep(FRAME_S)
-            frame += 1
-            self._draw(frame)
+    def _spin(self, frame: int) -> None:
+        self._draw(frame)
+        self._spinner = asyncio.get_running_loop().call_later(FRAME_S, self._spin, frame + 1)
 
     def _draw(self, frame: int) -> None:
         waited = time.monotonic() - self._since

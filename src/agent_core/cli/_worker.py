@@ -16,6 +16,7 @@ import contextlib
 import signal
 from typing import TextIO
 
+from agent_core._concurrency import TaskOwner, first_of
 from agent_core.cli import _interrupts as interrupts
 from agent_core.cli._terminal import Output, error_text
 
@@ -48,13 +49,11 @@ async def worker_command(args: argparse.Namespace, out: Output, err: Output, std
         err.write(error_text(exc))
         return EXIT_FAILED
     with interrupts.on_interrupt(on_interrupt):  # also a Ctrl-C that came while the runtime loaded
-        async with runtime:
+        async with runtime, TaskOwner("worker command") as tasks:
             if stop.is_set():
                 return EXIT_INTERRUPTED if interrupted else EXIT_OK
-            task = asyncio.ensure_future(run_worker(runtime, stop, polling))
-            waiter = asyncio.ensure_future(ready.wait())
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
+            task = tasks.spawn(run_worker(runtime, stop, polling), name="worker")
+            await first_of(task, ready)
             if task.done():
                 failure = task.exception()
                 if isinstance(failure, AgentCoreError):

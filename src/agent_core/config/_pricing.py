@@ -9,9 +9,9 @@ trace). The run loop prices every call with the same two functions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent_core._dataclass import dataclass
 from agent_core.config._profiles import ProfileError, resolve_model
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.types.model import Usage
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent_core.config.loader import LoadedConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Prices:
     """USD per million tokens: ``[model] price_input_per_mtok`` / ``price_output_per_mtok`` and the prompt
     cache's ``price_cache_read_per_mtok`` / ``price_cache_write_per_mtok`` (see :meth:`for_model`)."""

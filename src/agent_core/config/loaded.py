@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core.config.schema import Settings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LoadedConfig:
     """A validated configuration plus the resolved locations it was interpreted against.
 

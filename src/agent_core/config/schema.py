@@ -18,6 +18,7 @@ absolute, and omitted path keys keep their documented placeholder templates.
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,7 +34,6 @@ from pydantic import (
     model_validator,
 )
 
-from agent_core._dataclass import dataclass
 from agent_core.config.model import ModelProfile, ModelSection, section_default
 from agent_core.errors import ConfigError, ErrorCode
 from agent_core.types.base import StrictModel, empty_list
@@ -283,7 +283,7 @@ def generated_worker_id(pool_id: str, position: int, agent_definition_id: str) -
     return f"{pool_id}_w{position}_{agent_definition_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerSpec:
     """One configured worker: ``worker_id`` is explicit or generated, ``position`` is 1-based in its pool."""
 

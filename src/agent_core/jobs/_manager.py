@@ -31,6 +31,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core._ids import new_id
 from agent_core._storage.drafts import EventDraft
 from agent_core.errors import AgentCoreError, ErrorCode, NotFoundError
@@ -61,7 +62,7 @@ def placeholder_text(job_id: str) -> str:
     return PLACEHOLDER.format(job_id=job_id)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True, slots=True)
 class LiveJob:
     record: JobRecord
     task: asyncio.Future[Any]
@@ -99,7 +100,8 @@ class JobManager:
         self._recovered = False
         self._recover_lock = asyncio.Lock()
         self._closing = False
-        self._background: set[asyncio.Future[Any]] = set()
+        self._tasks = TaskOwner("background jobs")
+        """The handlers (offloaded or not yet) and the watchers that record their ends."""
 
     # ---- offload ------------------------------------------------------------------------------
     def applies(self, definition: ToolDefinition) -> bool:
@@ -111,13 +113,11 @@ class JobManager:
 
     async def _run(self, handler: Awaitable[Any], call: ToolCall, ctx: ToolContext) -> Any:
         await self.recover()
-        task = asyncio.ensure_future(handler)
+        task = self._tasks.spawn(handler)
         try:
             done, _ = await asyncio.wait({task}, timeout=self.after_s)
         except asyncio.CancelledError:  # the call was cancelled before it was offloaded
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await cancel_and_wait(task)
             raise
         if task in done or self._closing or ctx.cancel_event.is_set():
             return await task
@@ -145,18 +145,13 @@ class JobManager:
             ),
             tool_call_id=call.tool_call_id,
         )
-        self._track(self._finish(job))
+        self._tasks.spawn(self._finish(job), name=f"job {record.job_id}")
         return ToolResult(
             tool_call_id=call.tool_call_id,
             tool_name=call.name,
             content=[TextBlock(text=placeholder_text(record.job_id))],
             metadata={"background_job_id": record.job_id},
         )
-
-    def _track(self, coro: Awaitable[Any]) -> None:
-        future = asyncio.ensure_future(coro)
-        self._background.add(future)
-        future.add_done_callback(self._background.discard)
 
     # ---- completion ---------------------------------------------------------------------------
     async def _finish(self, job: LiveJob) -> None:
@@ -165,15 +160,14 @@ class JobManager:
             value: Any = None
             error: BaseException | None = None
             try:
-                value = await asyncio.shield(job.task)
-            except asyncio.CancelledError:
-                if not job.task.done():  # this watcher was cancelled (shutdown): stop the handler
-                    job.stop_reason = job.stop_reason or "runtime_closed"
-                    job.task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await job.task
-            except Exception as exc:
-                error = exc
+                await asyncio.wait({job.task})  # never cancels the handler itself
+            except asyncio.CancelledError:  # this watcher was cancelled (shutdown): stop the handler
+                job.stop_reason = job.stop_reason or "runtime_closed"
+                await cancel_and_wait(job.task)
+            if not job.task.cancelled():
+                error = job.task.exception()
+                if error is None:
+                    value = job.task.result()
             if job.run_cancel.is_set() and job.stop_reason is None:
                 job.stop_reason = "run_cancelled"
             if job.stop_reason is not None or job.task.cancelled():
@@ -392,8 +386,4 @@ class JobManager:
         """Runtime close: every live job is cancelled and recorded ``cancelled`` (bounded wait)."""
         self._closing = True
         await asyncio.gather(*(self._stop(j, "runtime_closed") for j in list(self.live.values())))
-        pending = [f for f in self._background if not f.done()]
-        if pending:
-            _done, still = await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
-            for future in still:
-                future.cancel()
+        await self._tasks.aclose(grace=CLOSE_WAIT_S, bound=CLOSE_WAIT_S)

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from agent_core._dataclass import dataclass
 from agent_core._ids import new_id
 from agent_core._jsontext import compact_json
 from agent_core._redaction import Redactor, default_redactor, redact_sensitive_keys
@@ -125,7 +125,7 @@ def summarize_arguments(
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GateOutcome:
     """Result of one permission check."""
 
@@ -167,7 +167,7 @@ class GateOutcome:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingAsk:
     """A call :meth:`PermissionGate.decide` left to the callback: what :meth:`PermissionGate.ask` needs."""
 

@@ -15,10 +15,10 @@ A ``network``-tagged call whose host is in ``tools.network.denied_domains`` is d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core.config.schema import PermissionsSection, Settings, ToolsNetwork
 from agent_core.errors import ErrorCode
 from agent_core.permissions._network import DENIED_DOMAINS_KEY, NetworkRules, normalise_host
@@ -68,7 +68,7 @@ class CallFacts(Protocol):
     def outside_project_search(self) -> bool: ...
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PolicyDecision:
     action: Action
     reasons: tuple[str, ...] = ()

@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
-from agent_core._dataclass import dataclass
 from agent_core.tools._paths import is_within
 
 ProtectedKind = Literal["git", "runtime", "credential"]
@@ -53,7 +53,7 @@ WHY: dict[ProtectedKind, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProtectedPath:
     """One protected target of a call and its class."""
 

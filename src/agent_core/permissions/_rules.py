@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from agent_core._dataclass import dataclass
 from agent_core.config.schema import PermissionRule, Settings
 from agent_core.errors import ErrorCode
 from agent_core.permissions._policy import (
@@ -40,7 +40,7 @@ _RANK = {"deny": 0, "confirm": 1, "allow": 2}
 _NEVER_WAIVED = frozenset({REASON_SENSITIVE, REASON_OUTSIDE_ROOTS, *UNGRANTABLE})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RuleMatch:
     """The winning rule of one call."""
 

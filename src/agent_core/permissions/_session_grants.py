@@ -25,15 +25,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-
-from agent_core._dataclass import dataclass
+from dataclasses import dataclass
 
 ANY_OPTION = "*"
 """In :attr:`CommandRule.dangerous`: every option-looking argument is dangerous (``npm``: any ``--key``
 sets configuration such as ``--script-shell``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CommandRule:
     """How far a session grant for one command may be extended."""
 
@@ -436,7 +435,7 @@ def rule_for(argv: Sequence[str]) -> CommandRule | None:
     return COMMAND_RULES.get(command_name(argv[0])) if argv else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionGrant:
     """One remembered ``allow_for_session`` answer to a command: ``prefix`` and whether it is ``exact``
     (covers that argv only) or may be extended by arguments :func:`extension_problem` accepts."""

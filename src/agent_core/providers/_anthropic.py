@@ -76,7 +76,7 @@ def _tool_block_as_text(block: ToolCallBlock | ToolResultBlock) -> dict[str, Any
     return {"type": "text", "text": f"[tool result {block.tool_call_id}]\n{result}"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CachePlan:
     """Where a request asks Anthropic to cache its prompt (``cache_control`` breakpoints, at most 4).
 

@@ -10,9 +10,12 @@ Contracts (those of httpcore's ``AsyncNetworkStream``/``AsyncNetworkBackend``, a
 them): ``read`` returns at most ``max_bytes``, ``b""`` at the end of the stream; timeouts raise
 ``ConnectTimeout``/``ReadTimeout``/``WriteTimeout`` and socket failures ``ConnectError``/``ReadError``/
 ``WriteError``, so httpx raises the same exception types; ``CancelledError`` propagates. HTTP itself stays
-httpcore's and h11's. Plain connections only (no TLS upgrade): :func:`use_asyncio_backend` installs it
-under the direct connection pool of a client that only talks to an ``http://`` origin (proxied routes keep
-httpcore's default backend).
+httpcore's and h11's. Plain connections only (no TLS upgrade).
+
+:class:`AsyncioTransport` is the httpx transport the adapters give a client that only talks to an
+``http://`` origin: an ``httpcore.AsyncConnectionPool`` on this backend, through the public seams of both
+libraries (httpx's ``transport=``, httpcore's ``network_backend=``); proxied routes keep httpx's own
+transports. Nothing process-wide changes: httpcore's locks and events stay anyio's.
 """
 
 from __future__ import annotations
@@ -20,15 +23,12 @@ from __future__ import annotations
 import asyncio
 import select
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpcore
-
-from agent_core.providers import _asyncio_sync
-
-if TYPE_CHECKING:
-    import httpx
+import httpx
 
 READ_HIGH_WATER = 1 << 20
 """Buffered bytes above which reading pauses until the reader catches up (then resumes below a quarter)."""
@@ -247,14 +247,87 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-def use_asyncio_backend(client: httpx.AsyncClient) -> bool:
-    """Puts an :class:`AsyncioBackend` under the client's default (direct) connection pool, before its first
-    connection (routes through a proxy mount keep their own pools), and httpcore's locks and events on
-    asyncio (:func:`agent_core.providers._asyncio_sync.install`); ``False`` (nothing changed) for a custom
-    transport or when httpx/httpcore are shaped differently than expected."""
-    pool = getattr(client._transport, "_pool", None)
-    if type(pool) is not httpcore.AsyncConnectionPool or not hasattr(pool, "_network_backend"):
-        return False
-    pool._network_backend = AsyncioBackend()
-    _asyncio_sync.install()  # httpcore's locks and events on asyncio too: anyio's backend stays unloaded
-    return True
+_EXCEPTIONS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    # most specific first: the first match is raised
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextmanager
+def _httpx_errors() -> Iterator[None]:
+    """Raises httpcore's exceptions as the httpx exceptions httpx's own transport raises for them."""
+    try:
+        yield
+    except Exception as exc:
+        for source, target in _EXCEPTIONS:
+            if isinstance(exc, source):
+                raise target(str(exc)) from exc
+        raise
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _httpx_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            with _httpx_errors():
+                await aclose()
+
+
+class AsyncioTransport(httpx.AsyncBaseTransport):
+    """``httpx.AsyncHTTPTransport`` for plain ``http://`` origins on :class:`AsyncioBackend`: the same
+    pool limits as httpx's defaults, the same request/response mapping and exception types."""
+
+    def __init__(self, limits: httpx.Limits | None = None) -> None:
+        limits = limits or httpx.Limits(
+            max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0
+        )
+        self.pool = httpcore.AsyncConnectionPool(
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=AsyncioBackend(),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        url = request.url
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx_errors():
+            response = await self.pool.handle_async_request(core_request)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        with _httpx_errors():
+            await self.pool.aclose()

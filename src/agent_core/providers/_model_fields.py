@@ -22,10 +22,10 @@ Every built-in adapter asks :func:`request_fields` what to send for the sampling
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from agent_core._memo import WireMemo
 from agent_core.config.model import ResolvedModelConfig
-from agent_core.types.content import DocumentBlock, ImageBlock, ToolResultBlock, media_ids
+from agent_core.types.content import MediaBlock, media_blocks
 from agent_core.types.model import ModelRequest, ToolChoiceNamed
 
 ANTHROPIC_MIN_THINKING_BUDGET = 1024
@@ -130,30 +130,40 @@ def _anthropic(
     return RequestFields(temperature, "max_tokens", max_output, thinking_budget=thinking, notes=tuple(notes))
 
 
+_MESSAGE_MEDIA = WireMemo()
+"""A message's image and document blocks, by message identity (a long session's messages reach every
+request again: one lookup each instead of a walk over their blocks)."""
+
+
+def request_media(request: ModelRequest) -> list[MediaBlock]:
+    """The image and document blocks of the request's messages (tool results included), in order."""
+    found: list[MediaBlock] = []
+    for message in request.messages:
+        media = _MESSAGE_MEDIA.get(message)
+        if media is None:
+            media = tuple(media_blocks(message.content))
+            _MESSAGE_MEDIA.put(message, media)
+        found.extend(media)
+    return found
+
+
 def media_kinds(request: ModelRequest) -> set[str]:
     """``"image"`` / ``"pdf"`` when the request's messages carry such blocks (tool results included)."""
-    kinds: set[str] = set()
+    return _kinds(request_media(request))
 
-    def visit(blocks: list[Any]) -> None:
-        for block in blocks:
-            if isinstance(block, ImageBlock):
-                kinds.add("image")
-            elif isinstance(block, DocumentBlock):
-                kinds.add("pdf")
-            elif isinstance(block, ToolResultBlock):
-                visit(block.content)
 
-    for message in request.messages:
-        visit(message.content)
-    return kinds
+def _kinds(blocks: list[MediaBlock]) -> set[str]:
+    return {"image" if block.type == "image" else "pdf" for block in blocks}
 
 
 def media_problem(
     provider: str, config: ResolvedModelConfig, request: ModelRequest
 ) -> tuple[str, str] | None:
     """``(capability, message)`` when the model cannot read the request's images or documents."""
-    kinds = media_kinds(request)
-    for kind in sorted(kinds):
+    media = request_media(request)
+    if not media:
+        return None
+    for kind in sorted(_kinds(media)):
         if kind not in config.input_modalities:
             what = "images" if kind == "image" else "PDF documents"
             return kind, (
@@ -166,8 +176,7 @@ def media_problem(
                 kind,
                 "ollama models cannot read PDF documents; use model.fallback_profiles for a model that does",
             )
-    for message in request.messages:
-        for artifact_id in media_ids(message.content):
-            if artifact_id not in request.attachments:
-                return "attachment", f"the bytes of artifact {artifact_id} are not in the request"
+    for block in media:
+        if block.artifact_id not in request.attachments:
+            return "attachment", f"the bytes of artifact {block.artifact_id} are not in the request"
     return None

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from dataclasses import field
+from dataclasses import dataclass, field
 from itertools import compress, count
 from typing import Any
 
-from agent_core._dataclass import dataclass
 from agent_core.providers._tool_mapping import render_blocks
 from agent_core.types.model import ModelMessage, ModelRequest, message_tool_names
 
 MAX_CONVERSATIONS = 256
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PrefixEntry:
     """What was derived from one conversation's previous request."""
 

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib.util
 import json
 import os
 import random
-import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -247,36 +245,19 @@ async def drain(chunks: AsyncIterator[dict[str, Any]], timeout_s: float) -> None
         pass
 
 
-def _remember_missing_sniffio() -> None:
-    """Caches a failed ``import sniffio`` (a negative ``sys.modules`` entry).
-
-    httpcore tries ``import sniffio`` on every connection-pool lock it sets up (several times per request)
-    and falls back to asyncio when it is missing; recent anyio no longer installs it, and a failing import
-    re-scans ``sys.path`` each time (~1 ms per request). When it is importable nothing changes.
-    """
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
 def _import_httpx() -> ModuleType:
-    """``import httpx`` without its command-line entry point.
+    """``httpx``, imported on the first request rather than with the adapters' modules (cold start)."""
+    import httpx
 
-    ``httpx/__init__`` imports ``httpx._main`` (click, rich, pygments) whenever those happen to be
-    installed — tens of ms of cold start for code no adapter uses (issue 16). While httpx itself is first
-    imported, ``httpx._main`` is blocked, so httpx binds its own stand-in ``httpx.main`` (which asks for
-    ``httpx[cli]``); ``import httpx._main`` works again afterwards.
-    """
-    loaded = sys.modules.get("httpx")
-    if loaded is not None:
-        return loaded
-    blocked = "httpx._main" not in sys.modules
-    if blocked:
-        sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
-        return importlib.import_module("httpx")
-    finally:
-        if blocked and "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
-            del sys.modules["httpx._main"]
+    return httpx
+
+
+def _proxy_configured() -> bool:
+    """Whether the environment names a proxy for ``http://`` URLs (what httpx's ``trust_env`` reads)."""
+    from urllib.request import getproxies  # already imported by httpx
+
+    proxies = getproxies()
+    return bool(proxies.get("http") or proxies.get("all"))
 
 
 def release(response: httpx.Response | None) -> None:
@@ -389,19 +370,22 @@ class HttpStreamAdapter(ABC):
     def _client(self) -> httpx.AsyncClient:
         if self._client_obj is None:
             httpx = _import_httpx()
-            _remember_missing_sniffio()
             # A plain-http base URL never uses TLS (redirects are not followed), so the client skips
             # building a certificate-verifying SSL context (tens of ms of CLI cold start).
             plain_http = self.base_url.startswith("http://")
+            transport = None
+            if plain_http and not _proxy_configured():
+                # sockets through asyncio itself, not anyio (per-request cost, issue 16); httpx ignores the
+                # environment's proxies for a client given a transport, so a proxy keeps httpx's own
+                from agent_core.providers._asyncio_net import AsyncioTransport
+
+                transport = AsyncioTransport()
             client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.config.timeout_ms / 1000),
                 follow_redirects=False,
                 verify=not plain_http,
+                transport=transport,
             )
-            if plain_http:  # sockets through asyncio itself, not anyio (per-request cost, issue 16)
-                from agent_core.providers import _asyncio_net
-
-                _asyncio_net.use_asyncio_backend(client)
             self._client_obj = client
         return self._client_obj
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from agent_core._dataclass import dataclass
 from agent_core._ids import is_printable_id, new_id
 from agent_core.config.model import ResolvedModelConfig
 from agent_core.errors import ErrorCode
@@ -148,7 +147,7 @@ def stop_reason(reason: str, raw: str | None, *, has_tool_calls: bool) -> StopRe
     return StopReason.model_validate({"reason": reason, "raw_stop_reason": raw})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Reasoning:
     """One reasoning block in the making (its text arrives in fragments; the signature at its end)."""
 
@@ -157,7 +156,7 @@ class _Reasoning:
     redacted: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _PendingCall:
     index: int
     provider_id: str | None

@@ -18,7 +18,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent_core._concurrency import TaskOwner, cancel_and_wait
 from agent_core.errors import AgentCoreError
 from agent_core.schedules._store import Schedule, ScheduleStore
 
@@ -64,7 +64,7 @@ class StartedRun(Protocol):
     async def wait(self) -> Any: ...
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Delivered:
     """Where a firing's message went: its session, the inbox entry and the run that reads it (the run it
     woke, or the session's run in progress here; ``None`` when that run is in another process)."""
@@ -74,7 +74,7 @@ class Delivered:
     run: StartedRun | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Firing:
     """One schedule firing: where its message was delivered, or the error that prevented it."""
 
@@ -119,6 +119,7 @@ class SchedulerService:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._poll = poll_interval_s
         self._on_fired = on_fired
+        self._tasks = TaskOwner("schedule loop")
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
         self.firings: list[Firing] = []
@@ -132,7 +133,7 @@ class SchedulerService:
         if self.running:
             return []
         fired = await self.tick()
-        self._task = asyncio.ensure_future(self._loop())
+        self._task = self._tasks.spawn(self._loop(), name="schedule loop")
         return fired
 
     async def stop(self) -> None:
@@ -140,10 +141,8 @@ class SchedulerService:
         task, self._task = self._task, None
         if task is None:
             return
-        async with self._tick_lock:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with self._tick_lock:  # never in the middle of a firing
+            await cancel_and_wait(task)
 
     async def tick(self) -> list[Firing]:
         """Fires every schedule of the project whose due time has come; returns the firings."""

@@ -16,13 +16,13 @@ waiting (watched on the runtime's deferred request, so no client has to poll for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from agent_core._concurrency import TaskOwner
 from agent_core.errors import AgentCoreError
 from agent_core.permissions import DEFER, PermissionDeferral
 from agent_core.store import (
@@ -62,7 +62,7 @@ class PendingBroker(Generic[Req, Ans]):
         self._runtime: AgentRuntime | None = None
         self._store: PendingStore[Req, Ans] | None = None
         self._subscribers: set[asyncio.Queue[ApprovalChange | None]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner("approval expiries")
 
     def attach(self, runtime: AgentRuntime, store: PendingStore[Req, Ans]) -> None:
         self._runtime, self._store = runtime, store
@@ -124,9 +124,9 @@ class PendingBroker(Generic[Req, Ans]):
     def _on_settled(self, request_id: str, answered: bool) -> None:
         if answered:
             return  # :meth:`answer` pushes once the answer committed
-        task = asyncio.ensure_future(self._expire_abandoned(request_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._tasks.closed:
+            return  # the server is gone: the row expires at the next start
+        self._tasks.spawn(self._expire_abandoned(request_id), name=f"expire {request_id}")
 
     async def _expire_abandoned(self, request_id: str) -> None:
         try:
@@ -143,9 +143,8 @@ class PendingBroker(Generic[Req, Ans]):
     async def close(self) -> None:
         """Ends every subscriber stream and waits for pending expiry writes."""
         self.end_streams()
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
+        await self._tasks.wait()  # each expiry is one write, which ends (or fails) by itself
+        await self._tasks.aclose()
 
     # ---- requests and answers ------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ its cursor, in session ``seq`` order), then the live ones. Contract of :func:`ru
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -35,6 +34,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from agent_core import RunHandle
+from agent_core._concurrency import TaskOwner
 from agent_core.store import SessionStore
 from agent_core.types.runtime import NestedRuntimeEvent, RuntimeEvent
 
@@ -45,7 +45,7 @@ EVENT_ID = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,12}))?")
 """``Last-Event-ID``: ``<run_seq>`` or ``<run_seq>.<seq>``."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RunFeed:
     """Every event of one live run tree in arrival order (debug included), shared by all SSE clients."""
 
@@ -78,7 +78,7 @@ class RunFeeds:
 
     def __init__(self) -> None:
         self._feeds: dict[str, RunFeed] = {}
-        self._pumps: set[asyncio.Task[None]] = set()
+        self._pumps = TaskOwner("run feed pumps")
         self.handles: dict[str, RunHandle] = {}
         """Handles of every run this server started (kept for cancel after the feed is gone)."""
 
@@ -91,9 +91,7 @@ class RunFeeds:
         self._feeds[handle.run_id] = feed
         self.handles[handle.run_id] = handle
         events = handle.events(debug=True, include_children=True)
-        task = asyncio.ensure_future(self._pump(feed, events))
-        self._pumps.add(task)
-        task.add_done_callback(self._pumps.discard)
+        self._pumps.spawn(self._pump(feed, events), name=f"feed {handle.run_id}")
         return feed
 
     async def _pump(self, feed: RunFeed, events: AsyncIterator[RuntimeEvent]) -> None:
@@ -107,14 +105,10 @@ class RunFeeds:
             self._feeds.pop(feed.run_id, None)
 
     async def close(self) -> None:
-        for task in list(self._pumps):
-            task.cancel()
-        for task in list(self._pumps):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._pumps.aclose()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamItem:
     """One SSE message: the event and its ``id`` (``None`` for transient events)."""
 
@@ -122,7 +116,7 @@ class StreamItem:
     event_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cursor:
     """Where a client resumes: after own event ``run_seq`` and (``N.S`` form) after session seq ``seq``."""
 

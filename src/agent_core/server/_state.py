@@ -26,7 +26,7 @@ def _version() -> str:
         return "0+unknown"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ServerState:
     """Everything a request handler needs."""
 

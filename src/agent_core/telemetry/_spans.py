@@ -55,7 +55,7 @@ class RunLike(Protocol):
     def parent_tool_call_id(self) -> str | None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _RunSpans:
     span: Span
     chat: Span | None = None

@@ -37,7 +37,7 @@ DEFAULT_PROVIDER_KEY = "testing"
 """The provider key the in-process models register under unless told otherwise."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallTool:
     """One tool call of a scripted reply; ``tool_call_id`` is generated when omitted."""
 
@@ -46,7 +46,7 @@ class CallTool:
     tool_call_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelReply:
     """What a test model answers: text, tool calls, or both (text first)."""
 

@@ -49,7 +49,7 @@ class PromptCacheError(ValueError):
     """A request the provider would reject (the server answers HTTP 400 with this message)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class CacheTotals:
     requests: int = 0
     input_tokens: int = 0
@@ -66,7 +66,7 @@ class CacheTotals:
         return self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Block:
     text: str
     tokens: int
@@ -189,13 +189,13 @@ class AnthropicPromptCache:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Prompt:
     text: str
     expires: float
 
 
-@dataclass
+@dataclass(slots=True)
 class OpenAIPromptCache:
     """OpenAI's automatic prompt caching (see the module docstring)."""
 

@@ -35,7 +35,7 @@ REASONING_NAME = re.compile(r"^(o[1-9]|gpt-5)")
 ANTHROPIC_THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelRules:
     """What one model accepts (see the module docstring)."""
 

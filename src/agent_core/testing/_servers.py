@@ -44,7 +44,7 @@ from agent_core.testing._wire import (
 # -- requests and responses -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class ScriptedRequest:
     method: str
     path: str
@@ -56,7 +56,7 @@ class ScriptedRequest:
     """The usage the server's prompt-cache emulation computed for this request (else ``None``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamResponse:
     frames: list[str | bytes]
     delay_s: float = 0.0
@@ -64,24 +64,24 @@ class StreamResponse:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class JsonResponse:
     status: int
     json_body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class HoldOpenResponse:
     frames: list[str | bytes]
 
 
-@dataclass
+@dataclass(slots=True)
 class DropAfterResponse:
     frames: list[str | bytes]
 
 
-@dataclass
+@dataclass(slots=True)
 class StallResponse:
     pass
 
@@ -125,7 +125,7 @@ def stall() -> StallResponse:
     return StallResponse()
 
 
-@dataclass
+@dataclass(slots=True)
 class Disconnect:
     path: str
     kind: str

@@ -2,8 +2,8 @@
 
 Contract:
 
-* :func:`run_process` spawns ``argv`` with :func:`asyncio.create_subprocess_exec` (or a shell string with
-  :func:`asyncio.create_subprocess_shell`, for user-level declarative tools and hooks only) in a **new
+* :func:`run_process` spawns ``argv`` with the event loop's ``subprocess_exec`` (or a shell string with
+  ``subprocess_shell``, for user-level declarative tools and hooks only) in a **new
   session / process group**, with exactly the given environment (build it with :func:`build_env`; the
   launcher below receives it in a memory file and execs the command with it, so nothing its own
   interpreter adds, such as ``LC_CTYPE`` from locale coercion, reaches the command) and stdin from
@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_core._concurrency import first_of
 from agent_core.errors import (
     ConfigError,
     ErrorCode,
@@ -52,7 +54,6 @@ KILL_GRACE_S = 2.0
 CAPTURE_CAP_BYTES = 64 * 1024 * 1024
 """Maximum bytes of one stream kept for its artifact; beyond it the artifact is flagged truncated."""
 DEFAULT_TAIL_KEEP = 1024 * 1024
-_READ_CHUNK = 65536
 _DRAIN_AFTER_EXIT_S = 2.0
 REAPER_SCRIPT = Path(__file__).with_name("_reaper_main.py")
 TREE_TRACKING = sys.platform.startswith("linux")
@@ -61,7 +62,7 @@ _LAUNCHER_MARGIN_S = 1.0
 """Extra time the launcher gets, after the grace, to SIGKILL and reap the tree before its group is killed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamCapture:
     """One captured output stream."""
 
@@ -83,7 +84,7 @@ class StreamCapture:
 EMPTY_CAPTURE = StreamCapture(head=b"", tail=b"", total_bytes=0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommandOutcome:
     """What happened to one process."""
 
@@ -193,36 +194,73 @@ def head_tail(capture: StreamCapture, limit: int) -> tuple[str, bool]:
     return text, True
 
 
-async def _pump(
-    stream: asyncio.StreamReader | None, capture: _Capture, on_line: Callable[[bytes], None] | None
-) -> None:
-    if stream is None:
-        return
-    if on_line is None:
-        while chunk := await stream.read(_READ_CHUNK):
-            capture.feed(chunk)
-        return
-    pending = bytearray()
-    while chunk := await stream.read(_READ_CHUNK):
-        capture.total += len(chunk)
-        pending += chunk
-        while (nl := pending.find(b"\n")) >= 0:
-            line = bytes(pending[: nl + 1])
-            del pending[: nl + 1]
-            on_line(line)
-    if pending:
-        on_line(bytes(pending))
+class _Process(asyncio.SubprocessProtocol):
+    """One child process through asyncio's public subprocess protocol: its output goes straight into the
+    captures (no reader tasks); :attr:`exited` resolves with the leader's exit status as soon as it is
+    reaped (``Process.wait()`` would also wait for the pipes, which a background group member may hold);
+    :attr:`drained` once both output pipes are closed."""
 
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        out: _Capture,
+        err: _Capture,
+        on_stdout_line: Callable[[bytes], None] | None,
+    ) -> None:
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
+        self._open_pipes = {1, 2}
+        self._out, self._err = out, err
+        self._on_line = on_stdout_line
+        self._pending = bytearray()
 
-async def _feed_stdin(writer: asyncio.StreamWriter | None, data: bytes) -> None:
-    if writer is None:
-        return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        writer.write(data)
-        await writer.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
-        writer.close()
-        await writer.wait_closed()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        chunk = data.encode() if isinstance(data, str) else data
+        if fd == 2:
+            self._err.feed(chunk)
+        elif self._on_line is None:
+            self._out.feed(chunk)
+        else:
+            self._out.total += len(chunk)
+            self._pending += chunk
+            while (nl := self._pending.find(b"\n")) >= 0:
+                line = bytes(self._pending[: nl + 1])
+                del self._pending[: nl + 1]
+                self._on_line(line)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and self._on_line is not None and self._pending:
+            line, self._pending = bytes(self._pending), bytearray()
+            self._on_line(line)
+        self._open_pipes.discard(fd)
+        if not self._open_pipes and not self.drained.done():
+            self.drained.set_result(None)
+
+    def process_exited(self) -> None:
+        if self.transport is not None and not self.exited.done():
+            code = self.transport.get_returncode()
+            self.exited.set_result(-1 if code is None else code)
+
+    @property
+    def pid(self) -> int:
+        assert self.transport is not None
+        return self.transport.get_pid()
+
+    def feed_stdin(self, data: bytes) -> None:
+        """Writes ``data`` to the child's stdin pipe (buffered by the transport), then closes it."""
+        assert self.transport is not None
+        pipe = self.transport.get_pipe_transport(0)
+        if pipe is None:
+            return
+        assert isinstance(pipe, asyncio.WriteTransport)
+        if data and not pipe.is_closing():
+            pipe.write(data)
+        pipe.close()  # after the buffered data is flushed; a child that exits first drops the rest
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -230,38 +268,18 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-async def _leader_exit(proc: asyncio.subprocess.Process) -> int:
-    """Waits for the leader's exit status only. ``Process.wait()`` also waits for the pipes to close, which a
-    background group member may keep open; the status is known as soon as the child watcher reaps it."""
-    delay = 0.002
-    while proc.returncode is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return proc.returncode
-
-
-async def _terminate(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+async def _terminate(proc: _Process, grace_s: float) -> None:
     """SIGTERM to the group, SIGKILL after ``grace_s`` if the leader is still alive."""
     _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(_leader_exit(proc), timeout=grace_s)
-    except TimeoutError:
-        pass
+    await asyncio.wait({proc.exited}, timeout=grace_s)
     _signal_group(proc.pid, signal.SIGKILL)
-    await _leader_exit(proc)
+    await asyncio.wait({proc.exited})
 
 
-async def _finish_readers(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
-    _, pending = await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT_S)
-    for task in pending:  # a process that escaped the group (setsid) still holds the pipe
-        task.cancel()
-    for task in readers:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    if pending:
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+async def _drain(proc: _Process) -> None:
+    """Waits (bounded) for the output pipes to close after the leader exited; a process that escaped the
+    group (``setsid``) may still hold them: they are closed here and what arrived so far is kept."""
+    await asyncio.wait({proc.drained}, timeout=_DRAIN_AFTER_EXIT_S)
 
 
 def _bare_lookup(name: str, env: Mapping[str, str]) -> str:
@@ -308,6 +326,7 @@ def _launcher_argv(
 async def _spawn(
     argv: Sequence[str] | None,
     shell_command: str | None,
+    protocol: Callable[[], _Process],
     *,
     cwd: Path,
     env: Mapping[str, str],
@@ -315,49 +334,35 @@ async def _spawn(
     tree: bool = False,
     grace_s: float = KILL_GRACE_S,
     pass_fds: Sequence[int] = (),
-) -> asyncio.subprocess.Process:
-    stdin = asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL
-    pipe = asyncio.subprocess.PIPE
+) -> _Process:
+    loop = asyncio.get_running_loop()
+    options: dict[str, Any] = {
+        "cwd": os.fspath(cwd),
+        "env": dict(env),
+        "stdin": subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "start_new_session": True,
+        "pass_fds": tuple(pass_fds),
+    }
     if tree:
         if not os.path.isdir(cwd):
             raise FileNotFoundError(2, "No such file or directory", os.fspath(cwd))
         env_fd = exact_env_fd(env)
         try:
-            return await asyncio.create_subprocess_exec(
-                *_launcher_argv(argv, shell_command, env, grace_s, env_fd),
-                cwd=os.fspath(cwd),
-                env=dict(env),
-                stdin=stdin,
-                stdout=pipe,
-                stderr=pipe,
-                start_new_session=True,
-                pass_fds=(*pass_fds, env_fd),
+            options["pass_fds"] = (*pass_fds, env_fd)
+            _, proc = await loop.subprocess_exec(
+                protocol, *_launcher_argv(argv, shell_command, env, grace_s, env_fd), **options
             )
         finally:
             os.close(env_fd)
+        return proc
     if argv is not None:
-        return await asyncio.create_subprocess_exec(
-            _bare_lookup(argv[0], env),
-            *argv[1:],
-            cwd=os.fspath(cwd),
-            env=dict(env),
-            stdin=stdin,
-            stdout=pipe,
-            stderr=pipe,
-            start_new_session=True,
-            pass_fds=tuple(pass_fds),
-        )
+        _, proc = await loop.subprocess_exec(protocol, _bare_lookup(argv[0], env), *argv[1:], **options)
+        return proc
     assert shell_command is not None
-    return await asyncio.create_subprocess_shell(
-        shell_command,
-        cwd=os.fspath(cwd),
-        env=dict(env),
-        stdin=stdin,
-        stdout=pipe,
-        stderr=pipe,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-    )
+    _, proc = await loop.subprocess_shell(protocol, shell_command, **options)
+    return proc
 
 
 async def run_process(
@@ -394,11 +399,15 @@ async def run_process(
     started = time.monotonic()
     if cancel_event is not None and cancel_event.is_set():
         return CommandOutcome(None, EMPTY_CAPTURE, EMPTY_CAPTURE, False, True, 0)
+    out = _Capture(capture_cap, max(tail_keep, 1))
+    err = _Capture(capture_cap, max(tail_keep, 1))
+    loop = asyncio.get_running_loop()
     try:
         launcher = tree and TREE_TRACKING
         proc = await _spawn(
             argv,
             shell_command,
+            lambda: _Process(loop, out, err, on_stdout_line),
             cwd=cwd,
             env=env,
             with_stdin=stdin_data is not None,
@@ -418,48 +427,33 @@ async def run_process(
             ErrorCode.internal_error, f"cannot start command: {exc.strerror or exc}", cause=exc
         ) from exc
 
-    out = _Capture(capture_cap, max(tail_keep, 1))
-    err = _Capture(capture_cap, max(tail_keep, 1))
-    readers = [
-        asyncio.create_task(_pump(proc.stdout, out, on_stdout_line)),
-        asyncio.create_task(_pump(proc.stderr, err, None)),
-    ]
-    feeder = asyncio.create_task(_feed_stdin(proc.stdin, stdin_data or b""))
-    waiter = asyncio.create_task(_leader_exit(proc))
-    watchers: set[asyncio.Future[Any]] = {waiter}
-    cancel_watch: asyncio.Task[bool] | None = None
-    if cancel_event is not None:
-        cancel_watch = asyncio.create_task(cancel_event.wait())
-        watchers.add(cancel_watch)
+    assert proc.transport is not None
+    if stdin_data is not None:
+        proc.feed_stdin(stdin_data)
     timed_out = cancelled = False
+    outer_grace = kill_grace_s + _LAUNCHER_MARGIN_S if launcher else kill_grace_s
     try:
         timeout_s = None if timeout_ms is None else timeout_ms / 1000
-        done, _ = await asyncio.wait(watchers, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        outer_grace = kill_grace_s + _LAUNCHER_MARGIN_S if launcher else kill_grace_s
-        if waiter in done:
+        if cancel_event is None:
+            await asyncio.wait({proc.exited}, timeout=timeout_s)
+        else:
+            await first_of(proc.exited, cancel_event, timeout_s)
+        if proc.exited.done():
             _signal_group(proc.pid, signal.SIGKILL)  # leftovers of the group must not outlive the call
         else:
-            cancelled = bool(cancel_watch is not None and cancel_watch in done)
+            cancelled = cancel_event is not None and cancel_event.is_set()
             timed_out = not cancelled
             await _terminate(proc, outer_grace)
-        await _finish_readers(proc, readers)
+        await _drain(proc)
     except asyncio.CancelledError:
         try:
-            await _terminate(proc, kill_grace_s + _LAUNCHER_MARGIN_S if launcher else kill_grace_s)
+            await _terminate(proc, outer_grace)
         finally:
             _signal_group(proc.pid, signal.SIGKILL)
-            for task in readers:
-                task.cancel()
         raise
     finally:
-        feeder.cancel()
-        if cancel_watch is not None:
-            cancel_watch.cancel()
-        if not waiter.done():
-            waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await feeder
-    exit_code = None if (timed_out or cancelled) else proc.returncode
+        proc.transport.close()  # the pipes (also those an escaped process still holds); the leader is gone
+    exit_code = None if (timed_out or cancelled) else proc.exited.result()
     return CommandOutcome(
         exit_code=exit_code,
         stdout=out.freeze(),

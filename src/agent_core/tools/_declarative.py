@@ -110,7 +110,7 @@ class _ToolOutput(StrictModel):
     tool_name: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeclarativeTool:
     """One loaded tool: its definition plus everything needed to run it."""
 
@@ -130,7 +130,7 @@ class DeclarativeTool:
         return self.definition.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommandPlan:
     """A rendered call: argv, cwd, environment and the permission scope."""
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core.config.schema import Settings
 from agent_core.errors import ErrorCode, InvalidArgumentError
 from agent_core.types.enums import AgentRole
@@ -175,7 +175,7 @@ def unmatched_overrides(definitions: Iterable[ToolDefinition], settings: Setting
 # The algorithm (§11.4)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EffectiveTools:
     """The run's effective tool set; ``definitions`` (registration order, overrides applied) go to the
     provider, ``names`` to :class:`RunScope.effective_tools`."""

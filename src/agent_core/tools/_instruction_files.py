@@ -14,17 +14,17 @@ the home lies inside ``<project>``. Names match exactly (case-sensitive). Catalo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from agent_core._dataclass import dataclass
 from agent_core.tools._paths import SKIP_DIRS, is_within
 
 INSTRUCTION_NAMES: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 PROJECT_PRIVATE_DIR = ".soong-agent"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstructionFileRef:
     """An instruction file: resolved ``path``, ``scope`` and ``relative_path`` (POSIX, to its root)."""
 

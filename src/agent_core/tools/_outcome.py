@@ -8,10 +8,9 @@ ran (unavailable, skipped after a failed write, aborted by cancellation).
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_core._dataclass import dataclass
 from agent_core._redaction import Redactor
 from agent_core.errors import ErrorCode
 from agent_core.tools._effective import TASK_MUTATORS
@@ -28,7 +27,7 @@ ABORT_REASON = "run_cancelled"
 """``metadata.abort_reason`` of the results of calls a cancellation aborted or skipped."""
 
 
-@dataclass
+@dataclass(slots=True)
 class CallOutcome:
     """The answer to one call, ready to commit."""
 

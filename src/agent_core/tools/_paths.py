@@ -24,10 +24,10 @@ import stat
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core.errors import AgentCoreError, ErrorCode, FileOperationError, InvalidArgumentError
 from agent_core.tools._safe_fs import open_dir
 
@@ -177,7 +177,7 @@ def _nfkc(name: str) -> str:
     return unicodedata.normalize("NFKC", name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SensitiveMatcher:
     """Matches resolved paths against ``tools.sensitive_paths``."""
 
@@ -236,7 +236,7 @@ class SensitiveMatcher:
         return False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResolvedTarget:
     """A path argument after §12.1 normalisation."""
 

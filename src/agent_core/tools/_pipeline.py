@@ -23,11 +23,11 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_core._dataclass import dataclass
+from agent_core._concurrency import TaskOwner, run_to_end, wait_uninterrupted
 from agent_core._hooks.base import NO_OUTCOME, HookDispatcher, HookOutcome, may_run
 from agent_core._redaction import Redactor
 from agent_core.config.schema import Settings
@@ -59,7 +59,6 @@ from agent_core.tools._scheduler import (
     plan_groups,
     race_cancel,
     run_handler,
-    settle,
 )
 from agent_core.tools._schema import validate_arguments
 from agent_core.tools.adapter import adapter_preflight
@@ -80,7 +79,7 @@ DEFAULT_CANCEL_GRACE_S = 2.5
 its task is cancelled (covers the command runner's SIGTERM → SIGKILL grace of 2 s)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnOutcome:
     """What the loop gets back: one result per call (call order) and whether cancellation hit the turn."""
 
@@ -89,7 +88,7 @@ class TurnOutcome:
     aborted_call_ids: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Prepared:
     index: int
     call: ToolCall
@@ -103,7 +102,7 @@ class _Prepared:
         return self.definition is not None and "internal" in self.definition.tags
 
 
-@dataclass
+@dataclass(slots=True)
 class _Ready:
     """A call that passed every gate and may run."""
 
@@ -122,14 +121,15 @@ def _rewrites(names: list[str]) -> dict[str, Any]:
     return {"arguments_rewritten_by": list(names)} if names else {}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Turn:
     scope: RunScope
     sink: ToolRunSink
     prepared: list[_Prepared]
     results: list[ToolResult | None]
     aborted_ids: list[str] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    calls: TaskOwner = field(default_factory=lambda: TaskOwner("tool calls"))
+    """The tasks of the calls running in the current group (those of earlier groups have finished)."""
     commit_errors: list[BaseException] = field(default_factory=list)
     checkpoint_ids: dict[str, str] = field(default_factory=dict)
     """``tool_call_id`` → the checkpoint taken around the call (named on its tool node)."""
@@ -139,7 +139,7 @@ class _Turn:
         return self.scope.cancel_event.is_set()
 
 
-@dataclass
+@dataclass(slots=True)
 class StagedTurn:
     """One assistant message's calls executed call by call (:meth:`ToolExecutor.stage_turn`).
 
@@ -164,7 +164,7 @@ class StagedTurn:
 
 def _answered(turn: _Turn) -> bool:
     """Every call of the turn has its committed result and no call task is still running."""
-    return all(t.done() for t in turn.tasks) and all(r is not None for r in turn.results)
+    return not turn.calls and all(r is not None for r in turn.results)
 
 
 def _internal(prep: _Prepared) -> bool | ev.Absent:
@@ -231,15 +231,25 @@ class ToolExecutor:
         prepared = [self._prepare(i, call, scope) for i, call in enumerate(calls)]
         turn = _Turn(scope=scope, sink=sink, prepared=prepared, results=[None] * len(calls))
         externally_cancelled = False
+        error: Exception | None = None
         try:
-            await self._run_groups(turn, plan_groups([p.klass for p in prepared]))
-        except asyncio.CancelledError:
-            externally_cancelled = True
-            scope.cancel_event.set()
-        error: BaseException | None = None
-        if externally_cancelled or not _answered(turn):  # else :meth:`_finish` has nothing to do
-            _, error = await settle(asyncio.ensure_future(self._finish(turn)))
+            try:
+                await self._run_groups(turn, plan_groups([p.klass for p in prepared]))
+            except asyncio.CancelledError:
+                externally_cancelled = True
+                scope.cancel_event.set()
+            if externally_cancelled or not _answered(turn):  # else :meth:`_finish` has nothing to do
+                # every call is answered (aborted if need be), even if this task is cancelled again
+                try:
+                    await wait_uninterrupted(self._finish(turn))
+                except Exception as exc:
+                    error = exc
+        finally:
+            await turn.calls.aclose()
         if externally_cancelled:
+            # A cancellation of the run's task (the runtime closing) becomes the run's own cancellation:
+            # the calls were answered ``aborted`` above, and the loop ends the run with its terminal
+            # events instead of dying halfway. The one cancellation this turn consumed is withdrawn.
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
@@ -326,15 +336,13 @@ class ToolExecutor:
         tasks: list[asyncio.Task[None]] = []
         for index in group.indices:
             gate_done = asyncio.Event()
-            tasks.append(asyncio.create_task(self._run_call(turn, turn.prepared[index], previous, gate_done)))
+            tasks.append(turn.calls.spawn(self._run_call(turn, turn.prepared[index], previous, gate_done)))
             previous = gate_done
-        turn.tasks = tasks
         await asyncio.wait(tasks)
 
     async def _finish(self, turn: _Turn) -> None:
-        """Lets in-flight calls settle, then answers every call still without a result (aborted)."""
-        for task in turn.tasks:
-            await settle(task)
+        """Lets in-flight calls finish, then answers every call still without a result (aborted)."""
+        await turn.calls.wait()
         if turn.commit_errors:
             return
         for prep in turn.prepared:
@@ -570,18 +578,19 @@ class ToolExecutor:
 
     async def _close_checkpoint(self, turn: _Turn, call: ToolCall, checkpoint: Any) -> None:
         """Records the state after the call (never interrupted half-way: a cancellation waits for it)."""
-        assert self.checkpoints is not None
-        closing = asyncio.ensure_future(self.checkpoints.close(checkpoint))
-        interrupted = False
-        while not closing.done():
+        checkpoints = self.checkpoints
+        assert checkpoints is not None
+
+        async def close() -> str | None:
             try:
-                await asyncio.wait({closing})
-            except asyncio.CancelledError:
-                interrupted = True
-        try:
-            turn.checkpoint_ids[call.tool_call_id] = closing.result()
-        except Exception:
-            logger.warning("could not record the checkpoint of %s", call.tool_call_id, exc_info=True)
+                return await checkpoints.close(checkpoint)
+            except Exception:
+                logger.warning("could not record the checkpoint of %s", call.tool_call_id, exc_info=True)
+                return None
+
+        checkpoint_id, interrupted = await run_to_end(close())
+        if checkpoint_id is not None:
+            turn.checkpoint_ids[call.tool_call_id] = checkpoint_id
         if interrupted:
             raise asyncio.CancelledError()
 
@@ -602,15 +611,7 @@ class ToolExecutor:
             },
             internal=_internal(prep),
         )
-        # a read-only call starts while its ``tool_started`` commits (delivered once committed, before
-        # its result; a failed write fails the call below as it would have before the handler ran)
-        early = getattr(turn.sink, "emit_early", None) if definition.permission == "readonly" else None
-        settle_early = getattr(turn.sink, "settle", None)
-        started_write = None
-        if early is not None and settle_early is not None:
-            started_write = await early([(started_event, call.tool_call_id)])
-        else:
-            await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
+        await turn.sink.emit(started_event, tool_call_id=call.tool_call_id)
         checkpoint = await self._open_checkpoint(turn, ready)
         if checkpoint is not None:
             opened.append(checkpoint)
@@ -639,8 +640,6 @@ class ToolExecutor:
             await self._attach_traceback(turn, result, exc)
         else:
             result = normalize_return(value, call.tool_call_id, call.name)
-        if started_write is not None and settle_early is not None:
-            await settle_early(started_write)  # its error fails the call, as before the handler ran
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error:
             extra = {"aborted": False, "duration_ms": duration_ms}
@@ -682,7 +681,6 @@ class ToolExecutor:
         The commit itself is never interrupted: a cancellation of the awaiting task is re-raised only
         after the result was recorded, so a call is never answered twice."""
         call = prep.call
-        interrupted = False
         try:
             result = redact_result(final.result, self._redactor)
             checkpoint_id = turn.checkpoint_ids.get(call.tool_call_id)
@@ -699,25 +697,24 @@ class ToolExecutor:
                     force=result.metadata.get("artifactize") is True,
                 )
             event = outcome.terminal_event(call.name, result, final, self._redactor, _internal(prep))
-            commit = asyncio.ensure_future(turn.sink.commit_tool_result(result, event=event))
-            while not commit.done():
-                try:
-                    await asyncio.wait({commit})
-                except asyncio.CancelledError:
-                    interrupted = True
-            commit.result()
         except Exception as exc:
             logger.error("committing the result of %s failed: %s", call.name, exc)
             turn.commit_errors.append(exc)
-            if interrupted:
-                raise asyncio.CancelledError() from None
             return None
-        turn.results[prep.index] = result
-        if final.aborted:
-            turn.aborted_ids.append(call.tool_call_id)
-        if interrupted:
-            raise asyncio.CancelledError()
-        return result
+
+        async def commit_and_record() -> ToolResult | None:
+            try:
+                await turn.sink.commit_tool_result(result, event=event)
+            except Exception as exc:
+                logger.error("committing the result of %s failed: %s", call.name, exc)
+                turn.commit_errors.append(exc)
+                return None
+            turn.results[prep.index] = result
+            if final.aborted:
+                turn.aborted_ids.append(call.tool_call_id)
+            return result
+
+        return await wait_uninterrupted(commit_and_record())
 
     async def _race(self, awaitable: Awaitable[T], turn: _Turn) -> T:
         return await race_cancel(awaitable, turn.scope.cancel_event)

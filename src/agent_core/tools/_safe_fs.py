@@ -23,9 +23,9 @@ import errno
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent_core._dataclass import dataclass
 from agent_core.errors import (
     AgentCoreError,
     ErrorCode,
@@ -39,7 +39,7 @@ _DIR_FLAGS = _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileIdentity:
     """Device and inode of a filesystem object at check time."""
 

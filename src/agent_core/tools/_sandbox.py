@@ -128,7 +128,7 @@ def check_bwrap(bwrap: str | None) -> str:
     return bwrap
 
 
-@dataclass
+@dataclass(slots=True)
 class SandboxedCommand:
     """The argv to run and the descriptors it needs open (the seccomp program); close it after the run."""
 

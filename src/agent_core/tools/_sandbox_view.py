@@ -39,7 +39,7 @@ DEPENDENCY_DIRS = frozenset({"node_modules", ".venv", "venv", "site-packages", "
 ``cacert.pem``) and test keys are public, and masking them would break TLS inside the sandbox."""
 
 
-@dataclass
+@dataclass(slots=True)
 class SandboxView:
     read_only: list[Path] = field(default_factory=list)
     masked: list[Path] = field(default_factory=list)

@@ -7,8 +7,8 @@ calls form one batch, consecutive ``agent`` calls one group, every ``serial`` ca
 run strictly one after another (:func:`plan_groups` is pure).
 
 :func:`race_cancel` and :func:`run_handler` await one stage of a call unless the run's cancel event fires
-first; the abandoned stage is cancelled and awaited until it settled (cooperative cancellation), then
-:class:`Aborted` is raised.
+first; the abandoned stage is cancelled and awaited until it finished (``agent_core._concurrency.race``),
+then :class:`Aborted` is raised.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from agent_core._cancel import first_of
-from agent_core._dataclass import dataclass
+from agent_core._concurrency import race
 from agent_core.types.tools import ToolDefinition
 
 CallClass = Literal["parallel", "serial", "agent"]
@@ -37,7 +37,7 @@ def call_class(definition: ToolDefinition | None) -> CallClass:
     return "parallel"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallGroup:
     kind: CallClass
     indices: tuple[int, ...]
@@ -72,32 +72,16 @@ class HandlerTimedOut(Exception):
     """A handler exceeded its ``metadata.timeout_ms`` and was cancelled."""
 
 
-async def settle(task: asyncio.Future[T]) -> tuple[T | None, BaseException | None]:
-    """Waits until ``task`` finished (ignoring cancellation of the waiter); returns (value, error)."""
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            continue
-    if task.cancelled():
-        return None, asyncio.CancelledError()
-    error = task.exception()
-    return (None, error) if error is not None else (task.result(), None)
-
-
 async def race_cancel(awaitable: Awaitable[T], cancel_event: asyncio.Event) -> T:
     """Awaits ``awaitable`` unless ``cancel_event`` fires first (then it is cancelled: :class:`Aborted`)."""
     if cancel_event.is_set():
         if inspect.iscoroutine(awaitable):
             awaitable.close()
         raise Aborted(started=False)
-    task = asyncio.ensure_future(awaitable)
-    await first_of(task, cancel_event)
-    if task.done():
-        return task.result()
-    task.cancel()
-    await settle(task)
-    raise Aborted(started=False)
+    task = await race(awaitable, cancel_event)
+    if task.cancelled() and cancel_event.is_set():
+        raise Aborted(started=False)
+    return task.result()
 
 
 async def run_handler(
@@ -107,14 +91,12 @@ async def run_handler(
     handler gets ``grace_s`` to return by itself (cooperative handlers watch ``ctx.cancel_event`` and return
     partial output), then its task is cancelled; raises ``Aborted(started=True, partial=<late value>)``.
     A handler returning after the cancel event fired counts as aborted."""
-    task = asyncio.ensure_future(awaitable)
-    await first_of(task, cancel_event, timeout_ms / 1000 if timeout_ms is not None else None)
-    if task.done() and not cancel_event.is_set():
-        return task.result()
-    if cancel_event.is_set() and not task.done() and grace_s > 0:
-        await asyncio.wait({task}, timeout=grace_s)
-    task.cancel()  # no-op when it already finished
-    late, _ = await settle(task)
+    task = await race(
+        awaitable, cancel_event, timeout_ms / 1000 if timeout_ms is not None else None, grace=grace_s
+    )
     if cancel_event.is_set():
+        late = None if task.cancelled() or task.exception() is not None else task.result()
         raise Aborted(started=True, partial=late)
-    raise HandlerTimedOut()
+    if task.cancelled():
+        raise HandlerTimedOut()
+    return task.result()

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_core._dataclass import dataclass
 from agent_core._media import MediaPolicy
 from agent_core.types.content import ArtifactRefBlock, ContentBlock
-from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType
+from agent_core.types.enums import AgentRole, EventLevel, MessageRole, NodeType, RunMode
 from agent_core.types.events import EventPayload, ToolProgress, ToolResultEvent
 from agent_core.types.permissions import PermissionMode
 from agent_core.types.runtime import Node
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from agent_core.tools.preflight import Preflight
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ContextNodeDraft:
     """A synthetic context node produced by a tool, appended after the turn's tool results."""
 
@@ -81,7 +80,19 @@ class ToolRunSink(Protocol):
         """The calling agent's current active path, root first (read-only view)."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerTaskScope:
+    """The Task scope of a worker run started by ``agent.dispatch_worker``: the task, the resolved
+    dispatch pool (never null), the worker agent and the steps it may claim (``None``: any; already
+    de-duplicated). The one-claim-per-run bookkeeping lives in the Task DAG (it survives restarts)."""
+
+    task_id: str
+    worker_pool_id: str
+    worker_agent_id: str
+    allowed_step_ids: tuple[str, ...] | None = None
+
+
+@dataclass(kw_only=True, eq=False, slots=True, weakref_slot=True)
 class RunScope:
     """The calling run as the tool layer sees it."""
 
@@ -97,15 +108,24 @@ class RunScope:
     parent_agent_id: str | None = None
     parent_run_id: str | None = None
     debug: bool = False
+    mode: RunMode | None = None
+    """The run's mode (``None``: inferred from the role where it matters, e.g. hook inputs)."""
+    purpose: str | None = None
+    """Why an internal run runs (``memory_extraction``, ``worker``, ...): hooks skip internal purposes."""
+    task_scope: WorkerTaskScope | None = None
+    """A worker run's Task scope (its dispatch, or a teammate's claimed step); ``None`` otherwise."""
+    task_session_id: str | None = None
+    """The session whose Task board the run's Task tools use when it is not the run's own (an
+    autonomous teammate working a step of its lead's board)."""
+    mcp_failed_servers: set[str] = field(default_factory=set)
+    """MCP servers that failed during this run: their tools are not offered again in it."""
     permission_mode: PermissionMode = "default"
     """The run's permission mode (``agent_core.permissions._modes``): recorded in every permission audit."""
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Role-specific data for internal tools (e.g. worker dispatch scope); never sent to a model."""
     media: MediaPolicy | None = None
     """What the run's model reads besides text (images, PDFs) and their limits; ``None``: text only."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ToolContext:
     """What one tool handler receives for one call."""
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_core._dataclass import dataclass
 from agent_core.tools._safe_fs import FileIdentity
 
 if TYPE_CHECKING:
@@ -15,7 +14,7 @@ if TYPE_CHECKING:
     from agent_core.tools._builtin.preview import ChangePreview
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Preflight:
     """Facts about one call gathered before hooks and permissions (tools.md §16 step 3).
 

@@ -24,12 +24,12 @@ import logging
 import re
 import typing
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agent_core._dataclass import dataclass
+from agent_core._concurrency import wait_uninterrupted
 from agent_core.errors import (
     AgentCoreError,
     ErrorCode,
@@ -70,15 +70,7 @@ async def run_in_thread_uncancellable(fn: Callable[..., Any], *args: Any, **kwar
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     future = loop.run_in_executor(None, functools.partial(context.run, fn, *args, **kwargs))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        while not future.done():
-            with suppress(asyncio.CancelledError):
-                await asyncio.wait({future})
-        if not future.cancelled():
-            future.exception()  # mark retrieved; the cancellation wins
-        raise
+    return await wait_uninterrupted(future)  # a thread cannot be stopped: its end is awaited
 
 
 async def call_handler(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -236,7 +228,7 @@ def build_decorated_tool(
 # Registry
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RegisteredTool:
     """One registry entry: the definition as registered and the adapter that executes it."""
 

@@ -87,7 +87,7 @@ def is_connection_lost(conn: psycopg.Connection[Any] | None, exc: BaseException)
     return conn is None or conn.closed or conn.broken
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReconnectPolicy:
     """How long a lost connection is retried (``[storage.postgres] reconnect_timeout_ms``), and how."""
 

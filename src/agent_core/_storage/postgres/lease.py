@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from agent_core._concurrency import TaskOwner
 from agent_core._storage.postgres.connection import (
     RECONNECT_CONFIG_KEY,
     PgConnection,
@@ -213,19 +214,22 @@ class SessionLease:
             return int(row[0]) if row is not None else 0
 
         # a connection lost while waiting held no lock: reconnect and queue again
-        waiting = asyncio.ensure_future(conn.run_idempotent("waiting for a session lease", lock))
-        try:
-            await asyncio.shield(waiting)
-        except BaseException:
-            # cancelled (or failed) while waiting: withdraw the request, then drop the connection, which
-            # releases the lock should it have been granted meanwhile
-            with contextlib.suppress(Exception):
-                await asyncio.get_running_loop().run_in_executor(None, conn.cancel_request)
-            with contextlib.suppress(BaseException):
-                await waiting
-            await conn.close()
-            raise
-        self.epoch = waiting.result()
+        async with TaskOwner("session lease") as owner:
+            waiting = owner.spawn(conn.run_idempotent("waiting for a session lease", lock))
+            try:
+                await asyncio.wait({waiting})  # a cancellation of this wait leaves the request queued
+                self.epoch = waiting.result()
+            except BaseException:
+                # cancelled (or failed) while waiting: withdraw the request, wait until it has ended, then
+                # drop the connection, which releases the lock should it have been granted meanwhile
+                with contextlib.suppress(Exception):
+                    await asyncio.get_running_loop().run_in_executor(None, conn.cancel_request)
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({waiting})
+                    if not waiting.cancelled():
+                        waiting.exception()  # retrieved: its outcome no longer matters
+                await conn.close()
+                raise
         self._conn = conn
         if self._held is not None:
             self._held.add(self)

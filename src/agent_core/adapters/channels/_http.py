@@ -22,7 +22,7 @@ MAX_BODY_BYTES = 1024 * 1024
 READ_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HttpRequest:
     method: str
     path: str
@@ -31,7 +31,7 @@ class HttpRequest:
     body: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HttpResponse:
     status: int
     body: bytes = b""

@@ -83,7 +83,7 @@ _SHOWN = {"allow_once": "allowed once", "allow_for_session": "allowed for this s
 _SHOWN_FORM = {"allow_once": "answered", "deny": "declined"}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Conversation:
     channel: Channel
     address: ChatAddress
@@ -91,7 +91,7 @@ class _Conversation:
     pending_entries: set[str] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Question:
     request_id: str
     channel: str

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChatAddress:
     """Where a conversation lives: ``chat_id`` and, when the platform threads it, ``thread_id``."""
 
@@ -27,7 +27,7 @@ class ChatAddress:
         return self.chat_id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A user's message on a platform (DeerFlow's ``InboundMessage``)."""
 
@@ -39,7 +39,7 @@ class InboundMessage:
     message_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Choice:
     """One button of an interactive choice: its label and the opaque value sent back when pressed."""
 
@@ -47,7 +47,7 @@ class Choice:
     value: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutboundMessage:
     """What the hub sends to a conversation (DeerFlow's ``OutboundMessage``): text, optionally with
     buttons; ``reply_to`` is the platform id of the message it answers, when known."""
@@ -58,7 +58,7 @@ class OutboundMessage:
     reply_to: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChoiceAnswer:
     """A pressed button: who pressed it, where, and the :class:`Choice` value it carried."""
 
@@ -72,7 +72,7 @@ class ChoiceAnswer:
     """The platform's id of the press (Telegram ``callback_query`` id), for the acknowledgement."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sent:
     """A sent message: its platform id (for edits) and where it went."""
 
@@ -80,7 +80,7 @@ class Sent:
     message_id: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Filtered:
     """Counters of updates a channel dropped (strangers, bots, edits): visible in logs and tests."""
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agent_core._concurrency import TaskOwner, wait_uninterrupted
 from agent_core._ids import new_id
 from agent_core._loop.driver import (
     ModelTurn,
@@ -82,6 +83,8 @@ from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.model import ToolCall
 from agent_core.types.runtime import UserMessage
 
+CLOSE_BOUND_S = 5.0
+"""How long a stopping worker waits for its steps and calls after cancelling them."""
 T = TypeVar("T")
 
 
@@ -105,6 +108,9 @@ class RunActivities:
         self.claims = ToolCallClaims(manager.services.storage)
         self.attempts = StepAttempts(self.contexts, self.claims, heartbeat_s)
         self.calls = ClaimedCalls(self.contexts, self.claims, self.attempts, heartbeat_s)
+        self.tasks = TaskOwner("worker steps")
+        """The loop steps and staged tool calls this worker runs: they may outlive their activity attempt
+        (a lost attempt's step ends before its successor reads the store); :meth:`close` ends them."""
         self.own_queue = own_queue
         self.heartbeat_s = heartbeat_s
         self.arrival_timeout_s = arrival_timeout_s
@@ -186,7 +192,7 @@ class RunActivities:
         tools.arrived[inp.index].set()
         task = tools.running.get(inp.index)
         if task is None:  # else a second delivery of the call: it still runs here, not started twice
-            task = asyncio.ensure_future(self._run_call(ctx, tools, inp))
+            task = self.tasks.spawn(self._run_call(ctx, tools, inp), name=f"tool call {inp.index}")
             task.add_done_callback(_retrieve)
             tools.running[inp.index] = task
         try:
@@ -207,7 +213,7 @@ class RunActivities:
                 raise
             await self._cancel(ctx)  # the call is answered ``aborted``; tools_end ends the run
             with contextlib.suppress(BaseException):
-                await asyncio.shield(task)
+                await asyncio.wait({task})  # its answer is stored before this attempt reports the cancel
             raise
         return task.result()
 
@@ -343,13 +349,8 @@ class RunActivities:
         cp = checkpoint(ctx)
         if not finish:
             return Step("end", cp, outcome=_outcome_dump(result))
-        task = asyncio.ensure_future(self._finish(ctx, result))
-        try:
-            finished = await asyncio.shield(task)
-        except asyncio.CancelledError:  # the terminal events are written whole before this attempt ends
-            with contextlib.suppress(BaseException):
-                await task
-            raise
+        # the terminal events are written whole before this attempt ends, also when it is cancelled
+        finished = await wait_uninterrupted(self._finish(ctx, result), self.tasks)
         return Step("end", cp, outcome=_outcome_dump(result), finished=finished)
 
     async def _finish(self, ctx: RunContext, outcome: LoopOutcome) -> RunResult:
@@ -371,7 +372,7 @@ class RunActivities:
     async def _step(self, ctx: RunContext, step: Awaitable[T]) -> T | LoopOutcome:
         """Runs one loop step while heartbeating; a cancelled activity cancels the run cooperatively,
         finishes it (terminal events) and then reports the cancellation."""
-        task = asyncio.ensure_future(guarded_step(ctx.loop, ctx.loop_state, step))
+        task = self.tasks.spawn(guarded_step(ctx.loop, ctx.loop_state, step), name=f"step {ctx.state.run_id}")
         attempt = self.attempts.track(task)
         try:
             while True:
@@ -385,16 +386,23 @@ class RunActivities:
                 # the worker shuts down or lost this attempt: the run is not cancelled, another attempt
                 # continues it from the store; this one stops (it writes nothing more once it recorded
                 # that it stopped: its successor waits for that) and this worker forgets the run
-                task.cancel()
+                task.cancel()  # stop() waits until it ended
                 with contextlib.suppress(BaseException):
                     stop = self.attempts.stop(task, attempt, ctx.state.run_id, ctx.state.session_id)
-                    await asyncio.shield(stop)
+                    await wait_uninterrupted(stop, self.tasks)
                 self.contexts.drop(ctx.state.run_id)
                 raise
             await self._cancel(ctx)
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self._finish_cancelled(ctx, await asyncio.shield(task)))
+            with contextlib.suppress(BaseException):  # the step ends cooperatively, then the run ends whole
+                result = await wait_uninterrupted(task)
+                await wait_uninterrupted(self._finish_cancelled(ctx, result), self.tasks)
             raise
+
+    async def close(self) -> None:
+        """Worker shutdown, after its activities stopped: what still runs here is cancelled and awaited
+        (bounded); the runs continue on another worker from what the store holds."""
+        await self.tasks.aclose(bound=CLOSE_BOUND_S)
+        await self.contexts.tasks.aclose(grace=CLOSE_BOUND_S, bound=CLOSE_BOUND_S)
 
     async def _finish_cancelled(self, ctx: RunContext, result: object) -> None:
         """Ends a run whose step was cancelled, as the local loop ends it."""

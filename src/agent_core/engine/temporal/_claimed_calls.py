@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from agent_core._concurrency import wait_uninterrupted
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.tool_claims import CallKey, ToolCallClaims
 from agent_core.engine.temporal._contexts import RunContexts
@@ -76,7 +77,7 @@ class ClaimedCalls:
             _EXECUTING.discard(key.claim_key)
             finished = done()
             me = self._storage.claim_owner
-            await asyncio.shield(self.claims.settle(key, me, done=finished))
+            await wait_uninterrupted(self.claims.settle(key, me, done=finished))
 
     async def settle_lost(self, run_id: str) -> None:
         """Waits (heartbeating) until the calls of a lost tool turn that still run on this worker have

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._runtime.runs import RunManager
 from agent_core._runtime.state import RunState, SessionState
 from agent_core._storage.live import LiveChannel, LiveFeed, live_channel
@@ -150,11 +151,13 @@ class TemporalEngine:
             result_type=RunResult,
         )
         state.status = RunStatus.running
-        result = asyncio.ensure_future(handle.result())
+        # the workflow's result, the permission answerer and the cancel waker end with this follower
+        follower = TaskOwner(f"run {state.run_id} follower")
+        result = follower.spawn(handle.result())
         result.add_done_callback(_retrieve)  # a cancelled or failed workflow's error: the stored outcome
         phase = _Phase()
-        permissions = asyncio.ensure_future(self._answer_permissions(handle, result, phase, feed))
-        waker = asyncio.ensure_future(_wake_on(state.cancel_event, feed))
+        follower.spawn(self._answer_permissions(handle, result, phase, feed))
+        follower.spawn(_wake_on(state.cancel_event, feed))
         result.add_done_callback(lambda _: feed.woken.set())
         cancel_sent = refreshed = False
         held: list[RuntimeEvent] = []
@@ -194,6 +197,9 @@ class TemporalEngine:
                     # the session's path first: a caller woken by the run's end may start the next run
                     await _refresh_cursor(self.manager, session)
                     refreshed = True
+                    # the follower's tasks end before the run's end is announced: a caller woken by it
+                    # finds the session free (the finally below then has nothing left to wait for)
+                    await follower.aclose()
                     state.finish(run.status, run.end_reason, error)
                     break
                 if result.done() and not await _terminal_soon(self.manager, state.run_id):
@@ -211,10 +217,7 @@ class TemporalEngine:
                 interrupted = _never if ended else functools.partial(_interrupted, result, state, cancel_sent)
                 await _until_stored(feed, target, next_seq - 1, state, observers, poll, interrupted)
         finally:
-            permissions.cancel()
-            waker.cancel()
-            if not result.done():
-                result.cancel()  # its outcome, if it still ends with one, is retrieved (_retrieve)
+            await follower.aclose()  # the result's outcome, if it still ends with one, is retrieved
             if not refreshed:
                 await _refresh_cursor(self.manager, session)
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events.stream import EventChannel
 from agent_core._loop._limits import Breach, RepeatState
 from agent_core._loop.cursor import AgentCursor
@@ -50,7 +51,7 @@ KEPT_SESSIONS = 512
 """How many sessions' cursors a worker keeps between their runs."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RunContext:
     """One run as this worker executes it."""
 
@@ -62,7 +63,7 @@ class RunContext:
     """The answer's tool calls while their activities run on this worker."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class StagedTools:
     """The tool calls of one answer staged on this worker (``plan_id`` names them in the workflow);
     ``arrived[i]`` is set when call ``i``'s activity reached the worker; ``running[i]`` is call ``i``
@@ -85,6 +86,8 @@ class RunContexts:
         self.live = live
         """The storage backend's live channel: a root run's deltas reach the runtime that started it."""
         self._contexts: dict[str, RunContext] = {}
+        self.tasks = TaskOwner("live publishing")
+        """The runs' live flushes (short: each ends once its events are published)."""
         self._cursors: OrderedDict[str, AgentCursor] = OrderedDict()
         """The path (and prompt caches) each session had when its last run on this worker ended, by
         session id; reused by the session's next run here when the store's active node is its tip."""
@@ -167,7 +170,7 @@ class RunContexts:
         )
         recorder = self.manager.recorder_for(state, session.cursor, root_agent=True)
         if self.live is not None:
-            recorder.forward = LivePublisher(self.live, run_id)
+            recorder.forward = LivePublisher(self.live, run_id, self.tasks)
         self.manager.runs[run_id] = state
         session.live_runs[run_id] = state
         session.active = state

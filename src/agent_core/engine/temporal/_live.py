@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from agent_core._concurrency import TaskOwner
 from agent_core._events.stream import EventChannel
 from agent_core._storage.live import LiveChannel, LiveFeed
 from agent_core.types.runtime import RuntimeEvent
@@ -25,13 +26,17 @@ FLUSH_S = 0.02
 class LivePublisher:
     """Publishes one run's transient events and stored-event wake-ups (best effort, in order)."""
 
-    def __init__(self, channel: LiveChannel, run_id: str, *, flush_s: float = FLUSH_S) -> None:
+    def __init__(
+        self, channel: LiveChannel, run_id: str, owner: TaskOwner, *, flush_s: float = FLUSH_S
+    ) -> None:
         self.channel = channel
         self.run_id = run_id
         self.flush_s = flush_s
         self._stored_seq = 0
         self._sent_seq = 0
         self._batches: list[tuple[int, list[str]]] = []
+        self._flushes = owner
+        """Owns the flush task (the worker's run contexts: closed when the worker stops)."""
         self._task: asyncio.Task[None] | None = None
 
     async def __call__(self, event: RuntimeEvent) -> None:
@@ -43,8 +48,8 @@ class LivePublisher:
             self._batches[-1][1].append(event.model_dump_json())
         else:
             self._stored_seq = max(self._stored_seq, event.seq)
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._flush())
+        if (self._task is None or self._task.done()) and not self._flushes.closed:  # best effort
+            self._task = self._flushes.spawn(self._flush(), name=f"live flush {self.run_id}")
 
     async def _flush(self) -> None:
         while self._batches or self._sent_seq < self._stored_seq:

@@ -30,7 +30,7 @@ def own_queue_timeout(heartbeat_timeout_ms: int) -> timedelta:
     return timedelta(milliseconds=max(3 * heartbeat_timeout_ms, 10_000))
 
 
-@dataclass
+@dataclass(slots=True)
 class RunInput:
     """The workflow's input: the run (its row is already stored) and the user message that starts it."""
 
@@ -43,7 +43,7 @@ class RunInput:
     the runtime that started it (``"resume"`` when the session has nodes already, else ``"new"``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Checkpoint:
     """The loop state between steps, enough to continue the run on another worker.
 
@@ -68,7 +68,7 @@ class Checkpoint:
 StepKind = Literal["model", "after", "tools", "end"]
 
 
-@dataclass
+@dataclass(slots=True)
 class PlannedCall:
     """One tool call of a :class:`ToolPlan`: its position in the answer and whether its result is stored."""
 
@@ -78,7 +78,7 @@ class PlannedCall:
     is_error: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolGroup:
     """Calls that run together (``parallel`` / ``agent``: concurrently; ``serial``: one call alone)."""
 
@@ -86,7 +86,7 @@ class ToolGroup:
     calls: list[PlannedCall]
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolPlan:
     """The tool calls of one answer, staged on the worker whose own task queue is ``task_queue``: each
     call is an activity there (the worker keeps the turn: gate order, node order, context nodes), the
@@ -97,7 +97,7 @@ class ToolPlan:
     groups: list[ToolGroup]
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """What the workflow does next: a model call, the step after a model answer, the answer's tool calls,
     or the run's end."""
@@ -116,7 +116,7 @@ class Step:
     """The run's terminal events and row, when the step that ended the run also wrote them (``end``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepInput:
     run_id: str
     session_id: str
@@ -126,7 +126,7 @@ class StepInput:
     previous attempt stored them)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class CallInput:
     """One staged tool call (``index`` in the answer) of ``plan_id``."""
 
@@ -135,14 +135,14 @@ class CallInput:
     index: int
 
 
-@dataclass
+@dataclass(slots=True)
 class CallResult:
     is_error: bool
     stopped: bool
     """Cancellation or a failed commit ended the turn: no further group runs."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolsEndInput:
     """The end of a tool turn: ``step`` is the ``tools`` step; calls from ``skip_from`` on are skipped
     (a serial call failed); ``cancelled``: the workflow was cancelled during the turn."""
@@ -154,7 +154,7 @@ class ToolsEndInput:
     cancelled: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class RunResult:
     """The workflow's result, read from the stored run after its terminal events were written."""
 
@@ -163,7 +163,7 @@ class RunResult:
     end_reason: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class PermissionSignal:
     """A permission request (``body_json``: the ``PermissionRequest``) or its answer (the
     ``PermissionDecision``), keyed by a request id that stays the same when the tool step is retried."""

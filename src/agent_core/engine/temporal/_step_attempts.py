@@ -17,6 +17,7 @@ from typing import Any
 
 from temporalio import activity
 
+from agent_core._concurrency import wait_uninterrupted
 from agent_core._storage.protocol import SessionStore
 from agent_core._storage.tool_claims import ToolCallClaims
 from agent_core.engine.temporal._contexts import RunContexts
@@ -66,8 +67,8 @@ class StepAttempts:
         except BaseException:
             attempt = attempt_key()
             if attempt not in self._steps:  # no step of this attempt runs on
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.claims.stopped(attempt, inp.run_id, inp.session_id))
+                with contextlib.suppress(Exception):  # recorded whole, even when cancelled again
+                    await wait_uninterrupted(self.claims.stopped(attempt, inp.run_id, inp.session_id))
             raise
 
     async def stop(self, task: asyncio.Future[Any], attempt: str, run_id: str, session_id: str) -> None:

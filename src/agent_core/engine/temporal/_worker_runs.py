@@ -133,7 +133,7 @@ async def worker_run_loop(
         current_user_node_id=node_id,
         parent_agent_id=parent_agent_id,
         parent_run_id=parent_run_id,
-        scope_extras=scope.to_extras(),
+        task_scope=scope,
         workdir=Path(meta["workdir"]) if meta.get("workdir") else None,
         purpose="worker",
         agent_type=AgentType.sub,

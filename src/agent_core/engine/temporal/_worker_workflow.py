@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
 DISPATCH_WORKER = "dispatch_worker"
 
 
-@dataclass
+@dataclass(slots=True)
 class DispatchRequest:
     """Start the worker run ``run`` as the child workflow ``workflow_id`` on ``task_queue``."""
 

@@ -37,6 +37,7 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from agent_core._concurrency import TaskOwner, cancel_and_wait
     from agent_core.engine.temporal._payloads import (
         AFTER,
         FINISH,
@@ -184,8 +185,9 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
     async def _calls(self, inp: RunInput, plan: ToolPlan, calls: list[PlannedCall]) -> list[CallResult]:
         """One activity per call, concurrently; waits until every one settled (also when cancelled:
         each cancelled call is answered ``aborted`` by its activity)."""
+        calls_owner = TaskOwner("call activities")  # every call's activity is awaited or cancelled here
         tasks = [
-            asyncio.ensure_future(
+            calls_owner.spawn(
                 self._activity(
                     TOOL_CALL,
                     CallInput(inp.run_id, plan.plan_id, c.index),
@@ -200,9 +202,7 @@ class RunWorkflow(WorkerDispatches):  # a dispatched worker run is a child workf
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
+            await cancel_and_wait(*tasks)
             _errors(tasks)
             raise
         errors = _errors(tasks)

@@ -109,6 +109,7 @@ async def run_worker(
         if ready is not None:
             ready(settings.task_queue, settings.address)
         await stop.wait()
+    await activities.close()
     activities.contexts.abandon()
     if activities.contexts.live is not None:
         await activities.contexts.live.close()

@@ -52,7 +52,7 @@ def invalid(message: str, **details: Any) -> AgentCoreError:
     return InvalidArgumentError(ErrorCode.validation_error, message, details=details)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolEnv:
     """Facts shared by every step of one call."""
 

@@ -67,7 +67,7 @@ def cap_line(raw: bytes, cap: int = LINE_CAP_BYTES) -> tuple[str, bool]:
     return utf8_prefix(raw, cap).decode("utf-8", errors="replace"), True
 
 
-@dataclass
+@dataclass(slots=True)
 class LineWindow:
     """The lines ``[start, start + count)`` of a text file plus whole-file facts."""
 

@@ -85,7 +85,7 @@ def _translate(pattern: str, whole: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GlobFilter:
     pattern: str
     exclude: bool

@@ -47,7 +47,7 @@ def _invalid(message: str, **details: object) -> AgentCoreError:
     return InvalidArgumentError(ErrorCode.validation_error, message, details=dict(details))
 
 
-@dataclass
+@dataclass(slots=True)
 class Hunk:
     old_start: int
     old_len: int
@@ -59,7 +59,7 @@ class Hunk:
     new_no_eol: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class FilePatch:
     old_path: str | None = None
     new_path: str | None = None

@@ -47,7 +47,7 @@ NAME = "code.run_command"
 STDERR_SUMMARY_CHARS = 500
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommandPlan:
     argv: list[str]
     executable: Path

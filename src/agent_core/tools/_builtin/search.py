@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_core._concurrency import TaskOwner
 from agent_core.errors import (
     AgentCoreError,
     ErrorCode,
@@ -90,7 +91,7 @@ def find_ripgrep() -> str | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Collector:
     """Candidate matches in walk order, sensitive-filtered, capped."""
 
@@ -259,8 +260,8 @@ async def rg_search(
         await cancel.wait()
         stop.set()
 
-    relay = asyncio.create_task(relay_cancel())
-    try:
+    async with TaskOwner() as relays:  # the relay is cancelled when the search ends
+        relays.spawn(relay_cancel())
         outcome = await run_process(
             rg_argv(rg, query, glob, target),
             cwd=cwd,
@@ -270,8 +271,6 @@ async def rg_search(
             on_stdout_line=on_line,
             tree=False,  # ripgrep is a trusted helper that spawns nothing: no launcher on the hot path
         )
-    finally:
-        relay.cancel()
     if outcome.timed_out:
         raise OperationTimeoutError(
             ErrorCode.timeout, f"search timed out after {timeout_ms} ms", details={"timeout_ms": timeout_ms}

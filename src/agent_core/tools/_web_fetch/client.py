@@ -54,7 +54,7 @@ USER_AGENT = "soong-agent (code.web_fetch)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FetchPolicy:
     """What the fetch may reach: the host and address rules and ``permissions.network_policy.default``."""
 
@@ -62,7 +62,7 @@ class FetchPolicy:
     default: Literal["allow", "confirm", "deny"] = "confirm"
 
 
-@dataclass
+@dataclass(slots=True)
 class FetchResult:
     url: str
     """The URL of the response (after the redirects that were followed)."""

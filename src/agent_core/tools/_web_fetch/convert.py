@@ -33,7 +33,7 @@ _DROPPED = ("script", "style", "noscript", "template", "svg")
 Format = Literal["markdown", "text", "binary"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Converted:
     format: Format
     text: str
