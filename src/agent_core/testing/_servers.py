@@ -176,7 +176,8 @@ class ScriptedServer:
             self._queue.extend(responses)
 
     def handler(self, fn: Handler | None) -> None:
-        """Answers every request not served by the queue with ``fn(request)``."""
+        """Answers every request not served by the queue with ``fn(request)``, called in a worker thread:
+        it may block (e.g. until another request has arrived) while the server answers other connections."""
         self._handler = fn
 
     @property
@@ -332,7 +333,10 @@ class ScriptedServer:
                 if refused is not None:
                     self.rejections.append((request, *refused))
                 rejected = error(*refused) if refused is not None else self._emulate_cache(request)
-                response = rejected if rejected is not None else self._choose(request)
+                # in a worker thread: a handler may block (wait for another request) without stopping the server
+                response = (
+                    rejected if rejected is not None else await asyncio.to_thread(self._choose, request)
+                )
                 if not await self._respond(response, request, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):

@@ -138,17 +138,19 @@ async function switchTo(nodeId) {
 // (a file changed since) lists the files and changes nothing.
 async function rewindTo(nodeId) {
   if (!confirm("Rewind to here? The files the agent changed after this node are put back, and the conversation continues from it.")) return;
+  let done;
   try {
     const result = await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { node_id: nodeId });
     const skipped = result.skipped || [];
     const left = skipped.length ? `, ${skipped.length} left alone (${skipped.map((s) => `${s.path}: ${s.reason}`).join("; ")})` : "";
-    $("rewind-status").textContent = `rewound: ${(result.restored || []).length} file(s) restored, ${(result.removed || []).length} removed${left}`;
+    done = `rewound: ${(result.restored || []).length} file(s) restored, ${(result.removed || []).length} removed${left}`;
   } catch (err) {
     $("rewind-status").textContent = `rewind refused: ${err.message}`;
     alert(`Rewind refused, nothing was changed:\n${err.message}`);
     return;
   }
   await selectSession(state.sessionId);
+  $("rewind-status").textContent = done; // once the session shows the rewound path
 }
 
 async function forkAt(nodeId) {
