@@ -1,4 +1,5 @@
-"""50 concurrent SSE clients on one ``soong-agent serve`` while runs execute (surfaces.md §2, issue 18).
+"""50 concurrent SSE clients on one ``soong-agent serve`` while runs execute (docs/serve.md#run-event-streams,
+issue 18).
 
 Starts the scripted Ollama model (in-process thread, 127.0.0.1) and ``soong-agent serve --port 0`` with a
 private home, starts ``--runs`` runs whose replies stream slowly, and attaches ``--clients`` SSE clients

@@ -1,4 +1,4 @@
-"""Suite-wide isolation (testing.md §4.1): fake HOME, real-home guard, network guard, clean env."""
+"""Suite-wide isolation (docs/testing.md#isolation): fake HOME, real-home guard, network guard, clean env."""
 
 from __future__ import annotations
 

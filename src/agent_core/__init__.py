@@ -1,10 +1,10 @@
 """soong-agent: an async SDK that runs LLM agents on a real project, safely and durably.
 
-Only the stable SDK names of contract.md §2 are exported. The ``if TYPE_CHECKING:`` block below is the
-list of them type checkers read (``X as X`` marks an explicit re-export); at run time ``_EXPORTS`` maps
-each name to its module (the same list as data, checked by a test, so nothing parses this file), so
-``import agent_core`` (and the CLI's cold start) imports nothing else and each name's module is imported on
-first attribute access. ``__all__`` is derived from the map.
+Only the stable SDK names of docs/architecture.md#public-surface are exported. The ``if TYPE_CHECKING:`` block
+below is the list of them type checkers read (``X as X`` marks an explicit re-export); at run time
+``_EXPORTS`` maps each name to its module (the same list as data, checked by a test, so nothing parses this
+file), so ``import agent_core`` (and the CLI's cold start) imports nothing else and each name's module is
+imported on first attribute access. ``__all__`` is derived from the map.
 """
 
 from __future__ import annotations

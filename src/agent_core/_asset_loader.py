@@ -1,4 +1,5 @@
-"""Asset loader: stable ``asset_id`` -> packaged prompt/template/agent resource (contract.md §12).
+"""Asset loader: stable ``asset_id`` -> packaged prompt/template/agent resource
+(docs/context.md#package-assets).
 
 Prompt bodies, templates and built-in AgentDefinition bodies live as files under
 ``agent_core/assets/``; code refers to them only by ``asset_id`` (:data:`ASSET_PATHS`). Editing an
@@ -23,27 +24,28 @@ Loading rules
 
 Static system blocks
 --------------------
-:data:`STATIC_SYSTEM_BLOCKS` is the single code copy of context.md §3: the ten static blocks in
-emission order with ``block_id``, ``priority``, ``source`` and, for the seven package prompts, the
+:data:`STATIC_SYSTEM_BLOCKS` is the single code copy of docs/context.md#static-blocks: the ten static blocks
+in emission order with ``block_id``, ``priority``, ``source`` and, for the seven package prompts, the
 ``asset_id`` whose text is the block content (``None`` = generated from run data by the composer).
 
 Output contracts the packaged prompts ask models for
 ---------------------------------------------------
 Parsers elsewhere rely on these shapes; the prompts state them to the model verbatim.
 
-Child result (``agent.default_{sub,fork,worker}_agent``; multi-agent.md §12): the final assistant
-message ends with one fenced ``json`` block (the last such block counts; a message that is only a
+Child result (``agent.default_{sub,fork,worker}_agent``; docs/multi-agent.md#child-results): the final
+assistant message ends with one fenced ``json`` block (the last such block counts; a message that is only a
 JSON object also counts) holding ``{"status": "completed" | "failed", "summary": str,
 "findings": list[str | dict], "proposed_actions": list[str | dict], "artifacts":
 [{"artifact_id": str, "summary": str?}]}``. When the parent passed ``expected_output_schema`` the
 object must follow that schema instead. Children never report ``cancelled``; core sets it.
 
-Compaction payload (``agent.default_compact_agent``; compact.md §7, §10.5): the whole answer is one
-JSON object (a single fenced ``json`` block is tolerated) ``{"summary": str, "first_kept_node_id":
-str, "tokens_before": int, "details": dict}``. ``summary`` is Markdown with the compact.md §7
-headings in order, ``(none)`` under empty ones, plus ``## Split Turn Prefix`` only for split turns.
+Compaction payload (``agent.default_compact_agent``; docs/compaction.md#the-compact-fork,
+docs/compaction.md#the-payload): the whole answer is one JSON object (a single fenced ``json`` block is
+tolerated) ``{"summary": str, "first_kept_node_id": str, "tokens_before": int, "details": dict}``. ``summary``
+is Markdown with the docs/compaction.md#the-compact-fork headings in order, ``(none)`` under empty ones, plus
+``## Split Turn Prefix`` only for split turns.
 
-Memory extraction (``memory.extraction``; context.md §9.4-§9.8): a tool loop of at most 8 turns
+Memory extraction (``memory.extraction``; docs/context.md#extraction): a tool loop of at most 8 turns
 with the job-only tools ``memory_writer.read_memory {"memory_id": str}`` and
 ``memory_writer.submit``, which ends the job. ``submit`` arguments, all four keys required::
 
@@ -64,7 +66,7 @@ user message is expected to carry the tagged sections ``<allowed_categories>``,
 (messages labelled with node id and role, new root user messages marked as candidates),
 ``<active_path_summary>`` and optionally ``<compaction_summary>``.
 
-Recall selector (``memory.recall_selector``; context.md §9.9): no tools; the answer is exactly
+Recall selector (``memory.recall_selector``; docs/context.md#recall): no tools; the answer is exactly
 ``{"memory_ids": [str, ...]}`` in relevance order (``[]`` when nothing fits, at most ``<limit>``).
 Its user message carries ``<recall_query>``, ``<user_request>``, ``<recent_context>``,
 ``<memory_catalog>``, ``<memory_frontmatter>`` and ``<limit>``.
@@ -99,7 +101,7 @@ ASSET_PATHS: dict[str, str] = {
     "memory.extraction": "prompts/memory/extraction.md",
     "memory.recall_selector": "prompts/memory/recall_selector.md",
 }
-"""The complete contract.md §12.2 mapping; every entry is a required asset."""
+"""The complete docs/context.md#package-assets mapping; every entry is a required asset."""
 
 BUILTIN_AGENT_ASSETS: dict[str, str] = {
     "default_sub_agent": "agent.default_sub_agent",
@@ -107,7 +109,8 @@ BUILTIN_AGENT_ASSETS: dict[str, str] = {
     "default_worker_agent": "agent.default_worker_agent",
     "default_compact_agent": "agent.default_compact_agent",
 }
-"""Built-in ``agent_definition_id`` -> asset id (file form of contract.md §3.9, id == file stem)."""
+"""Built-in ``agent_definition_id`` -> asset id (file form of docs/multi-agent.md#agent-definitions, id ==
+file stem)."""
 
 PLAN_TEMPLATE_PREFIX = "template.plan."
 TASK_TEMPLATE_ID = "template.task_dag.default"
@@ -118,7 +121,8 @@ _PLAN_TEMPLATE_NAME = re.compile(r"^[a-z0-9_]{1,64}$")
 
 
 def asset_version(data: bytes) -> str:
-    """Template version of contract.md §12.2: first 12 hex chars of SHA-256 of the asset bytes."""
+    """Template version of docs/context.md#package-assets: first 12 hex chars of SHA-256 of the asset
+    bytes."""
     return hashlib.sha256(data).hexdigest()[:VERSION_LENGTH]
 
 
@@ -139,7 +143,8 @@ class Asset:
 
 @dataclass(frozen=True, slots=True)
 class StaticBlockSpec:
-    """A static system block (context.md §3); ``asset_id`` is ``None`` for generated blocks."""
+    """A static system block (docs/context.md#static-blocks); ``asset_id`` is ``None`` for generated
+    blocks."""
 
     block_id: str
     priority: int

@@ -1,4 +1,4 @@
-"""Every git command the runtime runs goes through :func:`run_git` (issue 31 §1).
+"""Every git command the runtime runs goes through :func:`run_git` (issue 31 item 1).
 
 A repository is content the model (or whoever shipped the clone) may have written: a ``.git`` file saying
 ``gitdir: elsewhere``, a git directory whose config defines a clean filter, ``core.fsmonitor`` or

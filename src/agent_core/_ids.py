@@ -1,4 +1,5 @@
-"""Identifier helpers (runtime.md §4), a bottom-layer module: generated ids are ``<prefix><YYYYMMDD>_<HHMMSS>_<12 hex>``."""
+"""Identifier helpers (docs/architecture.md#identifiers-and-time), a bottom-layer module: generated ids are
+``<prefix><YYYYMMDD>_<HHMMSS>_<12 hex>``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Write-time redaction replaces the *values* of secret environment variables: every variable named by
 an ``api_key_env`` setting, plus variables whose name matches :data:`SECRET_ENV_NAME` and whose value
-has at least 8 characters (runtime.md §10.4). Read-time redaction additionally masks the values of
+has at least 8 characters (docs/storage.md#redaction). Read-time redaction additionally masks the values of
 mapping keys that look sensitive (:data:`SENSITIVE_KEY`).
 """
 

@@ -1,5 +1,5 @@
-"""Headless Chromium for the web UI tests (surfaces.md §2): the Debian ``chromium`` at /usr/bin/chromium,
-driven by Playwright for Python (Playwright's own browser download is not used)."""
+"""Headless Chromium for the web UI tests (docs/serve.md#the-web-ui): the Debian ``chromium`` at
+/usr/bin/chromium, driven by Playwright for Python (Playwright's own browser download is not used)."""
 
 from __future__ import annotations
 

@@ -37,9 +37,8 @@ def served(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> Iterat
         assert server.stop() == 0
 
 
-def test_i08_approval_card_shows_the_whole_argv_and_the_session_grant(
-    page: Any, served: ServeProcess
-) -> None:
+def test_approval_card_shows_the_whole_argv_and_the_session_grant(page: Any, served: ServeProcess) -> None:
+    """Case I8."""
     open_ui(page, served)
     page.click("#new-session")
     say(page, "command " + json.dumps(["python3", "-c", PADDED_CODE]))
@@ -92,7 +91,8 @@ class _FramingPage(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_i10_a_page_on_another_port_cannot_frame_the_ui(page: Any, served: ServeProcess) -> None:
+def test_a_page_on_another_port_cannot_frame_the_ui(page: Any, served: ServeProcess) -> None:
+    """Case I10."""
     open_ui(page, served)  # signed in: the cookie is set for 127.0.0.1
     handler = type("Framing", (_FramingPage,), {"target": served.base_url + "/"})
     evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

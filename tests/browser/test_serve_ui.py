@@ -1,5 +1,6 @@
-"""The web UI of ``soong-agent serve`` in headless Chromium (surfaces.md §2): a real server subprocess, the
-scripted Ollama server as the model, the browser signed in through the printed ``?token=`` URL."""
+"""The web UI of ``soong-agent serve`` in headless Chromium (docs/serve.md#the-web-ui): a real server
+subprocess, the scripted Ollama server as the model, the browser signed in through the printed ``?token=``
+URL."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_type_a_message_and_see_the_streamed_reply(page: Any, served: ServeProce
 
 
 def test_the_run_shows_the_model_waiting_then_the_output_rate(page: Any, served: ServeProcess) -> None:
-    """Issue 32 item 3: while the model reads the prompt the run status shows the model, the prompt size
+    """Issue 32: while the model reads the prompt the run status shows the model, the prompt size
     and the seconds waited (model_progress events, as the CLI's status line); then the rate."""
     open_ui(page, served)
     page.click("#new-session")
@@ -434,7 +435,7 @@ def test_reasoning_is_collapsed_and_images_are_shown(page: Any, soong_env: Soong
 def test_an_mcp_servers_question_is_a_form(
     page: Any, soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
-    """Issue 38 item 4: an MCP elicitation request is an approval card with one input per schema field;
+    """Issue 38: an MCP elicitation request is an approval card with one input per schema field;
     Send answers with the typed values (the integer as a number), which reach the MCP server."""
     soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
     entry = {

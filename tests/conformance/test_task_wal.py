@@ -1,4 +1,5 @@
-"""Conformance: the Task WAL (contract.md §7) on both media — JSONL files (sqlite) and a table (postgres)."""
+"""Conformance: the Task WAL (docs/task-board.md#wal-records) on both media — JSONL files (sqlite) and a table
+(postgres)."""
 
 from __future__ import annotations
 

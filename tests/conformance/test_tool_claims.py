@@ -1,4 +1,5 @@
-"""Conformance: the temporal engine's tool call claims (surfaces.md §3 crash semantics) on every backend.
+"""Conformance: the temporal engine's tool call claims (docs/scale-out.md#3-what-a-workflow-does crash
+semantics) on every backend.
 
 Two stores open on one database stand for two worker processes: a call is claimed by exactly one of
 them, a claim of a superseded plan is refused, a claim is taken over only from an owner that released it

@@ -1,4 +1,4 @@
-"""``soong-agent audit`` (issue 14 §10): every permission decision of a past run, who made it and the
+"""``soong-agent audit`` (issue 14 item 10): every permission decision of a past run, who made it and the
 matching rule, printed from the stored events."""
 
 from __future__ import annotations

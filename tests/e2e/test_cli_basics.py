@@ -1,6 +1,6 @@
-"""``soong-agent`` CLI end to end (testing.md area O, A2; config.md acceptance 25–28, 31–32; contract §15
-items 41, 42, 44): real subprocesses (``python -m agent_core.cli`` and the installed console script)
-against the scripted provider servers running on their own thread in the test process.
+"""``soong-agent`` CLI end to end (cases area O, A2; docs/configuration.md; docs/testing.md): real
+subprocesses (``python -m agent_core.cli`` and the installed console script) against the scripted provider
+servers running on their own thread in the test process.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def home_and_project_files(env: SoongEnv) -> list[str]:
 # -- A2: help, usage errors, console script ---------------------------------------------------------
 
 
-def test_a2_help_lists_run_and_options_without_init_or_json(soong_env: SoongEnv) -> None:
+def test_help_lists_run_and_options_without_init_or_json(soong_env: SoongEnv) -> None:
+    """Case A2."""
     top = run_cli(["--help"])
     assert top.exit_code == 0, top
     assert "run" in top.stdout and "usage: soong-agent" in top.stdout
@@ -74,7 +75,8 @@ def test_a2_help_lists_run_and_options_without_init_or_json(soong_env: SoongEnv)
         pytest.param(["chat", "x"], id="chat"),
     ],
 )
-def test_a2_usage_errors_exit_2(soong_env: SoongEnv, args: list[str]) -> None:
+def test_usage_errors_exit_2(soong_env: SoongEnv, args: list[str]) -> None:
+    """Case A2."""
     result = run_cli(args)
     assert result.exit_code == 2, result
     assert result.stdout == ""
@@ -83,9 +85,10 @@ def test_a2_usage_errors_exit_2(soong_env: SoongEnv, args: list[str]) -> None:
     assert list(soong_env.home.iterdir()) == []  # usage errors never touch the home
 
 
-def test_a2_console_script_exists_and_behaves_the_same(
+def test_console_script_exists_and_behaves_the_same(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case A2."""
     script = console_script()
     assert script is not None, "the soong-agent console script is not installed next to the interpreter"
     assert Path(script).parent == Path(sys.executable).parent
@@ -101,8 +104,9 @@ def test_a2_console_script_exists_and_behaves_the_same(
     assert result.stdout == "Hello from the script\n"
 
 
-def test_a2_cli_import_is_lazy() -> None:
-    """Cold start: importing the CLI (and parsing --help) loads neither the runtime nor pydantic/httpx."""
+def test_cli_import_is_lazy() -> None:
+    """Case A2: Cold start: importing the CLI (and parsing --help) loads neither the runtime nor
+    pydantic/httpx."""
     code = (
         "import sys, agent_core.cli as c\n"
         "try:\n    c.build_parser().parse_args(['run', '--help'])\nexcept SystemExit:\n    pass\n"
@@ -120,7 +124,8 @@ def test_a2_cli_import_is_lazy() -> None:
 # -- O1 and startup failures -------------------------------------------------------------------------
 
 
-def test_o01_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None:
+def test_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None:
+    """Case O1."""
     result = run_cli(["run", "--plain", "hi"], cwd=soong_env.project)
     assert result.exit_code == 1, result
     assert result.stdout == ""
@@ -148,9 +153,8 @@ def test_o01_missing_config_exits_1_naming_the_path(soong_env: SoongEnv) -> None
         pytest.param(None, "unknown key", id="unknown-key"),
     ],
 )
-def test_o01_invalid_config_exits_1_with_the_path(
-    soong_env: SoongEnv, raw: str | None, expected: str
-) -> None:
+def test_invalid_config_exits_1_with_the_path(soong_env: SoongEnv, raw: str | None, expected: str) -> None:
+    """Case O1."""
     if raw is None:
         soong_env.write_config(model={"provider": "ollama", "bogus_key": 1})
     else:
@@ -165,7 +169,8 @@ def test_o01_invalid_config_exits_1_with_the_path(
     assert list(soong_env.project.iterdir()) == []
 
 
-def test_o01_missing_path_is_a_startup_failure(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_missing_path_is_a_startup_failure(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case O1."""
     soong_env.write_config(model={"provider": "ollama", "base_url": "http://127.0.0.1:9"})
     missing = tmp_path / "no-such-project"
     result = run_cli(["run", "--path", str(missing), "hi"])
@@ -175,9 +180,10 @@ def test_o01_missing_path_is_a_startup_failure(soong_env: SoongEnv, tmp_path: Pa
     assert not (soong_env.home / "sessions.sqlite").exists()
 
 
-def test_o01_unknown_session_id_fails_readably(
+def test_unknown_session_id_fails_readably(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O1."""
     use_ollama(soong_env, scripted_ollama)
     for session_id, expected in (
         ("sess_20990101_000000_abcdefabcdef", "unknown session"),
@@ -192,11 +198,12 @@ def test_o01_unknown_session_id_fails_readably(
 # -- O2, O3: project resolution ------------------------------------------------------------------------
 
 
-def test_o02_path_directory_streams_text_and_uses_user_config(
+def test_path_directory_streams_text_and_uses_user_config(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O2."""
     use_ollama(soong_env, scripted_ollama)
-    # a project-level config naming another model/server is ignored (config.md §3)
+    # a project-level config naming another model/server is ignored (docs/configuration.md#home-and-project)
     soong_env.write_project(
         ".soong-agent/config.toml", '[model]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
     )
@@ -212,7 +219,8 @@ def test_o02_path_directory_streams_text_and_uses_user_config(
     assert request.json["messages"][-1] == {"role": "user", "content": "hello"}
 
 
-def test_o02_default_path_is_cwd(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_default_path_is_cwd(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O2."""
     use_ollama(soong_env, scripted_ollama)
     (soong_env.project / "pkg").mkdir()
     scripted_ollama.enqueue(stream(OllamaWire.text_stream("ok")))
@@ -222,9 +230,10 @@ def test_o02_default_path_is_cwd(soong_env: SoongEnv, scripted_ollama: ScriptedO
     assert session["cwd"] == str((soong_env.project / "pkg").resolve())
 
 
-def test_o03_path_file_uses_parent_and_never_reads_it(
+def test_path_file_uses_parent_and_never_reads_it(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O3."""
     use_ollama(soong_env, scripted_ollama)
     marker = "CONTENT_MARKER_7f3a9c"
     source = soong_env.write_project("src/a.py", f"print('{marker}')\n")
@@ -242,9 +251,10 @@ def test_o03_path_file_uses_parent_and_never_reads_it(
 # -- providers: the same CLI against each wire protocol -------------------------------------------------
 
 
-def test_o02_cli_against_openai_and_anthropic_servers(
+def test_cli_against_openai_and_anthropic_servers(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer, scripted_anthropic: ScriptedAnthropicServer
 ) -> None:
+    """Case O2."""
     key_env = {"SOONG_TEST_API_KEY": "sk-test-secret-value-123"}
     soong_env.write_config(
         model={
@@ -278,9 +288,8 @@ def test_o02_cli_against_openai_and_anthropic_servers(
 # -- O11: continuing a session -------------------------------------------------------------------------
 
 
-def test_o11_session_id_continues_the_session(
-    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
-) -> None:
+def test_session_id_continues_the_session(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O11."""
     use_ollama(soong_env, scripted_ollama)
     scripted_ollama.enqueue(stream(OllamaWire.text_stream("The answer is 42.")))
     first = run_cli(["run", "--path", str(soong_env.project), "What is the answer?"])
@@ -307,9 +316,10 @@ def test_o11_session_id_continues_the_session(
 # -- O12: failures, exit status, no model server ------------------------------------------------------
 
 
-def test_o12_provider_401_exits_1_with_one_readable_line(
+def test_provider_401_exits_1_with_one_readable_line(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O12."""
     use_ollama(soong_env, scripted_ollama)
     scripted_ollama.enqueue(error(401, {"error": "unauthorized: bad key"}))
     result = run_cli(["run", "--path", str(soong_env.project), "hi"])
@@ -327,10 +337,11 @@ def test_o12_provider_401_exits_1_with_one_readable_line(
     assert (run["status"], run["end_reason"]) == ("failed", "failed")
 
 
-def test_o12_closed_port_is_a_provider_error_and_no_server_is_started(
+def test_closed_port_is_a_provider_error_and_no_server_is_started(
     soong_env: SoongEnv, tmp_path: Path
 ) -> None:
     # fake model-server executables first on PATH record any attempt to start them
+    """Case O12."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     spawned = tmp_path / "spawned.log"
@@ -349,9 +360,10 @@ def test_o12_closed_port_is_a_provider_error_and_no_server_is_started(
 # -- O10: isolation of CLI runs ---------------------------------------------------------------------------
 
 
-def test_o10_cli_run_stays_inside_its_temp_dirs(
+def test_cli_run_stays_inside_its_temp_dirs(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, tmp_path: Path
 ) -> None:
+    """Case O10."""
     from tests.conftest import REAL_HOME, _snapshot
 
     real_agent_home = REAL_HOME / ".soong-agent"
@@ -371,10 +383,10 @@ def test_o10_cli_run_stays_inside_its_temp_dirs(
     assert _snapshot(fake_agent_home) == fake_before  # SOONG_AGENT_HOME wins over ~/.soong-agent
 
 
-def test_o12_closed_stdout_pipe_is_not_an_error(
+def test_closed_stdout_pipe_is_not_an_error(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
-    """``soong-agent run ... | head -c1``: the reader goes away; the run still completes quietly."""
+    """Case O12: ``soong-agent run ... | head -c1``: the reader goes away; the run still completes quietly."""
     use_ollama(soong_env, scripted_ollama)
     scripted_ollama.enqueue(stream(OllamaWire.text_stream(*(["many words "] * 2000)), delay_s=0.0005))
     proc = subprocess.Popen(
@@ -393,7 +405,8 @@ def test_o12_closed_stdout_pipe_is_not_an_error(
     assert "session_id: " in err
 
 
-def test_o12_logging_is_one_concise_stderr_handler_at_warning() -> None:
+def test_logging_is_one_concise_stderr_handler_at_warning() -> None:
+    """Case O12."""
     code = (
         "import logging\n"
         "from agent_core.cli import _configure_logging\n"
@@ -408,9 +421,10 @@ def test_o12_logging_is_one_concise_stderr_handler_at_warning() -> None:
 
 
 @pytest.mark.parametrize("name", ["hooks.json", "mcp.json"])
-def test_o01_invalid_home_file_is_a_readable_startup_error(
+def test_invalid_home_file_is_a_readable_startup_error(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, name: str
 ) -> None:
+    """Case O1."""
     use_ollama(soong_env, scripted_ollama)
     broken = soong_env.home / name
     broken.write_text("{not json", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""``soong-agent chat`` through a real pseudo-terminal (surfaces.md §1) against the scripted Ollama server:
+"""``soong-agent chat`` through a real pseudo-terminal (docs/cli.md#chat) against the scripted Ollama server:
 multi-turn sessions, inline permission prompts with the diff, Ctrl-C, slash commands, resume, piped output.
 """
 

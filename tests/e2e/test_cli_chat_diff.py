@@ -1,5 +1,5 @@
-"""The change preview of write/edit permission prompts (surfaces.md §1): computed from the tool's
-pre-flight, put on ``PermissionRequest.metadata['diff']`` by the gate, shown by ``run`` (and ``chat``):
+"""The change preview of write/edit permission prompts (docs/cli.md#permission-prompts): computed from the
+tool's pre-flight, put on ``PermissionRequest.metadata['diff']`` by the gate, shown by ``run`` (and ``chat``):
 a new file as its first lines, long diffs cut with a count, escaped, coloured only on a terminal.
 """
 

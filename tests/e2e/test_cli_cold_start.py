@@ -42,9 +42,10 @@ def measure(env: SoongEnv, server: ScriptedOpenAIServer) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-def test_o02_cli_cold_start_to_first_model_request(
+def test_cli_cold_start_to_first_model_request(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer
 ) -> None:
+    """Case O2."""
     soong_env.write_config(model={"provider": "openai", "base_url": scripted_openai.base_url})
     measure(soong_env, scripted_openai)  # warm the bytecode cache
     samples = [measure(soong_env, scripted_openai) for _ in range(RUNS)]

@@ -1,6 +1,6 @@
 """Issue 32, the first hour at the terminal (pexpect + pyte, and piped): the model status line of ``run`` and
-``chat`` (item 3), permission answers in ``chat`` (item 5), chat polish (item 7) and credentials checked at
-startup (item 8). The scripted Ollama server is the model; a slow first token is an empty frame first.
+``chat``, permission answers in ``chat``, chat polish and credentials checked at
+startup. The scripted Ollama server is the model; a slow first token is an empty frame first.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def chat(started: list[ChatTerminal], env: SoongEnv, *args: str) -> ChatTerminal
     return term
 
 
-# -- item 3: visibly alive -------------------------------------------------------------------------------
+# -- visibly alive -------------------------------------------------------------------------------
 
 
 def test_run_on_a_terminal_shows_a_spinner_until_the_first_token_then_the_rate(
@@ -109,7 +109,7 @@ def test_chat_shows_the_spinner_and_the_rate_after_the_answer(
     assert term.finish() == 0
 
 
-# -- item 5: permission answers in chat ------------------------------------------------------------------
+# -- permission answers in chat ------------------------------------------------------------------
 
 
 def write_then(text: str) -> TurnScript:
@@ -186,7 +186,7 @@ def test_a_slash_command_typed_at_the_answer_prompt_runs_after_the_reply(
     assert term.finish() == 0
 
 
-# -- item 7: chat polish ---------------------------------------------------------------------------------
+# -- chat polish ---------------------------------------------------------------------------------
 
 
 def test_banner_and_a_cancelled_reply_once_on_screen_and_kept_in_history(
@@ -275,7 +275,7 @@ def test_a_missing_config_stops_chat_before_the_prompt_with_the_error_once(soong
     assert piped.stderr.count("config file not found") == 1 and "> " not in piped.stderr
 
 
-# -- item 8: credentials at startup ----------------------------------------------------------------------
+# -- credentials at startup ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["run", "chat", "serve"])

@@ -1,5 +1,5 @@
-"""CLI permission prompts answered on stdin (contract.md §10, config.md §11 and acceptance 29–30,
-testing.md O5–O7): the answer mapping, the prompt content, allow once / allow for session / deny end to end
+"""CLI permission prompts answered on stdin (docs/cli.md#run, docs/cli.md,
+cases O5–O7): the answer mapping, the prompt content, allow once / allow for session / deny end to end
 through ``code.write_file`` against the scripted Ollama server.
 """
 
@@ -58,7 +58,8 @@ def setup(env: SoongEnv, server: ScriptedOllamaServer, script: TurnScript) -> No
         ("allow", "deny"),
     ],
 )
-def test_h07_o05_o06_o07_answer_mapping(answer: str | None, decision: str) -> None:
+def test_answer_mapping(answer: str | None, decision: str) -> None:
+    """Cases H7, O5, O6, O7."""
     assert parse_permission_answer(answer) == decision
 
 
@@ -85,7 +86,8 @@ def request(**overrides: object) -> PermissionRequest:
     return PermissionRequest.model_validate(fields)
 
 
-def test_o05_prompt_shows_everything_needed_to_decide() -> None:
+def test_prompt_shows_everything_needed_to_decide() -> None:
+    """Case O5."""
     text = describe_request(request())
     for expected in (
         "worker agent agent_child (run run_child)",
@@ -109,7 +111,8 @@ def test_o05_prompt_shows_everything_needed_to_decide() -> None:
 # -- the stdin reader ------------------------------------------------------------------------------------
 
 
-async def test_h07_o07_stdin_reader_queues_lines_eof_and_timeout() -> None:
+async def test_stdin_reader_queues_lines_eof_and_timeout() -> None:
+    """Cases H7, O7."""
     read_fd, write_fd = os.pipe()
     reader = os.fdopen(read_fd, "r")
     try:
@@ -132,7 +135,8 @@ async def test_h07_o07_stdin_reader_queues_lines_eof_and_timeout() -> None:
         reader.close()
 
 
-async def test_o07_unavailable_stdin_is_end_of_input() -> None:
+async def test_unavailable_stdin_is_end_of_input() -> None:
+    """Case O7."""
     assert await _StdinLines(None).readline(1) == (True, None)
     assert parse_permission_answer(None) == "deny"
 
@@ -140,9 +144,10 @@ async def test_o07_unavailable_stdin_is_end_of_input() -> None:
 # -- end to end through code.write_file ---------------------------------------------------------------
 
 
-def test_o05_allow_once_prompts_for_each_write(
+def test_allow_once_prompts_for_each_write(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O5."""
     script = TurnScript(
         lambda r: [write("notes.txt", "one")],
         lambda r: [write("notes.txt", "two", overwrite=True)],
@@ -158,7 +163,8 @@ def test_o05_allow_once_prompts_for_each_write(
     assert "[tool] code.write_file done" in result.stderr
 
 
-def test_o05_allow_once_spelled_out(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_allow_once_spelled_out(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O5."""
     script = TurnScript(lambda r: [write("a.txt", "A")], lambda r: "written")
     setup(soong_env, scripted_ollama, script)
     result = run_cli(["run", "--path", str(soong_env.project), "write"], stdin="  Allow Once \n")
@@ -168,9 +174,10 @@ def test_o05_allow_once_spelled_out(soong_env: SoongEnv, scripted_ollama: Script
 
 
 @pytest.mark.parametrize("answer", ["2\n", "Allow For Session\n"])
-def test_o06_allow_for_session_prompts_once_per_invocation(
+def test_allow_for_session_prompts_once_per_invocation(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, answer: str
 ) -> None:
+    """Case O6."""
     script = TurnScript(
         lambda r: [write("notes.txt", "one")],
         lambda r: [write("notes.txt", "two", overwrite=True)],
@@ -212,9 +219,10 @@ def test_o06_allow_for_session_prompts_once_per_invocation(
         pytest.param(None, "end of input", id="eof"),
     ],
 )
-def test_o07_deny_stops_the_turn_and_the_run_continues(
+def test_deny_stops_the_turn_and_the_run_continues(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, stdin: str | None, why: str
 ) -> None:
+    """Case O7."""
     script = TurnScript(
         lambda r: [
             write("denied.txt", "nope"),
@@ -239,9 +247,10 @@ def test_o07_deny_stops_the_turn_and_the_run_continues(
     ]
 
 
-def test_o07_write_outside_project_suggests_deny(
+def test_write_outside_project_suggests_deny(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, tmp_path: Path
 ) -> None:
+    """Case O7."""
     outside = tmp_path / "outside.txt"
     script = TurnScript(lambda r: [write(str(outside), "x")], lambda r: "ok")
     setup(soong_env, scripted_ollama, script)
@@ -252,7 +261,8 @@ def test_o07_write_outside_project_suggests_deny(
     assert not outside.exists()
 
 
-def test_o05_no_prompt_for_readonly_tools(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_no_prompt_for_readonly_tools(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O5."""
     soong_env.write_project("readme.md", "hello\n")
     script = TurnScript(lambda r: [("read_file", {"path": "readme.md"})], lambda r: "read it")
     setup(soong_env, scripted_ollama, script)
@@ -262,8 +272,9 @@ def test_o05_no_prompt_for_readonly_tools(soong_env: SoongEnv, scripted_ollama: 
     assert '"content":"hello"' in tool_messages(chat_requests(scripted_ollama)[1])[0]["content"]
 
 
-def test_o07_pending_prompt_does_not_block_exit() -> None:
-    """A reader thread still blocked on stdin never keeps the process alive (daemon, fd-level read)."""
+def test_pending_prompt_does_not_block_exit() -> None:
+    """Case O7: A reader thread still blocked on stdin never keeps the process alive (daemon, fd-level
+    read)."""
     code = (
         "import asyncio, sys\n"
         "from agent_core.cli._terminal import StdinLines as _StdinLines\n"
@@ -286,9 +297,8 @@ def test_o07_pending_prompt_does_not_block_exit() -> None:
     assert proc.returncode == 0 and out.strip() == "(False, None)"
 
 
-def test_o06_grant_covers_only_the_same_scope(
-    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
-) -> None:
+def test_grant_covers_only_the_same_scope(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O6."""
     script = TurnScript(
         lambda r: [write("a.txt", "A")],
         lambda r: [write("b.txt", "B")],

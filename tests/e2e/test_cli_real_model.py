@@ -1,4 +1,4 @@
-"""Optional real-model CLI run (testing.md O8 and the best-effort real-model variant of O9): the CLI against
+"""Optional real-model CLI run (case O8 and the best-effort real-model variant of O9): the CLI against
 a local llama.cpp server (the prebuilt ``xllamacpp`` wheel) with the tiny SmolLM2-135M-Instruct GGUF, through the ``openai`` provider.
 
 The agent's static system prompt (instructions plus the tool schemas) alone is 3-6k tokens, more than the
@@ -49,7 +49,8 @@ def llama_server_8k() -> Iterator[LlamaServer]:
     assert server.process.poll() is not None  # only the process this fixture started, and it is stopped
 
 
-def test_o08_o09_real_model_cli_run(llama_server_8k: LlamaServer, soong_env: SoongEnv) -> None:
+def test_real_model_cli_run(llama_server_8k: LlamaServer, soong_env: SoongEnv) -> None:
+    """Cases O8, O9."""
     soong_env.write_config(
         model={
             "provider": "openai",

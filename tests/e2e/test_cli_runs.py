@@ -1,4 +1,4 @@
-"""CLI runs end to end (testing.md O4, O9, exit status 130 after Ctrl-C; config.md acceptance 28):
+"""CLI runs end to end (cases O4, O9, exit status 130 after Ctrl-C; docs/configuration.md):
 a tool-call round trip, orchestrator mode and SIGINT while a model stream or a permission prompt is open.
 """
 
@@ -57,7 +57,8 @@ def finish(proc: subprocess.Popen[str], timeout: float = 20.0) -> tuple[int, str
 # -- O9: tool-call round trip ---------------------------------------------------------------------------
 
 
-def test_o09_list_dir_round_trip(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_list_dir_round_trip(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case O9."""
     soong_env.write_project("alpha.txt", "a")
     soong_env.write_project("beta/gamma.py", "g")
     soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
@@ -133,8 +134,9 @@ class OrchestratorScript:
         raise AssertionError(f"unexpected model request with tools {names}")
 
 
-def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
     # the orchestrator's prompt with every default tool outgrew the baseline's 8192-token window
+    """Case O4."""
     soong_env.write_config(
         model={"provider": "ollama", "base_url": scripted_ollama.base_url, "context_window": 200_000}
     )
@@ -178,9 +180,10 @@ def test_o04_orchestrator_mode(soong_env: SoongEnv, scripted_ollama: ScriptedOll
 # -- exit status 130 after Ctrl-C -----------------------------------------------------------------------
 
 
-def test_o12_sigint_during_stream_cancels_and_exits_130(
+def test_sigint_during_stream_cancels_and_exits_130(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O12."""
     soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
     scripted_ollama.enqueue(hold_open([OllamaWire.content("partial answer ")]))
     proc = start_cli(["run", "--path", str(soong_env.project), "tell me a long story"])
@@ -202,9 +205,10 @@ def test_o12_sigint_during_stream_cancels_and_exits_130(
     assert run["status"] == "cancelled"
 
 
-def test_o12_sigint_during_permission_prompt_exits_130(
+def test_sigint_during_permission_prompt_exits_130(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer, tmp_path: Path
 ) -> None:
+    """Case O12."""
     soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
     scripted_ollama.handler(TurnScript(lambda r: [("write_file", {"path": "x.txt", "content": "x"})]))
     log = tmp_path / "stderr.log"
@@ -233,9 +237,10 @@ def test_o12_sigint_during_permission_prompt_exits_130(
     assert run["status"] == "cancelled"
 
 
-def test_o04_orchestrator_without_worker_pools_fails_at_startup(
+def test_orchestrator_without_worker_pools_fails_at_startup(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case O4."""
     soong_env.write_config(
         model={"provider": "ollama", "base_url": scripted_ollama.base_url}, agents={"worker_pools": []}
     )

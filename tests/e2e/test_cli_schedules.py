@@ -1,6 +1,6 @@
-"""``soong-agent schedule add|list|remove`` and ``soong-agent scheduler`` end to end (surfaces.md §6,
-issue 22): the CLI against a scripted Ollama server; downtime is simulated by moving a stored due time
-into the past (no real waits)."""
+"""``soong-agent schedule add|list|remove`` and ``soong-agent scheduler`` end to end
+(docs/jobs-and-schedules.md#schedules, issue 22): the CLI against a scripted Ollama server; downtime is
+simulated by moving a stored due time into the past (no real waits)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """End to end through the public API with the real built-in adapters against the scripted wire-protocol
 servers, for all three providers: plain run, tool round trip, queued run, cancel of a streaming run (later runs
-still work), provider failure, max_turns. (testing.md §4.5; the runtime halves of C3–C6, C8–C10, C12 and
-providers.md checks 27, 30, 31 are in test_providers_e2e_checks.py.)"""
+still work), provider failure, max_turns. (docs/testing.md#isolation; the runtime halves of C3–C6, C8–C10, C12
+and docs/providers.md are in test_providers_e2e_checks.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Runtime halves of the provider cases with the real adapters and the scripted servers: C3 (OpenAI mapping),
 C4 (Anthropic mapping), C5/C6 (Ollama streaming and tool call), C8 (mid-stream failure), C9 (stream
-cancellation), C10 (adapter close), C12 (secrets, lazy env check); providers.md checks 27, 30, 31."""
+cancellation), C10 (adapter close), C12 (secrets, lazy env check); docs/providers.md."""
 
 from __future__ import annotations
 
@@ -58,9 +58,10 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
 # ---- C3: OpenAI ----------------------------------------------------------------------------------------
 
 
-async def test_c03_openai_mapping_through_the_runtime(
+async def test_openai_mapping_through_the_runtime(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer, api_key: str
 ) -> None:
+    """Case C3."""
     args_a = {"path": "src", "recursive": False}
     args_b = {"path": "README.md", "max_lines": 20}
     soong_env.write_project("src/a.py", "print(1)\n")
@@ -114,9 +115,10 @@ async def test_c03_openai_mapping_through_the_runtime(
 # ---- C4: Anthropic -------------------------------------------------------------------------------------
 
 
-async def test_c04_anthropic_mapping_through_the_runtime(
+async def test_anthropic_mapping_through_the_runtime(
     soong_env: SoongEnv, scripted_anthropic: ScriptedAnthropicServer, api_key: str
 ) -> None:
+    """Case C4."""
     arguments = {"path": "src", "recursive": False}
     soong_env.write_project("src/a.py", "print(1)\n")
 
@@ -157,12 +159,13 @@ async def test_c04_anthropic_mapping_through_the_runtime(
     assert result["tool_use_id"] == "toolu_01A" and "a.py" in json.dumps(result)
 
 
-# ---- C5, C6, providers 30, 31: Ollama ----------------------------------------------------------------
+# ---- C5, C6: Ollama ----------------------------------------------------------------
 
 
-async def test_c05_providers30_ollama_streaming_plain_text(
+async def test_providers30_ollama_streaming_plain_text(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case C5."""
     scripted_ollama.enqueue(stream(OllamaWire.text_stream("The ", "answer ", "is 42."), delay_s=0.01))
     everything = ["code.*", "internal.*", "agent.*"]
     cfg = config("ollama", scripted_ollama.base_url, tools={"disabled": everything})
@@ -185,9 +188,10 @@ async def test_c05_providers30_ollama_streaming_plain_text(
     assert meta["model"]["provider"] == "ollama"
 
 
-async def test_c06_providers31_ollama_tool_call_round_trip(
+async def test_providers31_ollama_tool_call_round_trip(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case C6."""
     soong_env.write_project("alpha.txt", "a\n")
     soong_env.write_project("beta/inner.txt", "b\n")
     advertised: list[str] = []
@@ -221,9 +225,10 @@ async def test_c06_providers31_ollama_tool_call_round_trip(
 
 
 @pytest.mark.parametrize("variant", ["openai_drop", "anthropic_error_event"])
-async def test_c08_mid_stream_failure_writes_failed_partial_node(
+async def test_mid_stream_failure_writes_failed_partial_node(
     soong_env: SoongEnv, request: pytest.FixtureRequest, api_key: str, variant: str
 ) -> None:
+    """Case C8."""
     if variant == "openai_drop":
         server = request.getfixturevalue("scripted_openai")
         server.enqueue(drop_after([OpenAIWire.role(), OpenAIWire.text("partial te")]))
@@ -259,9 +264,10 @@ async def test_c08_mid_stream_failure_writes_failed_partial_node(
 # ---- C9: stream cancellation -----------------------------------------------------------------------------
 
 
-async def test_c09_d05_cancel_closes_the_http_stream(
+async def test_cancel_closes_the_http_stream(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Cases C9, D5."""
     scripted_ollama.enqueue(hold_open([OllamaWire.content("first words ")]))
     cfg = config("ollama", scripted_ollama.base_url, runtime={"cancel_timeout_ms": 1500})
     async with open_runtime(soong_env, config=cfg) as rt:
@@ -287,9 +293,10 @@ async def test_c09_d05_cancel_closes_the_http_stream(
 
 
 @pytest.mark.filterwarnings("error::ResourceWarning")
-async def test_c10_close_releases_every_connection(
+async def test_close_releases_every_connection(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer, api_key: str
 ) -> None:
+    """Case C10."""
     scripted_openai.enqueue(stream(OpenAIWire.text_stream("one")), stream(OpenAIWire.text_stream("two")))
     soong_env.write_config(**config("openai", scripted_openai.base_url))
     rt = AgentRuntime(project_dir=soong_env.project)
@@ -304,13 +311,13 @@ async def test_c10_close_releases_every_connection(
     assert scripted_openai.open_connections == 0
 
 
-# ---- C12 / providers 27: secrets, lazy env check, debug raw artifacts ------------------------------------
+# ---- C12: secrets, lazy env check, debug raw artifacts ------------------------------------
 
 
-async def test_c12_missing_api_key_env_fails_at_open(
+async def test_missing_api_key_env_fails_at_open(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer
 ) -> None:
-    """Issue 32 item 8: an unset key variable fails the runtime's open, before any session exists."""
+    """Case C12: Issue 32: an unset key variable fails the runtime's open, before any session exists."""
     with pytest.raises(AgentCoreError) as info:
         async with open_runtime(soong_env, config=config("openai", scripted_openai.base_url)):
             pass
@@ -323,9 +330,10 @@ async def test_c12_missing_api_key_env_fails_at_open(
     assert not (soong_env.home / "sessions.sqlite").exists()  # nothing was opened or created
 
 
-async def test_c12_providers27_key_only_in_auth_header_and_raw_debug_artifacts(
+async def test_providers27_key_only_in_auth_header_and_raw_debug_artifacts(
     soong_env: SoongEnv, scripted_openai: ScriptedOpenAIServer, api_key: str
 ) -> None:
+    """Case C12."""
     soong_env.write_project("data.txt", f"leaked {KEY} in a file\n")
 
     def respond(request: ScriptedRequest) -> Response:

@@ -1,4 +1,5 @@
-"""Optional real-model checks of the built-in adapters against a local llama.cpp server (testing.md §4.6).
+"""Optional real-model checks of the built-in adapters against a local llama.cpp server
+(docs/testing.md#markers).
 
 llama-server serves both the OpenAI Chat Completions API (``/v1/chat/completions``) and the Anthropic
 Messages API (``/v1/messages``), so one tiny GGUF model exercises two adapters end to end. Skipped with a

@@ -1,4 +1,4 @@
-"""``soong-agent serve`` over real HTTP (surfaces.md §2): a server subprocess per test, the scripted Ollama
+"""``soong-agent serve`` over real HTTP (docs/serve.md): a server subprocess per test, the scripted Ollama
 server as the model, httpx / httpx-sse as the clients."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Schemathesis against a running ``soong-agent serve`` (surfaces.md §2): every generated request to every
+"""Schemathesis against a running ``soong-agent serve`` (docs/serve.md): every generated request to every
 route in ``/openapi.json`` (coverage, fuzzing and stateful phases, all checks) — no 5xx, responses match
 the document. Marker ``fuzz_api`` (excluded by default; ``.ci/run`` runs it)."""
 

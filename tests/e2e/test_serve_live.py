@@ -1,4 +1,4 @@
-"""``soong-agent serve`` live surfaces over real HTTP (surfaces.md §2): child-agent events inside the parent
+"""``soong-agent serve`` live surfaces over real HTTP (docs/serve.md): child-agent events inside the parent
 run's SSE stream (replayed and live, ``Last-Event-ID`` resume mid-child), approvals pushed to every client
 (``GET /api/approvals/events``), the worker pools view and ``@<worker>`` addressing in orchestrator mode.
 A server subprocess per test, the scripted Ollama server as the model, httpx / httpx-sse as clients."""

@@ -1,4 +1,4 @@
-"""``soong-agent serve`` and issue 37 (items 2, 3) over real HTTP: a question of ``internal.ask_user``
+"""``soong-agent serve`` and issue 37 over real HTTP: a question of ``internal.ask_user``
 persisted and pushed (``/api/questions/events``), answered through the API (first answer wins), expired —
 never answered — by a restart; a run started with ``permission_mode``."""
 

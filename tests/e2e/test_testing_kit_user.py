@@ -1,4 +1,5 @@
-"""The testing kit as a user sees it (surfaces.md §5): only ``agent_core`` and ``agent_core.testing``.
+"""The testing kit as a user sees it (docs/testing.md#testing-your-agents): only ``agent_core`` and
+``agent_core.testing``.
 
 FunctionModel and TestModel runs, a record-then-replay round trip, and a replay whose prompt changed
 failing with a diff. No private import, no config file, no model server.

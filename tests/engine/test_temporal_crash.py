@@ -1,4 +1,4 @@
-"""Crash semantics of the temporal engine (surfaces.md §3; issue 21 item 4).
+"""Crash semantics of the temporal engine (docs/scale-out.md; issue 21 item 4).
 
 ``soong-agent worker`` processes execute the runs; the model is a scripted OpenAI wire server and the
 tool a declarative command that logs its start and completion. Each seeded repetition SIGKILLs the worker

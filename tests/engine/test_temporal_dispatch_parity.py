@@ -1,4 +1,4 @@
-"""Dispatched worker runs under the temporal engine end as on the local engine (surfaces.md §3; issue 21):
+"""Dispatched worker runs under the temporal engine end as on the local engine (docs/scale-out.md; issue 21):
 a dispatch whose ``timeout_ms`` passes ends the worker run ``aborted`` (error code ``timeout``) and fails
 its claimed step with ``worker_timeout``; a worker run charges the Orchestrator run's ``[limits]`` budget
 (it starts from the Orchestrator's consumption and its own consumption counts for the Orchestrator

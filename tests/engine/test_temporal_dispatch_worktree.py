@@ -1,4 +1,5 @@
-"""A retried dispatch step commits the worker's git worktree (surfaces.md §3, §6; issue 21).
+"""A retried dispatch step commits the worker's git worktree (docs/scale-out.md,
+docs/multi-agent.md#worktree-isolation; issue 21).
 
 With ``agents.worker_isolation = "worktree"`` one ``soong-agent worker`` process executes the Orchestrator
 run and the worker run it dispatched. It is SIGKILLed during the worker run's first tool call, after a

@@ -1,4 +1,4 @@
-"""The temporal engine end to end against the Temporal dev server (surfaces.md §3; issue 21 item 3).
+"""The temporal engine end to end against the Temporal dev server (docs/scale-out.md; issue 21 item 3).
 
 A run started through ``AgentRuntime.start`` with ``[engine] kind = "temporal"`` executes as a workflow on
 a worker (here: a second runtime in this process, on the same home and project) and yields the same

@@ -1,4 +1,4 @@
-"""Orchestrator runs under the temporal engine (surfaces.md §3; issue 21): a dispatched worker run is a
+"""Orchestrator runs under the temporal engine (docs/scale-out.md; issue 21): a dispatched worker run is a
 child workflow on its worker pool's task queue, and the session's Task WAL records, stored events and
 nodes are the local engine's for the same scripted session (ids and timestamps aside)."""
 

@@ -1,4 +1,4 @@
-"""A dispatched worker run survives the SIGKILL of its worker process (surfaces.md §3; issue 21).
+"""A dispatched worker run survives the SIGKILL of its worker process (docs/scale-out.md; issue 21).
 
 One ``soong-agent worker`` process executes the Orchestrator run and the worker run it dispatched (a child
 workflow on the pool's task queue). Each seeded repetition SIGKILLs that process in the middle of the worker

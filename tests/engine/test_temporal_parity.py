@@ -1,5 +1,5 @@
 """The temporal engine behaves as the local engine where a run's worker is not the starting runtime
-(surfaces.md §3): SessionStart hooks fire for a runtime's first run of a session, also of a session it
+(docs/scale-out.md): SessionStart hooks fire for a runtime's first run of a session, also of a session it
 loaded, and a failing permission callback of the starting runtime gives the local engine's events.
 """
 

@@ -1,6 +1,6 @@
-"""Structured output (``output_schema``, surfaces.md §5) of a run on the temporal engine: the worker judges
-the answers in its model steps as the local loop does (the schema travels in the run row), and the
-starting runtime's ``RunHandle.output()`` returns the caller's model instance; events and nodes are the
+"""Structured output (``output_schema``, docs/runs.md#structured-output) of a run on the temporal engine: the
+worker judges the answers in its model steps as the local loop does (the schema travels in the run row), and
+the starting runtime's ``RunHandle.output()`` returns the caller's model instance; events and nodes are the
 local engine's for the same script, also when an invalid answer is sent back or the retries run out."""
 
 from __future__ import annotations

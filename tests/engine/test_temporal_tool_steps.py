@@ -1,8 +1,8 @@
-"""Each tool call of the temporal engine is its own activity (surfaces.md §3; issue 21 item 3).
+"""Each tool call of the temporal engine is its own activity (docs/scale-out.md; issue 21 item 3).
 
 The workflow runs one ``soong.tool_call`` activity per executed call, scheduled as the local executor
-schedules the calls (tools.md §17: a parallel batch concurrently, a serial call alone, a failed serial
-call skips the rest), and the run stores the same events and nodes as on the local engine — also when
+schedules the calls (docs/tools.md#scheduling: a parallel batch concurrently, a serial call alone, a failed
+serial call skips the rest), and the run stores the same events and nodes as on the local engine — also when
 the run is cancelled while a call runs.
 """
 

@@ -1,4 +1,4 @@
-"""Superseded work of a frozen worker (surfaces.md §3 crash semantics; issue 21).
+"""Superseded work of a frozen worker (docs/scale-out.md#3-what-a-workflow-does crash semantics; issue 21).
 
 A worker frozen (SIGSTOP: what a starved process on a loaded machine looks like) past its heartbeat
 timeout loses its activity, which Temporal retries on another worker, while the frozen one still holds the

@@ -1,5 +1,5 @@
-"""``soong-agent worker`` startup errors (surfaces.md §3): one line, exit 1, the config key named; Ctrl-C at
-any moment of its startup and polling: one line, exit 130."""
+"""``soong-agent worker`` startup errors (docs/scale-out.md): one line, exit 1, the config key named; Ctrl-C
+at any moment of its startup and polling: one line, exit 130."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_worker_names_the_unreachable_address(soong_env: SoongEnv) -> None:
 def test_ctrl_c_at_a_spread_of_moments_is_one_line_and_130(
     soong_env: SoongEnv, temporal_server: TemporalServer
 ) -> None:
-    """Issue 32 item 6: SIGINT while the worker starts, connects, polls: status 130, one line, no
+    """Issue 32: SIGINT while the worker starts, connects, polls: status 130, one line, no
     traceback (the spread of tests/e2e/test_cli_interrupts.py, for the command that needs Temporal)."""
     soong_env.write_config(
         engine={

@@ -1,6 +1,6 @@
-"""Autonomous workers (surfaces.md §6, issue 22): with two autonomous workers and four ready steps every
-step is claimed exactly once and completed, with no ``agent.dispatch_worker`` call; a pool without
-``autonomous`` still never polls."""
+"""Autonomous workers (docs/multi-agent.md#autonomous-workers, issue 22): with two autonomous workers and four
+ready steps every step is claimed exactly once and completed, with no ``agent.dispatch_worker`` call; a pool
+without ``autonomous`` still never polls."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Background offload of slow tool calls (surfaces.md §6, issue 22): the placeholder is the call's paired
-result, the job's result arrives through the session's inbox (a ``job_result`` entry of an ``<inbox>`` note,
-issue 36), an idle session is woken with a new run,
+"""Background offload of slow tool calls (docs/jobs-and-schedules.md#background-jobs, issue 22): the
+placeholder is the call's paired result, the job's result arrives through the session's inbox (a
+``job_result`` entry of an ``<inbox>`` note, issue 36), an idle session is woken with a new run,
 ``internal.job_status`` / ``internal.job_cancel``, run cancel / runtime close / SIGKILL semantics, and
 behaviour unchanged with offload off. Every provider request is checked for unpaired tool calls."""
 

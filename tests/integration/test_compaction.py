@@ -1,4 +1,5 @@
-"""Background compaction through the public runtime (compact.md §5.1, §8, §10; testing.md M1, M3, M5, M13)."""
+"""Background compaction through the public runtime (docs/compaction.md#background-compaction,
+docs/compaction.md#stale-compactions, docs/compaction.md#the-compact-fork; cases M1, M3, M5, M13)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,10 @@ def _nodes(env: SoongEnv, sid: str, node_type: str) -> list[dict[str, object]]:
     return [{**dict(r), "metadata": json.loads(r["metadata_json"] or "{}")} for r in found]
 
 
-async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_7_8(
+async def test_background_compaction_is_non_blocking_and_applied(
     soong_env: SoongEnv,
 ) -> None:
+    """Case M1."""
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
@@ -145,9 +147,10 @@ async def test_m01_background_compaction_is_non_blocking_and_applied_acceptance_
         assert any("second question" in t for t in texts) and texts[-1] == "fourth question"
 
 
-async def test_m13_m03_failed_background_compaction_leaves_the_run_unaffected_acceptance_11(
+async def test_failed_background_compaction_leaves_the_run_unaffected(
     soong_env: SoongEnv,
 ) -> None:
+    """Cases M13, M3."""
     fake = FakeProvider()
     route_compact(fake, lambda _r: fail("provider_error"))
     config = await background_config(soong_env)
@@ -188,7 +191,8 @@ async def test_m13_m03_failed_background_compaction_leaves_the_run_unaffected_ac
         assert (runs["status"], runs["end_reason"]) == ("completed", "completed")
 
 
-async def test_m13_empty_summary_or_missing_cut_is_a_schema_error_acceptance_6(soong_env: SoongEnv) -> None:
+async def test_empty_summary_or_missing_cut_is_a_schema_error(soong_env: SoongEnv) -> None:
+    """Case M13."""
     answers = iter(
         [compact_turn(summary="   "), compact_turn(first_kept_node_id=None), text("not json at all")]
     )
@@ -209,7 +213,8 @@ async def test_m13_empty_summary_or_missing_cut_is_a_schema_error_acceptance_6(s
         assert not _nodes(soong_env, sid, "compaction")
 
 
-async def test_m05_stale_after_switch_node_acceptance_12(soong_env: SoongEnv) -> None:
+async def test_stale_after_switch_node(soong_env: SoongEnv) -> None:
+    """Case M5."""
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
@@ -243,7 +248,8 @@ async def test_m05_stale_after_switch_node_acceptance_12(soong_env: SoongEnv) ->
         assert [text_of(m.content) for m in request.messages][-1] == "on the branch"
 
 
-async def test_m01_compaction_is_applied_at_the_next_safe_point_of_a_running_run(soong_env: SoongEnv) -> None:
+async def test_compaction_is_applied_at_the_next_safe_point_of_a_running_run(soong_env: SoongEnv) -> None:
+    """Case M1."""
     from agent_core import ToolDefinition
 
     gate = asyncio.Event()
@@ -281,7 +287,8 @@ async def test_m01_compaction_is_applied_at_the_next_safe_point_of_a_running_run
         assert roles[-2:] == ["assistant", "tool"]
 
 
-async def test_m05_stale_by_supersession_of_a_recovery_compaction_acceptance_13(soong_env: SoongEnv) -> None:
+async def test_stale_by_supersession_of_a_recovery_compaction(soong_env: SoongEnv) -> None:
+    """Case M5."""
     gate = asyncio.Event()
     compact_requests: list[object] = []
 
@@ -311,9 +318,8 @@ async def test_m05_stale_by_supersession_of_a_recovery_compaction_acceptance_13(
         assert len(_nodes(soong_env, sid, "compaction")) == 1
 
 
-async def test_m04_compact_fork_has_no_tools_hooks_or_permissions_acceptance_15(
-    soong_env: SoongEnv, tmp_path: Path
-) -> None:
+async def test_compact_fork_has_no_tools_hooks_or_permissions(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case M4."""
     log = tmp_path / "hooks.log"
     rules = {
         "Stop": [{"hooks": [hook("--log", str(log))]}],
@@ -361,7 +367,8 @@ async def test_m04_compact_fork_has_no_tools_hooks_or_permissions_acceptance_15(
     assert fork_agent not in log.read_text()
 
 
-async def test_m11_compact_model_profile_acceptance_16(soong_env: SoongEnv) -> None:
+async def test_compact_model_profile(soong_env: SoongEnv) -> None:
+    """Case M11."""
     fake = FakeProvider()
     route_compact(fake, lambda _r: compact_turn())
     config = await background_config(
@@ -384,7 +391,8 @@ async def test_m11_compact_model_profile_acceptance_16(soong_env: SoongEnv) -> N
     assert (main.model, main.max_output_tokens, main.temperature) == ("test-model", 1024, 0.0)
 
 
-async def test_m11_compact_without_profile_uses_the_main_model(soong_env: SoongEnv) -> None:
+async def test_compact_without_profile_uses_the_main_model(soong_env: SoongEnv) -> None:
+    """Case M11."""
     fake = FakeProvider()
     route_compact(fake, lambda _r: compact_turn())
     config = await background_config(soong_env, {"model": {"temperature": 0.7}})
@@ -439,7 +447,8 @@ async def test_runtime_close_cancels_in_flight_compaction_and_startup_clears_lef
     )
 
 
-async def test_m13_background_fork_timeout_is_a_compact_failure(soong_env: SoongEnv) -> None:
+async def test_background_fork_timeout_is_a_compact_failure(soong_env: SoongEnv) -> None:
+    """Case M13."""
     gate = asyncio.Event()  # never set: the fork hangs until its timeout
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))

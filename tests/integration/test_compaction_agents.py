@@ -1,5 +1,5 @@
-"""Compaction for every agent kind, and the hidden compact definition (compact.md §10.1–§10.3; testing.md M3,
-M11, M12; acceptance 14, 17)."""
+"""Compaction for every agent kind, and the hidden compact definition (docs/compaction.md#the-compact-fork;
+cases M3, M11, M12)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def _compact_forks(env: SoongEnv) -> list[dict[str, Any]]:
     return [{**dict(r), "metadata": json.loads(r["metadata_json"])} for r in found]
 
 
-async def test_m12_orchestrator_and_worker_runs_get_compact_forks_acceptance_17(soong_env: SoongEnv) -> None:
+async def test_orchestrator_and_worker_runs_get_compact_forks(soong_env: SoongEnv) -> None:
+    """Case M12."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c_create")),
@@ -75,7 +76,8 @@ async def test_m12_orchestrator_and_worker_runs_get_compact_forks_acceptance_17(
     assert SUMMARY_MARK in _compactions(soong_env, sid)[0]["content_json"]
 
 
-async def test_m12_sub_agent_child_run_gets_a_compact_fork(soong_env: SoongEnv) -> None:
+async def test_sub_agent_child_run_gets_a_compact_fork(soong_env: SoongEnv) -> None:
+    """Case M12."""
     fake = FakeProvider()
 
     def route(request: Any) -> Any:
@@ -110,9 +112,10 @@ async def test_m12_sub_agent_child_run_gets_a_compact_fork(soong_env: SoongEnv) 
     assert root_active != comp["node_id"]  # a child's compaction never moves the session's active node
 
 
-async def test_m03_m11_compact_definition_is_hidden_and_cannot_be_overridden_acceptance_14(
+async def test_compact_definition_is_hidden_and_cannot_be_overridden(
     soong_env: SoongEnv,
 ) -> None:
+    """Cases M3, M11."""
     fake = FakeProvider(tool_calls(("agent.list_agent_definitions", {}, "c_list")), text("listed"))
     async with open_runtime(soong_env, fake) as rt:
         for definition in (

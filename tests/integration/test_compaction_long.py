@@ -1,4 +1,5 @@
-"""A long session through the scripted OpenAI server with a small context window (compact.md; issue 8).
+"""A long session through the scripted OpenAI server with a small context window (docs/compaction.md; issue
+8).
 
 Every user turn reads a project file with ``code.read_file`` and answers. The session never fails, every
 request (main and compact fork) fits the window by the core token estimate, compaction nodes appear, and

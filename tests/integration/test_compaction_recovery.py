@@ -1,4 +1,5 @@
-"""Recovery (synchronous) compaction and prompt_too_long (compact.md §5.2, §9.4, §11; testing.md M2)."""
+"""Recovery (synchronous) compaction and prompt_too_long (docs/compaction.md#recovery-compaction,
+docs/compaction.md#the-conversation, docs/compaction.md#failures; case M2)."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ def _compact_agents(env: SoongEnv) -> list[Any]:
     return rows(env, "SELECT * FROM agents WHERE json_extract(metadata_json, '$.purpose') = 'compact'")
 
 
-async def test_m02_recovery_blocks_the_main_request_then_continues_with_summary_acceptance_9(
+async def test_recovery_blocks_the_main_request_then_continues_with_summary(
     soong_env: SoongEnv,
 ) -> None:
+    """Case M2."""
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))
@@ -109,7 +111,8 @@ def _assert_prompt_too_long(run: Any, *, attempted: bool) -> None:
     assert run.error.details["estimated_tokens"] > run.error.details["budget"]
 
 
-async def test_m02_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv) -> None:
+async def test_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv) -> None:
+    """Case M2."""
     fake = FakeProvider()
     route_compact(fake, lambda _r: fail("provider_error"))
     run, events = await _overflow(soong_env, fake, await recovery_config(soong_env))
@@ -123,9 +126,10 @@ async def test_m02_failed_recovery_fork_ends_prompt_too_long(soong_env: SoongEnv
     assert json.loads(row["error_json"])["details"]["compact_attempted"] is True
 
 
-async def test_m02_recovery_that_still_does_not_fit_ends_prompt_too_long(soong_env: SoongEnv) -> None:
+async def test_recovery_that_still_does_not_fit_ends_prompt_too_long(soong_env: SoongEnv) -> None:
     # Long assistant texts are never artifactised, so the kept tail (two ~1500-token assistant turns)
     # plus a valid 400-token summary still exceeds the ~3270-token budget after the recovery compaction.
+    """Case M2."""
     fake = FakeProvider()
     route_compact(fake, lambda _r: compact_turn(summary=f"## Goal\n{words(600)}"))
     config = await recovery_config(soong_env)
@@ -144,7 +148,7 @@ async def test_m02_recovery_that_still_does_not_fit_ends_prompt_too_long(soong_e
     assert reports[-1]["compaction_node_id"] is not None
 
 
-async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork_acceptance_10(
+async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork(
     soong_env: SoongEnv,
 ) -> None:
     for overrides in ({"enabled": False}, {"recovery_sync": False}):
@@ -157,7 +161,7 @@ async def test_compaction_disabled_overflow_is_prompt_too_long_without_fork_acce
     assert not _compact_agents(soong_env)
 
 
-async def test_static_overflow_is_prompt_too_long_without_fork_acceptance_24(soong_env: SoongEnv) -> None:
+async def test_static_overflow_is_prompt_too_long_without_fork(soong_env: SoongEnv) -> None:
     # even the deepest static degradation (system.core + one-line tool schemas) plus the 512-token output
     # floor exceeds the window (issue 13: a larger static part degrades and the reservation shrinks first)
     window = 800
@@ -169,7 +173,8 @@ async def test_static_overflow_is_prompt_too_long_without_fork_acceptance_24(soo
     assert not fake.requests and not _compact_agents(soong_env)
 
 
-async def test_m02_recovery_is_cancelled_with_its_run(soong_env: SoongEnv) -> None:
+async def test_recovery_is_cancelled_with_its_run(soong_env: SoongEnv) -> None:
+    """Case M2."""
     gate = asyncio.Event()
     fake = FakeProvider()
     route_compact(fake, lambda _r: held_compact(gate))

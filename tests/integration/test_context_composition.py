@@ -22,9 +22,10 @@ def texts(request: ModelRequest) -> list[str]:
     return [b.text for m in request.messages for b in m.content if isinstance(b, TextBlock)]
 
 
-async def test_f14_dynamic_budget_trims_dynamic_blocks_only_and_reports_every_build(
+async def test_dynamic_budget_trims_dynamic_blocks_only_and_reports_every_build(
     soong_env: SoongEnv,
 ) -> None:
+    """Case F14."""
     soong_env.write_home(
         "skills/alpha.md", "# Alpha\nbody", frontmatter={"name": "alpha", "description": "a" * 400}
     )
@@ -82,7 +83,8 @@ async def _compacted_session(rt: Any, fake: FakeProvider) -> tuple[str, dict[str
     return sid, ids
 
 
-async def test_f15_request_starts_from_the_latest_valid_compaction(soong_env: SoongEnv) -> None:
+async def test_request_starts_from_the_latest_valid_compaction(soong_env: SoongEnv) -> None:
+    """Case F15."""
     fake = FakeProvider()
     async with open_runtime(soong_env, fake) as rt:
         sid, ids = await _compacted_session(rt, fake)
@@ -99,7 +101,8 @@ async def test_f15_request_starts_from_the_latest_valid_compaction(soong_env: So
     assert report["excluded_reasons"][ids["old"]] == "compacted"
 
 
-async def test_f16_synthetic_nodes_reach_the_model_as_tagged_user_messages(soong_env: SoongEnv) -> None:
+async def test_synthetic_nodes_reach_the_model_as_tagged_user_messages(soong_env: SoongEnv) -> None:
+    """Case F16."""
     soong_env.write_home(
         "skills/alpha.md", "# Alpha\nskill body", frontmatter={"name": "alpha", "description": "A."}
     )
@@ -126,7 +129,8 @@ async def test_f16_synthetic_nodes_reach_the_model_as_tagged_user_messages(soong
     assert "skill body" not in system_text and plan_title not in system_text
 
 
-async def test_b10_runs_create_only_plan_and_task_dirs(soong_env: SoongEnv) -> None:
+async def test_runs_create_only_plan_and_task_dirs(soong_env: SoongEnv) -> None:
+    """Case B10."""
     fake = FakeProvider(
         tool_calls(("agent.plan_template", {"goal": "g"}, "p1")),
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),

@@ -1,7 +1,8 @@
-"""``[limits]`` and loop detection through the public API (surfaces.md §4).
+"""``[limits]`` and loop detection through the public API (docs/runs.md#limits).
 
 Every limit is reached once (a sub-agent spending its parent's budget included); the final answer call
-carries no tools and the runtime note; end reasons, statuses and ``error.details.limit`` follow the spec.
+carries no tools and the runtime note; end reasons, statuses and ``error.details.limit`` are those of
+docs/runs.md#limits.
 """
 
 from __future__ import annotations

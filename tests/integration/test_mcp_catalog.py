@@ -1,5 +1,5 @@
-"""mcp.json catalog loading, config hash and the pure tool/result mapping (mcp-hooks.md §A1, §A4–§A6, §A8;
-acceptance 3, 9, 12, 13 (tag derivation), 16, 17; N1 project file ignored, N6 names)."""
+"""mcp.json catalog loading, config hash and the pure tool/result mapping (docs/hooks-and-mcp.md; N1 project
+file ignored, N6 names)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def expect_error(env: SoongEnv, data: Any, *fragments: str, **config: Any) -> Co
     return info.value
 
 
-def test_n01_missing_file_is_empty_and_project_files_are_ignored(soong_env: SoongEnv) -> None:
+def test_missing_file_is_empty_and_project_files_are_ignored(soong_env: SoongEnv) -> None:
+    """Case N1."""
     soong_env.write_project(".mcp.json", json.dumps({"mcpServers": {"p": {"command": "x"}}}))
     soong_env.write_project(".soong-agent/mcp.json", "{broken")
     catalog = load_mcp_catalog(loaded(soong_env))
@@ -107,9 +108,7 @@ def test_catalog_defaults_and_placeholders(soong_env: SoongEnv) -> None:
         ("{nope", ("invalid JSON",)),
     ],
 )
-def test_acc3_invalid_catalog_fails_startup(
-    soong_env: SoongEnv, data: Any, fragments: tuple[str, ...]
-) -> None:
+def test_invalid_catalog_fails_startup(soong_env: SoongEnv, data: Any, fragments: tuple[str, ...]) -> None:
     error = expect_error(soong_env, data, *fragments)
     assert str(soong_env.home / MCP_FILENAME) in error.message
 
@@ -127,7 +126,7 @@ def test_override_for_unknown_server_is_a_config_error(soong_env: SoongEnv) -> N
     assert len(load_mcp_catalog(loaded(soong_env, tools=ok))) == 1
 
 
-def test_acc9_config_hash_changes_with_args_only() -> None:
+def test_config_hash_changes_with_args_only() -> None:
     a = {"command": "python", "args": ["server.py", "--one"], "env": {"X": "1"}}
     b = {"command": "python", "args": ["server.py", "--two"], "env": {"X": "1"}}
     reordered = {"env": {"X": "1"}, "args": ["server.py", "--one"], "command": "python"}
@@ -150,7 +149,8 @@ def _server(**kw: Any) -> McpServerConfig:
     return McpServerConfig(**base)
 
 
-def test_n06_acc4_acc17_definitions_names_and_skips() -> None:
+def test_definitions_names_and_skips() -> None:
+    """Case N6."""
     tools = [
         RemoteTool("search", "find", OBJ),
         RemoteTool("dotted.name", "", OBJ),
@@ -180,7 +180,7 @@ def test_n06_acc4_acc17_definitions_names_and_skips() -> None:
     }
 
 
-def test_acc10_acc11_acc13_permission_and_tag_derivation() -> None:
+def test_permission_and_tag_derivation() -> None:
     tools = [
         RemoteTool("plain", "", OBJ),
         RemoteTool("ro", "", OBJ, {"readOnlyHint": True}),
@@ -201,7 +201,7 @@ def test_acc10_acc11_acc13_permission_and_tag_derivation() -> None:
     assert by["ro"].metadata["annotations"] == {"readOnlyHint": True}
 
 
-def test_acc12_overrides_tool_key_wins_over_server_key() -> None:
+def test_overrides_tool_key_wins_over_server_key() -> None:
     tools = [
         RemoteTool("search", "", OBJ),
         RemoteTool("write", "", OBJ),
@@ -222,7 +222,7 @@ def test_acc12_overrides_tool_key_wins_over_server_key() -> None:
     assert unmatched_overrides("srv", by, overrides) == ["mcp.srv.ghost"]
 
 
-async def test_acc16_result_mapping(tmp_path: Path) -> None:
+async def test_result_mapping(tmp_path: Path) -> None:
     created: list[tuple[bytes, str, str | None]] = []
 
     async def create(data: bytes, filename: str, mime: str | None, summary: str | None) -> ArtifactRefBlock:

@@ -1,6 +1,6 @@
 """McpManager against real MCP server processes (``tests/fixtures/mcp_server.py``, stdio and HTTP).
 
-Covers N1–N8 at manager + tool-pipeline level and mcp-hooks.md acceptance 1, 4–8, 10–16, 18, 19; plus
+Covers N1–N8 at manager + tool-pipeline level and docs/hooks-and-mcp.md; plus
 transport failures during a call, call timeouts, progress and pagination.
 """
 
@@ -128,9 +128,10 @@ async def harness(soong_env: SoongEnv, tmp_path: Path) -> AsyncIterator[Callable
         await h.manager.close()
 
 
-async def test_n01_acc1_lazy_connect_then_discovery(
+async def test_lazy_connect_then_discovery(
     harness: Callable[..., McpHarness], soong_env: SoongEnv, tmp_path: Path
 ) -> None:
+    """Case N1."""
     log, project_log = tmp_path / "srv.log", tmp_path / "proj.log"
     project_entry = {"mcpServers": {"proj": stdio([ECHO], project_log)}}
     soong_env.write_project(".soong-agent/mcp.json", json.dumps(project_entry))
@@ -152,9 +153,8 @@ async def test_n01_acc1_lazy_connect_then_discovery(
     assert methods(log)[-1] == "tools/call"
 
 
-async def test_n02_n06_acc4_acc5_broken_server_is_isolated(
-    harness: Callable[..., McpHarness], tmp_path: Path
-) -> None:
+async def test_broken_server_is_isolated(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
+    """Cases N2, N6."""
     broken_log = tmp_path / "broken.log"
     h = harness(
         {
@@ -188,9 +188,8 @@ async def test_n02_n06_acc4_acc5_broken_server_is_isolated(
     assert len(starts(broken_log)) == 2 and len(h.failures()) == 2
 
 
-async def test_n03_acc6_disabled_server_never_starts(
-    harness: Callable[..., McpHarness], tmp_path: Path
-) -> None:
+async def test_disabled_server_never_starts(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
+    """Case N3."""
     log = tmp_path / "srv.log"
     h = harness({"srv": stdio([ECHO], log)}, tools={"mcp": {"disabled_servers": ["srv"]}})
     scope, effective, failed = await h.start_run()
@@ -200,7 +199,8 @@ async def test_n03_acc6_disabled_server_never_starts(
     assert outcome.results[0].error is not None and outcome.results[0].error.code == "tool_not_available"
 
 
-async def test_n04_acc7_disabled_tool(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
+async def test_disabled_tool(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
+    """Case N4."""
     log = tmp_path / "srv.log"
     h = harness(
         {"srv": stdio([ECHO, WRITE_NOTE], log)}, tools={"mcp": {"disabled_tools": ["mcp.srv.write_note"]}}
@@ -210,9 +210,10 @@ async def test_n04_acc7_disabled_tool(harness: Callable[..., McpHarness], tmp_pa
     assert "mcp.srv.write_note" in h.registry and starts(log)
 
 
-async def test_n08_acc8_discovery_cache_ttl_and_shared_attempts(
+async def test_discovery_cache_ttl_and_shared_attempts(
     harness: Callable[..., McpHarness], tmp_path: Path
 ) -> None:
+    """Case N8."""
     log = tmp_path / "srv.log"
     h = harness({"srv": stdio([ECHO], log)}, tools={"mcp": {"discovery_cache_ttl_ms": 1000}})
     await asyncio.gather(h.start_run(), h.start_run())
@@ -228,7 +229,8 @@ async def test_n08_acc8_discovery_cache_ttl_and_shared_attempts(
     assert "mcp.srv.echo" in effective.names
 
 
-async def test_n05_n07_acc10_acc11_permissions(harness: Callable[..., McpHarness]) -> None:
+async def test_permissions(harness: Callable[..., McpHarness]) -> None:
+    """Cases N5, N7."""
     h = harness({"srv": stdio([WRITE_NOTE, READ_ONLY])})
     scope, _, _ = await h.start_run()
     assert h.registry.definition("mcp.srv.write_note").permission == "write"
@@ -250,7 +252,8 @@ async def test_n05_n07_acc10_acc11_permissions(harness: Callable[..., McpHarness
     assert request.metadata["allow_for_session_available"] is False
 
 
-async def test_acc12_n07_overrides(harness: Callable[..., McpHarness]) -> None:
+async def test_overrides(harness: Callable[..., McpHarness]) -> None:
+    """Case N7."""
     overrides = {
         "mcp.srv.*": {"tags": ["network"]},
         "mcp.srv.write_note": {"permission": "readonly", "tags": ["notes"]},
@@ -275,7 +278,7 @@ async def test_acc12_n07_overrides(harness: Callable[..., McpHarness]) -> None:
     )
 
 
-async def test_acc13_server_network_tag_and_policy(harness: Callable[..., McpHarness]) -> None:
+async def test_server_network_tag_and_policy(harness: Callable[..., McpHarness]) -> None:
     servers = {"net": stdio([READ_ONLY], tags=["network"]), "local": stdio([READ_ONLY])}
     h = harness(servers, permissions={"network_policy": {"default": "deny"}})
     _, effective, _ = await h.start_run()
@@ -283,7 +286,7 @@ async def test_acc13_server_network_tag_and_policy(harness: Callable[..., McpHar
     assert "mcp.net.lookup" not in effective.names and "mcp.local.lookup" in effective.names
 
 
-async def test_acc13_network_confirm_asks(harness: Callable[..., McpHarness]) -> None:
+async def test_network_confirm_asks(harness: Callable[..., McpHarness]) -> None:
     h = harness({"net": stdio([READ_ONLY], tags=["network"])})
     scope, effective, _ = await h.start_run()
     assert "mcp.net.lookup" in effective.names
@@ -292,9 +295,8 @@ async def test_acc13_network_confirm_asks(harness: Callable[..., McpHarness]) ->
     assert outcome.results[0].is_error and recorder.requests[0].metadata["reasons"] == ["network"]
 
 
-async def test_acc14_n05_pre_tool_use_hook_blocks_mcp_calls(
-    harness: Callable[..., McpHarness], tmp_path: Path
-) -> None:
+async def test_pre_tool_use_hook_blocks_mcp_calls(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
+    """Case N5."""
     log = tmp_path / "srv.log"
     hook_cmd = " ".join(
         shlex.quote(a) for a in (sys.executable, HOOK_SCRIPT, "--decision", "deny", "--reason", "no notes")
@@ -323,9 +325,10 @@ async def test_acc14_n05_pre_tool_use_hook_blocks_mcp_calls(
     assert h.sink.of_type(EventType.hook_denied) and h.sink.of_type(EventType.tool_denied)
 
 
-async def test_acc15_acc16_n05_large_result_error_and_redaction(
+async def test_large_result_error_and_redaction(
     harness: Callable[..., McpHarness], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case N5."""
     monkeypatch.setenv("SOONG_TEST_MCP_TOKEN", "mcp-secret-token-0042")
     tools = [
         {"name": "big", "behavior": "big", "size": 20000, "annotations": {"readOnlyHint": True}},
@@ -361,9 +364,7 @@ async def test_acc15_acc16_n05_large_result_error_and_redaction(
     assert "mcp-secret-token-0042" not in json.dumps([e.payload for e in h.sink.events], default=str)
 
 
-async def test_acc18_missing_env_var_fails_the_server(
-    harness: Callable[..., McpHarness], tmp_path: Path
-) -> None:
+async def test_missing_env_var_fails_the_server(harness: Callable[..., McpHarness], tmp_path: Path) -> None:
     log = tmp_path / "srv.log"
     h = harness({"srv": stdio([ECHO], log, env_allowlist=["SOONG_TEST_ABSENT_VAR"]), "ok": stdio([ECHO])})
     _, effective, failed = await h.start_run()
@@ -374,7 +375,7 @@ async def test_acc18_missing_env_var_fails_the_server(
     assert "SOONG_TEST_ABSENT_VAR" in message and "srv" in message and "mcp.json" in message
 
 
-async def test_acc19_close_terminates_processes_and_is_idempotent(
+async def test_close_terminates_processes_and_is_idempotent(
     harness: Callable[..., McpHarness], tmp_path: Path
 ) -> None:
     log = tmp_path / "srv.log"

@@ -1,5 +1,5 @@
-"""The Memory Extraction Job through the public API (context.md §9.4-§9.8; runtime.md check 51; testing.md M6,
-M10, M14-M18; context.md acceptance 28-38)."""
+"""The Memory Extraction Job through the public API (docs/context.md#extraction; docs/runs.md; cases M6, M10,
+M14-M18; docs/context.md)."""
 
 from __future__ import annotations
 
@@ -79,9 +79,10 @@ async def run_once(rt: Any, message: str, session_id: str | None = None) -> Any:
     return run
 
 
-async def test_m06_ac28_ac32_ac33_explicit_run_creates_a_memory_with_the_extract_profile(
+async def test_explicit_run_creates_a_memory_with_the_extract_profile(
     soong_env: SoongEnv,
 ) -> None:
+    """Case M6."""
     router = MemoryRouter().extraction(submit(lambda r: {"operations": [create_op(r)]}))
     fake = memory_fake(router, text("Noted: tabs."))
     config = cfg(extract_model_profile={"name": "extract-model"})
@@ -141,7 +142,8 @@ def _front(text: str) -> dict[str, Any]:
     return dict(yaml.safe_load(text.split("---\n")[1]))
 
 
-async def test_check51_m16_events_have_no_agent_or_run_and_carry_source_range(soong_env: SoongEnv) -> None:
+async def test_events_have_no_agent_or_run_and_carry_source_range(soong_env: SoongEnv) -> None:
+    """Case M16."""
     router = MemoryRouter().extraction(submit(lambda r: {"operations": [create_op(r)]}))
     async with open_runtime(soong_env, memory_fake(router, text("ok")), config=ON) as rt:
         run = await run_once(rt, "Remember: I prefer tabs")
@@ -194,7 +196,7 @@ def _seed_memory(env: SoongEnv, memory_id: str, created: str, category: str = "u
     return path
 
 
-async def test_ac36_update_keeps_id_and_path_and_catalog_order(soong_env: SoongEnv) -> None:
+async def test_update_keeps_id_and_path_and_catalog_order(soong_env: SoongEnv) -> None:
     old_id, older_id = "mem_20240101000000_aaaaaa", "mem_20230101000000_bbbbbb"
     old_path = _seed_memory(soong_env, old_id, "2024-01-01T00:00:00Z")
     _seed_memory(soong_env, older_id, "2023-01-01T00:00:00Z")
@@ -249,7 +251,8 @@ def _bad_ops(kind: str, request: ModelRequest) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", ["no_sources", "assistant_source", "private_key", "unknown_node"])
-async def test_m10_m18_ac34_invalid_submission_fails_without_writes(soong_env: SoongEnv, kind: str) -> None:
+async def test_invalid_submission_fails_without_writes(soong_env: SoongEnv, kind: str) -> None:
+    """Cases M10, M18."""
     router = MemoryRouter().extraction(submit(lambda r: _bad_ops(kind, r)))
     async with open_runtime(soong_env, memory_fake(router, text("Sure, noted.")), config=ON) as rt:
         run = await run_once(rt, "please remember I prefer tabs")
@@ -265,9 +268,10 @@ async def test_m10_m18_ac34_invalid_submission_fails_without_writes(soong_env: S
     assert "MIIEv" not in json.dumps(failed["payload"])
 
 
-async def test_m15_ac37_ignore_only_advances_cursor_then_write_failure_keeps_it(
+async def test_ignore_only_advances_cursor_then_write_failure_keeps_it(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case M15."""
     ignore = {"description": "a greeting", "reason": "one-off", "source_node_ids": []}
     router = MemoryRouter().extraction(
         submit(lambda r: {"ignored_candidates": [ignore | {"source_node_ids": candidates(r)}]}),
@@ -307,9 +311,10 @@ async def test_m15_ac37_ignore_only_advances_cursor_then_write_failure_keeps_it(
     )
 
 
-async def test_m16_m18_ac38_secret_never_lands_in_files_or_payloads(
+async def test_secret_never_lands_in_files_or_payloads(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Cases M16, M18."""
     secret = f"sk-test-{secrets.token_hex(12)}"
     monkeypatch.setenv("SOONG_TEST_API_KEY", secret)
     config = {"memory": {"enabled": True}, "model": {"api_key_env": "SOONG_TEST_API_KEY"}}
@@ -346,7 +351,8 @@ async def test_m16_m18_ac38_secret_never_lands_in_files_or_payloads(
     assert secret.encode() not in db_bytes
 
 
-async def test_m17_ac29_message_and_token_backlogs(soong_env: SoongEnv) -> None:
+async def test_message_and_token_backlogs(soong_env: SoongEnv) -> None:
+    """Case M17."""
     router = MemoryRouter().extraction(
         submit(lambda r: {"ignored_candidates": []}), submit(lambda r: {"ignored_candidates": []})
     )
@@ -367,9 +373,10 @@ async def test_m17_ac29_message_and_token_backlogs(soong_env: SoongEnv) -> None:
         assert {e["payload"]["reason"] for e in memory_events(soong_env, session_id)} == {reason}
 
 
-async def test_m17_ac30_idle_job_runs_after_idle_seconds_and_a_new_run_cancels_it(
+async def test_idle_job_runs_after_idle_seconds_and_a_new_run_cancels_it(
     soong_env: SoongEnv,
 ) -> None:
+    """Case M17."""
     gate = asyncio.Event()
     router = MemoryRouter().extraction(submit(lambda r: {"ignored_candidates": []}))
 
@@ -399,7 +406,8 @@ async def test_m17_ac30_idle_job_runs_after_idle_seconds_and_a_new_run_cancels_i
     assert len(candidates(request)) == 2
 
 
-async def test_m17_ac31_disabled_memory_never_extracts(soong_env: SoongEnv) -> None:
+async def test_disabled_memory_never_extracts(soong_env: SoongEnv) -> None:
+    """Case M17."""
     router = MemoryRouter()
     config = {"memory": {"enabled": False, "extract_every_messages": 1, "idle_seconds": 0.05}}
     fake = memory_fake(router, text("ok"), text("ok"))
@@ -497,7 +505,8 @@ async def test_job_fails_without_submit_or_tool_support(soong_env: SoongEnv, tur
     assert "memory_scan_cursor" not in session_meta(soong_env, run.session_id)
 
 
-async def test_m14_m18_main_model_fallback_and_request_content(soong_env: SoongEnv) -> None:
+async def test_main_model_fallback_and_request_content(soong_env: SoongEnv) -> None:
+    """Cases M14, M18."""
     soong_env.write_project(".soong-agent/plans/my-plan.md", "PLAN-BODY-MARKER steps\n")
     router = MemoryRouter().extraction(submit(lambda r: {"ignored_candidates": []}))
     fake = memory_fake(
@@ -521,7 +530,8 @@ async def test_m14_m18_main_model_fallback_and_request_content(soong_env: SoongE
     assert memory_events(soong_env, run.session_id)[-1]["event_type"] == "memory_extraction_completed"
 
 
-async def test_m06_extraction_takes_no_child_concurrency_slot(soong_env: SoongEnv) -> None:
+async def test_extraction_takes_no_child_concurrency_slot(soong_env: SoongEnv) -> None:
+    """Case M6."""
     children = ChildRouter().add("MARK-SUB", child_done("sub ok"))
     router = MemoryRouter(fallback=children).extraction(submit(lambda r: {"ignored_candidates": []}))
     router.gate = asyncio.Event()

@@ -1,5 +1,5 @@
-"""Recall and the memory catalog through the public API (context.md §9.9, §4; testing.md M8, M9, M14, M19-M21;
-context.md acceptance 23-27)."""
+"""Recall and the memory catalog through the public API (docs/context.md#recall,
+docs/context.md#dynamic-blocks; cases M8, M9, M14, M19-M21; docs/context.md)."""
 
 from __future__ import annotations
 
@@ -97,9 +97,10 @@ def memory_nodes(env: SoongEnv, session_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("mode", ["normal", "orchestrator"])
-async def test_m08_m14_m20_ac23_ac24_ac25_recall_in_main_and_orchestrator(
+async def test_recall_in_main_and_orchestrator(
     soong_env: SoongEnv, mode: Literal["normal", "orchestrator"]
 ) -> None:
+    """Cases M8, M14, M20."""
     seed(soong_env)
     soong_env.write_project(
         ".soong-agent/memory/user/p.md",
@@ -179,7 +180,8 @@ async def test_m08_m14_m20_ac23_ac24_ac25_recall_in_main_and_orchestrator(
     assert snapshot(soong_env) == before and permissions.requests == []
 
 
-async def test_m21_ac26_selector_failure_is_a_tool_error_and_the_run_continues(soong_env: SoongEnv) -> None:
+async def test_selector_failure_is_a_tool_error_and_the_run_continues(soong_env: SoongEnv) -> None:
+    """Case M21."""
     seed(soong_env)
     router = MemoryRouter().recall(fail("provider_error"))
     fake = memory_fake(
@@ -194,7 +196,8 @@ async def test_m21_ac26_selector_failure_is_a_tool_error_and_the_run_continues(s
     assert memory_nodes(soong_env, run.session_id) == []
 
 
-async def test_m14_recall_model_profile(soong_env: SoongEnv) -> None:
+async def test_recall_model_profile(soong_env: SoongEnv) -> None:
+    """Case M14."""
     seed(soong_env)
     router = MemoryRouter().recall(selector())
     fake = memory_fake(router, tool_calls((RECALL, {"query": "q"}, "call_r")), text("ok"))
@@ -208,7 +211,8 @@ async def test_m14_recall_model_profile(soong_env: SoongEnv) -> None:
     assert memory_nodes(soong_env, run.session_id) == []
 
 
-async def test_m09_m20_ac27_children_get_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+async def test_children_get_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+    """Cases M9, M20."""
     seed(soong_env)
     child_calls = tool_calls((RECALL, {"query": "q"}, "child_recall"))
     children = (
@@ -241,7 +245,8 @@ async def test_m09_m20_ac27_children_get_no_recall_tool_and_no_catalog(soong_env
     assert router.requests["memory_recall"] == []
 
 
-def test_m09_m19_effective_sets_with_memory_enabled(soong_env: SoongEnv) -> None:
+def test_effective_sets_with_memory_enabled(soong_env: SoongEnv) -> None:
+    """Cases M9, M19."""
     from agent_core._memory.recall import recall_definition
 
     settings = Settings.model_validate(
@@ -258,7 +263,8 @@ def test_m09_m19_effective_sets_with_memory_enabled(soong_env: SoongEnv) -> None
     assert RECALL not in compute_effective_tools(definitions, disabled, AgentRole.main).names
 
 
-async def test_m19_ac27_disabled_memory_has_no_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+async def test_disabled_memory_has_no_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+    """Case M19."""
     seed(soong_env)
     router = MemoryRouter()
     fake = memory_fake(router, tool_calls((RECALL, {"query": "q"}, "call_r")), text("ok"))
@@ -301,7 +307,8 @@ async def test_catalog_block_follows_memory_md_changes_between_builds(soong_env:
     assert Path(first_block.metadata["path"]) == catalog
 
 
-async def test_m09_m20_worker_gets_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+async def test_worker_gets_no_recall_tool_and_no_catalog(soong_env: SoongEnv) -> None:
+    """Cases M9, M20."""
     seed(soong_env)
     fake = FakeProvider()
     orchestrator = Router(fake).orch(

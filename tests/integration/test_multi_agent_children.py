@@ -1,10 +1,9 @@
-"""Sub and fork agents through the public API (multi-agent.md §3-§8, §12-§13, §16; testing.md area I).
+"""Sub and fork agents through the public API (docs/multi-agent.md; cases area I).
 
 The fake stream helper routes child requests by a marker in their ``<delegated_task>`` text
 (:class:`tests.fixtures.multi_agent.ChildRouter`); main-agent turns come from the script.
 
-Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
-``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+Traceability: the case ids (``I5``, ``D9``) of docs/testing.md#case-catalogue are in the test docstrings.
 """
 
 from __future__ import annotations
@@ -70,7 +69,8 @@ def child_run_rows(env: SoongEnv, session_id: str) -> list[Any]:
     )
 
 
-async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(soong_env: SoongEnv) -> None:
+async def test_create_sub_agent_default(soong_env: SoongEnv) -> None:
+    """Cases I7, I18, I20, I29."""
     router = ChildRouter().add("MARK-SUB", child_done("sub finished", findings=["f1"]))
     fake = routed_fake(
         router,
@@ -203,9 +203,10 @@ async def test_i07_i18_i20_i29_check17_check19_check50_create_sub_agent_default(
     assert active["active_node_id"] == final[-1]["node_id"]
 
 
-async def test_i07_i17_check18_check16_inline_instructions_and_model_args_rejected(
+async def test_inline_instructions_and_model_args_rejected(
     soong_env: SoongEnv,
 ) -> None:
+    """Cases I7, I17."""
     bad_args = [
         ("agent.create_sub_agent", {"task": "x", "system_prompt": "evil"}, "c1"),
         ("agent.create_sub_agent", {"task": "x", "instructions": "evil"}, "c2"),
@@ -234,7 +235,8 @@ async def test_i07_i17_check18_check16_inline_instructions_and_model_args_reject
     assert len(rows(soong_env, "SELECT run_id FROM runs")) == 1
 
 
-async def test_i08_i21_d12_check20_tools24_allowed_tools_narrow_the_child(soong_env: SoongEnv) -> None:
+async def test_allowed_tools_narrow_the_child(soong_env: SoongEnv) -> None:
+    """Cases I8, I21, D12."""
     soong_env.write_home(
         "agents/writer.md",
         "# Writer\nWRITER-BODY",
@@ -280,7 +282,8 @@ async def test_i08_i21_d12_check20_tools24_allowed_tools_narrow_the_child(soong_
     assert meta["effective_tools"] == ["code.read_file"] and meta["allowed_tools"] == ["code.read_file"]
 
 
-async def test_i09_check21_tools25_tools27_invalid_allowed_tools_start_nothing(soong_env: SoongEnv) -> None:
+async def test_invalid_allowed_tools_start_nothing(soong_env: SoongEnv) -> None:
+    """Case I9."""
     bad = [
         ["code.nope"],
         ["no.such_tool"],
@@ -313,7 +316,8 @@ async def test_i09_check21_tools25_tools27_invalid_allowed_tools_start_nothing(s
     assert child_rows(soong_env, run.session_id) == [] and len(rows(soong_env, "SELECT 1 FROM runs")) == 1
 
 
-async def test_i10_tools78_check49_child_permission_request_context(soong_env: SoongEnv) -> None:
+async def test_child_permission_request_context(soong_env: SoongEnv) -> None:
+    """Case I10."""
     router = ChildRouter().add(
         "MARK-WRITE",
         tool_calls(("code.write_file", {"path": "out.txt", "content": "hello"}, "w1")),
@@ -334,9 +338,10 @@ async def test_i10_tools78_check49_child_permission_request_context(soong_env: S
     assert (soong_env.project / "out.txt").read_text() == "hello"
 
 
-async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_tools(
+async def test_child_does_not_inherit_parent_tools(
     soong_env: SoongEnv,
 ) -> None:
+    """Cases I24, I28."""
     router = ChildRouter().add("MARK-SUB", child_done()).add("MARK-FORK", child_done())
     fake = routed_fake(
         router,
@@ -384,9 +389,10 @@ async def test_i24_i28_check23_check24_tools20_child_does_not_inherit_parent_too
     # a child narrowed by allowed_tools is shown only those (its own prompt)
 
 
-async def test_i15_i27_check22_check26_child_calls_to_parent_only_tools_are_not_available(
+async def test_child_calls_to_parent_only_tools_are_not_available(
     soong_env: SoongEnv,
 ) -> None:
+    """Cases I15, I27."""
     forbidden = [
         ("agent.list_agent_definitions", {}, "x1"),
         ("agent.fork_agent", {"task": "t"}, "x2"),
@@ -423,7 +429,7 @@ async def test_i15_i27_check22_check26_child_calls_to_parent_only_tools_are_not_
     assert len(child_rows(soong_env, run.session_id)) == 2  # no grandchildren
 
 
-async def test_check27_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> None:
+async def test_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> None:
     fake = routed_fake(
         ChildRouter(),
         tool_calls(
@@ -441,7 +447,8 @@ async def test_check27_main_agent_has_no_worker_tools(soong_env: SoongEnv) -> No
         assert block.error is not None and block.error.code == ErrorCode.tool_not_available
 
 
-async def test_i07_check26_orchestrator_creates_sub_agents_but_cannot_fork(soong_env: SoongEnv) -> None:
+async def test_orchestrator_creates_sub_agents_but_cannot_fork(soong_env: SoongEnv) -> None:
+    """Case I7."""
     router = ChildRouter().add("MARK-ORCH", child_done("helper done"))
     fake = routed_fake(
         router,
@@ -466,7 +473,8 @@ async def test_i07_check26_orchestrator_creates_sub_agents_but_cannot_fork(soong
     assert len(router.requests["MARK-ORCH"]) == 1
 
 
-async def test_i25_check16_model_profile_resolution(soong_env: SoongEnv) -> None:
+async def test_model_profile_resolution(soong_env: SoongEnv) -> None:
+    """Case I25."""
     soong_env.write_home(
         "agents/small.md",
         "# Small\nbody",
@@ -542,7 +550,8 @@ async def _child_stream(
     return parent_events, child_events
 
 
-async def test_i26_check45_rt34_rt40_child_stream_and_inspect(soong_env: SoongEnv) -> None:
+async def test_child_stream_and_inspect(soong_env: SoongEnv) -> None:
+    """Case I26."""
     router = ChildRouter().add(
         "MARK-STREAM",
         tool_calls(("demo.secret", {}, "s1"), lead_text="CHILD-THINKING"),
@@ -618,7 +627,7 @@ async def test_i26_check45_rt34_rt40_child_stream_and_inspect(soong_env: SoongEn
     )
 
 
-async def test_check46_replay_session_has_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
+async def test_replay_session_has_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
     router = ChildRouter().add(
         "MARK-R",
         tool_calls(("code.list_dir", {"path": "."}, "l1"), lead_text="CHILD-TRANSCRIPT"),
@@ -643,7 +652,8 @@ async def test_check46_replay_session_has_child_summaries_not_transcripts(soong_
     )
 
 
-async def test_i27_check25_fork_inherits_the_active_path_only(soong_env: SoongEnv) -> None:
+async def test_fork_inherits_the_active_path_only(soong_env: SoongEnv) -> None:
+    """Case I27."""
     router = ChildRouter().add("MARK-FORK", child_done("forked"))
     fake = routed_fake(
         router,
@@ -725,7 +735,8 @@ async def test_i27_check25_fork_inherits_the_active_path_only(soong_env: SoongEn
     )
 
 
-async def test_i05_i19_check09_fork_override_body_and_empty_body_fallback(soong_env: SoongEnv) -> None:
+async def test_fork_override_body_and_empty_body_fallback(soong_env: SoongEnv) -> None:
+    """Cases I5, I19."""
     soong_env.write_home(
         "agents/fork.md",
         "# Forky\nFORK-OVERRIDE",

@@ -1,7 +1,7 @@
-"""Parallel children, limits, result schemas, timeouts and cancellation (multi-agent.md §12, §14, §15).
+"""Parallel children, limits, result schemas, timeouts and cancellation (docs/multi-agent.md#child-results,
+docs/multi-agent.md#concurrency, docs/multi-agent.md#cancellation-and-timeouts).
 
-Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
-``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+Traceability: the case ids (``I5``, ``D9``) of docs/testing.md#case-catalogue are in the test docstrings.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def main_requests(fake: FakeProvider) -> list[ModelRequest]:
     return [r for r in fake.requests if r.metadata["agent_type"] in ("main", "orchestrator")]
 
 
-async def test_d09_check41_rt23_tools86_three_parallel_sub_agents_one_fails(soong_env: SoongEnv) -> None:
-    """The issue's required test: three children run concurrently, one fails, the parent's next request
-    carries all three results and nothing of the child transcripts."""
+async def test_three_parallel_sub_agents_one_fails(soong_env: SoongEnv) -> None:
+    """Case D9: The issue's required test: three children run concurrently, one fails, the parent's next
+    request carries all three results and nothing of the child transcripts."""
     soong_env.write_project("data.txt", "FILE-SECRET-CONTENT\n")
     barrier = asyncio.Barrier(3)
     router = (
@@ -110,7 +110,8 @@ async def test_d09_check41_rt23_tools86_three_parallel_sub_agents_one_fails(soon
     assert statuses == ["completed", "completed", "failed"]
 
 
-async def test_d10_check42_max_children_per_run(soong_env: SoongEnv) -> None:
+async def test_max_children_per_run(soong_env: SoongEnv) -> None:
+    """Case D10."""
     router = (
         ChildRouter().add("MARK-ONE", delayed(0.3, child_done("one"))).add("MARK-THREE", child_done("three"))
     )
@@ -141,7 +142,8 @@ async def test_d10_check42_max_children_per_run(soong_env: SoongEnv) -> None:
     )
 
 
-async def test_d10_check42_max_concurrent_children_per_session(soong_env: SoongEnv) -> None:
+async def test_max_concurrent_children_per_session(soong_env: SoongEnv) -> None:
+    """Case D10."""
     router = ChildRouter().add("MARK-ONE", delayed(0.3, child_done("one")))
     fake = routed_fake(
         router,
@@ -162,7 +164,8 @@ async def test_d10_check42_max_concurrent_children_per_session(soong_env: SoongE
     assert results["c2"][2].details["limit"] == "max_concurrent_children_per_session"
 
 
-async def test_check43_i29_check44_result_schema_validation(soong_env: SoongEnv) -> None:
+async def test_result_schema_validation(soong_env: SoongEnv) -> None:
+    """Case I29."""
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     router = (
         ChildRouter()
@@ -216,7 +219,7 @@ async def test_check43_i29_check44_result_schema_validation(soong_env: SoongEnv)
     assert failed_runs == {e.data["child_run_id"] for e in schema_events}
 
 
-async def test_check48_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -> None:
+async def test_child_timeout_aborts_with_timeout_code(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     router = ChildRouter().add("MARK-SLOW", hang(gate)).add("MARK-CLAMP", child_done("clamped"))
     fake = routed_fake(
@@ -263,7 +266,7 @@ async def test_check48_child_timeout_aborts_with_timeout_code(soong_env: SoongEn
     )
 
 
-async def test_check47_parent_cancel_reaches_children(soong_env: SoongEnv) -> None:
+async def test_parent_cancel_reaches_children(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     router = ChildRouter().add("MARK-HANG", hang(gate, lead_text="working"))
     fake = routed_fake(router, tool_calls(("agent.create_sub_agent", {"task": "MARK-HANG"}, "c1")))
@@ -298,7 +301,8 @@ async def test_check47_parent_cancel_reaches_children(soong_env: SoongEnv) -> No
     assert fake.cancelled == 1
 
 
-async def test_check47_d10_cancel_timeout_keeps_the_child_running(soong_env: SoongEnv) -> None:
+async def test_cancel_timeout_keeps_the_child_running(soong_env: SoongEnv) -> None:
+    """Case D10."""
     marker = soong_env.project / "stubborn.done"
 
     def stubborn(args: dict[str, Any], ctx: Any) -> str:
@@ -392,7 +396,7 @@ async def test_runtime_close_cancels_running_children(soong_env: SoongEnv) -> No
     assert rows(soong_env, "SELECT status FROM agents WHERE parent_agent_id IS NOT NULL")[0][0] == "cancelled"
 
 
-async def test_check47_slow_child_outlives_the_tool_grace_but_not_the_cancel_timeout(
+async def test_slow_child_outlives_the_tool_grace_but_not_the_cancel_timeout(
     soong_env: SoongEnv,
 ) -> None:
     """The parent's pipeline cancels the agent-tool handler after its grace period; the handler still waits

@@ -1,8 +1,8 @@
-"""The AgentDefinition registry through the public API (multi-agent.md §4, §6, §18; testing.md I1-I6, I11-I15,
-I22, I23).
+"""The AgentDefinition registry through the public API (docs/multi-agent.md#agent-definitions,
+docs/multi-agent.md#agentlist_agent_definitions, docs/configuration.md#agents; cases I1-I6, I11-I15, I22,
+I23).
 
-Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
-``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+Traceability: the case ids (``I5``, ``D9``) of docs/testing.md#case-catalogue are in the test docstrings.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ async def startup_error(env: SoongEnv, **kwargs: Any) -> AgentCoreError:
     return err.value
 
 
-async def test_i01_check01_check02_check06_i15_builtin_catalog(soong_env: SoongEnv) -> None:
+async def test_builtin_catalog(soong_env: SoongEnv) -> None:
+    """Cases I1, I15."""
     fake = FakeProvider()
     async with open_runtime(soong_env, fake) as rt:
         entries = await list_definitions(rt, fake)
@@ -86,7 +87,8 @@ async def test_i01_check01_check02_check06_i15_builtin_catalog(soong_env: SoongE
     assert bad.error is not None and bad.error.code == ErrorCode.validation_error
 
 
-async def test_i02_check03_user_definition_body_in_system_not_description(soong_env: SoongEnv) -> None:
+async def test_user_definition_body_in_system_not_description(soong_env: SoongEnv) -> None:
+    """Case I2."""
     write_def(
         soong_env,
         "reviewer.md",
@@ -118,7 +120,8 @@ async def test_i02_check03_user_definition_body_in_system_not_description(soong_
 
 
 @pytest.mark.parametrize("missing", ["id", "name", "description"])
-async def test_check04_i11_required_frontmatter(soong_env: SoongEnv, missing: str) -> None:
+async def test_required_frontmatter(soong_env: SoongEnv, missing: str) -> None:
+    """Case I11."""
     front = {"id": "x", "name": "X", "description": "d"}
     del front[missing]
     write_def(soong_env, "x.md", **front)
@@ -149,7 +152,8 @@ async def test_non_mapping_frontmatter_is_invalid(soong_env: SoongEnv) -> None:
     assert (await startup_error(soong_env)).code == ErrorCode.invalid_agent_definition
 
 
-async def test_i03_check05_i22_suggested_tools_validation_and_availability(soong_env: SoongEnv) -> None:
+async def test_suggested_tools_validation_and_availability(soong_env: SoongEnv) -> None:
+    """Cases I3, I22."""
     write_def(soong_env, "bad.md", id="bad", name="B", description="d", suggested_tools=["code.nope"])
     error = await startup_error(soong_env)
     assert error.code == ErrorCode.invalid_agent_definition and "code.nope" in error.message
@@ -189,13 +193,15 @@ async def test_i03_check05_i22_suggested_tools_validation_and_availability(soong
     )
 
 
-async def test_i04_check07_duplicate_user_files(soong_env: SoongEnv) -> None:
+async def test_duplicate_user_files(soong_env: SoongEnv) -> None:
+    """Case I4."""
     write_def(soong_env, "a.md", id="dup", name="A", description="d")
     write_def(soong_env, "b.md", id="dup", name="B", description="d", overrides="user:dup")
     assert (await startup_error(soong_env)).code == ErrorCode.duplicate_agent_definition
 
 
-async def test_i04_duplicate_code_registrations(soong_env: SoongEnv) -> None:
+async def test_duplicate_code_registrations(soong_env: SoongEnv) -> None:
+    """Case I4."""
     soong_env.write_config()
     rt = AgentRuntime(project_dir=soong_env.project, provider_registry=None)
     rt.register_agent_definition(definition("helper"))
@@ -215,7 +221,7 @@ async def test_i04_duplicate_code_registrations(soong_env: SoongEnv) -> None:
         assert len(registry.inspect()["helper"]["chain"]) == 1
 
 
-async def test_check08_user_overrides_builtin(soong_env: SoongEnv) -> None:
+async def test_user_overrides_builtin(soong_env: SoongEnv) -> None:
     write_def(
         soong_env, "sub.md", "# Mine\nUSER-SUB-BODY", id="default_sub_agent", name="Mine", description="d"
     )
@@ -267,14 +273,14 @@ async def test_check08_user_overrides_builtin(soong_env: SoongEnv) -> None:
         ({"id": "x", "overrides": "project:x"}, ErrorCode.invalid_agent_definition),
     ],
 )
-async def test_check10_check11_check13_i13_user_override_errors(
-    soong_env: SoongEnv, front: dict[str, Any], code: ErrorCode
-) -> None:
+async def test_user_override_errors(soong_env: SoongEnv, front: dict[str, Any], code: ErrorCode) -> None:
+    """Case I13."""
     write_def(soong_env, "x.md", name="X", description="d", **front)
     assert (await startup_error(soong_env)).code == code
 
 
-async def test_check11_i13_user_file_cannot_override_code(soong_env: SoongEnv) -> None:
+async def test_user_file_cannot_override_code(soong_env: SoongEnv) -> None:
+    """Case I13."""
     write_def(soong_env, "x.md", id="helper", name="X", description="d", overrides="code:helper")
     soong_env.write_config()
     rt = AgentRuntime(project_dir=soong_env.project)
@@ -285,7 +291,8 @@ async def test_check11_i13_user_file_cannot_override_code(soong_env: SoongEnv) -
     assert err.value.code == ErrorCode.invalid_agent_override
 
 
-async def test_i06_check12_i13_code_overrides_user_and_builtin(soong_env: SoongEnv) -> None:
+async def test_code_overrides_user_and_builtin(soong_env: SoongEnv) -> None:
+    """Cases I6, I13."""
     write_def(soong_env, "reviewer.md", "# Reviewer\nUSER-BODY", id="reviewer", name="R", description="d")
     router = ChildRouter().add("MARK-CODE", child_done())
     fake = routed_fake(router)
@@ -320,7 +327,7 @@ async def test_i06_check12_i13_code_overrides_user_and_builtin(soong_env: SoongE
     ]
 
 
-async def test_check13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) -> None:
+async def test_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         for bad in (
             definition("default_compact_agent"),
@@ -337,14 +344,16 @@ async def test_check13_code_cannot_touch_the_compact_agent(soong_env: SoongEnv) 
 
 
 @pytest.mark.parametrize("bad_id", ["Reviewer", "a/b", "a.b", "a b", "-x", "", "x" * 65])
-async def test_check14_i11_id_rules(soong_env: SoongEnv, bad_id: str) -> None:
+async def test_id_rules(soong_env: SoongEnv, bad_id: str) -> None:
+    """Case I11."""
     async with open_runtime(soong_env, FakeProvider()) as rt:
         with pytest.raises(AgentCoreError) as err:
             rt.register_agent_definition(definition(bad_id))
         assert err.value.code == ErrorCode.invalid_agent_definition
 
 
-async def test_check14_i11_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
+async def test_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
+    """Case I11."""
     long_id = "a" * 64
     write_def(soong_env, "zzz-file-name.md", id="my_agent-1", name="N", description="d")
     fake = FakeProvider()
@@ -354,7 +363,8 @@ async def test_check14_i11_ids_are_kept_exactly(soong_env: SoongEnv) -> None:
     assert long_id in ids and "my_agent-1" in ids and "zzz-file-name" not in ids
 
 
-async def test_check15_i23_tags(soong_env: SoongEnv) -> None:
+async def test_tags(soong_env: SoongEnv) -> None:
+    """Case I23."""
     async with open_runtime(soong_env, FakeProvider()) as rt:
         for tags in (["t" * 65], [""], [f"t{i}" for i in range(33)]):
             with pytest.raises(AgentCoreError) as err:
@@ -366,7 +376,8 @@ async def test_check15_i23_tags(soong_env: SoongEnv) -> None:
     assert (await startup_error(soong_env)).code == ErrorCode.invalid_agent_definition
 
 
-async def test_i12_project_agents_directory_is_ignored(soong_env: SoongEnv) -> None:
+async def test_project_agents_directory_is_ignored(soong_env: SoongEnv) -> None:
+    """Case I12."""
     soong_env.write_project(
         ".soong-agent/agents/x.md", "# X", {"id": "project-x", "name": "X", "description": "d"}
     )
@@ -376,7 +387,8 @@ async def test_i12_project_agents_directory_is_ignored(soong_env: SoongEnv) -> N
     assert "project-x" not in ids
 
 
-async def test_i14_source_enum(soong_env: SoongEnv) -> None:
+async def test_source_enum(soong_env: SoongEnv) -> None:
+    """Case I14."""
     with pytest.raises(ValidationError):
         AgentDefinition(agent_definition_id="x", name="x", description="d", source="project")  # type: ignore[arg-type]
     fake = FakeProvider()

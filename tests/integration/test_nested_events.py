@@ -1,5 +1,5 @@
 """``RunHandle.events(include_children=True)``: descendants' live events on the parent's stream, tagged with
-``run_id``, ``agent_id``, ``parent_run_id`` and ``parent_tool_call_id`` (surfaces.md §4)."""
+``run_id``, ``agent_id``, ``parent_run_id`` and ``parent_tool_call_id`` (docs/events.md#the-live-stream)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Task board injection, Task events, restore on resume and Task inspection through the runtime
-(task-board.md §2.5, §12, §13; context.md checks 43–46; runtime.md check 41; testing.md K1, K44, K47,
-K48 runtime halves)."""
+(docs/task-board.md#restore-and-replay, docs/task-board.md#events, docs/task-board.md#the-board-summary;
+docs/context.md; docs/runs.md; cases K1, K44, K47, K48 runtime halves)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def board_of(request: ModelRequest) -> str | None:
     return text_of(boards[-1].content)
 
 
-async def test_k01_task_create_through_the_loop(soong_env: SoongEnv) -> None:
+async def test_task_create_through_the_loop(soong_env: SoongEnv) -> None:
+    """Case K1."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(
@@ -105,7 +106,8 @@ async def test_k01_task_create_through_the_loop(soong_env: SoongEnv) -> None:
     assert result_json(result_of(router, "get"))["wal_path"] == str(directory / "work.wal.jsonl")
 
 
-async def test_k47_task_events_are_debug_only(soong_env: SoongEnv) -> None:
+async def test_task_events_are_debug_only(soong_env: SoongEnv) -> None:
+    """Case K47."""
     fake = FakeProvider()
     Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),
@@ -129,7 +131,8 @@ async def test_k47_task_events_are_debug_only(soong_env: SoongEnv) -> None:
     assert replayed.count("task_created") == 2
 
 
-async def test_k48_check43_check44_board_in_orchestrator_requests(soong_env: SoongEnv) -> None:
+async def test_board_in_orchestrator_requests(soong_env: SoongEnv) -> None:
+    """Case K48."""
     stubborn = Stubborn()
     fake = FakeProvider()
     long = " ".join(["detail"] * 40)
@@ -201,7 +204,7 @@ async def test_k48_check43_check44_board_in_orchestrator_requests(soong_env: Soo
     assert worker_board is not None and "step_id=run1" in worker_board and "step_id=q0" not in worker_board
 
 
-async def test_check45_check46_completed_tasks_and_normal_runs(soong_env: SoongEnv) -> None:
+async def test_completed_tasks_and_normal_runs(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t0", step("s1")), "c0")),
@@ -248,7 +251,8 @@ async def test_restore_on_resume_before_the_first_request(soong_env: SoongEnv) -
     assert replayed[0]["seq"] < next(e for e in model_started if e["run_id"] == resumed.run_id)["seq"]
 
 
-async def test_k44_check41_corrupt_wal_is_unavailable_while_replay_works(soong_env: SoongEnv) -> None:
+async def test_corrupt_wal_is_unavailable_while_replay_works(soong_env: SoongEnv) -> None:
+    """Case K44."""
     fake = FakeProvider()
     Router(fake).orch(
         tool_calls(
@@ -296,7 +300,7 @@ async def test_k44_check41_corrupt_wal_is_unavailable_while_replay_works(soong_e
     assert json.loads(failed[0]["payload_json"])["error"]["code"] in ("storage_error", "task_wal_unavailable")
 
 
-async def test_tb73_delete_session_keeps_wals_and_cleanup_is_explicit(soong_env: SoongEnv) -> None:
+async def test_delete_session_keeps_wals_and_cleanup_is_explicit(soong_env: SoongEnv) -> None:
     fake = FakeProvider()
     Router(fake).orch(
         tool_calls(

@@ -1,5 +1,6 @@
-"""``agent.dispatch_worker`` through the runtime loop (multi-agent.md §9.3–§11, §19 checks 18, 24, 32–40,
-44, 50; testing.md J5–J10, J14–J21, I16, I17; task-board.md checks 51, 78)."""
+"""``agent.dispatch_worker`` through the runtime loop (docs/multi-agent.md#worker-pools,
+docs/multi-agent.md#dispatching-a-worker, docs/multi-agent.md; cases J5–J10, J14–J21, I16, I17;
+docs/task-board.md)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def dispatch(call_id: str, **args: Any) -> tuple[str, dict[str, Any], str]:
     return ("agent.dispatch_worker", {"task_id": "t1", "instruction": "work", **args}, call_id)
 
 
-async def test_j05_j16_check32_check39_check44_parallel_fallback_dispatch(soong_env: SoongEnv) -> None:
+async def test_parallel_fallback_dispatch(soong_env: SoongEnv) -> None:
+    """Cases J5, J16."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c_create")),
@@ -118,7 +120,8 @@ async def test_j05_j16_check32_check39_check44_parallel_fallback_dispatch(soong_
     assert model_starts[2] > max(seqs[("run_completed", res["child_run_id"])] for res in (first, second))
 
 
-async def test_j18_check33_check34_dispatch_errors_start_no_run(soong_env: SoongEnv) -> None:
+async def test_dispatch_errors_start_no_run(soong_env: SoongEnv) -> None:
+    """Case J18."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),
@@ -170,7 +173,8 @@ async def test_j18_check33_check34_dispatch_errors_start_no_run(soong_env: Soong
     assert len(child_runs(soong_env, run.session_id, run.agent_id)) == 2
 
 
-async def test_j06_j19_check35_allowed_step_ids_scope(soong_env: SoongEnv) -> None:
+async def test_allowed_step_ids_scope(soong_env: SoongEnv) -> None:
+    """Cases J6, J19."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(
@@ -220,7 +224,8 @@ async def test_j06_j19_check35_allowed_step_ids_scope(soong_env: SoongEnv) -> No
     assert run_meta[0]["task_id"] == "t1" and run_meta[0]["allowed_step_ids"] == ["s2", "s3"]
 
 
-async def test_j07_j08_check36_tb51_no_ready_step_is_a_successful_result(soong_env: SoongEnv) -> None:
+async def test_no_ready_step_is_a_successful_result(soong_env: SoongEnv) -> None:
+    """Cases J7, J8."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2", "s1")), "c1")),
@@ -246,7 +251,8 @@ async def test_j07_j08_check36_tb51_no_ready_step_is_a_successful_result(soong_e
     assert payload["worker_run_id"] == res["child_run_id"] and payload["worker_agent_id"] == "w1"
 
 
-async def test_j09_j10_check39_one_claim_and_dag_authority(soong_env: SoongEnv) -> None:
+async def test_one_claim_and_dag_authority(soong_env: SoongEnv) -> None:
+    """Cases J9, J10."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c1")),
@@ -287,7 +293,8 @@ async def test_j09_j10_check39_one_claim_and_dag_authority(soong_env: SoongEnv) 
     assert lines[-1]["payload"]["reason"] == "broken"  # no fallback line after the worker's own failure
 
 
-async def test_j14_check37_i16_worker_tool_sets(soong_env: SoongEnv) -> None:
+async def test_worker_tool_sets(soong_env: SoongEnv) -> None:
+    """Cases J14, I16."""
     cap = [*WORKER_TOOLS, "code.read_file", "code.search"]
     fake = FakeProvider()
     router = Router(fake).orch(
@@ -321,7 +328,8 @@ async def test_j14_check37_i16_worker_tool_sets(soong_env: SoongEnv) -> None:
     assert tools(2) == set(WORKER_TOOLS)
 
 
-async def test_j15_check38_worker_reuse_and_branches(soong_env: SoongEnv) -> None:
+async def test_worker_reuse_and_branches(soong_env: SoongEnv) -> None:
+    """Case J15."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("ta", step("a1")), "ca")),
@@ -399,7 +407,8 @@ def text_of_node(node: Any) -> str:
     return "".join(block.get("text", "") for block in content)
 
 
-async def test_i17_check18_dispatch_cannot_override_the_definition(soong_env: SoongEnv) -> None:
+async def test_dispatch_cannot_override_the_definition(soong_env: SoongEnv) -> None:
+    """Case I17."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1")), "c1")),
@@ -426,7 +435,8 @@ async def test_i17_check18_dispatch_cannot_override_the_definition(soong_env: So
     assert "<worker_dispatch>" in first_text(request) and "<task_board>" in first_text(request)
 
 
-async def test_j17_check40_tb78_no_background_worker_runs(soong_env: SoongEnv) -> None:
+async def test_no_background_worker_runs(soong_env: SoongEnv) -> None:
+    """Case J17."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c1")), text("created")
@@ -440,7 +450,8 @@ async def test_j17_check40_tb78_no_background_worker_runs(soong_env: SoongEnv) -
         assert [a["agent_type"] for a in rows(soong_env, "SELECT agent_type FROM agents")] == ["orchestrator"]
 
 
-async def test_j20_j21_worker_task_scope_and_ready_query(soong_env: SoongEnv) -> None:
+async def test_worker_task_scope_and_ready_query(soong_env: SoongEnv) -> None:
+    """Cases J20, J21."""
     many = [step(f"r{i}") for i in range(7)]
     fake = FakeProvider()
     router = Router(fake).orch(
@@ -482,7 +493,8 @@ async def test_j20_j21_worker_task_scope_and_ready_query(soong_env: SoongEnv) ->
     ]
 
 
-async def test_k05_parallel_workers_race_for_one_step(soong_env: SoongEnv) -> None:
+async def test_parallel_workers_race_for_one_step(soong_env: SoongEnv) -> None:
+    """Case K5."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2")), "c1")),
@@ -508,7 +520,8 @@ async def test_k05_parallel_workers_race_for_one_step(soong_env: SoongEnv) -> No
     assert sorted(codes) == ["no_step_claimed", "step_already_claimed"]
 
 
-async def test_i10_check22_worker_permissions_and_content_rights(soong_env: SoongEnv) -> None:
+async def test_worker_permissions_and_content_rights(soong_env: SoongEnv) -> None:
+    """Case I10."""
     from tests.fixtures.tool_pipeline import PermissionRecorder
 
     target = soong_env.project / "notes.txt"
@@ -548,7 +561,8 @@ async def test_i10_check22_worker_permissions_and_content_rights(soong_env: Soon
     assert target.read_text(encoding="utf-8") == "hi"
 
 
-async def test_j18_check34_terminal_tasks_are_not_dispatchable(soong_env: SoongEnv) -> None:
+async def test_terminal_tasks_are_not_dispatchable(soong_env: SoongEnv) -> None:
+    """Case J18."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(

@@ -1,5 +1,7 @@
-"""Worker run ends, Task-level termination of live workers and worker state (task-board.md §5.11, §6;
-multi-agent.md §9.4, §15, §19 checks 47–48; testing.md K10, K15 and K34 runtime halves)."""
+"""Worker run ends, Task-level termination of live workers and worker state
+(docs/task-board.md#failing-and-cancelling-a-task, docs/task-board.md#worker-run-end-fallback;
+docs/multi-agent.md#worker-runs, docs/multi-agent.md#cancellation-and-timeouts, docs/multi-agent.md; cases
+K10, K15 and K34 runtime halves)."""
 
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def failures(env: SoongEnv, session_id: str) -> list[tuple[str, str]]:
     ]
 
 
-async def test_k10_worker_ends_without_closing_its_step(soong_env: SoongEnv) -> None:
+async def test_worker_ends_without_closing_its_step(soong_env: SoongEnv) -> None:
+    """Case K10."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.task_create", create_args("t1", step("s1"), step("s2"), step("s3")), "c1")),
@@ -80,7 +83,8 @@ async def test_k10_worker_ends_without_closing_its_step(soong_env: SoongEnv) -> 
     assert s3 == ["task_step_ready"]
 
 
-async def test_k10_check48_worker_timeout_fails_its_step(soong_env: SoongEnv) -> None:
+async def test_worker_timeout_fails_its_step(soong_env: SoongEnv) -> None:
+    """Case K10."""
     gate = asyncio.Event()
     fake = FakeProvider()
     router = Router(fake).orch(
@@ -102,7 +106,8 @@ async def test_k10_check48_worker_timeout_fails_its_step(soong_env: SoongEnv) ->
     assert [e["payload"]["reason"] for e in requested] == ["timeout"]
 
 
-async def test_k10_check47_parent_cancel_cancels_the_worker(soong_env: SoongEnv) -> None:
+async def test_parent_cancel_cancels_the_worker(soong_env: SoongEnv) -> None:
+    """Case K10."""
     gate = asyncio.Event()
     fake = FakeProvider()
     router = Router(fake).orch(
@@ -131,11 +136,10 @@ async def test_k10_check47_parent_cancel_cancels_the_worker(soong_env: SoongEnv)
 
 
 @pytest.mark.parametrize("release_on", ["task_cancel_request", "task_terminal"], ids=["honoured", "ignored"])
-async def test_k15_k34_tb55_tb56_tb58_task_cancel_stops_live_workers(
-    soong_env: SoongEnv, release_on: str
-) -> None:
-    """Workers abandoned after their own timeout still hold claimed/running steps when the Orchestrator
-    cancels the Task: their runs get a task_cancelled cancel request and every unfinished step ends."""
+async def test_task_cancel_stops_live_workers(soong_env: SoongEnv, release_on: str) -> None:
+    """Cases K15, K34: Workers abandoned after their own timeout still hold claimed/running steps when the
+    Orchestrator cancels the Task: their runs get a task_cancelled cancel request and every unfinished step
+    ends."""
     stubborn = Stubborn()
     fake = FakeProvider()
     steps = [step("a"), step("b"), step("c"), step("f"), step("blk"), step("r"), step("p", "r")]

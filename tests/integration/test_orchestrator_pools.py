@@ -1,5 +1,5 @@
-"""Worker pools and orchestrator start (multi-agent.md §9–§10, §19 checks 27–31; testing.md J1–J4, J11–J13,
-J22; runtime.md check 12)."""
+"""Worker pools and orchestrator start (docs/multi-agent.md#worker-pools,
+docs/multi-agent.md#agentlist_workers, docs/multi-agent.md; cases J1–J4, J11–J13, J22; docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -60,9 +60,8 @@ def _counts(env: SoongEnv) -> tuple[int, int]:
     ],
     ids=["absent", "empty", "unknown-definition", "internal-definition", "no-workers", "unknown-tool"],
 )
-async def test_j01_check12_orchestrator_needs_a_valid_pool(
-    soong_env: SoongEnv, agents: dict[str, Any]
-) -> None:
+async def test_orchestrator_needs_a_valid_pool(soong_env: SoongEnv, agents: dict[str, Any]) -> None:
+    """Case J1."""
     fake = FakeProvider(text("normal mode still works"))
     async with open_runtime(soong_env, fake, config=roomy({"agents": agents})) as rt:
         with pytest.raises(AgentCoreError) as info:
@@ -75,7 +74,7 @@ async def test_j01_check12_orchestrator_needs_a_valid_pool(
     assert _counts(soong_env) == (1, 1)
 
 
-async def test_check12_orchestrator_root_agent(soong_env: SoongEnv) -> None:
+async def test_orchestrator_root_agent(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider(text("ok"))) as rt:
         run = await rt.start("do task", mode="orchestrator")
         assert (await finish(run)).value == "completed"
@@ -86,7 +85,8 @@ async def test_check12_orchestrator_root_agent(soong_env: SoongEnv) -> None:
     assert agents[0]["agent_id"] == run.agent_id
 
 
-def test_j01_cli_orchestrator_without_pool_exits_nonzero(soong_env: SoongEnv) -> None:
+def test_cli_orchestrator_without_pool_exits_nonzero(soong_env: SoongEnv) -> None:
+    """Case J1."""
     from tests.fixtures.cli import run_cli
 
     # a registered provider (never contacted): the pool check must be what fails
@@ -116,7 +116,8 @@ async def test_invalid_pool_is_reported_and_excluded(soong_env: SoongEnv) -> Non
     assert errors[0]["payload"]["details"]["pool_id"] == "broken"
 
 
-async def test_j02_j04_j11_list_workers(soong_env: SoongEnv) -> None:
+async def test_list_workers(soong_env: SoongEnv) -> None:
+    """Cases J2, J4, J11."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(
@@ -152,7 +153,8 @@ async def test_j02_j04_j11_list_workers(soong_env: SoongEnv) -> None:
     assert [a["agent_type"] for a in agents] == ["orchestrator"]
 
 
-async def test_j03_j12_structural_pool_errors_fail_startup(soong_env: SoongEnv) -> None:
+async def test_structural_pool_errors_fail_startup(soong_env: SoongEnv) -> None:
+    """Cases J3, J12."""
     duplicate = pools(("default", [worker("w1"), worker("w1")]))
     with pytest.raises(AgentCoreError) as info:
         async with open_runtime(soong_env, FakeProvider(), config=duplicate):
@@ -183,7 +185,8 @@ async def _listed_ids(env: SoongEnv, config: dict[str, Any]) -> list[str]:
     return [w["worker_agent_id"] for w in result_json(result_of(router, "c"))["workers"]]
 
 
-async def test_j13_check30_generated_worker_ids_are_stable(soong_env: SoongEnv) -> None:
+async def test_generated_worker_ids_are_stable(soong_env: SoongEnv) -> None:
+    """Case J13."""
     helper_definition(soong_env)
     same = pools(("default", [worker(), worker()]))
     first = await _listed_ids(soong_env, same)
@@ -222,7 +225,8 @@ async def test_default_pool_rule(soong_env: SoongEnv) -> None:
     assert result_json(result_of(router, "c_d"))["worker_agent_id"] == "a1"
 
 
-async def test_j22_check26_check27_role_restricted_agent_tools(soong_env: SoongEnv) -> None:
+async def test_role_restricted_agent_tools(soong_env: SoongEnv) -> None:
+    """Case J22."""
     fake = FakeProvider()
     router = Router(fake).orch(tool_calls(("agent.fork_agent", {"task": "x"}, "c_fork")), text("ok"))
     async with open_runtime(soong_env, fake, config=roomy()) as rt:
@@ -250,9 +254,9 @@ async def test_j22_check26_check27_role_restricted_agent_tools(soong_env: SoongE
     assert error_code(result_for([main_request], "m_d")) == "tool_not_available"
 
 
-async def test_j02_j04_check31_busy_workers_show_their_run_and_step(soong_env: SoongEnv) -> None:
-    """Both same-type workers can be dispatched explicitly; while w2 runs, listing shows it busy with its
-    run and claimed step, and w1 idle without those fields."""
+async def test_busy_workers_show_their_run_and_step(soong_env: SoongEnv) -> None:
+    """Cases J2, J4: Both same-type workers can be dispatched explicitly; while w2 runs, listing shows it busy
+    with its run and claimed step, and w1 idle without those fields."""
     gate = asyncio.Event()
     fake = FakeProvider()
     router = Router(fake).orch(

@@ -1,4 +1,4 @@
-"""Deferred permission answers (surfaces.md §2 "Durable approvals", SDK side): a callback returns ``DEFER``
+"""Deferred permission answers (docs/serve.md#approvals, SDK side): a callback returns ``DEFER``
 and ``runtime.answer_permission`` resolves the request from another task; first answer wins."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``agent.plan_template`` through the runtime (context.md §11, checks 39–41; testing.md L1–L4)."""
+"""``agent.plan_template`` through the runtime (docs/context.md#plans-and-task-templates; cases L1–L4)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def plan_nodes(env: SoongEnv, session_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in found]
 
 
-async def test_l01_l02_l03_check39_check41_plan_template_then_ordinary_files(soong_env: SoongEnv) -> None:
+async def test_plan_template_then_ordinary_files(soong_env: SoongEnv) -> None:
+    """Cases L1, L2, L3."""
     plans = soong_env.project / ".soong-agent" / "plans"
     target = plans / PLAN_NAME
     fake = FakeProvider(
@@ -115,7 +116,8 @@ async def test_plan_template_defaults_goal_and_checks_suggested_dir(soong_env: S
     assert error_code(result_for(fake.requests, "p_extra")) == "validation_error"
 
 
-async def test_l04_check40_plan_template_availability(soong_env: SoongEnv) -> None:
+async def test_plan_template_availability(soong_env: SoongEnv) -> None:
+    """Case L4."""
     fake = FakeProvider()
     router = Router(fake).orch(
         tool_calls(("agent.plan_template", {"goal": "o"}, "o_plan")),
@@ -135,7 +137,8 @@ async def test_l04_check40_plan_template_availability(soong_env: SoongEnv) -> No
 
 
 @pytest.mark.parametrize("child_tool", ["agent.create_sub_agent", "agent.fork_agent"])
-async def test_l04_sub_and_fork_children_have_no_plan_tool(soong_env: SoongEnv, child_tool: str) -> None:
+async def test_sub_and_fork_children_have_no_plan_tool(soong_env: SoongEnv, child_tool: str) -> None:
+    """Case L4."""
     fake = FakeProvider()
 
     def route(request: Any) -> Any:
@@ -157,7 +160,8 @@ async def test_l04_sub_and_fork_children_have_no_plan_tool(soong_env: SoongEnv, 
     assert "agent.plan_template" in {t.name for t in fake.requests[0].tools}
 
 
-def test_l04_compact_fork_has_no_plan_tool(soong_env: SoongEnv) -> None:
+def test_compact_fork_has_no_plan_tool(soong_env: SoongEnv) -> None:
+    """Case L4."""
     soong_env.write_config()
     config = load_config(home_dir=soong_env.home, project_dir=soong_env.project)
     from agent_core._orchestrator.tool_definitions import orchestrator_tool_definitions

@@ -1,5 +1,5 @@
 """An unknown ``plan.template_name`` is a ``config_error`` that names the config file and the key
-(config.md §1; issue 13)."""
+(docs/configuration.md; issue 13)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The ``anthropic`` adapter over real HTTP against the scripted Messages server (C4 adapter half,
-acceptance 12–13 end to end)."""
+"""The ``anthropic`` adapter over real HTTP against the scripted Messages server (C4 adapter half)."""
 
 from __future__ import annotations
 
@@ -47,9 +46,10 @@ def adapter(scripted_anthropic: ScriptedAnthropicServer, monkeypatch: pytest.Mon
     return AnthropicAdapter(config, sleep=SleepRecorder())
 
 
-async def test_c04_anthropic_text_and_tool_use_stream(
+async def test_anthropic_text_and_tool_use_stream(
     scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
 ) -> None:
+    """Case C4."""
     arguments = {"path": "src", "recursive": False}
 
     def respond(req: ScriptedRequest) -> Response:
@@ -99,9 +99,10 @@ async def test_c04_anthropic_text_and_tool_use_stream(
     assert body["stream"] is True and body["max_tokens"] == 1024
 
 
-async def test_c04_anthropic_tool_result_goes_back_in_user_message(
+async def test_anthropic_tool_result_goes_back_in_user_message(
     scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
 ) -> None:
+    """Case C4."""
     scripted_anthropic.enqueue(stream(AnthropicWire.text_stream("src has 2 files")))
     request = make_request(
         tools=[tool("code.list_dir")],
@@ -158,9 +159,10 @@ async def test_anthropic_thinking_block_kept_with_its_signature(
     assert done.stop_reason.model_dump() == {"reason": "max_tokens", "raw_stop_reason": "max_tokens"}
 
 
-async def test_c08_anthropic_error_event_after_text(
+async def test_anthropic_error_event_after_text(
     scripted_anthropic: ScriptedAnthropicServer, adapter: AnthropicAdapter
 ) -> None:
+    """Case C8."""
     frames = [AnthropicWire.message_start(), AnthropicWire.text_start(0), AnthropicWire.text_delta(0, "part")]
     scripted_anthropic.enqueue(stream([*frames, AnthropicWire.error("overloaded_error", "Overloaded")]))
     events = await collect(adapter, make_request())

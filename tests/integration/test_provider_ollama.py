@@ -1,5 +1,5 @@
-"""The ``ollama`` adapter over real HTTP against the scripted Ollama server (C2b/C2c, C5, C6 adapter halves;
-acceptance 14, 15 and 26 end to end)."""
+"""The ``ollama`` adapter over real HTTP against the scripted Ollama server (C2b/C2c, C5, C6 adapter
+halves)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def make_adapter(server: ScriptedOllamaServer, **kwargs: Any) -> tuple[OllamaAda
     return OllamaAdapter(model_config("ollama", server.base_url, **kwargs), sleep=sleep), sleep
 
 
-async def test_c05_ollama_text_streaming(scripted_ollama: ScriptedOllamaServer) -> None:
+async def test_ollama_text_streaming(scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case C5."""
     adapter, _ = make_adapter(scripted_ollama, name="gemma-test")
     scripted_ollama.enqueue(stream(OllamaWire.text_stream("The ", "answer ", "is 42."), delay_s=0.01))
     events = await collect(adapter, make_request(model="gemma-test", temperature=0.0))
@@ -63,7 +64,8 @@ async def test_c05_ollama_text_streaming(scripted_ollama: ScriptedOllamaServer) 
     assert "tools" not in sent.json and "authorization" not in sent.headers
 
 
-async def test_c06_ollama_tool_call_round_trip_adapter(scripted_ollama: ScriptedOllamaServer) -> None:
+async def test_ollama_tool_call_round_trip_adapter(scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case C6."""
     adapter, _ = make_adapter(scripted_ollama)
 
     def respond(req: ScriptedRequest) -> Response:
@@ -109,7 +111,8 @@ async def test_c06_ollama_tool_call_round_trip_adapter(scripted_ollama: Scripted
 
 
 @pytest.mark.parametrize("capabilities", [["completion"], None], ids=["no-tools", "no-capabilities-field"])
-async def test_c02_providers_ac15_ollama_tools_unsupported_preflight(capabilities: list[str] | None) -> None:
+async def test_ollama_tools_unsupported_preflight(capabilities: list[str] | None) -> None:
+    """Case C2."""
     with ScriptedOllamaServer(capabilities=capabilities) as server:
         adapter, _ = make_adapter(server)
         events = await collect(adapter, make_request(tools=TOOLS))
@@ -128,7 +131,8 @@ async def test_c02_providers_ac15_ollama_tools_unsupported_preflight(capabilitie
     assert [(r.method, r.path) for r in server.requests] == [("POST", "/api/show")]
 
 
-async def test_c02_ollama_plain_text_when_tool_set_empty() -> None:
+async def test_ollama_plain_text_when_tool_set_empty() -> None:
+    """Case C2."""
     with ScriptedOllamaServer(capabilities=["completion"]) as server:
         server.enqueue(stream(OllamaWire.text_stream("plain")))
         adapter, _ = make_adapter(server)
@@ -171,7 +175,7 @@ async def test_ollama_show_failure_is_classified_and_retried(scripted_ollama: Sc
     assert [r.path for r in scripted_ollama.requests] == ["/api/show", "/api/show", "/api/chat", "/api/show"]
 
 
-async def test_providers_ac26_unknown_ollama_option_rejected_before_sending(
+async def test_unknown_ollama_option_rejected_before_sending(
     scripted_ollama: ScriptedOllamaServer,
 ) -> None:
     adapter, _ = make_adapter(scripted_ollama)

@@ -1,5 +1,4 @@
-"""The ``openai`` adapter over real HTTP against the scripted Chat Completions server (C3 adapter half,
-acceptance 9–11 end to end)."""
+"""The ``openai`` adapter over real HTTP against the scripted Chat Completions server (C3 adapter half)."""
 
 from __future__ import annotations
 
@@ -54,9 +53,10 @@ def adapter(scripted_openai: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPat
     return OpenAIAdapter(config, sleep=SleepRecorder())
 
 
-async def test_c03_openai_text_and_parallel_fragmented_tool_calls(
+async def test_openai_text_and_parallel_fragmented_tool_calls(
     scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter
 ) -> None:
+    """Case C3."""
     args_a = {"path": "src", "recursive": False}
     args_b = {"path": "README.md", "max_lines": 20}
 
@@ -118,9 +118,10 @@ async def test_c03_openai_text_and_parallel_fragmented_tool_calls(
     assert KEY not in sent.body.decode()
 
 
-async def test_c03_openai_follow_up_request_carries_tool_results(
+async def test_openai_follow_up_request_carries_tool_results(
     scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter
 ) -> None:
+    """Case C3."""
     scripted_openai.enqueue(stream(OpenAIWire.text_stream("Done.")))
     request = make_request(
         tools=TOOLS,
@@ -152,9 +153,10 @@ async def test_c03_openai_follow_up_request_carries_tool_results(
     ("finish", "reason"),
     [("stop", "end_turn"), ("length", "max_tokens"), ("content_filter", "content_filter")],
 )
-async def test_c03_openai_text_stream_stop_reasons(
+async def test_openai_text_stream_stop_reasons(
     scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter, finish: str, reason: str
 ) -> None:
+    """Case C3."""
     scripted_openai.enqueue(
         stream(OpenAIWire.text_stream("Hel", "lo", " world", finish_reason=finish), delay_s=0.01)
     )
@@ -167,9 +169,7 @@ async def test_c03_openai_text_stream_stop_reasons(
     assert done.stop_reason.model_dump() == {"reason": reason, "raw_stop_reason": finish}
 
 
-async def test_providers_ac11_openai_usage_over_http(
-    scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter
-) -> None:
+async def test_openai_usage_over_http(scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter) -> None:
     frames = [
         OpenAIWire.text("hi"),
         OpenAIWire.finish("stop"),
@@ -197,7 +197,7 @@ async def test_providers_ac11_openai_usage_over_http(
     }
 
 
-async def test_providers_ac27_openai_debug_events_only_when_requested(
+async def test_openai_debug_events_only_when_requested(
     scripted_openai: ScriptedOpenAIServer, adapter: OpenAIAdapter
 ) -> None:
     scripted_openai.enqueue(stream(OpenAIWire.text_stream("a")), stream(OpenAIWire.text_stream("b")))

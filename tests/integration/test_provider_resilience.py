@@ -1,5 +1,5 @@
 """Retries, timeouts, mid-stream failures, cancellation, close and secrets for all three built-in adapters,
-over real HTTP against the scripted servers (C7–C10, C12 adapter halves; acceptance 18–21, 24, 26, 29)."""
+over real HTTP against the scripted servers (C7–C10, C12 adapter halves)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def completed_of(events: list[ModelEvent]) -> ModelCompleted:
 
 
 # -- C7: retries --------------------------------------------------------------------------------------
-async def test_c07_providers_ac18_429_then_success_uses_backoff(case: Case) -> None:
+async def test_429_then_success_uses_backoff(case: Case) -> None:
+    """Case C7."""
     sleep = SleepRecorder()
     case.server.enqueue(error(429, {"error": {"message": "slow down"}}), stream(case.text_stream("ok")))
     adapter = case.adapter(sleep)
@@ -127,9 +128,8 @@ async def test_c07_providers_ac18_429_then_success_uses_backoff(case: Case) -> N
 @pytest.mark.parametrize(
     ("headers", "expected"), [({"Retry-After": "0"}, 0), ({"retry-after-ms": "120"}, 120)]
 )
-async def test_c07_providers_ac18_retry_after_headers_honoured(
-    case: Case, headers: dict[str, str], expected: int
-) -> None:
+async def test_retry_after_headers_honoured(case: Case, headers: dict[str, str], expected: int) -> None:
+    """Case C7."""
     sleep = SleepRecorder()
     case.server.enqueue(error(429, {"error": "busy"}, headers), stream(case.text_stream("ok")))
     adapter = case.adapter(sleep)
@@ -140,7 +140,8 @@ async def test_c07_providers_ac18_retry_after_headers_honoured(
     assert retry["retries"][0]["retry_after_ms"] == expected and retry["retries"][0]["backoff_ms"] == expected
 
 
-async def test_c07_providers_ac18_ac19_429_exhausted(case: Case) -> None:
+async def test_429_exhausted(case: Case) -> None:
+    """Case C7."""
     sleep = SleepRecorder()
     case.server.enqueue(*[error(429, {"error": "busy"}) for _ in range(3)])
     adapter = case.adapter(sleep)
@@ -160,7 +161,8 @@ async def test_c07_providers_ac18_ac19_429_exhausted(case: Case) -> None:
 
 
 @pytest.mark.parametrize("status", [500, 503])
-async def test_c07_server_error_then_success(case: Case, status: int) -> None:
+async def test_server_error_then_success(case: Case, status: int) -> None:
+    """Case C7."""
     case.server.enqueue(error(status, {"error": "oops"}), stream(case.text_stream("recovered")))
     adapter = case.adapter(SleepRecorder())
     events = await collect(adapter, make_request())
@@ -178,9 +180,8 @@ async def test_c07_server_error_then_success(case: Case, status: int) -> None:
         (403, "auth", "provider_auth_failed"),
     ],
 )
-async def test_c07_providers_ac19_client_errors_not_retried(
-    case: Case, status: int, type_: str, code: str
-) -> None:
+async def test_client_errors_not_retried(case: Case, status: int, type_: str, code: str) -> None:
+    """Case C7."""
     sleep = SleepRecorder()
     case.server.enqueue(error(status, {"error": {"message": "nope"}}))
     adapter = case.adapter(sleep)
@@ -192,7 +193,7 @@ async def test_c07_providers_ac19_client_errors_not_retried(
     assert case.chat_requests() == 1 and sleep.delays_ms == []
 
 
-async def test_providers_ac19_backoff_sequence_four_attempts(scripted_openai: ScriptedServer) -> None:
+async def test_backoff_sequence_four_attempts(scripted_openai: ScriptedServer) -> None:
     sleep = SleepRecorder()
     scripted_openai.enqueue(*[error(500, {"error": "down"}) for _ in range(4)])
     adapter = OpenAIAdapter(model_config("openai", scripted_openai.base_url, max_attempts=4), sleep=sleep)
@@ -203,7 +204,8 @@ async def test_providers_ac19_backoff_sequence_four_attempts(scripted_openai: Sc
     assert len(scripted_openai.requests) == 4
 
 
-async def test_c07_providers_ac19_stall_times_out_after_all_attempts(case: Case) -> None:
+async def test_stall_times_out_after_all_attempts(case: Case) -> None:
+    """Case C7."""
     sleep = SleepRecorder()
     case.server.enqueue(stall(), stall(), stall())
     adapter = case.adapter(sleep, timeout_ms=300)
@@ -224,7 +226,8 @@ async def test_c07_providers_ac19_stall_times_out_after_all_attempts(case: Case)
     assert [d.kind for d in case.server.disconnects] == ["stall"] * 3
 
 
-async def test_c07_connection_refused_is_network_error_and_retried() -> None:
+async def test_connection_refused_is_network_error_and_retried() -> None:
+    """Case C7."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -242,7 +245,8 @@ async def test_c07_connection_refused_is_network_error_and_retried() -> None:
 
 
 # -- C8: mid-stream failure ---------------------------------------------------------------------------
-async def test_c08_providers_ac20_drop_after_text_is_terminal(case: Case) -> None:
+async def test_drop_after_text_is_terminal(case: Case) -> None:
+    """Case C8."""
     case.server.enqueue(drop_after(case.first_text))
     adapter = case.adapter(SleepRecorder())
     events = await collect(adapter, make_request())
@@ -255,7 +259,8 @@ async def test_c08_providers_ac20_drop_after_text_is_terminal(case: Case) -> Non
     assert failed.metadata["retry"]["attempts"] == 1
 
 
-async def test_c08_drop_before_any_delta_is_retried(case: Case) -> None:
+async def test_drop_before_any_delta_is_retried(case: Case) -> None:
+    """Case C8."""
     case.server.enqueue(drop_after(case.preamble), stream(case.text_stream("second try")))
     adapter = case.adapter(SleepRecorder())
     events = await collect(adapter, make_request())
@@ -266,7 +271,8 @@ async def test_c08_drop_before_any_delta_is_retried(case: Case) -> None:
 
 
 # -- C9: cancellation ---------------------------------------------------------------------------------
-async def test_c09_providers_ac21_cancel_closes_http_response(case: Case) -> None:
+async def test_cancel_closes_http_response(case: Case) -> None:
+    """Case C9."""
     case.server.enqueue(hold_open(case.first_text))
     adapter = case.adapter(SleepRecorder())
     received: list[ModelEvent] = []
@@ -291,7 +297,8 @@ async def test_c09_providers_ac21_cancel_closes_http_response(case: Case) -> Non
     await adapter.close()
 
 
-async def test_c09_aclose_of_the_generator_closes_http_response(case: Case) -> None:
+async def test_aclose_of_the_generator_closes_http_response(case: Case) -> None:
+    """Case C9."""
     case.server.enqueue(hold_open(case.first_text))
     adapter = case.adapter(SleepRecorder())
     gen = adapter.stream(make_request())
@@ -303,9 +310,10 @@ async def test_c09_aclose_of_the_generator_closes_http_response(case: Case) -> N
     await adapter.close()
 
 
-# -- C10 / acceptance 29: close -----------------------------------------------------------------------
+# -- C10: close -----------------------------------------------------------------------
 @pytest.mark.filterwarnings("error::ResourceWarning")
-async def test_c10_providers_ac29_close_idempotent_releases_connections(case: Case) -> None:
+async def test_close_idempotent_releases_connections(case: Case) -> None:
+    """Case C10."""
     case.server.enqueue(stream(case.text_stream("one")))
     adapter = case.adapter(SleepRecorder())
     assert isinstance((await collect(adapter, make_request()))[-1], ModelCompleted)
@@ -323,8 +331,9 @@ async def test_c10_providers_ac29_close_idempotent_releases_connections(case: Ca
     assert case.chat_requests() == 1
 
 
-# -- C12 / acceptance 24, 26: configuration and secrets ------------------------------------------------
-async def test_c12_providers_ac24_missing_api_key_env_fails_lazily(case: Case) -> None:
+# -- C12: configuration and secrets ------------------------------------------------
+async def test_missing_api_key_env_fails_lazily(case: Case) -> None:
+    """Case C12."""
     adapter = case.adapter(
         SleepRecorder(),
         api_key_env="SOONG_TEST_API_KEY",
@@ -343,7 +352,8 @@ async def test_c12_providers_ac24_missing_api_key_env_fails_lazily(case: Case) -
     assert case.server.requests == []
 
 
-async def test_c12_api_key_only_in_auth_header(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_api_key_only_in_auth_header(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case C12."""
     monkeypatch.setenv("SOONG_TEST_API_KEY", KEY)
     case.server.enqueue(
         error(401, {"error": {"message": f"invalid key {KEY}"}}),
@@ -365,7 +375,7 @@ async def test_c12_api_key_only_in_auth_header(case: Case, monkeypatch: pytest.M
         assert KEY in header_values
 
 
-async def test_providers_ac26_unknown_option_in_own_namespace_only(case: Case) -> None:
+async def test_unknown_option_in_own_namespace_only(case: Case) -> None:
     adapter = case.adapter(SleepRecorder())
     own = {case.name: {"definitely_not_an_option": 1}}
     events = await collect(adapter, make_request(provider_options=own))

@@ -1,5 +1,5 @@
-"""Self-checks of the scripted provider servers (testing.md §4.5): strict mode, built-in Ollama endpoints,
-keep-alive, subprocess clients, and independence from pytest."""
+"""Self-checks of the scripted provider servers (docs/testing.md#isolation): strict mode, built-in Ollama
+endpoints, keep-alive, subprocess clients, and independence from pytest."""
 
 from __future__ import annotations
 

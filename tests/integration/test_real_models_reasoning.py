@@ -52,7 +52,7 @@ def assistant_nodes(env: SoongEnv, session_id: str) -> list[list[dict[str, Any]]
     return [json.loads(r["content_json"]) for r in found]
 
 
-# ---- item 1: which request fields a model accepts (OpenAI Chat Completions) --------------------------
+# ---- which request fields a model accepts (OpenAI Chat Completions) --------------------------
 async def test_openai_reasoning_model_gets_max_completion_tokens_and_effort_and_no_temperature(
     soong_env: SoongEnv,
 ) -> None:
@@ -130,7 +130,7 @@ async def test_openai_compatible_reasoning_content_is_streamed_stored_and_sent_b
     assert previous["reasoning_content"] == "First, think." and previous["content"] == "Answer."
 
 
-# ---- item 2: Anthropic extended thinking ------------------------------------------------------------
+# ---- Anthropic extended thinking ------------------------------------------------------------
 def thinking_turns(request: ScriptedRequest) -> Response:
     """Reads notes/n0..n2 one per turn, each answer with a thinking block; then answers."""
     messages = request.json["messages"]
@@ -286,7 +286,7 @@ async def test_ollama_refuses_think_for_a_model_without_thinking(soong_env: Soon
     assert run.error is not None and "does not support thinking" in run.error.message
 
 
-# ---- item 3: the Responses API with reasoning and two tool calls -----------------------------------
+# ---- the Responses API with reasoning and two tool calls -----------------------------------
 def responses_turns(request: ScriptedRequest) -> Response:
     items = request.json["input"]
     outputs = [i for i in items if i.get("type") == "function_call_output"]

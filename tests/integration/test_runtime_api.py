@@ -1,5 +1,5 @@
-"""The public surface and lifecycle of the runtime (testing.md A1/A3/A5/A6/A8/A9, runtime.md §14 checks 1–3,
-6–9, 45, 46, 49, contract.md §15 items 1, 3, 4, 8, 51)."""
+"""The public surface and lifecycle of the runtime (cases A1, A3, A5, A6, A8, A9, docs/runs.md,
+docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows
 
 CONTRACT_EXPORTS = {
-    # contract.md §2: required names
+    # docs/architecture.md#public-surface: required names
     "AgentRuntime",
     "UserMessage",
     "RunHandle",
@@ -63,7 +63,7 @@ CONTRACT_EXPORTS = {
     "ToolDefinition",
     "ToolResult",
     "AgentDefinition",
-    # contract.md §2 Decision: the only additional stable SDK types
+    # docs/architecture.md#public-surface: the only additional stable SDK types
     "ErrorCode",
     "ErrorPayload",
     "AgentCoreError",
@@ -162,10 +162,11 @@ async def echo(args: dict[str, Any], ctx: Any) -> str:
     return str(args["x"])
 
 
-# ---- A1 / contract 1, 50: the public surface ---------------------------------------------------------
+# ---- A1: the public surface ---------------------------------------------------------
 
 
-def test_a01_public_surface_is_exactly_the_contract_list() -> None:
+def test_public_surface_is_exactly_the_contract_list() -> None:
+    """Case A1."""
     assert set(agent_core.__all__) == CONTRACT_EXPORTS
     for name in CONTRACT_EXPORTS:
         assert getattr(agent_core, name) is not None
@@ -180,7 +181,8 @@ def test_a01_public_surface_is_exactly_the_contract_list() -> None:
         assert not name.endswith("Record"), name
 
 
-def test_a01_import_pulls_no_provider_sdk_or_structlog() -> None:
+def test_import_pulls_no_provider_sdk_or_structlog() -> None:
+    """Case A1."""
     code = (
         "import sys, agent_core\n"
         "from agent_core import AgentRuntime, RunHandle\n"
@@ -191,16 +193,16 @@ def test_a01_import_pulls_no_provider_sdk_or_structlog() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_runtime49_library_installs_only_a_null_handler() -> None:
+def test_library_installs_only_a_null_handler() -> None:
     handlers = logging.getLogger("agent_core").handlers
     assert any(isinstance(h, logging.NullHandler) for h in handlers)
     assert all(isinstance(h, logging.NullHandler) for h in handlers)
 
 
-# ---- runtime checks 1–3, 45, 46 ------------------------------------------------------------------------
+# ---- ------------------------------------------------------------------------
 
 
-def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
+def test_enums_are_strenums_with_exact_values() -> None:
     from enum import StrEnum
 
     assert (
@@ -223,11 +225,12 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
         "prompt_too_long",
         "max_output_tokens_recovery",
         "failed",
-        "limit_reached",  # surfaces.md §4
+        "limit_reached",  # docs/runs.md#limits
         "loop_detected",
     }
     assert RunStatus.completed == "completed" and EndReason.max_turns == "max_turns"
-    jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
+    # docs/jobs-and-schedules.md#background-jobs (issue 22)
+    jobs = {"job_started", "job_completed", "job_failed"}
     cache = {"prompt_cache_break"}  # issue 33
     status = {"model_progress"}  # issue 32: the live status line of a model call
     models = {"reasoning_delta", "model_fallback", "context_overflow"}  # issue 34: real models
@@ -237,14 +240,14 @@ def test_runtime01_02_enums_are_strenums_with_exact_values() -> None:
     assert EventType("run_completed") == "run_completed"
 
 
-def test_runtime03_ids() -> None:
+def test_ids() -> None:
     assert re.fullmatch(r"run_\d{8}_\d{6}_[0-9a-f]{12}", new_id("run_"))
     with pytest.raises(AgentCoreError) as info:
         validate_id("run_x/../y", "run_")
     assert info.value.code == ErrorCode.validation_error
 
 
-def test_runtime45_46_error_payload_and_taxonomy() -> None:
+def test_error_payload_and_taxonomy() -> None:
     payload = AgentCoreError(ErrorCode.timeout, "x").to_payload()
     assert (payload.code, payload.type, payload.retryable, payload.details, payload.redacted) == (
         "timeout",
@@ -268,7 +271,7 @@ def test_runtime45_46_error_payload_and_taxonomy() -> None:
         assert cls(ErrorCode.timeout, "m").code == ErrorCode.timeout
 
 
-# ---- A3 / contract 3, 4: boundary models forbid unknown fields ------------------------------------------
+# ---- A3: boundary models forbid unknown fields ------------------------------------------
 
 
 BOUNDARY: list[tuple[type[pydantic.BaseModel], dict[str, Any]]] = [
@@ -308,9 +311,8 @@ BOUNDARY: list[tuple[type[pydantic.BaseModel], dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(("model", "fields"), BOUNDARY, ids=[m.__name__ for m, _ in BOUNDARY])
-def test_a03_boundary_models_forbid_extra_fields(
-    model: type[pydantic.BaseModel], fields: dict[str, Any]
-) -> None:
+def test_boundary_models_forbid_extra_fields(model: type[pydantic.BaseModel], fields: dict[str, Any]) -> None:
+    """Case A3."""
     instance = model(**fields)
     with pytest.raises(pydantic.ValidationError) as info:
         model(**fields, surprise_field=1)
@@ -320,12 +322,12 @@ def test_a03_boundary_models_forbid_extra_fields(
         assert with_meta.metadata == {"anything": {"goes": [1]}}  # type: ignore[attr-defined]
 
 
-def test_contract04_tool_result_defaults_and_handler_returns() -> None:
+def test_tool_result_defaults_and_handler_returns() -> None:
     result = ToolResult(tool_call_id="c", tool_name="t", content=[])
     assert result.is_error is False and result.error is None and result.metadata == {}
 
 
-# ---- contract 51: exact signatures ------------------------------------------------------------------
+# ---- exact signatures ------------------------------------------------------------------
 
 
 def _params(fn: Any) -> list[tuple[str, Any]]:
@@ -335,7 +337,7 @@ def _params(fn: Any) -> list[tuple[str, Any]]:
 E = inspect.Parameter.empty
 
 
-def test_contract51_signatures_match_the_contract() -> None:
+def test_signatures_match_the_contract() -> None:
     assert _params(AgentRuntime.__init__) == [
         ("self", E),
         ("project_dir", None),
@@ -357,7 +359,7 @@ def test_contract51_signatures_match_the_contract() -> None:
             ("message", E),
             ("session_id", None),
             ("mode", "normal"),
-            ("output_schema", None),  # surfaces.md §5 (structured output)
+            ("output_schema", None),  # docs/runs.md#structured-output (structured output)
             ("output_retries", 2),
             ("model_profile", None),  # issue 37: run --model
             ("max_turns", None),  # issue 37: run --max-turns
@@ -421,10 +423,10 @@ def test_contract51_signatures_match_the_contract() -> None:
         assert _params(getattr(RunHandle, name)) == params, name
 
 
-# ---- A5 / runtime 6–9: lifecycle -------------------------------------------------------------------
+# ---- A5: lifecycle -------------------------------------------------------------------
 
 
-def test_runtime06_missing_config_creates_nothing(soong_env: SoongEnv) -> None:
+def test_missing_config_creates_nothing(soong_env: SoongEnv) -> None:
     with pytest.raises(ConfigError) as info:
         AgentRuntime(project_dir=soong_env.project)
     assert info.value.code == ErrorCode.config_error
@@ -432,7 +434,8 @@ def test_runtime06_missing_config_creates_nothing(soong_env: SoongEnv) -> None:
     assert list(soong_env.home.iterdir()) == [] and list(soong_env.project.iterdir()) == []
 
 
-async def test_a05_runtime07_08_lifecycle_opens_and_closes(soong_env: SoongEnv) -> None:
+async def test_lifecycle_opens_and_closes(soong_env: SoongEnv) -> None:
+    """Case A5."""
     fake = FakeProvider(text("x"))
     soong_env.write_config()
     rt = AgentRuntime(
@@ -463,7 +466,7 @@ async def test_a05_runtime07_08_lifecycle_opens_and_closes(soong_env: SoongEnv) 
         assert [n.role for n in replay.nodes] == ["user", "assistant"]
 
 
-async def test_runtime08_every_instantiated_adapter_closed_once(soong_env: SoongEnv) -> None:
+async def test_every_instantiated_adapter_closed_once(soong_env: SoongEnv) -> None:
     main = FakeProvider(text("a"))
     other = FakeProvider(text("b"), provider_key="other")
     registry = ProviderRegistry({"fake": main.factory, "other": other.factory})
@@ -473,7 +476,8 @@ async def test_runtime08_every_instantiated_adapter_closed_once(soong_env: Soong
     assert len(main.configs) == 1
 
 
-async def test_a05_exception_inside_async_with_still_closes(soong_env: SoongEnv) -> None:
+async def test_exception_inside_async_with_still_closes(soong_env: SoongEnv) -> None:
+    """Case A5."""
     fake = FakeProvider(text("a"))
     with pytest.raises(RuntimeError):
         async with open_runtime(soong_env, fake) as rt:
@@ -484,7 +488,7 @@ async def test_a05_exception_inside_async_with_still_closes(soong_env: SoongEnv)
         await rt.start("x")
 
 
-async def test_runtime09_register_tool_name_rules(soong_env: SoongEnv) -> None:
+async def test_register_tool_name_rules(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         rt.register_tool(echo_tool(), echo)
         for name in ("demo.echo", "code.read_file", "agent.mine", "internal.mine", "mcp.srv.tool"):
@@ -493,7 +497,7 @@ async def test_runtime09_register_tool_name_rules(soong_env: SoongEnv) -> None:
             assert info.value.code == ErrorCode.validation_error, name
 
 
-async def test_runtime09_code_tool_collision_from_supplied_registry_fails_open(soong_env: SoongEnv) -> None:
+async def test_code_tool_collision_from_supplied_registry_fails_open(soong_env: SoongEnv) -> None:
     registry = ToolRegistry()
     registry.register_tool(echo_tool("code.read_file"), echo)
     soong_env.write_config()
@@ -504,7 +508,7 @@ async def test_runtime09_code_tool_collision_from_supplied_registry_fails_open(s
     await rt.close()
 
 
-async def test_runtime09_tool_registered_after_open_used_by_later_runs(soong_env: SoongEnv) -> None:
+async def test_tool_registered_after_open_used_by_later_runs(soong_env: SoongEnv) -> None:
     fake = FakeProvider(text("a"), tool_calls(("demo.echo", {"x": "hi"}, "call_1")), text("b"))
     async with open_runtime(soong_env, fake) as rt:
         await collect(await rt.start("one"))
@@ -519,7 +523,8 @@ async def test_runtime09_tool_registered_after_open_used_by_later_runs(soong_env
 # ---- A6: RunHandle shape -------------------------------------------------------------------------------
 
 
-async def test_a06_run_handle_shape_and_message_forms(soong_env: SoongEnv) -> None:
+async def test_run_handle_shape_and_message_forms(soong_env: SoongEnv) -> None:
+    """Case A6."""
     fake = FakeProvider(text("a"), text("b"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("same text")
@@ -546,7 +551,8 @@ async def test_a06_run_handle_shape_and_message_forms(soong_env: SoongEnv) -> No
     assert len(users) == 2 and dict(users[0]) == dict(users[1])
 
 
-async def test_a06_invalid_start_arguments(soong_env: SoongEnv) -> None:
+async def test_invalid_start_arguments(soong_env: SoongEnv) -> None:
+    """Case A6."""
     async with open_runtime(soong_env, FakeProvider()) as rt:
         bad: list[Any] = [
             {"message": ""},
@@ -567,7 +573,8 @@ async def test_a06_invalid_start_arguments(soong_env: SoongEnv) -> None:
 # ---- A8 / A9 (composer half) -------------------------------------------------------------------------
 
 
-async def test_a08_static_blocks_order_metadata_and_stability(soong_env: SoongEnv) -> None:
+async def test_static_blocks_order_metadata_and_stability(soong_env: SoongEnv) -> None:
+    """Case A8."""
     fake = FakeProvider(text("a"), text("b"))
     async with open_runtime(soong_env, fake) as rt:
         first = await rt.start("one")
@@ -595,7 +602,8 @@ async def test_a08_static_blocks_order_metadata_and_stability(soong_env: SoongEn
     assert all(b.priority >= 100 for b in fake.requests[0].system if b.dynamic)
 
 
-async def test_a09_unknown_plan_template_fails_startup(soong_env: SoongEnv) -> None:
+async def test_unknown_plan_template_fails_startup(soong_env: SoongEnv) -> None:
+    """Case A9."""
     soong_env.write_config(plan={"template_name": "nope"})
     with pytest.raises(AgentCoreError) as info:
         rt = AgentRuntime(project_dir=soong_env.project)
@@ -609,7 +617,8 @@ async def test_a09_unknown_plan_template_fails_startup(soong_env: SoongEnv) -> N
 # ---- D2: orchestrator mode identity ------------------------------------------------------------------
 
 
-async def test_d02_orchestrator_mode_identity(soong_env: SoongEnv) -> None:
+async def test_orchestrator_mode_identity(soong_env: SoongEnv) -> None:
+    """Case D2."""
     from tests.fixtures.tool_pipeline import PermissionRecorder
 
     fake = FakeProvider(
@@ -643,7 +652,8 @@ async def test_d02_orchestrator_mode_identity(soong_env: SoongEnv) -> None:
     assert [a["agent_type"] for a in normal_agents] == ["main"] and normal.mode == RunMode.normal
 
 
-async def test_a05_lazy_open_on_first_call_without_async_with(soong_env: SoongEnv) -> None:
+async def test_lazy_open_on_first_call_without_async_with(soong_env: SoongEnv) -> None:
+    """Case A5."""
     fake = FakeProvider(text("lazy"))
     soong_env.write_config()
     rt = AgentRuntime(

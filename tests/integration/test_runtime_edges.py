@@ -1,7 +1,7 @@
 """Runtime edge cases through the public API: the event catalogue (payload keys, levels, visibility,
 persistence), max_tokens continuations, resuming a session in a new runtime, queue progress after failures,
 cancellation while a permission prompt is open, context reports for skipped nodes, and a few argument checks
-(runtime.md §6–§10)."""
+(docs/runs.md, docs/events.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.fixtures.env import SoongEnv
 from tests.fixtures.fake_provider import FakeProvider, fail, hang, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows, types
 
-# runtime.md §9.7: (visibility, persisted, level, payload keys) of the events the loop itself emits
+# docs/events.md#catalogue: (visibility, persisted, level, payload keys) of the events the loop itself emits
 CATALOGUE: dict[str, tuple[str, str, str, set[str]]] = {
     "run_queued": ("U", "P", "info", {"queue_position", "mode"}),
     "run_dequeued": ("U", "P", "info", {"reason"}),
@@ -183,7 +183,7 @@ async def test_max_tokens_continuations(soong_env: SoongEnv) -> None:
 
 
 async def test_a_model_repeating_itself_is_not_continued(soong_env: SoongEnv) -> None:
-    """Issue 32 item 4: a weak model that loops until max_output_tokens gets one continuation at most."""
+    """Issue 32: a weak model that loops until max_output_tokens gets one continuation at most."""
     loop = "Sure! I can help you with that. Let me know what you need. " * 20
     fake = FakeProvider(
         text("An honest start of a long answer that goes on and on about the project", stop="max_tokens"),

@@ -1,4 +1,5 @@
-"""Hooks, declarative tools and MCP servers wired through the public runtime (mcp-hooks.md, tools.md §14)."""
+"""Hooks, declarative tools and MCP servers wired through the public runtime (docs/hooks-and-mcp.md,
+docs/tools.md#declarative-tools)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,8 @@ def log_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-async def test_h21_session_prompt_and_stop_hooks_through_the_loop(
-    soong_env: SoongEnv, tmp_path: Path
-) -> None:
+async def test_session_prompt_and_stop_hooks_through_the_loop(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H21."""
     log = tmp_path / "hooks.log"
     once = tmp_path / "once"
     rules = {
@@ -63,7 +63,7 @@ async def test_h21_session_prompt_and_stop_hooks_through_the_loop(
         "system_note",
     )
     assert [(r["role"], r["node_type"]) for r in notes] == [("user", "system_note")]
-    # mcp-hooks.md §B9
+    # docs/hooks-and-mcp.md#denials
     assert json.loads(notes[0]["metadata_json"]) == {
         "synthetic": True,
         "source": "hook",
@@ -71,7 +71,8 @@ async def test_h21_session_prompt_and_stop_hooks_through_the_loop(
     }
 
 
-async def test_h21_stop_hook_that_always_denies_ends_at_max_turns(soong_env: SoongEnv) -> None:
+async def test_stop_hook_that_always_denies_ends_at_max_turns(soong_env: SoongEnv) -> None:
+    """Case H21."""
     rules = {"Stop": [{"hooks": [hook("--decision", "deny", "--reason", "never done")]}]}
     soong_env.write_home("hooks.json", json.dumps({"version": 1, "hooks": rules}))
     fake = FakeProvider(text("a"), text("b"), text("c"))
@@ -81,9 +82,10 @@ async def test_h21_stop_hook_that_always_denies_ends_at_max_turns(soong_env: Soo
         assert run.status == RunStatus.failed and run.end_reason == "max_turns"
 
 
-async def test_n01_n02_mcp_tools_reach_the_model_and_a_broken_server_is_isolated(
+async def test_mcp_tools_reach_the_model_and_a_broken_server_is_isolated(
     soong_env: SoongEnv, tmp_path: Path
 ) -> None:
+    """Cases N1, N2."""
     log = tmp_path / "mcp.log"
     servers = {
         "docs": {
@@ -107,7 +109,8 @@ async def test_n01_n02_mcp_tools_reach_the_model_and_a_broken_server_is_isolated
     assert results and results[0].content[0].is_error is False  # type: ignore[union-attr]
 
 
-async def test_g24_declarative_tool_through_the_runtime(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_declarative_tool_through_the_runtime(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case G24."""
     script = FIXTURES / "declarative_tool.py"
     spec = {
         "name": "demo.hello",

@@ -1,4 +1,4 @@
-"""The loop through the public API with the fake stream helper (runtime.md §14, testing.md area D)."""
+"""The loop through the public API with the fake stream helper (docs/runs.md, cases area D)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from tests.fixtures.fake_provider import FakeProvider, hang, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows, types
 
 
-async def test_d01_normal_run_event_order_and_persistence(soong_env: SoongEnv) -> None:
+async def test_normal_run_event_order_and_persistence(soong_env: SoongEnv) -> None:
+    """Case D1."""
     fake = FakeProvider(text("Hello world", chunks=3))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -43,7 +44,8 @@ async def test_d01_normal_run_event_order_and_persistence(soong_env: SoongEnv) -
     assert session["active_node_id"] == final["node_id"]
 
 
-async def test_d01_debug_stream_includes_model_events(soong_env: SoongEnv) -> None:
+async def test_debug_stream_includes_model_events(soong_env: SoongEnv) -> None:
+    """Case D1."""
     fake = FakeProvider(text("Hi"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -82,7 +84,8 @@ async def test_tool_round_trip_with_registered_tool(soong_env: SoongEnv) -> None
         assert "demo.echo" in {t.name for t in fake.requests[0].tools}
 
 
-async def test_d03_queue_fifo(soong_env: SoongEnv) -> None:
+async def test_queue_fifo(soong_env: SoongEnv) -> None:
+    """Case D3."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate), text("two"), text("three"))
     async with open_runtime(soong_env, fake) as rt:
@@ -99,7 +102,8 @@ async def test_d03_queue_fifo(soong_env: SoongEnv) -> None:
         assert [r.status for r in (run1, run2, run3)] == [RunStatus.completed] * 3
 
 
-async def test_d04_cancel_queued_run(soong_env: SoongEnv) -> None:
+async def test_cancel_queued_run(soong_env: SoongEnv) -> None:
+    """Case D4."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate))
     async with open_runtime(soong_env, fake) as rt:
@@ -113,7 +117,8 @@ async def test_d04_cancel_queued_run(soong_env: SoongEnv) -> None:
         assert len(fake.requests) == 1
 
 
-async def test_d05_cancel_active_stream(soong_env: SoongEnv) -> None:
+async def test_cancel_active_stream(soong_env: SoongEnv) -> None:
+    """Case D5."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate, lead_text="partial "))
     async with open_runtime(soong_env, fake) as rt:
@@ -145,7 +150,8 @@ async def test_user_message_and_str_persist_equal_nodes(soong_env: SoongEnv) -> 
     assert users[0]["content_json"] == users[1]["content_json"]
 
 
-async def test_a05_close_twice_and_start_after_close(soong_env: SoongEnv) -> None:
+async def test_close_twice_and_start_after_close(soong_env: SoongEnv) -> None:
+    """Case A5."""
     soong_env.write_config()
     fake = FakeProvider(text("x"))
     from agent_core import ProviderRegistry

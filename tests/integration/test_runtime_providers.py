@@ -1,5 +1,5 @@
-"""Provider registry and provider-facing core behaviour through the runtime (testing.md C1 runtime part;
-providers.md checks 3, 4, 5, 22, 23, 28)."""
+"""Provider registry and provider-facing core behaviour through the runtime (case C1 runtime part;
+docs/providers.md)."""
 
 from __future__ import annotations
 
@@ -46,10 +46,11 @@ def assert_resolved(config: ResolvedModelConfig) -> None:
     )
 
 
-# ---- C1 / providers 4: custom providers ---------------------------------------------------------------
+# ---- C1: custom providers ---------------------------------------------------------------
 
 
-async def test_c01_providers04_registry_passed_to_runtime(soong_env: SoongEnv) -> None:
+async def test_providers04_registry_passed_to_runtime(soong_env: SoongEnv) -> None:
+    """Case C1."""
     fake = FakeProvider(text("from custom"), provider_key="custom")
     registry = ProviderRegistry({"custom": fake.factory})
     async with open_runtime(soong_env, config=custom_config(), provider_registry=registry) as rt:
@@ -67,7 +68,8 @@ async def test_c01_providers04_registry_passed_to_runtime(soong_env: SoongEnv) -
     assert fake.closed == 1
 
 
-async def test_c01_register_provider_before_first_start(soong_env: SoongEnv) -> None:
+async def test_register_provider_before_first_start(soong_env: SoongEnv) -> None:
+    """Case C1."""
     fake = FakeProvider(text("registered"), provider_key="custom")
     soong_env.write_config(**custom_config())
     rt = AgentRuntime(project_dir=soong_env.project)
@@ -79,7 +81,8 @@ async def test_c01_register_provider_before_first_start(soong_env: SoongEnv) -> 
     assert_resolved(fake.configs[0])
 
 
-async def test_c01_runtime_re_registration_replaces_and_runtimes_are_isolated(soong_env: SoongEnv) -> None:
+async def test_runtime_re_registration_replaces_and_runtimes_are_isolated(soong_env: SoongEnv) -> None:
+    """Case C1."""
     first = FakeProvider(provider_key="custom")
     second = FakeProvider(text("second wins"), provider_key="custom")
     soong_env.write_config(**custom_config())
@@ -96,7 +99,7 @@ async def test_c01_runtime_re_registration_replaces_and_runtimes_are_isolated(so
     assert rows(soong_env, "SELECT count(*) AS n FROM runs")[0]["n"] == 1
 
 
-# ---- providers 3: an unregistered provider key -------------------------------------------------------
+# ---- an unregistered provider key -------------------------------------------------------
 
 
 async def test_providers03_unknown_provider_creates_nothing(soong_env: SoongEnv) -> None:
@@ -112,7 +115,7 @@ async def test_providers03_unknown_provider_creates_nothing(soong_env: SoongEnv)
         assert not {n for n in names if n.startswith(("nodes_", "events_"))}
 
 
-# ---- providers 5: adapter close ------------------------------------------------------------------------
+# ---- adapter close ------------------------------------------------------------------------
 
 
 async def test_providers05_close_closes_every_created_adapter(soong_env: SoongEnv) -> None:
@@ -136,7 +139,7 @@ async def test_providers05_close_closes_every_created_adapter(soong_env: SoongEn
     assert main.closed == 2
 
 
-# ---- providers 22, 23, 28: nodes and usage ---------------------------------------------------------------
+# ---- nodes and usage ---------------------------------------------------------------
 
 
 async def test_providers22_failure_without_text_writes_no_assistant_node(soong_env: SoongEnv) -> None:

@@ -1,5 +1,4 @@
-"""Session queue, cancellation, failures and the active node (testing.md D3–D7, D11, D13, D14; runtime.md §14
-checks 13–21, 29)."""
+"""Session queue, cancellation, failures and the active node (cases D3–D7, D11, D13, D14; docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -67,10 +66,11 @@ async def until(predicate: Any, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
-# ---- D3 / checks 13, 14: FIFO queue --------------------------------------------------------------------
+# ---- D3: FIFO queue --------------------------------------------------------------------
 
 
-async def test_d03_runtime13_14_queue_fifo(soong_env: SoongEnv) -> None:
+async def test_queue_fifo(soong_env: SoongEnv) -> None:
+    """Case D3."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate), text("two"), text("three"), text("four"))
     async with open_runtime(soong_env, fake, permission_callback=PermissionRecorder.never()) as rt:
@@ -104,7 +104,8 @@ async def test_d03_runtime13_14_queue_fifo(soong_env: SoongEnv) -> None:
     assert [u["parent_id"] for u in users[1:]] == [a["node_id"] for a in assistants[:-1]]
 
 
-async def test_d04_runtime15_cancel_queued_run(soong_env: SoongEnv) -> None:
+async def test_cancel_queued_run(soong_env: SoongEnv) -> None:
+    """Case D4."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate, then=text("first done")))
     async with open_runtime(soong_env, fake, permission_callback=PermissionRecorder.never()) as rt:
@@ -151,10 +152,11 @@ async def test_close_cancels_queued_and_active_runs(soong_env: SoongEnv) -> None
     assert run_row(soong_env, run2.run_id)["status"] == "cancelled"
 
 
-# ---- D5 / check 16: cancelling a streaming run ------------------------------------------------------
+# ---- D5: cancelling a streaming run ------------------------------------------------------
 
 
-async def test_d05_runtime16_cancel_streaming_run(soong_env: SoongEnv) -> None:
+async def test_cancel_streaming_run(soong_env: SoongEnv) -> None:
+    """Case D5."""
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate, lead_text="partial answer"), text("next run works"))
     async with open_runtime(soong_env, fake, config={"runtime": {"cancel_timeout_ms": 2000}}) as rt:
@@ -202,7 +204,7 @@ async def test_d05_runtime16_cancel_streaming_run(soong_env: SoongEnv) -> None:
     assert not any("partial answer" in t for t in texts)
 
 
-async def test_runtime16_cancel_before_any_text_writes_no_partial_node(soong_env: SoongEnv) -> None:
+async def test_cancel_before_any_text_writes_no_partial_node(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate))
     async with open_runtime(soong_env, fake) as rt:
@@ -218,7 +220,7 @@ async def test_runtime16_cancel_before_any_text_writes_no_partial_node(soong_env
     assert active_node(soong_env, run.session_id) == nodes(soong_env, run.session_id)[0]["node_id"]
 
 
-# ---- check 19 / D13: cancel timeouts ---------------------------------------------------------------
+# ---- D13: cancel timeouts ---------------------------------------------------------------
 
 
 def stubborn(release: threading.Event) -> Turn:
@@ -242,7 +244,7 @@ def stubborn(release: threading.Event) -> Turn:
     return turn
 
 
-async def test_runtime19_provider_ignoring_cancel_times_out(soong_env: SoongEnv) -> None:
+async def test_provider_ignoring_cancel_times_out(soong_env: SoongEnv) -> None:
     release = threading.Event()
     fake = FakeProvider(stubborn(release))
     async with open_runtime(soong_env, fake, config={"runtime": {"cancel_timeout_ms": 300}}) as rt:
@@ -265,7 +267,8 @@ async def test_runtime19_provider_ignoring_cancel_times_out(soong_env: SoongEnv)
     assert run_row(soong_env, run.run_id)["status"] == "cancelled"
 
 
-async def test_d13_tool_ignoring_cancel_times_out_and_close_completes(soong_env: SoongEnv) -> None:
+async def test_tool_ignoring_cancel_times_out_and_close_completes(soong_env: SoongEnv) -> None:
+    """Case D13."""
     entered = threading.Event()
 
     def slow(args: dict[str, Any], ctx: Any) -> str:  # a sync handler: runs in a thread, uncancellable
@@ -287,10 +290,11 @@ async def test_d13_tool_ignoring_cancel_times_out_and_close_completes(soong_env:
     assert run.status.terminal
 
 
-# ---- D14 / check 20: cancelling during a tool ------------------------------------------------------
+# ---- D14: cancelling during a tool ------------------------------------------------------
 
 
-async def test_d14_runtime20_cancel_during_tool(soong_env: SoongEnv) -> None:
+async def test_cancel_during_tool(soong_env: SoongEnv) -> None:
+    """Case D14."""
     entered = asyncio.Event()
     cancelled_seen: list[bool] = []
 
@@ -329,10 +333,10 @@ async def test_d14_runtime20_cancel_during_tool(soong_env: SoongEnv) -> None:
     assert run_row(soong_env, run.run_id)["end_reason"] == "aborted_tools"
 
 
-# ---- check 21 ----------------------------------------------------------------------------------------
+# ---- ----------------------------------------------------------------------------------------
 
 
-async def test_runtime21_cancel_completed_run_is_noop(soong_env: SoongEnv) -> None:
+async def test_cancel_completed_run_is_noop(soong_env: SoongEnv) -> None:
     fake = FakeProvider(text("done"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -345,10 +349,11 @@ async def test_runtime21_cancel_completed_run_is_noop(soong_env: SoongEnv) -> No
     assert run_row(soong_env, run.run_id)["status"] == "completed"
 
 
-# ---- D6 / D7 / checks 17, 18, 29: failures and the active node --------------------------------------
+# ---- D6 / D7: failures and the active node --------------------------------------
 
 
-async def test_d06_runtime18_active_node_after_success(soong_env: SoongEnv) -> None:
+async def test_active_node_after_success(soong_env: SoongEnv) -> None:
+    """Case D6."""
     fake = FakeProvider(tool_calls(("code.list_dir", {"path": "."}, "call_1")), text("final"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -363,7 +368,8 @@ async def test_d06_runtime18_active_node_after_success(soong_env: SoongEnv) -> N
     assert [n["parent_id"] for n in ns] == [None, *[n["node_id"] for n in ns[:-1]]]
 
 
-async def test_d07a_runtime17_provider_failure_after_partial_text(soong_env: SoongEnv) -> None:
+async def test_provider_failure_after_partial_text(soong_env: SoongEnv) -> None:
+    """Case D7a."""
     fake = FakeProvider(fail("provider_error", after_text="half an ans"), text("recovered"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -414,9 +420,7 @@ def raising_turn(exc: BaseException, after_text: str = "") -> Turn:
         (RuntimeError("adapter bug"), "internal_error"),
     ],
 )
-async def test_runtime17_provider_raising_mid_stream(
-    soong_env: SoongEnv, exc: BaseException, code: str
-) -> None:
+async def test_provider_raising_mid_stream(soong_env: SoongEnv, exc: BaseException, code: str) -> None:
     fake = FakeProvider(raising_turn(exc, after_text="some text"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -431,9 +435,10 @@ async def test_runtime17_provider_raising_mid_stream(
     assert active_node(soong_env, run.session_id) == ns[0]["node_id"]
 
 
-async def test_d07b_runtime29_storage_failure_on_assistant_node(
+async def test_storage_failure_on_assistant_node(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case D7b."""
     real = Txn.executemany
 
     def failing(self: Txn, sql: str, params: Any) -> None:
@@ -465,7 +470,8 @@ async def test_d07b_runtime29_storage_failure_on_assistant_node(
 # ---- D11: independent sessions ----------------------------------------------------------------------
 
 
-async def test_d11_sessions_run_concurrently(soong_env: SoongEnv) -> None:
+async def test_sessions_run_concurrently(soong_env: SoongEnv) -> None:
+    """Case D11."""
     gates = {"a": asyncio.Event(), "b": asyncio.Event()}
 
     def route(request: ModelRequest) -> Turn:
@@ -492,7 +498,8 @@ async def test_d11_sessions_run_concurrently(soong_env: SoongEnv) -> None:
         assert active_node(soong_env, run.session_id) == ns[1]["node_id"]
 
 
-async def test_d03_concurrent_starts_on_one_session_queue_in_order(soong_env: SoongEnv) -> None:
+async def test_concurrent_starts_on_one_session_queue_in_order(soong_env: SoongEnv) -> None:
+    """Case D3."""
     gate = asyncio.Event()
     fake = FakeProvider(text("a"), hang(gate), text("c"), text("d"))
     async with open_runtime(soong_env, fake) as rt:

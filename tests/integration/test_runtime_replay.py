@@ -1,5 +1,5 @@
-"""Replay, node paths, branch switching, deletion, cleanup and secrets through the public API (testing.md E2–E4,
-E6, E7, E11; runtime.md §14 checks 36–39, 41–44, 48, 50; storage.md checks 16–21)."""
+"""Replay, node paths, branch switching, deletion, cleanup and secrets through the public API (cases E2–E4,
+E6, E7, E11; docs/runs.md; docs/storage.md)."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ def write_wal(env: SoongEnv, sid: str, name: str, last_event: str, *, age_days: 
     return path
 
 
-# ---- E2 / E3 / checks 36–38 ----------------------------------------------------------------------------
+# ---- E2 / E3 ----------------------------------------------------------------------------
 
 
-async def test_e02_e03_runtime36_37_38_replay_session_run_and_paths(soong_env: SoongEnv) -> None:
+async def test_replay_session_run_and_paths(soong_env: SoongEnv) -> None:
+    """Cases E2, E3."""
     fake = FakeProvider(
         tool_calls(("code.list_dir", {"path": "."}, "call_1")),
         text("first done", chunks=3),
@@ -138,12 +139,13 @@ async def test_e02_e03_runtime36_37_38_replay_session_run_and_paths(soong_env: S
         assert child.parent_id == parent.node_id
 
 
-# ---- E2 / check 39: secrets and read-time redaction -----------------------------------------------------
+# ---- E2: secrets and read-time redaction -----------------------------------------------------
 
 
-async def test_e02_runtime39_secret_never_persisted_sensitive_keys_redacted(
+async def test_secret_never_persisted_sensitive_keys_redacted(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case E2."""
     secret = f"sk-test-{secrets.token_hex(16)}"
     monkeypatch.setenv("SOONG_TEST_API_KEY", secret)
 
@@ -196,10 +198,11 @@ async def test_e02_runtime39_secret_never_persisted_sensitive_keys_redacted(
     assert any(isinstance(b, ArtifactRefBlock) for b in big_node.content[0].content)  # type: ignore[union-attr]
 
 
-# ---- E4 / E11 / check 42: deletion ---------------------------------------------------------------------
+# ---- E4 / E11: deletion ---------------------------------------------------------------------
 
 
-async def test_e04_e11_runtime42_delete_session(soong_env: SoongEnv) -> None:
+async def test_delete_session(soong_env: SoongEnv) -> None:
+    """Cases E4, E11."""
     gate = __import__("asyncio").Event()
 
     async def big(args: dict[str, Any], ctx: Any) -> str:
@@ -259,10 +262,10 @@ async def _until(predicate: Any) -> None:
         await asyncio.sleep(0.005)
 
 
-# ---- check 50 / storage 17, 18: switch_node ---------------------------------------------------------
+# ----: switch_node ---------------------------------------------------------
 
 
-async def test_runtime50_storage17_18_switch_node(soong_env: SoongEnv) -> None:
+async def test_switch_node(soong_env: SoongEnv) -> None:
     import asyncio
 
     gate = asyncio.Event()
@@ -316,12 +319,13 @@ async def test_runtime50_storage17_18_switch_node(soong_env: SoongEnv) -> None:
     assert any("answer three" in n["content_json"] for n in ns)
 
 
-# ---- E6 / check 39: large command output goes to a redacted artifact ----------------------------------
+# ---- E6: large command output goes to a redacted artifact ----------------------------------
 
 
-async def test_e06_large_command_output_artifact(
+async def test_large_command_output_artifact(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Case E6."""
     caplog.set_level(logging.DEBUG, logger="agent_core")
     secret = f"sk-test-{secrets.token_hex(12)}"
     monkeypatch.setenv("SOONG_TEST_API_KEY", secret)
@@ -361,7 +365,8 @@ async def test_e06_large_command_output_artifact(
 # ---- E7: read_file never artifactises -----------------------------------------------------------------
 
 
-async def test_e07_read_file_large_file_creates_no_artifact(soong_env: SoongEnv) -> None:
+async def test_read_file_large_file_creates_no_artifact(soong_env: SoongEnv) -> None:
+    """Case E7."""
     line = "abcdefghij" * 500 + "\n"  # 5001 bytes per line
     soong_env.write_project("big.txt", line * 1000)  # ~5 MB
     fake = FakeProvider(tool_calls(("code.read_file", {"path": "big.txt"}, "call_read")), text("read"))
@@ -383,10 +388,10 @@ async def test_e07_read_file_large_file_creates_no_artifact(soong_env: SoongEnv)
     )
 
 
-# ---- checks 43, 44: cleanup ---------------------------------------------------------------------------
+# ---- cleanup ---------------------------------------------------------------------------
 
 
-async def test_runtime43_cleanup_project_tasks(soong_env: SoongEnv) -> None:
+async def test_cleanup_project_tasks(soong_env: SoongEnv) -> None:
     async with open_runtime(soong_env, FakeProvider()) as rt:
         sid = "sess_20260101_000000_aaaaaaaaaaaa"
         done = write_wal(soong_env, sid, "done", "task_completed", age_days=3)
@@ -408,7 +413,7 @@ async def test_runtime43_cleanup_project_tasks(soong_env: SoongEnv) -> None:
         assert not done.exists() and not failed.exists() and cancelled.exists() and active.exists()
 
 
-async def test_runtime44_cleanup_artifacts_and_partial_failure(
+async def test_cleanup_artifacts_and_partial_failure(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def big(args: dict[str, Any], ctx: Any) -> str:
@@ -459,10 +464,10 @@ async def test_runtime44_cleanup_artifacts_and_partial_failure(
         assert {a.artifact_id for a in replay.artifacts} >= ordinary
 
 
-# ---- check 41 (runtime part) ---------------------------------------------------------------------------
+# ---- ---------------------------------------------------------------------------
 
 
-async def test_runtime41_corrupt_task_wal_does_not_break_replay(soong_env: SoongEnv) -> None:
+async def test_corrupt_task_wal_does_not_break_replay(soong_env: SoongEnv) -> None:
     fake = FakeProvider(text("hi"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -480,10 +485,10 @@ async def test_runtime41_corrupt_task_wal_does_not_break_replay(soong_env: Soong
         assert wal.exists()
 
 
-# ---- check 48: debug tracebacks ------------------------------------------------------------------------
+# ---- debug tracebacks ------------------------------------------------------------------------
 
 
-async def test_runtime48_debug_boundary_error_stores_traceback_artifact(soong_env: SoongEnv) -> None:
+async def test_debug_boundary_error_stores_traceback_artifact(soong_env: SoongEnv) -> None:
     from tests.integration.test_runtime_queue_cancel import raising_turn
 
     fake = FakeProvider(raising_turn(RuntimeError("adapter exploded")))
@@ -500,7 +505,7 @@ async def test_runtime48_debug_boundary_error_stores_traceback_artifact(soong_en
     assert run.error is not None and run.error.details["traceback_artifact_id"] == artifact_id
 
 
-async def test_runtime48_no_traceback_artifact_without_debug(soong_env: SoongEnv) -> None:
+async def test_no_traceback_artifact_without_debug(soong_env: SoongEnv) -> None:
     from tests.integration.test_runtime_queue_cancel import raising_turn
 
     fake = FakeProvider(raising_turn(RuntimeError("adapter exploded")))
@@ -511,10 +516,11 @@ async def test_runtime48_no_traceback_artifact_without_debug(soong_env: SoongEnv
     assert rows(soong_env, "SELECT count(*) AS n FROM artifacts")[0]["n"] == 0
 
 
-# ---- E2 child part / check 36: child transcripts are not expanded ------------------------------------
+# ---- E2 child part: child transcripts are not expanded ------------------------------------
 
 
-async def test_e02_runtime36_replay_keeps_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
+async def test_replay_keeps_child_summaries_not_transcripts(soong_env: SoongEnv) -> None:
+    """Case E2."""
     child_reply = (
         'Child transcript text.\n```json\n{"status": "completed", "summary": "child summary ok"}\n```'
     )
@@ -566,7 +572,8 @@ async def test_cleanup_and_delete_artifact_argument_errors(soong_env: SoongEnv) 
         assert bad_session.value.code == ErrorCode.validation_error
 
 
-async def test_e02_default_replay_keeps_token_counters_readable(soong_env: SoongEnv) -> None:
+async def test_default_replay_keeps_token_counters_readable(soong_env: SoongEnv) -> None:
+    """Case E2."""
     from agent_core import ContextBuildReport
 
     async def creds(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -616,7 +623,7 @@ async def test_replay_session_leaves_the_garbage_collector_alone(
     assert calls == []
 
 
-# ---- storage.md §11.2: a deleted artifact renders as a marker --------------------------------------------
+# ---- docs/storage.md#deleting-and-cleaning-up: a deleted artifact renders as a marker ----------------------
 
 
 async def test_deleted_artifact_renders_as_deleted_marker_in_the_next_request(soong_env: SoongEnv) -> None:

@@ -1,4 +1,4 @@
-"""The event stream through the public API (testing.md D1/D16, runtime.md §14 checks 10, 11, 28, 30–33, 35)."""
+"""The event stream through the public API (cases D1, D16, docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def persisted_events(env: SoongEnv, session_id: str, run_id: str | None = None) 
     return [dict(r) for r in rows(env, sql + " ORDER BY seq", *params)]
 
 
-async def test_d01_runtime10_normal_run_default_stream(soong_env: SoongEnv) -> None:
+async def test_normal_run_default_stream(soong_env: SoongEnv) -> None:
+    """Case D1."""
     fake = FakeProvider(text("Hello there world", chunks=4))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -65,7 +66,8 @@ async def test_d01_runtime10_normal_run_default_stream(soong_env: SoongEnv) -> N
     ]
 
 
-async def test_d01_runtime11_debug_stream_and_visibility(soong_env: SoongEnv) -> None:
+async def test_debug_stream_and_visibility(soong_env: SoongEnv) -> None:
+    """Case D1."""
     fake = FakeProvider(text("Hi you", chunks=2), text("again"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -85,7 +87,7 @@ async def test_d01_runtime11_debug_stream_and_visibility(soong_env: SoongEnv) ->
     assert "model_text_delta" not in stored and "context_built" in stored
 
 
-async def test_runtime28_seq_and_run_seq_across_runs(soong_env: SoongEnv) -> None:
+async def test_seq_and_run_seq_across_runs(soong_env: SoongEnv) -> None:
     fake = FakeProvider(text("a"), text("b"), text("c"))
     async with open_runtime(soong_env, fake) as rt:
         first = await rt.start("one")
@@ -101,7 +103,7 @@ async def test_runtime28_seq_and_run_seq_across_runs(soong_env: SoongEnv) -> Non
         assert [r["run_seq"] for r in mine] == list(range(1, len(mine) + 1))
 
 
-async def test_runtime30_single_consumer(soong_env: SoongEnv) -> None:
+async def test_single_consumer(soong_env: SoongEnv) -> None:
     gate = asyncio.Event()
     fake = FakeProvider(hang(gate))
     async with open_runtime(soong_env, fake) as rt:
@@ -117,7 +119,7 @@ async def test_runtime30_single_consumer(soong_env: SoongEnv) -> None:
         assert rest[-1].event_type == EventType.run_completed
 
 
-async def test_runtime31_attachment_buffer_and_late_subscribers(soong_env: SoongEnv) -> None:
+async def test_attachment_buffer_and_late_subscribers(soong_env: SoongEnv) -> None:
     gate1, gate2 = asyncio.Event(), asyncio.Event()
     fake = FakeProvider(hang(gate1), hang(gate2, lead_text="abc"))
     async with open_runtime(soong_env, fake) as rt:
@@ -143,7 +145,8 @@ async def _until_requests(fake: FakeProvider, n: int) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_d16_runtime32_slow_consumer_loses_nothing(soong_env: SoongEnv) -> None:
+async def test_slow_consumer_loses_nothing(soong_env: SoongEnv) -> None:
+    """Case D16."""
     reply = "".join(f"w{i} " for i in range(60))
     fake = FakeProvider(
         tool_calls(*[("demo.noop", {}, f"call_{i}") for i in range(6)]),
@@ -209,7 +212,7 @@ async def test_backpressure_bounded_queue_keeps_every_structural_event(soong_env
     assert types(events).count("tool_completed") == n
 
 
-async def test_runtime33_unconsumed_stream_still_terminates(soong_env: SoongEnv) -> None:
+async def test_unconsumed_stream_still_terminates(soong_env: SoongEnv) -> None:
     fake = FakeProvider(text("x" * 50, chunks=50), text("y"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -224,7 +227,7 @@ async def test_runtime33_unconsumed_stream_still_terminates(soong_env: SoongEnv)
         assert len(deltas) < 50
 
 
-async def test_runtime35_context_built_precedes_every_request(soong_env: SoongEnv) -> None:
+async def test_context_built_precedes_every_request(soong_env: SoongEnv) -> None:
     fake = FakeProvider(tool_calls(("code.list_dir", {"path": "."}, "call_1")), text("done"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("look around")
@@ -302,7 +305,7 @@ async def test_debug_runtime_persists_aggregated_text_deltas(soong_env: SoongEnv
     assert "message_delta" not in kinds
 
 
-async def test_runtime11_task_internals_are_debug_only(soong_env: SoongEnv) -> None:
+async def test_task_internals_are_debug_only(soong_env: SoongEnv) -> None:
     step = {"step_id": "s1", "title": "one", "summary": "first step", "depends_on_step_ids": []}
     create = {"task_id": "t1", "wal_name": "work", "title": "T", "summary": "S", "steps": [step]}
     fake = FakeProvider(

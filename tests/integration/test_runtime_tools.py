@@ -1,5 +1,5 @@
-"""Tool calls inside the loop through the public API (testing.md D8, D12 (unknown name), D15; runtime.md §14
-checks 22, 24–27, 47; providers.md checks 7, 8, 17)."""
+"""Tool calls inside the loop through the public API (cases D8, D12 (unknown name), D15; docs/runs.md;
+docs/providers.md)."""
 
 from __future__ import annotations
 
@@ -56,10 +56,11 @@ def tool_nodes(env: SoongEnv, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-# ---- D8 / check 22: parallel readonly batch ----------------------------------------------------------
+# ---- D8: parallel readonly batch ----------------------------------------------------------
 
 
-async def test_d08_runtime22_parallel_readonly_tools(soong_env: SoongEnv) -> None:
+async def test_parallel_readonly_tools(soong_env: SoongEnv) -> None:
+    """Case D8."""
     barrier = threading.Barrier(2, timeout=2)
     running: list[str] = []
 
@@ -109,7 +110,8 @@ async def test_d08_runtime22_parallel_readonly_tools(soong_env: SoongEnv) -> Non
     assert order == ["call_a", "call_b"]
 
 
-async def test_d08_write_call_is_a_scheduling_boundary(soong_env: SoongEnv) -> None:
+async def test_write_call_is_a_scheduling_boundary(soong_env: SoongEnv) -> None:
+    """Case D8."""
     timeline: list[tuple[str, str, float]] = []
 
     def recorder(name: str, delay: float) -> Any:
@@ -149,7 +151,8 @@ async def test_d08_write_call_is_a_scheduling_boundary(soong_env: SoongEnv) -> N
 # ---- D15: result wrapping and pairing --------------------------------------------------------------
 
 
-async def test_d15_return_values_are_wrapped_and_paired(soong_env: SoongEnv) -> None:
+async def test_return_values_are_wrapped_and_paired(soong_env: SoongEnv) -> None:
+    """Case D15."""
     values: dict[str, Any] = {
         "str": "plain",
         "dict": {"a": 1},
@@ -204,10 +207,10 @@ async def test_d15_return_values_are_wrapped_and_paired(soong_env: SoongEnv) -> 
     assert all(json.loads(n["metadata_json"])["tool_name"] in {"demo.ret", "demo.sync"} for n in nodes)
 
 
-# ---- check 24: denial stops later calls only after a write denial ---------------------------------------
+# ---- denial stops later calls only after a write denial ---------------------------------------
 
 
-async def test_runtime24_write_denial_skips_rest_readonly_denial_does_not(soong_env: SoongEnv) -> None:
+async def test_write_denial_skips_rest_readonly_denial_does_not(soong_env: SoongEnv) -> None:
     executed: list[str] = []
 
     async def handler(args: dict[str, Any], ctx: Any) -> str:
@@ -246,10 +249,11 @@ def _deny() -> Any:
     return PermissionDecision(decision="deny", reason="not today")
 
 
-# ---- check 25 / D12 (unknown name) / providers 16: tool outside the effective set ---------------------
+# ---- D12 (unknown name): tool outside the effective set ---------------------
 
 
-async def test_d12_runtime25_tool_not_available(soong_env: SoongEnv) -> None:
+async def test_tool_not_available(soong_env: SoongEnv) -> None:
+    """Case D12."""
     fake = FakeProvider(
         tool_calls(("nope.tool", {}, "call_nope"), ("code.run_command", {"argv": ["true"]}, "call_disabled")),
         text("ok, I will not"),
@@ -270,10 +274,10 @@ async def test_d12_runtime25_tool_not_available(soong_env: SoongEnv) -> None:
     assert all(e.data["error"]["code"] == "tool_not_available" for e in failed)
 
 
-# ---- check 26: max_turns --------------------------------------------------------------------------------
+# ---- max_turns --------------------------------------------------------------------------------
 
 
-async def test_runtime26_max_turns(soong_env: SoongEnv) -> None:
+async def test_max_turns(soong_env: SoongEnv) -> None:
     fake = FakeProvider().route(lambda req: tool_calls(("code.list_dir", {"path": "."})))
     async with open_runtime(soong_env, fake, config={"runtime": {"max_turns": 3}}) as rt:
         run = await rt.start("loop forever")
@@ -288,10 +292,10 @@ async def test_runtime26_max_turns(soong_env: SoongEnv) -> None:
     assert len(tool_nodes(soong_env, run.session_id)) == 3
 
 
-# ---- check 27 / providers 7, 8: unsupported capability ------------------------------------------------
+# ----: unsupported capability ------------------------------------------------
 
 
-async def test_runtime27_providers07_unsupported_tools_fails_without_retry(soong_env: SoongEnv) -> None:
+async def test_providers07_unsupported_tools_fails_without_retry(soong_env: SoongEnv) -> None:
     fake = FakeProvider(unsupported("tools"))
     async with open_runtime(soong_env, fake) as rt:
         run = await rt.start("hello")
@@ -323,7 +327,7 @@ async def test_providers08_empty_tool_set_runs_plain_text(soong_env: SoongEnv) -
     assert run.status == RunStatus.completed, run.error
 
 
-# ---- providers 17: invalid JSON arguments ---------------------------------------------------------------
+# ---- invalid JSON arguments ---------------------------------------------------------------
 
 
 def bad_arguments_turn() -> Turn:
@@ -364,10 +368,10 @@ async def test_providers17_invalid_json_arguments_never_reach_the_handler(soong_
     assert any(e.event_type == EventType.tool_failed and e.tool_call_id == "call_bad" for e in events)
 
 
-# ---- check 47: a failing hook does not block ------------------------------------------------------------
+# ---- a failing hook does not block ------------------------------------------------------------
 
 
-async def test_runtime47_failing_hook_is_recorded_and_tool_runs(soong_env: SoongEnv) -> None:
+async def test_failing_hook_is_recorded_and_tool_runs(soong_env: SoongEnv) -> None:
     script = soong_env.write_home(
         "hooks/fail.py", "import sys\nsys.stderr.write('hook broke')\nsys.exit(3)\n"
     )

@@ -1,5 +1,5 @@
-"""Cron schedules (surfaces.md §6, issue 22): SDK add/list/remove, due firings with a controllable clock,
-one catch-up after downtime (never a burst), firings into an existing session."""
+"""Cron schedules (docs/jobs-and-schedules.md#schedules, issue 22): SDK add/list/remove, due firings with a
+controllable clock, one catch-up after downtime (never a burst), firings into an existing session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``AgentRuntime.list_sessions`` and ``AgentRuntime.fork_session`` (surfaces.md §1 /sessions /fork, §2)."""
+"""``AgentRuntime.list_sessions`` and ``AgentRuntime.fork_session`` (docs/runs.md#branches-and-forks /sessions
+/fork, docs/runs.md#branches-and-forks)."""
 
 from __future__ import annotations
 

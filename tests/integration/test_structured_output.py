@@ -1,6 +1,7 @@
-"""Structured output (surfaces.md §5) through the real adapters on the scripted OpenAI, Anthropic and Ollama
-wire protocols: valid on the first try, invalid then corrected, invalid past the retry bound, a tool call
-before the answer, with a Pydantic model class and with a plain JSON schema; the CLI's --output-schema.
+"""Structured output (docs/runs.md#structured-output) through the real adapters on the scripted OpenAI,
+Anthropic and Ollama wire protocols: valid on the first try, invalid then corrected, invalid past the retry
+bound, a tool call before the answer, with a Pydantic model class and with a plain JSON schema; the CLI's
+--output-schema.
 """
 
 from __future__ import annotations

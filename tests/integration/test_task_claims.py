@@ -1,5 +1,5 @@
 """Worker claims, leases, step execution updates, worker-run-end fallback and worker scope
-(testing.md §5 K5–K10, K12, K37, K41, K42, K45, J6, J8, J9, J19–J21; task-board.md §15 items 32–51)."""
+(cases K5–K10, K12, K37, K41, K42, K45, J6, J8, J9, J19–J21; docs/task-board.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def h(tmp_path: Path) -> TaskHarness:
     )
 
 
-async def test_k05_tb33_concurrent_claims_of_one_step(h: TaskHarness) -> None:
+async def test_concurrent_claims_of_one_step(h: TaskHarness) -> None:
+    """Case K5."""
     await create(h, step("s1"))
     w1, w2 = h.worker("t1", name="w1"), h.worker("t1", name="w2")
     results = await asyncio.gather(
@@ -86,7 +87,8 @@ async def test_sixteen_workers_claim_each_step_exactly_once(h: TaskHarness) -> N
     assert [x["wal_seq"] for x in h.lines()] == list(range(1, len(h.lines()) + 1))
 
 
-async def test_k06_tb32_tb36_claim_then_start(h: TaskHarness) -> None:
+async def test_claim_then_start(h: TaskHarness) -> None:
+    """Case K6."""
     await create(h, step("s1"))
     worker = h.worker("t1")
     claimed = await h.ok(worker, "agent.task_claim_step", task_id="t1", step_id="s1")
@@ -111,7 +113,8 @@ async def test_k06_tb32_tb36_claim_then_start(h: TaskHarness) -> None:
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled", "blocked"])
-async def test_k07_tb37_claimed_to_terminal_or_blocked_directly(h: TaskHarness, status: str) -> None:
+async def test_claimed_to_terminal_or_blocked_directly(h: TaskHarness, status: str) -> None:
+    """Case K7."""
     await create(h, step("s1"))
     h.artifacts.add("artifact_1")
     worker = await claim(h, "s1")
@@ -139,7 +142,8 @@ async def test_k07_tb37_claimed_to_terminal_or_blocked_directly(h: TaskHarness, 
         assert step_state.claimed_by_run_id == worker.run_id
 
 
-async def test_k08_tb34_tb38_tb39_blocked_step_is_out_of_the_workers_hands(h: TaskHarness) -> None:
+async def test_blocked_step_is_out_of_the_workers_hands(h: TaskHarness) -> None:
+    """Case K8."""
     await create(h, step("s1"))
     worker = await claim(h, "s1")
     await h.ok(
@@ -163,14 +167,16 @@ async def test_k08_tb34_tb38_tb39_blocked_step_is_out_of_the_workers_hands(h: Ta
     )
 
 
-async def test_j09_one_claim_per_worker_run(h: TaskHarness) -> None:
+async def test_one_claim_per_worker_run(h: TaskHarness) -> None:
+    """Case J9."""
     await create(h, step("s1"), step("s2"))
     worker = await claim(h, "s1")
     exc = await h.err(worker, "agent.task_claim_step", task_id="t1", step_id="s2")
     assert exc.code == ErrorCode.step_already_claimed_by_run and statuses(h)["s2"] == "ready"
 
 
-async def test_k12_tb39_tb40_workers_cannot_change_content_or_foreign_steps(h: TaskHarness) -> None:
+async def test_workers_cannot_change_content_or_foreign_steps(h: TaskHarness) -> None:
+    """Case K12."""
     await create(h, step("s1"), step("s2"))
     worker = await claim(h, "s1")
     other = await claim(h, "s2", name="w2")
@@ -198,7 +204,8 @@ async def test_k12_tb39_tb40_workers_cannot_change_content_or_foreign_steps(h: T
     assert other.run_id != worker.run_id
 
 
-async def test_k09_tb46_tb47_lease_expiry(tmp_path: Path) -> None:
+async def test_lease_expiry(tmp_path: Path) -> None:
+    """Case K9."""
     h = TaskHarness(project=tmp_path.resolve(), session_id="sess_lease", clock=ManualClock(), lease_ms=100)
     await create(h, step("s1"), step("s2"))
     worker = await claim(h, "s1")
@@ -235,7 +242,8 @@ async def test_k09_tb46_tb47_lease_expiry(tmp_path: Path) -> None:
     assert len(replayed_events) == 1
 
 
-async def test_k42_lease_renewal(h: TaskHarness) -> None:
+async def test_lease_renewal(h: TaskHarness) -> None:
+    """Case K42."""
     await create(h, step("s1"))
     worker = await claim(h, "s1")
     leases = [h.service.active_dags()[0].step("s1").lease_expires_at]  # type: ignore[union-attr]
@@ -278,7 +286,8 @@ async def test_artifact_ids_are_appended_and_must_exist(h: TaskHarness) -> None:
     assert h.types()[-2:] == ["task_step_started", "task_step_updated"]
 
 
-async def test_k10_tb44_worker_run_end_fallback(h: TaskHarness) -> None:
+async def test_worker_run_end_fallback(h: TaskHarness) -> None:
+    """Case K10."""
     await create(h, step("a"), step("b"), step("c"), step("d"))
     wa = await claim(h, "a")
     wb = await claim(h, "b", name="w2")
@@ -305,7 +314,7 @@ async def test_k10_tb44_worker_run_end_fallback(h: TaskHarness) -> None:
     assert statuses(h)["d"] == "claimed" and wd.run_id  # other claims untouched
 
 
-async def test_tb45_fallback_skips_released_and_terminal(h: TaskHarness) -> None:
+async def test_fallback_skips_released_and_terminal(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c"))
     wa = await finish(h, "a")
     wb = await finish(h, "b", "blocked")
@@ -323,7 +332,8 @@ async def test_tb45_fallback_skips_released_and_terminal(h: TaskHarness) -> None
     assert end.wal_event_ids == [] and end.step_status == "cancelled" and len(h.lines()) == n
 
 
-async def test_j06_tb35_j20_scope_enforcement(h: TaskHarness) -> None:
+async def test_scope_enforcement(h: TaskHarness) -> None:
+    """Cases J6, J20."""
     await create(h, step("s1"), step("s2"), step("p", worker_pool_id="other"))
     await create(h, step("x"), task_id="t2", wal_name="two")
     worker = h.worker("t1", allowed=["s2"])
@@ -352,7 +362,8 @@ async def test_j06_tb35_j20_scope_enforcement(h: TaskHarness) -> None:
     assert [s["step_id"] for s in query["steps"]] == ["p"]
 
 
-async def test_j08_tb51_no_ready_step_ends_with_no_step_claimed(h: TaskHarness) -> None:
+async def test_no_ready_step_ends_with_no_step_claimed(h: TaskHarness) -> None:
+    """Case J8."""
     await create(h, step("a"), step("b", "a"), step("c", "a"))
     worker = h.worker("t1", allowed=["b", "c"])
     n = len(h.lines())
@@ -377,7 +388,8 @@ async def test_j08_tb51_no_ready_step_ends_with_no_step_claimed(h: TaskHarness) 
     ]
 
 
-async def test_j19_check_dispatchable(h: TaskHarness) -> None:
+async def test_check_dispatchable(h: TaskHarness) -> None:
+    """Case J19."""
     await create(h, step("s1"), step("s2", "s1"), step("p", worker_pool_id="other"))
     check = await h.service.check_dispatchable("t1", allowed_step_ids=["s2", "s2"])
     assert check.allowed_step_ids == ("s2",) and check.worker_pool_id == "default"
@@ -399,7 +411,8 @@ async def test_j19_check_dispatchable(h: TaskHarness) -> None:
     assert info.value.code == ErrorCode.task_not_found
 
 
-async def test_j21_tb50_worker_ready_query_defaults(h: TaskHarness) -> None:
+async def test_worker_ready_query_defaults(h: TaskHarness) -> None:
+    """Case J21."""
     await create(
         h, *(step(f"s{i}") for i in range(7)), step("blocked-by", "s0"), step("p", worker_pool_id="other")
     )
@@ -412,7 +425,8 @@ async def test_j21_tb50_worker_ready_query_defaults(h: TaskHarness) -> None:
     assert [s["step_id"] for s in query["steps"]] == ["s1", "s2", "s3", "s4", "s5", "s6"]
 
 
-async def test_k37_tb48_tb49_orchestrator_query_filters(h: TaskHarness) -> None:
+async def test_orchestrator_query_filters(h: TaskHarness) -> None:
+    """Case K37."""
     await create(h, *(step(f"s{i:02d}") for i in range(60)))
     orch = h.orchestrator()
     await h.ok(orch, "agent.task_update_step", task_id="t1", step_id="s05", status="blocked")
@@ -445,7 +459,8 @@ async def test_k37_tb48_tb49_orchestrator_query_filters(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error
 
 
-async def test_k41_claim_errors_write_nothing(h: TaskHarness) -> None:
+async def test_claim_errors_write_nothing(h: TaskHarness) -> None:
+    """Case K41."""
     await create(h, step("s1"), step("s2", "s1"))
     worker = h.worker("t1")
     n = len(h.lines())
@@ -460,7 +475,8 @@ async def test_k41_claim_errors_write_nothing(h: TaskHarness) -> None:
     assert codes == ["step_not_ready"]
 
 
-async def test_k45_single_writer_under_concurrent_updates(h: TaskHarness) -> None:
+async def test_single_writer_under_concurrent_updates(h: TaskHarness) -> None:
+    """Case K45."""
     await create(h, step("a"), step("b"))
     wa, wb = await claim(h, "a"), await claim(h, "b", name="w2")
     n = len(h.lines())

@@ -1,5 +1,5 @@
 """Task closers and terminal Tasks: complete / fail / cancel, late workers, terminal listing and reads
-(testing.md §5 K15–K19, K34–K36, K40; task-board.md §15 items 13–16, 52–57)."""
+(cases K15–K19, K34–K36, K40; docs/task-board.md)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ async def mixed_task(h: TaskHarness) -> tuple[Any, Any]:
     return w1, w2
 
 
-async def test_k15_tb55_task_cancel(h: TaskHarness) -> None:
+async def test_task_cancel(h: TaskHarness) -> None:
+    """Case K15."""
     w1, w2 = await mixed_task(h)
     n = len(h.lines())
     result = await h.ok(h.orchestrator(), "agent.task_cancel", task_id="t1", reason="user changed plans")
@@ -97,7 +98,8 @@ def sorted_holders(h: TaskHarness) -> list[str]:
     return [runs[s] for s in ("gate", "clm", "run")]
 
 
-async def test_k16_tb54_task_fail(h: TaskHarness) -> None:
+async def test_task_fail(h: TaskHarness) -> None:
+    """Case K16."""
     await mixed_task(h)
     n = len(h.lines())
     result = await h.ok(h.orchestrator(), "agent.task_fail", task_id="t1")
@@ -139,7 +141,8 @@ async def test_holders_may_finish_while_the_termination_waits(tmp_path: Path) ->
     assert h.lines()[-1]["payload"]["cancelled_step_ids"] == ["b"]
 
 
-async def test_k34_tb56_ignored_cancellation_does_not_block_termination(tmp_path: Path) -> None:
+async def test_ignored_cancellation_does_not_block_termination(tmp_path: Path) -> None:
+    """Case K34."""
     h = TaskHarness(project=tmp_path.resolve(), session_id="sess_slow", clock=ManualClock())
     await create(h, step("a"))
     wa = await claim(h, "a")
@@ -174,7 +177,8 @@ async def test_k34_tb56_ignored_cancellation_does_not_block_termination(tmp_path
     assert end.wal_event_ids == [] and len(h.lines()) == n
 
 
-async def test_k34_a_hanging_cancel_hook_is_bounded(tmp_path: Path) -> None:
+async def test_a_hanging_cancel_hook_is_bounded(tmp_path: Path) -> None:
+    """Case K34."""
     h = TaskHarness(project=tmp_path.resolve(), session_id="sess_hang", clock=ManualClock())
     await create(h, step("a"))
     await claim(h, "a")
@@ -188,7 +192,8 @@ async def test_k34_a_hanging_cancel_hook_is_bounded(tmp_path: Path) -> None:
     assert h.types()[-1] == "task_failed"
 
 
-async def test_k17_tb53_complete_cancels_open_optional_steps(h: TaskHarness) -> None:
+async def test_complete_cancels_open_optional_steps(h: TaskHarness) -> None:
+    """Case K17."""
     await create(
         h,
         step("req"),
@@ -225,7 +230,8 @@ async def test_k17_tb53_complete_cancels_open_optional_steps(h: TaskHarness) -> 
     )
 
 
-async def test_k40_tb52_complete_preconditions(h: TaskHarness) -> None:
+async def test_complete_preconditions(h: TaskHarness) -> None:
+    """Case K40."""
     await create(h, step("req"), step("opt", required=False))
     n = len(h.lines())
     exc = await h.err(h.orchestrator(), "agent.task_complete", task_id="t1")
@@ -250,7 +256,8 @@ async def test_k40_tb52_complete_preconditions(h: TaskHarness) -> None:
 
 
 @pytest.mark.parametrize("closer", ["agent.task_complete", "agent.task_fail", "agent.task_cancel"])
-async def test_k18_k35_tb57_terminal_is_irreversible(h: TaskHarness, closer: str) -> None:
+async def test_terminal_is_irreversible(h: TaskHarness, closer: str) -> None:
+    """Cases K18, K35."""
     await create(h, step("a", required=False), step("b", required=False))
     w = await claim(h, "a")
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="a", status="completed")
@@ -277,7 +284,8 @@ async def test_k18_k35_tb57_terminal_is_irreversible(h: TaskHarness, closer: str
     assert len(h.lines()) == n
 
 
-async def test_k36_tb13_tb14_restart_skips_terminal_tasks(h: TaskHarness) -> None:
+async def test_restart_skips_terminal_tasks(h: TaskHarness) -> None:
+    """Case K36."""
     await create(h, step("a"), task_id="done", wal_name="done")
     await finish(h, "a", task_id="done", result_summary="ok")
     await h.ok(h.orchestrator(), "agent.task_complete", task_id="done")
@@ -305,7 +313,8 @@ async def test_k36_tb13_tb14_restart_skips_terminal_tasks(h: TaskHarness) -> Non
     assert replayed[0].payload["records"] == len(h.lines("live"))
 
 
-async def test_k19_tb15_tb16_terminal_paging(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_terminal_paging(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case K19."""
     for i in range(60):
         await h.ok(
             h.orchestrator(),

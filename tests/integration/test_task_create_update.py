@@ -1,5 +1,5 @@
 """agent.task_create / agent.task_update / Orchestrator step edits, driven through the tool adapter
-(testing.md §5 K; task-board.md §15 items 1–10, 19–31, 59–65, 69, 70, 72, 76)."""
+(docs/testing.md#case-catalogue K; docs/task-board.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ async def update_err(h: TaskHarness, *ops: dict[str, object], task_id: str = "t1
 # ----------------------------------------------------------------------------------------- create
 
 
-async def test_k01_k04_tb01_create_writes_snapshot_ready_and_running(h: TaskHarness, tmp_path: Path) -> None:
+async def test_create_writes_snapshot_ready_and_running(h: TaskHarness, tmp_path: Path) -> None:
+    """Cases K1, K4."""
     result = await create(h, step("s1"), step("s2", "s1"))
     wal = tmp_path.resolve() / ".soong-agent" / "tasks" / "sess_tasks" / "work.wal.jsonl"
     assert wal.is_file() and result["wal_path"] == str(wal)
@@ -88,7 +89,8 @@ async def test_k01_k04_tb01_create_writes_snapshot_ready_and_running(h: TaskHarn
     assert h.lines()[-1]["step_id"] == "s2"
 
 
-async def test_tb07_k01_every_line_has_exactly_the_common_fields(h: TaskHarness) -> None:
+async def test_every_line_has_exactly_the_common_fields(h: TaskHarness) -> None:
+    """Case K1."""
     await create(h, step("a"), step("b", "a"))
     await finish(h, "a")
     await update(h, {"op": "update_task", "title": "new"})
@@ -110,13 +112,15 @@ async def test_tb07_k01_every_line_has_exactly_the_common_fields(h: TaskHarness)
         assert (line["step_id"] is None) == (not line["event_type"].startswith("task_step_"))
 
 
-async def test_tb02_ct39_k01_wal_name_with_suffix(h: TaskHarness) -> None:
+async def test_wal_name_with_suffix(h: TaskHarness) -> None:
+    """Case K1."""
     result = await create(h, step("a"), wal_name="work.wal.jsonl")
     assert Path(str(result["wal_path"])).name == "work.wal.jsonl"
 
 
 @pytest.mark.parametrize("name", ["", ".hidden", "a/b", "../x", "/abs", "Work", "a.b", "x" * 65])
-async def test_tb03_k23_bad_wal_names_create_nothing(h: TaskHarness, name: str) -> None:
+async def test_bad_wal_names_create_nothing(h: TaskHarness, name: str) -> None:
+    """Case K23."""
     exc = await h.err(
         h.orchestrator(),
         "agent.task_create",
@@ -130,7 +134,8 @@ async def test_tb03_k23_bad_wal_names_create_nothing(h: TaskHarness, name: str) 
     assert not h.session_dir.exists() or list(h.session_dir.iterdir()) == []
 
 
-async def test_tb04_tb05_k02_path_conflict_and_duplicate_task_id(h: TaskHarness) -> None:
+async def test_path_conflict_and_duplicate_task_id(h: TaskHarness) -> None:
+    """Case K2."""
     await create(h, step("a"))
     before = h.wal().read_bytes()
     exc = await h.err(
@@ -163,7 +168,8 @@ async def test_tb04_tb05_k02_path_conflict_and_duplicate_task_id(h: TaskHarness)
     )
 
 
-async def test_tb06_k23_ids_and_duplicates(h: TaskHarness) -> None:
+async def test_ids_and_duplicates(h: TaskHarness) -> None:
+    """Case K23."""
     for bad in ["", "a/b", "..", "A B", "x" * 65, "Up", "a.b"]:
         exc = await h.err(
             h.orchestrator(),
@@ -192,7 +198,8 @@ async def test_tb06_k23_ids_and_duplicates(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error and len(h.lines()) == 3
 
 
-async def test_k03_create_cycle_and_unknown_dependency_rejected(h: TaskHarness) -> None:
+async def test_create_cycle_and_unknown_dependency_rejected(h: TaskHarness) -> None:
+    """Case K3."""
     exc = await h.err(
         h.orchestrator(),
         "agent.task_create",
@@ -239,7 +246,8 @@ async def test_k03_create_cycle_and_unknown_dependency_rejected(h: TaskHarness) 
     assert h.lines()[0]["payload"]["task"]["steps"][0]["depends_on_step_ids"] == ["a", "b"]
 
 
-async def test_tb08_k46_actor_fields_come_from_the_run(h: TaskHarness) -> None:
+async def test_actor_fields_come_from_the_run(h: TaskHarness) -> None:
+    """Case K46."""
     exc = await h.err(
         h.orchestrator(),
         "agent.task_create",
@@ -266,7 +274,7 @@ async def test_tb08_k46_actor_fields_come_from_the_run(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error
 
 
-async def test_tb09_tb10_ready_order_and_same_commit(h: TaskHarness) -> None:
+async def test_ready_order_and_same_commit(h: TaskHarness) -> None:
     result = await create(h, step("a"), step("b"), step("c", "a", "b"))
     assert [(x["event_type"], x["step_id"]) for x in h.lines()] == [
         ("task_created", None),
@@ -286,7 +294,8 @@ async def test_tb09_tb10_ready_order_and_same_commit(h: TaskHarness) -> None:
     assert done["wal_event_ids"] == [x["event_id"] for x in tail]
 
 
-async def test_k22_tb76_two_tasks_have_separate_wals(h: TaskHarness) -> None:
+async def test_two_tasks_have_separate_wals(h: TaskHarness) -> None:
+    """Case K22."""
     await create(h, step("a"), task_id="t1", wal_name="one")
     await create(h, step("a"), task_id="t2", wal_name="two")
     two_before = h.wal("two").read_bytes()
@@ -297,7 +306,8 @@ async def test_k22_tb76_two_tasks_have_separate_wals(h: TaskHarness) -> None:
     assert sorted(p.name for p in h.session_dir.iterdir()) == ["one.wal.jsonl", "two.wal.jsonl"]
 
 
-async def test_tb78_j17_creating_ready_steps_starts_nothing(h: TaskHarness) -> None:
+async def test_creating_ready_steps_starts_nothing(h: TaskHarness) -> None:
+    """Case J17."""
     await create(h, step("a"), step("b"))
     assert h.cancel_requests == [] and h.service.holder_run_ids("t1") == []
     assert statuses(h) == {"a": "ready", "b": "ready"}
@@ -306,7 +316,8 @@ async def test_tb78_j17_creating_ready_steps_starts_nothing(h: TaskHarness) -> N
 # ----------------------------------------------------------------------------------------- task_update
 
 
-async def test_tb19_k21_patch_writes_one_task_updated_with_input_ops(h: TaskHarness) -> None:
+async def test_patch_writes_one_task_updated_with_input_ops(h: TaskHarness) -> None:
+    """Case K21."""
     await create(h, step("s1"), step("s2"), step("s3"))
     ops = [
         {"op": "add_step", "step": step("s4")},
@@ -335,7 +346,8 @@ async def test_tb19_k21_patch_writes_one_task_updated_with_input_ops(h: TaskHarn
     assert statuses(h)["s4"] == "pending"
 
 
-async def test_tb20_k21_failing_op_commits_nothing_and_names_index(h: TaskHarness) -> None:
+async def test_failing_op_commits_nothing_and_names_index(h: TaskHarness) -> None:
+    """Case K21."""
     await create(h, step("s1"), step("s2"))
     before = h.service.active_dags()[0].snapshot()
     lines = len(h.lines())
@@ -362,7 +374,8 @@ async def test_tb20_k21_failing_op_commits_nothing_and_names_index(h: TaskHarnes
     assert statuses(h)["s2"] == "pending"
 
 
-async def test_tb21_k03_cycles_and_self_dependency(h: TaskHarness) -> None:
+async def test_cycles_and_self_dependency(h: TaskHarness) -> None:
+    """Case K3."""
     await create(h, step("s1"), step("s2", "s1"))
     lines = len(h.lines())
     exc = await update_err(h, {"op": "add_dependency", "step_id": "s1", "depends_on_step_id": "s2"})
@@ -378,7 +391,8 @@ async def test_tb21_k03_cycles_and_self_dependency(h: TaskHarness) -> None:
     assert len(h.lines()) == lines and statuses(h) == {"s1": "ready", "s2": "pending"}
 
 
-async def test_tb22_k13_ops_apply_in_order_for_deletes(h: TaskHarness) -> None:
+async def test_ops_apply_in_order_for_deletes(h: TaskHarness) -> None:
+    """Case K13."""
     await create(h, step("a"), step("c", "a"))
     exc = await update_err(
         h,
@@ -395,7 +409,8 @@ async def test_tb22_k13_ops_apply_in_order_for_deletes(h: TaskHarness) -> None:
     assert h.types()[-2:] == ["task_updated", "task_step_ready"]
 
 
-async def test_k21_edge_rules(h: TaskHarness) -> None:
+async def test_edge_rules(h: TaskHarness) -> None:
+    """Case K21."""
     await create(h, step("a"), step("b", "a"))
     exc = await update_err(h, {"op": "add_dependency", "step_id": "b", "depends_on_step_id": "a"})
     assert exc.code == ErrorCode.validation_error
@@ -411,7 +426,8 @@ async def test_k21_edge_rules(h: TaskHarness) -> None:
     assert added is not None and added.worker_pool_id == "other" and added.required is False
 
 
-async def test_tb23_k30_delete_rules(h: TaskHarness) -> None:
+async def test_delete_rules(h: TaskHarness) -> None:
+    """Case K30."""
     await create(
         h, *(step(x) for x in ["pend", "rdy", "blk", "fal", "cmp", "clm", "run", "cnl"]), step("gate", "cmp")
     )
@@ -436,7 +452,8 @@ async def test_tb23_k30_delete_rules(h: TaskHarness) -> None:
     assert set(statuses(h)) == {"blk", "fal", "cmp", "clm", "run", "gate"}
 
 
-async def test_tb24_tb26_k14_cancel_step(h: TaskHarness) -> None:
+async def test_cancel_step(h: TaskHarness) -> None:
+    """Case K14."""
     await create(h, step("a"), step("b", "a"), step("c"), step("d"), step("e"))
     await claim(h, "c")
     w = await claim(h, "d")
@@ -467,7 +484,8 @@ async def test_tb24_tb26_k14_cancel_step(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.validation_error and statuses(h, "t2") == {"x": "ready"}
 
 
-async def test_tb25_k26_reopen_step(h: TaskHarness) -> None:
+async def test_reopen_step(h: TaskHarness) -> None:
+    """Case K26."""
     await create(h, step("a"), step("b", "a"), step("c"))
     await finish(h, "a")
     await finish(h, "b", "failed", reason="boom")
@@ -486,7 +504,8 @@ async def test_tb25_k26_reopen_step(h: TaskHarness) -> None:
         assert exc.code == ErrorCode.validation_error
 
 
-async def test_tb27_tb41_k28_completed_and_cancelled_steps_are_history(h: TaskHarness) -> None:
+async def test_completed_and_cancelled_steps_are_history(h: TaskHarness) -> None:
+    """Case K28."""
     await create(h, step("a"), step("b"), step("z"))
     await finish(h, "a", result_summary="done")
     await update(h, {"op": "cancel_step", "step_id": "b"})
@@ -508,7 +527,8 @@ async def test_tb27_tb41_k28_completed_and_cancelled_steps_are_history(h: TaskHa
     assert exc.code == ErrorCode.validation_error and len(h.lines()) == n
 
 
-async def test_tb28_k29_ready_demotion_is_implicit_and_replays(h: TaskHarness) -> None:
+async def test_ready_demotion_is_implicit_and_replays(h: TaskHarness) -> None:
+    """Case K29."""
     await create(h, step("a"), step("b"))
     n = len(h.lines())
     await update(h, {"op": "add_dependency", "step_id": "b", "depends_on_step_id": "a"})
@@ -520,7 +540,8 @@ async def test_tb28_k29_ready_demotion_is_implicit_and_replays(h: TaskHarness) -
     assert h.types()[-2:] == ["task_updated", "task_step_ready"]
 
 
-async def test_tb29_k11_editing_a_running_step(h: TaskHarness) -> None:
+async def test_editing_a_running_step(h: TaskHarness) -> None:
+    """Case K11."""
     await create(h, step("a"), step("b"), step("c", "a"))
     w = await claim(h, "b")
     await h.ok(w, "agent.task_update_step", task_id="t1", step_id="b", status="running")
@@ -555,7 +576,8 @@ async def test_tb29_k11_editing_a_running_step(h: TaskHarness) -> None:
     assert inspect.task is not None and inspect.wal_events[-1]["event_type"] == "task_step_completed"
 
 
-async def test_k11_k29_tb30_edit_fields_for_every_editable_status(h: TaskHarness) -> None:
+async def test_edit_fields_for_every_editable_status(h: TaskHarness) -> None:
+    """Cases K11, K29."""
     await create(h, *(step(x) for x in ["pend", "rdy", "blk", "fal", "clm", "run", "dep"]))
     await update(h, {"op": "add_dependency", "step_id": "pend", "depends_on_step_id": "dep"})
     await h.ok(h.orchestrator(), "agent.task_update_step", task_id="t1", step_id="blk", status="blocked")
@@ -587,7 +609,7 @@ async def test_k11_k29_tb30_edit_fields_for_every_editable_status(h: TaskHarness
     assert statuses(h)["pend"] == "ready" and statuses(h)["blk"] == "blocked"
 
 
-async def test_tb31_tb42_tb43_orchestrator_step_status_rules(h: TaskHarness) -> None:
+async def test_orchestrator_step_status_rules(h: TaskHarness) -> None:
     await create(h, step("a"), step("b"), step("c"), step("d", "a"), step("e"))
     orch = h.orchestrator()
     exc = await h.err(orch, "agent.task_update_step", task_id="t1", step_id="a", status="ready")
@@ -621,7 +643,8 @@ async def test_tb31_tb42_tb43_orchestrator_step_status_rules(h: TaskHarness) -> 
     assert exc.code == ErrorCode.validation_error  # failed results are immutable
 
 
-async def test_tb59_tb60_tb61_tb62_k31_k32_task_block_and_reopen(h: TaskHarness) -> None:
+async def test_task_block_and_reopen(h: TaskHarness) -> None:
+    """Cases K31, K32."""
     await create(h, step("a"), step("b", "a"), step("c"))
     w = await claim(h, "a")
     n = len(h.lines())
@@ -666,7 +689,8 @@ async def test_tb59_tb60_tb61_tb62_k31_k32_task_block_and_reopen(h: TaskHarness)
     assert exc.code == ErrorCode.task_terminal
 
 
-async def test_tb63_tb64_k33_core_never_closes_a_task(h: TaskHarness) -> None:
+async def test_core_never_closes_a_task(h: TaskHarness) -> None:
+    """Case K33."""
     await create(h, step("a"), step("b"), step("opt", required=False))
     await finish(h, "a", "failed")
     await finish(h, "b", "failed")
@@ -685,7 +709,8 @@ async def test_tb63_tb64_k33_core_never_closes_a_task(h: TaskHarness) -> None:
     assert got["diagnostics"] == {"stalled": False, "completeable": True} and got["status"] == "running"
 
 
-async def test_tb65_k27_failed_and_cancelled_dependencies_block(h: TaskHarness) -> None:
+async def test_failed_and_cancelled_dependencies_block(h: TaskHarness) -> None:
+    """Case K27."""
     await create(h, step("opt", required=False), step("req", "opt"), step("f"), step("g", "f"))
     await update(h, {"op": "cancel_step", "step_id": "opt"})
     await finish(h, "f", "failed")
@@ -696,7 +721,7 @@ async def test_tb65_k27_failed_and_cancelled_dependencies_block(h: TaskHarness) 
     assert statuses(h)["g"] == "ready"
 
 
-async def test_tb70_write_result_shape(h: TaskHarness) -> None:
+async def test_write_result_shape(h: TaskHarness) -> None:
     result = await create(h, step("a"))
     assert set(result) == {"task", "changed_steps", "wal_event_ids", "wal_path"}
     assert set(result["task"]) == {
@@ -725,7 +750,8 @@ async def test_tb70_write_result_shape(h: TaskHarness) -> None:
     assert {"task", "changed_steps", "wal_event_ids", "step", "lease_expires_at", "task_id"} <= set(upd)
 
 
-async def test_tb69_k25_task_template(h: TaskHarness) -> None:
+async def test_task_template(h: TaskHarness) -> None:
+    """Case K25."""
     orch = h.orchestrator()
     result = await h.ok(orch, "agent.task_template", goal="ship the login fix")
     assert result["template_id"] == "template.task_dag.default" and len(result["template_version"]) == 12
@@ -740,7 +766,8 @@ async def test_tb69_k25_task_template(h: TaskHarness) -> None:
     assert exc.code == ErrorCode.permission_denied
 
 
-async def test_k49_tb66_non_orchestrators_are_refused(h: TaskHarness) -> None:
+async def test_non_orchestrators_are_refused(h: TaskHarness) -> None:
+    """Case K49."""
     await create(h, step("a"))
     for role in (AgentRole.main, AgentRole.sub, AgentRole.fork, AgentRole.compact):
         scope = h.scope(role)
@@ -771,7 +798,7 @@ async def test_k49_tb66_non_orchestrators_are_refused(h: TaskHarness) -> None:
     assert h.types() == ["task_created", "task_step_ready", "task_running"]
 
 
-async def test_tb71_events_mirror_wal_records(h: TaskHarness) -> None:
+async def test_events_mirror_wal_records(h: TaskHarness) -> None:
     orch = h.orchestrator()
     await create(h, step("a"))
     events = h.events(orch)
@@ -790,7 +817,7 @@ async def test_tb71_events_mirror_wal_records(h: TaskHarness) -> None:
     )
 
 
-async def test_tb72_no_markdown_or_extra_files(h: TaskHarness, tmp_path: Path) -> None:
+async def test_no_markdown_or_extra_files(h: TaskHarness, tmp_path: Path) -> None:
     await create(h, step("a"))
     await h.ok(h.orchestrator(), "agent.task_template", goal="x")
     await finish(h, "a")

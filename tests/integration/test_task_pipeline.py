@@ -1,5 +1,5 @@
 """Task tools through the real registry, effective tool sets and ToolExecutor pipeline
-(testing.md §5 K46, K49; task-board.md §15 items 33, 66, 68, 71 (tool-event part), 77, contract §15 item 53)."""
+(cases K46, K49; docs/task-board.md, docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def h(tmp_path: Path) -> TaskHarness:
     return TaskHarness(project=tmp_path.resolve(), session_id="sess_pipe", clock=ManualClock())
 
 
-async def test_k46_tb68_task_tools_never_ask_for_permission(h: TaskHarness) -> None:
+async def test_task_tools_never_ask_for_permission(h: TaskHarness) -> None:
+    """Case K46."""
     recorder = PermissionRecorder.never()
     p = Pipeline(h, recorder)
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
@@ -79,7 +80,8 @@ async def test_k46_tb68_task_tools_never_ask_for_permission(h: TaskHarness) -> N
     assert started and started[0].payload.get("internal") is True
 
 
-async def test_k49_tb66_availability_by_role(h: TaskHarness) -> None:
+async def test_availability_by_role(h: TaskHarness) -> None:
+    """Case K49."""
     p = Pipeline(h, PermissionRecorder.never())
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
     await p.run(
@@ -110,7 +112,7 @@ async def test_k49_tb66_availability_by_role(h: TaskHarness) -> None:
     assert "agent.task_archive" not in p.registry.names() and "agent.task_delete" not in p.registry.names()
 
 
-async def test_tb33_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
+async def test_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
     p = Pipeline(h, PermissionRecorder.never())
     orch = p.scope(AgentRole.orchestrator, h.orchestrator())
     await p.run(
@@ -127,7 +129,7 @@ async def test_tb33_claim_conflict_is_an_error_result(h: TaskHarness) -> None:
     assert bad.error is not None and bad.error.code == "step_not_found" and bad.error.details["op_index"] == 0
 
 
-async def test_ct53_every_transition_writes_exact_payload_keys(h: TaskHarness) -> None:
+async def test_every_transition_writes_exact_payload_keys(h: TaskHarness) -> None:
     """Drives Tasks through all 17 WAL record types and checks payload keys and fixed values."""
     orch = h.orchestrator()
     await h.ok(

@@ -1,6 +1,5 @@
 """Task WAL durability: append failures, replay after restart, torn tails, corrupt lines, inspect,
-cleanup and replay speed (testing.md §5 K20, K43, K44; contract.md §15 item 38; task-board.md §15 items
-11, 12, 17, 18, 73; storage.md acceptance 26, 27)."""
+cleanup and replay speed (cases K20, K43, K44; docs/testing.md; docs/task-board.md; docs/storage.md)."""
 
 from __future__ import annotations
 
@@ -46,9 +45,10 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, *, truncate_fails: bool = False
     return calls
 
 
-async def test_k43_tb11_append_failure_leaves_memory_and_file_unchanged(
+async def test_append_failure_leaves_memory_and_file_unchanged(
     h: TaskHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case K43."""
     await create(h, step("a"), step("b", "a"))
     worker = await claim(h, "a")
     before = h.service.active_dags()[0].snapshot()
@@ -70,9 +70,10 @@ async def test_k43_tb11_append_failure_leaves_memory_and_file_unchanged(
     assert statuses(h) == {"a": "completed", "b": "ready"}
 
 
-async def test_k43_failed_truncation_makes_the_task_unavailable(
+async def test_failed_truncation_makes_the_task_unavailable(
     h: TaskHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case K43."""
     await create(h, step("a"))
     await create(h, step("x"), task_id="t2", wal_name="two")
     fail_writes(monkeypatch, truncate_fails=True)
@@ -88,7 +89,8 @@ async def test_k43_failed_truncation_makes_the_task_unavailable(
     )
 
 
-async def test_k43_create_failure_leaves_no_file(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_create_failure_leaves_no_file(h: TaskHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case K43."""
     fail_writes(monkeypatch)
     exc = await h.err(
         h.orchestrator(),
@@ -107,7 +109,8 @@ async def test_k43_create_failure_leaves_no_file(h: TaskHarness, monkeypatch: py
     await create(h, step("a"))
 
 
-async def test_k20_tb12_ct38_replay_after_restart_reproduces_the_dag(h: TaskHarness, tmp_path: Path) -> None:
+async def test_replay_after_restart_reproduces_the_dag(h: TaskHarness, tmp_path: Path) -> None:
+    """Case K20."""
     h.artifacts.add("artifact_1")
     await create(h, step("a"), step("b", "a"), step("c"), step("d"), step("e"))
     await update_ops(
@@ -157,7 +160,7 @@ async def update_ops(h: TaskHarness, *ops: dict[str, Any]) -> None:
     await h.ok(h.orchestrator(), "agent.task_update", task_id="t1", operations=list(ops))
 
 
-async def test_tb18_torn_tail_is_truncated(h: TaskHarness) -> None:
+async def test_torn_tail_is_truncated(h: TaskHarness) -> None:
     await create(h, step("a"))
     await claim(h, "a")
     good = h.wal().read_bytes()
@@ -194,9 +197,8 @@ async def test_unterminated_but_complete_tail_is_kept(h: TaskHarness) -> None:
     "corruption",
     ["not json", "unknown_type", "seq_gap", "other_session", "illegal", "extra_field", "empty_line"],
 )
-async def test_k44_tb17_corrupt_middle_line_makes_only_that_task_unavailable(
-    h: TaskHarness, corruption: str
-) -> None:
+async def test_corrupt_middle_line_makes_only_that_task_unavailable(h: TaskHarness, corruption: str) -> None:
+    """Case K44."""
     await create(h, step("a"), step("b"))
     await claim(h, "a")
     await create(h, step("x"), task_id="t2", wal_name="zz-other")
@@ -304,7 +306,7 @@ async def test_inspect_views_cover_active_and_terminal(h: TaskHarness) -> None:
     assert h.service.active_wal_paths() == [h.wal()]
 
 
-async def test_tb73_cleanup_of_the_wals_the_service_writes(h: TaskHarness) -> None:
+async def test_cleanup_of_the_wals_the_service_writes(h: TaskHarness) -> None:
     await create(h, step("a"), task_id="c1", wal_name="completed")
     await finish(h, "a", task_id="c1")
     await h.ok(h.orchestrator(), "agent.task_complete", task_id="c1")

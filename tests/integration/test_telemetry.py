@@ -1,5 +1,6 @@
-"""OpenTelemetry GenAI spans from the event bus (surfaces.md §4): span tree, attributes, content capture and
-redaction; exporters: in-memory (SDK), a real OTLP/HTTP receiver on 127.0.0.1, and the JSONL file."""
+"""OpenTelemetry GenAI spans from the event bus (docs/runs.md#telemetry): span tree, attributes, content
+capture and redaction; exporters: in-memory (SDK), a real OTLP/HTTP receiver on 127.0.0.1, and the JSONL
+file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Cassettes around a real adapter (surfaces.md §5): record the OpenAI adapter against the scripted server,
-then replay the same session with the same configuration and no server at all."""
+"""Cassettes around a real adapter (docs/testing.md#testing-your-agents): record the OpenAI adapter against
+the scripted server, then replay the same session with the same configuration and no server at all."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ToolExecutor: availability, validation, execution, normalisation, artifacts, events (tools.md §16)."""
+"""ToolExecutor: availability, validation, execution, normalisation, artifacts, events
+(docs/tools.md#execution-pipeline)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def scope_for(tmp_path: Path, *names: str, **kw: Any) -> Any:
         (None, []),
     ],
 )
-async def test_acc12_acc89_results_and_completed_events(
+async def test_results_and_completed_events(
     tmp_path: Path, sink: RecordingSink, value: Any, blocks: list[Any]
 ) -> None:
     reg = ToolRegistry()
@@ -106,9 +107,7 @@ async def test_acc12_acc89_results_and_completed_events(
     assert "internal" not in started.payload
 
 
-async def test_acc13_exception_result_and_debug_traceback_artifact(
-    tmp_path: Path, sink: RecordingSink
-) -> None:
+async def test_exception_result_and_debug_traceback_artifact(tmp_path: Path, sink: RecordingSink) -> None:
     secret = "tok-abcdefghijkl-secret"
 
     def boom(args: dict[str, Any], ctx: ToolContext) -> None:
@@ -143,7 +142,7 @@ async def test_acc13_exception_result_and_debug_traceback_artifact(
     assert "Traceback" in artifact and "ValueError" in artifact and secret not in artifact
 
 
-async def test_acc14_handler_result_id_is_corrected(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_handler_result_id_is_corrected(tmp_path: Path, sink: RecordingSink) -> None:
     reg = ToolRegistry()
     reg.register_tool(
         defn("my.tool"),
@@ -164,7 +163,8 @@ SCHEMA = {
 }
 
 
-async def test_acc10_g26_acc90_validation_and_null_stripping(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_validation_and_null_stripping(tmp_path: Path, sink: RecordingSink) -> None:
+    """Case G26."""
     seen: list[dict[str, Any]] = []
     reg = ToolRegistry()
     reg.register_tool(defn("my.tool", SCHEMA), lambda args, ctx: seen.append(args))
@@ -200,7 +200,7 @@ async def test_provider_argument_errors_are_validation_errors(tmp_path: Path, si
     assert "delimiter" in result.error.message and calls == []
 
 
-async def test_acc17_sync_handler_through_the_pipeline(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_sync_handler_through_the_pipeline(tmp_path: Path, sink: RecordingSink) -> None:
     reg = ToolRegistry()
 
     @reg.tool("my.sync")
@@ -215,7 +215,7 @@ async def test_acc17_sync_handler_through_the_pipeline(tmp_path: Path, sink: Rec
     assert result.content == [JsonBlock(data=3)]
 
 
-async def test_acc26_worker_task_mutator_and_main_task_create(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_worker_task_mutator_and_main_task_create(tmp_path: Path, sink: RecordingSink) -> None:
     adapter = InternalAdapter(
         defn("agent.task_update", tags=["agent", "internal"], metadata={"concurrency": "serial"}),
         defn("agent.task_create", tags=["agent", "internal"], metadata={"concurrency": "serial"}),
@@ -241,7 +241,7 @@ async def test_acc26_worker_task_mutator_and_main_task_create(tmp_path: Path, si
     assert res.error is not None and res.error.code == ErrorCode.tool_not_available
 
 
-async def test_acc27_acc28_unavailable_tools(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_unavailable_tools(tmp_path: Path, sink: RecordingSink) -> None:
     ran: list[str] = []
     reg = ToolRegistry()
     reg.register_tool(defn("my.ok"), lambda a, c: ran.append("ok"))
@@ -263,7 +263,7 @@ class BigAdapter(InternalAdapter):
     pass
 
 
-async def test_acc91_large_results_artifactised_except_read_file(tmp_path: Path, sink: RecordingSink) -> None:
+async def test_large_results_artifactised_except_read_file(tmp_path: Path, sink: RecordingSink) -> None:
     big = {"rows": ["x" * 100 for _ in range(1000)]}
     reg = ToolRegistry()
     reg.register_tool(defn("my.big"), lambda a, c: big)

@@ -1,6 +1,6 @@
 """The real built-in code tools through the pipeline: permission matrix, scopes, outside roots, abort.
 
-Covers the pipeline half of area H and tools.md acceptance 69–79, 91–92 with ``CodeToolsAdapter`` on real
+Covers the pipeline half of area H and docs/tools.md with ``CodeToolsAdapter`` on real
 files and real processes (no runtime loop).
 """
 
@@ -65,7 +65,8 @@ def code(result: Any) -> str | None:
     return result.error.code.value if result.error else None
 
 
-async def test_h01_acc69_read_without_callback(project: Path, sink: RecordingSink) -> None:
+async def test_read_without_callback(project: Path, sink: RecordingSink) -> None:
+    """Case H1."""
     for callback in (None, PermissionRecorder.never()):
         executor, _ = setup(project, callback)
         result = await run1(executor, scope_of(project), sink, "code.read_file", path="a.txt")
@@ -96,9 +97,10 @@ def _home_targets(home: Path) -> list[str]:
     ],
 )
 @pytest.mark.parametrize("tool", ["code.read_file", "code.search"])
-async def test_h02_h14_acc70_sensitive_targets_ask(
+async def test_sensitive_targets_ask(
     project: Path, sink: RecordingSink, session_home: Path, target: str, tool: str
 ) -> None:
+    """Cases H2, H14."""
     _home_targets(session_home)
     args = {"path": target} if tool == "code.read_file" else {"query": "needle", "path": target}
     recorder = PermissionRecorder([PermissionDecision(decision="deny")])
@@ -112,9 +114,10 @@ async def test_h02_h14_acc70_sensitive_targets_ask(
 
 
 @pytest.mark.parametrize("target", ["~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud"])
-async def test_h14_sensitive_directories_list_dir(
+async def test_sensitive_directories_list_dir(
     project: Path, sink: RecordingSink, session_home: Path, target: str
 ) -> None:
+    """Case H14."""
     _home_targets(session_home)
     recorder = PermissionRecorder(["allow_once"])
     executor, _ = setup(project, recorder)
@@ -127,7 +130,8 @@ async def test_h14_sensitive_directories_list_dir(
     )
 
 
-async def test_h03_h04_acc71_acc72_write_permissions(project: Path, sink: RecordingSink) -> None:
+async def test_write_permissions(project: Path, sink: RecordingSink) -> None:
+    """Cases H3, H4."""
     recorder = PermissionRecorder(["allow_once", "allow_once", "allow_for_session", "allow_once"])
     executor, _ = setup(project, recorder)
     scope = scope_of(project)
@@ -158,7 +162,8 @@ async def test_h03_h04_acc71_acc72_write_permissions(project: Path, sink: Record
     ]
 
 
-async def test_h06_acc74_no_callback_no_side_effects(project: Path, sink: RecordingSink) -> None:
+async def test_no_callback_no_side_effects(project: Path, sink: RecordingSink) -> None:
+    """Case H6."""
     executor, _ = setup(project)
     scope = scope_of(project)
     marker = project / "marker.txt"
@@ -180,15 +185,16 @@ async def test_h06_acc74_no_callback_no_side_effects(project: Path, sink: Record
     assert (project / "a.txt").read_text() == "alpha\nneedle\n"
 
 
-async def test_acc41_path_conflict_never_asks(project: Path, sink: RecordingSink) -> None:
+async def test_path_conflict_never_asks(project: Path, sink: RecordingSink) -> None:
     executor, _ = setup(project, PermissionRecorder.never())
     result = await run1(executor, scope_of(project), sink, "code.write_file", path="a.txt", content="new")
     assert code(result) == "path_conflict" and (project / "a.txt").read_text() == "alpha\nneedle\n"
 
 
-async def test_acc75_acc79_h12_run_command_scope_and_request(
+async def test_run_command_scope_and_request(
     project: Path, sink: RecordingSink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case H12."""
     monkeypatch.delenv("TMPDIR", raising=False)
     (project / "sub").mkdir()
     recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once", "allow_once"])
@@ -213,9 +219,8 @@ async def test_acc75_acc79_h12_run_command_scope_and_request(
     assert len(first.args_summary) <= 500 and first.cwd == str(project)
 
 
-async def test_g21_acc44_outside_roots_with_symlink(
-    tmp_path: Path, project: Path, sink: RecordingSink
-) -> None:
+async def test_outside_roots_with_symlink(tmp_path: Path, project: Path, sink: RecordingSink) -> None:
+    """Case G21."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (project / "escape").symlink_to(outside)
@@ -237,7 +242,8 @@ async def test_g21_acc44_outside_roots_with_symlink(
     assert all("outside_write_roots" in r.metadata["reasons"] for r in recorder.requests)
 
 
-async def test_g25_search_outside_project(tmp_path: Path, project: Path, sink: RecordingSink) -> None:
+async def test_search_outside_project(tmp_path: Path, project: Path, sink: RecordingSink) -> None:
+    """Case G25."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "n.txt").write_text("needle\n")
@@ -260,7 +266,7 @@ async def test_g25_search_outside_project(tmp_path: Path, project: Path, sink: R
     )
 
 
-async def test_acc91_read_file_never_artifactised_but_search_is(project: Path, sink: RecordingSink) -> None:
+async def test_read_file_never_artifactised_but_search_is(project: Path, sink: RecordingSink) -> None:
     (project / "big.txt").write_text("needle " + "y" * 3000 + "\n" * 1)
     lines = "\n".join(f"needle {i} " + "z" * 100 for i in range(300))
     (project / "many.txt").write_text(lines)
@@ -274,7 +280,7 @@ async def test_acc91_read_file_never_artifactised_but_search_is(project: Path, s
     assert not any(isinstance(b, ArtifactRefBlock) for b in read.content)
 
 
-async def test_acc92_cancel_during_run_command(project: Path, sink: RecordingSink) -> None:
+async def test_cancel_during_run_command(project: Path, sink: RecordingSink) -> None:
     pid_file = project / "pid.txt"
     script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); print('started', flush=True); time.sleep(30)"
     executor, _ = setup(project, PermissionRecorder.always("allow_once"))

@@ -1,4 +1,5 @@
-"""The pipeline with the real hooks dispatcher and real hook processes (mcp-hooks.md §B5–§B8, H8)."""
+"""The pipeline with the real hooks dispatcher and real hook processes (docs/hooks-and-mcp.md#running-a-hook,
+docs/hooks-and-mcp.md#where-and-when, docs/hooks-and-mcp.md#denials, H8)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def write_hooks(home: Path, log: Path) -> None:
     (home / "hooks.json").write_text(json.dumps({"version": 1, "hooks": config}))
 
 
-async def test_h08_acc81_real_pre_hook_deny_and_post_hook_input(tmp_path: Path) -> None:
+async def test_real_pre_hook_deny_and_post_hook_input(tmp_path: Path) -> None:
+    """Case H8."""
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()

@@ -1,4 +1,5 @@
-"""The permission gate and PreToolUse hooks inside the pipeline (tools.md §15–§17, contract.md §11).
+"""The permission gate and PreToolUse hooks inside the pipeline (docs/permissions.md,
+docs/tools.md#execution-pipeline, docs/tools.md#scheduling, docs/permissions.md#decisions).
 
 ``test.read`` / ``test.write`` / ``test.run`` are stand-ins with the code tools' permission, tags and
 pre-flight behaviour acting on real files (tests/fixtures/tool_pipeline.py)."""
@@ -66,9 +67,10 @@ def codes(results: list[Any]) -> list[str | None]:
     return [r.error.code.value if r.error else None for r in results]
 
 
-async def test_h01_acc69_readonly_runs_without_request(
+async def test_readonly_runs_without_request(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Case H1."""
     for callback in (None, PermissionRecorder.never()):
         executor, _ = make_executor(registry, callback=callback)
         [result] = (
@@ -79,9 +81,10 @@ async def test_h01_acc69_readonly_runs_without_request(
 
 
 @pytest.mark.parametrize("name", [".env", "cert.pem"])
-async def test_h02_acc70_sensitive_read_asks_and_deny(
+async def test_sensitive_read_asks_and_deny(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink, name: str
 ) -> None:
+    """Case H2."""
     recorder = PermissionRecorder([PermissionDecision(decision="deny", reason="not that file")])
     executor, _ = make_executor(registry, callback=recorder)
     [result] = (
@@ -95,7 +98,7 @@ async def test_h02_acc70_sensitive_read_asks_and_deny(
     assert tools.executed == []
     [(_, event_type, payload)] = sink.committed
     assert event_type == EventType.tool_denied
-    audit = payload.pop("permission_audit")  # issue 14 §10: who decided
+    audit = payload.pop("permission_audit")  # issue 14 item 10: who decided
     assert payload == {
         "tool_name": "test.read",
         "denied_by": "permission",
@@ -110,9 +113,10 @@ async def test_h02_acc70_sensitive_read_asks_and_deny(
     assert res.error is not None and res.error.code == ErrorCode.permission_denied
 
 
-async def test_h03_acc71_allow_once_asks_again(
+async def test_allow_once_asks_again(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Case H3."""
     recorder = PermissionRecorder.always("allow_once")
     executor, _ = make_executor(registry, callback=recorder)
     scope = scope_of(project)
@@ -126,9 +130,8 @@ async def test_h03_acc71_allow_once_asks_again(
     assert outcomes == [{"asked": True, "decision": "allow_once", "cached": False}] * 2
 
 
-async def test_h04_acc72_acc73_h05_allow_for_session(
-    registry: ToolRegistry, project: Path, sink: RecordingSink
-) -> None:
+async def test_allow_for_session(registry: ToolRegistry, project: Path, sink: RecordingSink) -> None:
+    """Cases H4, H5."""
     recorder = PermissionRecorder.always("allow_for_session")
     executor, gate = make_executor(registry, callback=recorder)
     scope = scope_of(project)
@@ -153,9 +156,10 @@ async def test_h04_acc72_acc73_h05_allow_for_session(
     assert persisted == []
 
 
-async def test_h06_acc74_no_callback_denies_writes_without_side_effects(
+async def test_no_callback_denies_writes_without_side_effects(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Case H6."""
     executor, _ = make_executor(registry)
     for call in (
         tool_call("test.write", path="new.txt", content="x"),
@@ -167,9 +171,8 @@ async def test_h06_acc74_no_callback_denies_writes_without_side_effects(
     assert tools.executed == []
 
 
-async def test_acc75_h12_run_command_scope(
-    registry: ToolRegistry, project: Path, sink: RecordingSink
-) -> None:
+async def test_run_command_scope(registry: ToolRegistry, project: Path, sink: RecordingSink) -> None:
+    """Case H12."""
     (project / "sub").mkdir()
     recorder = PermissionRecorder(
         ["allow_for_session", "allow_once", "allow_once", "allow_once", "allow_once"]
@@ -179,7 +182,7 @@ async def test_acc75_h12_run_command_scope(
     for argv, cwd in (
         (["python", "a.py"], None),
         (["python", "a.py", "--fast"], None),  # covered: the grant remembered the argv prefix python a.py
-        (["python", "b.py"], None),  # issue 14 §9: not the whole executable
+        (["python", "b.py"], None),  # issue 14 item 9: not the whole executable
         (["python", "-c", "print(1)"], None),
         (["git", "status"], None),
         (["python", "a.py"], "sub"),
@@ -208,7 +211,7 @@ async def test_acc75_h12_run_command_scope(
         ("timeout", "timeout"),
     ],
 )
-async def test_h17_acc76_acc77_callback_failure_denies(
+async def test_callback_failure_denies(
     registry: ToolRegistry,
     tools: StandInFileTools,
     project: Path,
@@ -216,6 +219,8 @@ async def test_h17_acc76_acc77_callback_failure_denies(
     callback_result: Any,
     failure: str,
 ) -> None:
+    """Case H17."""
+
     async def callback(request: PermissionRequest) -> Any:
         if isinstance(callback_result, BaseException):
             raise callback_result
@@ -238,9 +243,10 @@ async def test_h17_acc76_acc77_callback_failure_denies(
     }
 
 
-async def test_h08_acc81_h16_hook_deny_on_write_skips_callback_and_rest(
+async def test_hook_deny_on_write_skips_callback_and_rest(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Cases H8, H16."""
     hooks = FakeHooks(deny={"test.write"}, reason="policy says no")
     executor, _ = make_executor(registry, callback=PermissionRecorder.never(), hooks=hooks)
     calls = [
@@ -263,9 +269,10 @@ async def test_h08_acc81_h16_hook_deny_on_write_skips_callback_and_rest(
     assert not (project / "a.out").exists() and not (project / "ran.marker").exists()
 
 
-async def test_h16_deny_continuation(
+async def test_deny_continuation(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Case H16."""
     recorder = PermissionRecorder(lambda r: PermissionDecision(decision="deny"))
     executor, _ = make_executor(registry, callback=recorder)
     scope = scope_of(project)
@@ -292,9 +299,11 @@ async def test_h16_deny_continuation(
     assert codes(hook_turn.results) == ["permission_denied", "permission_denied"]
 
 
-async def test_h18_request_from_pipeline_cannot_patch_arguments(
+async def test_request_from_pipeline_cannot_patch_arguments(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
+    """Case H18."""
+
     def patching(request: PermissionRequest) -> PermissionDecision:
         request.args_summary = '{"path":"evil.txt","content":"pwned"}'
         request.target_scope = str(project / "evil.txt")
@@ -313,9 +322,7 @@ async def test_h18_request_from_pipeline_cannot_patch_arguments(
     assert request.parent_agent_id is None and request.parent_run_id is None and request.agent_role == "main"
 
 
-async def test_acc78_sub_agent_request_identity(
-    registry: ToolRegistry, project: Path, sink: RecordingSink
-) -> None:
+async def test_sub_agent_request_identity(registry: ToolRegistry, project: Path, sink: RecordingSink) -> None:
     recorder = PermissionRecorder.always("allow_once")
     executor, _ = make_executor(registry, callback=recorder)
     child = scope_of(project, role=AgentRole.sub, parent_agent_id="agent_p", parent_run_id="run_p")
@@ -365,7 +372,8 @@ class InternalTools:
         return None
 
 
-async def test_acc80_h15_internal_tools_never_ask(project: Path, sink: RecordingSink) -> None:
+async def test_internal_tools_never_ask(project: Path, sink: RecordingSink) -> None:
+    """Case H15."""
     reg = ToolRegistry()
     reg.register_adapter(InternalTools(), internal=True)
     executor, _ = make_executor(
@@ -379,7 +387,7 @@ async def test_acc80_h15_internal_tools_never_ask(project: Path, sink: Recording
     assert all(e.payload.get("internal") is True for e in sink.events)
 
 
-async def test_acc82_callbacks_serialised_in_a_parallel_batch(
+async def test_callbacks_serialised_in_a_parallel_batch(
     registry: ToolRegistry, tools: StandInFileTools, project: Path, sink: RecordingSink
 ) -> None:
     recorder = PermissionRecorder.always("allow_once")
@@ -410,7 +418,8 @@ async def test_pre_hooks_run_in_model_order_within_a_batch(
     assert hooks.pre_calls == ["c0", "c1", "c2", "c3"]
 
 
-async def test_g21_write_outside_roots(tmp_path: Path, project: Path, sink: RecordingSink) -> None:
+async def test_write_outside_roots(tmp_path: Path, project: Path, sink: RecordingSink) -> None:
+    """Case G21."""
     outside = tmp_path / "outside"
     outside.mkdir()
     allowed_root = tmp_path / "extra"
@@ -482,7 +491,8 @@ class NetworkTool:
         return None
 
 
-async def test_acc83_h15_network_confirm_and_allow_list(project: Path, sink: RecordingSink) -> None:
+async def test_network_confirm_and_allow_list(project: Path, sink: RecordingSink) -> None:
+    """Case H15."""
     tool = NetworkTool()
     reg = ToolRegistry()
     reg.register_adapter(tool)

@@ -1,4 +1,5 @@
-"""Scheduling, failure policy and cancellation of one turn (tools.md §17, §19; runtime.md §7.2, §8.1)."""
+"""Scheduling, failure policy and cancellation of one turn (docs/tools.md#scheduling,
+docs/tools.md#cancellation; docs/runs.md#tool-calls-within-a-turn, docs/runs.md#cancellation)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def overlaps(a: tuple[str, float, float], b: tuple[str, float, float]) -> bool:
     return a[1] < b[2] and b[1] < a[2]
 
 
-async def test_acc84_readonly_calls_run_concurrently(project: Path, sink: RecordingSink) -> None:
+async def test_readonly_calls_run_concurrently(project: Path, sink: RecordingSink) -> None:
     tools = StandInFileTools(read_delay=0.1)
     reg = ToolRegistry()
     reg.register_adapter(tools)
@@ -97,7 +98,7 @@ async def test_acc84_readonly_calls_run_concurrently(project: Path, sink: Record
     assert len(sink.committed) == 2 and len(outcome.results) == 2  # both finished before returning
 
 
-async def test_acc85_write_is_a_boundary(project: Path, sink: RecordingSink) -> None:
+async def test_write_is_a_boundary(project: Path, sink: RecordingSink) -> None:
     tools = StandInFileTools(read_delay=0.05)
     reg = ToolRegistry()
     reg.register_adapter(tools)
@@ -151,7 +152,7 @@ class AgentTools:
         return None
 
 
-async def test_acc86_agent_group_wait_all(project: Path, sink: RecordingSink) -> None:
+async def test_agent_group_wait_all(project: Path, sink: RecordingSink) -> None:
     agents = AgentTools()
     reg = ToolRegistry()
     reg.register_adapter(agents, internal=True)
@@ -172,7 +173,7 @@ async def test_acc86_agent_group_wait_all(project: Path, sink: RecordingSink) ->
     assert agents.max_active == 2
 
 
-async def test_acc87_failing_write_skips_the_rest(project: Path, sink: RecordingSink) -> None:
+async def test_failing_write_skips_the_rest(project: Path, sink: RecordingSink) -> None:
     tools = StandInFileTools()
     reg = ToolRegistry()
     reg.register_adapter(tools)
@@ -200,7 +201,7 @@ async def test_acc87_failing_write_skips_the_rest(project: Path, sink: Recording
     assert not outcome.aborted
 
 
-async def test_acc88_failing_readonly_does_not_stop_later_calls(project: Path, sink: RecordingSink) -> None:
+async def test_failing_readonly_does_not_stop_later_calls(project: Path, sink: RecordingSink) -> None:
     tools = StandInFileTools()
     reg = ToolRegistry()
     reg.register_adapter(tools)
@@ -382,7 +383,7 @@ async def test_cancelling_the_executing_task_still_answers_every_call(
     assert asyncio.current_task() is not None and not task.cancelled()
 
 
-async def test_acc89_acc90_every_call_gets_exactly_one_result_randomised(project: Path) -> None:
+async def test_every_call_gets_exactly_one_result_randomised(project: Path) -> None:
     tools = StandInFileTools()
     reg = ToolRegistry()
     reg.register_adapter(tools)

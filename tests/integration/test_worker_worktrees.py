@@ -1,5 +1,5 @@
-"""Worktree isolation of dispatched workers (surfaces.md §6, issue 22): two workers dispatched in
-parallel on one Task edit the same file in their own worktrees and branches without conflict; a
+"""Worktree isolation of dispatched workers (docs/multi-agent.md#worktree-isolation, issue 22): two workers
+dispatched in parallel on one Task edit the same file in their own worktrees and branches without conflict; a
 non-git project fails dispatch with a clear ``config_error``; Task cleanup removes the worktrees and
 keeps the branches."""
 

@@ -1,5 +1,6 @@
 """A process that loaded a session while another process ran it recovers the session when that process
-dies mid tool call, before its own next run's model request (surfaces.md §3 crash semantics)."""
+dies mid tool call, before its own next run's model request (docs/scale-out.md#3-what-a-workflow-does crash
+semantics)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Several runtime processes on one PostgreSQL database (surfaces.md §3): contiguous sequences, no lost
-event, one store per process."""
+"""Several runtime processes on one PostgreSQL database (docs/storage.md#backends): contiguous sequences, no
+lost event, one store per process."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""A session lease across a real server restart (surfaces.md §3: one running root run per session,
-cluster-wide): the holder takes its lock again before its next write; when another process took it
-meanwhile, the holder's run stops writing and ends ``failed`` (``session_active``) with its terminal
-events written whole, while the other run completes; sequences stay contiguous."""
+"""A session lease across a real server restart
+(docs/scale-out.md#2-production-postgresql-and-a-temporal-cluster: one running root run per session,
+cluster-wide): the holder takes its lock again before its next write; when another process took it meanwhile,
+the holder's run stops writing and ends ``failed`` (``session_active``) with its terminal events written
+whole, while the other run completes; sequences stay contiguous."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Writes are fenced by the session lease (surfaces.md §3): a store whose lease another process took over
-(here: its lease connection was ended, so the lock went with it, and another store took the lease) can
-no longer append Task WAL records, update its runs or append nodes and events, even though it never
-noticed; each refusal is ``session_active`` with the lease's owner and epoch, the current ones and the
-config key, and nothing of the refused write is stored."""
+"""Writes are fenced by the session lease (docs/scale-out.md#2-production-postgresql-and-a-temporal-cluster):
+a store whose lease another process took over (here: its lease connection was ended, so the lock went with it,
+and another store took the lease) can no longer append Task WAL records, update its runs or append nodes and
+events, even though it never noticed; each refusal is ``session_active`` with the lease's owner and epoch, the
+current ones and the config key, and nothing of the refused write is stored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Cluster-wide session leases and run ownership on a shared PostgreSQL store (surfaces.md §3)."""
+"""Cluster-wide session leases and run ownership on a shared PostgreSQL store
+(docs/scale-out.md#2-production-postgresql-and-a-temporal-cluster)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The path and command attack corpus (issue 10 §3): what each attempt does and what must happen.
+"""The path and command attack corpus (issue 10 item 3): what each attempt does and what must happen.
 
 Each :class:`Attack` is one model turn (one or more tool calls) issued through the public runtime. The
 permission callback plays a careful user: it follows ``suggested_decision`` (allow in-root work, deny

@@ -1,4 +1,5 @@
-"""SIGKILL crash harness (issue 10 §1): kill a working child at random points, then resume in a new runtime.
+"""SIGKILL crash harness (issue 10 item 1): kill a working child at random points, then resume in a new
+runtime.
 
 Each kill: a pre-started :mod:`tests.reliability.crash_worker` child gets ``GO`` for a session (new or one
 that survived earlier kills), works for a seeded random time and is SIGKILLed. A fresh in-process runtime then

@@ -1,4 +1,4 @@
-"""Path and command attacks through the public runtime (issue 10 §3): the whole corpus, 0 escapes."""
+"""Path and command attacks through the public runtime (issue 10 item 3): the whole corpus, 0 escapes."""
 
 from __future__ import annotations
 

@@ -15,9 +15,8 @@ from tests.fixtures.scripted_servers import ScriptedOllamaServer
 REPLY = "Your repository is [https://github.com/acme](https://evil.example/steal) - open it.\n\nDone."
 
 
-def test_i16_markdown_links_show_their_target(
-    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
-) -> None:
+def test_markdown_links_show_their_target(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case I16."""
     soong_env.write_config(model={"provider": "ollama", "base_url": scripted_ollama.base_url})
     scripted_ollama.handler(TurnScript(lambda request: REPLY))
     term = ChatTerminal(["--path", str(soong_env.project)])

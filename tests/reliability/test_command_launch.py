@@ -1,4 +1,4 @@
-"""What a command runs and with which environment (issue 31 §4, §18), through the public runtime.
+"""What a command runs and with which environment (issue 31 items 4, 18), through the public runtime.
 
 x01: an allow rule for bare ``git`` while the user's PATH has an empty entry, ``.``, ``bin``,
 ``node_modules/.bin`` and an absolute entry inside the project, and the process starts in the project

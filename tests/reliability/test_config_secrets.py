@@ -24,7 +24,8 @@ def _config(dsn_env: str | None) -> Any:
     )
 
 
-def test_i12_the_dsn_password_alone_is_redacted() -> None:
+def test_the_dsn_password_alone_is_redacted() -> None:
+    """Case I12."""
     environ = {"APP_DSN": "postgresql://app:pw%2Ddb-9f8e7d6c@db.internal/app"}
     found = config_secrets(_config("APP_DSN"), environ)
     assert "pw-db-9f8e7d6c" in found and "pw%2Ddb-9f8e7d6c" in found
@@ -38,7 +39,8 @@ def test_i12_the_dsn_password_alone_is_redacted() -> None:
     assert config_secrets(_config(None), environ) == []
 
 
-def test_i12_literal_mcp_credentials_are_redacted(tmp_path: Path) -> None:
+def test_literal_mcp_credentials_are_redacted(tmp_path: Path) -> None:
+    """Case I12."""
     server = McpServerConfig(
         server_id="remote",
         transport="http",

@@ -1,4 +1,4 @@
-"""Crash-safe resume (issue 10 §1): seeded SIGKILLs of a working child, each followed by a resume."""
+"""Crash-safe resume (issue 10 item 1): seeded SIGKILLs of a working child, each followed by a resume."""
 
 from __future__ import annotations
 

@@ -55,7 +55,8 @@ async def _run_with_artifact(project: Path, home: Path) -> None:
 
 
 @pytest.mark.usefixtures("usual_umask")
-async def test_i14_a_home_the_runtime_creates_is_private(tmp_path: Path) -> None:
+async def test_a_home_the_runtime_creates_is_private(tmp_path: Path) -> None:
+    """Case I14."""
     project = tmp_path / "project"
     project.mkdir()
     home = tmp_path / "new" / "home"
@@ -74,7 +75,8 @@ async def test_i14_a_home_the_runtime_creates_is_private(tmp_path: Path) -> None
 
 
 @pytest.mark.usefixtures("usual_umask")
-async def test_i14_a_home_the_user_made_keeps_its_mode(tmp_path: Path) -> None:
+async def test_a_home_the_user_made_keeps_its_mode(tmp_path: Path) -> None:
+    """Case I14."""
     project = tmp_path / "project"
     project.mkdir()
     home = tmp_path / "home"
@@ -87,7 +89,8 @@ async def test_i14_a_home_the_user_made_keeps_its_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("usual_umask")
-def test_i14_memory_files_and_directories_are_private(tmp_path: Path) -> None:
+def test_memory_files_and_directories_are_private(tmp_path: Path) -> None:
+    """Case I14."""
     memory = tmp_path / "memory"
     writer = MemoryWriter(memory, redactor=Redactor(environ={}))
     (written,) = writer.commit([("user/likes-tea.md", "# Likes tea\n\nThe user likes tea.\n")])

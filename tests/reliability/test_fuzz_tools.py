@@ -1,4 +1,4 @@
-"""Fuzz (issue 10 §6): hypothesis over code-tool arguments and ``code.edit_file`` diffs through the tool
+"""Fuzz (issue 10 item 6): hypothesis over code-tool arguments and ``code.edit_file`` diffs through the tool
 executor — the exact entry point the loop calls for a turn.
 
 Every call gets exactly one structured ``ToolResult`` (matching id, ``ErrorPayload`` with a known code on

@@ -1,5 +1,5 @@
-"""Git-driven code execution (issue 31 §1): a worker confined to its worktree must not make the runtime run
-code on the host through the git commands that commit its work.
+"""Git-driven code execution (issue 31 item 1): a worker confined to its worktree must not make the runtime
+run code on the host through the git commands that commit its work.
 
 git01: the worker writes a git directory ``evil/`` whose config defines a clean filter, fsmonitor and hooks,
 a ``.gitattributes`` selecting the filter, and replaces the worktree's ``.git`` file with ``gitdir: evil``.

@@ -1,4 +1,4 @@
-"""Load (issue 10 §5): many concurrent tool-using sessions on one runtime.
+"""Load (issue 10 item 5): many concurrent tool-using sessions on one runtime.
 
 Every event a run persisted is delivered live exactly once and equals what replay returns (no lost or
 duplicated event); each session's seqs are 1..n and each run's ``run_seq`` is 1..n; no run fails and nothing

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED = sorted(f"agent_core/assets/{resource}" for resource in ASSET_PATHS.values())
 
 
-def test_i19_assets_are_a_data_directory_at_the_public_path() -> None:
+def test_assets_are_a_data_directory_at_the_public_path() -> None:
+    """Case I19."""
     root = REPO / "src" / "agent_core" / "assets"
     assert (root / "templates" / "config_default.toml").is_file()
     assert (
@@ -35,7 +36,8 @@ def test_i19_assets_are_a_data_directory_at_the_public_path() -> None:
     assert len(AssetLoader().verify_all()) == 16
 
 
-def test_i19_wheel_and_sdist_carry_every_asset(tmp_path: Path) -> None:
+def test_wheel_and_sdist_carry_every_asset(tmp_path: Path) -> None:
+    """Case I19."""
     (wheel,) = WheelBuilder(str(REPO)).build(directory=str(tmp_path), versions=["standard"])
     (sdist,) = SdistBuilder(str(REPO)).build(directory=str(tmp_path), versions=["standard"])
     with zipfile.ZipFile(wheel) as archive:

@@ -1,4 +1,4 @@
-"""Commands leave no process behind (issue 14 §5): a descendant that escapes the process group (its own
+"""Commands leave no process behind (issue 14 item 5): a descendant that escapes the process group (its own
 session, stdio closed) is killed when the tool returns, on a timeout and on cancellation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runtime's own project-side directories (issue 14 §2, §3): symlinks in a cloned project must not
+"""The runtime's own project-side directories (issue 14 items 2, 3): symlinks in a cloned project must not
 redirect the plan directory or the Task WAL outside ``<project>``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Protected paths (issue 31 §2, §17) through the public runtime.
+"""Protected paths (issue 31 items 2, 17) through the public runtime.
 
 Writes into git internals (``.git/config``, ``.git/hooks/*``, ``.git/info/attributes``, a worktree's
 ``.git`` file, through a symlink too) and soong-agent's own state (``<project>/.soong-agent/``,

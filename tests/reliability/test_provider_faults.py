@@ -1,6 +1,6 @@
-"""Provider faults through the public API (issue 10 §2), for openai, anthropic and ollama over the scripted
-wire-protocol servers: 429 with Retry-After, 500/502/503/529, connection reset mid-stream, malformed SSE/NDJSON,
-a server that accepts and never answers, a stream that stalls after some deltas.
+"""Provider faults through the public API (issue 10 item 2), for openai, anthropic and ollama over the
+scripted wire-protocol servers: 429 with Retry-After, 500/502/503/529, connection reset mid-stream, malformed
+SSE/NDJSON, a server that accepts and never answers, a stream that stalls after some deltas.
 
 Every run ends within its configured timeout with the right status and a structured error, retryable faults
 are retried (and only those), and after ``close()`` no asyncio task and no HTTP connection is left behind.

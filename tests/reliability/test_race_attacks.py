@@ -1,4 +1,4 @@
-"""Check/use races (issue 14 §1): the target is swapped for a symlink while the permission prompt is open.
+"""Check/use races (issue 14 item 1): the target is swapped for a symlink while the permission prompt is open.
 
 The permission callback plays the attacker's accomplice: it answers ``allow_once`` for the harmless-looking
 target it was shown, after replacing that target (or a parent directory) with a symlink to a secret or to a

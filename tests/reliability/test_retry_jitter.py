@@ -17,7 +17,8 @@ from tests.fixtures.provider_requests import SleepRecorder, collect, make_reques
 from tests.fixtures.scripted_servers import OpenAIWire, ScriptedOpenAIServer, error, stream
 
 
-def test_i20_backoff_is_uniform_below_the_ceiling() -> None:
+def test_backoff_is_uniform_below_the_ceiling() -> None:
+    """Case I20."""
     retry = RetryConfig()
     samples = [backoff_ms(retry, 3) for _ in range(400)]
     ceiling = backoff_ceiling_ms(retry, 3)
@@ -28,9 +29,10 @@ def test_i20_backoff_is_uniform_below_the_ceiling() -> None:
     assert min(samples) < 500 and max(samples) > 1500
 
 
-async def test_i20_clients_failing_together_retry_at_different_times(
+async def test_clients_failing_together_retry_at_different_times(
     scripted_openai: ScriptedOpenAIServer,
 ) -> None:
+    """Case I20."""
     runs: list[list[int]] = []
     for _ in range(4):
         scripted_openai.enqueue(
@@ -48,7 +50,8 @@ async def test_i20_clients_failing_together_retry_at_different_times(
     assert len({tuple(r) for r in runs}) > 1, f"every client retried at the same instants: {runs}"
 
 
-async def test_i20_retry_after_is_kept_exact(scripted_openai: ScriptedOpenAIServer) -> None:
+async def test_retry_after_is_kept_exact(scripted_openai: ScriptedOpenAIServer) -> None:
+    """Case I20."""
     for _ in range(3):
         scripted_openai.enqueue(
             error(429, {"error": "slow down"}, {"Retry-After": "2"}),

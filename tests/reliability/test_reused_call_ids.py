@@ -15,7 +15,8 @@ from tests.fixtures.fake_provider import FakeProvider, text, tool_calls
 from tests.fixtures.runtime import collect, open_runtime, rows
 
 
-async def test_i09_reused_call_id_gives_three_audit_entries(soong_env: SoongEnv) -> None:
+async def test_reused_call_id_gives_three_audit_entries(soong_env: SoongEnv) -> None:
+    """Case I9."""
     answers = iter(["allow_once", "deny", "allow_once"])
 
     async def user(request: PermissionRequest) -> PermissionDecision:

@@ -1,5 +1,5 @@
-"""The bwrap sandbox for command tools (issue 14 §8): writes outside the roots fail, a planted ``~/.ssh`` key
-is unreadable, no network connection opens, the runtime's /proc is not visible and no process is left
+"""The bwrap sandbox for command tools (issue 14 item 8): writes outside the roots fail, a planted ``~/.ssh``
+key is unreadable, no network connection opens, the runtime's /proc is not visible and no process is left
 running; a sandbox that cannot start fails the call clearly (never a silent fallback)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sandbox gaps (issue 31 §3, §5, §6, §17, §18, §4), attacked through the public runtime with
+"""Sandbox gaps (issue 31 items 3, 5, 6, 17, 18, 4), attacked through the public runtime with
 ``[tools] sandbox = "bwrap"`` and every permission answered ``allow_once`` (needs ``bwrap``, which
 ``.ci/run`` installs; these run in the default suite).
 

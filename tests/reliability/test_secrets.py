@@ -1,5 +1,5 @@
-"""Secrets (issue 10 §4): a secret planted in the API-key env var, in a tool's output and in a file the agent
-reads never reaches ``sessions.sqlite``, persisted events, artifacts or memory files — not even with
+"""Secrets (issue 10 item 4): a secret planted in the API-key env var, in a tool's output and in a file the
+agent reads never reaches ``sessions.sqlite``, persisted events, artifacts or memory files — not even with
 ``include_sensitive=True`` (write-time redaction is irreversible). A sensitive *field* (``password``) is kept
 for the owner and shown only when ``include_sensitive=True`` is asked for at read time.
 """

@@ -65,9 +65,10 @@ def no_token_anywhere(
     assert TOKEN not in replay, "the serve token reached the replay API"
 
 
-def test_i10_ui_static_files_and_api_refuse_framing(
+def test_ui_static_files_and_api_refuse_framing(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case I10."""
     use_scripted_ollama(soong_env, scripted_ollama)
     server = start_serve(soong_env)
     try:
@@ -92,7 +93,8 @@ def test_i10_ui_static_files_and_api_refuse_framing(
         assert server.stop() == 0
 
 
-def test_i11_token_file_must_be_private(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+def test_token_file_must_be_private(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case I11."""
     use_scripted_ollama(soong_env, scripted_ollama)
     token_file = soong_env.home / "serve.token"
     token_file.write_text(TOKEN + "\n")
@@ -121,9 +123,10 @@ def test_i11_token_file_must_be_private(soong_env: SoongEnv, scripted_ollama: Sc
     assert "warning" not in (server.proc.stderr.read() if server.proc.stderr else "")
 
 
-def test_i11_token_on_the_command_line_warns_once_and_is_scrubbed(
+def test_token_on_the_command_line_warns_once_and_is_scrubbed(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case I11."""
     use_scripted_ollama(soong_env, scripted_ollama)
     server = start_serve(soong_env, args=("--token", TOKEN))
     try:
@@ -139,10 +142,10 @@ def test_i11_token_on_the_command_line_warns_once_and_is_scrubbed(
     assert TOKEN not in stderr
 
 
-def test_i12_a_command_printing_the_serve_cmdline_leaks_nothing(
+def test_a_command_printing_the_serve_cmdline_leaks_nothing(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
-    """The issue's scenario: the model prints the serve process's command line."""
+    """Case I12: The issue's scenario: the model prints the serve process's command line."""
     use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.0))
     server = start_serve(soong_env, args=("--token", TOKEN))
     try:
@@ -156,9 +159,8 @@ def test_i12_a_command_printing_the_serve_cmdline_leaks_nothing(
         assert server.stop() == 0
 
 
-def test_i12_token_file_value_is_redacted_too(
-    soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
-) -> None:
+def test_token_file_value_is_redacted_too(soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer) -> None:
+    """Case I12."""
     use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.0))
     token_file = soong_env.project / "serve.token"
     token_file.write_text(TOKEN)
@@ -171,9 +173,10 @@ def test_i12_token_file_value_is_redacted_too(
         assert server.stop() == 0
 
 
-def test_i13_debug_logs_hold_no_token_and_no_conversation(
+def test_debug_logs_hold_no_token_and_no_conversation(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case I13."""
     use_scripted_ollama(soong_env, scripted_ollama, RuleModel(frame_delay_s=0.0))
     token_file = soong_env.home / "serve.token"
     token_file.write_text(TOKEN)
@@ -202,9 +205,10 @@ def test_i13_debug_logs_hold_no_token_and_no_conversation(
     assert phrase not in stderr, "serve --debug logged conversation content (SQL parameters)"
 
 
-def test_i13_token_in_query_is_refused_on_every_api_route(
+def test_token_in_query_is_refused_on_every_api_route(
     soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:
+    """Case I13."""
     use_scripted_ollama(soong_env, scripted_ollama)
     server = start_serve(soong_env, extra_env={"SOONG_AGENT_SERVE_TOKEN": TOKEN})
     try:

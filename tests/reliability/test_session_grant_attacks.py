@@ -93,19 +93,20 @@ COVERED: list[tuple[list[str], list[str]]] = [
 
 
 @pytest.mark.parametrize(("granted", "later"), NOT_COVERED, ids=lambda v: " ".join(v)[:40])
-def test_i07_session_grant_never_covers_an_added_dangerous_argument(
-    granted: list[str], later: list[str]
-) -> None:
+def test_session_grant_never_covers_an_added_dangerous_argument(granted: list[str], later: list[str]) -> None:
+    """Case I7."""
     grant = session_grant(granted)
     assert not grant.covers(later), f"{grant} covered {later}"
 
 
 @pytest.mark.parametrize(("granted", "later"), COVERED, ids=lambda v: " ".join(v)[:40])
-def test_i07_session_grant_still_covers_harmless_extensions(granted: list[str], later: list[str]) -> None:
+def test_session_grant_still_covers_harmless_extensions(granted: list[str], later: list[str]) -> None:
+    """Case I7."""
     assert session_grant(granted).covers(later)
 
 
-def test_i07_the_table_covers_the_commands_the_issue_names() -> None:
+def test_the_table_covers_the_commands_the_issue_names() -> None:
+    """Case I7."""
     named = (
         "find git python python3 node perl ruby sh bash sed awk xargs curl wget tar rsync npm npx pip make"
     )
@@ -114,8 +115,8 @@ def test_i07_the_table_covers_the_commands_the_issue_names() -> None:
     assert session_grant(["find", ".", "-name", "x"]) == SessionGrant(("find", "."), exact=False)
 
 
-async def test_i07_find_exec_after_a_session_grant_asks_again(tmp_path: Path) -> None:
-    """The issue's scenario: ``find . -name *.txt`` granted for the session, then the model's
+async def test_find_exec_after_a_session_grant_asks_again(tmp_path: Path) -> None:
+    """Case I7: The issue's scenario: ``find . -name *.txt`` granted for the session, then the model's
     ``find . -name a.txt -exec touch <outside>/PWNED ;``."""
     project = (tmp_path / "project").resolve()
     project.mkdir()

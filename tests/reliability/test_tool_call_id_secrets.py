@@ -1,4 +1,4 @@
-"""Provider-chosen tool-call ids reach SQLite columns (issue 14 §4): an id equal to the API key, or one
+"""Provider-chosen tool-call ids reach SQLite columns (issue 14 item 4): an id equal to the API key, or one
 with control characters, is replaced before it is persisted or emitted; the call still pairs with its
 result."""
 

@@ -1,4 +1,5 @@
-"""Task WAL states a SIGKILL can leave behind, built deterministically (issue 10 §1, task-board.md §2.5).
+"""Task WAL states a SIGKILL can leave behind, built deterministically (issue 10 item 1,
+docs/task-board.md#restore-and-replay).
 
 A create is ``open(O_CREAT|O_EXCL)`` followed by one write of the first commit: a kill in between leaves an
 empty file, a kill inside the write a single unterminated line. Neither holds a committed record, so the

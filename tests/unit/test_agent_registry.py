@@ -1,8 +1,8 @@
 """Pure parts of the multi-agent package: definition parsing, override resolution, packaged assets,
-model resolution and the child result contract (multi-agent.md §4, §12).
+model resolution and the child result contract (docs/multi-agent.md#agent-definitions,
+docs/multi-agent.md#child-results).
 
-Traceability: ``iNN``/``dNN`` are testing.md §5 ids; ``checkNN`` = multi-agent.md §19 acceptance checks,
-``rtNN`` = runtime.md §14 checks, ``toolsNN`` = tools.md acceptance checks.
+Traceability: the case ids (``I5``, ``D9``) of docs/testing.md#case-catalogue are in the test docstrings.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_parse_rejects_invalid_frontmatter(front: str) -> None:
     assert err.value.code == ErrorCode.invalid_agent_definition
 
 
-def test_check51_packaged_agent_assets_parse_with_titles() -> None:
+def test_packaged_agent_assets_parse_with_titles() -> None:
     loader = AssetLoader()
     for agent_id, asset_id in BUILTIN_AGENT_ASSETS.items():
         asset = loader.load(asset_id)
@@ -113,9 +113,7 @@ def test_check51_packaged_agent_assets_parse_with_titles() -> None:
 
 
 @pytest.mark.parametrize("problem", ["missing", "empty", "wrong_id"])
-def test_check51_broken_agent_asset_is_internal_error(
-    soong_env: SoongEnv, tmp_path: Path, problem: str
-) -> None:
+def test_broken_agent_asset_is_internal_error(soong_env: SoongEnv, tmp_path: Path, problem: str) -> None:
     root = tmp_path / "assets"
     shutil.copytree(PACKAGE_ASSETS, root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     target = root / "agents" / "default_fork_agent.md"
@@ -216,7 +214,8 @@ def test_mcp_suggested_tools_check_the_server_catalog(soong_env: SoongEnv) -> No
 # ---- model resolution ------------------------------------------------------------------------------
 
 
-def test_i25_model_resolution_layers(soong_env: SoongEnv) -> None:
+def test_model_resolution_layers(soong_env: SoongEnv) -> None:
+    """Case I25."""
     reg = registry(soong_env, model_overrides={"small": {"name": "small-model", "max_output_tokens": 256}})
     reg.load()
     named = AgentDefinition(

@@ -1,4 +1,4 @@
-"""Dual-threshold artifactisation of json blocks (storage.md §10.5; acceptance 11, 12)."""
+"""Dual-threshold artifactisation of json blocks (docs/storage.md#automatic-artifactisation)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_json_summary_shape_and_preview() -> None:
     assert ", …]" in json_summary(many).split("\n")[0]
 
 
-async def test_acceptance_11_large_json_block_becomes_an_artifact(tmp_path: Path) -> None:
+async def test_large_json_block_becomes_an_artifact(tmp_path: Path) -> None:
     async with opened_store(tmp_path) as env:
         sid, aid = await env.new_session()
         rid = await env.new_run(sid, aid)
@@ -65,7 +65,7 @@ async def test_acceptance_11_large_json_block_becomes_an_artifact(tmp_path: Path
         assert record.mime_type == "application/json" and record.filename == "data.json"
 
 
-async def test_acceptance_12_small_json_block_stays_inline(tmp_path: Path) -> None:
+async def test_small_json_block_stays_inline(tmp_path: Path) -> None:
     async with opened_store(tmp_path) as env:
         sid, _ = await env.new_session()
         block = JsonBlock(data={"ok": True, "n": [1, 2, 3]})

@@ -1,4 +1,4 @@
-"""cleanup_artifacts and cleanup_task_wals (storage.md §11.3/§11.4; E5, E10, E12; acceptance 22-24, 26)."""
+"""cleanup_artifacts and cleanup_task_wals (docs/storage.md#deleting-and-cleaning-up; E5, E10, E12)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def _exists(env: StoreEnv, artifact_id: str) -> bool:
     return any(env.home.glob(f"sessions/*/artifacts/{artifact_id}/*"))
 
 
-async def test_e5_acceptance_22_default_cleanup_is_a_dry_run_of_debug_kinds(tmp_path: Path) -> None:
+async def test_default_cleanup_is_a_dry_run_of_debug_kinds(tmp_path: Path) -> None:
+    """Case E5."""
     async with opened_store(tmp_path) as env:
         sid, _ = await env.new_session()
         other, _ = await env.new_session()
@@ -65,7 +66,8 @@ async def test_e5_acceptance_22_default_cleanup_is_a_dry_run_of_debug_kinds(tmp_
         assert all(_exists(env, i) for i in other_ids.values()), "other sessions untouched"
 
 
-async def test_e5_acceptance_23_older_than_and_max_bytes(tmp_path: Path) -> None:
+async def test_older_than_and_max_bytes(tmp_path: Path) -> None:
+    """Case E5."""
     async with opened_store(tmp_path) as env:
         sid, _ = await env.new_session()
         sizes = [100, 200, 300, 400]
@@ -96,7 +98,7 @@ async def test_e5_acceptance_23_older_than_and_max_bytes(tmp_path: Path) -> None
         assert info.value.code == ErrorCode.validation_error
 
 
-async def test_acceptance_24_injected_unlink_failure_is_a_partial_failure(
+async def test_injected_unlink_failure_is_a_partial_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with opened_store(tmp_path) as env:
@@ -121,7 +123,7 @@ async def test_acceptance_24_injected_unlink_failure_is_a_partial_failure(
         assert Path(victim.path).exists() and await env.storage.get_artifact(ids["traceback"]) is not None
 
 
-async def test_acceptance_24_directory_in_place_of_file_is_reported(tmp_path: Path) -> None:
+async def test_directory_in_place_of_file_is_reported(tmp_path: Path) -> None:
     async with opened_store(tmp_path) as env:
         sid, _ = await env.new_session()
         ids = await _make_artifacts(env, sid, ["debug"])
@@ -171,7 +173,8 @@ def wal_root(tmp_path: Path) -> Path:
     return root
 
 
-async def test_e10_acceptance_26_task_wal_cleanup(wal_root: Path) -> None:
+async def test_task_wal_cleanup(wal_root: Path) -> None:
+    """Case E10."""
     before = {p: p.read_bytes() for p in wal_root.rglob("*.wal.jsonl")}
     dry = await cleanup_task_wals(wal_root)
     assert dry.dry_run and dry.deleted == [] and dry.failures == [] and not dry.partial_failure
@@ -205,7 +208,8 @@ async def test_e10_acceptance_26_task_wal_cleanup(wal_root: Path) -> None:
     assert (wal_root / "sess_a").is_dir()
 
 
-async def test_e10_active_and_unreadable_wals_are_never_candidates(tmp_path: Path, wal_root: Path) -> None:
+async def test_active_and_unreadable_wals_are_never_candidates(tmp_path: Path, wal_root: Path) -> None:
+    """Case E10."""
     done = wal_root / "sess_a" / "done.wal.jsonl"
     result = await cleanup_task_wals(wal_root, active_wal_paths={done})
     assert done not in {Path(c.path) for c in result.candidates}
@@ -228,9 +232,10 @@ async def test_e10_active_and_unreadable_wals_are_never_candidates(tmp_path: Pat
     assert missing.candidates == [] and missing.failures == []
 
 
-async def test_e10_torn_tail_uses_last_complete_line_and_unlink_failure_is_reported(
+async def test_torn_tail_uses_last_complete_line_and_unlink_failure_is_reported(
     wal_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case E10."""
     torn = wal_root / "sess_a" / "done.wal.jsonl"
     with torn.open("a") as fh:
         fh.write('{"wal_seq": 9, "event_type": "task_reop')  # an unterminated, torn final write
@@ -257,7 +262,8 @@ def test_read_last_complete_line_across_chunks(tmp_path: Path) -> None:
     assert read_last_complete_line(path) is None
 
 
-async def test_e12_cleanup_never_touches_memory(tmp_path: Path, wal_root: Path) -> None:
+async def test_cleanup_never_touches_memory(tmp_path: Path, wal_root: Path) -> None:
+    """Case E12."""
     async with opened_store(tmp_path) as env:
         memory = env.home / "memory"
         memory.mkdir(parents=True)

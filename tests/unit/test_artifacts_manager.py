@@ -1,4 +1,5 @@
-"""The artifact store: layout, atomic writes, redaction, registry rows, deletion (storage.md §10, §11.2)."""
+"""The artifact store: layout, atomic writes, redaction, registry rows, deletion (docs/storage.md#artifacts,
+docs/storage.md#deleting-and-cleaning-up)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Packaged prompt/template/agent assets and the asset loader (contract.md §12, §15 items 40, 45, 47, 48).
+"""Packaged prompt/template/agent assets and the asset loader (docs/context.md#package-assets,
+docs/testing.md).
 
 Case ids: a07 (package assets), a09 (templates live outside code; unknown asset ids). The composer-level
-halves of contract items 47/48 (a composed request) are tested with the prompt composer; here the
+halves of/48 (a composed request) are tested with the prompt composer; here the
 single-source data and the loader are checked.
 """
 
@@ -36,7 +37,7 @@ from tests.fixtures.env import SoongEnv
 PACKAGE_ASSETS = Path(str(resources.files("agent_core").joinpath("assets")))
 SRC_ROOT = Path(str(resources.files("agent_core")))
 
-# contract.md §12.2, copied here so that a drifting ASSET_PATHS fails.
+# docs/context.md#package-assets, copied here so that a drifting ASSET_PATHS fails.
 EXPECTED_PATHS = {
     "system.core": "prompts/system/core.md",
     "system.tool_protocol": "prompts/system/tool_protocol.md",
@@ -56,7 +57,7 @@ EXPECTED_PATHS = {
     "memory.recall_selector": "prompts/memory/recall_selector.md",
 }
 
-# context.md §3: (block_id, priority, source, asset_id) in emission order.
+# docs/context.md#static-blocks: (block_id, priority, source, asset_id) in emission order.
 EXPECTED_STATIC = [
     ("system.core", 0, "core", "system.core"),
     ("system.tool_protocol", 10, "core", "system.tool_protocol"),
@@ -84,7 +85,7 @@ COMPACT_HEADINGS = [
     "## Tool & Runtime Notes",
 ]
 
-# contract.md §9, verbatim.
+# docs/configuration.md#keys, verbatim.
 CONTRACT_CONFIG_BLOCK = """[runtime]
 cancel_timeout_ms = 10000
 
@@ -194,7 +195,7 @@ allowed_domains = []
 
 
 class ChildAgentResultShape(BaseModel):
-    """multi-agent.md §12 fields a child may self-report (core adds step_id/metadata)."""
+    """docs/multi-agent.md#child-results fields a child may self-report (core adds step_id/metadata)."""
 
     model_config = ConfigDict(extra="forbid")
     status: Literal["completed", "failed"]
@@ -205,7 +206,7 @@ class ChildAgentResultShape(BaseModel):
 
 
 class CompactionPayloadShape(BaseModel):
-    """compact.md §10.5."""
+    """docs/compaction.md#the-payload."""
 
     model_config = ConfigDict(extra="forbid")
     summary: str
@@ -240,10 +241,11 @@ def _copy_root(tmp_path: Path) -> Path:
     return root
 
 
-# ----------------------------------------------------------------------------------------- A7 / §15.45
+# ----------------------------------------------------------------------------------------- A7
 
 
-def test_a07_asset_paths_equal_contract_mapping() -> None:
+def test_asset_paths_equal_contract_mapping() -> None:
+    """Case A7."""
     assert ASSET_PATHS == EXPECTED_PATHS
     assert len(ASSET_PATHS) == 16
     stems = ("default_sub_agent", "default_fork_agent", "default_worker_agent", "default_compact_agent")
@@ -252,7 +254,8 @@ def test_a07_asset_paths_equal_contract_mapping() -> None:
 
 
 @pytest.mark.parametrize("asset_id", list(EXPECTED_PATHS))
-def test_a07_contract45_each_required_asset_exists_and_loads(asset_id: str) -> None:
+def test_each_required_asset_exists_and_loads(asset_id: str) -> None:
+    """Case A7."""
     path = PACKAGE_ASSETS / EXPECTED_PATHS[asset_id]
     assert path.is_file(), path
     data = path.read_bytes()
@@ -266,26 +269,30 @@ def test_a07_contract45_each_required_asset_exists_and_loads(asset_id: str) -> N
 
 
 @pytest.mark.parametrize("asset_id", _markdown_ids())
-def test_a07_contract45_markdown_assets_start_with_title(asset_id: str) -> None:
+def test_markdown_assets_start_with_title(asset_id: str) -> None:
+    """Case A7."""
     body = _body(asset_id, AssetLoader().load(asset_id).text)
     first = next(line for line in body.splitlines() if line.strip())
     assert re.fullmatch(r"# \S.{3,}", first), f"{asset_id}: first line {first!r} is not a '# ' title"
 
 
-def test_a07_verify_all_loads_all_sixteen_package_assets() -> None:
+def test_verify_all_loads_all_sixteen_package_assets() -> None:
+    """Case A7."""
     loaded = AssetLoader().verify_all()
     assert [a.asset_id for a in loaded] == list(EXPECTED_PATHS)
     assert all(a.text.strip() for a in loaded)
 
 
-def test_a07_no_todo_or_placeholder_markers_in_assets() -> None:
+def test_no_todo_or_placeholder_markers_in_assets() -> None:
+    """Case A7."""
     for asset_id in EXPECTED_PATHS:
         text = AssetLoader().load(asset_id).text
         for marker in ("TODO", "FIXME", "TBD", "XXX", "Lorem ipsum"):
             assert marker not in text, f"{asset_id} contains {marker!r}"
 
 
-def test_a07_assets_contain_no_dangerous_suggestions() -> None:
+def test_assets_contain_no_dangerous_suggestions() -> None:
+    """Case A7."""
     dangerous = ("rm -rf", "sudo ", "--force", "--no-verify", "chmod 777", "| sh", "| bash", "curl ", "wget ")
     for asset_id in EXPECTED_PATHS:
         text = AssetLoader().load(asset_id).text.lower()
@@ -296,7 +303,8 @@ def test_a07_assets_contain_no_dangerous_suggestions() -> None:
 # ------------------------------------------------------------------------------------- config template
 
 
-def test_a07_contract40_config_template_equals_contract_block() -> None:
+def test_config_template_equals_contract_block() -> None:
+    """Case A7."""
     text = AssetLoader().load("template.config.default").text
     assert text.startswith(CONTRACT_CONFIG_BLOCK)
     assert tomllib.loads(text) == tomllib.loads(CONTRACT_CONFIG_BLOCK)
@@ -309,7 +317,8 @@ def test_a07_contract40_config_template_equals_contract_block() -> None:
     )
 
 
-def test_a07_config_template_vendor_examples_are_generic_comments() -> None:
+def test_config_template_vendor_examples_are_generic_comments() -> None:
+    """Case A7."""
     text = AssetLoader().load("template.config.default").text
     vendor_lines = [line for line in text.splitlines() if re.search(r"openai|anthropic", line, re.I)]
     assert vendor_lines, "the template documents the openai/anthropic examples"
@@ -319,7 +328,8 @@ def test_a07_config_template_vendor_examples_are_generic_comments() -> None:
             assert "<" in line and ">" in line, f"example value must be a generic placeholder: {line!r}"
 
 
-def test_a07_config_template_is_accepted_by_the_config_loader(soong_env: SoongEnv) -> None:
+def test_config_template_is_accepted_by_the_config_loader(soong_env: SoongEnv) -> None:
+    """Case A7."""
     from agent_core.config.loader import load_config
 
     soong_env.write_config(raw=AssetLoader().load("template.config.default").text)
@@ -333,14 +343,16 @@ def test_a07_config_template_is_accepted_by_the_config_loader(soong_env: SoongEn
 # -------------------------------------------------------------------------------------------------- A9
 
 
-def test_a09_unknown_asset_id_is_internal_error() -> None:
+def test_unknown_asset_id_is_internal_error() -> None:
+    """Case A9."""
     for bad in ("system.nope", "agent.default_compact", "", "template.plan.Default", "template.plan.../x"):
         with pytest.raises(AgentCoreError) as info:
             AssetLoader().load(bad)
         assert info.value.code == ErrorCode.internal_error
 
 
-def test_a09_unknown_plan_template_is_config_error() -> None:
+def test_unknown_plan_template_is_config_error() -> None:
+    """Case A9."""
     loader = AssetLoader()
     assert loader.template("default") == loader.load("template.plan.default")
     for bad in ("nope", "../default", "Default", ""):
@@ -350,7 +362,8 @@ def test_a09_unknown_plan_template_is_config_error() -> None:
         assert "template.plan." in info.value.message
 
 
-def test_a09_asset_text_is_not_in_python_sources() -> None:
+def test_asset_text_is_not_in_python_sources() -> None:
+    """Case A9."""
     sources = {p: p.read_text(encoding="utf-8") for p in SRC_ROOT.rglob("*.py")}
     assert sources
     for asset_id in _markdown_ids():
@@ -390,7 +403,7 @@ def test_asset_is_frozen_and_cached_per_loader() -> None:
     assert AssetLoader().load("system.core") is not first
 
 
-def test_contract48_temp_copy_root_changes_text_without_code_change(tmp_path: Path) -> None:
+def test_temp_copy_root_changes_text_without_code_change(tmp_path: Path) -> None:
     root = _copy_root(tmp_path)
     new_text = "# Replaced Core\n\nA different core prompt.\n"
     (root / "prompts/system/core.md").write_text(new_text, encoding="utf-8")
@@ -459,10 +472,10 @@ def test_plan_template_lookup_by_convention_in_a_root(tmp_path: Path) -> None:
     assert info.value.code == ErrorCode.internal_error
 
 
-# ---------------------------------------------------------------------------------------------- §15.47
+# ----------------------------------------------------------------------------------------------
 
 
-def test_contract47_static_block_order_ids_priorities_match_context_spec() -> None:
+def test_static_block_order_ids_priorities_match_context_spec() -> None:
     got = [(s.block_id, s.priority, s.source, s.asset_id) for s in STATIC_SYSTEM_BLOCKS]
     assert got == EXPECTED_STATIC
     assert [s.block_id for s in STATIC_SYSTEM_ASSETS] == [row[0] for row in EXPECTED_STATIC[:7]]
@@ -478,7 +491,8 @@ def test_contract47_static_block_order_ids_priorities_match_context_spec() -> No
 
 
 @pytest.mark.parametrize("definition_id", list(BUILTIN_AGENT_ASSETS))
-def test_a07_agent_assets_parse_as_definition_file_form(definition_id: str) -> None:
+def test_agent_assets_parse_as_definition_file_form(definition_id: str) -> None:
+    """Case A7."""
     asset = AssetLoader().load(BUILTIN_AGENT_ASSETS[definition_id])
     meta, body = _split_frontmatter(asset.text)
     assert meta["id"] == definition_id == Path(asset.resource).stem
@@ -499,7 +513,9 @@ def test_a07_agent_assets_parse_as_definition_file_form(definition_id: str) -> N
     assert definition.description not in body, "the description must not leak into the prompt body"
 
 
-def test_a07_agent_asset_recommended_metadata() -> None:
+def test_agent_asset_recommended_metadata() -> None:
+    """Case A7."""
+
     def meta(definition_id: str) -> dict[str, Any]:
         return _split_frontmatter(AssetLoader().load(f"agent.{definition_id}").text)[0]
 

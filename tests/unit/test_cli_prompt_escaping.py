@@ -1,5 +1,5 @@
-"""The CLI permission prompt (issue 14 §6, §7): model-/file-derived text cannot draw fake lines, and a long
-argv cannot hide its payload behind a silent cut."""
+"""The CLI permission prompt (issue 14 items 6, 7): model-/file-derived text cannot draw fake lines, and a
+long argv cannot hide its payload behind a silent cut."""
 
 from __future__ import annotations
 

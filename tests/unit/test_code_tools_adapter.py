@@ -100,7 +100,8 @@ async def test_sync_target_scope_and_paths(h: CodeToolsHarness) -> None:
     assert h.adapter.target_scope(bad, ctx) is None and h.adapter.target_paths(bad, ctx) == []
 
 
-async def test_h11_target_scope_is_the_resolved_file(h: CodeToolsHarness) -> None:
+async def test_target_scope_is_the_resolved_file(h: CodeToolsHarness) -> None:
+    """Case H11."""
     (h.project / "a").mkdir()
     (h.project / "b").mkdir()
     x = await h.preflight("code.write_file", path="a/x.txt", content="")
@@ -430,10 +431,11 @@ H14_DIRS = ["~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud"]
 
 
 @pytest.mark.parametrize("target", H14_FILES)
-async def test_h14_h02_sensitive_reads_and_searches_are_flagged(
+async def test_sensitive_reads_and_searches_are_flagged(
     target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The tool half of H14/H2: pre-flight marks the target sensitive (the gate then asks or denies)."""
+    """Cases H14, H2: The tool half of H14/H2: pre-flight marks the target sensitive (the gate then asks or
+    denies)."""
     monkeypatch.setenv("HOME", str(tmp_path / "fake_home"))
     h = make_harness(tmp_path)
     path = Path(os.path.expanduser(target)) if target.startswith("~") else h.project / target
@@ -449,9 +451,10 @@ async def test_h14_h02_sensitive_reads_and_searches_are_flagged(
 
 
 @pytest.mark.parametrize("target", H14_DIRS)
-async def test_h14_sensitive_directory_listing_is_flagged(
+async def test_sensitive_directory_listing_is_flagged(
     target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case H14."""
     monkeypatch.setenv("HOME", str(tmp_path / "fake_home"))
     h = make_harness(tmp_path)
     Path(os.path.expanduser(target)).mkdir(parents=True)

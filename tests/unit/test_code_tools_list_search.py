@@ -1,4 +1,4 @@
-"""``code.list_dir`` and ``code.search`` (contract.md §4.3/§4.6, tools.md §13.2/§13.3)."""
+"""``code.list_dir`` and ``code.search`` (docs/tools.md#codelist_dir, docs/tools.md#codesearch)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def write(root: Path, rel: str, text: str = "x\n") -> Path:
     return path
 
 
-async def test_g04_list_dir_non_recursive(h: CodeToolsHarness) -> None:
+async def test_list_dir_non_recursive(h: CodeToolsHarness) -> None:
+    """Case G4."""
     write(h.project, "a.txt", "hello")
     write(h.project, "sub/deep/b.txt")
     (h.project / "link").symlink_to(h.project / "sub")
@@ -55,7 +56,8 @@ async def test_g04_list_dir_non_recursive(h: CodeToolsHarness) -> None:
     }
 
 
-async def test_g05_list_dir_recursive_limit_and_default(h: CodeToolsHarness) -> None:
+async def test_list_dir_recursive_limit_and_default(h: CodeToolsHarness) -> None:
+    """Case G5."""
     for i in range(3):
         write(h.project, f"d{i}/f.txt")
     data = await h.ok(LIST, path=".", recursive=True, limit=2)
@@ -127,7 +129,8 @@ async def test_list_dir_sensitive_home_prefix_not_descended(
 # --- code.search ---------------------------------------------------------------------------------------
 
 
-async def test_g06_search_default_path_glob_limit_literal_case(engine: CodeToolsHarness) -> None:
+async def test_search_default_path_glob_limit_literal_case(engine: CodeToolsHarness) -> None:
+    """Case G6."""
     h = engine
     a = write(h.project, "a.py", "x = 1\nneedle here\n")
     b = write(h.project, "pkg/b.txt", "no\nno\nthe needle\n")
@@ -243,7 +246,8 @@ async def test_glob_semantics_identical_in_rg_and_fallback(
     assert results[0] == results[1], (glob, results)
 
 
-async def test_g25_search_outside_project_is_flagged(h: CodeToolsHarness, tmp_path: Path) -> None:
+async def test_search_outside_project_is_flagged(h: CodeToolsHarness, tmp_path: Path) -> None:
+    """Case G25."""
     outside = write(tmp_path, "ext/x.txt", "needle\n").parent
     pre = await h.preflight(SEARCH, query="needle", path=str(outside))
     assert pre.outside_project_search and not pre.sensitive and pre.target_scope == str(outside)

@@ -1,4 +1,5 @@
-"""``code.read_file`` (contract.md §4.2/§4.8, tools.md §13.1) and instruction-file reads (context.md §7.4)."""
+"""``code.read_file`` (docs/tools.md#coderead_file, docs/context.md#loading) and instruction-file reads
+(docs/context.md#loading)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def lines(n: int) -> str:
     return "".join(f"line {i}\n" for i in range(1, n + 1))
 
 
-async def test_g01_paging_1200_lines(h: CodeToolsHarness) -> None:
+async def test_paging_1200_lines(h: CodeToolsHarness) -> None:
+    """Case G1."""
     (h.project / "big.txt").write_text(lines(1200))
     first = await h.ok(READ, path="big.txt", start_line=1, max_lines=1000)
     assert first["content"].split("\n") == [f"line {i}" for i in range(1, 1001)]
@@ -43,7 +45,8 @@ async def test_g01_paging_1200_lines(h: CodeToolsHarness) -> None:
     assert first["path"] == str(h.project / "big.txt") and first["binary"] is False
 
 
-async def test_g02_line_cap_on_utf8_boundary(h: CodeToolsHarness) -> None:
+async def test_line_cap_on_utf8_boundary(h: CodeToolsHarness) -> None:
+    """Case G2."""
     long_line = "é" * 2500  # 5000 bytes of 2-byte characters
     (h.project / "long.txt").write_text("short\n" + long_line + "\nend\n" + "x" * 5000 + "\n")
     data = await h.ok(READ, path="long.txt")
@@ -64,7 +67,8 @@ async def test_g02_line_cap_on_utf8_boundary(h: CodeToolsHarness) -> None:
     [b"abc\x00def\n" * 10, b"valid start\n" + b"\xff\xfe broken utf8\n", b"x" * 9000 + b"\xc3"],
     ids=["nul", "invalid-utf8", "truncated-multibyte-at-eof"],
 )
-async def test_g03_binary_file(h: CodeToolsHarness, payload: bytes) -> None:
+async def test_binary_file(h: CodeToolsHarness, payload: bytes) -> None:
+    """Case G3."""
     (h.project / "blob.bin").write_bytes(payload)
     result = await h.run(READ, path="blob.bin")
     assert not result.is_error
@@ -80,7 +84,8 @@ async def test_nul_after_first_8192_bytes_of_valid_utf8_is_text(h: CodeToolsHarn
     assert data["binary"] is False and data["content"].endswith("\x00tail")
 
 
-async def test_g18_defaults_and_limits(h: CodeToolsHarness) -> None:
+async def test_defaults_and_limits(h: CodeToolsHarness) -> None:
+    """Case G18."""
     (h.project / "f.txt").write_text(lines(250))
     data = await h.ok(READ, path="f.txt")
     assert len(data["content"].split("\n")) == 200 and data["next_start_line"] == 201 and data["truncated"]
@@ -96,7 +101,8 @@ async def test_g18_defaults_and_limits(h: CodeToolsHarness) -> None:
         assert err.code == "validation_error"
 
 
-async def test_g19_missing_file_and_directory(h: CodeToolsHarness) -> None:
+async def test_missing_file_and_directory(h: CodeToolsHarness) -> None:
+    """Case G19."""
     assert await h.error(READ, path="missing.txt") == "file_not_found"
     assert await h.error(READ, path="missing_dir/x.txt") == "file_not_found"
     (h.project / "d").mkdir()
@@ -138,9 +144,8 @@ async def test_read_preflight_scope_and_flags(h: CodeToolsHarness) -> None:
     assert not pre.sensitive and not pre.outside_write_roots and pre.env_summary == {}
 
 
-async def test_h01_non_sensitive_read_outside_project_is_not_flagged(
-    h: CodeToolsHarness, tmp_path: Path
-) -> None:
+async def test_non_sensitive_read_outside_project_is_not_flagged(h: CodeToolsHarness, tmp_path: Path) -> None:
+    """Case H1."""
     other = tmp_path / "elsewhere.txt"
     other.write_text("hello\n")
     pre = await h.preflight(READ, path=str(other))
@@ -148,7 +153,8 @@ async def test_h01_non_sensitive_read_outside_project_is_not_flagged(
     assert (await h.ok(READ, path=str(other)))["content"] == "hello"
 
 
-async def test_f06_f07_f08_instruction_read_registers_context_once_per_hash(h: CodeToolsHarness) -> None:
+async def test_instruction_read_registers_context_once_per_hash(h: CodeToolsHarness) -> None:
+    """Cases F6, F7, F8."""
     claude = h.project / "CLAUDE.md"
     body = "---\ntitle: Rules\n---\n# Rules\nmarker-one\n" + "".join(f"rule {i}\n" for i in range(300))
     claude.write_text(body)
@@ -175,7 +181,8 @@ async def test_f06_f07_f08_instruction_read_registers_context_once_per_hash(h: C
     assert "marker-two" in h.sink.context_nodes[1][1].content[0].text  # type: ignore[union-attr]
 
 
-async def test_f06_user_level_rules_and_symlinked_instruction(h: CodeToolsHarness) -> None:
+async def test_user_level_rules_and_symlinked_instruction(h: CodeToolsHarness) -> None:
+    """Case F6."""
     rules = h.home / "rules" / "sub"
     rules.mkdir(parents=True)
     (rules / "b.md").write_text("no frontmatter\n")
@@ -190,7 +197,8 @@ async def test_f06_user_level_rules_and_symlinked_instruction(h: CodeToolsHarnes
     assert h.sink.context_nodes[-1][1].metadata["relative_path"] == "pkg/AGENTS.md"
 
 
-async def test_f09_ordinary_and_excluded_markdown_register_nothing(h: CodeToolsHarness) -> None:
+async def test_ordinary_and_excluded_markdown_register_nothing(h: CodeToolsHarness) -> None:
+    """Case F9."""
     for rel in ("README.md", "node_modules/x/CLAUDE.md", ".soong-agent/rules/a.md", "docs/claude.md"):
         path = h.project / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""``code.run_command`` (contract.md §4.7, tools.md §13.6) at the adapter level."""
+"""``code.run_command`` (docs/tools.md#coderun_command) at the adapter level."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def h(tmp_path: Path) -> CodeToolsHarness:
     return make_harness(tmp_path, default_timeout_ms=20_000)
 
 
-async def test_g14_argv_runs_without_shell(h: CodeToolsHarness) -> None:
+async def test_argv_runs_without_shell(h: CodeToolsHarness) -> None:
+    """Case G14."""
     data = await h.ok(RUN, argv=[PY, "-c", "print(1)"])
     assert data == {
         "exit_code": 0,
@@ -38,7 +39,8 @@ async def test_g14_argv_runs_without_shell(h: CodeToolsHarness) -> None:
     assert literal["stdout"] == "$HOME;*\n"
 
 
-async def test_g15_shell_string_rejected_nothing_spawned(h: CodeToolsHarness) -> None:
+async def test_shell_string_rejected_nothing_spawned(h: CodeToolsHarness) -> None:
+    """Case G15."""
     marker = h.project / "marker"
     for argv in (f"touch {marker}", [], [""], [PY, 3], [PY, "a\x00b"]):
         assert await h.error(RUN, argv=argv) == "validation_error", argv
@@ -47,7 +49,8 @@ async def test_g15_shell_string_rejected_nothing_spawned(h: CodeToolsHarness) ->
     assert not marker.exists()
 
 
-async def test_g16_cwd_boundary(h: CodeToolsHarness, tmp_path: Path) -> None:
+async def test_cwd_boundary(h: CodeToolsHarness, tmp_path: Path) -> None:
+    """Case G16."""
     marker = tmp_path / "outside" / "ran"
     marker.parent.mkdir()
     argv = [PY, "-c", "open('ran', 'w')"]
@@ -70,7 +73,8 @@ async def test_g16_cwd_boundary(h: CodeToolsHarness, tmp_path: Path) -> None:
     assert await h.error(RUN, argv=argv, cwd="f") == "validation_error"
 
 
-async def test_g17_timeout_kills_and_reports_partial(h: CodeToolsHarness, tmp_path: Path) -> None:
+async def test_timeout_kills_and_reports_partial(h: CodeToolsHarness, tmp_path: Path) -> None:
+    """Case G17."""
     pidfile = tmp_path / "pid"
     code = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); print('begun', flush=True); time.sleep(10)"
     started = time.monotonic()
@@ -89,9 +93,8 @@ async def test_g17_timeout_kills_and_reports_partial(h: CodeToolsHarness, tmp_pa
     )
 
 
-async def test_g22_default_cwd_and_env_allowlist(
-    h: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_default_cwd_and_env_allowlist(h: CodeToolsHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case G22."""
     monkeypatch.setenv("SOONG_TEST_API_KEY", SECRET)
     monkeypatch.setenv("HARMLESS_VAR", "x")
     code = "import os, json; print(os.getcwd()); print(json.dumps(dict(os.environ)))"
@@ -119,7 +122,8 @@ async def test_env_allowlist_from_config(tmp_path: Path, monkeypatch: pytest.Mon
     assert data["stdout"] == "['EXTRA_ALLOWED', 'PATH']\n"
 
 
-async def test_g23_limits_exit_codes_and_stderr_truncation(tmp_path: Path) -> None:
+async def test_limits_exit_codes_and_stderr_truncation(tmp_path: Path) -> None:
+    """Case G23."""
     h = make_harness(tmp_path, stderr_limit_bytes=100, max_timeout_ms=600_000)
     assert await h.error(RUN, argv=[PY, "-c", "pass"], timeout_ms=600_001) == "validation_error"
     assert await h.error(RUN, argv=[PY, "-c", "pass"], timeout_ms=0) == "validation_error"
@@ -160,7 +164,8 @@ async def test_unknown_executable_and_relative_executable(h: CodeToolsHarness) -
     assert (await h.ok(RUN, argv=["./tool.sh"]))["stdout"] == "from-script\n"
 
 
-async def test_h12_run_command_scope_is_executable_at_cwd(h: CodeToolsHarness) -> None:
+async def test_run_command_scope_is_executable_at_cwd(h: CodeToolsHarness) -> None:
+    """Case H12."""
     (h.project / "other").mkdir()
     python = await h.preflight(RUN, argv=[PY, "-c", "pass"])
     python2 = await h.preflight(RUN, argv=[PY, "-V"])

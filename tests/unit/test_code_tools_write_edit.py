@@ -1,4 +1,5 @@
-"""``code.write_file`` and ``code.edit_file`` (contract.md §4.4/§4.5, tools.md §13.4/§13.5/§12.3)."""
+"""``code.write_file`` and ``code.edit_file`` (docs/tools.md#codewrite_file, docs/tools.md#codeedit_file,
+docs/tools.md#write-roots)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def leftovers(directory: Path) -> list[str]:
     return [p.name for p in directory.iterdir() if p.name.endswith(".soong-tmp")]
 
 
-async def test_g07_write_conflict_leaves_file_unchanged(h: CodeToolsHarness) -> None:
+async def test_write_conflict_leaves_file_unchanged(h: CodeToolsHarness) -> None:
+    """Case G7."""
     target = h.project / "a.txt"
     target.write_text("old")
     err = await h.preflight_error(WRITE, path="a.txt", content="new")
@@ -37,7 +39,8 @@ async def test_g07_write_conflict_leaves_file_unchanged(h: CodeToolsHarness) -> 
     assert await h.error(WRITE, path="d", content="x", overwrite=True) == "path_conflict"
 
 
-async def test_g08_write_creates_dirs_and_overwrites(h: CodeToolsHarness) -> None:
+async def test_write_creates_dirs_and_overwrites(h: CodeToolsHarness) -> None:
+    """Case G8."""
     content = "héllo wörld\n"
     data = await h.ok(WRITE, path="new/dir/a.txt", content=content)
     target = h.project / "new" / "dir" / "a.txt"
@@ -78,9 +81,10 @@ async def test_write_hard_link_to_outside_file_is_not_written_through(
     assert outside.read_text() == "precious" and (h.project / "hl.txt").read_text() == "replaced"
 
 
-async def test_g21_write_outside_roots_flagged_refused_and_allowed_explicitly(
+async def test_write_outside_roots_flagged_refused_and_allowed_explicitly(
     h: CodeToolsHarness, tmp_path: Path
 ) -> None:
+    """Case G21."""
     outside = tmp_path / "outside"
     outside.mkdir()
     pre = await h.preflight(WRITE, path=str(outside / "x.txt"), content="x")
@@ -96,7 +100,8 @@ async def test_g21_write_outside_roots_flagged_refused_and_allowed_explicitly(
     assert not (outside / "y.txt").exists()
 
 
-async def test_g21_configured_write_root_is_inside(tmp_path: Path) -> None:
+async def test_configured_write_root_is_inside(tmp_path: Path) -> None:
+    """Case G21."""
     extra = (tmp_path / "extra").resolve()
     extra.mkdir()
     h = make_harness(tmp_path / "w", allowed_write_roots=[str(extra)])
@@ -105,7 +110,8 @@ async def test_g21_configured_write_root_is_inside(tmp_path: Path) -> None:
     assert (await h.ok(WRITE, path=str(extra / "a.txt"), content="x"))["created"]
 
 
-async def test_g21_tmp_writes_follow_allow_tmp_write(tmp_path: Path) -> None:
+async def test_tmp_writes_follow_allow_tmp_write(tmp_path: Path) -> None:
+    """Case G21."""
     tmp_target = Path(tempfile.gettempdir()).resolve() / f"soong-tmpwrite-{os.getpid()}-{tmp_path.name}.txt"
     project_parent = tmp_path / "not_tmp_sensitive"
     denied = make_harness(project_parent / "a")
@@ -134,7 +140,8 @@ async def test_write_argument_errors(h: CodeToolsHarness) -> None:
 # --- edit_file: exact edits ----------------------------------------------------------------------------
 
 
-async def test_g09_unique_edit(h: CodeToolsHarness) -> None:
+async def test_unique_edit(h: CodeToolsHarness) -> None:
+    """Case G9."""
     f = h.project / "a.py"
     f.write_text("def f():\n    return 1\n")
     data = await h.ok(EDIT, path="a.py", edits=[{"old": "return 1", "new": "return 42"}])
@@ -142,7 +149,8 @@ async def test_g09_unique_edit(h: CodeToolsHarness) -> None:
     assert f.read_text() == "def f():\n    return 42\n"
 
 
-async def test_g10_ambiguous_edit_unchanged(h: CodeToolsHarness) -> None:
+async def test_ambiguous_edit_unchanged(h: CodeToolsHarness) -> None:
+    """Case G10."""
     f = h.project / "a.txt"
     f.write_text("x = 1\nx = 1\n")
     assert await h.error(EDIT, path="a.txt", edits=[{"old": "x = 1", "new": "y"}]) == "ambiguous_edit"
@@ -151,7 +159,8 @@ async def test_g10_ambiguous_edit_unchanged(h: CodeToolsHarness) -> None:
     assert await h.error(EDIT, path="a.txt", edits=[{"old": "aa", "new": "b"}]) == "ambiguous_edit"
 
 
-async def test_g11_replace_all(h: CodeToolsHarness) -> None:
+async def test_replace_all(h: CodeToolsHarness) -> None:
+    """Case G11."""
     f = h.project / "a.txt"
     f.write_text("x x x\n")
     data = await h.ok(EDIT, path="a.txt", edits=[{"old": "x", "new": "yy", "replace_all": True}])
@@ -172,7 +181,8 @@ async def test_sequential_edits_and_empty_old(h: CodeToolsHarness) -> None:
     assert (h.project / "made" / "new.txt").read_text() == "hi" and created["bytes_written"] == 2
 
 
-async def test_g20_edit_error_matrix_leaves_file_unchanged(h: CodeToolsHarness) -> None:
+async def test_edit_error_matrix_leaves_file_unchanged(h: CodeToolsHarness) -> None:
+    """Case G20."""
     f = h.project / "a.txt"
     original = "alpha\nbeta\ngamma\n"
     f.write_text(original)
@@ -228,7 +238,8 @@ async def test_g20_edit_error_matrix_leaves_file_unchanged(h: CodeToolsHarness) 
 # --- edit_file: unified diff ---------------------------------------------------------------------------
 
 
-async def test_g12_clean_unified_diff(h: CodeToolsHarness) -> None:
+async def test_clean_unified_diff(h: CodeToolsHarness) -> None:
+    """Case G12."""
     f = h.project / "src" / "m.py"
     f.parent.mkdir()
     f.write_text("a\nb\nc\nd\ne\nf\ng\nh\n")
@@ -245,7 +256,8 @@ async def test_g12_clean_unified_diff(h: CodeToolsHarness) -> None:
     assert data["bytes_written"] == f.stat().st_size
 
 
-async def test_g13_diff_path_mismatch(h: CodeToolsHarness) -> None:
+async def test_diff_path_mismatch(h: CodeToolsHarness) -> None:
+    """Case G13."""
     a, b = h.project / "a.txt", h.project / "b.txt"
     a.write_text("x\n")
     b.write_text("x\n")

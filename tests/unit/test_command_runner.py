@@ -1,4 +1,5 @@
-"""The shared command runner (tools.md §13.7): env allowlist, process groups, timeout, cancellation, output."""
+"""The shared command runner (docs/tools.md#the-command-runner): env allowlist, process groups, timeout,
+cancellation, output."""
 
 from __future__ import annotations
 
@@ -262,7 +263,7 @@ async def test_escaped_background_process_does_not_hang_the_runner(tmp_path: Pat
     escaped = int(outcome.stdout.text().split()[0])
     try:
         assert outcome.exit_code == 0 and time.monotonic() - started < 4
-        if TREE_TRACKING:  # issue 14 §5: the subreaper launcher killed it with the tree
+        if TREE_TRACKING:  # issue 14 item 5: the subreaper launcher killed it with the tree
             assert not Path(f"/proc/{escaped}").exists() or "Z" in Path(f"/proc/{escaped}/stat").read_text()
     finally:
         with contextlib.suppress(ProcessLookupError):

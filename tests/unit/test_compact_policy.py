@@ -1,4 +1,5 @@
-"""Compaction policy: threshold, kept tail, cut point and staleness (compact.md §5, §6, §8)."""
+"""Compaction policy: threshold, kept tail, cut point and staleness (docs/compaction.md#triggers,
+docs/compaction.md#the-cut-point, docs/compaction.md#stale-compactions)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def assert_pairs_not_split(path: list[Node], first_kept: str) -> None:
     assert not (after_calls & before_results)
 
 
-def test_threshold_arithmetic_acceptance_18() -> None:
+def test_threshold_arithmetic() -> None:
     assert compaction_threshold(200_000, 4096, 8000) == 192_000
     assert should_trigger(192_001, 192_000) and not should_trigger(192_000, 192_000)
     assert compaction_threshold(8192, 4096, 8000) == 2048
@@ -103,7 +104,7 @@ def test_effective_keep_recent_is_capped_by_half_the_budget() -> None:
     assert effective_keep_recent(2000, 0) == 0
 
 
-def test_cut_aligns_to_a_user_turn_acceptance_3() -> None:
+def test_cut_aligns_to_a_user_turn() -> None:
     path = [n for i in range(6) for n in turn(i)]
     plan = plan_cut(path, keep_recent_tokens=600, non_system_budget=10_000)
     assert plan is not None and not plan.split_turn
@@ -133,7 +134,7 @@ def test_nothing_to_compact_for_one_huge_user_message() -> None:
     assert plan_cut([], keep_recent_tokens=100, non_system_budget=1000) is None
 
 
-def test_single_oversized_turn_is_split_acceptance_4() -> None:
+def test_single_oversized_turn_is_split() -> None:
     path = turn(0, calls=6, result_tokens=300)
     plan = plan_cut(path, keep_recent_tokens=700, non_system_budget=2000)
     assert plan is not None and plan.split_turn

@@ -1,5 +1,5 @@
-"""Compaction payload extraction/validation/normalisation and the compact fork's input (compact.md §7,
-§10.4, §10.5)."""
+"""Compaction payload extraction/validation/normalisation and the compact fork's input
+(docs/compaction.md#the-compact-fork, docs/compaction.md#the-payload)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_valid_payload_keeps_summary_and_model_details() -> None:
     assert result.model_details == {"note": "x"} and result.reported_tokens_before == 1234
 
 
-def test_missing_next_steps_heading_is_appended_acceptance_5() -> None:
+def test_missing_next_steps_heading_is_appended() -> None:
     summary = "\n".join(
         f"{'#' * level} {name}\n- item" for name, level in REQUIRED_SECTIONS if name != "Next Steps"
     )
@@ -109,7 +109,7 @@ def test_headings_only_summary_gets_every_missing_section() -> None:
         "prose",
     ],
 )
-def test_invalid_payloads_are_schema_errors_acceptance_6(text: str) -> None:
+def test_invalid_payloads_are_schema_errors(text: str) -> None:
     with pytest.raises(SchemaError) as info:
         check(text)
     assert info.value.code == ErrorCode.schema_error
@@ -163,7 +163,7 @@ def test_range_facts_file_operations_and_artifacts() -> None:
     assert facts.artifacts == {"art_1": "big log", "art_2": "json shape"}
 
 
-def test_compact_input_sections_and_split_prefix_acceptance_4() -> None:
+def test_compact_input_sections_and_split_prefix() -> None:
     path = turn(0, calls=6, result_tokens=300)
     plan = plan_cut(path, keep_recent_tokens=700, non_system_budget=2000)
     assert plan is not None and plan.split_turn

@@ -1,4 +1,6 @@
-"""Prompt composer budget, grouping and trimming (compact.md §4, §9; context.md §3–§5)."""
+"""Prompt composer budget, grouping and trimming (docs/compaction.md#the-conversation,
+docs/compaction.md#budget-and-trimming; docs/context.md#static-blocks, docs/context.md#dynamic-blocks,
+docs/context.md#messages)."""
 
 from __future__ import annotations
 

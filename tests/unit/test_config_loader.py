@@ -1,4 +1,5 @@
-"""load_config: home / config / project resolution, file errors, nothing created (config.md §2–§4, area B)."""
+"""load_config: home / config / project resolution, file errors, nothing created
+(docs/configuration.md#home-and-project, area B)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def _write_config(directory: Path, model_name: str) -> Path:
     return env.write_config(model={"name": model_name})
 
 
-def test_b01_missing_config_fails_and_creates_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_missing_config_fails_and_creates_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B1."""
     err = _fails(tmp_path, project_dir=soong_env.project)
     assert str(soong_env.home / "config.toml") in err.message
     assert "not found" in err.message
@@ -52,7 +54,8 @@ def test_b01_missing_config_fails_and_creates_nothing(soong_env: SoongEnv, tmp_p
     assert err.details["config_path"] == str(soong_env.home / "config.toml")
 
 
-def test_b02_invalid_toml_names_config_path(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_invalid_toml_names_config_path(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B2."""
     soong_env.write_config(raw="[model\nprovider = 'fake'\n")
     err = _fails(tmp_path, project_dir=soong_env.project)
     assert str(soong_env.config_path) in err.message
@@ -60,7 +63,8 @@ def test_b02_invalid_toml_names_config_path(soong_env: SoongEnv, tmp_path: Path)
     assert "line 1" in err.message
 
 
-def test_b02_non_utf8_and_directory_config_are_config_errors(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_non_utf8_and_directory_config_are_config_errors(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B2."""
     soong_env.config_path.write_bytes(b"[model]\nname = '\xff'\n")
     err = _fails(tmp_path, project_dir=soong_env.project)
     assert str(soong_env.config_path) in err.message and "UTF-8" in err.message
@@ -81,9 +85,10 @@ def test_b02_non_utf8_and_directory_config_are_config_errors(soong_env: SoongEnv
         ({"model": {"provider": ""}}, "model.provider"),
     ],
 )
-def test_b03_schema_invalid_fails_with_key_path(
+def test_schema_invalid_fails_with_key_path(
     soong_env: SoongEnv, tmp_path: Path, overrides: dict[str, object], key: str
 ) -> None:
+    """Case B3."""
     soong_env.write_config(**overrides)
     err = _fails(tmp_path, project_dir=soong_env.project)
     assert str(soong_env.config_path) in err.message
@@ -93,7 +98,8 @@ def test_b03_schema_invalid_fails_with_key_path(
     assert not (soong_env.home / "sessions.sqlite").exists()
 
 
-def test_b04_soong_agent_home_beats_os_home_decoy(soong_env: SoongEnv, os_home: Path) -> None:
+def test_soong_agent_home_beats_os_home_decoy(soong_env: SoongEnv, os_home: Path) -> None:
+    """Case B4."""
     decoy = os_home / ".soong-agent" / "config.toml"
     decoy.parent.mkdir()
     decoy.write_text("this is [not toml", encoding="utf-8")
@@ -105,9 +111,10 @@ def test_b04_soong_agent_home_beats_os_home_decoy(soong_env: SoongEnv, os_home: 
     assert _tree(os_home) == [".soong-agent", ".soong-agent/config.toml"]
 
 
-def test_b05_default_home_is_os_home_dot_soong_agent(
+def test_default_home_is_os_home_dot_soong_agent(
     os_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case B5."""
     monkeypatch.delenv("SOONG_AGENT_HOME", raising=False)
     project = tmp_path / "project"
     project.mkdir()
@@ -118,9 +125,10 @@ def test_b05_default_home_is_os_home_dot_soong_agent(
     assert loaded.settings.model.name == "default-home-model"
 
 
-def test_b05_precedence_home_dir_env_default(
+def test_precedence_home_dir_env_default(
     os_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case B5."""
     project = tmp_path / "project"
     project.mkdir()
     _write_config(os_home / ".soong-agent", "default-model")
@@ -135,7 +143,8 @@ def test_b05_precedence_home_dir_env_default(
     assert load_config(project_dir=project).settings.model.name == "default-model"
 
 
-def test_b05_explicit_config_path_replaces_home_config(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_explicit_config_path_replaces_home_config(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B5."""
     soong_env.write_config(model={"name": "home-model"})
     other = _write_config(tmp_path / "elsewhere", "explicit-model")
     loaded = load_config(config_path=other, project_dir=soong_env.project)
@@ -147,9 +156,10 @@ def test_b05_explicit_config_path_replaces_home_config(soong_env: SoongEnv, tmp_
     assert str(tmp_path / "missing.toml") in err.message
 
 
-def test_b05_relative_config_path_resolves_against_cwd(
+def test_relative_config_path_resolves_against_cwd(
     soong_env: SoongEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case B5."""
     _write_config(tmp_path / "rel", "rel-model")
     monkeypatch.chdir(tmp_path)
     loaded = load_config(config_path="rel/config.toml", project_dir=soong_env.project)
@@ -157,9 +167,10 @@ def test_b05_relative_config_path_resolves_against_cwd(
     assert loaded.settings.model.name == "rel-model"
 
 
-def test_b06_project_defaults_to_resolved_cwd(
+def test_project_defaults_to_resolved_cwd(
     soong_env: SoongEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case B6."""
     soong_env.write_config()
     link = tmp_path / "cwd_link"
     link.symlink_to(soong_env.project, target_is_directory=True)
@@ -169,7 +180,8 @@ def test_b06_project_defaults_to_resolved_cwd(
     assert loaded.settings.task.wal_dir == soong_env.project / ".soong-agent" / "tasks"
 
 
-def test_b07_project_file_resolves_to_parent(soong_env: SoongEnv) -> None:
+def test_project_file_resolves_to_parent(soong_env: SoongEnv) -> None:
+    """Case B7."""
     soong_env.write_config()
     target = soong_env.write_project("src/a.py", "MARKER_7f3a\n")
     loaded = load_config(project_dir=target)
@@ -177,7 +189,8 @@ def test_b07_project_file_resolves_to_parent(soong_env: SoongEnv) -> None:
     assert loaded.settings.plan.default_dir == soong_env.project / "src" / ".soong-agent" / "plans"
 
 
-def test_b08_missing_project_dir_fails_and_creates_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_missing_project_dir_fails_and_creates_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B8."""
     soong_env.write_config()
     missing = tmp_path / "nope" / "deeper"
     err = _fails(tmp_path, project_dir=missing)
@@ -186,7 +199,8 @@ def test_b08_missing_project_dir_fails_and_creates_nothing(soong_env: SoongEnv, 
     assert not any(p.name == ".soong-agent" for p in tmp_path.rglob("*"))
 
 
-def test_b09_project_config_is_never_read(soong_env: SoongEnv) -> None:
+def test_project_config_is_never_read(soong_env: SoongEnv) -> None:
+    """Case B9."""
     soong_env.write_config(model={"name": "user-model", "provider": "fake"})
     soong_env.write_project(
         ".soong-agent/config.toml",
@@ -203,7 +217,8 @@ def test_b09_project_config_is_never_read(soong_env: SoongEnv) -> None:
     assert load_config(project_dir=soong_env.project).settings.model.name == "user-model"
 
 
-def test_b11_symlinked_project_and_home_are_stored_resolved(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_symlinked_project_and_home_are_stored_resolved(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case B11."""
     soong_env.write_config()
     project_link = tmp_path / "project_link"
     project_link.symlink_to(soong_env.project, target_is_directory=True)

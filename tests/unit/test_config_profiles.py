@@ -1,4 +1,5 @@
-"""Model profile resolution (providers.md §12.3, config.md §7; config.md acceptance 15–17)."""
+"""Model profile resolution (docs/providers.md#model-profiles, docs/configuration.md#model-profiles;
+docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _values(resolved: ResolvedModelConfig) -> dict[str, Any]:
     return {key: getattr(resolved, key) for key in MAIN_FIELDS}
 
 
-def test_ac15_compact_profile_replaces_only_its_keys_and_merges_retry(soong_env: SoongEnv) -> None:
+def test_compact_profile_replaces_only_its_keys_and_merges_retry(soong_env: SoongEnv) -> None:
     loaded = _load(
         soong_env,
         model={
@@ -70,7 +71,7 @@ def test_ac15_compact_profile_replaces_only_its_keys_and_merges_retry(soong_env:
     )
 
 
-def test_ac15_compact_without_profile_uses_main_model(soong_env: SoongEnv) -> None:
+def test_compact_without_profile_uses_main_model(soong_env: SoongEnv) -> None:
     loaded = _load(soong_env, compact={"model_profile": REMOVE})
     resolved = resolve_purpose_model(loaded, "compact")
     assert _values(resolved) == _main_values(loaded)
@@ -78,7 +79,7 @@ def test_ac15_compact_without_profile_uses_main_model(soong_env: SoongEnv) -> No
     assert resolved.source == f"{soong_env.config_path}: [model]"
 
 
-def test_ac15_provider_change_inherits_base_url_and_key_env(soong_env: SoongEnv) -> None:
+def test_provider_change_inherits_base_url_and_key_env(soong_env: SoongEnv) -> None:
     loaded = _load(
         soong_env,
         model={"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "K"},
@@ -97,9 +98,7 @@ def test_ac15_provider_change_inherits_base_url_and_key_env(soong_env: SoongEnv)
         {"memory": {"recall_model_profile": "memory"}},
     ],
 )
-def test_ac16_unknown_profile_name_in_config_fails_load(
-    soong_env: SoongEnv, overrides: dict[str, Any]
-) -> None:
+def test_unknown_profile_name_in_config_fails_load(soong_env: SoongEnv, overrides: dict[str, Any]) -> None:
     soong_env.write_config(**overrides)
     with pytest.raises(ConfigError) as info:
         load_config(project_dir=soong_env.project)
@@ -110,7 +109,7 @@ def test_ac16_unknown_profile_name_in_config_fails_load(
     assert f"{section}.{key}: names unknown profile {name!r}" in info.value.message
 
 
-def test_ac17_inline_memory_profile_and_unset_profiles(soong_env: SoongEnv) -> None:
+def test_inline_memory_profile_and_unset_profiles(soong_env: SoongEnv) -> None:
     loaded = _load(soong_env, memory={"extract_model_profile": {"name": "x"}})
     extraction = resolve_purpose_model(loaded, "memory_extraction")
     expected = _main_values(loaded) | {"name": "x"}
@@ -122,13 +121,13 @@ def test_ac17_inline_memory_profile_and_unset_profiles(soong_env: SoongEnv) -> N
     assert recall.profile is None
 
 
-def test_ac17_memory_profiles_never_use_model_overrides_memory(soong_env: SoongEnv) -> None:
+def test_memory_profiles_never_use_model_overrides_memory(soong_env: SoongEnv) -> None:
     loaded = _load(soong_env, model_overrides={"memory": {"name": "memory-model"}})
     assert resolve_purpose_model(loaded, "memory_extraction").name == loaded.settings.model.name
     assert resolve_purpose_model(loaded, "memory_recall").name == loaded.settings.model.name
 
 
-def test_ac17_full_inline_profile_sets_every_field(soong_env: SoongEnv) -> None:
+def test_full_inline_profile_sets_every_field(soong_env: SoongEnv) -> None:
     inline = {
         "provider": "anthropic",
         "base_url": "http://127.0.0.1:1",

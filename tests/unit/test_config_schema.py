@@ -1,4 +1,5 @@
-"""Schema values, placeholders, defaults and worker pools (config.md §5–§6, multi-agent.md §9.1–§9.2)."""
+"""Schema values, placeholders, defaults and worker pools (docs/configuration.md#value-rules,
+docs/configuration.md#keys, docs/multi-agent.md#worker-pools)."""
 
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ def _keys(err: ConfigError) -> list[str]:
     return [item["key"] for item in err.details["errors"]]
 
 
-def test_b12_placeholders_expand_and_other_vars_stay_literal(
+def test_placeholders_expand_and_other_vars_stay_literal(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Case B12."""
     os_home = tmp_path / "oshome"
     monkeypatch.setenv("HOME", str(os_home))
     monkeypatch.setenv("OTHER_VAR", "/expanded/other")
@@ -59,13 +61,14 @@ def test_b12_placeholders_expand_and_other_vars_stay_literal(
 
 
 @pytest.mark.parametrize("value", ["${HOME}/x", "${OTHER_VAR}/x", "relative/dir", "~user/x"])
-def test_b12_unexpanded_or_relative_path_is_config_error(soong_env: SoongEnv, value: str) -> None:
+def test_unexpanded_or_relative_path_is_config_error(soong_env: SoongEnv, value: str) -> None:
+    """Case B12."""
     err = _load_error(soong_env, task={"wal_dir": value})
     assert _keys(err) == ["task.wal_dir"]
     assert repr(value) in err.message
 
 
-def test_ac10_relative_write_root_error_names_index_and_sensitive_pattern_kept(soong_env: SoongEnv) -> None:
+def test_relative_write_root_error_names_index_and_sensitive_pattern_kept(soong_env: SoongEnv) -> None:
     err = _load_error(soong_env, tools={"allowed_write_roots": ["/abs/ok", "rel/root"]})
     assert _keys(err) == ["tools.allowed_write_roots[1]"]
     assert "tools.allowed_write_roots[1]: must be an absolute path" in err.message
@@ -80,14 +83,14 @@ def test_ac10_relative_write_root_error_names_index_and_sensitive_pattern_kept(s
     assert _keys(err) == ["tools.sensitive_paths[1]"]
 
 
-def test_ac11_arrays_replace_defaults(soong_env: SoongEnv) -> None:
+def test_arrays_replace_defaults(soong_env: SoongEnv) -> None:
     soong_env.write_config(tools={"env_allowlist": ["PATH"], "sensitive_paths": []})
     s = load_config(project_dir=soong_env.project).settings
     assert s.tools.env_allowlist == ["PATH"]
     assert s.tools.sensitive_paths == []
 
 
-def test_ac12_omitted_sections_take_documented_defaults(soong_env: SoongEnv) -> None:
+def test_omitted_sections_take_documented_defaults(soong_env: SoongEnv) -> None:
     soong_env.write_config(
         context=REMOVE, memory=REMOVE, plan=REMOVE, task=REMOVE, tools=REMOVE, compact=REMOVE, agents=REMOVE
     )
@@ -114,13 +117,13 @@ def test_ac12_omitted_sections_take_documented_defaults(soong_env: SoongEnv) -> 
     assert s.runtime.max_turns == 50
 
 
-def test_ac14_missing_api_key_env_loads(soong_env: SoongEnv) -> None:
+def test_missing_api_key_env_loads(soong_env: SoongEnv) -> None:
     soong_env.write_config(model={"provider": "openai", "api_key_env": "MISSING_VAR"})
     loaded = load_config(project_dir=soong_env.project)
     assert loaded.settings.model.api_key_env == "MISSING_VAR"
 
 
-def test_ac19_task_budget_only_under_context_and_memory_dir_fixed(soong_env: SoongEnv) -> None:
+def test_task_budget_only_under_context_and_memory_dir_fixed(soong_env: SoongEnv) -> None:
     err = _load_error(soong_env, task={"task_board_token_budget": 100})
     assert _keys(err) == ["task.task_board_token_budget"]
     assert "unknown key" in err.message
@@ -159,7 +162,7 @@ def test_ac19_task_budget_only_under_context_and_memory_dir_fixed(soong_env: Soo
         ({"context": 5}, "context"),
     ],
 )
-def test_ac22_restricted_and_invalid_values_are_config_errors(
+def test_restricted_and_invalid_values_are_config_errors(
     soong_env: SoongEnv, overrides: dict[str, Any], key: str
 ) -> None:
     err = _load_error(soong_env, **overrides)
@@ -186,7 +189,7 @@ def test_valid_alternatives_are_accepted(soong_env: SoongEnv) -> None:
     assert s.model.temperature == 1.0
 
 
-def test_ac20_worker_ids_generated_in_config_order_and_stable(soong_env: SoongEnv) -> None:
+def test_worker_ids_generated_in_config_order_and_stable(soong_env: SoongEnv) -> None:
     pools = [
         {
             "pool_id": "default",
@@ -256,7 +259,7 @@ def test_ac20_worker_ids_generated_in_config_order_and_stable(soong_env: SoongEn
         ([{"pool_id": 3, "workers": []}], "agents.worker_pools[0].pool_id", "valid string"),
     ],
 )
-def test_ac20_worker_pool_structural_errors(
+def test_worker_pool_structural_errors(
     soong_env: SoongEnv, pools: list[dict[str, Any]], key: str, text: str
 ) -> None:
     err = _load_error(soong_env, agents={"worker_pools": pools})
@@ -264,7 +267,7 @@ def test_ac20_worker_pool_structural_errors(
     assert text in err.message
 
 
-def test_ac21_no_worker_pools_loads_without_implicit_pool(soong_env: SoongEnv) -> None:
+def test_no_worker_pools_loads_without_implicit_pool(soong_env: SoongEnv) -> None:
     soong_env.write_config(agents={"worker_pools": REMOVE})
     s = load_config(project_dir=soong_env.project).settings
     assert s.agents.worker_pools == []
@@ -275,7 +278,7 @@ def test_ac21_no_worker_pools_loads_without_implicit_pool(soong_env: SoongEnv) -
     assert worker_entries(s) == []
 
 
-def test_ac23_packaged_template_loads_with_this_schema(soong_env: SoongEnv) -> None:
+def test_packaged_template_loads_with_this_schema(soong_env: SoongEnv) -> None:
     template = resources.files("agent_core").joinpath("assets/templates/config_default.toml")
     text = template.read_text(encoding="utf-8")
     soong_env.write_config(raw=text)

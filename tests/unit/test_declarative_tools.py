@@ -1,4 +1,5 @@
-"""Declarative command tools (tools.md §14, §15.4; acceptance 2, 62–68; H15 for declarative tools).
+"""Declarative command tools (docs/tools.md#declarative-tools, docs/permissions.md#target-scopes; H15 for
+declarative tools).
 
 Tools run ``tests/fixtures/declarative_tool.py`` as real processes.
 """
@@ -91,7 +92,7 @@ async def run(
     return result, sink
 
 
-def test_acc62_loads_only_from_home_tools_dir(soong_env: SoongEnv) -> None:
+def test_loads_only_from_home_tools_dir(soong_env: SoongEnv) -> None:
     soong_env.write_project(".soong-agent/tools/p.json", json.dumps(spec(name="proj.tool")))
     soong_env.write_project("tools/p.json", json.dumps(spec(name="proj.tool2")))
     assert load_declarative_tools(loaded(soong_env)) is None
@@ -104,12 +105,12 @@ def test_acc62_loads_only_from_home_tools_dir(soong_env: SoongEnv) -> None:
     assert definition.metadata["source"] == "declarative" and definition.metadata["concurrency"] == "parallel"
 
 
-def test_acc67_declarative_disabled_loads_nothing(soong_env: SoongEnv) -> None:
+def test_declarative_disabled_loads_nothing(soong_env: SoongEnv) -> None:
     write_tool(soong_env, "{invalid")
     assert load_declarative_tools(loaded(soong_env, tools={"declarative_enabled": False})) is None
 
 
-def test_acc63_unknown_field_and_readonly_shell(soong_env: SoongEnv) -> None:
+def test_unknown_field_and_readonly_shell(soong_env: SoongEnv) -> None:
     expect_config_error(soong_env, spec(cwd="/tmp"), "cwd")
     expect_config_error(soong_env, spec(command_type="shell", command="echo hi", args=[]), "shell tool")
     write_tool(soong_env, spec(command_type="shell", command="echo hi", args=[], tags=["dangerous"]))
@@ -117,7 +118,7 @@ def test_acc63_unknown_field_and_readonly_shell(soong_env: SoongEnv) -> None:
     assert adapter is not None and adapter.definitions()[0].metadata["concurrency"] == "serial"
 
 
-def test_acc68_timeout_above_max(soong_env: SoongEnv) -> None:
+def test_timeout_above_max(soong_env: SoongEnv) -> None:
     expect_config_error(soong_env, spec(timeout_ms=700_000), "tools.max_timeout_ms")
 
 
@@ -171,7 +172,7 @@ def test_duplicates_fail_startup(soong_env: SoongEnv) -> None:
     assert str(path) in info.value.message and "a.json" in info.value.message
 
 
-def test_acc2_duplicate_of_builtin_fails_registration_with_config_error(soong_env: SoongEnv) -> None:
+def test_duplicate_of_builtin_fails_registration_with_config_error(soong_env: SoongEnv) -> None:
     path = write_tool(soong_env, spec(name="code.read_file"))
     config = loaded(soong_env)
     adapter = load_declarative_tools(config)
@@ -191,7 +192,7 @@ def test_acc2_duplicate_of_builtin_fails_registration_with_config_error(soong_en
     assert "code.my_tool" in registry
 
 
-def test_acc64_render_rules() -> None:
+def test_render_rules() -> None:
     args = {"name": "a; rm x", "count": 3, "flag": True, "items": ["p", "q"], "none": None}
     assert render_arg("{{args.name}}", args) == "a; rm x"
     assert render_arg("{{ args.count }}", args) == "3"
@@ -204,7 +205,7 @@ def test_acc64_render_rules() -> None:
     assert render_arg("plain", args) == "plain"
 
 
-async def test_acc64_acc66_exec_tool_end_to_end(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_exec_tool_end_to_end(soong_env: SoongEnv, tmp_path: Path) -> None:
     tool = spec(
         args=[SCRIPT, "--", "{{args.name}}", "--count={{args.count}}", "{{args.flag}}", "{{args.items}}"]
     )
@@ -229,7 +230,7 @@ async def test_acc64_acc66_exec_tool_end_to_end(soong_env: SoongEnv, tmp_path: P
     assert not (soong_env.project / "x").exists()
 
 
-async def test_acc65_shell_tool_gets_positional_parameters(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_shell_tool_gets_positional_parameters(soong_env: SoongEnv, tmp_path: Path) -> None:
     command = f'{shlex.quote(sys.executable)} {shlex.quote(SCRIPT)} -- "$1" "$2" "$#"'
     tool = spec(
         command_type="shell", permission="write", command=command, args=["{{args.name}}", "{{args.count}}"]
@@ -243,7 +244,7 @@ async def test_acc65_shell_tool_gets_positional_parameters(soong_env: SoongEnv, 
     assert not (soong_env.project / "pwned").exists()
 
 
-async def test_acc66_nonzero_exit_keeps_content_but_is_error(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_nonzero_exit_keeps_content_but_is_error(soong_env: SoongEnv, tmp_path: Path) -> None:
     adapter = adapter_for(soong_env, spec(args=[SCRIPT, "--exit", "4", "--stderr", "it broke"]))
     result, _ = await run(adapter, soong_env, tmp_path, "demo.echo")
     assert result.is_error and result.error is not None
@@ -355,7 +356,8 @@ async def test_preflight_scope_format(soong_env: SoongEnv, tmp_path: Path) -> No
     assert pre.target_scope is not None and pre.target_scope.split(" @ ")[0].endswith("/sh")
 
 
-async def test_h15_declarative_write_asks_readonly_does_not(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_declarative_write_asks_readonly_does_not(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H15."""
     log = tmp_path / "ran.log"
     adapter = adapter_for(
         soong_env,

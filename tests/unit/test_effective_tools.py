@@ -1,4 +1,5 @@
-"""Effective tool sets: role matrix, §11.4 algorithm, allowed_tools validation (tools.md §11)."""
+"""Effective tool sets: role matrix, docs/tools.md#effective-tool-sets algorithm, allowed_tools validation
+(docs/tools.md#effective-tool-sets)."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def names(role: AgentRole, **kw: Any) -> set[str]:
     return set(compute_effective_tools(registry_defs(), settings, role, **kw).names)
 
 
-def test_acc18_main_default_set() -> None:
+def test_main_default_set() -> None:
     main = names(AgentRole.main)
     assert {"agent.fork_agent", "agent.plan_template", "internal.recall_memory", "code.write_file"} <= main
     assert {"my.tool", "decl.tool", "mcp.srv.search"} <= main
@@ -111,7 +112,7 @@ def test_acc18_main_default_set() -> None:
     assert "agent.dispatch_worker" not in main and "agent.list_workers" not in main
 
 
-def test_acc19_orchestrator_default_set() -> None:
+def test_orchestrator_default_set() -> None:
     orch = names(AgentRole.orchestrator)
     assert {
         "agent.dispatch_worker",
@@ -124,7 +125,7 @@ def test_acc19_orchestrator_default_set() -> None:
 
 
 @pytest.mark.parametrize("role", [AgentRole.sub, AgentRole.fork])
-def test_acc20_sub_and_fork_never_see_blacklist_or_task_tools(role: AgentRole) -> None:
+def test_sub_and_fork_never_see_blacklist_or_task_tools(role: AgentRole) -> None:
     got = names(role)
     assert not got & BLACKLIST
     assert not {n for n in got if n.startswith("agent.task_")}
@@ -133,7 +134,7 @@ def test_acc20_sub_and_fork_never_see_blacklist_or_task_tools(role: AgentRole) -
     assert not names(role, requested=sorted(BLACKLIST | WORKER_STEP_TOOLS)) & (BLACKLIST | WORKER_STEP_TOOLS)
 
 
-def test_acc21_default_worker_set() -> None:
+def test_default_worker_set() -> None:
     assert names(AgentRole.worker) == set(WORKER_STEP_TOOLS) | {
         "code.read_file",
         "code.list_dir",
@@ -141,7 +142,7 @@ def test_acc21_default_worker_set() -> None:
     }
 
 
-def test_acc22_worker_entry_and_dispatch_lists() -> None:
+def test_worker_entry_and_dispatch_lists() -> None:
     entry = ["code.read_file", "code.write_file", *sorted(WORKER_STEP_TOOLS)]
     assert "code.write_file" in names(AgentRole.worker, worker_entry_tools=entry)
     narrowed = names(AgentRole.worker, worker_entry_tools=entry, requested=["code.read_file"])
@@ -159,12 +160,12 @@ def test_acc22_worker_entry_and_dispatch_lists() -> None:
     ) == ["code.write_file"]
 
 
-def test_acc23_compact_fork_set_is_empty() -> None:
+def test_compact_fork_set_is_empty() -> None:
     assert names(AgentRole.compact) == set()
     assert names(AgentRole.compact, requested=["code.read_file"]) == set()
 
 
-def test_acc24_sub_agent_allowed_tools_is_exact() -> None:
+def test_sub_agent_allowed_tools_is_exact() -> None:
     allowed = validate_allowed_tools(["code.read_file"], registry_defs(), make_settings(), AgentRole.sub)
     assert names(AgentRole.sub, requested=allowed) == {"code.read_file"}
     assert names(AgentRole.fork, requested=[]) == set()
@@ -178,14 +179,14 @@ def test_acc24_sub_agent_allowed_tools_is_exact() -> None:
         (["agent.task_get"], "unavailable", [{"tool": "agent.task_get", "reason": "mode_restricted"}]),
     ],
 )
-def test_acc25_invalid_allowed_tools(requested: list[str], key: str, expected: Any) -> None:
+def test_invalid_allowed_tools(requested: list[str], key: str, expected: Any) -> None:
     with pytest.raises(AgentCoreError) as info:
         validate_allowed_tools(requested, registry_defs(), make_settings(), AgentRole.sub)
     assert info.value.code == ErrorCode.validation_error
     assert info.value.details[key] == expected
 
 
-def test_acc27_disabled_tools_and_patterns() -> None:
+def test_disabled_tools_and_patterns() -> None:
     settings = make_settings(tools={"disabled": ["code.write_file", "mcp.srv.*"]})
     for role in AgentRole:
         got = names(role, settings=settings)
@@ -222,7 +223,7 @@ def test_mcp_switches_declarative_switch_memory_and_failed_servers() -> None:
     assert info.value.details["unavailable"][0]["reason"] == "policy_restricted"
 
 
-def test_acc83_network_deny_removes_network_tools() -> None:
+def test_network_deny_removes_network_tools() -> None:
     settings = make_settings(permissions={"network_policy": {"default": "deny"}})
     assert "mcp.other.fetch" not in names(AgentRole.main, settings=settings)
     assert "mcp.other.fetch" in names(AgentRole.main)

@@ -1,4 +1,5 @@
-"""Error codes, the exception tree and the shared enums (contract.md §8, runtime.md §3, §12)."""
+"""Error codes, the exception tree and the shared enums (docs/errors.md#codes,
+docs/architecture.md#type-layers, docs/errors.md)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ memory_recall_failed memory_write_failed skill_not_found skill_load_failed
 """.split()
 
 
-def test_a04_error_codes_exactly_45() -> None:
+def test_error_codes_exactly_45() -> None:
+    """Case A4."""
     assert len(CONTRACT_CODES) == 45
     assert {e.value for e in ErrorCode} == set(CONTRACT_CODES)
     assert all(e.name == e.value for e in ErrorCode)
@@ -110,7 +112,7 @@ def test_runtime_enums_are_strenums() -> None:
         "prompt_too_long",
         "max_output_tokens_recovery",
         "failed",
-        "limit_reached",  # surfaces.md §4
+        "limit_reached",  # docs/runs.md#limits
         "loop_detected",
     ]
     assert [e.value for e in enums.StepStatus] == [
@@ -123,7 +125,8 @@ def test_runtime_enums_are_strenums() -> None:
         "failed",
         "cancelled",
     ]
-    v2_jobs = {"job_started", "job_completed", "job_failed"}  # surfaces.md §6 (issue 22)
+    # docs/jobs-and-schedules.md#background-jobs (issue 22)
+    v2_jobs = {"job_started", "job_completed", "job_failed"}
     assert v2_jobs <= {e.value for e in enums.EventType}
     cache = {"prompt_cache_break"}  # issue 33: a request that stopped repeating the previous one
     assert cache <= {e.value for e in enums.EventType}

@@ -1,4 +1,4 @@
-"""Event channel delivery rules (runtime.md §9.4–§9.5)."""
+"""Event channel delivery rules (docs/events.md#the-live-stream)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""hooks.json loading, validation and matchers (mcp-hooks.md §B1–§B3; H9, H19, H20; acceptance 20–22, 24)."""
+"""hooks.json loading, validation and matchers (docs/hooks-and-mcp.md#where-and-when,
+docs/hooks-and-mcp.md#matchers; H9, H19, H20)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_missing_file_means_no_hooks(soong_env: SoongEnv) -> None:
     assert load_hooks(_config(soong_env)) is NO_HOOKS
 
 
-def test_h09_acc20_project_level_hooks_file_is_never_read(soong_env: SoongEnv) -> None:
+def test_project_level_hooks_file_is_never_read(soong_env: SoongEnv) -> None:
+    """Case H9."""
     soong_env.write_project(
         ".soong-agent/hooks.json", json.dumps({"version": 1, "hooks": {"PreToolUse": [_rule()]}})
     )
@@ -60,7 +62,8 @@ def test_h09_acc20_project_level_hooks_file_is_never_read(soong_env: SoongEnv) -
     assert load_hooks(_config(soong_env)) is NO_HOOKS
 
 
-def test_h20_acc21_hooks_disabled_does_not_read_the_file(soong_env: SoongEnv) -> None:
+def test_hooks_disabled_does_not_read_the_file(soong_env: SoongEnv) -> None:
+    """Case H20."""
     _write_hooks(soong_env, "{broken")
     assert load_hooks(_config(soong_env, hooks={"enabled": False})) is NO_HOOKS
     _write_hooks(soong_env, {"version": 1, "hooks": {"PreToolUse": [_rule()]}})
@@ -70,15 +73,15 @@ def test_h20_acc21_hooks_disabled_does_not_read_the_file(soong_env: SoongEnv) ->
     assert dispatcher.config.hook_count == 1
 
 
-def test_acc22_unknown_event_key(soong_env: SoongEnv) -> None:
+def test_unknown_event_key(soong_env: SoongEnv) -> None:
     _expect_error(soong_env, {"version": 1, "hooks": {"PlanModeComplete": [_rule()]}}, "PlanModeComplete")
 
 
-def test_acc22_non_object_matcher(soong_env: SoongEnv) -> None:
+def test_non_object_matcher(soong_env: SoongEnv) -> None:
     _expect_error(soong_env, {"version": 1, "hooks": {"PreToolUse": [_rule("code.write_file")]}}, "matcher")
 
 
-def test_acc22_tool_matcher_under_stop_and_session_events(soong_env: SoongEnv) -> None:
+def test_tool_matcher_under_stop_and_session_events(soong_env: SoongEnv) -> None:
     for phase, key in (("Stop", "tool_name"), ("SessionStart", "tag"), ("UserPromptSubmit", "path_prefix")):
         data = {"version": 1, "hooks": {phase: [_rule({key: "x"})]}}
         _expect_error(soong_env, data, f"hooks.{phase}[0].matcher")
@@ -177,7 +180,8 @@ def test_placeholder_paths_with_spaces_are_quoted(tmp_path: Path, monkeypatch: p
     assert hooks.rules_for(HookPhase.Stop)[0].hooks[0].command == f"cat '{env.project}'/x"
 
 
-def test_h19_acc24_matchers_are_exact(tmp_path: Path) -> None:
+def test_matchers_are_exact(tmp_path: Path) -> None:
+    """Case H19."""
     src = tmp_path / "src"
     by_name = RuleMatcher(tool_name="code.write_file")
     assert by_name.matches(tool_name="code.write_file")

@@ -1,4 +1,4 @@
-"""HooksDispatcher with real hook processes (mcp-hooks.md §B4–§B8, §B11; H20; acceptance 23, 27–33, 37).
+"""HooksDispatcher with real hook processes (docs/hooks-and-mcp.md, docs/events.md#hooks; H20).
 
 Hooks are ``tests/fixtures/hook_script.py`` started through the shell; events are recorded by
 ``RecordingSink``. Pipeline-level interplay (deny skips the callback, skipping later calls, PostToolUse on
@@ -73,7 +73,7 @@ def types_of(sink: RecordingSink) -> list[EventType]:
     return [e.event_type for e in sink.events]
 
 
-async def test_acc23_pre_tool_use_input_fields(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_pre_tool_use_input_fields(soong_env: SoongEnv, tmp_path: Path) -> None:
     log = tmp_path / "pre.log"
     rules = {
         "PreToolUse": [{"matcher": {"tool_name": "code.write_file"}, "hooks": [hook("--log", str(log))]}]
@@ -116,9 +116,10 @@ async def test_acc23_pre_tool_use_input_fields(soong_env: SoongEnv, tmp_path: Pa
     assert {e.tool_call_id for e in sink.events} == {"call_1"}
 
 
-async def test_h20_acc37_env_allowlist_and_default_cwd(
+async def test_env_allowlist_and_default_cwd(
     soong_env: SoongEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case H20."""
     monkeypatch.setenv("SECRET_API_KEY", "parent-secret-value-123")
     monkeypatch.setenv("SOONG_TEST_HOOK_TOKEN", "hook-token-value-456")
     log = tmp_path / "env.log"
@@ -177,9 +178,7 @@ async def test_missing_required_env_var_fails_the_hook(soong_env: SoongEnv, tmp_
     assert "hook #1 of rule #1 of Stop" in failed.payload["error"]["message"]
 
 
-async def test_acc27_nonzero_exit_fails_but_explicit_deny_is_honoured(
-    soong_env: SoongEnv, tmp_path: Path
-) -> None:
+async def test_nonzero_exit_fails_but_explicit_deny_is_honoured(soong_env: SoongEnv, tmp_path: Path) -> None:
     rules = {
         "PreToolUse": [
             {"hooks": [hook("--exit", "3", "--stderr", "boom")]},
@@ -204,7 +203,7 @@ async def test_acc27_nonzero_exit_fails_but_explicit_deny_is_honoured(
     assert failed[1].payload["error"]["exit_code"] == 2 and failed[1].payload["decision"] == "deny"
 
 
-async def test_acc28_acc30_stderr_and_empty_stdout_are_success(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_stderr_and_empty_stdout_are_success(soong_env: SoongEnv, tmp_path: Path) -> None:
     rules = {
         "PreToolUse": [{"hooks": [hook("--stderr", "warning: noisy", "--reason", "fine"), hook("--empty")]}]
     }
@@ -248,7 +247,7 @@ async def test_invalid_output_is_a_failed_hook_counting_as_allow(
     assert fragment in failed.payload["error"]["message"]
 
 
-async def test_acc29_timeout_kills_the_hook(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_timeout_kills_the_hook(soong_env: SoongEnv, tmp_path: Path) -> None:
     log = tmp_path / "slow.log"
     rules = {
         "PreToolUse": [
@@ -271,7 +270,7 @@ async def test_acc29_timeout_kills_the_hook(soong_env: SoongEnv, tmp_path: Path)
     assert read_log(log), "the hook had started"
 
 
-async def test_acc31_order_and_first_deny_stops_remaining(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_order_and_first_deny_stops_remaining(soong_env: SoongEnv, tmp_path: Path) -> None:
     log = tmp_path / "order.log"
     rules = {
         "PreToolUse": [
@@ -306,7 +305,8 @@ async def test_acc31_order_and_first_deny_stops_remaining(soong_env: SoongEnv, t
     assert not sink.of_type(EventType.hook_denied), "the caller emits hook_denied"
 
 
-async def test_h20_acc33_observe_phases_never_block(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_observe_phases_never_block(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H20."""
     log = tmp_path / "observe.log"
     deny = hook("--log", str(log), "--decision", "deny", "--reason", "ignored")
     rules = {
@@ -379,7 +379,8 @@ async def test_post_tool_use_remembers_preflight_and_matches_path_prefix(
     assert data["tool_result"]["is_error"] is True and data["tool_result"]["error"]["message"] == "bad"
 
 
-async def test_h21_stop_hook_input_and_deny_outcome(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_stop_hook_input_and_deny_outcome(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H21."""
     log = tmp_path / "stop.log"
     marker = tmp_path / "once"
     rules = {

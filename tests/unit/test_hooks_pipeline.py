@@ -1,7 +1,7 @@
 """User hooks inside the real tool pipeline (ToolExecutor + built-in code tools + HooksDispatcher).
 
-Covers H8, H9, H16 (hook variant), H19, H20 and mcp-hooks.md acceptance 20, 21, 24–27, 29, 32, 34, 38
-(tools.md 81). Hooks are real processes (``tests/fixtures/hook_script.py``).
+Covers H8, H9, H16 (hook variant), H19, H20 and docs/hooks-and-mcp.md. Hooks are real processes
+(``tests/fixtures/hook_script.py``).
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ class Harness:
         return make_scope(self.env.project, self.env.home, effective_tools=frozenset(self.registry.names()))
 
 
-async def test_h08_acc25_hook_deny_wins_over_an_allowing_callback(
-    soong_env: SoongEnv, tmp_path: Path
-) -> None:
+async def test_hook_deny_wins_over_an_allowing_callback(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H8."""
     log = tmp_path / "deny.log"
     rules = {
         "PreToolUse": [
@@ -98,9 +97,10 @@ async def test_h08_acc25_hook_deny_wins_over_an_allowing_callback(
     assert record["input"]["target_paths"] == [str(soong_env.project / "a.txt")]
 
 
-async def test_h16_acc26_hook_deny_of_write_skips_rest_readonly_deny_does_not(
+async def test_hook_deny_of_write_skips_rest_readonly_deny_does_not(
     soong_env: SoongEnv, tmp_path: Path
 ) -> None:
+    """Case H16."""
     soong_env.write_project("b.txt", "bee")
     rules = {
         "PreToolUse": [
@@ -136,9 +136,8 @@ async def test_h16_acc26_hook_deny_of_write_skips_rest_readonly_deny_does_not(
     assert not ok.is_error and isinstance(ok.content[0], JsonBlock) and ok.content[0].data["content"] == "bee"
 
 
-async def test_h19_acc24_tag_and_path_prefix_matchers_in_the_pipeline(
-    soong_env: SoongEnv, tmp_path: Path
-) -> None:
+async def test_tag_and_path_prefix_matchers_in_the_pipeline(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H19."""
     soong_env.write_project("src/e.py", "old\n")
     soong_env.write_project("docs/r.md", "read me\n")
     tag_log, path_log, name_log = tmp_path / "tag.log", tmp_path / "path.log", tmp_path / "name.log"
@@ -169,7 +168,8 @@ async def test_h19_acc24_tag_and_path_prefix_matchers_in_the_pipeline(
     assert not name_log.exists(), "a glob-looking tool_name matches nothing"
 
 
-async def test_h20_failing_and_timed_out_hooks_do_not_block(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_failing_and_timed_out_hooks_do_not_block(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H20."""
     rules = {
         "PreToolUse": [
             {
@@ -190,7 +190,7 @@ async def test_h20_failing_and_timed_out_hooks_do_not_block(soong_env: SoongEnv,
     assert errors == ["exit_code", "timeout"]
 
 
-async def test_acc38_hooks_never_trigger_the_permission_callback(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_hooks_never_trigger_the_permission_callback(soong_env: SoongEnv, tmp_path: Path) -> None:
     soong_env.write_project("r.txt", "x")
     log = tmp_path / "ro.log"
     rules = {
@@ -205,7 +205,7 @@ async def test_acc38_hooks_never_trigger_the_permission_callback(soong_env: Soon
     assert [r["input"]["hook_event"] for r in read_log(log)] == ["PreToolUse", "PostToolUse"]
 
 
-async def test_acc32_post_tool_use_deny_changes_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_post_tool_use_deny_changes_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
     log = tmp_path / "post.log"
     rules = {
         "PostToolUse": [
@@ -235,7 +235,7 @@ async def test_acc32_post_tool_use_deny_changes_nothing(soong_env: SoongEnv, tmp
     )
 
 
-async def test_acc34_post_tool_use_gets_summary_and_artifact_ref_for_large_results(
+async def test_post_tool_use_gets_summary_and_artifact_ref_for_large_results(
     soong_env: SoongEnv, tmp_path: Path
 ) -> None:
     log = tmp_path / "big.log"
@@ -269,7 +269,8 @@ async def test_acc34_post_tool_use_gets_summary_and_artifact_ref_for_large_resul
     assert refs[0]["artifact_id"] in h.sink.artifacts
 
 
-async def test_h09_acc20_project_hooks_have_no_effect(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_project_hooks_have_no_effect(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H9."""
     log = tmp_path / "project-hook.log"
     project_rules = {
         "version": 1,
@@ -285,7 +286,8 @@ async def test_h09_acc20_project_hooks_have_no_effect(soong_env: SoongEnv, tmp_p
     assert not log.exists()
 
 
-async def test_h20_acc21_disabled_hooks_run_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+async def test_disabled_hooks_run_nothing(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case H20."""
     log = tmp_path / "off.log"
     rules = {"PreToolUse": [{"hooks": [hook("--log", str(log), "--decision", "deny")]}]}
     h = Harness(soong_env, tmp_path, rules, hooks={"enabled": False})

@@ -258,7 +258,8 @@ def test_row_readers_build_the_runtime_types_and_reject_bad_rows() -> None:
         assert info.value.code == ErrorCode.schema_error
 
 
-async def test_d16_many_coalesced_deltas_keep_their_text_in_order() -> None:
+async def test_many_coalesced_deltas_keep_their_text_in_order() -> None:
+    """Case D16."""
     channel = EventChannel()
 
     def delta(kind: EventType, text: str) -> RuntimeEvent:

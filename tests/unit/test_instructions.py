@@ -1,6 +1,7 @@
-"""Instruction catalog scan, catalog block and the instruction-file predicate (context.md §7.1–§7.3).
+"""Instruction catalog scan, catalog block and the instruction-file predicate
+(docs/context.md#instruction-files, docs/context.md#the-catalog).
 
-Covers testing.md F1–F5 and F13; contract.md §15 items 33–34; context.md acceptance checks 9–14. The
+Covers cases F1–F5 and F13; docs/testing.md; docs/context.md. The
 predicate itself (:func:`match_instruction_file`, F9) belongs to the code tools; here only the catalog's
 agreement with it is checked.
 """
@@ -34,7 +35,8 @@ def _block_entries(content: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines[1:-1]]
 
 
-def test_f01_catalog_lists_sources_with_frontmatter_and_no_bodies(soong_env: SoongEnv) -> None:
+def test_catalog_lists_sources_with_frontmatter_and_no_bodies(soong_env: SoongEnv) -> None:
+    """Case F1."""
     env = soong_env
     env.write_home("CLAUDE.md", "BODY-HOME-CLAUDE\n", frontmatter={"title": "home rules", "tags": ["a"]})
     env.write_home("rules/a.md", "BODY-RULE-A\n", frontmatter={"applies_to": "python"})
@@ -76,7 +78,8 @@ def test_f01_catalog_lists_sources_with_frontmatter_and_no_bodies(soong_env: Soo
     assert "BODY-" not in block.content
 
 
-def test_f02_no_frontmatter_file_listed_with_relative_path(soong_env: SoongEnv) -> None:
+def test_no_frontmatter_file_listed_with_relative_path(soong_env: SoongEnv) -> None:
+    """Case F2."""
     soong_env.write_project("CLAUDE.md", "just text, no frontmatter\n")
     soong_env.write_project("deep/er/AGENTS.md", "plain\n")
     catalog = scan_instruction_catalog(soong_env.home, soong_env.project)
@@ -97,7 +100,8 @@ def test_f02_no_frontmatter_file_listed_with_relative_path(soong_env: SoongEnv) 
     ]
 
 
-def test_f03_claude_md_wins_over_agents_md_in_same_directory(soong_env: SoongEnv) -> None:
+def test_claude_md_wins_over_agents_md_in_same_directory(soong_env: SoongEnv) -> None:
+    """Case F3."""
     env = soong_env
     for rel in ("CLAUDE.md", "AGENTS.md", "sub/CLAUDE.md", "sub/AGENTS.md", "other/AGENTS.md"):
         env.write_project(rel, "x\n")
@@ -112,7 +116,8 @@ def test_f03_claude_md_wins_over_agents_md_in_same_directory(soong_env: SoongEnv
 
 
 @pytest.mark.parametrize("skipped", sorted(SKIP_DIRS))
-def test_f04_skipped_directories_are_not_listed(soong_env: SoongEnv, skipped: str) -> None:
+def test_skipped_directories_are_not_listed(soong_env: SoongEnv, skipped: str) -> None:
+    """Case F4."""
     env = soong_env
     env.write_project(f"{skipped}/CLAUDE.md", "x\n")
     env.write_project(f"{skipped}/pkg/AGENTS.md", "x\n")
@@ -122,7 +127,8 @@ def test_f04_skipped_directories_are_not_listed(soong_env: SoongEnv, skipped: st
     assert _listing(env) == [("project", "src/CLAUDE.md")]
 
 
-def test_f05_project_soong_agent_dir_and_rules_never_scanned(soong_env: SoongEnv) -> None:
+def test_project_soong_agent_dir_and_rules_never_scanned(soong_env: SoongEnv) -> None:
+    """Case F5."""
     env = soong_env
     env.write_project(".soong-agent/rules/a.md", "x\n")
     env.write_project(".soong-agent/rules/CLAUDE.md", "x\n")
@@ -211,7 +217,8 @@ def test_frontmatter_error_and_normalised_values(soong_env: SoongEnv) -> None:
     json.loads(catalog_block(catalog).content.splitlines()[1])
 
 
-def test_f13_more_than_200_files_truncated_after_200(soong_env: SoongEnv) -> None:
+def test_more_than_200_files_truncated_after_200(soong_env: SoongEnv) -> None:
+    """Case F13."""
     env = soong_env
     for i in range(205):
         env.write_project(f"d{i:03d}/CLAUDE.md", "x\n")
@@ -226,7 +233,8 @@ def test_f13_more_than_200_files_truncated_after_200(soong_env: SoongEnv) -> Non
     assert block.metadata["truncated"] is True and block.metadata["total_found"] == 205
 
 
-def test_f13_user_entries_are_kept_first_when_truncating(soong_env: SoongEnv) -> None:
+def test_user_entries_are_kept_first_when_truncating(soong_env: SoongEnv) -> None:
+    """Case F13."""
     env = soong_env
     env.write_home("rules/zz.md", "x\n")
     for i in range(3):
@@ -239,7 +247,8 @@ def test_f13_user_entries_are_kept_first_when_truncating(soong_env: SoongEnv) ->
     assert catalog.truncated and catalog.total_found == 4
 
 
-def test_f13_catalog_rescan_sees_file_added_between_runs(soong_env: SoongEnv) -> None:
+def test_catalog_rescan_sees_file_added_between_runs(soong_env: SoongEnv) -> None:
+    """Case F13."""
     env = soong_env
     env.write_project("CLAUDE.md", "x\n")
     first = scan_instruction_catalog(env.home, env.project)

@@ -1,7 +1,7 @@
 """Loaded instruction content: dynamic ``instruction:<path>`` blocks from ``instruction_context`` nodes.
 
-Covers the block/freshness half of testing.md F6–F8 and contract.md §15 item 35 and context.md acceptance
-checks 15–17 (the ``code.read_file`` half — result fields, ``already_loaded`` — belongs to the code tools).
+Covers the block/freshness half of cases F6–F8 and docs/testing.md and docs/context.md (the ``code.read_file``
+half — result fields, ``already_loaded`` — belongs to the code tools).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def file_hash(data: bytes) -> str:
 
 
 def _load(path: Path, seq: int, scope: InstructionScope = "project", call_id: str = "call_1") -> Node:
-    """An ``instruction_context`` node as ``code.read_file`` writes it (context.md §7.4)."""
+    """An ``instruction_context`` node as ``code.read_file`` writes it (docs/context.md#loading)."""
     data = path.read_bytes()
     st = path.stat()
     return Node(
@@ -71,7 +71,8 @@ def _bump_mtime(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
 
-def test_f06_loaded_instruction_becomes_dynamic_block(soong_env: SoongEnv) -> None:
+def test_loaded_instruction_becomes_dynamic_block(soong_env: SoongEnv) -> None:
+    """Case F6."""
     path = soong_env.write_project("pkg/AGENTS.md", "MARKER-PKG-RULES\n")
     nodes = [_message("hi", 1), _load(path, 2, call_id="call_read")]
     blocks, notes = instruction_blocks(nodes)
@@ -94,7 +95,8 @@ def test_f06_loaded_instruction_becomes_dynamic_block(soong_env: SoongEnv) -> No
     assert "code.read_file" in marker and str(path) in marker and marker.endswith("</instruction>")
 
 
-def test_f07_same_file_loaded_twice_gives_one_block(soong_env: SoongEnv) -> None:
+def test_same_file_loaded_twice_gives_one_block(soong_env: SoongEnv) -> None:
+    """Case F7."""
     path = soong_env.write_project("CLAUDE.md", "MARKER-ONCE\n")
     first = _load(path, 1)
     second = _load(path, 3)
@@ -105,7 +107,8 @@ def test_f07_same_file_loaded_twice_gives_one_block(soong_env: SoongEnv) -> None
     assert [n.node_id for n in latest_instruction_nodes([first, second])] == [second.node_id]
 
 
-def test_f08_changed_file_is_reloaded_at_build(soong_env: SoongEnv) -> None:
+def test_changed_file_is_reloaded_at_build(soong_env: SoongEnv) -> None:
+    """Case F8."""
     path = soong_env.write_project("CLAUDE.md", "OLD-BODY\n")
     node = _load(path, 1)
     path.write_text("NEW-BODY with more text\n")
@@ -127,7 +130,8 @@ def test_f08_changed_file_is_reloaded_at_build(soong_env: SoongEnv) -> None:
     ]
 
 
-def test_f08_new_load_after_change_supersedes_old_node(soong_env: SoongEnv) -> None:
+def test_new_load_after_change_supersedes_old_node(soong_env: SoongEnv) -> None:
+    """Case F8."""
     path = soong_env.write_project("CLAUDE.md", "VERSION-1\n")
     old = _load(path, 1)
     path.write_text("VERSION-2\n")

@@ -1,4 +1,4 @@
-"""Storage records and storage ↔ runtime mappers (runtime.md §2, storage.md §1.1; E8)."""
+"""Storage records and storage ↔ runtime mappers (docs/architecture.md#type-layers; E8)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ def _node_record(**kw: object) -> NodeRecord:
     return NodeRecord.model_validate(base)
 
 
-def test_e8_records_mirror_columns_and_reject_unknown_fields() -> None:
+def test_records_mirror_columns_and_reject_unknown_fields() -> None:
+    """Case E8."""
     for cls in RECORDS:
         json_fields = [f for f in cls.model_fields if "json" in f]
         assert all(f.endswith("_json") for f in json_fields), cls
@@ -92,7 +93,8 @@ def test_e8_records_mirror_columns_and_reject_unknown_fields() -> None:
         _node_record(created_at="yesterday")
 
 
-def test_e8_timestamps_are_normalised_utc_strings() -> None:
+def test_timestamps_are_normalised_utc_strings() -> None:
+    """Case E8."""
     assert _node_record(created_at="2026-06-12T15:30:22.123456+00:00").created_at == TS
     assert _node_record(created_at="2026-06-12T17:30:22.123456+02:00").created_at == TS
     assert _node_record(created_at="2026-06-12T15:30:22Z").created_at == "2026-06-12T15:30:22.000000Z"
@@ -141,7 +143,8 @@ def event_to_record(event: RuntimeEvent) -> EventRecord:
     return EventRecord.model_validate(dict(zip(EventRecord.columns(), row, strict=True)))
 
 
-def test_e8_node_round_trip_is_lossless() -> None:
+def test_node_round_trip_is_lossless() -> None:
+    """Case E8."""
     record = _node_record()
     node = node_from_record(record, "sess_1")
     assert (
@@ -160,7 +163,8 @@ def test_e8_node_round_trip_is_lossless() -> None:
     assert node_to_record(node_from_record(empty, "s")) == empty
 
 
-def test_e8_event_round_trip_is_lossless() -> None:
+def test_event_round_trip_is_lossless() -> None:
+    """Case E8."""
     record = EventRecord(
         event_id="evt_1",
         seq=7,
@@ -185,7 +189,8 @@ def test_e8_event_round_trip_is_lossless() -> None:
     assert event_to_record(event_from_record(bare, "s")) == bare
 
 
-def test_e8_artifact_round_trip_is_lossless() -> None:
+def test_artifact_round_trip_is_lossless() -> None:
+    """Case E8."""
     record = ArtifactRecord(
         artifact_id="artifact_1",
         session_id="sess_1",
@@ -208,7 +213,8 @@ def test_e8_artifact_round_trip_is_lossless() -> None:
     assert {f: getattr(ref, f) for f in fields} == {f: getattr(record, f) for f in fields}
 
 
-def test_e8_run_record_to_run_info() -> None:
+def test_run_record_to_run_info() -> None:
+    """Case E8."""
     error = ErrorPayload(code=ErrorCode.storage_error, message="disk full", redacted=True)
     run = RunRecord(
         run_id="run_2",
@@ -251,14 +257,16 @@ def test_e8_run_record_to_run_info() -> None:
         {"metadata_json": "{broken"},
     ],
 )
-def test_e8_malformed_node_rows_raise_schema_error(update: dict[str, str]) -> None:
+def test_malformed_node_rows_raise_schema_error(update: dict[str, str]) -> None:
+    """Case E8."""
     record = _node_record().model_copy(update=update)
     with pytest.raises(SchemaError) as info:
         node_from_record(record, "sess_1")
     assert info.value.code == ErrorCode.schema_error
 
 
-def test_e8_malformed_rows_and_json_columns_raise_schema_error() -> None:
+def test_malformed_rows_and_json_columns_raise_schema_error() -> None:
+    """Case E8."""
     columns = NodeRecord.columns()
     good = _node_record().row()
     assert record_from_row(NodeRecord, columns, good) == _node_record()
@@ -276,8 +284,8 @@ def test_e8_malformed_rows_and_json_columns_raise_schema_error() -> None:
         event_from_record(event, "s")
 
 
-async def test_e8_round_trip_through_sqlite(tmp_path: Path) -> None:
-    """Runtime → storage → runtime through the real database; enums stored as their strings."""
+async def test_round_trip_through_sqlite(tmp_path: Path) -> None:
+    """Case E8: Runtime → storage → runtime through the real database; enums stored as their strings."""
     async with opened_store(tmp_path) as env:
         sid, aid = await env.new_session()
         content = [TextBlock(text="x"), JsonBlock(data={"n": 1}), ArtifactRefBlock(artifact_id="artifact_x")]

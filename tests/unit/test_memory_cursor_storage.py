@@ -1,5 +1,5 @@
 """The scan cursor's storage path: ``append(session_metadata=...)`` merges into ``sessions.metadata_json``
-in the same transaction as its events (context.md §9.6)."""
+in the same transaction as its events (docs/context.md#extraction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Memory files, frontmatter, the store and the ``MEMORY.md`` catalog (context.md §9.1–§9.3)."""
+"""Memory files, frontmatter, the store and the ``MEMORY.md`` catalog (docs/context.md#files)."""
 
 from __future__ import annotations
 

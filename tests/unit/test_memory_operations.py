@@ -1,4 +1,4 @@
-"""``memory_writer.submit`` schema and validation (context.md §9.4, §9.7, §9.8; testing.md M10, M18)."""
+"""``memory_writer.submit`` schema and validation (docs/context.md#extraction; cases M10, M18)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def _plan(env: SoongEnv, payload: dict[str, Any], **ctx: Any) -> Any:
     return plan_commit(parse_submit(payload), _ctx(env, **ctx))
 
 
-def test_m10_create_without_source_node_ids_fails_schema_validation() -> None:
+def test_create_without_source_node_ids_fails_schema_validation() -> None:
+    """Case M10."""
     for bad in (_create(source_node_ids=None), _create(source_node_ids=[])):
         with pytest.raises(SchemaError) as err:
             parse_submit(_payload(bad))
@@ -159,9 +160,10 @@ def test_ignore_only_plan_writes_nothing(soong_env: SoongEnv) -> None:
           "source_node_ids": ["node_user"]}, "does not exist"),
     ],
 )  # fmt: skip
-def test_m18_invalid_operations_fail_the_whole_plan(
+def test_invalid_operations_fail_the_whole_plan(
     soong_env: SoongEnv, op: dict[str, Any], fragment: str
 ) -> None:
+    """Case M18."""
     good = _create(name="other-note")
     with pytest.raises(AgentCoreError) as err:
         _plan(soong_env, _payload(good, op))

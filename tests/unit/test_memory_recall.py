@@ -1,4 +1,4 @@
-"""``internal.recall_memory`` at the tool level with a scripted selector (context.md §9.9)."""
+"""``internal.recall_memory`` at the tool level with a scripted selector (docs/context.md#recall)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def _snapshot(env: SoongEnv) -> dict[str, tuple[bytes, int]]:
     }
 
 
-async def test_ac24_two_selected_memories_one_node_files_untouched(harness: Harness) -> None:
+async def test_two_selected_memories_one_node_files_untouched(harness: Harness) -> None:
     before = _snapshot(harness.env)
     harness.answers.append([IDS[2], "mem_20990101000000_ffffff", IDS[0]])
     result = await harness.call(query="indentation preferences")
@@ -176,7 +176,8 @@ async def test_top_k_and_token_budget_limit_the_injected_bodies(soong_env: Soong
     assert result["recalled_memory_ids"] == [IDS[2]]  # 1 skipped (too big), 2 fits; 0 beyond the limit
 
 
-async def test_ac25_m08_repeat_is_already_recalled_until_the_file_changes(harness: Harness) -> None:
+async def test_repeat_is_already_recalled_until_the_file_changes(harness: Harness) -> None:
+    """Case M8."""
     harness.answers.append([IDS[0]])
     await harness.call(query="q")
     harness.commit_nodes()
@@ -234,7 +235,8 @@ async def test_memory_context_covered_by_compaction_is_injected_again(harness: H
         '{"memory_ids": [1, 2]}',
     ],
 )
-async def test_m21_selector_failure_is_memory_recall_failed(harness: Harness, answer: Any) -> None:
+async def test_selector_failure_is_memory_recall_failed(harness: Harness, answer: Any) -> None:
+    """Case M21."""
     harness.answers.append(answer)
     with pytest.raises(AgentCoreError) as err:
         await harness.call(query="q")

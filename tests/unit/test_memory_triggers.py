@@ -1,4 +1,4 @@
-"""Trigger decisions and scan-range text (context.md §9.4-§9.6), without a runtime."""
+"""Trigger decisions and scan-range text (docs/context.md#extraction), without a runtime."""
 
 from __future__ import annotations
 

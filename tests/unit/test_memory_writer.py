@@ -1,4 +1,5 @@
-"""The Memory Writer: confinement, atomic commits with rollback, secret rejection (context.md §9.7–§9.8)."""
+"""The Memory Writer: confinement, atomic commits with rollback, secret rejection
+(docs/context.md#extraction)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _files(root: Path) -> set[str]:
     )
 
 
-def test_m07_writes_inside_the_memory_dir_succeed(soong_env: SoongEnv) -> None:
+def test_writes_inside_the_memory_dir_succeed(soong_env: SoongEnv) -> None:
+    """Case M7."""
     writer = _writer(soong_env)
     written = writer.commit(
         [
@@ -63,7 +65,8 @@ def test_m07_writes_inside_the_memory_dir_succeed(soong_env: SoongEnv) -> None:
         "user",
     ],
 )
-def test_m07_targets_outside_the_allowed_paths_are_rejected(soong_env: SoongEnv, target: str) -> None:
+def test_targets_outside_the_allowed_paths_are_rejected(soong_env: SoongEnv, target: str) -> None:
+    """Case M7."""
     writer = _writer(soong_env)
     path = target.format(project=soong_env.project, home=soong_env.home)
     before = _files(soong_env.project) | _files(soong_env.home)
@@ -73,7 +76,8 @@ def test_m07_targets_outside_the_allowed_paths_are_rejected(soong_env: SoongEnv,
     assert _files(soong_env.project) | _files(soong_env.home) == before
 
 
-def test_m07_symlink_escapes_are_rejected(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_symlink_escapes_are_rejected(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case M7."""
     memory = soong_env.home / "memory"
     (memory / "feedback").mkdir(parents=True)
     outside = tmp_path / "elsewhere"
@@ -93,7 +97,8 @@ def test_m07_symlink_escapes_are_rejected(soong_env: SoongEnv, tmp_path: Path) -
     assert victim.read_text(encoding="utf-8") == "original\n"
 
 
-def test_m07_symlinked_memory_dir_is_rejected(soong_env: SoongEnv, tmp_path: Path) -> None:
+def test_symlinked_memory_dir_is_rejected(soong_env: SoongEnv, tmp_path: Path) -> None:
+    """Case M7."""
     outside = tmp_path / "fake-memory"
     outside.mkdir()
     os.symlink(outside, soong_env.home / "memory")
@@ -128,9 +133,10 @@ def test_commit_failure_on_second_file_restores_everything(
     assert _files(memory) == {"user/a.md", "MEMORY.md"}  # no temp or backup files left behind
 
 
-def test_m18_secret_content_is_rejected_not_redacted(
+def test_secret_content_is_rejected_not_redacted(
     soong_env: SoongEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case M18."""
     writer = _writer(soong_env, monkeypatch)
     for text in (
         f"my key is {SECRET}",

@@ -1,4 +1,5 @@
-"""Path normalisation, write roots, sensitive matching and the instruction-file predicate (tools.md §12)."""
+"""Path normalisation, write roots, sensitive matching and the instruction-file predicate
+(docs/tools.md#paths)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_symlinks_resolved_component_wise_including_dangling_and_relative(base: 
 
 
 def test_dotdot_after_symlink_is_lexical_first(base: Path, tmp_path: Path) -> None:
-    """tools.md §12.1: normalise ``..`` lexically, then resolve symlinks."""
+    """docs/tools.md#paths: normalise ``..`` lexically, then resolve symlinks."""
     deep = tmp_path / "deep" / "er"
     deep.mkdir(parents=True)
     (base / "d").symlink_to(deep)
@@ -172,7 +173,7 @@ def test_skip_dirs_are_the_contract_list() -> None:
     } == SKIP_DIRS
 
 
-# --- instruction-file predicate (contract.md §4.8) -------------------------------------------------------
+# --- instruction-file predicate (docs/context.md#loading) ---------------------------------------------------
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""PermissionGate: session cache, serialised callbacks, failures, request construction (tools.md §15)."""
+"""PermissionGate: session cache, serialised callbacks, failures, request construction
+(docs/permissions.md)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ async def check(
     )
 
 
-def test_h10_decision_enum() -> None:
+def test_decision_enum() -> None:
+    """Case H10."""
     for value in ("allow_once", "allow_for_session", "deny"):
         decision = PermissionDecision(decision=value)  # type: ignore[arg-type]
         assert decision.reason is None and decision.metadata == {}
@@ -68,7 +70,8 @@ def test_h10_decision_enum() -> None:
             PermissionDecision(decision=bad)  # type: ignore[arg-type]
 
 
-async def test_h03_acc71_allow_once_asks_every_time(scope: RunScope) -> None:
+async def test_allow_once_asks_every_time(scope: RunScope) -> None:
+    """Case H3."""
     recorder = PermissionRecorder(["allow_once", "allow_once"])
     gate = PermissionGate(recorder, make_settings())
     first, second = await check(gate, scope), await check(gate, scope)
@@ -77,7 +80,8 @@ async def test_h03_acc71_allow_once_asks_every_time(scope: RunScope) -> None:
     assert first.permission_outcome() == {"asked": True, "decision": "allow_once", "cached": False}
 
 
-async def test_h04_h11_acc72_allow_for_session_is_scoped_by_tool_and_target(scope: RunScope) -> None:
+async def test_allow_for_session_is_scoped_by_tool_and_target(scope: RunScope) -> None:
+    """Cases H4, H11."""
     recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once"])
     gate = PermissionGate(recorder, make_settings())
     assert (await check(gate, scope, target="/p/a/x.txt")).decision == "allow_for_session"
@@ -89,7 +93,8 @@ async def test_h04_h11_acc72_allow_for_session_is_scoped_by_tool_and_target(scop
     assert [r.target_scope for r in recorder.requests] == ["/p/a/x.txt", "/p/b/x.txt", "/p/a/x.txt"]
 
 
-async def test_h12_run_command_scope(scope: RunScope) -> None:
+async def test_run_command_scope(scope: RunScope) -> None:
+    """Case H12."""
     recorder = PermissionRecorder(["allow_for_session", "allow_once", "allow_once"])
     gate = PermissionGate(recorder, make_settings())
     await check(gate, scope, tool=RUN, target="/usr/bin/python @ /p")
@@ -99,7 +104,8 @@ async def test_h12_run_command_scope(scope: RunScope) -> None:
     assert len(recorder.requests) == 3
 
 
-async def test_h13_deny_is_not_remembered(scope: RunScope) -> None:
+async def test_deny_is_not_remembered(scope: RunScope) -> None:
+    """Case H13."""
     recorder = PermissionRecorder([PermissionDecision(decision="deny", reason="no"), "allow_once"])
     gate = PermissionGate(recorder, make_settings())
     denied = await check(gate, scope)
@@ -108,7 +114,8 @@ async def test_h13_deny_is_not_remembered(scope: RunScope) -> None:
     assert len(recorder.requests) == 2
 
 
-async def test_h05_acc73_grants_are_per_session_and_forgotten(tmp_path: Path) -> None:
+async def test_grants_are_per_session_and_forgotten(tmp_path: Path) -> None:
+    """Case H5."""
     a, b = make_scope(tmp_path, tmp_path), make_scope(tmp_path, tmp_path)
     recorder = PermissionRecorder.always("allow_for_session")
     gate = PermissionGate(recorder, make_settings())
@@ -145,7 +152,9 @@ async def test_allow_for_session_downgrades(scope: RunScope) -> None:
         (None, "invalid_decision"),
     ],
 )
-async def test_h17_acc76_acc77_callback_failures_deny(scope: RunScope, decision: Any, failure: str) -> None:
+async def test_callback_failures_deny(scope: RunScope, decision: Any, failure: str) -> None:
+    """Case H17."""
+
     async def callback(_request: PermissionRequest) -> Any:
         if isinstance(decision, BaseException):
             raise decision
@@ -156,7 +165,7 @@ async def test_h17_acc76_acc77_callback_failures_deny(scope: RunScope, decision:
     assert outcome.request is not None and outcome.asked
 
 
-async def test_acc76_callback_timeout_denies(scope: RunScope) -> None:
+async def test_callback_timeout_denies(scope: RunScope) -> None:
     recorder = PermissionRecorder(["allow_once"], delay=5)
     gate = PermissionGate(recorder, make_settings(), timeout_s=0.05)
     outcome = await asyncio.wait_for(check(gate, scope), 2)
@@ -164,7 +173,7 @@ async def test_acc76_callback_timeout_denies(scope: RunScope) -> None:
     assert outcome.failure_message and "0.05" in outcome.failure_message
 
 
-def test_acc77_coerce_decision() -> None:
+def test_coerce_decision() -> None:
     assert coerce_decision({"decision": "deny", "reason": "r"}) == PermissionDecision(
         decision="deny", reason="r"
     )
@@ -179,7 +188,7 @@ async def test_sync_callbacks_are_accepted(scope: RunScope) -> None:
     assert (await check(gate, scope)).allowed
 
 
-async def test_acc82_callbacks_never_run_concurrently(scope: RunScope) -> None:
+async def test_callbacks_never_run_concurrently(scope: RunScope) -> None:
     recorder = PermissionRecorder.always("allow_once")
     recorder.delay = 0.05
     gate = PermissionGate(recorder, make_settings())
@@ -216,7 +225,8 @@ async def test_cancellation_abandons_pending_request(scope: RunScope) -> None:
     assert (await asyncio.wait_for(check(gate, scope), 1)).allowed
 
 
-async def test_h18_acc78_acc79_request_fields(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_request_fields(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case H18."""
     secret = "sk-live-very-secret-1234"
     redactor = Redactor(["SERVICE_TOKEN"], environ={"SERVICE_TOKEN": secret})
     child = make_scope(

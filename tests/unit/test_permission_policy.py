@@ -1,4 +1,5 @@
-"""The pure permission policy table (tools.md §15.2–§15.4, §15.8; contract.md §11)."""
+"""The pure permission policy table (docs/permissions.md#what-asks, docs/permissions.md#target-scopes,
+docs/permissions.md#network-policy; docs/permissions.md#decisions)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ POLICY = PermissionPolicy.from_settings(make_settings())
         (NETWORK, ("network",)),
     ],
 )
-def test_h15_default_ask_categories(definition: ToolDefinition, reasons: tuple[str, ...]) -> None:
+def test_default_ask_categories(definition: ToolDefinition, reasons: tuple[str, ...]) -> None:
+    """Case H15."""
     decision = POLICY.decide(definition, PLAIN, has_callback=True)
     assert decision.action == "ask"
     assert decision.reasons == reasons
@@ -59,7 +61,8 @@ def test_h15_default_ask_categories(definition: ToolDefinition, reasons: tuple[s
 
 
 @pytest.mark.parametrize("definition", [READ, tool("my.readonly"), *INTERNAL])
-def test_h15_h01_acc69_acc80_readonly_and_internal_never_ask(definition: ToolDefinition) -> None:
+def test_readonly_and_internal_never_ask(definition: ToolDefinition) -> None:
+    """Cases H15, H1."""
     assert POLICY.decide(definition, PLAIN, has_callback=False).action == "allow"
     assert POLICY.decide(definition, PLAIN, has_callback=True).action == "allow"
 
@@ -70,7 +73,8 @@ def test_internal_tools_never_ask_even_with_risky_facts() -> None:
     assert POLICY.decide(internal_write, risky, has_callback=False).action == "allow"
 
 
-def test_h02_h14_acc70_sensitive_read_asks_with_suggested_deny() -> None:
+def test_sensitive_read_asks_with_suggested_deny() -> None:
+    """Cases H2, H14."""
     facts = Preflight(target_scope="/p/.env", sensitive=True)
     decision = POLICY.decide(READ, facts, has_callback=True)
     assert (decision.action, decision.reasons, decision.suggested_decision) == (
@@ -92,7 +96,8 @@ def test_outside_project_search_asks() -> None:
     assert decision.suggested_decision == PermissionDecisionKind.allow_once
 
 
-def test_h06_acc74_no_callback_denies_what_would_ask() -> None:
+def test_no_callback_denies_what_would_ask() -> None:
+    """Case H6."""
     for definition in (WRITE, RUN, DECL_WRITE, DANGEROUS_READ, NETWORK):
         decision = POLICY.decide(definition, PLAIN, has_callback=False)
         assert decision.action == "deny" and decision.deny_code == ErrorCode.permission_denied
@@ -135,7 +140,7 @@ def test_readonly_confirm_makes_non_internal_readonly_calls_ask() -> None:
         (None, "ask"),
     ],
 )
-def test_acc83_network_confirm_honours_both_allow_lists(host: str | None, action: str) -> None:
+def test_network_confirm_honours_both_allow_lists(host: str | None, action: str) -> None:
     settings = make_settings(
         permissions={"network_policy": {"default": "confirm", "allowed_hosts": ["api.allowed.dev"]}},
         tools={"network": {"allowed_hosts": ["Tools-Host.io"], "allowed_domains": ["example.org"]}},

@@ -1,4 +1,4 @@
-"""``[[permissions.rules]]`` and command session grants (issue 14 §9)."""
+"""``[[permissions.rules]]`` and command session grants (issue 14 item 9)."""
 
 from __future__ import annotations
 

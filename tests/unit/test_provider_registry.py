@@ -1,4 +1,4 @@
-"""Provider registry (providers.md §12.1; acceptance 1, 6; cases C1 and C11 registry halves)."""
+"""Provider registry (docs/providers.md#the-registry; cases C1 and C11 registry halves)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ class RecordingAdapter:
         self.closed += 1
 
 
-def test_providers_ac01_c01_c11_builtin_keys_exact() -> None:
+def test_builtin_keys_exact() -> None:
+    """Cases C1, C11."""
     registry = ProviderRegistry()
     assert sorted(registry.keys()) == ["anthropic", "ollama", "openai", "openai_responses"]
     assert registry.get("openai") is OpenAIAdapter
@@ -57,7 +58,7 @@ def test_providers_ac01_c01_c11_builtin_keys_exact() -> None:
     assert ProviderRegistry(include_builtins=False).keys() == []
 
 
-def test_providers_ac01_caller_registry_gets_missing_builtins() -> None:
+def test_caller_registry_gets_missing_builtins() -> None:
     registry = ProviderRegistry({"fake": RecordingAdapter}, include_builtins=False)
     assert registry.keys() == ["fake"]
     registry.ensure_builtins()
@@ -67,7 +68,8 @@ def test_providers_ac01_caller_registry_gets_missing_builtins() -> None:
     assert custom_openai.get("openai") is RecordingAdapter  # the caller's entry is kept
 
 
-def test_c01_custom_factory_receives_resolved_config() -> None:
+def test_custom_factory_receives_resolved_config() -> None:
+    """Case C1."""
     seen: list[ResolvedModelConfig] = []
 
     def factory(config: ResolvedModelConfig) -> ProviderAdapter:
@@ -84,7 +86,8 @@ def test_c01_custom_factory_receives_resolved_config() -> None:
     assert isinstance(adapter, ProviderAdapter)
 
 
-def test_c01_registries_are_independent_and_last_registration_wins() -> None:
+def test_registries_are_independent_and_last_registration_wins() -> None:
+    """Case C1."""
     first, second = ProviderRegistry(), ProviderRegistry()
     first.register("custom", RecordingAdapter)
     assert "custom" in first and "custom" not in second
@@ -151,18 +154,18 @@ def test_registry_create_builds_builtin_adapter_from_config() -> None:
     assert OllamaAdapter(model_config("ollama", "")).base_url == "http://127.0.0.1:11434"
 
 
-def test_providers_ac06_protocol_types_forbid_unknown_fields_and_roles() -> None:
+def test_protocol_types_forbid_unknown_fields_and_roles() -> None:
     with pytest.raises(ValidationError, match="unknown_field"):
         ModelRequest(model="m", messages=[], unknown_field=1)  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
         ModelMessage(role="skill_context", content=[])  # type: ignore[arg-type]
 
 
-def test_c11_no_test_provider_in_package() -> None:
-    """No runtime module defines a fake/mock/test provider; the fake helper is not importable.
+def test_no_test_provider_in_package() -> None:
+    """Case C11: No runtime module defines a fake/mock/test provider; the fake helper is not importable.
 
-    surfaces.md §5 adds the public testing kit ``agent_core.testing`` (FunctionModel, TestModel,
-    cassettes): it is the one place such providers live, it is never a built-in registry key and
+    docs/testing.md#testing-your-agents adds the public testing kit ``agent_core.testing`` (FunctionModel,
+    TestModel, cassettes): it is the one place such providers live, it is never a built-in registry key and
     ``import agent_core`` does not load it.
     """
     pattern = re.compile(r"class\s+\w*(Fake|Mock|Dummy|Test)\w*(Adapter|Provider)\b")

@@ -1,4 +1,4 @@
-"""Pure retry policy and error classification (providers.md §5, §6; acceptance 19 backoff sequence)."""
+"""Pure retry policy and error classification (docs/providers.md#errors-and-retries)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from agent_core.providers._streaming import (
 from agent_core.providers.base import ERROR_TYPES, error_payload, mentions_tools_unsupported
 
 
-def test_providers_ac19_backoff_sequence_defaults() -> None:
+def test_backoff_sequence_defaults() -> None:
     retry = RetryConfig()
     assert [backoff_ceiling_ms(retry, n) for n in (1, 2, 3)] == [500, 1000, 2000]
     assert [backoff_ceiling_ms(retry, n) for n in (4, 5, 6, 7)] == [4000, 8000, 8000, 8000]

@@ -1,4 +1,5 @@
-"""Tool-name mangling (providers.md §8, acceptance 16) and content rendering (§11.0)."""
+"""Tool-name mangling (docs/providers.md#tool-names) and content rendering
+(docs/providers.md#content-sent-as-text)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from tests.fixtures.provider_requests import (
 PROVIDER_SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def test_providers_ac16_mangling_unique_safe_and_reversible() -> None:
+def test_mangling_unique_safe_and_reversible() -> None:
     names = [
         "a.b",
         "a__b",
@@ -64,14 +65,14 @@ def test_providers_ac16_mangling_unique_safe_and_reversible() -> None:
     assert len(long_form) == 64 and long_form[:55] == ("mcp__" + "x" * 80)[:55]
 
 
-def test_providers_ac16_unknown_returned_name_passes_through() -> None:
+def test_unknown_returned_name_passes_through() -> None:
     mapping = ToolNameMap(["code.list_dir"])
     assert mapping.unmangle("code__list_dir") == "code.list_dir"
     assert mapping.unmangle("ghost__tool") == "ghost__tool"
     assert mapping.unmangle("code.list_dir") == "code.list_dir"
 
 
-def test_providers_ac16_map_covers_history_tool_names() -> None:
+def test_map_covers_history_tool_names() -> None:
     request = make_request(
         tools=[tool("code.list_dir")],
         messages=[
@@ -86,7 +87,7 @@ def test_providers_ac16_map_covers_history_tool_names() -> None:
 
 
 @given(st.lists(st.text(min_size=1, max_size=90), min_size=1, max_size=12, unique=True))
-def test_providers_ac16_mangling_property(names: list[str]) -> None:
+def test_mangling_property(names: list[str]) -> None:
     mapping = ToolNameMap(names)
     mangled = [mapping.mangle(n) for n in names]
     assert len(set(mangled)) == len(names)

@@ -1,4 +1,4 @@
-"""Pure payload builders and stream translators of the three built-in adapters (acceptance 9–14).
+"""Pure payload builders and stream translators of the three built-in adapters.
 
 These feed parsed chunk dicts straight into the translators; the same behaviour is checked end to end
 over real HTTP in ``tests/integration/test_provider_*.py``.
@@ -59,7 +59,7 @@ def completed(events: list[ModelEvent]) -> ModelCompleted:
 
 
 # -- OpenAI -----------------------------------------------------------------------------------------
-def test_providers_ac09_openai_fragmented_tool_arguments() -> None:
+def test_openai_fragmented_tool_arguments() -> None:
     t = openai_compatible.StreamTranslator(model="m", name_map=NAMES)
     chunks = [
         oa_chunk({"role": "assistant", "content": ""}),
@@ -110,21 +110,21 @@ def test_providers_ac09_openai_fragmented_tool_arguments() -> None:
         ("weird", "end_turn"),
     ],
 )
-def test_providers_ac10_openai_stop_reasons(raw: str, reason: str) -> None:
+def test_openai_stop_reasons(raw: str, reason: str) -> None:
     t = openai_compatible.StreamTranslator(model="m", name_map=NAMES)
     events = run(t, [oa_chunk({"content": "x"}), oa_chunk({}, raw)])
     stop = completed(events).stop_reason
     assert stop.reason == reason and stop.raw_stop_reason == raw
 
 
-def test_providers_ac10_openai_stop_with_tool_call_is_tool_use() -> None:
+def test_openai_stop_with_tool_call_is_tool_use() -> None:
     t = openai_compatible.StreamTranslator(model="m", name_map=NAMES)
     call = {"index": 0, "id": "c", "function": {"name": "code__list_dir", "arguments": "{}"}}
     events = run(t, [oa_chunk({"tool_calls": [call]}), oa_chunk({}, "stop")])
     assert completed(events).stop_reason.model_dump() == {"reason": "tool_use", "raw_stop_reason": "stop"}
 
 
-def test_providers_ac11_openai_usage_mapping() -> None:
+def test_openai_usage_mapping() -> None:
     raw = {
         "prompt_tokens": 10,
         "completion_tokens": 5,
@@ -273,7 +273,7 @@ def test_openai_payload_mapping() -> None:
 
 
 # -- Anthropic --------------------------------------------------------------------------------------
-def test_providers_ac12_anthropic_tool_use_and_cache_usage() -> None:
+def test_anthropic_tool_use_and_cache_usage() -> None:
     t = anthropic.StreamTranslator(model="m", name_map=NAMES)
     chunks: list[dict[str, Any]] = [
         {
@@ -396,7 +396,7 @@ def test_anthropic_thinking_deltas_errors_and_truncation() -> None:
     assert isinstance(events[-1], ModelFailed) and events[-1].error.type == "protocol"
 
 
-def test_providers_ac13_anthropic_payload_mapping() -> None:
+def test_anthropic_payload_mapping() -> None:
     request = make_request(
         system=system_blocks("first", "second"),
         messages=[
@@ -442,7 +442,8 @@ def test_providers_ac13_anthropic_payload_mapping() -> None:
 
 
 def test_anthropic_request_without_tools_carries_tool_blocks_as_text() -> None:
-    """The final no-tools answer call (surfaces.md §4): the Messages API rejects tool blocks without tools."""
+    """The final no-tools answer call (docs/runs.md#limits): the Messages API rejects tool blocks without
+    tools."""
     request = make_request(
         messages=[
             user("one"),
@@ -463,7 +464,7 @@ def test_anthropic_request_without_tools_carries_tool_blocks_as_text() -> None:
 
 
 # -- Ollama -----------------------------------------------------------------------------------------
-def test_providers_ac14_ollama_tool_call_line() -> None:
+def test_ollama_tool_call_line() -> None:
     t = ollama.StreamTranslator(model="m", name_map=NAMES)
     events = run(
         t,

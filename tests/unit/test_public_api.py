@@ -1,4 +1,4 @@
-"""What is API and what is implementation (issue 15 item 8; contract.md §2).
+"""What is API and what is implementation (issue 15 item 8; docs/architecture.md#public-surface).
 
 Implementation modules and packages carry a leading ``_`` (httpx style: ``agent_core._loop.driver``,
 ``agent_core.tools._pipeline``); every other module is public and listed here. A new module is either
@@ -19,7 +19,7 @@ SRC = Path(agent_core.__file__).resolve().parent
 PUBLIC_MODULES = frozenset(
     {
         "agent_core",
-        # the contract's types and errors (runtime.md §12 names agent_core.types.enums / .protocol)
+        # the contract's types and errors (docs/errors.md names agent_core.types.enums / .protocol)
         *(
             f"agent_core.types.{m}"
             for m in ("base", "content", "enums", "hooks", "mappers", "model", "permissions")
@@ -69,7 +69,8 @@ PUBLIC_MODULES = frozenset(
         "agent_core.schedules",
         "agent_core.engine",
         "agent_core.engine.temporal",
-        "agent_core.engine.temporal.worker",  # docs/scale-out.md: embed a worker with run_worker(runtime, stop)
+        # docs/scale-out.md: embed a worker with run_worker(runtime, stop)
+        "agent_core.engine.temporal.worker",
     }
 )
 

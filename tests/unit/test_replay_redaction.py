@@ -1,5 +1,5 @@
-"""Redacted replay (runtime.md §10): the captured output of hook events is replaced by a marker; other
-events read with their keys masked already are kept as they are."""
+"""Redacted replay (docs/runs.md#replay-and-inspect): the captured output of hook events is replaced by a
+marker; other events read with their keys masked already are kept as they are."""
 
 from __future__ import annotations
 

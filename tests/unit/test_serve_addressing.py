@@ -1,5 +1,6 @@
-"""Pure parts of ``soong-agent serve`` (surfaces.md §2): ``@<worker>`` addressing and ``Last-Event-ID``
-parsing (the server's HTTP behaviour is covered end to end in tests/e2e/test_serve_live.py)."""
+"""Pure parts of ``soong-agent serve`` (docs/serve.md#addressing-workers): ``@<worker>`` addressing and
+``Last-Event-ID`` parsing (the server's HTTP behaviour is covered end to end in
+tests/e2e/test_serve_live.py)."""
 
 from __future__ import annotations
 

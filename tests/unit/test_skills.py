@@ -1,8 +1,7 @@
-"""Skill catalog and ``internal.load_skill`` (context.md §8).
+"""Skill catalog and ``internal.load_skill`` (docs/context.md#skills).
 
-Covers testing.md F10, F12 and the tool-level part of F11 (the ``<skill>`` rendering in the next request and
-the internal/no-permission event path belong to the composer and the registry); context.md acceptance
-checks 19, 20 (node half), 21 and 22 (definition half).
+Covers cases F10, F12 and the tool-level part of F11 (the ``<skill>`` rendering in the next request and
+the internal/no-permission event path belong to the composer and the registry); docs/context.md.
 """
 
 from __future__ import annotations
@@ -45,9 +44,10 @@ def _bump_mtime(path: Path, seconds: int = 5) -> None:
 # ----------------------------------------------------------------------------------------------- catalog
 
 
-def test_f10_skill_catalog_block_has_names_and_descriptions_only(
+def test_skill_catalog_block_has_names_and_descriptions_only(
     soong_env: SoongEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Case F10."""
     env = soong_env
     _write_skill(env, "review.md", "BODY-MARKER-REVIEW\n", REVIEW_FM | {"version": 2})
     _write_skill(env, "deploy.md", "BODY-MARKER-DEPLOY\n", {"name": "deploy", "description": "Ship it."})
@@ -196,7 +196,8 @@ def harness(soong_env: SoongEnv, tmp_path: Path) -> Harness:
     return Harness(soong_env, tmp_path)
 
 
-def test_f11_load_skill_definition_is_internal_readonly_parallel() -> None:
+def test_load_skill_definition_is_internal_readonly_parallel() -> None:
+    """Case F11."""
     adapter = SkillToolAdapter(SkillCatalog(Path("/nonexistent-home")))
     assert isinstance(adapter, ToolAdapter)
     [definition] = adapter.definitions()
@@ -213,7 +214,8 @@ def test_f11_load_skill_definition_is_internal_readonly_parallel() -> None:
     assert definition.input_schema["properties"]["name"]["type"] == "string"
 
 
-async def test_f11_load_skill_writes_skill_context_node(harness: Harness) -> None:
+async def test_load_skill_writes_skill_context_node(harness: Harness) -> None:
+    """Case F11."""
     path = _write_skill(harness.env, "review.md", "BODY-MARKER-REVIEW\nstep 2\n", REVIEW_FM)
     ctx = make_ctx(harness.scope, harness.sink, LOAD_SKILL_TOOL, tool_call_id="call_load_1")
     call = ToolCall(tool_call_id="call_load_1", name=LOAD_SKILL_TOOL, arguments={"name": "review"})
@@ -246,7 +248,8 @@ async def test_f11_load_skill_writes_skill_context_node(harness: Harness) -> Non
     assert harness.sink.events == [] and harness.sink.committed == []
 
 
-async def test_f12_repeat_load_is_already_loaded_then_reloads_after_edit(harness: Harness) -> None:
+async def test_repeat_load_is_already_loaded_then_reloads_after_edit(harness: Harness) -> None:
+    """Case F12."""
     path = _write_skill(harness.env, "review.md", "VERSION-1\n", REVIEW_FM)
     await harness.call(name="review")
     harness.commit_nodes()
@@ -267,7 +270,8 @@ async def test_f12_repeat_load_is_already_loaded_then_reloads_after_edit(harness
     assert (await harness.call(name="review"))["already_loaded"] is True
 
 
-async def test_f12_touched_skill_file_is_injected_again(harness: Harness) -> None:
+async def test_touched_skill_file_is_injected_again(harness: Harness) -> None:
+    """Case F12."""
     path = _write_skill(harness.env, "review.md", "SAME\n", REVIEW_FM)
     await harness.call(name="review")
     harness.commit_nodes()
@@ -277,7 +281,8 @@ async def test_f12_touched_skill_file_is_injected_again(harness: Harness) -> Non
     assert len(harness.sink.context_nodes) == 1
 
 
-async def test_f12_other_skill_on_path_does_not_count_as_loaded(harness: Harness) -> None:
+async def test_other_skill_on_path_does_not_count_as_loaded(harness: Harness) -> None:
+    """Case F12."""
     _write_skill(harness.env, "review.md", "R\n", REVIEW_FM)
     _write_skill(harness.env, "deploy.md", "D\n", {"name": "deploy", "description": "Ship."})
     await harness.call(name="deploy")
@@ -312,7 +317,8 @@ async def test_skill_after_compaction_cut_point_stays_loaded(harness: Harness) -
     assert (await harness.call(name="review"))["already_loaded"] is True
 
 
-async def test_f12_unknown_skill_is_skill_not_found(harness: Harness) -> None:
+async def test_unknown_skill_is_skill_not_found(harness: Harness) -> None:
+    """Case F12."""
     _write_skill(harness.env, "review.md", "x\n", REVIEW_FM)
     for name in ("missing", "Review"):
         with pytest.raises(AgentCoreError) as info:
@@ -322,7 +328,8 @@ async def test_f12_unknown_skill_is_skill_not_found(harness: Harness) -> None:
     assert harness.sink.context_nodes == []
 
 
-async def test_f12_unreadable_skill_is_skill_load_failed(harness: Harness) -> None:
+async def test_unreadable_skill_is_skill_load_failed(harness: Harness) -> None:
+    """Case F12."""
     path = _write_skill(harness.env, "review.md", "x\n", REVIEW_FM)
     assert harness.catalog.get("review") is not None
     path.unlink()

@@ -1,4 +1,5 @@
-"""The append hot path: sequences, atomicity, tip chaining, concurrency (storage.md §3, §6, §9; E9)."""
+"""The append hot path: sequences, atomicity, tip chaining, concurrency (docs/storage.md#backends,
+docs/storage.md#tree-active-path-and-branches; E9)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ async def test_append_allocates_seqs_and_returns_filled_objects(tmp_path: Path) 
         assert await env.storage.get_node(sid, "node_missing") is None
 
 
-async def test_e9_event_insert_failure_leaves_neither_row_and_counters_unchanged(tmp_path: Path) -> None:
+async def test_event_insert_failure_leaves_neither_row_and_counters_unchanged(tmp_path: Path) -> None:
+    """Case E9."""
     async with opened_store(tmp_path) as env:
         sid, aid = await env.new_session()
         rid = await env.new_run(sid, aid)
@@ -78,9 +80,10 @@ async def test_e9_event_insert_failure_leaves_neither_row_and_counters_unchanged
         assert (res.events[0].seq, res.events[0].run_seq) == (2, 2), "the failed write consumed no seq"
 
 
-async def test_e9_injected_oserror_during_event_write_is_atomic(
+async def test_injected_oserror_during_event_write_is_atomic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Case E9."""
     async with opened_store(tmp_path) as env:
         sid, aid = await env.new_session()
         rid = await env.new_run(sid, aid)

@@ -1,4 +1,4 @@
-"""Write-time redaction: a secret env value never reaches the SQLite file (runtime.md §10.4)."""
+"""Write-time redaction: a secret env value never reaches the SQLite file (docs/storage.md#redaction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Schema, migrations, connection setup and session-table creation (storage.md §2, §4, §5; E1)."""
+"""Schema, migrations, connection setup and session-table creation (docs/storage.md#backends,
+docs/storage.md#tables; E1)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def _tables(db: Path) -> set[str]:
         conn.close()
 
 
-async def test_e1_migrations_create_schema_and_reopen_applies_nothing(tmp_path: Path) -> None:
+async def test_migrations_create_schema_and_reopen_applies_nothing(tmp_path: Path) -> None:
+    """Case E1."""
     db = tmp_path / "deep" / "home" / "sessions.sqlite"
     storage = StorageManager(db, redactor=make_redactor())
     assert not db.parent.exists(), "construction must not create anything"
@@ -83,7 +85,8 @@ async def test_e1_migrations_create_schema_and_reopen_applies_nothing(tmp_path: 
     conn.close()
 
 
-async def test_e1_pragmas_wal_and_busy_timeout(tmp_path: Path) -> None:
+async def test_pragmas_wal_and_busy_timeout(tmp_path: Path) -> None:
+    """Case E1."""
     async with opened_store(tmp_path) as env:
         storage = env.storage
 
@@ -126,7 +129,8 @@ def _sqlite_error(message: str, code: int) -> sqlite3.OperationalError:
     return exc
 
 
-def test_e1_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
+def test_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
+    """Case E1."""
     locked = _FlakyWalSwitch(_sqlite_error("database is locked", 5), _sqlite_error("database is locked", 5))
     assert enable_wal(locked) == "wal"  # type: ignore[arg-type]
     assert locked.calls == 3
@@ -136,7 +140,8 @@ def test_e1_a_busy_wal_switch_is_retried_and_other_errors_are_not() -> None:
     assert broken.calls == 1
 
 
-async def test_e1_corrupt_database_fails_with_storage_error(tmp_path: Path) -> None:
+async def test_corrupt_database_fails_with_storage_error(tmp_path: Path) -> None:
+    """Case E1."""
     db = tmp_path / "sessions.sqlite"
     db.write_bytes(os.urandom(8192))
     storage = StorageManager(db, redactor=make_redactor())

@@ -1,5 +1,5 @@
-"""Task board summary content, ordering, budget and recent changes (task-board.md §13, §15 items 74, 75;
-context.md §13; testing.md §5 K48 content part)."""
+"""Task board summary content, ordering, budget and recent changes (docs/task-board.md#the-board-summary,
+docs/task-board.md; docs/context.md#the-task-board-summary; case K48 content part)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ async def board_state(h: TaskHarness) -> None:
     await finish(h, "done")
 
 
-async def test_tb74_k48_orchestrator_board_order_and_fields(h: TaskHarness) -> None:
+async def test_orchestrator_board_order_and_fields(h: TaskHarness) -> None:
+    """Case K48."""
     await board_state(h)
     text = h.service.board_summary(TaskCaller.from_run_scope(h.orchestrator()))
     assert text is not None
@@ -86,7 +87,8 @@ async def test_viewer_sees_own_claims_in_their_own_section(h: TaskHarness) -> No
     assert "step_id=b" in lines[lines.index("Claimed/running:") + 1]
 
 
-async def test_k48_tb74_tiny_budget_keeps_blocked_and_running(h: TaskHarness) -> None:
+async def test_tiny_budget_keeps_blocked_and_running(h: TaskHarness) -> None:
+    """Case K48."""
     await board_state(h)
     await create(h, *(step(f"r{i}") for i in range(10)), task_id="t2", wal_name="two")
     caller = TaskCaller.from_run_scope(h.orchestrator())
@@ -103,7 +105,7 @@ async def test_k48_tb74_tiny_budget_keeps_blocked_and_running(h: TaskHarness) ->
     assert "Trimmed to status counts" in small and "t2:" in small
 
 
-async def test_tb75_recent_changes_limit_and_window(h: TaskHarness) -> None:
+async def test_recent_changes_limit_and_window(h: TaskHarness) -> None:
     await create(h, step("old"))
     h.clock.advance(31 * 60 * 1000)
     await create(h, *(step(f"s{i}") for i in range(30)), task_id="t2", wal_name="two")

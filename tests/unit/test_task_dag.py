@@ -1,5 +1,6 @@
 """The pure Task DAG: decisions return records without touching the DAG, and ``apply`` (shared by replay
-and the live path) rejects every record that is illegal in the current state (task-board.md §2.5, §4)."""
+and the live path) rejects every record that is illegal in the current state
+(docs/task-board.md#restore-and-replay, docs/task-board.md#status-model)."""
 
 from __future__ import annotations
 

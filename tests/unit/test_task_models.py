@@ -1,5 +1,5 @@
 """WAL record schema, payload contract, name/id validation and the Task tool definitions
-(contract.md §6.2, §7, §15 items 37, 53; task-board.md §2.2, §2.3, §3.3, §5.1, §15 items 2, 3, 6, 77)."""
+(docs/task-board.md#task-tools, docs/task-board.md#wal-records, docs/testing.md; docs/task-board.md)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def claimed_line(**overrides: Any) -> dict[str, Any]:
     return line
 
 
-def test_ct37_the_task_spec_example_line_parses() -> None:
+def test_the_task_spec_example_line_parses() -> None:
     event = parse_wal_event(claimed_line())
     assert type(event).__name__ == "StepClaimedEvent"
     assert list(type(event).model_fields) == COMMON
@@ -95,14 +95,14 @@ def test_ct37_the_task_spec_example_line_parses() -> None:
 
 
 @pytest.mark.parametrize("missing", COMMON)
-def test_ct37_missing_common_field_fails(missing: str) -> None:
+def test_missing_common_field_fails(missing: str) -> None:
     line = claimed_line()
     del line[missing]
     with pytest.raises(ValidationError):
         parse_wal_event(line)
 
 
-def test_ct37_extra_field_and_unknown_event_type_fail() -> None:
+def test_extra_field_and_unknown_event_type_fail() -> None:
     with pytest.raises(ValidationError):
         parse_wal_event(claimed_line(extra=1))
     for bad in ("task_step_claim_skipped", "task_wal_replayed", "task_wal_failed", "no_step_claimed", "x"):
@@ -113,7 +113,7 @@ def test_ct37_extra_field_and_unknown_event_type_fail() -> None:
     assert typing.get_args(WalEventType) == WAL_EVENT_TYPES == tuple(PAYLOAD_MODELS) == tuple(EVENT_CLASSES)
 
 
-def test_ct37_payload_keys_are_exact_and_all_required() -> None:
+def test_payload_keys_are_exact_and_all_required() -> None:
     for event_type, keys in CONTRACT_PAYLOAD_KEYS.items():
         assert set(PAYLOAD_MODELS[event_type].model_fields) == keys, event_type
         assert all(f.is_required() for f in PAYLOAD_MODELS[event_type].model_fields.values()), event_type
@@ -127,7 +127,7 @@ def test_ct37_payload_keys_are_exact_and_all_required() -> None:
         parse_wal_event(line)
 
 
-def test_ct37_common_field_rules() -> None:
+def test_common_field_rules() -> None:
     with pytest.raises(ValidationError):  # step events need step_id
         parse_wal_event(claimed_line(step_id=None))
     with pytest.raises(ValidationError):  # task-level events have step_id null
@@ -156,7 +156,7 @@ def test_ct37_common_field_rules() -> None:
         )
 
 
-def test_ct37_base_class_checks_payload_matches_event_type() -> None:
+def test_base_class_checks_payload_matches_event_type() -> None:
     line = claimed_line()
     TaskWalEvent.model_validate(line)
     wrong = copy.deepcopy(line)
@@ -176,7 +176,8 @@ def test_to_line_round_trips() -> None:
 
 
 @pytest.mark.parametrize("name", ["work", "work.wal.jsonl", "a-b_c9", "x" * 64, "x" * 64 + ".wal.jsonl"])
-def test_k01_ct39_wal_name_accepted(name: str) -> None:
+def test_wal_name_accepted(name: str) -> None:
+    """Case K1."""
     base = name.removesuffix(".wal.jsonl")
     assert normalize_wal_name(name) == base + ".wal.jsonl"
 
@@ -185,14 +186,16 @@ def test_k01_ct39_wal_name_accepted(name: str) -> None:
     "name",
     ["", ".hidden", "a/b", "../x", "/abs", "Work", "a.b", "x" * 65, "..", ".wal.jsonl", "a b", "a.jsonl"],
 )
-def test_k23_wal_name_rejected(name: str) -> None:
+def test_wal_name_rejected(name: str) -> None:
+    """Case K23."""
     with pytest.raises(AgentCoreError) as info:
         normalize_wal_name(name)
     assert info.value.code == ErrorCode.validation_error
 
 
 @pytest.mark.parametrize("bad", ["", "A", "a/b", "..", "a.b", "A B", "x" * 65, "é"])
-def test_k23_task_and_step_id_rules(bad: str) -> None:
+def test_task_and_step_id_rules(bad: str) -> None:
+    """Case K23."""
     base = {
         "task_id": "t1",
         "wal_name": "w",
@@ -209,14 +212,16 @@ def test_k23_task_and_step_id_rules(bad: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["priority", "order", "reorder"])
-def test_k24_tb77_ordering_fields_rejected(field: str) -> None:
+def test_ordering_fields_rejected(field: str) -> None:
+    """Case K24."""
     with pytest.raises(ValidationError):
         StepInput.model_validate(
             {"step_id": "s", "title": "t", "summary": "s", "depends_on_step_ids": [], field: 1}
         )
 
 
-def test_k39_required_defaults_true_and_deps_are_mandatory() -> None:
+def test_required_defaults_true_and_deps_are_mandatory() -> None:
+    """Case K39."""
     step = StepInput.model_validate({"step_id": "s", "title": "t", "summary": "s", "depends_on_step_ids": []})
     assert step.required is True and step.worker_pool_id is None
     with pytest.raises(ValidationError):
@@ -225,7 +230,8 @@ def test_k39_required_defaults_true_and_deps_are_mandatory() -> None:
         StepInput.model_validate({"step_id": "s", "title": "", "summary": "s", "depends_on_step_ids": []})
 
 
-def test_k46_actor_fields_are_rejected_by_schema_and_model() -> None:
+def test_actor_fields_are_rejected_by_schema_and_model() -> None:
+    """Case K46."""
     defs = {d.name: d for d in task_tool_definitions()}
     for name in TASK_TOOL_NAMES:
         args = {"task_id": "t1", "actor_agent_id": "agent_x"}
@@ -272,7 +278,8 @@ def test_k46_actor_fields_are_rejected_by_schema_and_model() -> None:
         },
     ],
 )
-def test_k21_operation_required_fields(op: dict[str, Any]) -> None:
+def test_operation_required_fields(op: dict[str, Any]) -> None:
+    """Case K21."""
     inp = TaskUpdateInput(task_id="t1", operations=[{"op": "cancel_step", "step_id": "a"}, op])
     with pytest.raises(AgentCoreError) as info:
         inp.parsed_operations()
@@ -299,7 +306,8 @@ def test_update_step_input_rules() -> None:
 # ---------------------------------------------------------------------------------------------- tools
 
 
-def test_k38_tb77_ct36_tool_definitions() -> None:
+def test_tool_definitions() -> None:
+    """Case K38."""
     defs = task_tool_definitions()
     names = [d.name for d in defs]
     assert names == list(TASK_TOOL_NAMES) and len(names) == 11

@@ -1,5 +1,6 @@
-"""Unit checks of the testing kit's pieces (surfaces.md §5): argument generation, request normalisation and
-diffs, cassette files, open_runtime guards, FunctionModel returns, structured-output parsing."""
+"""Unit checks of the testing kit's pieces (docs/testing.md#testing-your-agents): argument generation, request
+normalisation and diffs, cassette files, open_runtime guards, FunctionModel returns, structured-output
+parsing."""
 
 from __future__ import annotations
 

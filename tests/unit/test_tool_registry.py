@@ -1,4 +1,5 @@
-"""ToolRegistry: names, namespaces, duplicates, schemas, the decorator and handler calling (tools.md §2, §7)."""
+"""ToolRegistry: names, namespaces, duplicates, schemas, the decorator and handler calling
+(docs/tools.md#names-and-definitions, docs/tools.md#registering-python-tools)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class Adapter:
         self.closed += 1
 
 
-def test_acc01_g26_duplicate_name_raises_and_keeps_first() -> None:
+def test_duplicate_name_raises_and_keeps_first() -> None:
+    """Case G26."""
     reg = ToolRegistry()
     first = defn("my.tool", description="first")
     reg.register_tool(first, handler)
@@ -61,7 +63,7 @@ def test_acc01_g26_duplicate_name_raises_and_keeps_first() -> None:
     assert reg.names() == ["my.tool"]
 
 
-def test_acc03_reserved_namespaces_for_user_registrations() -> None:
+def test_reserved_namespaces_for_user_registrations() -> None:
     reg = ToolRegistry()
     for name in ("agent.x", "internal.x", "mcp.x.y"):
         with pytest.raises(AgentCoreError) as info:
@@ -86,7 +88,7 @@ def test_internal_adapters_use_the_privileged_path() -> None:
 @pytest.mark.parametrize(
     "name", ["nodot", "a..b", ".a", "a.", "a.b c", "a.b/c", "a.ü", "a.b*", "", "a.b.", "a. b", "a.b\n"]
 )
-def test_acc04_invalid_canonical_names(name: str) -> None:
+def test_invalid_canonical_names(name: str) -> None:
     reg = ToolRegistry()
     with pytest.raises(AgentCoreError) as info:
         reg.register_tool(defn(name), handler)
@@ -100,7 +102,7 @@ def test_valid_canonical_names(name: str) -> None:
     assert reg.get(name) is not None
 
 
-def test_acc07_tool_definition_forbids_unknown_fields() -> None:
+def test_tool_definition_forbids_unknown_fields() -> None:
     with pytest.raises(ValidationError):
         ToolDefinition(name="a.b", description="d", input_schema=OBJ, permission="readonly", unknown_field=1)  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
@@ -108,7 +110,8 @@ def test_acc07_tool_definition_forbids_unknown_fields() -> None:
 
 
 @pytest.mark.parametrize("keyword", ["oneOf", "anyOf", "allOf", "$ref", "if", "patternProperties"])
-def test_acc08_g26_out_of_subset_schema_rejected_at_registration(keyword: str) -> None:
+def test_out_of_subset_schema_rejected_at_registration(keyword: str) -> None:
+    """Case G26."""
     reg = ToolRegistry()
     value: Any = "#/x" if keyword == "$ref" else {"^a": {}} if keyword == "patternProperties" else [{}]
     if keyword == "if":
@@ -171,7 +174,7 @@ def test_unknown_definition_is_tool_not_available() -> None:
 # -- decorator --------------------------------------------------------------------------------------
 
 
-async def test_acc16_decorator_signature_docstring_and_context(tmp_path: Path) -> None:
+async def test_decorator_signature_docstring_and_context(tmp_path: Path) -> None:
     reg = ToolRegistry()
     seen: list[Any] = []
 
@@ -292,7 +295,7 @@ async def test_decorated_handler_validates_with_pydantic(tmp_path: Path) -> None
 # -- handler calling --------------------------------------------------------------------------------
 
 
-async def test_acc17_sync_handlers_run_in_a_thread() -> None:
+async def test_sync_handlers_run_in_a_thread() -> None:
     main = threading.get_ident()
 
     def sync(args: dict[str, Any], ctx: Any) -> int:

@@ -1,4 +1,5 @@
-"""Result normalisation, exception mapping, redaction and output limiting (tools.md §8, §18)."""
+"""Result normalisation, exception mapping, redaction and output limiting (docs/tools.md#results,
+docs/tools.md#output-limits)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from tests.fixtures.tool_sink import RecordingSink
         (None, []),
     ],
 )
-def test_acc12_return_values_are_wrapped(value: Any, expected: list[Any]) -> None:
+def test_return_values_are_wrapped(value: Any, expected: list[Any]) -> None:
     result = normalize_return(value, "call_1", "my.tool")
     assert result.content == expected
     assert (result.tool_call_id, result.tool_name, result.is_error, result.error) == (
@@ -71,7 +72,7 @@ def test_unsupported_return_type_is_internal_error(value: Any) -> None:
     assert result.error.message == "unsupported handler return type"
 
 
-def test_acc14_handler_tool_call_id_is_overwritten() -> None:
+def test_handler_tool_call_id_is_overwritten() -> None:
     handler = ToolResult(
         tool_call_id="wrong", tool_name="other", content=[TextBlock(text="t")], metadata={"k": 1}
     )
@@ -91,7 +92,7 @@ def test_error_result_without_payload_gets_one() -> None:
     assert result.content == [TextBlock(text=result.error.message)]
 
 
-def test_acc13_exceptions_become_error_results_without_traceback() -> None:
+def test_exceptions_become_error_results_without_traceback() -> None:
     try:
         raise ValueError("bad value")
     except ValueError as exc:
@@ -134,7 +135,7 @@ def test_redact_result_replaces_secrets_everywhere() -> None:
     assert redacted.error is not None and redacted.error.redacted
 
 
-async def test_acc91_large_json_block_becomes_artifact(tmp_path: Path) -> None:
+async def test_large_json_block_becomes_artifact(tmp_path: Path) -> None:
     sink = RecordingSink(tmp_path)
     data = {"rows": [{"i": i, "text": "x" * 50} for i in range(200)]}
     result = ToolResult(

@@ -1,4 +1,4 @@
-"""Core JSON-schema subset: check, Pydantic export and argument validation (tools.md §6)."""
+"""Core JSON-schema subset: check, Pydantic export and argument validation (docs/tools.md#input-schemas)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ FULL_SUBSET = {
 }
 
 
-def test_g26_full_subset_is_accepted() -> None:
+def test_full_subset_is_accepted() -> None:
+    """Case G26."""
     check_schema(FULL_SUBSET)
 
 
@@ -77,7 +78,8 @@ def test_g26_full_subset_is_accepted() -> None:
         {"type": "string", "enum": []},
     ],
 )
-def test_g26_acc08_out_of_subset_nested_is_rejected(fragment: dict[str, Any]) -> None:
+def test_out_of_subset_nested_is_rejected(fragment: dict[str, Any]) -> None:
+    """Case G26."""
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": fragment}}}
     with pytest.raises(SchemaError) as info:
         check_schema(schema)
@@ -120,7 +122,7 @@ class Outer(BaseModel):
     """Outer model."""
 
     inner: Inner
-    note: Optional[str] = None  # noqa: UP045 - the Optional spelling is what acceptance 9 names
+    note: Optional[str] = None  # noqa: UP045 - the Optional spelling is the case under test
     maybe: int | None
     color: Color = Color.red
     mode: Literal["fast"]
@@ -128,7 +130,7 @@ class Outer(BaseModel):
     maybe_inner: Inner | None = None
 
 
-def test_acc09_pydantic_export_inlines_refs_and_rewrites_optional() -> None:
+def test_pydantic_export_inlines_refs_and_rewrites_optional() -> None:
     schema = model_input_schema(Outer)
     text = json.dumps(schema)
     assert "$ref" not in text and "anyOf" not in text and "$defs" not in text
@@ -173,7 +175,7 @@ def test_unexportable_models_are_schema_errors(model: type[BaseModel]) -> None:
     assert info.value.code == ErrorCode.schema_error
 
 
-def test_acc10_validation_errors_carry_paths() -> None:
+def test_validation_errors_carry_paths() -> None:
     with pytest.raises(AgentCoreError) as info:
         validate_arguments(
             FULL_SUBSET,
@@ -216,7 +218,7 @@ def test_missing_required_and_type_messages() -> None:
     ]
 
 
-def test_acc90_explicit_null_equals_omission_at_any_depth() -> None:
+def test_explicit_null_equals_omission_at_any_depth() -> None:
     schema = {
         "type": "object",
         "properties": {

@@ -1,4 +1,4 @@
-"""Where the SQLite writer runs a transaction (issue 16, storage.md §3).
+"""Where the SQLite writer runs a transaction (issue 16, docs/storage.md#backends).
 
 Transactions run inline on the event loop, in FIFO order with the ones that go to the connection's own
 thread — a write that finds the file locked by another process (it waits there, the loop keeps running),
@@ -97,7 +97,7 @@ async def test_a_write_that_finds_the_file_locked_waits_off_the_loop(tmp_path: P
         timer.join()
         other.close()
         await storage.close()
-    # the connection keeps storage.md's busy timeout; only an inline BEGIN does not wait
+    # the connection keeps docs/storage.md's busy timeout; only an inline BEGIN does not wait
     assert log == [("waited", False), ("after", True)] and busy_timeout == at_rest == 5000
 
 

@@ -1,4 +1,4 @@
-"""The child-run launcher shared by sub, fork and worker runs (multi-agent.md §1, §5, §12-§15).
+"""The child-run launcher shared by sub, fork and worker runs (docs/multi-agent.md).
 
 :meth:`ChildLauncher.run` is called from an agent-tool handler and returns when the child reached a
 terminal state (or was abandoned after a cancel timeout). Contracts:

@@ -1,4 +1,4 @@
-"""The multi-agent feature of one runtime (multi-agent.md §1–§5): :func:`install` builds :class:`Agents`.
+"""The multi-agent feature of one runtime (docs/multi-agent.md): :func:`install` builds :class:`Agents`.
 
 The definition registry loads at open (definition errors fail the open). The agent tools are registered
 with their static definitions; the child-run launcher and the tool implementation are imported on the

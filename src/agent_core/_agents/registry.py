@@ -1,4 +1,5 @@
-"""The AgentDefinition registry (multi-agent.md §4): sources, validation, overrides, catalog, inspect.
+"""The AgentDefinition registry (docs/multi-agent.md#agent-definitions): sources, validation, overrides,
+catalog, inspect.
 
 Sources: ``builtin`` (the packaged ``assets/agents/*.md``, same frontmatter format as user files),
 ``user`` (``${SOONG_AGENT_HOME}/agents/*.md``, non-recursive, filename order; no project directory is ever
@@ -9,10 +10,11 @@ read) and ``code`` (``runtime.register_agent_definition``). Contracts:
   ``suggested_tools`` naming registered tools (or core built-ins, or ``mcp.<server>.<tool>`` of a server in
   the MCP catalog); a string ``model_profile`` naming an existing ``[model_overrides]`` table and an inline
   profile that resolves. Failures raise ``invalid_agent_definition``; unknown frontmatter keys too.
-* Override resolution per id (§4.5): one candidate per source (else ``duplicate_agent_definition``); the
-  lowest-ranked candidate declares no ``overrides``; each higher one names exactly the next-lower candidate
-  (missing → ``duplicate_agent_definition``, wrong source/id → ``invalid_agent_override``). The internal
-  ``default_compact_agent`` can never be re-declared or targeted (``invalid_agent_override``).
+* Override resolution per id (docs/multi-agent.md#overrides): one candidate per source (else
+  ``duplicate_agent_definition``); the lowest-ranked candidate declares no ``overrides``; each higher one
+  names exactly the next-lower candidate (missing → ``duplicate_agent_definition``, wrong source/id →
+  ``invalid_agent_override``). The internal ``default_compact_agent`` can never be re-declared or targeted
+  (``invalid_agent_override``).
 * Building fails startup with the first error; :meth:`AgentDefinitionRegistry.register` validates
   immediately and leaves the registry unchanged on failure. When only the packaged definitions exist
   they are parsed on the first lookup (their ids, all the open-time checks need, are known statically). ``agents.default_sub_agent_definition`` and
@@ -70,7 +72,8 @@ FRONTMATTER_KEYS = frozenset(
 MAX_TAGS = 32
 MAX_TAG_LENGTH = 64
 CORE_TOOL_NAMES = frozenset(ROLE_MATRIX)
-"""Canonical names of the core inventory (tools.md §10); always valid ``suggested_tools`` entries."""
+"""Canonical names of the core inventory (docs/tools.md#built-in-tools); always valid ``suggested_tools``
+entries."""
 DEFINITION_BLOCK_PRIORITY = 100
 
 
@@ -190,7 +193,7 @@ def check_structure(definition: AgentDefinition, *, where: str) -> None:
 
 
 def resolve_chain(agent_id: str, candidates: Sequence[Candidate]) -> ResolvedDefinition:
-    """The override algorithm of multi-agent.md §4.5 steps 1-5 for one id."""
+    """The override algorithm of docs/multi-agent.md#overrides steps 1-5 for one id."""
     by_source: dict[str, list[Candidate]] = {}
     for candidate in candidates:
         by_source.setdefault(candidate.source, []).append(candidate)

@@ -1,5 +1,5 @@
-"""The child result contract (multi-agent.md §12): structured output, ``ChildAgentResult`` and the
-mapping of a child run's end onto the parent's tool result.
+"""The child result contract (docs/multi-agent.md#child-results): structured output, ``ChildAgentResult`` and
+the mapping of a child run's end onto the parent's tool result.
 
 * The **structured output** is the child's final assistant text when that whole text is a JSON object,
   otherwise the last fenced ``json`` block when it is one (an invalid last block means no output).

@@ -1,4 +1,4 @@
-"""The request and the outcome of one child run (multi-agent.md §5, §7-§8, §11-§12).
+"""The request and the outcome of one child run (docs/multi-agent.md).
 
 :class:`ChildSpec` is what an agent tool hands to :class:`~agent_core._agents.children.ChildLauncher`
 (already validated arguments, the first node text, the initial active path, a worker's Task scope);

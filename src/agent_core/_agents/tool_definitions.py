@@ -1,5 +1,5 @@
-"""The static definitions of the agent tools (contract.md §6.1): registered at open without importing
-the child-run machinery, which loads on the first call (``agents/feature.py``)."""
+"""The static definitions of the agent tools (docs/multi-agent.md#agent-tools): registered at open without
+importing the child-run machinery, which loads on the first call (``agents/feature.py``)."""
 
 from __future__ import annotations
 

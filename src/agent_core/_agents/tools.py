@@ -1,5 +1,7 @@
-"""``agent.list_agent_definitions``, ``agent.create_sub_agent`` and ``agent.fork_agent`` (contract.md §6.1,
-multi-agent.md §6-§8) and :func:`install`, which wires the registry, the launcher and the tools.
+"""``agent.list_agent_definitions``, ``agent.create_sub_agent`` and ``agent.fork_agent``
+(docs/multi-agent.md#agent-tools, docs/multi-agent.md#agentlist_agent_definitions,
+docs/multi-agent.md#agentcreate_sub_agent, docs/multi-agent.md#agentfork_agent) and :func:`install`, which
+wires the registry, the launcher and the tools.
 
 Definitions: permission ``readonly``, tags ``agent`` + ``internal`` (the list tool also ``readonly``),
 ``metadata.concurrency`` ``parallel`` for the list tool and ``agent`` for the two creating tools, input

@@ -1,4 +1,5 @@
-"""The public SDK facade and its composition root (runtime.md §5; issue 15 item 5).
+"""The public SDK facade and its composition root (docs/architecture.md#assembling-an-open-runtime; issue 15
+item 5).
 
 ``api/`` is what callers touch: :class:`~agent_core._api.runtime.AgentRuntime`, :class:`RunHandle`, the
 replay/inspect/session/maintenance queries, and :mod:`~agent_core._api.wiring`, the one place that builds an

@@ -1,4 +1,5 @@
-"""Listing and forking sessions (surfaces.md §1 ``/sessions`` ``/fork``, §2 ``GET /api/sessions`` and fork).
+"""Listing and forking sessions (chat's ``/sessions`` and ``/fork``, serve's
+``GET /api/sessions`` and fork; docs/runs.md#branches-and-forks).
 
 Contracts:
 

@@ -1,4 +1,4 @@
-"""``RunHandle``: the caller's view of one run (contract.md §2.5, runtime.md §6.2)."""
+"""``RunHandle``: the caller's view of one run (docs/runs.md#runhandle)."""
 
 from __future__ import annotations
 

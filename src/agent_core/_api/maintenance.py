@@ -1,5 +1,5 @@
 """Maintenance of stored data: session deletion and the cleanup of Task WALs, task worktrees and artifacts
-(runtime.md §11). Imported on first use: not needed to run agents."""
+(docs/storage.md#deleting-and-cleaning-up). Imported on first use: not needed to run agents."""
 
 from __future__ import annotations
 

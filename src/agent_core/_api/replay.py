@@ -1,5 +1,5 @@
-"""Replay, inspect, node paths and branch switching (runtime.md §10–§11); deletion and cleanup live in
-:mod:`agent_core._api.maintenance`."""
+"""Replay, inspect, node paths and branch switching (docs/runs.md#replay-and-inspect,
+docs/storage.md#deleting-and-cleaning-up); deletion and cleanup live in :mod:`agent_core._api.maintenance`."""
 
 from __future__ import annotations
 
@@ -337,7 +337,8 @@ def _latest_request_view(events: list[RuntimeEvent], nodes: list[Node]) -> dict[
 
 async def switch_node(manager: RunManager, session_id: str, node_id: str) -> Node:
     session = await manager.get_session(session_id)
-    # A background compact fork never blocks a switch: its result turns stale instead (compact.md §8).
+    # A background compact fork never blocks a switch: its result turns stale instead
+    # (docs/compaction.md#stale-compactions).
     if session.busy or any(
         not r.terminal and r.role != AgentRole.compact for r in session.live_runs.values()
     ):

@@ -1,4 +1,5 @@
-"""``AgentRuntime``: the SDK entry point (contract.md §2, runtime.md §5).
+"""``AgentRuntime``: the SDK entry point (docs/architecture.md#public-surface,
+docs/architecture.md#assembling-an-open-runtime).
 
 Construction is synchronous and only resolves paths and validates ``config.toml`` (nothing is created on
 disk). Opening (``async with`` or the first awaited call) first checks that every API-key variable the
@@ -626,7 +627,7 @@ class AgentRuntime:
 
         return await replay.get_node_path(manager, node_id)
 
-    # ---- session list and fork (surfaces.md §1, §2) ---------------------------------------------
+    # ---- session list and fork (docs/runs.md#branches-and-forks, docs/serve.md) ----------------------------
     async def list_sessions(self, limit: int | None = None) -> list[SessionSummary]:
         """Sessions of this project, most recently updated first (title, mode, latest run status)."""
         manager = await self._open()
@@ -692,7 +693,7 @@ class AgentRuntime:
             manager, session_id, dry_run, include_all, older_than, max_bytes
         )
 
-    # ---- schedules (surfaces.md §6) -------------------------------------------------------------
+    # ---- schedules (docs/jobs-and-schedules.md#schedules) --------------------------------------------------
     def scheduler(
         self,
         *,

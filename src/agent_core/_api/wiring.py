@@ -1,4 +1,5 @@
-"""Assembles an open runtime from its parts and tears it down again (runtime.md §5.2, §5.4)."""
+"""Assembles an open runtime from its parts and tears it down again
+(docs/architecture.md#assembling-an-open-runtime)."""
 
 from __future__ import annotations
 
@@ -217,7 +218,8 @@ async def open_services(
             memory = install_memory(manager)
         compaction = await install_compaction(manager)
         jobs = None
-        if settings.tools.offload_after_ms > 0:  # background jobs (surfaces.md §6): off by default
+        # background jobs (docs/jobs-and-schedules.md#background-jobs): off by default
+        if settings.tools.offload_after_ms > 0:
             from agent_core.jobs import install as install_jobs
 
             jobs = install_jobs(manager, inbox)

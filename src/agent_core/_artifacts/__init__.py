@@ -1,4 +1,5 @@
-"""Artifacts: the file store + registry, automatic artifactisation and cleanup (storage.md §10–§11).
+"""Artifacts: the file store + registry, automatic artifactisation and cleanup (docs/storage.md#artifacts,
+docs/storage.md#deleting-and-cleaning-up).
 
 Task WAL cleanup lives in :mod:`agent_core._tasks.wal_cleanup`.
 """

@@ -1,4 +1,4 @@
-"""Automatic artifactisation (storage.md §10.5, tools.md §18).
+"""Automatic artifactisation (docs/storage.md#automatic-artifactisation, docs/tools.md#output-limits).
 
 Dual threshold: content goes to an artifact when its serialisation exceeds the byte threshold
 (UTF-8 bytes) OR the estimated-token threshold (core estimate ``ceil(chars / 4)``). For ``json``

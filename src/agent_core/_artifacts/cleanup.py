@@ -1,4 +1,5 @@
-"""Artifact deletion/cleanup (storage.md §11, runtime.md §11.2–§11.4); Task WALs: :mod:`agent_core._tasks.wal_cleanup`.
+"""Artifact deletion/cleanup (docs/storage.md#deleting-and-cleaning-up); Task WALs:
+:mod:`agent_core._tasks.wal_cleanup`.
 
 Dry runs never delete anything. Deletion failures are returned as structured ``failures`` with
 ``partial_failure=True`` and are never raised. Every artifact file removal goes through :func:`unlink_path`
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from agent_core.types._results import CleanupItem, CleanupResult
 
 DEBUG_KINDS: frozenset[str] = frozenset({"provider_raw", "hook_log", "traceback", "context_report", "debug"})
-"""Debug/raw artifact kinds: the default cleanup candidates (storage.md §10.4)."""
+"""Debug/raw artifact kinds: the default cleanup candidates (docs/storage.md#artifacts)."""
 ORDINARY_KINDS: frozenset[str] = frozenset(
     {"tool_output", "child_output", "compact", "attachment", "context_degradation"}
 )

@@ -1,4 +1,4 @@
-"""The artifact store (storage.md §10): files under
+"""The artifact store (docs/storage.md#artifacts): files under
 ``${SOONG_AGENT_HOME}/sessions/<session_id>/artifacts/<artifact_id>/<filename>`` plus the ``artifacts``
 registry rows.
 

@@ -1,6 +1,6 @@
-"""Context compaction (compact.md): cut-point policy, the internal compact fork, payload validation and the
-compaction service (background and recovery compaction in the loop). :func:`install` builds the service
-(``RunFeatures.compaction``). Names load with their module on first use (cold start)."""
+"""Context compaction (docs/compaction.md): cut-point policy, the internal compact fork, payload validation
+and the compaction service (background and recovery compaction in the loop). :func:`install` builds the
+service (``RunFeatures.compaction``). Names load with their module on first use (cold start)."""
 
 from __future__ import annotations
 

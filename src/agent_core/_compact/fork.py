@@ -1,4 +1,5 @@
-"""The runtime-internal compact fork run and the compaction node it yields (compact.md §10).
+"""The runtime-internal compact fork run and the compaction node it yields
+(docs/compaction.md#the-compact-fork).
 
 :func:`run_compact_fork` persists the fork like any agent (an ``agents`` row with ``agent_type="fork"``,
 ``purpose="compact"``, ``agent_definition_id="default_compact_agent"``; a ``runs`` row with the resolved
@@ -95,7 +96,8 @@ class CompactRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CompactionDraft:
-    """A validated compaction, ready to be appended (``metadata`` per compact.md §3)."""
+    """A validated compaction, ready to be appended (``metadata`` per
+    docs/compaction.md#the-compaction-node)."""
 
     summary: str
     metadata: dict[str, Any]
@@ -143,7 +145,8 @@ def definition_block(assets: AssetLoader, counter: TokenCounter) -> SystemBlock:
 def input_budget(
     services: Services, model: ResolvedModelConfig, definition: SystemBlock, req: CompactRequest
 ) -> int:
-    """Tokens left for the fork's user message: ``W - max(R, max_output) - system tokens`` (§10.4)."""
+    """Tokens left for the fork's user message: ``W - max(R, max_output) - system tokens``
+    (docs/compaction.md#the-compact-fork)."""
     counter = services.counter
     settings = services.settings
     static = static_blocks(

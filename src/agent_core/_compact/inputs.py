@@ -1,4 +1,4 @@
-"""The compact fork's input message and the core-computed range facts (compact.md §7, §10.4).
+"""The compact fork's input message and the core-computed range facts (docs/compaction.md#the-compact-fork).
 
 The fork never replays the conversation as chat turns: its single user message carries the previous
 summary, the nodes to summarise serialised as text lines, the split-turn prefix, the file operations and

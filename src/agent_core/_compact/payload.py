@@ -1,11 +1,12 @@
-"""The compaction payload returned by the compact fork: extraction, validation, normalisation (compact.md
-§7, §10.5).
+"""The compaction payload returned by the compact fork: extraction, validation, normalisation
+(docs/compaction.md#the-compact-fork, docs/compaction.md#the-payload).
 
 Extraction: the whole text as JSON, else the first fenced ```` ```json ```` block, else the outermost
 ``{…}`` span. Validation failures raise :class:`SchemaError` (``schema_error``): non-JSON text, a value that
 does not match :class:`CompactionPayload` (``extra="forbid"``, strict types), an empty summary, or a
-``first_kept_node_id`` different from the cut core supplied. Missing §7 headings never reject a payload:
-they are appended with the body ``(none)`` and listed in ``normalized_sections``.
+``first_kept_node_id`` different from the cut core supplied. Missing docs/compaction.md#the-compact-fork
+headings never reject a payload: they are appended with the body ``(none)`` and listed in
+``normalized_sections``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _HEADING = re.compile(r"^\s{0,3}#{2,3}\s+(.+?)\s*#*\s*$")
 
 
 class CompactionPayload(BaseModel):
-    """The JSON object the compact fork answers with (compact.md §10.5)."""
+    """The JSON object the compact fork answers with (docs/compaction.md#the-payload)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 

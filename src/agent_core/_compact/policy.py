@@ -1,14 +1,15 @@
-"""Pure compaction decisions (compact.md §5, §6, §8): trigger threshold, kept tail, cut point, staleness.
+"""Pure compaction decisions (docs/compaction.md#triggers, docs/compaction.md#the-cut-point,
+docs/compaction.md#stale-compactions): trigger threshold, kept tail, cut point, staleness.
 
 Nothing here does I/O. :func:`plan_cut` works on an agent's active path (root → tip) and returns a
 :class:`CutPlan` or ``None`` when there is nothing to compact. Token sizes are core estimates: a node's
 ``token_count`` (estimated on the fly when NULL) plus the per-message overhead.
 
-Cut rules (compact.md §6): the summarisable range starts at ``s`` (the last valid compaction's
-``first_kept_node_id``, else the first node) and ends at the tip. Walking back from the tip until the kept
-tail reaches ``effective_keep_recent`` gives the tentative cut ``c``; the cut is then aligned to the user
-``message`` node starting ``c``'s turn when that node lies after ``s`` and the tail from it fits, else the
-turn is split at the nearest assistant node at or after ``c`` with no open tool call (its earlier calls
+Cut rules (docs/compaction.md#the-cut-point): the summarisable range starts at ``s`` (the last valid
+compaction's ``first_kept_node_id``, else the first node) and ends at the tip. Walking back from the tip until
+the kept tail reaches ``effective_keep_recent`` gives the tentative cut ``c``; the cut is then aligned to the
+user ``message`` node starting ``c``'s turn when that node lies after ``s`` and the tail from it fits, else
+the turn is split at the nearest assistant node at or after ``c`` with no open tool call (its earlier calls
 all answered before it). When no such node exists at or after ``c`` (``c`` is the tip's tool result), the
 nearest such node before ``c`` inside the turn is used, keeping a slightly larger tail. A cut never lands
 on a tool node nor between a ``tool_call`` and its results.
@@ -28,7 +29,8 @@ from agent_core.types.runtime import Node
 
 
 def compaction_threshold(context_window: int, reserve_output_tokens: int, reserve_tokens: int) -> int:
-    """Background trigger threshold: ``max(W - compact.reserve_tokens, (W - R) // 2)`` (§5.1)."""
+    """Background trigger threshold: ``max(W - compact.reserve_tokens, (W - R) // 2)``
+    (docs/compaction.md#background-compaction)."""
     usable = context_window - reserve_output_tokens
     return max(context_window - reserve_tokens, usable // 2)
 
@@ -39,7 +41,7 @@ def should_trigger(estimated_tokens: int, threshold: int) -> bool:
 
 
 def effective_keep_recent(keep_recent_tokens: int, non_system_budget: int) -> int:
-    """``min(compact.keep_recent_tokens, N // 2)`` (§6)."""
+    """``min(compact.keep_recent_tokens, N // 2)`` (docs/compaction.md#the-cut-point)."""
     return max(0, min(keep_recent_tokens, non_system_budget // 2))
 
 
@@ -216,7 +218,8 @@ def plan_cut(
 
 
 def stale_reason(path: Sequence[Node], covered_tip_node_id: str) -> str | None:
-    """Why a finished compaction can no longer be applied to ``path`` (§8), or ``None`` when it can.
+    """Why a finished compaction can no longer be applied to ``path`` (docs/compaction.md#stale-compactions),
+    or ``None`` when it can.
 
     The covered tip must still be on the path, and no compaction node may follow it there.
     """

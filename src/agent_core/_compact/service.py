@@ -1,4 +1,5 @@
-"""The compaction service: background and recovery compaction wired into the loop (compact.md §5, §8).
+"""The compaction service: background and recovery compaction wired into the loop
+(docs/compaction.md#triggers, docs/compaction.md#stale-compactions).
 
 :func:`install` builds the :class:`CompactionService` (``RunFeatures.compaction``): every non-compact
 agent run gets an :class:`AgentCompaction` (the loop driver's ``CompactionHooks``):

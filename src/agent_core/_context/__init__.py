@@ -1,1 +1,2 @@
-"""Prompt composition: system blocks, active-path messages, budget and trimming (context.md, compact.md §9)."""
+"""Prompt composition: system blocks, active-path messages, budget and trimming (docs/context.md,
+docs/compaction.md#budget-and-trimming)."""

@@ -1,4 +1,5 @@
-"""System-block budgeting for the prompt composer (context.md §3–§4; compact.md §9.1; issue 13).
+"""System-block budgeting for the prompt composer (docs/context.md#static-blocks,
+docs/context.md#dynamic-blocks; docs/compaction.md#budget-and-trimming; issue 13).
 
 - Dynamic blocks are selected by priority within their budget; a block that partly fits is truncated
   with a marker (:func:`select_dynamic`).
@@ -24,7 +25,7 @@ from agent_core.types.tools import ToolDefinition
 
 TRUNCATION_MARKER = "\n[... truncated to fit the context budget ...]"
 TOOL_DESCRIPTION_PRIORITY = 64
-"""The tool descriptions degrade together with ``runtime.tool_catalog`` (context.md §3)."""
+"""The tool descriptions degrade together with ``runtime.tool_catalog`` (docs/context.md#static-blocks)."""
 KEPT_PRIORITY = 0
 """Static blocks at this priority (``system.core``) are never degraded."""
 MIN_TRUNCATED_TOKENS = 32
@@ -70,7 +71,8 @@ def _cut(block: SystemBlock, room: int, counter: TokenCounter) -> SystemBlock:
 def select_dynamic(
     blocks: list[SystemBlock], budget: int, counter: TokenCounter, reports: list[SystemBlockReport]
 ) -> tuple[list[SystemBlock], int]:
-    """Dynamic blocks by priority within ``budget`` (context.md §4); returns them and their tokens."""
+    """Dynamic blocks by priority within ``budget`` (docs/context.md#dynamic-blocks); returns them and their
+    tokens."""
     ordered = sorted((counted(b, counter) for b in blocks), key=lambda b: b.priority)
     chosen: list[SystemBlock] = []
     used = 0

@@ -1,9 +1,11 @@
-"""The prompt composer's budget and trimming (compact.md §4, §9; context.md §3–§5).
+"""The prompt composer's budget and trimming (docs/compaction.md#the-conversation,
+docs/compaction.md#budget-and-trimming; docs/context.md#static-blocks, docs/context.md#dynamic-blocks,
+docs/context.md#messages).
 
 :func:`compose` is pure: given the system blocks, the agent's active path (root → tip) and the limits, it
 returns the system blocks and messages of the next request plus the report data. Secondary degradation that
-needs I/O (artifactising large blocks, compact.md §9.4 step 3.1) is done by the caller, which passes the
-substitute blocks back in ``ComposeInput.substitutions`` and composes again.
+needs I/O (artifactising large blocks, docs/compaction.md#the-conversation step 3.1) is done by the caller,
+which passes the substitute blocks back in ``ComposeInput.substitutions`` and composes again.
 
 Output reservation (issue 13): ``reserve_output_tokens`` is a cap. When the static part (system blocks and
 tool schemas) leaves room for the full cap the build reserves it; otherwise it is budgeted with the floor

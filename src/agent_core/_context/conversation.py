@@ -1,4 +1,5 @@
-"""The conversation part of a prompt (compact.md §3, §4; context.md §3).
+"""The conversation part of a prompt (docs/compaction.md#the-compaction-node,
+docs/compaction.md#the-conversation; docs/context.md#static-blocks).
 
 The agent's active path (root → tip) becomes rendered :class:`ConversationItem` s: compacted and skipped
 nodes excluded (with the reason), substitute blocks applied, tool call/result pairs repaired, and items
@@ -40,7 +41,8 @@ def is_skipped_assistant(node: Node) -> str | None:
 
 
 def latest_valid_compaction(path: Sequence[Node]) -> tuple[int | None, list[str]]:
-    """Index of the last valid compaction node on ``path`` and the ids of invalid ones (compact.md §3)."""
+    """Index of the last valid compaction node on ``path`` and the ids of invalid ones
+    (docs/compaction.md#the-compaction-node)."""
     positions = [i for i, n in enumerate(path) if n.node_type == _COMPACTION]
     if not positions:
         return None, []

@@ -1,6 +1,6 @@
 """Instruction files: catalog scan, the ``instruction_catalog`` block and loaded ``instruction:<path>`` blocks.
 
-Contracts (context.md §7, contract.md §4.8 and §5):
+Contracts (docs/context.md#instruction-files, docs/context.md#loading, docs/context.md#the-catalog):
 
 - :func:`scan_instruction_catalog` walks the user sources (``${home}/CLAUDE.md``, ``${home}/AGENTS.md``,
   ``${home}/rules/**/*.md``) and the project sources (``<project>/**/CLAUDE.md``, ``<project>/**/AGENTS.md``),
@@ -94,7 +94,7 @@ class InstructionCatalog:
 def scan_instruction_catalog(
     home: Path, project: Path, *, limit: int = MAX_CATALOG_ENTRIES
 ) -> InstructionCatalog:
-    """Scans the instruction sources afresh (called at every run start; context.md §7.2)."""
+    """Scans the instruction sources afresh (called at every run start; docs/context.md#the-catalog)."""
     home = home.resolve()
     project = project.resolve()
     user = sorted(_scan_user(home, project), key=lambda e: e.relative_path)

@@ -1,8 +1,8 @@
 """Per-run prompt assembly: static blocks (built once per run), dynamic blocks and the composer call.
 
-Static blocks follow ``STATIC_SYSTEM_BLOCKS`` (context.md §3): the seven package prompts, then the
-generated ``runtime.role`` and ``runtime.tool_catalog`` and the ``instruction_catalog``. Dynamic blocks
-come from pluggable sources evaluated at every build (context.md §4).
+Static blocks follow ``STATIC_SYSTEM_BLOCKS`` (docs/context.md#static-blocks): the seven package prompts, then
+the generated ``runtime.role`` and ``runtime.tool_catalog`` and the ``instruction_catalog``. Dynamic blocks
+come from pluggable sources evaluated at every build (docs/context.md#dynamic-blocks).
 """
 
 from __future__ import annotations
@@ -293,7 +293,8 @@ class RunPrompt:
             else:
                 continue
             if item.tool_name in NO_ARTIFACTIZE:
-                # the file is the durable copy (tools.md §18): shorten the view, create no artifact
+                # the file is the durable copy (docs/tools.md#output-limits): shorten the view, create no
+                # artifact
                 note = (
                     f"[{item.tool_name} output shortened for this prompt ({item.tokens} tokens); re-read the "
                     f"file with start_line/max_lines for the rest] {preview}..."

@@ -1,4 +1,5 @@
-"""Maps context-tree nodes to provider-neutral messages (context.md §5.2, compact.md §9.2).
+"""Maps context-tree nodes to provider-neutral messages (docs/context.md#synthetic-messages,
+docs/compaction.md#the-conversation).
 
 ``message`` nodes keep their role; internal nodes become ``user`` messages wrapped in a tag naming their
 origin, with ``metadata.synthetic=true``; ``instruction_context`` nodes and never-rendered notes produce
@@ -57,7 +58,7 @@ def attr(value: Any) -> str:
 
 
 def wrap_synthetic(node: Node) -> str:
-    """The tagged text of an internal node (context.md §5.2 wrappers); the body is escaped
+    """The tagged text of an internal node (docs/context.md#synthetic-messages wrappers); the body is escaped
     (:func:`~agent_core._notes.escape_note_text`), so it cannot close its wrapper."""
     body = escape_note_text(text_of(node.content) or "".join(_block_text(b) for b in node.content))
     meta = node.metadata
@@ -116,7 +117,8 @@ def referenced_artifacts(nodes: Iterable[Node]) -> set[str]:
 
 
 def _mark_deleted(blocks: list[ContentBlock], deleted: frozenset[str]) -> list[ContentBlock]:
-    """Blocks referencing a deleted artifact render as ``[artifact <id> (deleted)]`` (storage.md §11.2)."""
+    """Blocks referencing a deleted artifact render as ``[artifact <id> (deleted)]``
+    (docs/storage.md#deleting-and-cleaning-up)."""
     out: list[ContentBlock] = []
     for block in blocks:
         if (

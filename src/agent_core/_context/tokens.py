@@ -1,4 +1,5 @@
-"""The core token estimate (providers.md §10): ``ceil(len(text) / 4)`` per text, +4 per message.
+"""The core token estimate (docs/providers.md#options-raw-data-and-token-counts): ``ceil(len(text) / 4)`` per
+text, +4 per message.
 
 Provider usage is authoritative for billing; this estimate only drives budgeting and compaction.
 """

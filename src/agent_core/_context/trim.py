@@ -1,4 +1,5 @@
-"""Prompt-view degradation used by the composer when the conversation does not fit (compact.md §9.4).
+"""Prompt-view degradation used by the composer when the conversation does not fit
+(docs/compaction.md#the-conversation).
 
 Only the request view changes: stored nodes never do. Step 1/3.2 shorten artifact previews, step 3.1 lists
 the large protected blocks the caller may artifactise.
@@ -79,7 +80,8 @@ def degradable_blocks(
     limit_tokens: int,
     limit_bytes: int,
 ) -> list[DegradableBlock]:
-    """Blocks large enough for secondary degradation (compact.md §9.4 step 3.1), largest first."""
+    """Blocks large enough for secondary degradation (docs/compaction.md#the-conversation step 3.1), largest
+    first."""
     quarter = max(1, budget // 4)
     found: list[DegradableBlock] = []
 

@@ -1,1 +1,2 @@
-"""Run event streams: delivery, buffering, backpressure and delta coalescing (runtime.md §9.4–§9.6)."""
+"""Run event streams: delivery, buffering, backpressure and delta coalescing
+(docs/events.md#the-live-stream)."""

@@ -1,4 +1,5 @@
-"""Per-type event levels (runtime.md §9.7); visibility and persistence sets live in ``types.enums``."""
+"""Per-type event levels (docs/events.md#catalogue); visibility and persistence sets live in
+``types.enums``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A run's live event channel (runtime.md §9.4–§9.6).
+"""A run's live event channel (docs/events.md#the-live-stream).
 
 Rules implemented here:
 

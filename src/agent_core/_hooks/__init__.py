@@ -1,4 +1,4 @@
-"""User-level hooks (mcp-hooks.md Part B).
+"""User-level hooks (docs/hooks-and-mcp.md#hooks).
 
 ``load_hooks(config)`` returns the runtime's :class:`HookDispatcher` (``NO_HOOKS`` when disabled or when
 ``${SOONG_AGENT_HOME}/hooks.json`` is missing). Submodules: ``base`` (the seam), ``config`` (file schema),

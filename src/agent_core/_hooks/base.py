@@ -1,4 +1,4 @@
-"""The seam between the loop/tool pipeline and user hooks (mcp-hooks.md Part B).
+"""The seam between the loop/tool pipeline and user hooks (docs/hooks-and-mcp.md#hooks).
 
 The pipeline and the loop call a :class:`HookDispatcher`; the hooks package implements it from
 ``${SOONG_AGENT_HOME}/hooks.json``. :data:`NO_HOOKS` is the dispatcher used when hooks are disabled.
@@ -67,8 +67,8 @@ INTERNAL_PURPOSES = frozenset({"compact", "memory_extraction", "memory_recall"})
 class HookDispatcher(Protocol):
     """Runs the hooks of one phase and emits ``hook_*`` events through ``sink``.
 
-    Optional keyword arguments feed the ``HookInput`` of mcp-hooks.md §B5: ``source`` (SessionStart),
-    ``message`` (UserPromptSubmit: the user message as JSON), ``preflight``/``duration_ms``
+    Optional keyword arguments feed the ``HookInput`` of docs/hooks-and-mcp.md#running-a-hook: ``source``
+    (SessionStart), ``message`` (UserPromptSubmit: the user message as JSON), ``preflight``/``duration_ms``
     (PostToolUse; a dispatcher may remember the PreToolUse pre-flight itself), ``turn_count`` and
     ``stop_hook_active`` (Stop). Observe-only phases never return a deny. A dispatcher whose hooks may
     substitute a call's arguments says so with ``revises_arguments = True``: the pipeline then passes

@@ -1,4 +1,5 @@
-"""``${SOONG_AGENT_HOME}/hooks.json``: schema, validation and the resolved rule set (mcp-hooks.md §B1–§B3).
+"""``${SOONG_AGENT_HOME}/hooks.json``: schema, validation and the resolved rule set
+(docs/hooks-and-mcp.md#where-and-when, docs/hooks-and-mcp.md#matchers).
 
 :func:`load_hooks_config` reads the user-level file once; ``<project>/.soong-agent/hooks.json`` is never
 read. A missing file means "no hooks" (``None``). Everything else that is wrong fails with
@@ -67,7 +68,7 @@ class HookEventsEntry(StrictModel):
 
 
 class HooksFile(StrictModel):
-    """The raw file shape (§B2)."""
+    """The raw file shape (docs/hooks-and-mcp.md#where-and-when)."""
 
     version: StrictInt
     hooks: HookEventsEntry
@@ -138,7 +139,8 @@ def _error(path: Path, message: str, **details: Any) -> ConfigError:
 
 
 def expand_command(command: str, home: Path, project: Path) -> str:
-    """Replaces the two placeholders by the shell-quoted resolved paths (§B2)."""
+    """Replaces the two placeholders by the shell-quoted resolved paths
+    (docs/hooks-and-mcp.md#where-and-when)."""
     return _PLACEHOLDER.sub(lambda m: shlex.quote(str(home if m.group(0) == _HOME else project)), command)
 
 

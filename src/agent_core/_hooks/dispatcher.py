@@ -1,4 +1,4 @@
-"""The user-hook dispatcher (mcp-hooks.md Part B) and :func:`load_hooks`.
+"""The user-hook dispatcher (docs/hooks-and-mcp.md#hooks) and :func:`load_hooks`.
 
 :class:`HooksDispatcher` implements :class:`~agent_core._hooks.base.HookDispatcher` for one runtime:
 
@@ -63,7 +63,8 @@ ArtifactPathResolver = Callable[[str, str], Path | None]
 
 
 def default_artifact_path(home: Path) -> ArtifactPathResolver:
-    """Finds the artifact file under ``<home>/sessions/<session_id>/artifacts/<artifact_id>/`` (storage.md §10)."""
+    """Finds the artifact file under ``<home>/sessions/<session_id>/artifacts/<artifact_id>/``
+    (docs/storage.md#artifacts)."""
 
     def resolve(session_id: str, artifact_id: str) -> Path | None:
         folder = home / "sessions" / session_id / "artifacts" / artifact_id
@@ -244,7 +245,8 @@ class HooksDispatcher:
         return {"artifact_id": artifact_id, "path": str(path) if path is not None else None}
 
     def _result_input(self, scope: RunScope, result: ToolResult) -> dict[str, Any]:
-        """Small results in full; artifactised parts as summary + ``artifact_ref`` (§B8)."""
+        """Small results in full; artifactised parts as summary + ``artifact_ref``
+        (docs/hooks-and-mcp.md#running-a-hook)."""
         content: list[dict[str, Any]] = []
         for block in result.content:
             item = block.model_dump(mode="json")

@@ -1,4 +1,5 @@
-"""Hook rule matchers (mcp-hooks.md §B3): exact tool name, exact tag, component-wise path prefix.
+"""Hook rule matchers (docs/hooks-and-mcp.md#matchers): exact tool name, exact tag, component-wise path
+prefix.
 
 There is no regex, glob or expression syntax: ``code.*`` as a tool name matches only a tool literally
 named ``code.*``. All given keys must match (AND); a rule without a matcher matches every occurrence of its

@@ -1,4 +1,4 @@
-"""Runs one hook command and interprets its output (mcp-hooks.md §B4–§B5).
+"""Runs one hook command and interprets its output (docs/hooks-and-mcp.md#running-a-hook).
 
 :func:`run_hook` executes the command through the shared command runner (shell, new process group,
 ``cwd`` = the hook's working directory, stdin = the ``HookInput`` JSON then closed, timeout with SIGTERM →
@@ -45,7 +45,8 @@ FailureKind = Literal["exit_code", "timeout", "invalid_output", "cancelled", "co
 
 
 class HookOutput(StrictModel):
-    """What a hook prints on stdout (§B5). Any other field (e.g. patched arguments) is invalid."""
+    """What a hook prints on stdout (docs/hooks-and-mcp.md#running-a-hook). Any other field (e.g. patched
+    arguments) is invalid."""
 
     decision: Literal["allow", "deny"] = "allow"
     reason: str | None = None

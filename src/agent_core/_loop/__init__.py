@@ -1,1 +1,2 @@
-"""The agent loop: one driver, the run recorder and the in-memory active path (runtime.md §7)."""
+"""The agent loop: one driver, the run recorder and the in-memory active path
+(docs/runs.md#the-agent-loop)."""

@@ -1,4 +1,4 @@
-"""Provider-chosen tool-call ids before they reach a column or an event (issue 14 §4).
+"""Provider-chosen tool-call ids before they reach a column or an event (issue 14 item 4).
 
 A tool-call id is stored verbatim in the ``tool_call_id`` columns of events and nodes, which payload
 redaction does not cover. :class:`CallIdGuard` keeps a provider id only when it matches

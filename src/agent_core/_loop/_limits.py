@@ -1,4 +1,4 @@
-"""Run limits and loop detection (surfaces.md §4): pure budget policy, no I/O.
+"""Run limits and loop detection (docs/runs.md#limits): pure budget policy, no I/O.
 
 * :class:`Budget` is the consumption of one root run's agent tree: every child run holds the *same* object,
   so a sub-agent's tokens, tool calls and cost count against its parent's limits. Wall time runs from the
@@ -9,8 +9,8 @@
 * :class:`RepeatDetector` counts the same tool with the same arguments and the same result in a row: at
   ``repeat_tool_call_limit`` repetitions the model gets a runtime note (once per call signature); the next
   repetition is a ``loop_detected`` breach.
-* ``limits.max_turns`` stays the per-run turn limit of runtime.md §7.3 (``end_reason = "max_turns"``); it is
-  enforced by the driver, not here.
+* ``limits.max_turns`` stays the per-run turn limit of docs/runs.md#end-reasons
+  (``end_reason = "max_turns"``); it is enforced by the driver, not here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Structured output of a run (surfaces.md §5): schema, request shaping, validation and retries.
+"""Structured output of a run (docs/runs.md#structured-output): schema, request shaping, validation and
+retries.
 
 :class:`OutputSchema` is the target (a Pydantic model class or a core-subset JSON schema).
 :class:`OutputPolicy` is what the loop driver consults for one run:

@@ -1,4 +1,5 @@
-"""Live text deltas: secret-safe forwarding and debug-mode aggregation (runtime.md §9.3, §10.4).
+"""Live text deltas: secret-safe forwarding and debug-mode aggregation
+(docs/events.md#ordering-and-persistence, docs/storage.md#redaction).
 
 A secret can arrive split across several provider deltas, where per-delta redaction cannot see it (and
 the event channel may later coalesce the pieces). :class:`DeltaRedactor` therefore holds back the

@@ -1,4 +1,4 @@
-"""The one loop driver (runtime.md §7): compose → stream → persist → tools → repeat.
+"""The one loop driver (docs/runs.md#the-agent-loop): compose → stream → persist → tools → repeat.
 
 :func:`run_loop` runs one agent run from after ``loop_started`` to its end and returns a
 :class:`LoopOutcome`. It never raises for run-level failures: every exit path yields exactly one terminal
@@ -347,7 +347,7 @@ async def _end_turn(spec: LoopSpec, state: LoopState, step: EndTurn) -> LoopOutc
         reason = "; ".join(stop.reasons) or "a Stop hook asked the agent to continue"
         await rec.emit(ev.HookDenied(phase="Stop", reason=reason, hook_summary=stop.summary()))
         await rec.emit(ev.StopHookPrevented(reason=reason, hook_summary=stop.summary()))
-        # mcp-hooks.md §B9: the note says a Stop hook prevented completion and gives the reason
+        # docs/hooks-and-mcp.md#denials: the note says a Stop hook prevented completion and gives the reason
         await rec.write_node(
             role=MessageRole.user,
             node_type=NodeType.system_note,

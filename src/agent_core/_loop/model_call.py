@@ -113,7 +113,7 @@ async def stream_model(spec: LoopSpec, request: ModelRequest, turn: int, state: 
                     )
                 elif isinstance(event, ModelCompleted):
                     await end_text()
-                    event = call_ids.apply(event)  # no unsafe provider id reaches a column (issue 14 §4)
+                    event = call_ids.apply(event)  # no unsafe provider id reaches a column (issue 14 item 4)
                     state.call_ids.update(c.tool_call_id for c in event.tool_calls)
                     problem = validate_completed(event)
                     if problem:
@@ -264,7 +264,8 @@ def validate_completed(event: ModelCompleted) -> str | None:
 
 
 def normalise_calls(event: ModelCompleted) -> ModelCompleted:
-    """Replaces unusable or duplicate call ids by generated ``call_`` ids (runtime.md §4)."""
+    """Replaces unusable or duplicate call ids by generated ``call_`` ids
+    (docs/architecture.md#identifiers-and-time)."""
     seen: set[str] = set()
     renames: dict[int, str] = {}
     for index, call in enumerate(event.tool_calls):

@@ -1,4 +1,4 @@
-"""Typed outcomes of one loop step and of a whole loop (ARCHITECTURE.md principle 3)."""
+"""Typed outcomes of one loop step and of a whole loop (docs/architecture.md#one-loop-driver)."""
 
 from __future__ import annotations
 

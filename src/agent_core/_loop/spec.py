@@ -50,12 +50,14 @@ class InboxHook(Protocol):
 
 
 class PromptSource(Protocol):
-    """Builds the composition of the next request for this run (context.md, compact.md §9)."""
+    """Builds the composition of the next request for this run (docs/context.md,
+    docs/compaction.md#budget-and-trimming)."""
 
     def compose(self, *, turn: int, substitutions: dict[str, ContentBlock]) -> Composition: ...
 
     async def degrade(self, composition: Composition) -> dict[str, ContentBlock]:
-        """Artifactises large protected blocks (compact.md §9.4 step 3.1); returns substitutions."""
+        """Artifactises large protected blocks (docs/compaction.md#the-conversation step 3.1); returns
+        substitutions."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""MCP servers as tool sources (mcp-hooks.md Part A).
+"""MCP servers as tool sources (docs/hooks-and-mcp.md#mcp-servers).
 
 ``load_mcp_catalog(config)`` reads ``${SOONG_AGENT_HOME}/mcp.json`` at runtime startup (no connection);
 ``McpManager(catalog, settings, registry=...)`` connects lazily at run start

@@ -1,4 +1,5 @@
-"""The MCP server catalog from ``${SOONG_AGENT_HOME}/mcp.json`` (mcp-hooks.md §A1, §A4, §A6).
+"""The MCP server catalog from ``${SOONG_AGENT_HOME}/mcp.json`` (docs/hooks-and-mcp.md#configuration,
+docs/hooks-and-mcp.md#connecting-and-discovery, docs/hooks-and-mcp.md#tools).
 
 :func:`load_mcp_catalog` reads the user-level file once per runtime and connects nothing; no project-level
 file is ever read. A missing file is an empty catalog. Invalid JSON or any schema violation — unknown field,
@@ -53,7 +54,7 @@ class McpOAuthEntry(StrictModel):
 
 
 class McpServerEntry(StrictModel):
-    """One ``mcpServers`` entry (§A1.1)."""
+    """One ``mcpServers`` entry (docs/hooks-and-mcp.md#configuration)."""
 
     type: Literal["stdio", "http"] | None = None
     command: str | None = Field(default=None, min_length=1)
@@ -100,7 +101,7 @@ class McpServerConfig:
 
     @property
     def network_host(self) -> str | None:
-        """Lowercased host of ``url`` for HTTP servers, ``None`` for stdio (§A6)."""
+        """Lowercased host of ``url`` for HTTP servers, ``None`` for stdio (docs/hooks-and-mcp.md#tools)."""
         if self.transport != "http" or self.url is None:
             return None
         host = urlsplit(self.url).hostname

@@ -1,4 +1,5 @@
-"""The MCP client: the only module that imports the official ``mcp`` SDK (mcp-hooks.md §A2).
+"""The MCP client: the only module that imports the official ``mcp`` SDK
+(docs/hooks-and-mcp.md#connecting-and-discovery).
 
 It is imported lazily by :mod:`agent_core._mcp.manager`, so ``import agent_core`` never loads the SDK.
 

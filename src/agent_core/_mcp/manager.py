@@ -1,6 +1,6 @@
 """The per-runtime MCP manager: lazy connect, discovery cache, tool registration, failure isolation.
 
-Contract (mcp-hooks.md §A3–§A8):
+Contract (docs/hooks-and-mcp.md):
 
 * Nothing connects at construction. :meth:`McpManager.ensure_connected` is called by the runtime at run
   start; with ``needed=False`` (the run's role/requested set excludes every ``mcp.*`` tool) it connects

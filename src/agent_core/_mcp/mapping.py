@@ -1,4 +1,5 @@
-"""Pure MCP ↔ core mapping: tool definitions (§A5–§A6) and call results (§A8).
+"""Pure MCP ↔ core mapping: tool definitions (docs/hooks-and-mcp.md#tools) and call results
+(docs/hooks-and-mcp.md#calls-and-results).
 
 Tools: canonical name ``mcp.<server_id>.<tool_name>`` (name verbatim). A tool is skipped — recorded as
 ``{tool_name, reason}``, the server is not failed — when its name is empty, uses characters outside

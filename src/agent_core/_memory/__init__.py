@@ -1,4 +1,4 @@
-"""Long-term memory (context.md §9): files, Memory Writer, extraction job, triggers, recall, catalog.
+"""Long-term memory (docs/context.md#memory): files, Memory Writer, extraction job, triggers, recall, catalog.
 
 :func:`install` wires the feature into an open runtime's :class:`~agent_core._runtime.runs.RunManager`.
 With ``memory.enabled = false`` it installs nothing: no ``internal.recall_memory``, no ``memory_catalog``

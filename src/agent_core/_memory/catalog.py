@@ -1,4 +1,5 @@
-"""The ``memory_catalog`` dynamic system block (context.md §4, §9.3, §9.9).
+"""The ``memory_catalog`` dynamic system block (docs/context.md#dynamic-blocks, docs/context.md#files,
+docs/context.md#recall).
 
 Only for runs whose effective set contains ``internal.recall_memory`` (main/Orchestrator with memory
 enabled). Content = the current ``MEMORY.md`` (catalog only, never bodies), cut at the end to

@@ -1,4 +1,4 @@
-"""The Memory Extraction Job (context.md §9.4–§9.6): a core-internal background job, not an agent.
+"""The Memory Extraction Job (docs/context.md#extraction): a core-internal background job, not an agent.
 
 Contracts:
 

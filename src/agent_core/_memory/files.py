@@ -1,5 +1,5 @@
 """Memory files: naming, frontmatter, parsing, the in-process store and the ``MEMORY.md`` catalog
-(context.md §9.1–§9.3).
+(docs/context.md#files).
 
 Layout under the memory dir (always ``${SOONG_AGENT_HOME}/memory``): ``MEMORY.md`` plus
 ``{user,feedback,reference}/<name>-<YYYYMMDD>-<id>.md``. A memory id is ``mem_<YYYYMMDDHHMMSS>_<6 hex>``
@@ -159,7 +159,7 @@ def catalog_order(records: list[MemoryRecord]) -> list[MemoryRecord]:
 
 
 def render_catalog(records: list[MemoryRecord]) -> str:
-    """The deterministic ``MEMORY.md`` text for ``records`` (context.md §9.3)."""
+    """The deterministic ``MEMORY.md`` text for ``records`` (docs/context.md#files)."""
     lines = [CATALOG_TITLE, ""]
     lines.extend(catalog_line(r) for r in catalog_order(records))
     if not records:

@@ -2,7 +2,7 @@
 
 The Memory Extraction Job and the Memory Recall Selector talk to a provider adapter directly. Their
 requests carry only ``session_id`` and ``purpose`` in ``metadata`` (never ``agent_id``/``run_id``;
-providers.md §2.4). :func:`complete` drains one stream and returns its ``model_completed``; a
+docs/providers.md#the-protocol). :func:`complete` drains one stream and returns its ``model_completed``; a
 ``model_failed``, an adapter exception or a stream without a terminal event raises
 :class:`~agent_core.errors.ProviderError` carrying the provider payload.
 """

@@ -1,5 +1,5 @@
 """The ``memory_writer.submit`` payload: schema, validation and the resulting commit plan
-(context.md §9.4, §9.7, §9.8; shape in the ``agent_core._asset_loader`` docstring).
+(docs/context.md#extraction; shape in the ``agent_core._asset_loader`` docstring).
 
 :func:`parse_submit` checks the shape (``schema_error``, listing field paths only). :func:`plan_commit`
 validates every operation against the session and the existing memories before anything is written and

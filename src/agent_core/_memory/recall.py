@@ -1,4 +1,5 @@
-"""``internal.recall_memory`` and the Memory Recall Selector (context.md §9.9, tools.md §10–§11).
+"""``internal.recall_memory`` and the Memory Recall Selector (docs/context.md#recall,
+docs/tools.md#built-in-tools, docs/tools.md#effective-tool-sets).
 
 Contracts:
 

@@ -1,4 +1,4 @@
-"""The scan range of a Memory Extraction Job and the text it shows the model (context.md §9.4, §9.6).
+"""The scan range of a Memory Extraction Job and the text it shows the model (docs/context.md#extraction).
 
 - The scan cursor lives in ``sessions.metadata_json.memory_scan_cursor = {node_seq, node_id}`` (the last
   scanned node). :func:`load_scan` takes a snapshot of the session's root-agent nodes after it.

@@ -1,4 +1,4 @@
-"""Forbidden-content detection for memory writes (context.md §9.8).
+"""Forbidden-content detection for memory writes (docs/context.md#extraction).
 
 The Memory Writer rejects (never silently redacts) content that matches the shared secret patterns:
 private key blocks, known token formats, ``password=``/``secret=``-style assignments, and the values of

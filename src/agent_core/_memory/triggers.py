@@ -1,4 +1,4 @@
-"""When Memory Extraction Jobs run (context.md §9.5).
+"""When Memory Extraction Jobs run (docs/context.md#extraction).
 
 :class:`MemoryScheduler` is installed on the :class:`~agent_core._runtime.runs.RunManager`:
 
@@ -38,7 +38,7 @@ log = logging.getLogger("agent_core._memory")
 EXPLICIT_INTENT = re.compile(
     r"(?i)(记住|以后都|我的偏好|remember|i prefer|don['’]t forget|do not forget|\b(?:always|never)\b)"
 )
-"""Explicit long-term-memory intent in a root user message (context.md §9.5 item 1)."""
+"""Explicit long-term-memory intent in a root user message (docs/context.md#extraction)."""
 
 CLOSE_WAIT_S = 5.0
 

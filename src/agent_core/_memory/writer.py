@@ -1,4 +1,4 @@
-"""The Memory Writer (context.md §9.7): the only code that writes memory files.
+"""The Memory Writer (docs/context.md#extraction): the only code that writes memory files.
 
 Not a tool of any run; only the Memory Extraction Job uses it. Contracts:
 

@@ -1,6 +1,8 @@
-"""Orchestrator mode (multi-agent.md §9–§11, task-board.md, context.md §11–§13): worker pools, worker
-state, ``agent.list_workers`` / ``agent.dispatch_worker`` / ``agent.plan_template`` and the runtime wiring
-of the Task board (:func:`agent_core._orchestrator.feature.install`).
+"""Orchestrator mode (docs/multi-agent.md#worker-pools, docs/multi-agent.md#agentlist_workers,
+docs/multi-agent.md#dispatching-a-worker, docs/task-board.md, docs/context.md#plans-and-task-templates,
+docs/context.md#the-task-board-summary): worker pools, worker state, ``agent.list_workers`` /
+``agent.dispatch_worker`` / ``agent.plan_template`` and the runtime wiring of the Task board
+(:func:`agent_core._orchestrator.feature.install`).
 
 Module map: ``pools`` (configured pools, reference validation, per-session worker slots), ``dispatch``
 (selection, worker runs on the shared child launcher, run-end fallback, Task-level cancellation),

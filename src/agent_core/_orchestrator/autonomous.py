@@ -1,4 +1,4 @@
-"""Autonomous workers (surfaces.md §6, ``[[agents.worker_pools]] autonomous = true``).
+"""Autonomous workers (docs/multi-agent.md#autonomous-workers, ``[[agents.worker_pools]] autonomous = true``).
 
 Contract:
 

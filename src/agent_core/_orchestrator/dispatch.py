@@ -1,7 +1,9 @@
-"""``agent.dispatch_worker`` and ``agent.list_workers`` (multi-agent.md §9–§11, task-board.md §6–§8).
+"""``agent.dispatch_worker`` and ``agent.list_workers`` (docs/multi-agent.md#worker-pools,
+docs/multi-agent.md#agentlist_workers, docs/multi-agent.md#dispatching-a-worker,
+docs/task-board.md#worker-run-end-fallback, docs/task-board.md#claims-and-leases).
 
-:class:`WorkerDispatcher.dispatch` checks, in this order (multi-agent.md §11): input schema, Task
-existence/availability, dispatchability, pool, ``allowed_step_ids`` (all via
+:class:`WorkerDispatcher.dispatch` checks, in this order (docs/multi-agent.md#dispatching-a-worker): input
+schema, Task existence/availability, dispatchability, pool, ``allowed_step_ids`` (all via
 :meth:`TaskService.check_dispatchable`), worker selection (``explicit`` or ``fallback_first_idle``), the
 dispatch ``allowed_tools`` against the selected worker's ceiling, then the child limits (in the launcher).
 Any failure emits ``worker_dispatch_failed`` on the Orchestrator stream, starts no run and becomes an
@@ -68,7 +70,8 @@ WORKER_DISPATCH = "worker_dispatch"
 
 
 class DispatchInput(StrictModel):
-    """``agent.dispatch_worker`` arguments (contract.md §6.1); unknown keys → ``validation_error``."""
+    """``agent.dispatch_worker`` arguments (docs/multi-agent.md#agent-tools); unknown keys →
+    ``validation_error``."""
 
     task_id: str = Field(min_length=1)
     worker_pool_id: str | None = None
@@ -83,7 +86,8 @@ class DispatchInput(StrictModel):
 
 
 def run_ending(state: RunState) -> WorkerRunEnding:
-    """How a terminal worker run ended, for the fallback reason (task-board.md §6)."""
+    """How a terminal worker run ended, for the fallback reason
+    (docs/task-board.md#worker-run-end-fallback)."""
     if state.status == RunStatus.completed:
         return "completed"
     if state.status == RunStatus.cancelled:
@@ -471,7 +475,8 @@ class WorkerDispatcher:
         return spec
 
     def board(self, service: TaskService, caller: TaskCaller) -> str | None:
-        """The Task board text for ``caller`` with the configured budgets (context.md §13)."""
+        """The Task board text for ``caller`` with the configured budgets
+        (docs/context.md#the-task-board-summary)."""
         context = self.manager.services.settings.context
         return service.board_summary(
             caller,

@@ -99,7 +99,7 @@ class TaskFeature:
 
 def install(manager: RunManager, agents: Agents) -> TaskFeature:
     """Registers the Task and worker tools (static definitions) and returns the feature. Autonomous worker
-    pools (surfaces.md §6) need the orchestrator from the start."""
+    pools (docs/multi-agent.md#autonomous-workers) need the orchestrator from the start."""
     feature = TaskFeature(manager, agents)
     tools = manager.services.tools
     tools.register_adapter(LazyToolAdapter(task_tool_definitions(), feature._task_tools), internal=True)

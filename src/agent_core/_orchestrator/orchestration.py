@@ -8,9 +8,10 @@ and the Task tool adapter and the worker/plan tool adapter (registered by the fe
 :class:`Orchestration` answers the run manager: :meth:`~Orchestration.check` (``config_error`` when no
 valid pool remains, so ``runtime.start(mode="orchestrator")`` fails before any run row),
 :meth:`~Orchestration.before_root_run` (restores the session's Tasks before the first model request,
-task-board.md §2.5, and reports each invalid pool with an ``error`` event on an Orchestrator run),
-:meth:`~Orchestration.task_board_for` (the ``<task_board>`` text, context.md §13.2), and replay/cleanup
-(:meth:`~Orchestration.task_views`, :meth:`~Orchestration.active_wal_paths`).
+docs/task-board.md#restore-and-replay, and reports each invalid pool with an ``error`` event on an
+Orchestrator run), :meth:`~Orchestration.task_board_for` (the ``<task_board>`` text,
+docs/context.md#the-task-board-summary), and replay/cleanup (:meth:`~Orchestration.task_views`,
+:meth:`~Orchestration.active_wal_paths`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class Orchestration:
         task_tools: Any = TaskToolAdapter(
             self.task_registry, template_loader=services.assets.load, redactor=services.redactor
         )
-        if any(pool.autonomous for pool in settings.agents.worker_pools):  # surfaces.md §6 (issue 22)
+        # docs/multi-agent.md#autonomous-workers (issue 22)
+        if any(pool.autonomous for pool in settings.agents.worker_pools):
             from agent_core._orchestrator.autonomous import AutonomousTaskTools, AutonomousWorkers
 
             task_tools = AutonomousTaskTools(task_tools, AutonomousWorkers(self.dispatcher))

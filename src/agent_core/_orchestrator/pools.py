@@ -1,4 +1,5 @@
-"""Worker pools (multi-agent.md §9): configured workers, reference validation and per-session worker state.
+"""Worker pools (docs/multi-agent.md#worker-pools): configured workers, reference validation and per-session
+worker state.
 
 * :class:`WorkerPools` is built from ``[[agents.worker_pools]]`` (structural errors already failed config
   loading). :meth:`WorkerPools.validate` runs the reference checks at every orchestrator run start, after
@@ -33,7 +34,8 @@ WorkerStatus = Literal["idle", "busy", "unavailable"]
 
 
 def worker_agent_id(session_id: str, pool_id: str, worker_id: str) -> str:
-    """The persisted ``agent_id`` of a worker in a session: stable across restarts (multi-agent.md §9.2)."""
+    """The persisted ``agent_id`` of a worker in a session: stable across restarts
+    (docs/multi-agent.md#worker-pools)."""
     digest = hashlib.sha256(f"{session_id}\x00{pool_id}\x00{worker_id}".encode()).hexdigest()
     return f"agent_worker_{digest[:24]}"
 

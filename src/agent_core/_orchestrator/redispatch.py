@@ -1,4 +1,4 @@
-"""The dispatch an earlier attempt of a tool step started (surfaces.md §3, issue 21).
+"""The dispatch an earlier attempt of a tool step started (docs/scale-out.md, issue 21).
 
 When the temporal engine retries an Orchestrator's ``agent.dispatch_worker`` step after its worker
 process died, the worker run its first attempt started (:meth:`RemoteChildRuns.run_id`, the same for every

@@ -1,4 +1,5 @@
-"""The static definitions of the worker and plan tools (multi-agent.md §9–§11): registered at open without
+"""The static definitions of the worker and plan tools (docs/multi-agent.md#worker-pools,
+docs/multi-agent.md#agentlist_workers, docs/multi-agent.md#dispatching-a-worker): registered at open without
 importing the orchestrator, which loads on the first call (``orchestrator/feature.py``)."""
 
 from __future__ import annotations

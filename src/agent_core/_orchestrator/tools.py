@@ -1,5 +1,5 @@
-"""``agent.list_workers``, ``agent.dispatch_worker`` and ``agent.plan_template`` (contract.md §6,
-tools.md §10, context.md §11).
+"""``agent.list_workers``, ``agent.dispatch_worker`` and ``agent.plan_template``
+(docs/multi-agent.md#agent-tools, docs/tools.md#built-in-tools, docs/context.md#plans-and-task-templates).
 
 Definitions: permission ``readonly``; ``agent.list_workers`` and ``agent.plan_template`` are tagged
 ``agent`` + ``internal`` + ``readonly`` and run ``parallel``; ``agent.dispatch_worker`` is tagged ``agent``
@@ -105,7 +105,7 @@ class OrchestratorToolAdapter:
             candidate = Path(os.path.normpath(settings.plan.default_dir))
             config_key = "plan.default_dir"
         try:
-            # resolved and created without following a link out of the project (issue 14 §2)
+            # resolved and created without following a link out of the project (issue 14 item 2)
             target = project_side_dir(candidate, project, purpose="plan directory", config_key=config_key)
         except OSError as exc:
             raise StorageError(

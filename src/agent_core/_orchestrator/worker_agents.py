@@ -1,4 +1,5 @@
-"""A pool worker's agent row and its context-tree root (multi-agent.md §9–§10).
+"""A pool worker's agent row and its context-tree root (docs/multi-agent.md#worker-pools,
+docs/multi-agent.md#agentlist_workers).
 
 A worker of a pool is one agent per session (``agent_worker_…``), created lazily at its first dispatch
 there: an ``agents`` row (``agent_type = sub``, the pool, the worker and its agent definition in the

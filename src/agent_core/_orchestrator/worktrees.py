@@ -1,4 +1,5 @@
-"""Git worktree isolation of dispatched workers (surfaces.md §6, ``[agents] worker_isolation = "worktree"``).
+"""Git worktree isolation of dispatched workers (docs/multi-agent.md#worktree-isolation,
+``[agents] worker_isolation = "worktree"``).
 
 Contract:
 

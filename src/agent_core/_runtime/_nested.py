@@ -1,4 +1,5 @@
-"""Nested event streaming: a child run's live events on its ancestors' streams (surfaces.md §4).
+"""Nested event streaming: a child run's live events on its ancestors' streams
+(docs/events.md#the-live-stream).
 
 A child run's recorder gets :func:`child_forwarder` as ``forward``: after its own channel, each delivered
 event goes, as a :class:`NestedRuntimeEvent` tagged with the emitting run's parent and the parent's

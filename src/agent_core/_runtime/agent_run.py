@@ -1,4 +1,5 @@
-"""One agent run through the loop driver: scope, prompt assembly and the driver call (runtime.md §7).
+"""One agent run through the loop driver: scope, prompt assembly and the driver call
+(docs/runs.md#the-agent-loop).
 
 :func:`execute_agent_run` is shared by root, child, worker and compact runs; :class:`AgentRunSpec` holds
 everything that differs between them.
@@ -371,8 +372,8 @@ def _guardrails(services: Services, spec: AgentRunSpec) -> CallbackHooks | None:
 
 async def _account_for_deleted_artifacts(storage: SessionStore, cursor: AgentCursor) -> None:
     """Blocks of the path that reference a deleted artifact render as ``[artifact <id> (deleted)]``
-    (storage.md §11.2): the ids without a registry row are handed to the cursor's render cache (one
-    read per run, only when the path references artifacts)."""
+    (docs/storage.md#deleting-and-cleaning-up): the ids without a registry row are handed to the cursor's
+    render cache (one read per run, only when the path references artifacts)."""
     referenced = sorted(cursor.cache.referenced(cursor.path))
     deleted: set[str] = set()
     for start in range(0, len(referenced), 500):  # SQLite's bound-parameter limit

@@ -1,4 +1,5 @@
-"""The optional features the runs of one runtime call into, as typed members (runtime.md §5.2).
+"""The optional features the runs of one runtime call into, as typed members
+(docs/architecture.md#assembling-an-open-runtime).
 
 :class:`RunFeatures` is built once, in a fixed order, by ``agent_core._api.wiring.open_services`` and handed
 to the :class:`~agent_core._runtime.runs.RunManager`; a member is ``None`` when its feature is off. Each
@@ -68,7 +69,8 @@ class TaskOrchestration(Protocol):
         ...
 
     async def before_root_run(self, state: RunState) -> None:
-        """Restores the session's Tasks before the first model request (task-board.md §2.5)."""
+        """Restores the session's Tasks before the first model request
+        (docs/task-board.md#restore-and-replay)."""
         ...
 
     def task_board_for(self, state: RunState, role: AgentRole) -> TaskBoard | None: ...

@@ -1,4 +1,5 @@
-"""The run lifecycle, one module for root, child, worker and compact runs (runtime.md §6–§8).
+"""The run lifecycle, one module for root, child, worker and compact runs (docs/runs.md#starting-a-run,
+docs/runs.md#the-agent-loop, docs/runs.md#cancellation).
 
 Every run moves through the same steps and each step is written here, once:
 
@@ -159,7 +160,7 @@ async def run_agent_loop(state: RunState, loop: LoopSpec, prices: Prices | None)
 
 
 def terminal_events(outcome: LoopOutcome, usage: dict[str, Any], abort_reason: str) -> TerminalEvents:
-    """The terminal events of a run that went through its loop (runtime.md §7.6)."""
+    """The terminal events of a run that went through its loop (docs/runs.md#end-reasons)."""
     reason = outcome.end_reason
     turns = outcome.turn_count
     if reason is not None and (reason == EndReason.completed or outcome.status == RunStatus.completed):

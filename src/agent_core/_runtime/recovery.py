@@ -1,4 +1,5 @@
-"""Crash recovery when a session is loaded into a runtime (storage.md §11.1, ARCHITECTURE.md invariants).
+"""Crash recovery when a session is loaded into a runtime (docs/runs.md#crash-recovery,
+docs/architecture.md#invariants).
 
 A process that died mid-run leaves runs rows in a non-terminal status and, possibly, assistant tool calls
 without results on the session's active path. Before the session is used again:

@@ -1,4 +1,5 @@
-"""Starting, queueing, running and cancelling runs (runtime.md §6–§8).
+"""Starting, queueing, running and cancelling runs (docs/runs.md#starting-a-run, docs/runs.md#the-agent-loop,
+docs/runs.md#cancellation).
 
 :class:`RunManager` owns the sessions loaded in this runtime, the per-session FIFO queue of user runs and
 the live :class:`RunState` of every run. Root runs go through :meth:`RunManager._run_root`; child runs
@@ -71,7 +72,8 @@ RECENT_RUNS = 64
 
 
 class RunManager:
-    """The sessions loaded in this runtime, their run queues and every live run (runtime.md §6–§8).
+    """The sessions loaded in this runtime, their run queues and every live run (docs/runs.md#starting-a-run,
+    docs/runs.md#the-agent-loop, docs/runs.md#cancellation).
 
     ``features`` is set once by ``open_services`` before the first run; the points where runs call into
     it are the code below (``start``, ``_register_root_run``, ``_run_root``, ``cancel``, ``close``)."""

@@ -1,4 +1,5 @@
-"""Live run and session state held by one runtime (runtime.md §6, §7.6)."""
+"""Live run and session state held by one runtime (docs/runs.md#starting-a-run,
+docs/runs.md#the-session-queue)."""
 
 from __future__ import annotations
 

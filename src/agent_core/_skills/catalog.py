@@ -1,4 +1,4 @@
-"""The skill catalog: ``${SOONG_AGENT_HOME}/skills/*.md`` name + description (context.md §8).
+"""The skill catalog: ``${SOONG_AGENT_HOME}/skills/*.md`` name + description (docs/context.md#skills).
 
 Contracts:
 

@@ -1,6 +1,6 @@
 """``internal.load_skill``: loads a catalogued skill body into the context as a ``skill_context`` node.
 
-Contracts (context.md §8, tools.md §10):
+Contracts (docs/context.md#skills, docs/tools.md#built-in-tools):
 
 - readonly, tags ``internal`` + ``readonly``, ``metadata.concurrency = "parallel"``; never asks.
 - Input ``{name: str}`` (exact, case-sensitive; no other keys). Unknown name → ``skill_not_found``; a read
@@ -67,7 +67,8 @@ def read_skill_body(entry: SkillEntry) -> LoadedSkill:
 
 
 def visible_nodes(path: Sequence[Node]) -> Sequence[Node]:
-    """``path`` without the nodes covered by its last valid compaction (compact.md §3–§4)."""
+    """``path`` without the nodes covered by its last valid compaction
+    (docs/compaction.md#the-compaction-node, docs/compaction.md#the-conversation)."""
     index, _ = latest_valid_compaction(path)
     if index is None:
         return path

@@ -1,1 +1,1 @@
-"""SQLite session store, sequences and ids (storage.md)."""
+"""SQLite session store, sequences and ids (docs/storage.md)."""

@@ -1,8 +1,8 @@
 """Compact persisted form of ``context_built`` reports (issue 16).
 
-A context report lists every included (and excluded) node id (runtime.md §9.8), so stored verbatim the
-event table grows quadratically with a session. The writer stores such a list as the ranges of the
-nodes' ``node_seq`` instead, in place::
+A context report lists every included (and excluded) node id (docs/events.md#contextbuildreport), so stored
+verbatim the event table grows quadratically with a session. The writer stores such a list as the ranges of
+the nodes' ``node_seq`` instead, in place::
 
     "included_node_ids": {"node_seq_ranges": [[1, 200], [205, 230]]}
 

@@ -1,4 +1,4 @@
-"""Durable pending requests of ``soong-agent serve``: permission requests (surfaces.md §2 "Durable
+"""Durable pending requests of ``soong-agent serve``: permission requests (docs/serve.md#approvals "Durable
 approvals"; migration 2) and the model's questions to the user (``internal.ask_user``; migration 7).
 
 One row per request shown to a client: written (``pending``) before the request is shown, turned

@@ -1,4 +1,4 @@
-"""Chooses the session-store backend from ``[storage]`` (surfaces.md §3).
+"""Chooses the session-store backend from ``[storage]`` (docs/storage.md#backends).
 
 ``sqlite`` (default) is the embedded :class:`StorageManager` on ``context.session_db_path``; ``postgres``
 imports the ``postgres`` extra only here, when it is configured.

@@ -1,4 +1,4 @@
-"""The storage manager's in-memory mirror of committed data (storage.md §4): known sessions, the
+"""The storage manager's in-memory mirror of committed data (docs/storage.md#tables): known sessions, the
 per-session ``node_seq``/``seq`` and per-run ``run_seq`` counters, node id → session, the node id →
 ``node_seq`` index of sessions that write compact context reports, and the per-session SQL.
 

@@ -1,4 +1,4 @@
-"""Stored rows → runtime types for the read paths (replay, inspect, node paths; storage.md §4).
+"""Stored rows → runtime types for the read paths (replay, inspect, node paths; docs/storage.md#tables).
 
 Rows of ``nodes_<sid>``/``events_<sid>`` are written only by the single writer from drafts that were
 validated and serialised at write time (:mod:`agent_core._storage.rows`), so a read does not validate

@@ -2,8 +2,8 @@
 
 A :class:`NodeDraft` / :class:`EventDraft` is a node/event before the writer assigns its sequence
 numbers. ``parent_id=FROM_TIP`` asks the writer to chain the node onto a :class:`Tip` at write time
-(storage.md §9: "each new node's parent_id is that agent's current tip, assigned inside the writer"),
-so concurrent writers of one agent form a chain in commit order.
+(docs/storage.md#tree-active-path-and-branches: "each new node's parent_id is that agent's current tip,
+assigned inside the writer"), so concurrent writers of one agent form a chain in commit order.
 """
 
 from __future__ import annotations

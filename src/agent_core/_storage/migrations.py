@@ -1,4 +1,4 @@
-"""Built-in schema migrations (storage.md §5.1).
+"""Built-in schema migrations (docs/storage.md#migrations).
 
 On open, every migration whose version is missing from ``schema_migrations`` is applied in ascending
 order, each inside its own ``BEGIN IMMEDIATE`` … ``COMMIT`` together with its bookkeeping row (its version

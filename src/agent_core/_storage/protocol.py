@@ -1,4 +1,4 @@
-"""The storage protocol (surfaces.md §3): what every session-store backend provides.
+"""The storage protocol (docs/storage.md#backends): what every session-store backend provides.
 
 Backends: ``sqlite`` (:class:`agent_core._storage.sqlite.StorageManager`, the embedded default) and
 ``postgres`` (:class:`agent_core._storage.postgres.store.PostgresStorage`, the ``postgres`` extra), chosen by

@@ -1,4 +1,5 @@
-"""Draft → row serialisation with write-time redaction (storage.md §8.2, runtime.md §10.4).
+"""Draft → row serialisation with write-time redaction (docs/storage.md#content-blocks,
+docs/storage.md#redaction).
 
 Everything here runs in the caller's task *before* a write is queued, so the writer's critical
 section only binds ready-made values. ``secrets`` is the tuple from :meth:`Redactor.secrets`, computed

@@ -1,8 +1,8 @@
 """SQL text: global-table DDL (migration 1), versioned per-session DDL and per-session statements.
 
 Session ids are validated (``^[A-Za-z0-9_]+$``) before any per-session SQL is built, and the table
-names are always double-quoted identifiers (storage.md §4). :class:`SessionSql` bundles every statement
-of one session so the strings are built once and reused (sqlite3 caches the prepared statements).
+names are always double-quoted identifiers (docs/storage.md#tables). :class:`SessionSql` bundles every
+statement of one session so the strings are built once and reused (sqlite3 caches the prepared statements).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ GLOBAL_TABLES_V1: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS idx_artifacts_session ON artifacts(session_id)",
     "CREATE INDEX IF NOT EXISTS idx_artifacts_run ON artifacts(run_id)",
 )
-"""Migration 1: the four global tables and their indexes (storage.md §5.2)."""
+"""Migration 1: the four global tables and their indexes (docs/storage.md#global-tables)."""
 
 GLOBAL_TABLES: tuple[str, ...] = ("sessions", "agents", "runs", "artifacts")
 
@@ -107,7 +107,7 @@ BACKGROUND_JOBS_V3: tuple[str, ...] = (
 )""",
     "CREATE INDEX IF NOT EXISTS idx_background_jobs_session ON background_jobs(session_id)",
 )
-"""Migration 3: background jobs of offloaded tool calls (surfaces.md §6)."""
+"""Migration 3: background jobs of offloaded tool calls (docs/jobs-and-schedules.md#background-jobs)."""
 
 SCHEDULES_V4: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS schedules (
@@ -125,7 +125,7 @@ SCHEDULES_V4: tuple[str, ...] = (
 )""",
     "CREATE INDEX IF NOT EXISTS idx_schedules_project ON schedules(project)",
 )
-"""Migration 4: cron schedules that produce user messages (surfaces.md §6)."""
+"""Migration 4: cron schedules that produce user messages (docs/jobs-and-schedules.md#schedules)."""
 
 TOOL_CLAIMS_V5: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS tool_turns (
@@ -156,9 +156,9 @@ TOOL_CLAIMS_V5: tuple[str, ...] = (
 )""",
     "CREATE INDEX IF NOT EXISTS idx_stopped_attempts_session ON stopped_attempts(session_id)",
 )
-"""Migration 5: the temporal engine's claims (surfaces.md §3 crash semantics): each run's current tool
-plan (``tool_turns``: a call of an older plan claims nothing), one claim per tool call by the process that
-executes it (``tool_call_claims``) and the step attempts that stopped after being superseded
+"""Migration 5: the temporal engine's claims (docs/scale-out.md#3-what-a-workflow-does crash semantics): each
+run's current tool plan (``tool_turns``: a call of an older plan claims nothing), one claim per tool call by
+the process that executes it (``tool_call_claims``) and the step attempts that stopped after being superseded
 (``stopped_attempts``)."""
 
 TEAMS_V6: tuple[str, ...] = (

@@ -1,4 +1,5 @@
-"""The portable session store (storage.md §2–§6, surfaces.md §3): everything a backend does in portable SQL.
+"""The portable session store (docs/storage.md#backends, docs/storage.md#tables): everything a backend does in
+portable SQL.
 
 :class:`SqlSessionStore` holds the logic both backends share — every write as one queued transaction on a
 :class:`~agent_core._storage.writer.TxnQueue`, the node/event append with its sequence counters, and every
@@ -18,7 +19,7 @@ Contracts:
   at 1, allocated inside the write transaction (:class:`~agent_core._storage.caches.StoreCaches`: cached
   while no other process wrote the database since, read again in a ``stale`` transaction).
 - Node content/metadata, event payloads, ``*_json`` columns and artifact summaries are redacted with
-  the :class:`Redactor` before they are serialised (write-time redaction, runtime.md §10.4).
+  the :class:`Redactor` before they are serialised (write-time redaction, docs/storage.md#redaction).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Claims of tool calls by the process executing them (surfaces.md §3 crash semantics; migration 5).
+"""Claims of tool calls by the process executing them (docs/scale-out.md#3-what-a-workflow-does crash
+semantics; migration 5).
 
 The temporal engine executes each tool call as an activity on the worker that staged the call's turn. An
 activity whose worker froze past its heartbeat timeout is retried elsewhere while the call may still run

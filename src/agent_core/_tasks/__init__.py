@@ -1,5 +1,5 @@
 """Task board: the Task DAG, its append-only JSONL WAL, the per-session service and the ``agent.task_*``
-tools (task-board.md).
+tools (docs/task-board.md).
 
 Module map: ``models`` (state + WAL record schema), ``inputs`` (tool inputs, patch ops), ``dag`` (state +
 ``apply``, the only mutation), ``decide`` / ``patch`` (pure decisions → records), ``wal`` (file names, the

@@ -1,4 +1,5 @@
-"""Who may do what on the Task board: role checks and worker-pool scoping (task-board.md §3.4, §5, §13).
+"""Who may do what on the Task board: role checks and worker-pool scoping (docs/task-board.md#worker-scope,
+docs/task-board.md#task-tools, docs/task-board.md#the-board-summary).
 
 The role checks are pure functions of the :class:`~agent_core._tasks.scope.TaskCaller`; :class:`WorkerPools`
 knows the configured pools (the default pool of steps without one, and what a worker's scope covers).

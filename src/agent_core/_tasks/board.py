@@ -1,4 +1,4 @@
-"""The Task board summary text (task-board.md §13, context.md §13).
+"""The Task board summary text (docs/task-board.md#the-board-summary, docs/context.md#the-task-board-summary).
 
 Built only from in-memory DAGs and the recent-changes ring buffer. The caller (prompt composer) wraps the
 text in ``<task_board>...</task_board>``. Ordering: (1) blocked Tasks/steps, (2) claimed/running steps,

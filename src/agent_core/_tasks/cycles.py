@@ -1,4 +1,5 @@
-"""Dependency-cycle detection over Task steps (task-board.md §3.3), shared by the DAG and the decisions."""
+"""Dependency-cycle detection over Task steps (docs/task-board.md#data-model), shared by the DAG and the
+decisions."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The Task DAG state and its single mutation, :meth:`TaskDag.apply` (task-board.md §4, §9).
+"""The Task DAG state and its single mutation, :meth:`TaskDag.apply` (docs/task-board.md#status-model,
+docs/task-board.md#wal-records).
 
 ``apply`` is used both by replay and by the live path (which applies the very records it has just appended),
 so the two cannot drift. It verifies every record against the current state — sequence, session, task id and
-the legality of the transition (task-board.md §2.5) — and raises :class:`IllegalTransition` otherwise;
-``previous_status`` in payloads is informational and not compared. No I/O happens here.
+the legality of the transition (docs/task-board.md#restore-and-replay) — and raises :class:`IllegalTransition`
+otherwise; ``previous_status`` in payloads is informational and not compared. No I/O happens here.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ class TaskDag:
         self.session_id = session_id
         self.last_wal_seq = last_wal_seq
         self.run_claims: dict[str, str] = dict(run_claims or {})
-        """Worker run id → the one step it ever claimed (a run claims at most one step, §5.8)."""
+        """Worker run id → the one step it ever claimed (a run claims at most one step,
+        docs/task-board.md#claims-and-leases)."""
         self._steps: dict[str, TaskStep] = {s.step_id: s for s in task.steps}
 
     # ------------------------------------------------------------------ construction / copies
@@ -228,7 +230,7 @@ class TaskDag:
         return counts
 
     def diagnostics(self) -> dict[str, bool]:
-        """``stalled`` / ``completeable`` (task-board.md §4.10); never WAL state."""
+        """``stalled`` / ``completeable`` (docs/task-board.md#task-transitions); never WAL state."""
         statuses = [s.status for s in self.task.steps]
         active = any(st in (StepStatus.ready, StepStatus.claimed, StepStatus.running) for st in statuses)
         waiting = any(st in (StepStatus.failed, StepStatus.blocked, StepStatus.pending) for st in statuses)
@@ -399,7 +401,8 @@ class TaskDag:
         )
 
     def _on_step_completed(self, ev: Any, rec: dict[str, Any]) -> None:
-        # A held step keeps running even when its dependencies were edited after dispatch (§4.7).
+        # A held step keeps running even when its dependencies were edited after dispatch
+        # (docs/task-board.md#orchestrator-edits-by-step-status).
         values = self._step_values(ev, rec, (StepStatus.claimed, StepStatus.running, StepStatus.ready))[1]
         p = rec["payload"].__dict__
         values["status"] = StepStatus.completed

@@ -3,8 +3,9 @@
 Every decision builds its records on a private copy of the DAG through :class:`RecordBuilder`, which applies
 each record with the same :meth:`TaskDag.apply` that replay uses; the live DAG is changed only later, by
 applying the returned records after a successful WAL append. Derived auto-advance records
-(``task_step_ready`` in step creation order, then ``task_running``) are appended last (task-board.md §2.4,
-§4.4). Business errors raise :class:`AgentCoreError` with the task-board.md code; nothing here does I/O.
+(``task_step_ready`` in step creation order, then ``task_running``) are appended last
+(docs/task-board.md#commit-protocol, docs/task-board.md#task-transitions). Business errors raise
+:class:`AgentCoreError` with the docs/task-board.md code; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def decide_lease_expiry(dag: TaskDag, *, now: datetime, actor: Actor) -> list[Ta
 
 
 def decide_heal(dag: TaskDag, *, now: datetime, actor: Actor) -> list[TaskWalEvent]:
-    """Missing auto-advance records after restore (task-board.md §2.5)."""
+    """Missing auto-advance records after restore (docs/task-board.md#restore-and-replay)."""
     if dag.task.terminal:
         return []
     builder = RecordBuilder(dag, actor=actor, now=now)
@@ -275,7 +276,8 @@ def decide_heal(dag: TaskDag, *, now: datetime, actor: Actor) -> list[TaskWalEve
 def decide_run_end(
     dag: TaskDag, run_id: str, reason: str, *, actor: Actor, now: datetime
 ) -> list[TaskWalEvent]:
-    """Worker-run-end fallback (task-board.md §6): fails the step ``run_id`` still holds, if any."""
+    """Worker-run-end fallback (docs/task-board.md#worker-run-end-fallback): fails the step ``run_id`` still
+    holds, if any."""
     if reason not in WORKER_END_REASONS:
         raise error(ErrorCode.validation_error, f"unknown worker run end reason {reason!r}")
     if dag.task.terminal:
@@ -305,7 +307,7 @@ def decide_run_end(
 def precheck_claim(
     dag: TaskDag, step_id: str, *, run_id: str, in_scope: Callable[[TaskStep], bool]
 ) -> TaskStep:
-    """Claim checks 3–5 of task-board.md §5.8 (before lease reconciliation)."""
+    """Claim–5 of docs/task-board.md#claims-and-leases (before lease reconciliation)."""
     if run_id in dag.run_claims:
         raise error(
             ErrorCode.step_already_claimed_by_run,
@@ -323,7 +325,7 @@ def precheck_claim(
 def decide_claim(
     dag: TaskDag, step_id: str, *, actor: Actor, now: datetime, lease_ms: int
 ) -> list[TaskWalEvent]:
-    """Claim checks 7–8 and the ``task_step_claimed`` record (status ``claimed``, not ``running``)."""
+    """Claim and the ``task_step_claimed`` record (status ``claimed``, not ``running``)."""
     step = dag.step(step_id)
     if step is None:
         raise error(ErrorCode.step_not_found, f"unknown step {step_id!r}", step_id=step_id)
@@ -362,7 +364,8 @@ def decide_update_step(
     now: datetime,
     lease_ms: int,
 ) -> list[TaskWalEvent]:
-    """``agent.task_update_step`` (task-board.md §4.2, §5.9); ``inp.artifact_ids`` are already verified."""
+    """``agent.task_update_step`` (docs/task-board.md#step-transitions, docs/task-board.md#task-tools);
+    ``inp.artifact_ids`` are already verified."""
     step = dag.step(inp.step_id)
     if step is None:
         raise error(ErrorCode.step_not_found, f"unknown step {inp.step_id!r}", step_id=inp.step_id)
@@ -479,7 +482,7 @@ def _close_step(
 def decide_complete(
     dag: TaskDag, result_summary: str | None, *, actor: Actor, now: datetime
 ) -> list[TaskWalEvent]:
-    """``agent.task_complete`` (task-board.md §5.10)."""
+    """``agent.task_complete`` (docs/task-board.md#task-tools)."""
     held = [s.step_id for s in dag.steps() if s.status in HELD_STEP_STATUSES]
     if held:
         raise error(ErrorCode.validation_error, f"steps {held} are still claimed/running", step_ids=held)

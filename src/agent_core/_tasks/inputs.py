@@ -1,9 +1,10 @@
 """Validated inputs of the ``agent.task_*`` tools and the ``agent.task_update`` patch operations.
 
 Every model forbids unknown keys, so model-supplied actor fields (``actor_agent_id`` ...) and step ordering
-fields (``priority``, ``order``, ``reorder``) are rejected with ``validation_error`` (task-board.md §5.1, §3.2).
-The patch operations are a discriminated union on ``op`` (task-board.md §5.6); the operations stored in a
-``task_updated`` record are re-validated with :data:`operation_adapter` on replay.
+fields (``priority``, ``order``, ``reorder``) are rejected with ``validation_error``
+(docs/task-board.md#task-tools, docs/task-board.md#data-model). The patch operations are a discriminated union
+on ``op`` (docs/task-board.md#agenttask_update-operations); the operations stored in a ``task_updated`` record
+are re-validated with :data:`operation_adapter` on replay.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ class TaskTerminateInput(StrictModel):
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
-    """``details.errors`` entries ``{path, message}`` (tools.md §6)."""
+    """``details.errors`` entries ``{path, message}`` (docs/tools.md#input-schemas)."""
     return [
         {"path": "/".join(str(p) for p in err["loc"]), "message": err["msg"]} for err in exc.errors()[:20]
     ]

@@ -1,11 +1,12 @@
-"""Task DAG state models and the Task WAL record schema (task-board.md §2.3, §3, §9; contract.md §7).
+"""Task DAG state models and the Task WAL record schema (docs/task-board.md#wal-records,
+docs/task-board.md#data-model).
 
 * :class:`Task` / :class:`TaskStep` are the in-memory DAG state (mutated only by ``TaskDag.apply``).
 * :class:`TaskSnapshot` / :class:`StepSnapshot` are the fixed ``task_created`` snapshot shapes.
 * :class:`TaskWalEvent` is one WAL line: exactly the ten common fields, ``extra="forbid"``. Each of the 17
-  event types has its own subclass whose ``payload`` model holds exactly the contract.md §7.2 keys, all
-  required (``null`` / ``[]`` where no value applies). :func:`parse_wal_event` validates a line against the
-  discriminated union of the 17 subclasses; any other ``event_type`` is rejected.
+  event types has its own subclass whose ``payload`` model holds exactly the docs/task-board.md#wal-records
+  keys, all required (``null`` / ``[]`` where no value applies). :func:`parse_wal_event` validates a line
+  against the discriminated union of the 17 subclasses; any other ``event_type`` is rejected.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from agent_core.types.base import StrictModel
 from agent_core.types.enums import StepStatus, TaskStatus
 
 TASK_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
-"""Pattern shared by ``task_id`` and ``step_id`` (task-board.md §3.3)."""
+"""Pattern shared by ``task_id`` and ``step_id`` (docs/task-board.md#data-model)."""
 TaskIdStr = Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 CORE_ACTOR = "core"
@@ -45,8 +46,8 @@ HELD_STEP_STATUSES = frozenset({StepStatus.claimed, StepStatus.running})
 
 
 class TaskStep(BaseModel):
-    """One schedulable step (task-board.md §3.2). ``created_at``, ``status_reason`` and ``metadata`` are
-    runtime fields rebuilt by replay and never part of the ``task_created`` snapshot."""
+    """One schedulable step (docs/task-board.md#data-model). ``created_at``, ``status_reason`` and
+    ``metadata`` are runtime fields rebuilt by replay and never part of the ``task_created`` snapshot."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -97,7 +98,7 @@ class TaskStep(BaseModel):
 
 
 class Task(BaseModel):
-    """One Task DAG (task-board.md §3.1); ``steps`` are kept in step creation order."""
+    """One Task DAG (docs/task-board.md#data-model); ``steps`` are kept in step creation order."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -119,7 +120,7 @@ class Task(BaseModel):
 
 
 # --------------------------------------------------------------------------------------------------
-# The task_created snapshot (contract.md §7.2 Decisions)
+# The task_created snapshot (docs/task-board.md#wal-records Decisions)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -163,7 +164,7 @@ class TaskSummaryPayload(StrictModel):
 
 
 # --------------------------------------------------------------------------------------------------
-# Payloads: exactly the contract.md §7.2 keys, every key required
+# Payloads: exactly the docs/task-board.md#wal-records keys, every key required
 # --------------------------------------------------------------------------------------------------
 
 
@@ -357,7 +358,7 @@ def _common_rules(event: TaskWalEvent) -> TaskWalEvent:
 
 
 class TaskWalEvent(StrictModel):
-    """One WAL line: exactly the ten common fields of contract.md §7.1.
+    """One WAL line: exactly the ten common fields of docs/task-board.md#wal-records.
 
     Use the per-type subclasses (or :func:`parse_wal_event`) to build and read records; the base class
     checks that its ``payload`` model matches ``event_type`` when used directly.

@@ -1,4 +1,5 @@
-"""The ``agent.task_update`` decision: ordered, atomic patch operations (task-board.md §4.7–§4.9, §5.6).
+"""The ``agent.task_update`` decision: ordered, atomic patch operations
+(docs/task-board.md#orchestrator-edits-by-step-status, docs/task-board.md#agenttask_update-operations).
 
 Ops are checked in order on a scratch copy with the Orchestrator's edit rules; the records are then built
 with :class:`~agent_core._tasks.decide.RecordBuilder`, i.e. applied with the same ``TaskDag.apply`` as replay.
@@ -160,8 +161,8 @@ def _must(step: TaskStep | None) -> TaskStep:
 
 
 def _check_op(dag: TaskDag, op: TaskOperation, pool_ok: PoolCheck) -> None:
-    """Orchestrator rules of task-board.md §4.7–§4.8 at the op's position (structure is checked by
-    :meth:`TaskDag.apply_operation`)."""
+    """Orchestrator rules of docs/task-board.md#orchestrator-edits-by-step-status at the op's position
+    (structure is checked by :meth:`TaskDag.apply_operation`)."""
     if isinstance(op, UpdateTaskOp):
         if op.status == "blocked" and dag.status not in (TaskStatus.pending, TaskStatus.running):
             raise error(ErrorCode.validation_error, f"a {dag.status} Task cannot be blocked")

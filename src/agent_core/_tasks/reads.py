@@ -1,5 +1,6 @@
 """The read side of the Task board: ``agent.task_get`` / ``task_list`` / ``task_query_steps``, the inspect
-views of ``replay_session`` and the board summary (task-board.md §5.5–§5.7, §13; runtime.md §10.3).
+views of ``replay_session`` and the board summary (docs/task-board.md#task-tools,
+docs/task-board.md#the-board-summary; docs/runs.md#replay-and-inspect).
 
 Reads of an active Task reconcile its leases first (under the Task lock); terminal Tasks are replayed
 read-only from their WAL. Every WAL read goes through :meth:`WalWriter.offload`: JSONL files are read
@@ -156,7 +157,7 @@ class TaskReads:
     async def query_steps(
         self, caller: TaskCaller, inp: TaskQueryStepsInput, *, emit: EmitFn | None = None
     ) -> dict[str, Any]:
-        """``agent.task_query_steps`` (task-board.md §5.7)."""
+        """``agent.task_query_steps`` (docs/task-board.md#task-tools)."""
         scope = require_board_role(caller)
         if inp.statuses and not inp.include_terminal_steps:
             closed = [s.value for s in inp.statuses if s in CLOSED_STEP_STATUSES]
@@ -222,7 +223,8 @@ class TaskReads:
         }
 
     async def inspect_views(self, *, include_events: bool = True) -> list[TaskInspectView]:
-        """One view per WAL of the session (filename order) for ``replay_session`` (runtime.md §10.3)."""
+        """One view per WAL of the session (filename order) for ``replay_session``
+        (docs/runs.md#replay-and-inspect)."""
         active = {e.path: e for e in self._store.active.values()}
         unavailable = dict(self._store.unavailable)
         reads = await self._store.writer.offload(
@@ -278,7 +280,8 @@ class TaskReads:
         return out
 
     def has_attention_items(self) -> bool:
-        """A blocked/running Task or a ready/running/blocked step exists (context.md §13.2)."""
+        """A blocked/running Task or a ready/running/blocked step exists
+        (docs/context.md#the-task-board-summary)."""
         for dag in self._store.active_dags():
             if dag.status in (TaskStatus.blocked, TaskStatus.running):
                 return True
@@ -299,7 +302,7 @@ class TaskReads:
     ) -> str | None:
         """The Task board text (without the ``<task_board>`` wrapper) or ``None`` when nothing is active.
 
-        Worker runs see only their dispatch Task and in-scope steps (task-board.md §13).
+        Worker runs see only their dispatch Task and in-scope steps (docs/task-board.md#the-board-summary).
         """
         scope = caller.worker_scope if caller.role == AgentRole.worker else None
         dags = self._store.active_dags()

@@ -1,8 +1,8 @@
 """Per-process registry of :class:`TaskService` instances, one per session (what the runtime wires up).
 
 ``await registry.get(session_id)`` creates the session's service on first use and restores its Tasks
-(task-board.md §2.5 timing: the first ``runtime.start`` or Task tool call of the session in this process).
-All services of a project share one :class:`WalWriter` (the project's single WAL writer).
+(docs/task-board.md#restore-and-replay timing: the first ``runtime.start`` or Task tool call of the session in
+this process). All services of a project share one :class:`WalWriter` (the project's single WAL writer).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ class TaskRegistry:
         )
 
     def forget(self, session_id: str) -> None:
-        """Drops the in-memory service of a deleted session (its WAL files stay, task-board.md §2.1)."""
+        """Drops the in-memory service of a deleted session (its WAL files stay,
+        docs/task-board.md#storage)."""
         self._services.pop(session_id, None)
 
     def _build(self, session_id: str) -> TaskService:

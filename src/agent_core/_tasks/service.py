@@ -1,4 +1,4 @@
-"""The per-session Task service: every ``agent.task_*`` operation (task-board.md §5).
+"""The per-session Task service: every ``agent.task_*`` operation (docs/task-board.md#task-tools).
 
 :class:`TaskService` composes :class:`~agent_core._tasks.store.TaskStore` (state, restore, commits),
 :class:`~agent_core._tasks.access.WorkerPools` (pools and worker scope),
@@ -74,7 +74,8 @@ logger = logging.getLogger("agent_core._tasks")
 SKIP_CODES = frozenset(
     {ErrorCode.step_already_claimed, ErrorCode.step_not_ready, ErrorCode.step_already_claimed_by_run}
 )
-"""Claim outcomes reported as ``task_step_claim_skipped`` (never written to the WAL, §8)."""
+"""Claim outcomes reported as ``task_step_claim_skipped`` (never written to the WAL,
+docs/task-board.md#claims-and-leases)."""
 
 
 class TaskService:
@@ -182,7 +183,7 @@ class TaskService:
             pool_ok=self.pools.pool_ok,
         )
         try:
-            # inside <project> unless configured elsewhere; never through a link (issue 14 §3)
+            # inside <project> unless configured elsewhere; never through a link (issue 14 item 3)
             project_side_dir(
                 self.store.wal_dir_configured.absolute() / self.store.session_id,
                 self.store.project,
@@ -255,7 +256,7 @@ class TaskService:
         *,
         emit: EmitFn | None = None,
     ) -> dict[str, Any]:
-        """``agent.task_fail`` / ``agent.task_cancel`` (task-board.md §5.11).
+        """``agent.task_fail`` / ``agent.task_cancel`` (docs/task-board.md#failing-and-cancelling-a-task).
 
         The Task is marked terminating (no new claims/dispatches), holder worker runs are cancelled in
         parallel *without* holding the Task lock (so they can still write their own step), then every
@@ -292,7 +293,7 @@ class TaskService:
     async def claim_step(
         self, caller: TaskCaller, inp: TaskClaimStepInput, *, emit: EmitFn | None = None
     ) -> dict[str, Any]:
-        """``agent.task_claim_step`` with the check order of task-board.md §5.8."""
+        """``agent.task_claim_step`` with the check order of docs/task-board.md#claims-and-leases."""
         scope = caller.worker_scope
         if caller.role != AgentRole.worker or scope is None:
             raise PermissionDeniedError(ErrorCode.permission_denied, "only worker runs claim steps")
@@ -345,7 +346,7 @@ class TaskService:
     async def update_step(
         self, caller: TaskCaller, inp: TaskUpdateStepInput, *, emit: EmitFn | None = None
     ) -> dict[str, Any]:
-        """``agent.task_update_step`` (task-board.md §5.9)."""
+        """``agent.task_update_step`` (docs/task-board.md#task-tools)."""
         scope = require_board_role(caller)
         await self.store.load()
         entry = await self.store.mutable(inp.task_id)

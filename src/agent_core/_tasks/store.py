@@ -1,6 +1,6 @@
 """Per-session Task state and durability: restore, the commit protocol and resolution.
 
-Commit protocol (task-board.md §2.4): under the Task's ``asyncio.Lock`` a pure decision
+Commit protocol (docs/task-board.md#commit-protocol): under the Task's ``asyncio.Lock`` a pure decision
 (:mod:`agent_core._tasks.decide`) returns records → the :class:`WalWriter` appends them (one write, fsync) →
 the live :class:`TaskDag` applies the same records → runtime events are emitted in WAL order. A failed
 append leaves memory untouched, emits ``task_wal_failed`` (``phase="append"``) and raises ``storage_error``.
@@ -117,7 +117,7 @@ class TaskStore:
     # ================================================================== restore
 
     async def load(self) -> list[TaskInspectView]:
-        """Restores the session's non-terminal Tasks once per process (task-board.md §2.5).
+        """Restores the session's non-terminal Tasks once per process (docs/task-board.md#restore-and-replay).
 
         Never raises for a bad WAL: a failure makes that Task unavailable and emits ``task_wal_failed``.
         Returns one view per non-terminal WAL (restored or failed), without the timeline.
@@ -317,9 +317,9 @@ class TaskStore:
     def _find_terminal(
         self, task_id: str, taken: set[Path], known: dict[Path, str | None]
     ) -> tuple[TerminalTask | None, dict[Path, str | None]]:
-        """Terminal WAL of ``task_id`` without a tombstone: first lines, newest mtime wins (§2.6); also
-        the first task ids read (``known`` caches them). Touches no store state (it may run on the
-        writer's thread)."""
+        """Terminal WAL of ``task_id`` without a tombstone: first lines, newest mtime wins
+        (docs/task-board.md#terminal-tasks); also the first task ids read (``known`` caches them). Touches no
+        store state (it may run on the writer's thread)."""
         best: tuple[int, Path, TaskStatus] | None = None
         read: dict[Path, str | None] = {}
         for path in self.other_wals(taken):

@@ -1,5 +1,5 @@
-"""The static definitions of the eleven ``agent.task_*`` tools (task-board.md §4): registered at open
-without importing the Task DAG, which loads on the first call (``orchestrator/feature.py``)."""
+"""The static definitions of the eleven ``agent.task_*`` tools (docs/task-board.md#status-model): registered
+at open without importing the Task DAG, which loads on the first call (``orchestrator/feature.py``)."""
 
 from __future__ import annotations
 

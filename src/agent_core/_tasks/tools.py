@@ -1,10 +1,10 @@
 """The ``agent.task_*`` tools: a :class:`~agent_core.tools.adapter.ToolAdapter` over :class:`TaskService`.
 
-Definitions follow tools.md §10 and contract.md §6.2: permission ``readonly``, tags ``agent`` + ``internal``
-(read tools also ``readonly``), ``metadata.concurrency`` ``parallel`` for reads and ``serial`` for mutators,
-input schemas in the core subset with ``additionalProperties: false``. Handlers derive the caller from
-``ctx.scope`` (role, ids, ``task_scope``), emit Task events through ``ctx.sink.emit`` and raise
-:class:`AgentCoreError` for business errors (the pipeline turns them into error results).
+Definitions follow docs/tools.md#built-in-tools and docs/task-board.md#task-tools: permission ``readonly``,
+tags ``agent`` + ``internal`` (read tools also ``readonly``), ``metadata.concurrency`` ``parallel`` for reads
+and ``serial`` for mutators, input schemas in the core subset with ``additionalProperties: false``. Handlers
+derive the caller from ``ctx.scope`` (role, ids, ``task_scope``), emit Task events through ``ctx.sink.emit``
+and raise :class:`AgentCoreError` for business errors (the pipeline turns them into error results).
 """
 
 from __future__ import annotations
@@ -134,7 +134,8 @@ class TaskToolAdapter:
         return None
 
     def _template(self, call: ToolCall, ctx: ToolContext, caller: TaskCaller) -> dict[str, Any]:
-        """``agent.task_template``: a ``task_instruction`` context node; no Task, no WAL (context.md §12)."""
+        """``agent.task_template``: a ``task_instruction`` context node; no Task, no WAL
+        (docs/context.md#plans-and-task-templates)."""
         inp = parse_input(TaskTemplateInput, call.arguments)
         if caller.role != AgentRole.orchestrator:
             raise PermissionDeniedError(ErrorCode.permission_denied, "only the Orchestrator designs Tasks")

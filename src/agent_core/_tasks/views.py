@@ -1,4 +1,5 @@
-"""JSON shapes returned by the Task tools and inspect (task-board.md §5, §10; runtime.md §10.3)."""
+"""JSON shapes returned by the Task tools and inspect (docs/task-board.md#task-tools;
+docs/runs.md#replay-and-inspect)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def step_view(step: TaskStep, *, orchestrator: bool) -> dict[str, Any]:
 
 
 def task_summary(dag: TaskDag, *, read_only: bool) -> dict[str, Any]:
-    """The ``TaskSummary`` of write results and ``agent.task_list`` (task-board.md §10)."""
+    """The ``TaskSummary`` of write results and ``agent.task_list`` (docs/task-board.md#task-tools)."""
     task = dag.task
     return {
         "task_id": task.task_id,
@@ -106,7 +107,7 @@ def write_result(dag: TaskDag, records: list[TaskWalEvent], **extras: Any) -> di
 
 
 def mirror_event(wal_path: str, record: TaskWalEvent) -> ev.TaskWalMirror:
-    """The runtime event mirroring one WAL record (runtime.md §9.7)."""
+    """The runtime event mirroring one WAL record (docs/events.md#catalogue)."""
     fields = {
         "task_id": record.task_id,
         "step_id": record.step_id,

@@ -1,4 +1,4 @@
-"""Task WAL files: naming, the single writer, tail/first-line reads and replay (task-board.md §2).
+"""Task WAL files: naming, the single writer, tail/first-line reads and replay (docs/task-board.md#storage).
 
 Writes are synchronous on purpose: one commit's lines are written with one ``os.write`` loop, flushed and
 ``fsync``ed while holding the writer lock, so no ``await`` can separate the append from the in-memory
@@ -46,7 +46,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 def normalize_wal_name(candidate: str) -> str:
-    """Validates a model-chosen WAL base name (task-board.md §2.2) and returns the file name.
+    """Validates a model-chosen WAL base name (docs/task-board.md#wal-names) and returns the file name.
 
     A trailing ``.wal.jsonl`` is stripped first; the rest must be 1–64 characters of ``a-z0-9-_`` (so no
     ``/``, ``..``, leading ``.``, absolute path or other ``.``). Violations raise ``validation_error``.
@@ -215,7 +215,8 @@ class WalWriter:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WalTail:
-    """What the last complete line says (terminal detection reads only this line, §2.5)."""
+    """What the last complete line says (terminal detection reads only this line,
+    docs/task-board.md#restore-and-replay)."""
 
     event_type: str | None
     created_at: str | None
@@ -342,7 +343,7 @@ class ReplayOutcome:
 
 
 def replay_wal(path: Path, *, session_id: str, repair: bool, recent: int = 64) -> ReplayOutcome:
-    """Rebuilds a Task DAG from ``path`` using only the WAL records (task-board.md §2.5).
+    """Rebuilds a Task DAG from ``path`` using only the WAL records (docs/task-board.md#restore-and-replay).
 
     A final unterminated line that is not valid JSON is a torn write: with ``repair`` it is truncated
     (``torn_tail_truncated``), otherwise ignored. A final unterminated line that *is* a valid record is

@@ -1,4 +1,4 @@
-"""Cleanup of terminal Task WALs (storage.md §11.4, runtime.md §11.4).
+"""Cleanup of terminal Task WALs (docs/storage.md#deleting-and-cleaning-up).
 
 Only each WAL's last complete line is read (the terminal record); SQLite is never touched. Dry runs never
 delete anything. Failures are returned as structured ``failures`` with ``partial_failure=True`` and are

@@ -1,4 +1,4 @@
-"""Finding and exporting a session's Task WALs in their JSONL file form (surfaces.md §3: "the JSONL file
+"""Finding and exporting a session's Task WALs in their JSONL file form (docs/scale-out.md: "the JSONL file
 remains the sqlite backend's format and can be exported from either").
 
 Works on any :class:`WalWriter`: JSONL files (the bytes of the file) or the postgres table (the stored

@@ -1,4 +1,5 @@
-"""Where a session's Task WALs live: ``<wal root>/<session_id>/<name>.wal.jsonl`` (task-board.md §2.2).
+"""Where a session's Task WALs live: ``<wal root>/<session_id>/<name>.wal.jsonl``
+(docs/task-board.md#wal-names).
 
 Kept apart from the WAL reader and writer so the runtime can tell whether a session has Tasks at all
 without importing the Task DAG (cold start).

@@ -1,5 +1,6 @@
 """Runtime hooks around worker runs: dispatch checks and the worker-run-end fallback
-(multi-agent.md §11, task-board.md §6, §8)."""
+(docs/multi-agent.md#dispatching-a-worker, docs/task-board.md#worker-run-end-fallback,
+docs/task-board.md#claims-and-leases)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from agent_core.types.enums import TaskStatus
 logger = logging.getLogger("agent_core._tasks")
 
 WorkerRunEnding = Literal["completed", "failed", "cancelled", "timeout"]
-"""How a worker run ended; ``failed`` maps to the same fallback reason as ``completed`` (§6)."""
+"""How a worker run ended; ``failed`` maps to the same fallback reason as ``completed``
+(docs/task-board.md#worker-run-end-fallback)."""
 _END_REASONS: dict[str, str] = {
     "completed": "worker_finished_without_terminal_step_status",
     "failed": "worker_finished_without_terminal_step_status",
@@ -37,7 +39,7 @@ _END_REASONS: dict[str, str] = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DispatchCheck:
-    """A dispatch request that passed the Task checks of multi-agent.md §11."""
+    """A dispatch request that passed the Task checks of docs/multi-agent.md#dispatching-a-worker."""
 
     task_id: str
     worker_pool_id: str
@@ -46,7 +48,8 @@ class DispatchCheck:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkerRunEnd:
-    """Task facts for the ``agent.dispatch_worker`` result after the fallback ran (task-board.md §6)."""
+    """Task facts for the ``agent.dispatch_worker`` result after the fallback ran
+    (docs/task-board.md#worker-run-end-fallback)."""
 
     task_id: str
     claimed_step_id: str | None
@@ -66,7 +69,8 @@ class WorkerRuns:
     async def check_dispatchable(
         self, task_id: str, *, worker_pool_id: str | None = None, allowed_step_ids: list[str] | None = None
     ) -> DispatchCheck:
-        """Task checks of ``agent.dispatch_worker`` (multi-agent.md §11, steps 2, 3, 5; pool step 4)."""
+        """Task checks of ``agent.dispatch_worker`` (docs/multi-agent.md#dispatching-a-worker, steps 2, 3, 5;
+        pool step 4)."""
         await self._store.load()
         target = await self._store.resolve(task_id)
         if isinstance(target, TerminalTask) or target.terminating or target.dag.status == TaskStatus.blocked:
@@ -134,7 +138,8 @@ class WorkerRuns:
         worker_agent_id: str | None = None,
         emit: EmitFn | None = None,
     ) -> WorkerRunEnd:
-        """Worker-run-end fallback (task-board.md §6), run before the dispatch result is assembled.
+        """Worker-run-end fallback (docs/task-board.md#worker-run-end-fallback), run before the dispatch
+        result is assembled.
 
         Fails the step the run still holds (reason from ``ending``), unless the Task is terminal or being
         terminated. Emits ``task_step_claim_skipped`` (``code=no_step_claimed``) if the run never claimed.

@@ -1,11 +1,12 @@
-"""The ``soong-agent`` command line (contract.md §10, config.md §11, surfaces.md §1-§3, §6).
+"""The ``soong-agent`` command line (docs/cli.md#run, docs/cli.md, docs/cli.md#chat, docs/serve.md,
+docs/scale-out.md, docs/jobs-and-schedules.md).
 
 ``soong-agent acp [--path <dir>]`` serves the Agent Client Protocol on stdio and ``soong-agent mcp-server
 [--path <dir>] [--http]`` serves MCP (``agent_core.cli._acp``, ``agent_core.cli._mcp_server``).
 ``soong-agent channels [--path <dir>]`` answers on the ``[[channels]]`` of ``config.toml`` (Telegram, Slack) in
 the foreground (``agent_core.cli._channels``); ``serve`` runs the channels of its project too.
 
-``soong-agent worker [--path <dir>]`` runs a Temporal worker (surfaces.md §3, ``agent_core.cli._worker``).
+``soong-agent worker [--path <dir>]`` runs a Temporal worker (docs/scale-out.md, ``agent_core.cli._worker``).
 
 ``soong-agent task-wal list|export <session_id>`` lists a session's Task WALs or exports one as JSONL on
 either storage backend (``agent_core.cli._task_wal``).

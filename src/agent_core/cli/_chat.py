@@ -1,4 +1,4 @@
-"""``soong-agent chat``: an interactive multi-turn session on one ``AgentRuntime`` (surfaces.md §1).
+"""``soong-agent chat``: an interactive multi-turn session on one ``AgentRuntime`` (docs/cli.md#chat).
 
 Contracts:
 

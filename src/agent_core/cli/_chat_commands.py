@@ -1,4 +1,4 @@
-"""Slash commands of ``soong-agent chat`` (surfaces.md §1).
+"""Slash commands of ``soong-agent chat`` (docs/cli.md#chat).
 
 Each command prints its result through the chat's printer; a bad argument or an unknown command prints
 one line and the prompt returns. Branch and fork use the SDK's node-tree operations

@@ -1,4 +1,4 @@
-"""What ``soong-agent chat`` prints for a run's events (surfaces.md §1).
+"""What ``soong-agent chat`` prints for a run's events (docs/cli.md#chat).
 
 Contracts:
 

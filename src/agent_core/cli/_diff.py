@@ -1,4 +1,5 @@
-"""The change preview of a write/edit permission prompt (surfaces.md §1), for ``run`` and ``chat``.
+"""The change preview of a write/edit permission prompt (docs/cli.md#permission-prompts), for ``run`` and
+``chat``.
 
 ``PermissionRequest.metadata['diff']`` (set by the permission gate from the tool's pre-flight) is shown
 as a unified diff: a new file as its first :data:`NEW_FILE_LINES` lines, any other diff cut after

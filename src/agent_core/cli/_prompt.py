@@ -1,4 +1,4 @@
-"""Permission prompts on the terminal (contract.md §10, config.md §11): the text and the stdin answers."""
+"""Permission prompts on the terminal (docs/cli.md#run, docs/cli.md): the text and the stdin answers."""
 
 from __future__ import annotations
 
@@ -62,12 +62,12 @@ def parse_permission_answer(line: str | None) -> str:
 
 
 def describe_request(request: PermissionRequest, *, color: bool = False) -> str:
-    """The permission prompt text (config.md §11): everything the user needs to decide; a write/edit
+    """The permission prompt text (docs/cli.md): everything the user needs to decide; a write/edit
     request also shows the diff it would apply (``cli._diff``; ANSI colours with ``color``).
 
     Every model-, tool- or file-derived value is passed through :func:`escape_terminal` (a ``\\r`` or an
     ESC sequence in a path cannot redraw the lines above it); a command's argv is shown in full, wrapped,
-    and a cut argument summary says how long it was (issue 14 §6, §7)."""
+    and a cut argument summary says how long it was (issue 14 items 6, 7)."""
     e = escape_terminal
     agent = f"{e(request.agent_role)} agent {e(request.agent_id)} (run {e(request.run_id)})"
     lines = [

@@ -1,4 +1,4 @@
-"""``soong-agent run``: one user message on a project, the reply streamed to stdout (contract.md §10)."""
+"""``soong-agent run``: one user message on a project, the reply streamed to stdout (docs/cli.md#run)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ class _Printer:
             self.err.write(f"{self._dim}{escape_terminal(folded_reasoning(text))}{self._undim}\n")
 
     def notice(self, line: str) -> None:
-        """One stderr line; every model-/tool-derived part is escaped (issue 14 §6)."""
+        """One stderr line; every model-/tool-derived part is escaped (issue 14 item 6)."""
         self.end_text_line()
         self.err.write(escape_terminal(line) + "\n")
 

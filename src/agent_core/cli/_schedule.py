@@ -1,4 +1,5 @@
-"""``soong-agent schedule add|list|remove`` and ``soong-agent scheduler`` (surfaces.md §6).
+"""``soong-agent schedule add|list|remove`` and ``soong-agent scheduler``
+(docs/jobs-and-schedules.md#schedules).
 
 ``schedule add`` prints the new schedule id on stdout; ``schedule list`` prints one line per schedule
 (id, cron, next due time, session, message); ``schedule remove`` prints nothing. ``scheduler`` runs the

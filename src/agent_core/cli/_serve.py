@@ -1,4 +1,5 @@
-"""``soong-agent serve``: one runtime for ``<project>`` behind the HTTP API and web UI (surfaces.md §2).
+"""``soong-agent serve``: one runtime for ``<project>`` behind the HTTP API and web UI
+(docs/serve.md#endpoints).
 
 Contract: the token is ``--token-file`` (a file of mode 0600, else refused with one line) or ``--token``,
 else ``$SOONG_AGENT_SERVE_TOKEN``, else generated; binding a non-loopback host without an explicit token is
@@ -256,7 +257,9 @@ async def serve_command(args: argparse.Namespace, out: Output, err: Output, stdi
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
                 out.write(f"serving http://{shown}:{port}/?token={token}\n")
-                try:  # due schedules of the project run in serve too (surfaces.md §6, issue 22)
+                # due schedules of the project run in serve too (docs/jobs-and-schedules.md#schedules, issue
+                # 22)
+                try:
                     await runtime.scheduler().start()
                 except AgentCoreError as exc:
                     err.write(f"soong-agent: warning: schedules are not running: {exc.message}\n")

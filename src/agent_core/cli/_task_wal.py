@@ -3,7 +3,7 @@
 ``task-wal list <session_id>`` prints one line per WAL (name, first Task id, last record type, path).
 ``task-wal export <session_id> [<name or task id>] [--output FILE]`` writes the WAL's JSONL bytes to
 stdout (or FILE): with the ``sqlite`` backend the file's bytes, with ``postgres`` the stored lines —
-byte-identical to the file the ``sqlite`` backend writes for the same records (surfaces.md §3). The
+byte-identical to the file the ``sqlite`` backend writes for the same records (docs/storage.md#backends). The
 name may be left out when the session has exactly one WAL. Errors are one line on stderr. Exit status:
 0 on success, 1 on an error (unknown session or WAL, several WALs and no name, storage errors).
 """

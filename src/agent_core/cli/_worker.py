@@ -1,4 +1,4 @@
-"""``soong-agent worker [--path <project>]``: a Temporal worker for the project (surfaces.md §3).
+"""``soong-agent worker [--path <project>]``: a Temporal worker for the project (docs/scale-out.md).
 
 Needs ``[engine] kind = "temporal"``. Executes run workflows and their steps from
 ``[engine.temporal] task_queue`` on the Temporal service at ``engine.temporal.address`` with the project's

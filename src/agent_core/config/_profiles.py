@@ -1,4 +1,4 @@
-"""Model profile resolution (providers.md §12.3, config.md §7).
+"""Model profile resolution (docs/providers.md#model-profiles, docs/configuration.md#model-profiles).
 
 A profile (a ``[model_overrides.<name>]`` name, an inline partial table, or a :class:`ModelProfile`) is
 overlaid on the main ``[model]``: every key it sets replaces the main value, except ``retry``, which merges

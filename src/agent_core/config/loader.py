@@ -1,4 +1,5 @@
-"""Loads the user-level ``config.toml`` (config.md §2–§5): home, config path and project resolution.
+"""Loads the user-level ``config.toml`` (docs/configuration.md#home-and-project,
+docs/configuration.md#value-rules): home, config path and project resolution.
 
 :func:`load_config` is synchronous, only reads, and creates nothing on disk. Every failure is a
 ``ConfigError(config_error)`` whose message names the config file (and the offending key path, e.g.

@@ -1,4 +1,5 @@
-"""The ``config.toml`` schema (config.md §6). Attribute names equal TOML keys; unknown keys are errors.
+"""The ``config.toml`` schema (docs/configuration.md#keys). Attribute names equal TOML keys; unknown keys are
+errors.
 
 Path-valued keys (``context.session_db_path``, ``memory.memory_dir``, ``plan.default_dir``,
 ``task.wal_dir``, ``tools.allowed_write_roots[*]``) are expanded by :func:`expand_placeholders` (placeholders
@@ -111,7 +112,8 @@ def _require_absolute(value: Path, info: ValidationInfo) -> Path:
 
 
 def _expand_pattern(value: Any, info: ValidationInfo) -> Any:
-    """Sensitive-path entries: placeholders only; a leading ``~`` is left to the matcher (tools.md §12.2)."""
+    """Sensitive-path entries: placeholders only; a leading ``~`` is left to the matcher
+    (docs/tools.md#sensitive-paths)."""
     paths = _path_context(info)
     if paths is None or not isinstance(value, str):
         return value
@@ -148,7 +150,7 @@ class RuntimeSection(StrictModel):
 
 
 class LimitsSection(StrictModel):
-    """``[limits]`` (surfaces.md §4): one budget per root run, shared by its whole agent tree."""
+    """``[limits]`` (docs/runs.md#limits): one budget per root run, shared by its whole agent tree."""
 
     max_turns: int | None = Field(default=None, ge=1)
     max_total_tokens: int | None = Field(default=None, ge=1)
@@ -169,7 +171,8 @@ class TemporalSection(StrictModel):
 
 
 class EngineSection(StrictModel):
-    """``[engine]`` (surfaces.md §3): where runs execute — ``local`` (this process) or ``temporal``."""
+    """``[engine]`` (docs/scale-out.md#3-what-a-workflow-does): where runs execute — ``local`` (this process)
+    or ``temporal``."""
 
     kind: Literal["local", "temporal"] = "local"
     temporal: TemporalSection = Field(default_factory=section_default, validate_default=True)
@@ -195,7 +198,7 @@ class StoragePostgres(StrictModel):
 
 
 class StorageSection(StrictModel):
-    """``[storage]`` (surfaces.md §3): the session-store backend."""
+    """``[storage]`` (docs/scale-out.md#3-what-a-workflow-does): the session-store backend."""
 
     backend: Literal["sqlite", "postgres"] = "sqlite"
     postgres: StoragePostgres = Field(default_factory=section_default, validate_default=True)
@@ -279,7 +282,8 @@ class WorkerPool(StrictModel):
 
 
 def generated_worker_id(pool_id: str, position: int, agent_definition_id: str) -> str:
-    """Stable id for a worker entry without ``worker_id`` (multi-agent.md §9.2); ``position`` is 1-based."""
+    """Stable id for a worker entry without ``worker_id`` (docs/multi-agent.md#worker-pools); ``position`` is
+    1-based."""
     return f"{pool_id}_w{position}_{agent_definition_id}"
 
 
@@ -304,7 +308,8 @@ class AgentsSection(StrictModel):
     child_cancel_timeout_ms: int = Field(default=30000, ge=1)
     worker_pools: list[WorkerPool] = Field(default_factory=empty_list)
     worker_isolation: Literal["shared", "worktree"] = "shared"
-    """``worktree``: each dispatched worker runs in its own git worktree and branch (surfaces.md §6)."""
+    """``worktree``: each dispatched worker runs in its own git worktree and branch
+    (docs/multi-agent.md#worktree-isolation)."""
     inbox_max_entries: int = Field(default=100, ge=1)
     """Unread entries one agent's inbox holds; a delivery beyond it is refused (an error to the sender)."""
     max_teammates_per_session: int = Field(default=0, ge=0)
@@ -313,7 +318,8 @@ class AgentsSection(StrictModel):
     @field_validator("worker_pools")
     @classmethod
     def _structural(cls, pools: list[WorkerPool]) -> list[WorkerPool]:
-        """Structural checks of multi-agent.md §9.1 (reference checks happen at orchestrator start)."""
+        """Structural checks of docs/multi-agent.md#worker-pools (reference checks happen at orchestrator
+        start)."""
         seen_pools: set[str] = set()
         for p_index, pool in enumerate(pools):
             where = f"agents.worker_pools[{p_index}]"
@@ -358,7 +364,7 @@ class NetworkPolicy(StrictModel):
 
 
 class PermissionRule(StrictModel):
-    """One ``[[permissions.rules]]`` entry (issue 14 §9): ``tool`` (exact name or ``fnmatch`` glob such as
+    """One ``[[permissions.rules]]`` entry (issue 14 item 9): ``tool`` (exact name or ``fnmatch`` glob such as
     ``code.*``), at most one of ``argv_prefix`` (command calls whose argv starts with it; a bare first
     element matches only a bare ``argv[0]`` looked up on the allowlisted PATH) and ``path`` (``fnmatch``
     glob on the resolved target path; ``~`` and ``<project>`` expanded), and the ``decision``."""
@@ -464,7 +470,7 @@ class ToolsSection(StrictModel):
     network: ToolsNetwork = Field(default_factory=section_default, validate_default=True)
     mcp: ToolsMcp = Field(default_factory=section_default, validate_default=True)
     sandbox: Literal["off", "bwrap"] = "off"
-    """``bwrap``: ``code.run_command`` and declarative tools run inside bubblewrap (issue 14 §8)."""
+    """``bwrap``: ``code.run_command`` and declarative tools run inside bubblewrap (issue 14 item 8)."""
 
     @field_validator("overrides")
     @classmethod

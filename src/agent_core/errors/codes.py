@@ -1,4 +1,4 @@
-"""The closed set of error codes (contract.md §8); member name equals value."""
+"""The closed set of error codes (docs/errors.md#codes); member name equals value."""
 
 from __future__ import annotations
 

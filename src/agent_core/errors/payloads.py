@@ -1,4 +1,5 @@
-"""Error payload models: :class:`ErrorPayload` (contract.md §3.5) and :class:`ProviderErrorPayload`.
+"""Error payload models: :class:`ErrorPayload` (docs/errors.md#errorpayload) and
+:class:`ProviderErrorPayload`.
 
 They sit in ``errors/`` (the bottom layer) so :class:`~agent_core.errors.AgentCoreError` can build them
 without importing ``types/``; ``types.content`` and ``types.model`` re-export them under their contract

@@ -1,4 +1,4 @@
-"""Background jobs of offloaded tool calls (surfaces.md §6): installed only when
+"""Background jobs of offloaded tool calls (docs/jobs-and-schedules.md#background-jobs): installed only when
 ``[tools] offload_after_ms > 0``; otherwise nothing here is imported."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Background offload of slow tool calls (surfaces.md §6, ``[tools] offload_after_ms``).
+"""Background offload of slow tool calls (docs/jobs-and-schedules.md#background-jobs,
+``[tools] offload_after_ms``).
 
 Contract:
 

@@ -1,4 +1,5 @@
-"""The ``background_jobs`` table (migration 3): one row per offloaded tool call (surfaces.md §6).
+"""The ``background_jobs`` table (migration 3): one row per offloaded tool call
+(docs/jobs-and-schedules.md#background-jobs).
 
 ``status`` is ``running``, ``completed``, ``failed`` or ``cancelled``; ``delivered`` says whether the
 outcome reached the session's inbox (set in the delivery's own transaction, so it is delivered once).

@@ -1,4 +1,5 @@
-"""``internal.job_status`` and ``internal.job_cancel`` (surfaces.md §6); registered only with offload on."""
+"""``internal.job_status`` and ``internal.job_cancel`` (docs/jobs-and-schedules.md#background-jobs);
+registered only with offload on."""
 
 from __future__ import annotations
 

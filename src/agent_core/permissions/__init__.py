@@ -1,4 +1,4 @@
-"""Permission policy (pure) and the per-runtime permission gate (tools.md §15)."""
+"""Permission policy (pure) and the per-runtime permission gate (docs/permissions.md)."""
 
 from agent_core.permissions._deferred import DEFER, DeferredAnswers, PermissionDeferral
 from agent_core.permissions._gate import (

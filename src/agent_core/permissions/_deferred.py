@@ -1,4 +1,4 @@
-"""Deferred permission answers (surfaces.md §2 "Durable approvals", SDK side).
+"""Deferred permission answers (docs/serve.md#approvals, SDK side).
 
 A permission callback may return :data:`DEFER` instead of a :class:`PermissionDecision`: the request then
 stays pending until some task calls ``AgentRuntime.answer_permission(request_id, decision)`` (public

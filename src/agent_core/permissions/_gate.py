@@ -1,4 +1,5 @@
-"""The per-runtime permission gate (tools.md §15.3–§15.7, contract.md §11).
+"""The per-runtime permission gate (docs/permissions.md#session-grants, docs/permissions.md#denials,
+docs/permissions.md#decisions).
 
 :class:`PermissionGate` combines the pure :class:`PermissionPolicy` with the runtime state:
 
@@ -143,7 +144,7 @@ class GateOutcome:
     failure: FailureKind | None = None
     failure_message: str | None = None
     decided_by: DecidedBy = "policy"
-    """Who decided (audit, issue 14 §10): ``policy`` (the default table), ``rule`` (a
+    """Who decided (audit, issue 14 item 10): ``policy`` (the default table), ``rule`` (a
     ``[[permissions.rules]]`` entry), ``mode`` (the run's permission mode), ``session_grant`` (an earlier
     ``allow_for_session``) or ``callback``."""
     rule: dict[str, Any] | None = None
@@ -156,7 +157,7 @@ class GateOutcome:
         return {"asked": self.asked, "decision": self.decision, "cached": self.cached}
 
     def audit(self) -> dict[str, Any]:
-        """The ``permission_audit`` payload key of ``tool_started`` / ``tool_denied`` (issue 14 §10)."""
+        """The ``permission_audit`` payload key of ``tool_started`` / ``tool_denied`` (issue 14 item 10)."""
         return {
             "decided_by": self.decided_by,
             "decision": self.decision,
@@ -310,7 +311,8 @@ class PermissionGate:
 
     def _argument_display(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``args_length`` (characters of the uncut redacted summary, when ``args_summary`` was cut) and,
-        for a command call, ``argv``: the whole redacted argv, for prompts to show wrapped (issue 14 §7)."""
+        for a command call, ``argv``: the whole redacted argv, for prompts to show wrapped (issue 14 item
+        7)."""
         full = summarize_arguments(dict(arguments), self._redactor, limit=ARGV_DISPLAY_LIMIT)
         shown: dict[str, Any] = {"args_length": len(full)} if len(full) > ARGS_SUMMARY_LIMIT else {}
         argv = arguments.get("argv")

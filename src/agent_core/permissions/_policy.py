@@ -1,4 +1,5 @@
-"""The pure permission policy (tools.md §15.2–§15.4, §15.8; contract.md §11).
+"""The pure permission policy (docs/permissions.md#what-asks, docs/permissions.md#target-scopes,
+docs/permissions.md#network-policy; docs/permissions.md#decisions).
 
 :meth:`PermissionPolicy.decide` maps a tool definition (overrides applied) and the call's pre-flight
 facts to ``allow`` / ``ask`` / ``deny`` with the reasons for asking, the suggested decision, the

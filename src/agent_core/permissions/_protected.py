@@ -1,4 +1,4 @@
-"""Protected paths (issue 31 §2, §17): the classes of paths no allow rule and no session grant covers.
+"""Protected paths (issue 31 items 2, 17): the classes of paths no allow rule and no session grant covers.
 
 A call touching one of them always asks (``suggested_decision = deny``), is denied without a permission
 callback, and its prompt says why (``PermissionRequest.metadata["protected"]``). The classes:

@@ -1,4 +1,4 @@
-"""User permission rules (``[[permissions.rules]]``, issue 14 §9) and command session scopes.
+"""User permission rules (``[[permissions.rules]]``, issue 14 item 9) and command session scopes.
 
 * :class:`RuleSet` matches one call against the configured rules. A rule names a ``tool`` (exact or
   ``fnmatch`` glob) and optionally an ``argv_prefix`` (command calls) or a ``path`` glob (the resolved

@@ -1,4 +1,4 @@
-"""``anthropic`` adapter: the Messages streaming protocol (providers.md §11.2).
+"""``anthropic`` adapter: the Messages streaming protocol (docs/providers.md#anthropic).
 
 ``build_payload`` and :class:`StreamTranslator` are pure; :class:`AnthropicAdapter` adds the transport.
 Tool-call arguments come only from ``input_json_delta`` fragments, never from the start block's ``input``.

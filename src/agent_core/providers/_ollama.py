@@ -1,4 +1,4 @@
-"""``ollama`` adapter: the local ``/api/chat`` NDJSON streaming API (providers.md §11.3).
+"""``ollama`` adapter: the local ``/api/chat`` NDJSON streaming API (docs/providers.md#ollama).
 
 When a request carries tools, pre-flight asks ``POST /api/show`` for the model's capabilities (cached per
 adapter and model); without an explicit ``"tools"`` capability the stream fails ``unsupported_capability``

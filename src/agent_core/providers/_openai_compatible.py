@@ -1,4 +1,4 @@
-"""``openai`` adapter: the Chat Completions streaming protocol (providers.md §11.1).
+"""``openai`` adapter: the Chat Completions streaming protocol (docs/providers.md#openai).
 
 Also used for Chat-Completions-compatible gateways (``base_url`` includes the ``/v1`` segment).
 ``build_payload`` and :class:`StreamTranslator` are pure; :class:`OpenAIAdapter` adds the transport.
@@ -56,9 +56,9 @@ END_OF_STREAM: dict[str, Any] = {"__end_of_stream__": True}
 
 
 def map_usage(raw: dict[str, Any], timings: dict[str, Any] | None = None) -> Usage:
-    """Chat Completions ``usage`` -> :class:`Usage` (§11.1). ``prompt_tokens`` counts the whole prompt;
-    the cached part is ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, recent llama.cpp) or, from
-    a llama.cpp server that reports only its ``timings``, ``timings.cache_n``."""
+    """Chat Completions ``usage`` -> :class:`Usage` (docs/providers.md#openai). ``prompt_tokens`` counts the
+    whole prompt; the cached part is ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, recent llama.cpp)
+    or, from a llama.cpp server that reports only its ``timings``, ``timings.cache_n``."""
     input_tokens = as_int(raw.get("prompt_tokens"))
     output_tokens = as_int(raw.get("completion_tokens"))
     cached = optional_int(raw.get("prompt_tokens_details"), "cached_tokens")
@@ -89,7 +89,7 @@ def local_address(base_url: str) -> bool:
 
 
 def in_stream_error_type(error: dict[str, Any]) -> str:
-    """Maps an in-stream ``error`` object to a §5 type."""
+    """Maps an in-stream ``error`` object to a docs/providers.md#errors-and-retries type."""
     label = f"{error.get('type') or ''} {error.get('code') or ''}".lower()
     if "rate_limit" in label or "rate limit" in label:
         return "rate_limit"

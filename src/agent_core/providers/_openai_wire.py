@@ -1,4 +1,4 @@
-"""The Chat Completions request body (providers.md §11.1): as a mapping, and encoded incrementally.
+"""The Chat Completions request body (docs/providers.md#openai): as a mapping, and encoded incrementally.
 
 :func:`build_payload` is the body as a plain mapping (pure). :func:`encode_body` gives exactly
 ``json.dumps(build_payload(request, name_map), ensure_ascii=False).encode("utf-8")``, but keeps every

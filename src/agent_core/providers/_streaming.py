@@ -1,5 +1,6 @@
-"""Shared HTTP transport of the built-in adapters: SSE/NDJSON readers, error classification (§5),
-retry policy (§6), timeouts and cooperative cancellation (§4.1).
+"""Shared HTTP transport of the built-in adapters: SSE/NDJSON readers, error classification
+(docs/providers.md#errors-and-retries), retry policy (docs/providers.md#errors-and-retries), timeouts and
+cooperative cancellation (docs/providers.md#the-adapter).
 
 Contracts:
 
@@ -72,7 +73,7 @@ class AdapterClosedError(Exception):
 
 
 class ChunkTranslator(Protocol):
-    """Pure translator of raw provider chunks to ``ModelEvent``s (§11.0)."""
+    """Pure translator of raw provider chunks to ``ModelEvent``s (docs/providers.md#content-sent-as-text)."""
 
     def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]: ...
 
@@ -119,7 +120,7 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -
 
 
 def status_error_type(status: int) -> str:
-    """HTTP status -> §5 error type."""
+    """HTTP status -> docs/providers.md#errors-and-retries error type."""
     if status in (401, 403):
         return "auth"
     if status == 429:
@@ -154,7 +155,7 @@ def body_message(raw: dict[str, Any]) -> str:
 
 
 def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """Transport exception -> (§5 type, message)."""
+    """Transport exception -> (docs/providers.md#errors-and-retries type, message)."""
     import httpx
 
     if isinstance(exc, StreamProtocolError):
@@ -171,7 +172,7 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
 
 
 class RetryLog:
-    """Accumulates ``metadata.retry`` (§6)."""
+    """Accumulates ``metadata.retry`` (docs/providers.md#errors-and-retries)."""
 
     def __init__(self, max_attempts: int) -> None:
         self.attempts = 0
@@ -482,7 +483,8 @@ class HttpStreamAdapter(ABC):
     async def _request_json(
         self, request: ModelRequest, url: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[dict[str, Any] | None, RetryLog]:
-        """A small JSON POST with the §6 retry policy; ``(None, log)`` when it finally failed."""
+        """A small JSON POST with the docs/providers.md#errors-and-retries retry policy; ``(None, log)`` when
+        it finally failed."""
         retry = RetryLog(self.config.retry.max_attempts)
         content = json.dumps(body).encode("utf-8")
         while True:

@@ -1,4 +1,5 @@
-"""Tool-name mangling (providers.md §8) and content rendering to text (§11.0).
+"""Tool-name mangling (docs/providers.md#tool-names) and content rendering to text
+(docs/providers.md#content-sent-as-text).
 
 Mangling contract: canonical dotted names (``code.read_file``) become provider-safe names matching
 ``^[a-zA-Z0-9_-]{1,64}$``. The map is built per request from ``request.tools`` plus every ``tool_call``
@@ -121,7 +122,7 @@ class ToolNameMap:
 
 
 def render_block(block: ContentBlock) -> str:
-    """Text rendering of one content block (§11.0)."""
+    """Text rendering of one content block (docs/providers.md#content-sent-as-text)."""
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, JsonBlock):
@@ -173,7 +174,8 @@ def render_tool_result(block: ToolResultBlock, *, provider_has_error_flag: bool)
 
 
 def system_texts(request: ModelRequest) -> list[str]:
-    """System block contents in order, then the text of any ``system`` messages (§2.2 Decision)."""
+    """System block contents in order, then the text of any ``system`` messages
+    (docs/providers.md#the-protocol Decision)."""
     texts = [block.content for block in request.system if block.content]
     for message in request.messages:
         if message.role == "system":

@@ -1,12 +1,15 @@
-"""The provider adapter contract (providers.md §3) and the pure helpers shared by the stream translators.
+"""The provider adapter contract (docs/providers.md#the-adapter) and the pure helpers shared by the stream
+translators.
 
-An adapter's ``stream(request)`` is an async generator obeying the grammar of §3.1::
+An adapter's ``stream(request)`` is an async generator obeying the grammar of
+docs/providers.md#events-and-their-grammar::
 
     stream := model_failed                        # pre-flight rejection, nothing sent
             | model_started (model_text_delta | tool_call_delta | provider_debug)* terminal
 
 :class:`MessageAssembler` holds the aggregation state every translator needs (text segments, tool-call
-fragments, usage, stop reason) and builds the final ``model_completed`` exactly as §3.2 requires.
+fragments, usage, stop reason) and builds the final ``model_completed`` exactly as
+docs/providers.md#events-and-their-grammar requires.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ class ProviderAdapter(Protocol):
 
 
 ProviderFactory = Callable[[ResolvedModelConfig], ProviderAdapter]
-"""An adapter class or factory receiving the fully resolved model config (contract.md §2.6)."""
+"""An adapter class or factory receiving the fully resolved model config
+(docs/tools.md#registering-python-tools)."""
 
 ERROR_TYPES: dict[str, tuple[ErrorCode, bool]] = {
     "unsupported_capability": (ErrorCode.unsupported_capability, False),
@@ -65,7 +69,8 @@ ERROR_TYPES: dict[str, tuple[ErrorCode, bool]] = {
     "internal": (ErrorCode.internal_error, False),
     "prompt_too_long": (ErrorCode.validation_error, False),
 }
-"""The classification table of §5: error ``type`` -> (``code``, ``retryable``)."""
+"""The classification table of docs/providers.md#errors-and-retries: error ``type`` -> (``code``,
+``retryable``)."""
 
 
 def error_payload(
@@ -77,7 +82,8 @@ def error_payload(
     code: ErrorCode | None = None,
     **fields: Any,
 ) -> ProviderErrorPayload:
-    """Builds a :class:`ProviderErrorPayload` whose ``code``/``retryable`` follow the §5 table."""
+    """Builds a :class:`ProviderErrorPayload` whose ``code``/``retryable`` follow the
+    docs/providers.md#errors-and-retries table."""
     default_code, retryable = ERROR_TYPES[type_]
     return ProviderErrorPayload(
         type=type_,
@@ -128,7 +134,8 @@ def optional_int(mapping: object, key: str) -> int | None:
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Parses tool-argument text (§2.5): ``({}, None)`` for empty text, ``({}, error)`` when invalid."""
+    """Parses tool-argument text (docs/providers.md#the-protocol): ``({}, None)`` for empty text,
+    ``({}, error)`` when invalid."""
     if not text.strip():
         return {}, None
     try:
@@ -141,7 +148,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
 
 
 def stop_reason(reason: str, raw: str | None, *, has_tool_calls: bool) -> StopReason:
-    """Final stop reason; any tool call forces ``tool_use`` (§2.7)."""
+    """Final stop reason; any tool call forces ``tool_use`` (docs/providers.md#the-protocol)."""
     if has_tool_calls:
         reason = "tool_use"
     return StopReason.model_validate({"reason": reason, "raw_stop_reason": raw})

@@ -1,4 +1,4 @@
-"""Per-runtime provider registry (providers.md §12.1). No global singleton exists.
+"""Per-runtime provider registry (docs/providers.md#the-registry). No global singleton exists.
 
 Keys match ``^[a-z][a-z0-9_-]*$``; registering an existing key replaces it (last registration wins);
 an unknown key raises ``ConfigError(config_error)``. ``ProviderRegistry()`` holds exactly the built-in
@@ -84,7 +84,8 @@ class ProviderRegistry:
         self._factories[key] = factory
 
     def ensure_builtins(self) -> None:
-        """Adds the built-in adapters for the keys this registry lacks (runtime.md §5.2)."""
+        """Adds the built-in adapters for the keys this registry lacks
+        (docs/architecture.md#assembling-an-open-runtime)."""
         for key, builtin in _BUILTINS.items():
             self._factories.setdefault(key, builtin)
 

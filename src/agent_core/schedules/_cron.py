@@ -1,4 +1,4 @@
-"""Cron expressions (surfaces.md §6), parsed by the maintained ``croniter`` library.
+"""Cron expressions (docs/jobs-and-schedules.md#schedules), parsed by the maintained ``croniter`` library.
 
 Times are timezone-aware UTC; ``croniter`` is imported on first use so ``import agent_core`` stays cheap.
 """

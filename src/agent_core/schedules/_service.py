@@ -1,4 +1,4 @@
-"""The scheduler service (surfaces.md §6): runs the due schedules of one project.
+"""The scheduler service (docs/jobs-and-schedules.md#schedules): runs the due schedules of one project.
 
 Contract:
 

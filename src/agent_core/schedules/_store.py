@@ -1,4 +1,4 @@
-"""The ``schedules`` table (migration 4) over the session store (surfaces.md §6).
+"""The ``schedules`` table (migration 4) over the session store (docs/jobs-and-schedules.md#schedules).
 
 A schedule belongs to one project (its resolved directory); ``session_id`` ``None`` means every firing
 starts a new session. ``next_due_at`` is the one pending occurrence: firing moves it to the first

@@ -1,4 +1,4 @@
-"""``soong-agent serve``: the HTTP API, durable approvals and the web UI (surfaces.md §2).
+"""``soong-agent serve``: the HTTP API, durable approvals and the web UI (docs/serve.md#approvals).
 
 Imported only by the ``serve`` command (Starlette, uvicorn and sse-starlette are never loaded by
 ``import agent_core``). Private submodules: ``_app`` (ASGI app), ``_state`` (the server

@@ -1,4 +1,5 @@
-"""``@<worker>`` addressing in orchestrator-mode messages of ``soong-agent serve`` (surfaces.md §2).
+"""``@<worker>`` addressing in orchestrator-mode messages of ``soong-agent serve``
+(docs/serve.md#addressing-workers).
 
 A message may address workers of the configured pools: ``@<worker_id>`` (unique across valid pools) or
 ``@<pool_id>/<worker_id>``. The Orchestrator is then asked to dispatch that worker — it still

@@ -1,4 +1,4 @@
-"""Durable approvals and questions of ``soong-agent serve`` (surfaces.md §2), pushed to every client.
+"""Durable approvals and questions of ``soong-agent serve`` (docs/serve.md#approvals), pushed to every client.
 
 The server's permission callback and question callback persist each request (``pending``) and return
 ``DEFER``; any client answers through :meth:`PendingBroker.answer`, which commits the first answer before

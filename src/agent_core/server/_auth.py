@@ -1,4 +1,4 @@
-"""Token auth and same-origin enforcement for ``soong-agent serve`` (surfaces.md §2, Decision).
+"""Token auth and same-origin enforcement for ``soong-agent serve`` (docs/serve.md#authentication, Decision).
 
 * every ``/api/*`` request needs the token: ``Authorization: Bearer <t>`` or the ``soong_token`` cookie;
   a wrong or missing token → 401 before any handler runs (nothing changes). ``?token=`` is never

@@ -1,4 +1,4 @@
-"""The HTTP API of ``soong-agent serve`` (surfaces.md §2 table; Decision).
+"""The HTTP API of ``soong-agent serve`` (docs/serve.md#endpoints table; Decision).
 
 JSON in and out; request bodies are validated by Pydantic models (``extra="forbid"``); every error is
 ``{"error": ErrorPayload}``: 400 invalid input, 401 token (auth middleware), 404 unknown run / session /

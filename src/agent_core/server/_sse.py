@@ -1,4 +1,4 @@
-"""Run event streams for ``GET /api/runs/{run_id}/events`` (surfaces.md §2).
+"""Run event streams for ``GET /api/runs/{run_id}/events`` (docs/serve.md#run-event-streams).
 
 A run's channel has a single consumer, so the server consumes it once per run it starts (a *pump* into a
 :class:`RunFeed`, subscribed with ``include_children=True``) and every SSE client reads the feed. The
@@ -21,7 +21,7 @@ its cursor, in session ``seq`` order), then the live ones. Contract of :func:`ru
   persisted event the read covered (the transient events after it — partial text — included);
 * runs this process did not start (a child run asked for directly, runs of a previous process) are
   followed by polling SQLite until the run is terminal; the stream ends after the run's terminal event;
-* ``debug=False`` delivers only user-visible events (runtime.md §9.7), exactly like ``run.events()``.
+* ``debug=False`` delivers only user-visible events (docs/events.md#catalogue), exactly like ``run.events()``.
 """
 
 from __future__ import annotations

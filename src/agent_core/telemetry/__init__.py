@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of runs (surfaces.md §4), imported only when ``[telemetry] enabled = true``.
+"""OpenTelemetry traces of runs (docs/runs.md#telemetry), imported only when ``[telemetry] enabled = true``.
 
 :func:`install` returns ``RunFeatures.telemetry``: a :class:`~agent_core.telemetry._spans.SpanBuilder` fed by
 every run recorder of a runtime (the event bus; there is no second instrumentation of the loop) and exports through its own

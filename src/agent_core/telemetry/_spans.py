@@ -1,4 +1,4 @@
-"""OpenTelemetry GenAI spans built from the run event bus (surfaces.md §4).
+"""OpenTelemetry GenAI spans built from the run event bus (docs/runs.md#telemetry).
 
 :class:`SpanBuilder` is a recorder observer: it sees every event of every run (root and child) in order and
 turns them into spans, without a second path through the loop:

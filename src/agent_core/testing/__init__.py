@@ -1,4 +1,4 @@
-"""The testing kit: run agents in tests without a model server (surfaces.md §5).
+"""The testing kit: run agents in tests without a model server (docs/testing.md#testing-your-agents).
 
 * :class:`FunctionModel` — a model whose reply (text and/or :class:`CallTool` calls, streamed as deltas)
   is computed by your function from the provider-neutral :class:`ModelRequest`;

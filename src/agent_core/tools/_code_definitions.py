@@ -1,4 +1,4 @@
-"""The static definitions of the six built-in ``code.*`` tools (contract.md §4, tools.md §13).
+"""The static definitions of the six built-in ``code.*`` tools (docs/tools.md#the-code-tools).
 
 Registered at open without importing the tools' implementations (``tools/_builtin``), which load on the
 first pre-flight or call (cold start, issue 16; see ``tools/_lazy.py``). Each tool's ``definition()``

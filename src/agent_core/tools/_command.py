@@ -1,4 +1,5 @@
-"""The command runner shared by ``code.run_command``, declarative tools and hooks (tools.md §13.7).
+"""The command runner shared by ``code.run_command``, declarative tools and hooks
+(docs/tools.md#the-command-runner).
 
 Contract:
 
@@ -18,7 +19,7 @@ Contract:
 * When the leader exits normally, any process it left in its group is killed too: nothing keeps running
   after the runner returns. On Linux (``tree=True``, the default) the command runs under the subreaper
   launcher :mod:`agent_core.tools._reaper_main`, which also kills descendants that left the group or
-  session (``setsid`` + closed stdio) — at exit, timeout and cancellation alike (issue 14 §5).
+  session (``setsid`` + closed stdio) — at exit, timeout and cancellation alike (issue 14 item 5).
 * :func:`head_tail` renders a stream over its limit as first half + ``... [truncated N bytes] ...`` +
   last half, cut on UTF-8 character boundaries and decoded with replacement.
 

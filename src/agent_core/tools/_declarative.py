@@ -1,4 +1,5 @@
-"""Declarative command tools from ``${SOONG_AGENT_HOME}/tools/*.json`` (tools.md §14, §15.4).
+"""Declarative command tools from ``${SOONG_AGENT_HOME}/tools/*.json`` (docs/tools.md#declarative-tools,
+docs/permissions.md#target-scopes).
 
 Loading (:func:`load_declarative_tools`, at runtime startup, only when ``tools.declarative_enabled``): one
 JSON object per file; the project directory is never read. Any invalid file — bad JSON, unknown field,
@@ -82,7 +83,7 @@ SUMMARY_BYTES = 2000
 
 
 class DeclarativeToolFile(StrictModel):
-    """The file shape of tools.md §14 (unknown fields are errors)."""
+    """The file shape of docs/tools.md#declarative-tools (unknown fields are errors)."""
 
     name: str
     description: str = Field(min_length=1)
@@ -450,7 +451,7 @@ class DeclarativeToolsAdapter:
             "run_id": ctx.run_id,
             "project_dir": str(ctx.project_dir),
         }
-        with sandboxed_command(  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
+        with sandboxed_command(  # bwrap when tools.sandbox = "bwrap" (issue 14 item 8)
             plan.argv,
             cwd=plan.cwd,
             settings=self._settings,

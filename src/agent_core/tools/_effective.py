@@ -1,10 +1,11 @@
-"""Effective tool sets (tools.md §11): the role matrix, the per-run algorithm and ``allowed_tools`` checks.
+"""Effective tool sets (docs/tools.md#effective-tool-sets): the role matrix, the per-run algorithm and
+``allowed_tools`` checks.
 
-Everything here is pure. The role matrix (§11.3) is hard-coded: ``P`` = role-permitted, ``D`` = default.
-Tools outside the core table that are not in the ``agent.``/``internal.`` namespaces (declarative,
-Python-registered and ``mcp.*`` tools, user ``code.*`` tools) follow the "extension" row; unknown names in
-the ``agent.``/``internal.`` namespaces are never permitted. The child blacklist follows from the matrix:
-sub, fork, worker and compact rows never contain the blacklisted tools.
+Everything here is pure. The role matrix (docs/tools.md#effective-tool-sets) is hard-coded: ``P`` =
+role-permitted, ``D`` = default. Tools outside the core table that are not in the ``agent.``/``internal.``
+namespaces (declarative, Python-registered and ``mcp.*`` tools, user ``code.*`` tools) follow the "extension"
+row; unknown names in the ``agent.``/``internal.`` namespaces are never permitted. The child blacklist follows
+from the matrix: sub, fork, worker and compact rows never contain the blacklisted tools.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ WORKER_STEP_TOOLS = frozenset(
 TASK_MUTATORS = frozenset(
     {"agent.task_create", "agent.task_update", "agent.task_complete", "agent.task_fail", "agent.task_cancel"}
 )
-"""Task content/DAG-modifying tools: a worker calling one gets ``permission_denied`` (§11.6)."""
+"""Task content/DAG-modifying tools: a worker calling one gets ``permission_denied``
+(docs/tools.md#effective-tool-sets)."""
 
 _ORCH_TASK_TOOLS = ("agent.task_template", "agent.task_list", *sorted(TASK_MUTATORS))
 
@@ -47,7 +49,9 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
     # an orchestrator plans and dispatches (its sub-agents and workers fetch); its context stays for the board
     "code.web_fetch": _row(main="D", orchestrator="P", sub="D", fork="D", worker="D"),
     "internal.load_skill": _row(main="D", orchestrator="D", sub="D", fork="D", worker="P"),
-    **{  # background jobs (surfaces.md §6): whoever may run commands may watch and cancel them
+    # background jobs (docs/jobs-and-schedules.md#background-jobs): whoever may run commands may watch and
+    # cancel them
+    **{
         n: _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")
         for n in ("internal.job_status", "internal.job_cancel")
     },
@@ -76,7 +80,7 @@ ROLE_MATRIX: dict[str, dict[AgentRole, Level]] = {
         )
     },
 }
-"""§11.3 rows of the core tools."""
+"""docs/tools.md#effective-tool-sets rows of the core tools."""
 
 EXTENSION_ROW: dict[AgentRole, Level] = _row(main="D", orchestrator="D", sub="D", fork="D", worker="P")
 """Declarative, Python-registered and MCP tools."""
@@ -172,7 +176,7 @@ def unmatched_overrides(definitions: Iterable[ToolDefinition], settings: Setting
 
 
 # ---------------------------------------------------------------------------------------------------
-# The algorithm (§11.4)
+# The algorithm (docs/tools.md#effective-tool-sets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +214,9 @@ def compute_effective_tools(
     worker_entry_tools: Sequence[str] | None = None,
     failed_mcp_servers: Collection[str] = (),
 ) -> EffectiveTools:
-    """Steps 1–6 of §11.4. ``requested`` is the validated ``allowed_tools`` of the child (for workers:
-    the dispatch list); ``worker_entry_tools`` is the worker entry's ``allowed_tools`` ceiling."""
+    """Steps 1–6 of docs/tools.md#effective-tool-sets. ``requested`` is the validated ``allowed_tools`` of the
+    child (for workers: the dispatch list); ``worker_entry_tools`` is the worker entry's ``allowed_tools``
+    ceiling."""
     defs = [apply_overrides(d, settings) for d in definitions]
     candidates = {
         d.name: d for d in defs if _unavailable_reason(d, settings, role, failed_mcp_servers) is None
@@ -300,7 +305,7 @@ def validate_allowed_tools(
     worker_entry_tools: Sequence[str] | None = None,
     failed_mcp_servers: Collection[str] = (),
 ) -> list[str]:
-    """Checks a child's ``allowed_tools`` (§11.5); returns the de-duplicated list.
+    """Checks a child's ``allowed_tools`` (docs/tools.md#effective-tool-sets); returns the de-duplicated list.
 
     Raises ``validation_error`` with ``details.unavailable = [{tool, reason}]`` (reasons
     ``disabled_by_config``, ``permission_denied``, ``mode_restricted``, ``policy_restricted`` — the latter

@@ -1,4 +1,4 @@
-"""Where an executable named by a command comes from (issue 31 §4).
+"""Where an executable named by a command comes from (issue 31 item 4).
 
 Contract:
 

@@ -1,4 +1,5 @@
-"""Which files are instruction files (contract.md §4.8/§5, context.md §7.1/§7.4).
+"""Which files are instruction files (docs/context.md#loading, docs/context.md#the-catalog,
+docs/context.md#instruction-files).
 
 :func:`match_instruction_file` is the single predicate shared by ``code.read_file`` and the instruction
 catalog: a *resolved* path is an instruction file when it matches a catalog scan source

@@ -1,8 +1,9 @@
 """A tool adapter whose definitions are static and whose implementation is imported on first use.
 
-Every canonical tool is in the registry from the start (``tools.md`` §10), but a run that never calls the
-Task, worker or agent tools should not pay for importing them (issue 16: cold start). :class:`LazyToolAdapter`
-serves the static definitions and builds the real adapter with ``load`` on the first pre-flight or call.
+Every canonical tool is in the registry from the start (docs/tools.md#built-in-tools), but a run that never
+calls the Task, worker or agent tools should not pay for importing them (issue 16: cold start).
+:class:`LazyToolAdapter` serves the static definitions and builds the real adapter with ``load`` on the first
+pre-flight or call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tool result normalisation (tools.md §8), redaction and output limiting (§18).
+"""Tool result normalisation (docs/tools.md#results), redaction and output limiting
+(docs/tools.md#output-limits).
 
 * :func:`normalize_return` wraps a handler's return value into a :class:`ToolResult` carrying the
   call's ``tool_call_id``/``tool_name`` (a differing handler id is kept in
@@ -38,7 +39,7 @@ SUMMARY_JSON_CHARS = 500
 TEXT_PREVIEW_CHARS = 2000
 EVENT_SUMMARY_CHARS = 200
 NO_ARTIFACTIZE = frozenset({"code.read_file"})
-"""Tools whose results are never moved into artifacts (tools.md §18)."""
+"""Tools whose results are never moved into artifacts (docs/tools.md#output-limits)."""
 
 
 def error_result(
@@ -88,7 +89,7 @@ def exception_result(exc: BaseException, tool_call_id: str, tool_name: str) -> T
 
 
 def normalize_return(value: Any, tool_call_id: str, tool_name: str) -> ToolResult:
-    """Wraps a handler return value per tools.md §8 (unsupported types become an error result)."""
+    """Wraps a handler return value per docs/tools.md#results (unsupported types become an error result)."""
     if isinstance(value, ToolResult):
         metadata = dict(value.metadata)
         if value.tool_call_id != tool_call_id:
@@ -162,7 +163,7 @@ def redact_result(result: ToolResult, redactor: Redactor) -> ToolResult:
 
 
 def estimate_tokens(text: str) -> int:
-    """The core token estimate: ``ceil(len(text) / 4)`` (providers.md §11)."""
+    """The core token estimate: ``ceil(len(text) / 4)`` (docs/providers.md#built-in-adapters)."""
     return math.ceil(len(text) / 4)
 
 

@@ -1,4 +1,4 @@
-"""The outcome of one tool call and its terminal event (tools.md §16–§19): pure builders.
+"""The outcome of one tool call and its terminal event (docs/tools.md): pure builders.
 
 A :class:`CallOutcome` is what the pipeline commits for a call: the :class:`ToolResult` plus how it ended
 (``completed`` / ``failed`` / ``denied``) and the event fields. :func:`terminal_event` turns it into the
@@ -137,7 +137,7 @@ def terminal_event(
             internal=internal,
         )
     if outcome.kind == "denied":
-        audit = extra.get("permission_audit", ev.ABSENT)  # who decided, and the rule (issue 14 §10)
+        audit = extra.get("permission_audit", ev.ABSENT)  # who decided, and the rule (issue 14 item 10)
         return ev.ToolDenied(
             tool_name=tool_name,
             denied_by=extra["denied_by"],

@@ -1,4 +1,5 @@
-"""Path safety for file tools, command cwds and declarative working dirs (tools.md §12, contract.md §4.1).
+"""Path safety for file tools, command cwds and declarative working dirs (docs/tools.md#paths,
+docs/tools.md#the-code-tools).
 
 Every function here is side-effect free (it only ``lstat``s and ``readlink``s):
 
@@ -135,7 +136,7 @@ def _realpath(path: str) -> str:
 
 
 def resolve_path(raw: str | Path, *, base: Path, home: Path | None = None) -> Path:
-    """Resolves a path argument against ``base`` (normally ``<project>``) per tools.md §12.1."""
+    """Resolves a path argument against ``base`` (normally ``<project>``) per docs/tools.md#paths."""
     return Path(_realpath(os.fspath(lexical_path(raw, base=base, home=home))))
 
 
@@ -238,7 +239,7 @@ class SensitiveMatcher:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedTarget:
-    """A path argument after §12.1 normalisation."""
+    """A path argument after docs/tools.md#paths normalisation."""
 
     raw: str
     lexical: Path
@@ -260,7 +261,7 @@ def project_side_dir(path: Path, project: Path, *, purpose: str, config_key: str
     would otherwise redirect the runtime's own writes. That raises ``path_conflict`` naming the link and
     ``config_key``; nothing is created. A directory the user configured outside the project is theirs to
     choose and is only resolved. Missing components are created with ``mkdirat`` from ``/`` without
-    following any symlink (issue 14 §2, §3)."""
+    following any symlink (issue 14 items 2, 3)."""
     lexical = Path(os.path.normpath(os.fspath(path)))
     project_lexical = Path(os.path.normpath(os.fspath(project)))
     project_resolved = resolve_dir(project)

@@ -1,4 +1,4 @@
-"""The turn executor: the tool-call pipeline of tools.md §16–§19 for one assistant message.
+"""The turn executor: the tool-call pipeline of docs/tools.md for one assistant message.
 
 Per call, in this fixed order: availability → provider argument errors → null-stripping and schema
 validation → adapter pre-flight → PreToolUse hooks → permission (policy, session cache, callback) →
@@ -173,7 +173,8 @@ def _internal(prep: _Prepared) -> bool | ev.Absent:
 
 
 class Offload(Protocol):
-    """Turns a slow handler into a background job (surfaces.md §6; ``agent_core.jobs.JobManager``)."""
+    """Turns a slow handler into a background job (docs/jobs-and-schedules.md#background-jobs;
+    ``agent_core.jobs.JobManager``)."""
 
     def applies(self, definition: ToolDefinition) -> bool: ...
 
@@ -202,7 +203,7 @@ class Checkpointer(Protocol):
 
 
 class ToolExecutor:
-    """Executes the tool calls of one assistant message (the loop's seam, tools.md §16–§19)."""
+    """Executes the tool calls of one assistant message (the loop's seam, docs/tools.md)."""
 
     def __init__(
         self,

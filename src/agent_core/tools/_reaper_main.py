@@ -1,4 +1,4 @@
-"""The process-tree launcher run in front of every command (issue 14 §5); stdlib only, run as a script.
+"""The process-tree launcher run in front of every command (issue 14 item 5); stdlib only, run as a script.
 
 ``python -I -S _reaper_main.py <grace_s> <env_fd> -- <argv...>`` makes itself a *child subreaper*
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so every descendant of the command that loses its parent — including

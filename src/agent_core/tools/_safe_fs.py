@@ -1,4 +1,4 @@
-"""Acting on exactly the path that was checked (issue 14 §1): symlink-free opens and writes by descriptor.
+"""Acting on exactly the path that was checked (issue 14 item 1): symlink-free opens and writes by descriptor.
 
 A permission check looks at a *resolved* path (no symlink in any component). Between that check and the
 tool's use of the path, any component can be swapped for a symlink. The functions here never follow one:

@@ -1,4 +1,5 @@
-"""The optional OS sandbox for command tools (issue 14 §8, issue 31 §3, §5, §6): ``[tools] sandbox = "bwrap"``.
+"""The optional OS sandbox for command tools (issue 14 item 8, issue 31 items 3, 5, 6):
+``[tools] sandbox = "bwrap"``.
 
 :func:`sandboxed_command` wraps a command's argv in Debian's bubblewrap (``bwrap``):
 

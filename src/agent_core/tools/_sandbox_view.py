@@ -1,4 +1,4 @@
-"""What the bwrap sandbox hides and keeps read-only (issue 14 §8, issue 31 §3, §5, §17).
+"""What the bwrap sandbox hides and keeps read-only (issue 14 item 8, issue 31 items 3, 5, 17).
 
 :func:`sandbox_view` computes, from the write roots, the sensitive-path matcher (``tools.sensitive_paths``
 plus the built-in credential class) and the user's home:

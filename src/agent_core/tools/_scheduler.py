@@ -1,4 +1,5 @@
-"""Concurrency classes, turn grouping (tools.md §17) and cancellation-aware waiting (§19).
+"""Concurrency classes, turn grouping (docs/tools.md#scheduling) and cancellation-aware waiting
+(docs/tools.md#cancellation).
 
 A call's class is ``agent`` (``metadata.concurrency == "agent"``), ``serial`` (permission ``write``, tag
 ``dangerous`` or ``metadata.concurrency == "serial"``) or ``parallel``. Calls outside the effective set

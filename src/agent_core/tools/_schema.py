@@ -1,4 +1,5 @@
-"""The core JSON-schema subset (tools.md §6): subset check, Pydantic export and argument validation.
+"""The core JSON-schema subset (docs/tools.md#input-schemas): subset check, Pydantic export and argument
+validation.
 
 * :func:`check_schema` accepts only the subset (``type`` object/string/number/integer/boolean/array,
   ``properties``, ``required``, ``items``, ``enum``, ``description`` plus the tolerated annotation and

@@ -1,4 +1,4 @@
-"""The seccomp program of the bwrap sandbox without network (issue 31 §6): no new ``AF_UNIX`` sockets.
+"""The seccomp program of the bwrap sandbox without network (issue 31 item 6): no new ``AF_UNIX`` sockets.
 
 A socket file of the host (``docker.sock``, an ssh-agent, a local PostgreSQL, any listener) stays reachable
 through the read-only view of ``/``: ``connect()`` on a socket file is not a write. A path-based filter

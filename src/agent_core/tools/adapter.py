@@ -1,4 +1,4 @@
-"""The :class:`ToolAdapter` protocol: one per tool source (tools.md §1).
+"""The :class:`ToolAdapter` protocol: one per tool source (docs/tools.md#layers).
 
 An adapter produces :class:`ToolDefinition`s and executes calls for its tools. It knows nothing about
 permissions, hooks or scheduling; the registry's pipeline does that around it.

@@ -2,7 +2,7 @@
 
 :class:`RunScope` describes the calling run; :class:`ToolRunSink` is implemented by the loop and is the
 only way the tool layer persists results, emits events, creates artifacts or buffers context nodes.
-:class:`ToolContext` is what a single handler sees (tools.md §7.3, contract.md §2.6).
+:class:`ToolContext` is what a single handler sees (docs/tools.md#registering-python-tools).
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ class ToolContext:
     sink: ToolRunSink
     allowed_outside_roots: bool = False
     """Set by the pipeline when the permission decision explicitly allowed this call although its
-    pre-flight reported ``outside_write_roots`` (tools.md §12.3); adapters refuse such writes otherwise."""
+    pre-flight reported ``outside_write_roots`` (docs/tools.md#write-roots); adapters refuse such writes
+    otherwise."""
     preflight: Preflight | None = None
     """The :class:`~agent_core.tools.preflight.Preflight` the permission decision was made on (set by the
     pipeline); built-in tools act only on the paths it checked."""

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True, slots=True)
 class Preflight:
-    """Facts about one call gathered before hooks and permissions (tools.md §16 step 3).
+    """Facts about one call gathered before hooks and permissions (docs/tools.md#execution-pipeline step 3).
 
     An adapter that touches paths, runs commands or contacts hosts implements
     ``async def preflight(call, ctx) -> Preflight``; it raises :class:`AgentCoreError` for hard boundary
@@ -25,7 +25,8 @@ class Preflight:
     """
 
     target_scope: str | None = None
-    """Normalised scope for ``allow_for_session`` (tools.md §15.4); ``None`` disables it."""
+    """Normalised scope for ``allow_for_session`` (docs/permissions.md#target-scopes); ``None`` disables
+    it."""
     target_paths: list[Path] = field(default_factory=list)
     """Resolved paths the call touches (sensitive checks, hook ``path_prefix`` matching)."""
     network_host: str | None = None

@@ -1,4 +1,5 @@
-"""The :class:`ToolRegistry`: every tool of one runtime, keyed by canonical name (tools.md §1–§7).
+"""The :class:`ToolRegistry`: every tool of one runtime, keyed by canonical name (docs/tools.md,
+docs/providers.md#tool-names).
 
 Registration rules (all checked before anything is stored; a failing batch registers nothing):
 
@@ -50,7 +51,7 @@ RESERVED_USER_NAMESPACES = ("agent.", "internal.", "mcp.")
 CORE_NAMESPACES = ("code.", "agent.", "internal.", "mcp.")
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Any]
-"""``(validated_args, ctx) -> ToolReturn`` (sync or async), contract.md §2.6."""
+"""``(validated_args, ctx) -> ToolReturn`` (sync or async), docs/tools.md#registering-python-tools."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,7 +143,8 @@ def build_decorated_tool(
     input_model: type[BaseModel] | None,
     metadata: dict[str, Any] | None,
 ) -> tuple[ToolDefinition, ToolHandler]:
-    """Builds the definition and contract-form handler for ``@registry.tool`` (tools.md §7.2)."""
+    """Builds the definition and contract-form handler for ``@registry.tool``
+    (docs/tools.md#registering-python-tools)."""
     desc = description if description is not None else _first_paragraph(fn.__doc__)
     if not desc:
         raise _invalid(f"tool {name!r} needs a description (argument or docstring)", tool=name)
@@ -299,7 +301,8 @@ class ToolRegistry:
         input_model: type[BaseModel] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Callable[[F], F]:
-        """Decorator registering a function as a tool; returns the function unchanged (tools.md §7.2)."""
+        """Decorator registering a function as a tool; returns the function unchanged
+        (docs/tools.md#registering-python-tools)."""
 
         def decorate(fn: F) -> F:
             check_canonical_name(name, user=True)

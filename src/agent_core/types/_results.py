@@ -1,4 +1,4 @@
-"""Result types of the runtime's cancel, list-sessions, delete and cleanup APIs (runtime.md);
+"""Result types of the runtime's cancel, list-sessions, delete and cleanup APIs (docs/runs.md);
 :mod:`agent_core.types.runtime` re-exports every name.
 
 A separate module so that a run, which builds none of them before its first model request, does not pay

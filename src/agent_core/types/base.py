@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
-    """Boundary model: unknown fields are rejected (contract.md §3).
+    """Boundary model: unknown fields are rejected (docs/architecture.md#type-layers).
 
     Validators are built on first use (``defer_build``), so importing the SDK does not pay for the many
     models a given run never touches (cold start).
@@ -39,7 +39,7 @@ def utc_now() -> datetime:
 
 
 def format_ts(value: datetime | None = None) -> str:
-    """SQLite timestamp format: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (storage.md §4)."""
+    """SQLite timestamp format: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (docs/storage.md#tables)."""
     value = value or utc_now()
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
@@ -49,7 +49,7 @@ def format_ts(value: datetime | None = None) -> str:
 
 
 def format_ts_ms(value: datetime | None = None) -> str:
-    """Task WAL timestamp format: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (task-board.md §2.3)."""
+    """Task WAL timestamp format: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (docs/task-board.md#wal-records)."""
     value = (value or utc_now()).astimezone(UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 

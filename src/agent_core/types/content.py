@@ -1,4 +1,5 @@
-"""Content blocks (contract.md §3.1); re-exports :class:`ErrorPayload` (§3.5, defined in ``errors.payloads``)."""
+"""Content blocks (docs/storage.md#content-blocks); re-exports :class:`ErrorPayload`
+(docs/errors.md#errorpayload, defined in ``errors.payloads``)."""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.

@@ -1,4 +1,5 @@
-"""Every cross-layer StrEnum (runtime.md §3). Stored as value strings in SQLite, JSON and the WAL."""
+"""Every cross-layer StrEnum (docs/architecture.md#type-layers). Stored as value strings in SQLite, JSON and
+the WAL."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ class AgentType(StrEnum):
 
 
 class AgentRole(StrEnum):
-    """Tool-policy role of a run (tools.md §11.2); wider than :class:`AgentType`."""
+    """Tool-policy role of a run (docs/tools.md#effective-tool-sets); wider than :class:`AgentType`."""
 
     main = "main"
     orchestrator = "orchestrator"
@@ -135,7 +136,7 @@ class EventType(StrEnum):
     memory_extraction_failed = "memory_extraction_failed"
     mcp_server_failed = "mcp_server_failed"
     error = "error"
-    # Background jobs of offloaded tool calls (surfaces.md §6)
+    # Background jobs of offloaded tool calls (docs/jobs-and-schedules.md#background-jobs)
     job_started = "job_started"
     job_completed = "job_completed"
     job_failed = "job_failed"
@@ -144,7 +145,7 @@ class EventType(StrEnum):
     inbox_drained = "inbox_drained"
     teammate_spawned = "teammate_spawned"
     teammate_stopped = "teammate_stopped"
-    # The 17 WAL-mirroring task events (contract.md §7.2)
+    # The 17 WAL-mirroring task events (docs/task-board.md#wal-records)
     task_created = "task_created"
     task_running = "task_running"
     task_updated = "task_updated"
@@ -195,7 +196,7 @@ DEBUG_ONLY_EVENTS: frozenset[EventType] = frozenset(
     }
     | {e for e in EventType if e.value.startswith("task_")}
 )
-"""Event types delivered only by ``events(debug=True)`` (runtime.md §9.7 visibility D)."""
+"""Event types delivered only by ``events(debug=True)`` (docs/events.md#catalogue visibility D)."""
 
 TRANSIENT_EVENTS: frozenset[EventType] = frozenset(
     {
@@ -216,7 +217,8 @@ _TASK_RUNTIME_EVENTS = frozenset(
 WAL_EVENT_TYPES: tuple[str, ...] = tuple(
     e.value for e in EventType if e.value.startswith("task_") and e not in _TASK_RUNTIME_EVENTS
 )
-"""The 17 Task WAL record types in contract order (contract.md §7.2); the ``task_*`` events they mirror."""
+"""The 17 Task WAL record types in contract order (docs/task-board.md#wal-records); the ``task_*`` events they
+mirror."""
 
 
 class PermissionKind(StrEnum):
@@ -277,7 +279,8 @@ class StopReasonKind(StrEnum):
 
 
 StopReason = StopReasonKind
-"""Alias under the runtime.md §3 enum name (the protocol model of the same name is in types.model)."""
+"""Alias under the docs/architecture.md#type-layers enum name (the protocol model of the same name is in
+types.model)."""
 
 
 class TaskStatus(StrEnum):

@@ -1,4 +1,4 @@
-"""Storage ↔ runtime conversion (runtime.md §2, storage.md §1.1).
+"""Storage ↔ runtime conversion (docs/architecture.md#type-layers).
 
 Mappers only rename fields, parse/dump JSON, convert enums/timestamps and fill defaults; they hold no
 business rules. Any failure means "the data cannot be converted" and raises

@@ -1,4 +1,5 @@
-"""Provider-neutral model protocol (providers.md §2): requests, tool calls, usage and stream events."""
+"""Provider-neutral model protocol (docs/providers.md#the-protocol): requests, tool calls, usage and stream
+events."""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
@@ -74,7 +75,8 @@ _ALLOWED_BLOCKS: dict[str, tuple[type, ...]] = {
 
 
 def message_tool_names(message: ModelMessage) -> tuple[str, ...]:
-    """Tool names of the message's ``tool_call`` blocks, after checking its block types (§2.2).
+    """Tool names of the message's ``tool_call`` blocks, after checking its block types
+    (docs/providers.md#the-protocol).
 
     Raises ``SchemaError`` for a block type the role may not carry. An adapter checks each message of a
     conversation once (``providers/_prefix.py`` keeps the names of the history it has seen).
@@ -90,7 +92,8 @@ def message_tool_names(message: ModelMessage) -> tuple[str, ...]:
 
 
 def validate_request_messages(request: ModelRequest) -> None:
-    """Raises ``SchemaError`` when a message holds a block type its role may not carry (§2.2)."""
+    """Raises ``SchemaError`` when a message holds a block type its role may not carry
+    (docs/providers.md#the-protocol)."""
     for index, message in enumerate(request.messages):
         try:
             message_tool_names(message)
@@ -125,7 +128,8 @@ class Usage(StrictModel):
 
 
 def sum_usage(items: list[Usage]) -> Usage:
-    """Field-wise sum; optional counters stay ``None`` unless some call reported them (§10)."""
+    """Field-wise sum; optional counters stay ``None`` unless some call reported them
+    (docs/providers.md#options-raw-data-and-token-counts)."""
     total = Usage()
     for u in items:
         total.input_tokens += u.input_tokens

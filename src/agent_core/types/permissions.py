@@ -1,4 +1,4 @@
-"""Permission protocol types (contract.md §3.7–§3.8)."""
+"""Permission protocol types (docs/permissions.md#permissionrequest)."""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.

@@ -1,4 +1,4 @@
-"""Runtime/domain layer types used by SDK callers, the loop and the event stream (runtime.md).
+"""Runtime/domain layer types used by SDK callers, the loop and the event stream (docs/runs.md).
 
 The result types of the cancel, list-sessions, delete and cleanup APIs are defined in
 :mod:`agent_core.types._results` and importable from here too: they are loaded on first access (cold
@@ -114,7 +114,7 @@ class Attachment(StrictModel):
 
 
 class UserMessage(StrictModel):
-    """A user input; a bare ``str`` becomes ``[TextBlock(text=...)]`` (contract.md §3.4).
+    """A user input; a bare ``str`` becomes ``[TextBlock(text=...)]`` (docs/runs.md#starting-a-run).
 
     ``attachments`` (images, PDFs) are stored as artifacts when the message is written and become
     :class:`ImageBlock` / :class:`DocumentBlock` content after the text; a message may consist of
@@ -307,8 +307,8 @@ class RunInfo(StrictModel):
 
 
 class UsageTotals(StrictModel):
-    """Token usage and cost summed over runs (surfaces.md §4); optional counters stay ``None`` unless a
-    provider reported them, ``cost_usd`` unless a price is configured."""
+    """Token usage and cost summed over runs (docs/runs.md#usage-and-cost); optional counters stay ``None``
+    unless a provider reported them, ``cost_usd`` unless a price is configured."""
 
     runs: int = 0
     input_tokens: int = 0
@@ -464,9 +464,11 @@ class ContextBuildReport(StrictModel):
     detail_artifact_id: str | None = None
     unpaired_tool_call_ids: list[str] = Field(default_factory=empty_list)
     compact_triggered: Literal["none", "auto", "recovery"] = "none"
-    """compact.md §9 extra payload key: which compact (if any) this build triggered."""
+    """docs/compaction.md#budget-and-trimming extra payload key: which compact (if any) this build
+    triggered."""
     task_board: str | None = None
-    """The ephemeral task board text of this build (context.md §13.5), so requests can be rebuilt."""
+    """The ephemeral task board text of this build (docs/context.md#the-task-board-summary), so requests can
+    be rebuilt."""
     estimate_factor: float = 1.0
     """The model's learned real-tokens-per-estimated-token factor; ``token_budget`` is in estimated
     tokens, the window it was compared with is the model's divided by this factor (issue 34)."""

@@ -1,4 +1,4 @@
-"""Storage layer: one record type per SQLite table (storage.md §5, runtime.md §2).
+"""Storage layer: one record type per SQLite table (docs/storage.md#tables, docs/architecture.md#type-layers).
 
 Field names equal the column names exactly; JSON columns keep their ``*_json`` names and hold the raw
 JSON text (``str | None``). Timestamps are the SQLite strings (``YYYY-MM-DDTHH:MM:SS.ffffffZ``); any

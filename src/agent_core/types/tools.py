@@ -1,4 +1,5 @@
-"""Tool protocol types: :class:`ToolDefinition` and :class:`ToolResult` (contract.md §3.2–§3.3)."""
+"""Tool protocol types: :class:`ToolDefinition` and :class:`ToolResult` (docs/tools.md#results,
+docs/tools.md#names-and-definitions)."""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.

@@ -1,4 +1,5 @@
-"""Worker pool views for UIs and embedders (``AgentRuntime.list_worker_pools``; multi-agent.md §9–§10)."""
+"""Worker pool views for UIs and embedders (``AgentRuntime.list_worker_pools``;
+docs/multi-agent.md#worker-pools, docs/multi-agent.md#agentlist_workers)."""
 
 # No `from __future__ import annotations`: pydantic would compile every field's annotation string when
 # the models are created (issue 16, cold start); annotations naming a class defined later are quoted.
@@ -33,7 +34,7 @@ class WorkerPoolView(StrictModel):
     pool_id: str
     valid: bool
     default: bool = False
-    """The pool used when a dispatch names none (multi-agent.md §9.1)."""
+    """The pool used when a dispatch names none (docs/multi-agent.md#worker-pools)."""
     problems: list[str] = Field(default_factory=empty_list)
     """Why an invalid pool is excluded from listing and dispatch."""
     workers: list[WorkerView] = Field(default_factory=empty_list)

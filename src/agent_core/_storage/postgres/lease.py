@@ -1,4 +1,5 @@
-"""The cluster-wide session lease (surfaces.md §3): one running root run per session across processes.
+"""The cluster-wide session lease (docs/scale-out.md#2-production-postgresql-and-a-temporal-cluster): one
+running root run per session across processes.
 
 A lease is a PostgreSQL session-level advisory lock keyed by the session id, held on a connection of its
 own for as long as the root run runs. Waiters queue on the server in arrival order, so the session's

@@ -1,4 +1,4 @@
-"""The built-in migrations on PostgreSQL (storage.md §5.1, surfaces.md §3).
+"""The built-in migrations on PostgreSQL (docs/storage.md#migrations, docs/storage.md#backends).
 
 The same :data:`~agent_core._storage.migrations.MIGRATIONS` as SQLite, with the DDL adapted by
 :func:`pg_ddl`: ``INTEGER`` becomes ``BIGINT`` and every global table gets an insertion-ordered

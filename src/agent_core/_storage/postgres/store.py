@@ -1,4 +1,4 @@
-"""The PostgreSQL session store (surfaces.md §3): the portable store on a shared database.
+"""The PostgreSQL session store (docs/storage.md#backends): the portable store on a shared database.
 
 :class:`PostgresStorage` is the sibling of the SQLite store: both are a
 :class:`~agent_core._storage.sql_store.SqlSessionStore` (the portable SQL of every write and read);

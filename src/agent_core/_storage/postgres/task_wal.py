@@ -1,4 +1,5 @@
-"""The Task WAL as a PostgreSQL table (surfaces.md §3): the same records as the JSONL files (contract.md §7).
+"""The Task WAL as a PostgreSQL table (docs/storage.md#backends): the same records as the JSONL files
+(docs/task-board.md#wal-records).
 
 One row per record, keyed by ``(wal_path, wal_seq)``; ``line`` is exactly the JSONL line without its
 newline, so :meth:`PgTaskWal.export_jsonl` reproduces the file form byte for byte. ``wal_path`` keeps the

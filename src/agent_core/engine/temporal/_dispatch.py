@@ -1,4 +1,4 @@
-"""The dispatching side of a worker run under the temporal engine (surfaces.md §3).
+"""The dispatching side of a worker run under the temporal engine (docs/scale-out.md).
 
 On a worker process, :class:`TemporalWorkerRuns` is the launcher's
 :class:`~agent_core._agents.spec.RemoteChildRuns` for dispatched worker runs: the Orchestrator's tool

@@ -1,4 +1,4 @@
-"""Permission requests of the temporal engine: signals to the run's workflow (surfaces.md §3).
+"""Permission requests of the temporal engine: signals to the run's workflow (docs/scale-out.md).
 
 On a worker, the gate's callback is :class:`WorkflowPermissions`: it signals the request to the workflow
 of the run whose tool step is asking, tells the runtime following the run on the live channel (a

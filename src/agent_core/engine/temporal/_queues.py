@@ -1,4 +1,4 @@
-"""Task queue names of the temporal engine (surfaces.md §3): pure functions of the configuration.
+"""Task queue names of the temporal engine (docs/scale-out.md): pure functions of the configuration.
 
 Root runs execute on ``[engine.temporal] task_queue``; a worker run dispatched to worker pool ``P`` runs
 on its pool's queue ``<task_queue>.pool.<P>``, so a deployment can give pools their own worker processes;

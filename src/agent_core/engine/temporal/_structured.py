@@ -1,4 +1,4 @@
-"""Structured output (``output_schema``, surfaces.md §5) of a run on the temporal engine.
+"""Structured output (``output_schema``, docs/runs.md#structured-output) of a run on the temporal engine.
 
 The loop judges answers inside its model step (``answer_step`` → ``OutputPolicy.settle``), so a run with
 an output schema needs only three things to cross processes, all through the shared store:

@@ -1,4 +1,4 @@
-"""What the two sides of a dispatched worker run tell each other through the run's row (surfaces.md §3).
+"""What the two sides of a dispatched worker run tell each other through the run's row (docs/scale-out.md).
 
 Under the temporal engine the Orchestrator's dispatch step (the *dispatching side*) and the worker run's
 steps (the *executing side*) run in different processes, so what the local engine shares in memory

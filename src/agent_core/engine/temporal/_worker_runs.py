@@ -1,4 +1,6 @@
-"""A dispatched worker run as a worker process executes it (surfaces.md §3; multi-agent.md §9–§11).
+"""A dispatched worker run as a worker process executes it (docs/scale-out.md;
+docs/multi-agent.md#worker-pools, docs/multi-agent.md#agentlist_workers,
+docs/multi-agent.md#dispatching-a-worker).
 
 The Orchestrator's side admitted the run and wrote its agent and run rows (``runs.metadata_json`` holds
 the definition, ``allowed_tools``, the pool, the worker and the Task scope); the child workflow's steps

@@ -1,4 +1,4 @@
-"""Dispatched worker runs as child workflows of the orchestrator run's workflow (surfaces.md §3).
+"""Dispatched worker runs as child workflows of the orchestrator run's workflow (docs/scale-out.md).
 
 A tool step of an Orchestrator run that dispatches a worker (``agent.dispatch_worker``) admits the worker
 run and writes its rows as the local engine does, then signals its own workflow

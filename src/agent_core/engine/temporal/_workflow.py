@@ -1,4 +1,4 @@
-"""The run workflow: the deterministic turn sequence of one root run (surfaces.md §3).
+"""The run workflow: the deterministic turn sequence of one root run (docs/scale-out.md).
 
 (model step [→ one activity per tool call → tools end])* → finish. Each step is an activity that reads
 the run's context from the shared store and writes its nodes and events there; the workflow only passes
@@ -9,8 +9,8 @@ the run writes its end too (``Step.finished``), else a ``finish`` step does. Few
 workflow tasks and activities per turn, the engine's main CPU cost.
 
 Tool calls: the model step stages the answer's calls on its worker and returns their groups
-(``tools.md`` §17: a ``parallel`` or ``agent`` group's calls run concurrently, a ``serial`` call alone,
-groups one after another; a failed ``serial`` call skips the rest). Each call is an activity on that
+(docs/tools.md#scheduling: a ``parallel`` or ``agent`` group's calls run concurrently, a ``serial`` call
+alone, groups one after another; a failed ``serial`` call skips the rest). Each call is an activity on that
 worker's own task queue, then ``tools_end`` there ends the turn. If that worker dies, its activities fail
 (heartbeat or schedule-to-start timeout) and the ``after`` step runs again on any worker (``replan``),
 which stages only the calls without a stored result.

@@ -1,16 +1,16 @@
 """The six built-in ``code.*`` tools as one :class:`~agent_core.tools.adapter.ToolAdapter`.
 
 ``CodeToolsAdapter(settings)`` serves ``code.read_file``, ``code.list_dir``, ``code.search``,
-``code.write_file``, ``code.edit_file`` and ``code.run_command`` (contract.md §4, tools.md §13):
+``code.write_file``, ``code.edit_file`` and ``code.run_command`` (docs/tools.md#the-code-tools):
 
 * :meth:`~CodeToolsAdapter.definitions` — exact names, permissions and tags; schemas with
   ``additionalProperties: false``; ``metadata.concurrency`` (``parallel`` reads, ``serial`` writes).
 * :meth:`~CodeToolsAdapter.preflight` — validates arguments and returns a
-  :class:`~agent_core.tools.adapter.Preflight` (``target_scope`` per tools.md §15.4, ``target_paths``,
-  ``sensitive``, ``outside_write_roots``, ``outside_project_search``, ``cwd``, ``env_summary``). Hard errors
-  raise :class:`AgentCoreError`: ``validation_error``, ``path_conflict`` (``code.write_file``),
-  ``patch_path_mismatch`` (``code.edit_file`` diff headers), ``write_outside_allowed_roots`` and
-  ``file_not_found`` (``code.run_command`` cwd / executable).
+  :class:`~agent_core.tools.adapter.Preflight` (``target_scope`` per docs/permissions.md#target-scopes,
+  ``target_paths``, ``sensitive``, ``outside_write_roots``, ``outside_project_search``, ``cwd``,
+  ``env_summary``). Hard errors raise :class:`AgentCoreError`: ``validation_error``, ``path_conflict``
+  (``code.write_file``), ``patch_path_mismatch`` (``code.edit_file`` diff headers),
+  ``write_outside_allowed_roots`` and ``file_not_found`` (``code.run_command`` cwd / executable).
 * :meth:`~CodeToolsAdapter.execute` — runs a call and always returns a :class:`ToolResult` (tool errors
   become ``is_error=True`` results with a redacted ``ErrorPayload``).
 
@@ -92,8 +92,8 @@ class CodeToolsAdapter:
     def _env(self, ctx: ToolContext) -> ToolEnv:
         """The call's :class:`ToolEnv`, reused while project, home and the user's home stay the same.
 
-        The project and home are resolved once at runtime startup (contract.md §2.3); targets are still
-        resolved on every call.
+        The project and home are resolved once at runtime startup (docs/configuration.md#home-and-project);
+        targets are still resolved on every call.
         """
         key = (ctx.project_dir, ctx.home_dir, os.environ.get("HOME", ""))
         env = self._envs.get(key)
@@ -121,7 +121,7 @@ class CodeToolsAdapter:
             return None
 
     def target_scope(self, call: ToolCall, ctx: ToolContext) -> str | None:
-        """The permission scope (tools.md §15.4), ``None`` when the call is invalid."""
+        """The permission scope (docs/permissions.md#target-scopes), ``None`` when the call is invalid."""
         pre = self._quiet_preflight(call, ctx)
         return pre.target_scope if pre is not None else None
 

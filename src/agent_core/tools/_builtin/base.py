@@ -5,7 +5,7 @@
   the built-in credential class of :mod:`agent_core.permissions._protected`).
 * :class:`Args` reads already schema-validated arguments again, defensively: unknown keys, wrong types
   and out-of-range values raise ``validation_error`` (the adapter may be called without the registry).
-* :func:`ok` / :func:`failure` build the contract result shapes (contract.md §4.1): success is one
+* :func:`ok` / :func:`failure` build the contract result shapes (docs/tools.md#the-code-tools): success is one
   ``JsonBlock`` whose data has exactly the result keys; failure is ``is_error=True`` with a redacted
   ``ErrorPayload`` and a short ``TextBlock`` (plus a partial-result ``JsonBlock`` where the contract says).
 """
@@ -224,7 +224,8 @@ class CodeTool(Protocol):
     def definition(self) -> ToolDefinition: ...
 
     def preflight(self, args: dict[str, Any], env: ToolEnv) -> Preflight:
-        """Validates arguments and gathers target facts; raises hard errors (tools.md §16 step 3)."""
+        """Validates arguments and gathers target facts; raises hard errors (docs/tools.md#execution-pipeline
+        step 3)."""
         ...
 
     async def run(self, call: ToolCall, ctx: ToolContext, env: ToolEnv) -> ToolResult:
@@ -278,7 +279,7 @@ def checked_identity(ctx: ToolContext, path: Path) -> FileIdentity | None:
 
 def ensure_write_allowed(path: Path, env: ToolEnv, ctx: ToolContext) -> None:
     """Refuses a write outside the write roots unless the pipeline set ``ctx.allowed_outside_roots``
-    after an explicit permission decision (tools.md §12.3)."""
+    after an explicit permission decision (docs/tools.md#write-roots)."""
     if env.in_roots(path) or ctx.allowed_outside_roots:
         return
     raise FileOperationError(

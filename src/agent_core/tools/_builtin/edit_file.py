@@ -1,4 +1,4 @@
-"""``code.edit_file`` (contract.md §4.5, tools.md §13.5): exact edits or a strict single-file diff.
+"""``code.edit_file`` (docs/tools.md#codeedit_file): exact edits or a strict single-file diff.
 
 Edits/hunks apply to an in-memory copy; only a fully successful result is written (atomically, to the
 resolved target). Any error leaves the file untouched. ``create_if_missing`` treats a missing file as
@@ -99,7 +99,7 @@ def _parse_edits(raw: Any) -> list[Edit]:
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
-    """Sequential exact replacements (see contract.md §4.5 decisions)."""
+    """Sequential exact replacements (see docs/tools.md#codeedit_file decisions)."""
     for index, edit in enumerate(edits):
         details = {"edit_index": index}
         if edit.old == "":

@@ -1,7 +1,7 @@
 """File access for the code tools: binary detection, bounded line reading and atomic writes.
 
 * A file is *binary* when a NUL byte occurs in its first :data:`BINARY_SNIFF_BYTES` bytes or its content
-  is not valid UTF-8 (tools.md §13.1); detection streams the file (constant memory).
+  is not valid UTF-8 (docs/tools.md#coderead_file); detection streams the file (constant memory).
 * Lines are split on ``\\n`` only; a trailing newline does not create an extra line.
 * :func:`read_line_window` keeps at most :data:`LINE_CAP_BYTES` (+ a few) bytes of each returned line, so
   memory is bounded even for a single gigantic line.

@@ -1,4 +1,4 @@
-"""``code.list_dir`` (contract.md §4.3, tools.md §13.2).
+"""``code.list_dir`` (docs/tools.md#codelist_dir).
 
 Entries are ``{"path", "type", "size_bytes"}`` relative to the listed directory, sorted by ``path``.
 Recursive listings never follow symlinked directories, list but never enter the skip directories, and —

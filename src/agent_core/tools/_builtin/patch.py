@@ -1,4 +1,4 @@
-"""Strict single-file unified diffs for ``code.edit_file`` (contract.md §4.5, tools.md §13.5).
+"""Strict single-file unified diffs for ``code.edit_file`` (docs/tools.md#codeedit_file).
 
 :func:`parse_unified_diff` accepts at most one ``--- <p>`` / ``+++ <p>`` header pair (optional ``a/``/
 ``b/`` prefixes, optional tab + timestamp, git C-quoting) followed by ``@@`` hunks, or hunks alone. It

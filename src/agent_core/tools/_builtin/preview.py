@@ -1,4 +1,5 @@
-"""Change previews for permission prompts (surfaces.md §1): the unified diff a write/edit would apply.
+"""Change previews for permission prompts (docs/cli.md#permission-prompts): the unified diff a write/edit
+would apply.
 
 A preview is computed lazily (only when a permission request is actually built) from the resolved
 target and the call's arguments, with the same semantics as the tool (``code.write_file`` replaces the

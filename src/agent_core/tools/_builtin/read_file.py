@@ -1,4 +1,4 @@
-"""``code.read_file`` (contract.md §4.2/§4.8, tools.md §13.1, context.md §7.4).
+"""``code.read_file`` (docs/tools.md#coderead_file, docs/context.md#loading).
 
 Line-window reads of UTF-8 text; never artifactises. With the runtime's file access hook
 (:mod:`agent_core.tools.files`) a text file's content comes from the hook when it supplies it. Reading an instruction file additionally buffers an

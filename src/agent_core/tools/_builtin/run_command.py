@@ -1,4 +1,4 @@
-"""``code.run_command`` (contract.md §4.7, tools.md §13.6): an argv list run by the command runner.
+"""``code.run_command`` (docs/tools.md#coderun_command): an argv list run by the command runner.
 
 Pre-flight resolves the cwd (default ``<project>``; outside the write roots → ``write_outside_allowed_roots``,
 never a prompt; inside ``.git`` or ``.soong-agent`` → a protected call), the executable (``argv[0]`` via the
@@ -171,7 +171,7 @@ class RunCommandTool:
         plan = plan_command(call.arguments, env)
         argv = [str(plan.executable), *plan.argv[1:]]
         command = SandboxedCommand(argv)
-        if self.settings is not None:  # bwrap when tools.sandbox = "bwrap" (issue 14 §8)
+        if self.settings is not None:  # bwrap when tools.sandbox = "bwrap" (issue 14 item 8)
             command = sandboxed_command(
                 argv,
                 cwd=plan.cwd,

@@ -1,4 +1,4 @@
-"""``code.search`` (contract.md §4.6, tools.md §13.3): literal, case-sensitive search with ``rg``.
+"""``code.search`` (docs/tools.md#codesearch): literal, case-sensitive search with ``rg``.
 
 Semantics (identical for ``rg`` and the pure-Python fallback used when ``rg`` is not installed):
 

@@ -1,4 +1,4 @@
-"""``code.write_file`` (contract.md §4.4, tools.md §13.4).
+"""``code.write_file`` (docs/tools.md#codewrite_file).
 
 The conflict check (existing target without ``overwrite``; any directory target) runs in pre-flight and
 again just before writing. The write is atomic (temp file + rename in the target directory) to the
