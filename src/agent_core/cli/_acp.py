@@ -10,9 +10,6 @@ SIGTERM) stops serving: running prompts are cancelled, the runtimes close, exit 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 from typing import TextIO
 
 from agent_core._concurrency import TaskOwner
@@ -49,22 +46,10 @@ async def acp_command(args: argparse.Namespace, out: Output, err: Output, stdin:
         await agent.close()
         return EXIT_INTERRUPTED
     tasks = TaskOwner("acp server")
-    serving = tasks.spawn(serve_acp(agent))
     stopped_by: list[str] = []
-
-    def stop(why: str) -> None:
-        stopped_by.append(why)
-        serving.cancel()
-
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, stop, "SIGTERM")
     try:
-        with interrupts.on_interrupt(lambda: stop("SIGINT")), contextlib.suppress(asyncio.CancelledError):
-            await serving
+        await interrupts.serve_until_stopped(tasks.spawn(serve_acp(agent)), stopped_by)
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
         await tasks.aclose()
         await agent.close()
     if "SIGINT" in stopped_by:

@@ -158,3 +158,24 @@ async def run_main(command: Awaitable[int]) -> int:
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, _record)  # the loop is closing: only record from here on
         _state.loop_running = False
+
+
+async def serve_until_stopped(serving: asyncio.Future[None], stopped_by: list[str]) -> None:
+    """Awaits a server's task ``serving`` until it ends; SIGTERM and Ctrl-C cancel it, and the signal's name
+    (``"SIGTERM"`` / ``"SIGINT"``) is appended to ``stopped_by``."""
+    import asyncio
+    import contextlib
+
+    def stop(why: str) -> None:
+        stopped_by.append(why)
+        serving.cancel()
+
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, stop, "SIGTERM")
+    try:
+        with on_interrupt(lambda: stop("SIGINT")), contextlib.suppress(asyncio.CancelledError):
+            await serving
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import signal
 from typing import TYPE_CHECKING, TextIO
 
 from agent_core._concurrency import TaskOwner
@@ -65,34 +64,14 @@ async def mcp_server_command(args: argparse.Namespace, out: Output, err: Output,
         if args.http:
             status = await _serve_http(server, args.port, token, generated, out, err, stopped_by)
         else:
-            status = await _serve_until_stopped(tasks.spawn(server.serve_stdio()), stopped_by)
+            await interrupts.serve_until_stopped(tasks.spawn(server.serve_stdio()), stopped_by)
+            status = EXIT_OK
     finally:
         await tasks.aclose()
         await server.close()
     if "SIGINT" in stopped_by:
         return EXIT_INTERRUPTED
     return status
-
-
-async def _serve_until_stopped(
-    serving: asyncio.Future[None], stopped_by: list[str], on_stop: object = None
-) -> int:
-    """Awaits ``serving``; SIGTERM / Ctrl-C cancel it."""
-
-    def stop(why: str) -> None:
-        stopped_by.append(why)
-        serving.cancel()
-
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, stop, "SIGTERM")
-    try:
-        with interrupts.on_interrupt(lambda: stop("SIGINT")), contextlib.suppress(asyncio.CancelledError):
-            await serving
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
-    return EXIT_OK
 
 
 async def _serve_http(
@@ -137,6 +116,7 @@ async def _serve_http(
 
     try:
         async with TaskOwner("mcp http") as tasks:
-            return await _serve_until_stopped(tasks.spawn(serve()), stopped_by)
+            await interrupts.serve_until_stopped(tasks.spawn(serve()), stopped_by)
+            return EXIT_OK
     finally:
         sock.close()
