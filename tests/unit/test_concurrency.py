@@ -8,9 +8,7 @@ documented ``uncancel``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -25,9 +23,9 @@ from agent_core._concurrency import (
     wait_uninterrupted,
 )
 from agent_core.tools._scheduler import Aborted, HandlerTimedOut, race_cancel, run_handler
+from tests.fixtures.architecture import architecture_report
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "architecture_report.py"
 
 
 class Probe:
@@ -175,12 +173,7 @@ async def test_run_handler_outcomes() -> None:
 
 @pytest.fixture(scope="module")
 def arch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("architecture_report", module)
-    spec.loader.exec_module(module)
-    return module
+    return architecture_report()
 
 
 def test_no_task_is_created_without_an_owner(arch: ModuleType) -> None:
@@ -190,11 +183,11 @@ def test_no_task_is_created_without_an_owner(arch: ModuleType) -> None:
 def test_no_shield_and_one_documented_uncancel() -> None:
     shields: list[str] = []
     uncancels: list[str] = []
-    for path in sorted((ROOT / "src" / "agent_core").rglob("*.py")):
-        rel = str(path.relative_to(ROOT / "src"))
+    for source in architecture_report().source_files():
+        rel = source.rel
         if rel == "agent_core/_concurrency.py":
             continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(source.text.splitlines(), 1):
             code = line.split("#", 1)[0]
             if re.search(r"\bshield\(", code):
                 shields.append(f"{rel}:{number}")

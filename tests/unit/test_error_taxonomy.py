@@ -45,6 +45,7 @@ from agent_core.testing import FunctionModel, ModelRequest, open_runtime
 from agent_core.types.content import ErrorPayload
 from agent_core.types.model import ProviderErrorPayload
 from agent_core.types.runtime import AgentDefinition
+from tests.fixtures.architecture import architecture_report
 
 SRC = Path(agent_core.__file__).resolve().parent
 ERROR_CLASSES = {
@@ -143,14 +144,20 @@ def _code_of(node: ast.expr | None) -> str | None:
     return None
 
 
-def _sources() -> list[Path]:
-    return sorted(p for p in SRC.rglob("*.py") if p.relative_to(SRC).parts[0] != "errors")
+def _sources() -> list[Any]:
+    """The package's files outside ``errors/``, parsed once per process (``tests/fixtures/architecture``)."""
+    return [
+        s
+        for s in architecture_report().source_files(SRC.parent)
+        if s.path.relative_to(SRC).parts[0] != "errors"
+    ]
 
 
 def test_no_bare_agent_core_error_is_constructed_outside_errors() -> None:
     found = []
-    for path in _sources():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for source in _sources():
+        path = source.path
+        for node in source.nodes:
             if isinstance(node, ast.Call):
                 func = node.func
                 name = (
@@ -168,12 +175,12 @@ def test_no_bare_agent_core_error_is_constructed_outside_errors() -> None:
 def test_every_raise_site_uses_the_class_of_its_code() -> None:
     wrong = []
     checked = 0
-    for path in _sources():
+    for source in _sources():
+        path = source.path
         name = _module_of(path)
         module = None if name.endswith("__main__") else _import_optional(name)
         classes = {**ERROR_CLASSES, **_error_classes_in(module)}
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in source.nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
                 cls = classes[node.func.id]
                 arg = (
@@ -195,7 +202,7 @@ def test_every_raise_site_uses_the_class_of_its_code() -> None:
                         f"{path.relative_to(SRC)}:{node.lineno} {cls.__name__}({code}) "
                         f"should be {error_class(code).__name__}"
                     )
-        for cls_node in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls_node in (n for n in source.nodes if isinstance(n, ast.ClassDef)):
             cls = getattr(module, cls_node.name, None)
             for node in ast.walk(cls_node):
                 if (

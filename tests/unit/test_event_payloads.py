@@ -17,8 +17,9 @@ from agent_core._storage.drafts import EventDraft
 from agent_core.types import events as ev
 from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.runtime import RuntimeEvent
+from tests.fixtures.architecture import architecture_report
 
-SRC = Path(agent_core.__file__).parent
+SRC = Path(agent_core.__file__).resolve().parent
 EMITTERS = {"emit", "emit_event", "emit_events", "persist_event", "commit_tool_result", "_parent_emit"}
 
 
@@ -52,10 +53,9 @@ def _called_name(call: ast.Call) -> str | None:
 def test_events_are_built_only_through_the_payload_models() -> None:
     """No emitter gets an ``EventType`` member or a dict literal; only ``EventDraft.of`` drafts events."""
     offenders: list[str] = []
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+    for source in architecture_report().source_files(SRC.parent):
+        rel = source.path.relative_to(SRC).as_posix()
+        for node in source.nodes:
             if not isinstance(node, ast.Call):
                 continue
             name = _called_name(node)

@@ -10,7 +10,6 @@ a tree of known offences.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -24,8 +23,7 @@ import pytest
 
 from agent_core.testing import OpenAIWire, ScriptedOpenAIServer, ScriptedRequest, stream
 from agent_core.testing._servers import Response
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "architecture_report.py"
+from tests.fixtures.architecture import architecture_report
 
 HOST = r"""
 import asyncio, gc, json, logging, os, signal, sys, threading, warnings
@@ -185,12 +183,7 @@ def test_import_open_and_a_turn_leave_the_process_state_as_found(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def arch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("architecture_report", module)
-    spec.loader.exec_module(module)
-    return module
+    return architecture_report()
 
 
 def test_src_patches_nothing_process_wide_and_reaches_no_private_attribute_of_a_dependency(

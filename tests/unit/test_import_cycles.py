@@ -6,31 +6,24 @@ Uses ``scripts/architecture_report.py`` (the figures of the architecture pass). 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "architecture_report.py"
+from tests.fixtures.architecture import architecture_figures, architecture_report
+
 MAX_ROOM_SHARE = 20.0
 
 
 @pytest.fixture(scope="module")
 def arch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("architecture_report", module)
-    spec.loader.exec_module(module)
-    return module
+    return architecture_report()
 
 
 @pytest.fixture(scope="module")
 def figures(arch: ModuleType) -> dict[str, object]:
-    result: dict[str, object] = arch.report(type_checking=True)
-    return result
+    return architecture_figures(type_checking=True)
 
 
 def test_no_file_level_import_cycle(figures: dict[str, object]) -> None:

@@ -5,24 +5,17 @@ package (the event payloads are slotted stdlib dataclasses in ``agent_core.types
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "architecture_report.py"
+from tests.fixtures.architecture import architecture_report
 
 
 @pytest.fixture(scope="module")
 def arch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("architecture_report", module)
-    spec.loader.exec_module(module)
-    return module
+    return architecture_report()
 
 
 def test_records_are_slotted_stdlib_dataclasses_or_pydantic_models(arch: ModuleType) -> None:

@@ -10,31 +10,22 @@ of the SDK.
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "architecture_report.py"
+from tests.fixtures.architecture import architecture_figures, architecture_report
 
 
 @pytest.fixture(scope="module")
 def arch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("architecture_report", module)
-    spec.loader.exec_module(module)
-    return module
+    return architecture_report()
 
 
 @pytest.fixture(scope="module")
 def figures(arch: ModuleType) -> dict[str, object]:
-    result: dict[str, object] = arch.report()
-    return result
+    return architecture_figures(type_checking=False)
 
 
 def test_no_runtime_internals_outside_api(figures: dict[str, object]) -> None:
@@ -74,8 +65,7 @@ def test_the_scan_finds_what_it_forbids(arch: ModuleType, tmp_path: Path) -> Non
     )
     (package / "_tasks").mkdir()
     (package / "_tasks" / "x.py").write_text("async def g(rt):\n    await rt._open()\n", encoding="utf-8")
-    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in package.rglob("*.py")}
-    found = arch.boundary(trees, src)
+    found = arch.boundary(src)
     assert sorted(found["runtime_private"]) == [
         "_tasks/x.py:2 rt._open",
         "adapters/acp.py:4 run._state",
