@@ -160,6 +160,18 @@ def test_slash_commands_new_sessions_use_unknown_and_ctrl_c_twice(
     assert term.finish() == 0
 
 
+def test_a_second_ctrl_c_right_after_the_first_leaves(chat: list[ChatTerminal], soong_env: SoongEnv) -> None:
+    """Ctrl-C twice in quick succession: the second may arrive between two prompts, while the first one's
+    note is printed and the terminal is not in raw mode, as SIGINT instead of a key. It leaves all the same
+    (it was once swallowed, and chat waited at its next prompt)."""
+    for _ in range(3):  # the window is a few milliseconds wide: without the fix one try in three hangs
+        term = start(chat, soong_env)
+        term.ctrl_c()
+        term.wait_text("(press Ctrl-C again or Ctrl-D to leave)")
+        term.ctrl_c()
+        assert term.finish(timeout=10) == 0, term.text()
+
+
 def test_branch_and_fork_follow_the_node_tree(
     chat: list[ChatTerminal], soong_env: SoongEnv, scripted_ollama: ScriptedOllamaServer
 ) -> None:

@@ -93,12 +93,16 @@ class TerminalInput:
         self._lines: PromptSession[str] = PromptSession(history=FileHistory(str(path)), **io)
         self._answers: PromptSession[str] = PromptSession(history=InMemoryHistory(), **io)
         self._aborted = False
+        self._interrupted = False
         self.on_first_prompt: Callable[[], None] | None = None
 
     async def read(self, prompt: str, *, history: bool = True) -> str | None:
         session = self._lines if history else self._answers
         if self._aborted:
             return None
+        if self._interrupted:
+            self._interrupted = False
+            raise Interrupted
         try:
             return await session.prompt_async(prompt, handle_sigint=False, pre_run=_first_prompt_hook(self))
         except EOFError:
@@ -106,8 +110,18 @@ class TerminalInput:
         except KeyboardInterrupt:  # never let it escape a task: asyncio re-raises it out of the loop
             raise Interrupted from None
 
-    def interrupt(self) -> None:  # Ctrl-C at the prompt is a key press (raw mode), not a signal
-        return None
+    def interrupt(self) -> None:
+        """SIGINT. At a prompt Ctrl-C is a key press (raw mode), not a signal; a SIGINT comes from a Ctrl-C
+        typed while no prompt holds the terminal (a second Ctrl-C right after the first, while the note is
+        printed) or from ``kill -INT``: the prompt being shown ends, else the next ``read``, with
+        :class:`Interrupted`, as the key would have."""
+        for session in (self._lines, self._answers):
+            if session.app.is_running:
+                # prompt_toolkit raises a bare Exception when the prompt has already got its result
+                with contextlib.suppress(Exception):
+                    session.app.exit(exception=KeyboardInterrupt())
+                    return
+        self._interrupted = True
 
     def quiet(self) -> contextlib.AbstractContextManager[None]:
         return no_echo(self._stdin)
