@@ -16,14 +16,20 @@ from tests.fixtures.scripted_servers import ScriptedOllamaServer
 from tests.fixtures.serve import start_serve, use_scripted_ollama
 
 
-def wait_until(predicate: Any, timeout: float = 15.0) -> Any:
+def wait_until(predicate: Any, timeout: float = 15.0, state: Any = None) -> Any:
+    """``predicate()`` once true; on timeout an error showing ``state()`` (what the server holds)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+    raise AssertionError(f"condition not met in time; state: {state() if state else None}")
+
+
+def run_state(client: httpx.Client, created: dict[str, Any]) -> Any:
+    """The run's session as the API shows it (its runs' statuses and nodes), for a failed wait."""
+    return client.get(f"/api/sessions/{created.get('session_id')}").json()
 
 
 def questions(client: httpx.Client, status: str = "pending") -> list[dict[str, Any]]:
@@ -51,7 +57,9 @@ def test_question_answered_through_the_api(
     try:
         with server.client() as client:
             created = client.post("/api/runs", json={"message": "ask Which colour? | red | blue"}).json()
-            (question,) = wait_until(lambda: questions(client))
+            (question,) = wait_until(
+                lambda: questions(client), state=lambda: (created, run_state(client, created))
+            )
             assert question["question"] == "Which colour?" and question["options"] == ["red", "blue"]
             assert question["session_id"] == created["session_id"] and question["status"] == "pending"
             event, snapshot = first_push(server)

@@ -219,7 +219,9 @@ async def test_used_only_by_a_plain_http_adapter_on_a_direct_route(monkeypatch: 
         finally:
             await tls.close()
         assert connects.count == 1
-        assert len(server.requests) == 1
+        # no request in clear text followed the failed handshake (what the server made of the TLS bytes,
+        # when it recorded them before this line, has no body)
+        assert [r.json is not None for r in server.requests] in ([True], [True, False])
 
     # a proxy from the environment: httpx's own proxy transport carries the request to the proxy
     request_lines: list[bytes] = []
