@@ -216,9 +216,11 @@ def test_chat_on_a_terminal_interrupted_during_startup(
 
 def test_interrupt_module_is_only_installed_by_the_program(tmp_path: Path) -> None:
     """Importing the CLI package (a test, an embedding application) leaves SIGINT alone."""
-    code = (
-        "import signal, agent_core.cli\n"
-        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    code = (  # compared with what the child inherited (a shell's background job starts with SIGINT ignored)
+        "import signal\n"
+        "before = signal.getsignal(signal.SIGINT)\n"
+        "import agent_core.cli\n"
+        "print(signal.getsignal(signal.SIGINT) is before)\n"
     )
     done = subprocess.run(
         [*cli_command([])[:1], "-c", code], capture_output=True, text=True, env=cli_env(), check=True
